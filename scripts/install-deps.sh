@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs everything codeco needs to build, test and run, from Debian packages
+# and npm only. Idempotent: installs only what is missing, runs `apt-get update`
+# at most once, and puts npm tools into the project-local tools/node/ folder.
+#
+#   scripts/install-deps.sh          # build + test + demo dependencies
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# Debian packages, grouped by what needs them.
+BUILD_PKGS=(cmake ninja-build ccache g++ pkg-config git)
+LIB_PKGS=(libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+          libabsl-dev prometheus-cpp-dev librocksdb-dev catch2 libyaml-cpp-dev
+          nlohmann-json3-dev libssl-dev libcurl4-openssl-dev libbenchmark-dev)
+TOOL_PKGS=(openssl nodejs npm curl procps)
+
+missing=()
+for pkg in "${BUILD_PKGS[@]}" "${LIB_PKGS[@]}" "${TOOL_PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  # nodejs/npm may come from another source (e.g. a preinstalled Node); skip them if present.
+  filtered=()
+  for pkg in "${missing[@]}"; do
+    case "$pkg" in
+      nodejs) command -v node >/dev/null 2>&1 || filtered+=("$pkg") ;;
+      npm) command -v npm >/dev/null 2>&1 || filtered+=("$pkg") ;;
+      *) filtered+=("$pkg") ;;
+    esac
+  done
+  if [ "${#filtered[@]}" -gt 0 ]; then
+    echo "install-deps: installing Debian packages: ${filtered[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${filtered[@]}"
+  fi
+fi
+
+# npm tools (buf for lint and outside-client tests, grpc-js for the JS client tests),
+# pinned, into tools/node/ so nothing is installed globally.
+NODE_DIR="$ROOT/tools/node"
+if [ ! -x "$NODE_DIR/node_modules/.bin/buf" ] || [ ! -d "$NODE_DIR/node_modules/@grpc/grpc-js" ]; then
+  echo "install-deps: installing npm tools into tools/node"
+  (cd "$NODE_DIR" && npm ci --no-audit --no-fund --loglevel=error 2>/dev/null || \
+     npm install --no-audit --no-fund --loglevel=error)
+fi
+echo "install-deps: ok"
