@@ -1,0 +1,16 @@
+# Helpers shared by every target of the project.
+
+# codeco_target_defaults(TARGET): project warnings and include root.
+function(codeco_target_defaults target)
+  target_compile_options(${target} PRIVATE ${CODECO_WARNINGS})
+endfunction()
+
+# codeco_test(NAME SOURCES... LIBS ...): a Catch2 test binary registered with ctest.
+function(codeco_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  codeco_target_defaults(${name})
+  target_link_libraries(${name} PRIVATE codeco_catch_main ${ARG_LIBS})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/tests")
+  catch_discover_tests(${name} TEST_PREFIX "${name}:" PROPERTIES TIMEOUT 120)
+endfunction()

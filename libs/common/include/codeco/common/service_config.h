@@ -1,0 +1,76 @@
+#pragma once
+// The settings every codeco service binary shares (role, addresses, data
+// directory, TLS files, logging, deadlines, store durability), declared once
+// as a ConfigSchema and read into a typed struct.
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "codeco/common/config.h"
+
+namespace codeco {
+
+/// The part a service plays in the federation.
+enum class Role { kHub, kManagedCluster };
+
+/// "hub" or "mc".
+const char* RoleName(Role role);
+
+/// Files for mutual TLS; re-read every `refresh_interval` so rotated
+/// certificates take effect without a restart.
+struct TlsFiles {
+  /// PEM bundle of the CA(s) that peers' certificates must chain to.
+  std::string ca_file;
+  /// PEM certificate chain of this process.
+  std::string cert_file;
+  /// PEM private key of `cert_file`.
+  std::string key_file;
+  /// How often the files are checked for changes.
+  absl::Duration refresh_interval = absl::Seconds(60);
+};
+
+/// Typed common settings of a service process.
+struct ServiceConfig {
+  /// Short service name, e.g. "acm" (used in metric names and logs).
+  std::string service;
+  /// hub or mc.
+  Role role = Role::kHub;
+  /// Name of the cluster this process belongs to.
+  std::string cluster;
+  /// gRPC listen address host:port (port 0 picks a free port).
+  std::string listen;
+  /// Prometheus /metrics listen address host:port (port 0 picks one).
+  std::string metrics_listen;
+  /// Directory of the service's RocksDB.
+  std::string data_dir;
+  /// Plaintext gRPC; only accepted when `listen` is a loopback address.
+  bool insecure = false;
+  /// mTLS files (required unless `insecure`).
+  TlsFiles tls;
+  /// Deadline given to outgoing calls when the incoming call carries none.
+  absl::Duration default_deadline = absl::Seconds(30);
+  /// Longest a call may run on this server regardless of the client's deadline.
+  absl::Duration max_deadline = absl::Minutes(10);
+  /// fsync the RocksDB WAL on every write (survives power loss, not only a
+  /// process kill).
+  bool store_sync = true;
+  /// How long in-flight calls may finish after SIGTERM.
+  absl::Duration shutdown_grace = absl::Seconds(10);
+  /// The whole validated configuration, for service-specific keys.
+  Config raw;
+};
+
+/// The schema of the common keys, to which a service adds its own.
+ConfigSchema CommonServiceSchema();
+
+/// Reads the common keys of `config` into a ServiceConfig for `service` and
+/// checks the rules between keys (TLS files unless insecure, insecure only on
+/// loopback). Errors name the keys.
+absl::StatusOr<ServiceConfig> ReadServiceConfig(const std::string& service, const Config& config);
+
+/// True when `host_port`'s host is a loopback address (127.0.0.0/8, ::1,
+/// localhost).
+bool IsLoopbackAddress(const std::string& host_port);
+
+}  // namespace codeco

@@ -1,0 +1,149 @@
+#include "codeco/common/rocksdb_kv_store.h"
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "rocksdb/db.h"
+#include "rocksdb/options.h"
+#include "rocksdb/table.h"
+#include "rocksdb/utilities/options_util.h"
+#include "rocksdb/write_batch.h"
+
+namespace codeco {
+namespace {
+
+absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
+  if (s.ok()) return absl::OkStatus();
+  std::string message = absl::StrCat(std::string(what), ": ", s.ToString());
+  if (s.IsNotFound()) return absl::NotFoundError(message);
+  if (s.IsInvalidArgument()) return absl::InvalidArgumentError(message);
+  if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
+    return absl::UnavailableError(message);
+  }
+  if (s.IsBusy() || s.IsTryAgain() || s.IsTimedOut()) return absl::UnavailableError(message);
+  if (s.IsCorruption()) return absl::DataLossError(message);
+  return absl::InternalError(message);
+}
+
+class RocksDbKvStore final : public KvStore {
+ public:
+  RocksDbKvStore(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles,
+                 bool sync)
+      : db_(std::move(db)), handles_(std::move(handles)) {
+    write_options_.sync = sync;
+    write_options_.disableWAL = false;
+    for (auto* h : handles_) by_name_[h->GetName()] = h;
+  }
+
+  ~RocksDbKvStore() override {
+    for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
+    db_->Close();
+  }
+
+  absl::StatusOr<std::string> Get(std::string_view column_family,
+                                  std::string_view key) const override {
+    rocksdb::ColumnFamilyHandle* cf = Family(column_family);
+    if (cf == nullptr) return UnknownFamily(column_family);
+    std::string value;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf, rocksdb::Slice(key.data(), key.size()),
+                                 &value);
+    if (s.IsNotFound()) return absl::NotFoundError(absl::StrCat("key not found: ", std::string(key)));
+    if (!s.ok()) return FromRocks(s, "get");
+    return value;
+  }
+
+  absl::Status Write(const KvWriteBatch& batch) override {
+    rocksdb::WriteBatch rb;
+    for (const auto& m : batch.mutations()) {
+      rocksdb::ColumnFamilyHandle* cf = Family(m.column_family);
+      if (cf == nullptr) return UnknownFamily(m.column_family);
+      rocksdb::Status s = m.is_delete ? rb.Delete(cf, m.key) : rb.Put(cf, m.key, m.value);
+      if (!s.ok()) return FromRocks(s, "batch");
+    }
+    return FromRocks(db_->Write(write_options_, &rb), "write");
+  }
+
+  absl::Status Scan(std::string_view column_family, const KvScanOptions& options,
+                    const KvVisitor& visitor) const override {
+    rocksdb::ColumnFamilyHandle* cf = Family(column_family);
+    if (cf == nullptr) return UnknownFamily(column_family);
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf));
+    const std::string& seek =
+        options.start_after > options.prefix ? options.start_after : options.prefix;
+    it->Seek(seek);
+    if (!options.start_after.empty() && it->Valid() && it->key() == options.start_after) it->Next();
+    size_t visited = 0;
+    for (; it->Valid(); it->Next()) {
+      std::string_view key(it->key().data(), it->key().size());
+      if (!key.starts_with(options.prefix)) break;
+      if (options.limit != 0 && visited == options.limit) break;
+      ++visited;
+      if (!visitor(key, std::string_view(it->value().data(), it->value().size()))) break;
+    }
+    return FromRocks(it->status(), "scan");
+  }
+
+  std::vector<std::string> ColumnFamilies() const override {
+    std::vector<std::string> names;
+    for (const auto& [name, handle] : by_name_) names.push_back(name);
+    return names;
+  }
+
+ private:
+  rocksdb::ColumnFamilyHandle* Family(std::string_view name) const {
+    auto it = by_name_.find(std::string(name));
+    return it == by_name_.end() ? nullptr : it->second;
+  }
+
+  static absl::Status UnknownFamily(std::string_view name) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown column family: ", std::string(name)));
+  }
+
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  std::map<std::string, rocksdb::ColumnFamilyHandle*> by_name_;
+  rocksdb::WriteOptions write_options_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<KvStore>> OpenRocksDbKvStore(const RocksDbOptions& options) {
+  if (options.path.empty()) return absl::InvalidArgumentError("data_dir: required");
+  std::error_code ec;
+  std::filesystem::create_directories(options.path, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("data_dir: cannot create ", options.path, ": ", ec.message()));
+  }
+
+  rocksdb::Options db_options;
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  db_options.max_background_jobs = options.max_background_jobs;
+  db_options.keep_log_file_num = 5;
+  rocksdb::BlockBasedTableOptions table_options;
+  table_options.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  rocksdb::ColumnFamilyOptions cf_options;
+  cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table_options));
+
+  // Open every family already in the database plus the requested ones.
+  std::set<std::string> names = {rocksdb::kDefaultColumnFamilyName};
+  names.insert(options.column_families.begin(), options.column_families.end());
+  std::vector<std::string> existing;
+  if (rocksdb::DB::ListColumnFamilies(db_options, options.path, &existing).ok()) {
+    names.insert(existing.begin(), existing.end());
+  }
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const auto& name : names) descriptors.emplace_back(name, cf_options);
+
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(db_options, options.path, descriptors, &handles, &raw);
+  if (!s.ok()) return FromRocks(s, absl::StrCat("open ", options.path));
+  return std::unique_ptr<KvStore>(
+      new RocksDbKvStore(std::unique_ptr<rocksdb::DB>(raw), std::move(handles), options.sync));
+}
+
+}  // namespace codeco

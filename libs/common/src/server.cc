@@ -1,0 +1,236 @@
+#include "codeco/common/server.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "codeco/common/grpc_status.h"
+#include "codeco/common/logging.h"
+#include "codeco/common/metrics.h"
+#include "codeco/common/rocksdb_kv_store.h"
+#include "codeco/common/status.h"
+#include "codeco/common/tls.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/impl/server_builder_option.h"
+#include "grpcpp/impl/server_builder_plugin.h"
+#include "grpcpp/impl/server_initializer.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+
+namespace codeco {
+namespace {
+
+std::chrono::system_clock::time_point ToChrono(absl::Time t) { return absl::ToChronoTime(t); }
+
+// Captures the names of the services registered on a server while it is
+// built (the way the reflection plugin learns them), so each gets a health
+// status.
+class ServiceListCapture final : public grpc::ServerBuilderPlugin {
+ public:
+  explicit ServiceListCapture(std::vector<std::string>* names) : names_(names) {}
+  std::string name() override { return "codeco_service_list"; }
+  void InitServer(grpc::ServerInitializer* si) override { *names_ = *si->GetServiceList(); }
+  void Finish(grpc::ServerInitializer*) override {}
+  void ChangeArguments(const std::string&, void*) override {}
+  bool has_async_methods() const override { return false; }
+  bool has_sync_methods() const override { return false; }
+
+ private:
+  std::vector<std::string>* names_;
+};
+
+class ServiceListOption final : public grpc::ServerBuilderOption {
+ public:
+  explicit ServiceListOption(std::vector<std::string>* names) : names_(names) {}
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->push_back(std::make_unique<ServiceListCapture>(names_));
+  }
+
+ private:
+  std::vector<std::string>* names_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options) {
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  if (options.insecure) {
+    if (!IsLoopbackAddress(options.listen)) {
+      return InvalidFieldError("insecure", absl::StrCat("plaintext is allowed only on loopback, "
+                                                        "but listen is ",
+                                                        options.listen));
+    }
+    creds = grpc::InsecureServerCredentials();
+  } else {
+    ASSIGN_OR_RETURN(creds, MakeServerCredentials(options.tls));
+  }
+
+  // Reflection registers itself as a builder plugin; once per process is enough.
+  static const bool reflection_enabled = [] {
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    return true;
+  }();
+  (void)reflection_enabled;
+
+  std::unique_ptr<GrpcServer> out(new GrpcServer());
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen, creds, &port);
+  builder.RegisterService(&out->health_);
+  for (grpc::Service* service : options.services) builder.RegisterService(service);
+  InterceptorOptions interceptor_options{options.service, options.metrics,
+                                         options.unimplemented_notes};
+  builder.experimental().SetInterceptorCreators(MakeServerInterceptors(interceptor_options));
+  std::vector<std::string> service_names;
+  builder.SetOption(std::make_unique<ServiceListOption>(&service_names));
+  out->server_ = builder.BuildAndStart();
+  if (out->server_ == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat("listen: cannot serve on ", options.listen));
+  }
+  out->address_ = absl::StrCat(options.listen.substr(0, options.listen.rfind(':')), ":", port);
+  out->health_.SetServingStatus("", grpc::health::v1::HealthCheckResponse::SERVING);
+  for (const std::string& name : service_names) {
+    out->health_.SetServingStatus(name, grpc::health::v1::HealthCheckResponse::SERVING);
+  }
+  return out;
+}
+
+GrpcServer::~GrpcServer() { Shutdown(absl::ZeroDuration()); }
+
+void GrpcServer::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  health_.Shutdown();
+  server_->Shutdown(ToChrono(absl::Now() + grace));
+  server_->Wait();
+}
+
+void BlockTerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int WaitForTerminationSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  int signal_number = 0;
+  while (sigwait(&set, &signal_number) != 0) {
+  }
+  return signal_number;
+}
+
+std::unique_ptr<grpc::ClientContext> OutgoingContext(const grpc::ServerContextBase& parent,
+                                                     absl::Duration fallback, absl::Duration max) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  absl::Time now = absl::Now();
+  absl::Time deadline = now + fallback;
+  if (parent.deadline() != std::chrono::system_clock::time_point::max()) {
+    deadline = absl::FromChrono(parent.deadline());
+  }
+  if (deadline > now + max) deadline = now + max;
+  context->set_deadline(ToChrono(deadline));
+  return context;
+}
+
+int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition) {
+  BlockTerminationSignals();
+  const std::string binary = "codeco-" + definition.name;
+  ConfigSchema schema = CommonServiceSchema();
+  if (definition.add_config) definition.add_config(schema);
+
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(argc, argv, schema);
+  if (!flags.ok()) {
+    std::cerr << binary << ": " << flags.status().message() << std::endl;
+    return 2;
+  }
+  if (flags->help) {
+    std::cout << "usage: " << binary
+              << " --role hub|mc --data-dir DIR [--config FILE] [--listen HOST:PORT]\n"
+              << "       [--metrics-listen HOST:PORT] [--insecure] [--set key=value]...\n\n"
+              << "Settings (also accepted as YAML keys in --config; flags win):\n"
+              << schema.HelpText();
+    return 0;
+  }
+  absl::StatusOr<Config> config = schema.LoadFile(flags->config_file, flags->overrides);
+  if (!config.ok()) {
+    std::cerr << binary << ": invalid configuration:\n" << config.status().message() << std::endl;
+    return 2;
+  }
+  absl::StatusOr<ServiceConfig> service_config = ReadServiceConfig(definition.name, *config);
+  if (!service_config.ok()) {
+    std::cerr << binary << ": invalid configuration:\n"
+              << service_config.status().message() << std::endl;
+    return 2;
+  }
+  const ServiceConfig& cfg = *service_config;
+  log::SetService(definition.name);
+  log::Level level = log::Level::kInfo;
+  log::ParseLevel(config->GetString("log.level"), &level);
+  log::SetLevel(level);
+
+  auto fail = [&](const absl::Status& status) {
+    log::Error("start failed", {{"error", std::string(status.message())}});
+    std::cerr << binary << ": " << status.message() << std::endl;
+    return 1;
+  };
+
+  RocksDbOptions store_options;
+  store_options.path = cfg.data_dir;
+  store_options.column_families = definition.column_families;
+  store_options.sync = cfg.store_sync;
+  absl::StatusOr<std::unique_ptr<KvStore>> store = OpenRocksDbKvStore(store_options);
+  if (!store.ok()) return fail(store.status());
+
+  absl::StatusOr<std::unique_ptr<MetricsExposer>> metrics =
+      MetricsExposer::Start(cfg.metrics_listen);
+  if (!metrics.ok()) return fail(metrics.status());
+  RpcMetrics rpc_metrics(definition.name, (*metrics)->registry());
+
+  ServiceContext context{cfg, **store, RealClock::Default(), (*metrics)->registry()};
+  std::vector<std::unique_ptr<grpc::Service>> services;
+  if (definition.make_services) {
+    auto made = definition.make_services(context);
+    if (!made.ok()) return fail(made.status());
+    services = std::move(*made);
+  }
+
+  GrpcServerOptions server_options;
+  server_options.service = definition.name;
+  server_options.listen = cfg.listen;
+  server_options.insecure = cfg.insecure;
+  server_options.tls = cfg.tls;
+  for (auto& service : services) server_options.services.push_back(service.get());
+  server_options.metrics = &rpc_metrics;
+  server_options.unimplemented_notes = definition.unimplemented_notes;
+  absl::StatusOr<std::unique_ptr<GrpcServer>> server = GrpcServer::Start(server_options);
+  if (!server.ok()) return fail(server.status());
+
+  // The one line tools and tests read to find the service.
+  std::printf("%s listening on %s (role=%s cluster=%s metrics=http://%s/metrics data=%s%s)\n",
+              binary.c_str(), (*server)->address().c_str(), RoleName(cfg.role),
+              cfg.cluster.c_str(), (*metrics)->address().c_str(), cfg.data_dir.c_str(),
+              cfg.insecure ? " insecure" : " mtls");
+  std::fflush(stdout);
+  log::Info("serving", {{"listen", (*server)->address()},
+                        {"metrics", (*metrics)->address()},
+                        {"role", RoleName(cfg.role)},
+                        {"cluster", cfg.cluster}});
+
+  int signal_number = WaitForTerminationSignal();
+  log::Info("shutting down", {{"signal", absl::StrCat(signal_number)},
+                              {"grace", absl::FormatDuration(cfg.shutdown_grace)}});
+  (*server)->Shutdown(cfg.shutdown_grace);
+  log::Info("stopped");
+  return 0;
+}
+
+}  // namespace codeco

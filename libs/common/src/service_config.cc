@@ -1,0 +1,91 @@
+#include "codeco/common/service_config.h"
+
+#include "absl/strings/str_cat.h"
+#include "codeco/common/status.h"
+
+namespace codeco {
+
+const char* RoleName(Role role) { return role == Role::kHub ? "hub" : "mc"; }
+
+ConfigSchema CommonServiceSchema() {
+  ConfigSchema schema;
+  schema
+      .Add({"role", ConfigType::kEnum, "", {"hub", "mc"}, true,
+            "part this process plays: hub (federation control) or mc (managed cluster)"})
+      .Add({"cluster", ConfigType::kString, "hub", {}, false,
+            "name of the cluster this process belongs to"})
+      .Add({"listen", ConfigType::kAddress, "127.0.0.1:0", {}, false,
+            "gRPC listen address (port 0 picks a free port)"})
+      .Add({"metrics_listen", ConfigType::kAddress, "127.0.0.1:0", {}, false,
+            "Prometheus /metrics listen address (port 0 picks a free port)"})
+      .Add({"data_dir", ConfigType::kString, "", {}, true, "directory of the service's RocksDB"})
+      .Add({"insecure", ConfigType::kBool, "false", {}, false,
+            "plaintext gRPC, accepted only on loopback (local development)"})
+      .Add({"tls.ca_file", ConfigType::kString, "", {}, false, "PEM CA bundle peers must chain to"})
+      .Add({"tls.cert_file", ConfigType::kString, "", {}, false, "PEM certificate chain"})
+      .Add({"tls.key_file", ConfigType::kString, "", {}, false, "PEM private key"})
+      .Add({"tls.refresh_interval", ConfigType::kDuration, "60s", {}, false,
+            "how often rotated TLS files are re-read"})
+      .Add({"log.level", ConfigType::kEnum, "info", {"debug", "info", "warn", "error"}, false,
+            "minimum level of log lines"})
+      .Add({"rpc.default_deadline", ConfigType::kDuration, "30s", {}, false,
+            "deadline of outgoing calls when the incoming call has none"})
+      .Add({"rpc.max_deadline", ConfigType::kDuration, "10m", {}, false,
+            "longest a call may run on this server"})
+      .Add({"store.sync", ConfigType::kBool, "true", {}, false,
+            "fsync the write-ahead log on every write (survives power loss)"})
+      .Add({"shutdown.grace", ConfigType::kDuration, "10s", {}, false,
+            "time in-flight calls get to finish after SIGTERM"});
+  return schema;
+}
+
+bool IsLoopbackAddress(const std::string& host_port) {
+  std::string host = host_port.substr(0, host_port.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+absl::StatusOr<ServiceConfig> ReadServiceConfig(const std::string& service, const Config& config) {
+  ServiceConfig out;
+  out.service = service;
+  out.role = config.GetString("role") == "hub" ? Role::kHub : Role::kManagedCluster;
+  out.cluster = config.GetString("cluster");
+  out.listen = config.GetString("listen");
+  out.metrics_listen = config.GetString("metrics_listen");
+  out.data_dir = config.GetString("data_dir");
+  out.insecure = config.GetBool("insecure");
+  out.tls.ca_file = config.GetString("tls.ca_file");
+  out.tls.cert_file = config.GetString("tls.cert_file");
+  out.tls.key_file = config.GetString("tls.key_file");
+  out.tls.refresh_interval = config.GetDuration("tls.refresh_interval");
+  out.default_deadline = config.GetDuration("rpc.default_deadline");
+  out.max_deadline = config.GetDuration("rpc.max_deadline");
+  out.store_sync = config.GetBool("store.sync");
+  out.shutdown_grace = config.GetDuration("shutdown.grace");
+  out.raw = config;
+
+  FieldErrors errors;
+  if (out.insecure) {
+    if (!IsLoopbackAddress(out.listen)) {
+      errors.Add("insecure", absl::StrCat("plaintext is allowed only on loopback, but listen is ",
+                                          out.listen, "; configure tls.* instead"));
+    }
+  } else {
+    for (const char* key : {"tls.ca_file", "tls.cert_file", "tls.key_file"}) {
+      if (!config.Has(key)) errors.Add(key, "required unless insecure is true");
+    }
+  }
+  if (out.tls.refresh_interval < absl::Seconds(1)) {
+    errors.Add("tls.refresh_interval", "must be at least 1s");
+  }
+  if (out.default_deadline <= absl::ZeroDuration()) {
+    errors.Add("rpc.default_deadline", "must be positive");
+  }
+  if (out.max_deadline <= absl::ZeroDuration()) errors.Add("rpc.max_deadline", "must be positive");
+  RETURN_IF_ERROR(errors.ToStatus());
+  return out;
+}
+
+}  // namespace codeco
