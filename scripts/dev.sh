@@ -16,6 +16,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 JOBS="${JOBS:-$(nproc)}"
 BUF="$ROOT/tools/node/node_modules/.bin/buf"
+# Relative paths in ccache's hash let several build directories share hits.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}"
 
 deps() { "$ROOT/scripts/install-deps.sh"; }
 
@@ -45,18 +47,23 @@ run_tests() {
   echo "dev.sh: tests took $((SECONDS - start)) s"
 }
 
+# State of the demo, global so the exit trap can clean up.
+DEMO_WORK=""
+DEMO_PIDS=()
+demo_cleanup() {
+  for pid in "${DEMO_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${DEMO_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  [ -n "$DEMO_WORK" ] && rm -rf "$DEMO_WORK"
+}
+
 demo() {
   local once=0
   [ "${1:-}" = "--once" ] && once=1
-  local bin="$BUILD_DIR/bin" work
-  work="$(mktemp -d /tmp/codeco-demo.XXXXXX)"
-  local pids=()
-  cleanup() {
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-  }
-  trap cleanup EXIT INT TERM
+  local bin="$BUILD_DIR/bin"
+  DEMO_WORK="$(mktemp -d /tmp/codeco-demo.XXXXXX)"
+  local work="$DEMO_WORK"
+  trap demo_cleanup EXIT
+  trap 'exit 130' INT TERM
   echo "Starting the six codeco services on loopback (plaintext, development mode)..."
   local svc role
   for svc in acm swm netma mdm pdlc checkpointer; do
@@ -64,9 +71,9 @@ demo() {
     "$bin/codeco-$svc" --role "$role" --insecure --listen 127.0.0.1:0 \
       --metrics-listen 127.0.0.1:0 --data-dir "$work/$svc" \
       >"$work/$svc.out" 2>"$work/$svc.log" &
-    pids+=($!)
+    DEMO_PIDS+=($!)
   done
-  printf '\n%-14s %-5s %-22s %s\n' SERVICE ROLE GRPC METRICS
+  printf '\n%-20s %-5s %-22s %s\n' SERVICE ROLE GRPC METRICS
   for svc in acm swm netma mdm pdlc checkpointer; do
     local line="" tries=0
     while [ -z "$line" ] && [ $tries -lt 100 ]; do
@@ -79,7 +86,7 @@ demo() {
     metrics="$(sed -E 's/.*metrics=([^ ]+).*/\1/' <<<"$line")"
     role_of="$(sed -E 's/.*role=([^ ]+).*/\1/' <<<"$line")"
     health="$("$bin/codecoctl" health "$addr" --insecure 2>&1 || true)"
-    printf '%-14s %-5s %-22s %s  [%s]\n' "codeco-$svc" "$role_of" "$addr" "$metrics" "$health"
+    printf '%-20s %-5s %-22s %s  [%s]\n' "codeco-$svc" "$role_of" "$addr" "$metrics" "$health"
   done
   echo
   echo "Try:  $bin/codecoctl health <GRPC> --insecure"
