@@ -12,11 +12,14 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_PKGS=(cmake ninja-build ccache g++ pkg-config git)
 LIB_PKGS=(libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
           libabsl-dev prometheus-cpp-dev librocksdb-dev catch2 libyaml-cpp-dev
-          nlohmann-json3-dev libssl-dev libcurl4-openssl-dev libbenchmark-dev)
+          nlohmann-json3-dev libssl-dev libcurl4-openssl-dev libbenchmark-dev
+          coinor-libcbc-dev)
+# Real servers the testbed and tests run: Prometheus scrapes every service.
+SERVER_PKGS=(prometheus)
 TOOL_PKGS=(openssl nodejs npm curl procps)
 
 missing=()
-for pkg in "${BUILD_PKGS[@]}" "${LIB_PKGS[@]}" "${TOOL_PKGS[@]}"; do
+for pkg in "${BUILD_PKGS[@]}" "${LIB_PKGS[@]}" "${SERVER_PKGS[@]}" "${TOOL_PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$pkg")
   fi
