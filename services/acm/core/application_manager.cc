@@ -1,0 +1,545 @@
+#include "acm/core/application_manager.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "codeco/common/status.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/util/message_differencer.h"
+
+namespace codeco::acm {
+namespace {
+
+using google::protobuf::util::MessageDifferencer;
+
+// Deterministic bytes of `message` with its request_id cleared: equal
+// requests give equal fingerprints.
+template <typename Request>
+std::string Fingerprint(Request request) {
+  request.clear_request_id();
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    request.SerializeToCodedStream(&coded);
+  }
+  return out;
+}
+
+absl::Status CheckExpectedRevision(int64_t expected, const std::optional<v1::Application>& app,
+                                   const std::string& field) {
+  if (expected == 0) return absl::OkStatus();
+  int64_t actual = app ? app->metadata().revision() : 0;
+  if (actual != expected) {
+    return absl::FailedPreconditionError(absl::StrCat(field, ": the application is at revision ",
+                                                      actual, ", not ", expected));
+  }
+  return absl::OkStatus();
+}
+
+bool LabelsEqual(const google::protobuf::Map<std::string, std::string>& a,
+                 const google::protobuf::Map<std::string, std::string>& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [k, v] : a) {
+    auto it = b.find(k);
+    if (it == b.end() || it->second != v) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool MatchesLabels(const common::v1::LabelSelector& selector,
+                   const google::protobuf::Map<std::string, std::string>& labels) {
+  for (const auto& [k, v] : selector.match_labels()) {
+    auto it = labels.find(k);
+    if (it == labels.end() || it->second != v) return false;
+  }
+  for (const auto& req : selector.match_expressions()) {
+    auto it = labels.find(req.key());
+    bool has = it != labels.end();
+    bool in = has && std::find(req.values().begin(), req.values().end(), it->second) !=
+                         req.values().end();
+    switch (req.op()) {
+      case common::v1::LABEL_SELECTOR_OPERATOR_IN:
+        if (!in) return false;
+        break;
+      case common::v1::LABEL_SELECTOR_OPERATOR_NOT_IN:
+        if (in) return false;
+        break;
+      case common::v1::LABEL_SELECTOR_OPERATOR_EXISTS:
+        if (!has) return false;
+        break;
+      case common::v1::LABEL_SELECTOR_OPERATOR_DOES_NOT_EXIST:
+        if (has) return false;
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+ApplicationManager::ApplicationManager(ApplicationStore& store, PlacementScheduler& scheduler,
+                                       Clock& clock, ApplicationManagerOptions options)
+    : store_(store), scheduler_(scheduler), clock_(clock), options_(std::move(options)) {}
+
+google::protobuf::Timestamp ApplicationManager::NowProto() const {
+  absl::Time now = clock_.Now();
+  google::protobuf::Timestamp ts;
+  int64_t seconds = absl::ToUnixSeconds(now);
+  ts.set_seconds(seconds);
+  ts.set_nanos(static_cast<int32_t>((now - absl::FromUnixSeconds(seconds)) / absl::Nanoseconds(1)));
+  return ts;
+}
+
+int ApplicationManager::PageSize(int requested) const {
+  if (requested <= 0) return options_.default_page_size;
+  return std::min(requested, options_.max_page_size);
+}
+
+absl::StatusOr<std::optional<std::string>> ApplicationManager::CheckRequest(
+    const std::string& key, const std::string& fingerprint) const {
+  ASSIGN_OR_RETURN(std::optional<StoredRequest> stored, store_.GetRequest(key));
+  if (!stored) return std::optional<std::string>();
+  if (stored->fingerprint != fingerprint) {
+    return InvalidFieldError("request_id", "already used for a different request");
+  }
+  return std::optional<std::string>(stored->response);
+}
+
+absl::Status ApplicationManager::CommitNext(ApplicationCommit& commit) {
+  ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
+  commit.revision = last + 1;
+  return store_.Commit(commit);
+}
+
+void ApplicationManager::Notify() {
+  std::vector<std::shared_ptr<std::function<void()>>> listeners;
+  {
+    absl::MutexLock lock(&listeners_mu_);
+    for (auto& [id, l] : listeners_) listeners.push_back(l);
+  }
+  absl::MutexLock running(&notify_mu_);
+  for (auto& l : listeners) (*l)();
+}
+
+int ApplicationManager::AddListener(std::function<void()> listener) {
+  absl::MutexLock lock(&listeners_mu_);
+  int id = next_listener_id_++;
+  listeners_[id] = std::make_shared<std::function<void()>>(std::move(listener));
+  return id;
+}
+
+void ApplicationManager::RemoveListener(int id) {
+  {
+    absl::MutexLock lock(&listeners_mu_);
+    listeners_.erase(id);
+  }
+  // Wait for a Notify that may still be running the listener.
+  absl::MutexLock running(&notify_mu_);
+}
+
+absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::Apply(
+    const v1::ApplyApplicationRequest& request) {
+  std::string key;
+  std::string fingerprint;
+  if (!request.request_id().empty() && !request.dry_run()) {
+    key = "apply/" + request.request_id();
+    fingerprint = Fingerprint(request);
+    ASSIGN_OR_RETURN(std::optional<std::string> stored, CheckRequest(key, fingerprint));
+    if (stored) {
+      v1::ApplyApplicationResponse response;
+      if (!response.ParseFromString(*stored)) return absl::DataLossError("stored response");
+      return response;
+    }
+  }
+  absl::StatusOr<v1::ApplyApplicationResponse> response;
+  {
+    absl::MutexLock lock(&write_mu_);
+    // A concurrent twin may have committed while we were unlocked.
+    if (!key.empty()) {
+      ASSIGN_OR_RETURN(std::optional<std::string> stored, CheckRequest(key, fingerprint));
+      if (stored) {
+        v1::ApplyApplicationResponse again;
+        if (!again.ParseFromString(*stored)) return absl::DataLossError("stored response");
+        return again;
+      }
+    }
+    response = ApplyLocked(request, "apply",
+                           RequestRecord{key, fingerprint,
+                                         [](const v1::ApplyApplicationResponse& r) {
+                                           return r.SerializeAsString();
+                                         }});
+  }
+  if (response.ok() && !request.dry_run()) Notify();
+  return response;
+}
+
+absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
+    const v1::ApplyApplicationRequest& request, const std::string& change_cause,
+    const RequestRecord& record) {
+  v1::ApplyApplicationResponse response;
+  v1::ApplicationSpec spec;
+  google::protobuf::Map<std::string, std::string> labels;
+  std::string cam_yaml;
+  switch (request.source_case()) {
+    case v1::ApplyApplicationRequest::kCamYaml: {
+      ASSIGN_OR_RETURN(ParsedCam cam, ParseCam(request.cam_yaml(), options_.cam_limits));
+      spec = std::move(cam.spec);
+      for (auto& [k, v] : cam.labels) labels[k] = v;
+      for (auto& w : cam.warnings) response.add_warnings(w);
+      cam_yaml = request.cam_yaml();
+      break;
+    }
+    case v1::ApplyApplicationRequest::kSpec:
+      RETURN_IF_ERROR(ValidateApplicationSpec(request.spec(), options_.cam_limits));
+      spec = request.spec();
+      labels = request.labels();
+      break;
+    default:
+      return InvalidFieldError("source", "either cam_yaml or spec is required");
+  }
+  for (const auto& [k, v] : labels) {
+    if (k.empty() || k.size() > 253) return InvalidFieldError("labels", "keys must be 1-253 bytes");
+  }
+
+  const std::string& name = spec.app_name();
+  ASSIGN_OR_RETURN(std::optional<v1::Application> current, store_.Get(name));
+  RETURN_IF_ERROR(CheckExpectedRevision(request.expected_revision(), current, "expected_revision"));
+  ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
+  const int64_t revision = last + 1;
+
+  v1::Application app;
+  bool spec_changed = true;
+  if (current) {
+    app = *current;
+    spec_changed = !MessageDifferencer::Equals(current->spec(), spec);
+    if (!spec_changed && LabelsEqual(current->metadata().labels(), labels)) {
+      *response.mutable_application() = *current;
+      return response;  // nothing to change
+    }
+  } else {
+    response.set_created(true);
+    app.mutable_metadata()->set_name(name);
+    app.mutable_metadata()->set_uid(absl::StrCat(name, "-", revision));
+    *app.mutable_metadata()->mutable_create_time() = NowProto();
+  }
+  *app.mutable_metadata()->mutable_labels() = labels;
+  app.mutable_metadata()->set_revision(revision);
+  *app.mutable_metadata()->mutable_update_time() = NowProto();
+
+  ApplicationCommit commit;
+  if (spec_changed) {
+    *app.mutable_spec() = spec;
+    app.set_cam_yaml(cam_yaml);
+    app.set_spec_revision(app.spec_revision() + 1);
+    v1::ApplicationStatus& status = *app.mutable_status();
+    status.set_phase(v1::APPLICATION_PHASE_PENDING);
+    status.set_status(v1::STATUS_LEVEL_UNSPECIFIED);
+    status.set_error_msg("");
+    v1::ApplicationRevision rev;
+    rev.set_spec_revision(app.spec_revision());
+    *rev.mutable_spec() = spec;
+    rev.set_cam_yaml(cam_yaml);
+    *rev.mutable_create_time() = NowProto();
+    rev.set_request_id(request.request_id());
+    rev.set_change_cause(change_cause);
+    commit.spec_revision = std::move(rev);
+  }
+  *response.mutable_application() = app;
+  if (request.dry_run()) return response;
+
+  commit.put = app;
+  commit.event.set_type(current ? common::v1::WATCH_EVENT_TYPE_MODIFIED
+                                : common::v1::WATCH_EVENT_TYPE_ADDED);
+  *commit.event.mutable_application() = app;
+  if (!record.key.empty()) {
+    commit.request = {record.key, StoredRequest{record.fingerprint, record.encode(response)}};
+  }
+  RETURN_IF_ERROR(CommitNext(commit));
+  if (spec_changed) {
+    absl::Status asked = scheduler_.RequestPlacement(app);
+    if (!asked.ok()) {
+      response.add_warnings(absl::StrCat("scheduler not reached, placement will be retried: ",
+                                         asked.ToString()));
+    }
+  }
+  return response;
+}
+
+absl::StatusOr<v1::GetApplicationResponse> ApplicationManager::Get(
+    const v1::GetApplicationRequest& request) const {
+  if (request.name().empty()) return InvalidFieldError("name", "required");
+  if (request.spec_revision() < 0) return InvalidFieldError("spec_revision", "must not be negative");
+  ASSIGN_OR_RETURN(std::optional<v1::Application> app, store_.Get(request.name()));
+  if (!app) return absl::NotFoundError(absl::StrCat("application \"", request.name(), "\""));
+  v1::GetApplicationResponse response;
+  if (request.spec_revision() != 0 && request.spec_revision() != app->spec_revision()) {
+    absl::StatusOr<v1::ApplicationRevision> rev =
+        store_.GetSpecRevision(request.name(), request.spec_revision());
+    if (absl::IsNotFound(rev.status())) {
+      return absl::NotFoundError(absl::StrCat("spec_revision: application \"", request.name(),
+                                              "\" has no spec revision ", request.spec_revision()));
+    }
+    RETURN_IF_ERROR(rev.status());
+    *app->mutable_spec() = rev->spec();
+    app->set_cam_yaml(rev->cam_yaml());
+    app->set_spec_revision(rev->spec_revision());
+  }
+  *response.mutable_application() = std::move(*app);
+  return response;
+}
+
+absl::StatusOr<v1::ListApplicationsResponse> ApplicationManager::List(
+    const v1::ListApplicationsRequest& request) const {
+  if (request.page_size() < 0) return InvalidFieldError("page_size", "must not be negative");
+  const size_t page = PageSize(request.page_size());
+  v1::ListApplicationsResponse response;
+  bool more = false;
+  RETURN_IF_ERROR(store_.List(request.page_token(), [&](const v1::Application& app) {
+    if (request.phase() != v1::APPLICATION_PHASE_UNSPECIFIED &&
+        app.status().phase() != request.phase()) {
+      return true;
+    }
+    if (!MatchesLabels(request.label_selector(), app.metadata().labels())) return true;
+    if (static_cast<size_t>(response.applications_size()) == page) {
+      more = true;
+      return false;
+    }
+    *response.add_applications() = app;
+    return true;
+  }));
+  if (more) {
+    response.set_next_page_token(
+        response.applications(response.applications_size() - 1).metadata().name());
+  }
+  return response;
+}
+
+absl::StatusOr<v1::DeleteApplicationResponse> ApplicationManager::Delete(
+    const v1::DeleteApplicationRequest& request) {
+  if (request.name().empty()) return InvalidFieldError("name", "required");
+  std::string key;
+  std::string fingerprint;
+  if (!request.request_id().empty()) {
+    key = "delete/" + request.request_id();
+    fingerprint = Fingerprint(request);
+  }
+  v1::DeleteApplicationResponse response;
+  {
+    absl::MutexLock lock(&write_mu_);
+    if (!key.empty()) {
+      ASSIGN_OR_RETURN(std::optional<std::string> stored, CheckRequest(key, fingerprint));
+      if (stored) {
+        if (!response.ParseFromString(*stored)) return absl::DataLossError("stored response");
+        return response;
+      }
+    }
+    ASSIGN_OR_RETURN(std::optional<v1::Application> app, store_.Get(request.name()));
+    if (!app) return absl::NotFoundError(absl::StrCat("application \"", request.name(), "\""));
+    RETURN_IF_ERROR(CheckExpectedRevision(request.expected_revision(), app, "expected_revision"));
+    ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
+    app->mutable_metadata()->set_revision(last + 1);
+    *app->mutable_metadata()->mutable_update_time() = NowProto();
+    app->mutable_status()->set_phase(v1::APPLICATION_PHASE_DELETING);
+    ApplicationCommit commit;
+    commit.erase = request.name();
+    commit.event.set_type(common::v1::WATCH_EVENT_TYPE_DELETED);
+    *commit.event.mutable_application() = *app;
+    if (!key.empty()) {
+      commit.request = {key, StoredRequest{fingerprint, response.SerializeAsString()}};
+    }
+    RETURN_IF_ERROR(CommitNext(commit));
+    // The record is gone either way; a scheduler that missed this learns it
+    // when it next reconciles against the application list.
+    scheduler_.ReleasePlacement(request.name()).IgnoreError();
+  }
+  Notify();
+  return response;
+}
+
+absl::StatusOr<v1::RollbackApplicationResponse> ApplicationManager::Rollback(
+    const v1::RollbackApplicationRequest& request) {
+  if (request.name().empty()) return InvalidFieldError("name", "required");
+  if (request.to_spec_revision() <= 0) {
+    return InvalidFieldError("to_spec_revision", "must be a spec revision (1 or more)");
+  }
+  std::string key;
+  std::string fingerprint;
+  if (!request.request_id().empty()) {
+    key = "rollback/" + request.request_id();
+    fingerprint = Fingerprint(request);
+  }
+  v1::RollbackApplicationResponse response;
+  {
+    absl::MutexLock lock(&write_mu_);
+    if (!key.empty()) {
+      ASSIGN_OR_RETURN(std::optional<std::string> stored, CheckRequest(key, fingerprint));
+      if (stored) {
+        if (!response.ParseFromString(*stored)) return absl::DataLossError("stored response");
+        return response;
+      }
+    }
+    ASSIGN_OR_RETURN(std::optional<v1::Application> app, store_.Get(request.name()));
+    if (!app) return absl::NotFoundError(absl::StrCat("application \"", request.name(), "\""));
+    absl::StatusOr<v1::ApplicationRevision> rev =
+        store_.GetSpecRevision(request.name(), request.to_spec_revision());
+    if (absl::IsNotFound(rev.status())) {
+      return absl::NotFoundError(absl::StrCat("to_spec_revision: application \"", request.name(),
+                                              "\" has no spec revision ",
+                                              request.to_spec_revision()));
+    }
+    RETURN_IF_ERROR(rev.status());
+    // The revision's own YAML when it has one, so cam_yaml comes back too.
+    v1::ApplyApplicationRequest apply;
+    if (!rev->cam_yaml().empty()) {
+      apply.set_cam_yaml(rev->cam_yaml());
+    } else {
+      *apply.mutable_spec() = rev->spec();
+      *apply.mutable_labels() = app->metadata().labels();
+    }
+    apply.set_request_id(request.request_id());
+    RequestRecord record{key, fingerprint, [](const v1::ApplyApplicationResponse& applied) {
+                           v1::RollbackApplicationResponse r;
+                           *r.mutable_application() = applied.application();
+                           return r.SerializeAsString();
+                         }};
+    ASSIGN_OR_RETURN(
+        v1::ApplyApplicationResponse applied,
+        ApplyLocked(apply, absl::StrCat("rollback to ", request.to_spec_revision()), record));
+    *response.mutable_application() = applied.application();
+  }
+  Notify();
+  return response;
+}
+
+absl::StatusOr<v1::ListApplicationRevisionsResponse> ApplicationManager::ListRevisions(
+    const v1::ListApplicationRevisionsRequest& request) const {
+  if (request.name().empty()) return InvalidFieldError("name", "required");
+  if (request.page_size() < 0) return InvalidFieldError("page_size", "must not be negative");
+  int64_t before = INT64_MAX;
+  if (!request.page_token().empty() && !absl::SimpleAtoi(request.page_token(), &before)) {
+    return InvalidFieldError("page_token", "not a token this server issued");
+  }
+  ASSIGN_OR_RETURN(std::optional<v1::Application> app, store_.Get(request.name()));
+  if (!app) return absl::NotFoundError(absl::StrCat("application \"", request.name(), "\""));
+  ASSIGN_OR_RETURN(std::vector<v1::ApplicationRevision> revs,
+                   store_.ListSpecRevisions(request.name()));
+  const size_t page = PageSize(request.page_size());
+  v1::ListApplicationRevisionsResponse response;
+  for (auto it = revs.rbegin(); it != revs.rend(); ++it) {
+    if (it->spec_revision() >= before) continue;
+    if (static_cast<size_t>(response.revisions_size()) == page) {
+      response.set_next_page_token(
+          absl::StrCat(response.revisions(response.revisions_size() - 1).spec_revision()));
+      break;
+    }
+    *response.add_revisions() = *it;
+  }
+  return response;
+}
+
+absl::StatusOr<v1::Application> ApplicationManager::RecordPlacement(const std::string& name,
+                                                                    int64_t spec_revision,
+                                                                    const PlacementResult& result) {
+  v1::Application app;
+  {
+    absl::MutexLock lock(&write_mu_);
+    ASSIGN_OR_RETURN(std::optional<v1::Application> current, store_.Get(name));
+    if (!current) return absl::NotFoundError(absl::StrCat("application \"", name, "\""));
+    if (current->spec_revision() != spec_revision) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("placement is for spec revision ", spec_revision, " but application \"",
+                       name, "\" is at ", current->spec_revision()));
+    }
+    app = *std::move(current);
+    v1::ApplicationStatus& status = *app.mutable_status();
+    status.clear_placements();
+    status.set_observed_spec_revision(spec_revision);
+    status.set_plan_revision(result.plan_revision);
+    status.set_neighborhood_id(result.neighborhood_id);
+    if (!result.placed) {
+      status.set_phase(v1::APPLICATION_PHASE_FAILED);
+      status.set_status(v1::STATUS_LEVEL_ERROR);
+      status.set_error_msg(result.message.empty() ? "placement failed" : result.message);
+    } else {
+      std::set<std::string> placed;
+      bool all_ready = true;
+      for (const auto& p : result.placements) {
+        *status.add_placements() = p;
+        placed.insert(p.service());
+        all_ready = all_ready && p.ready();
+      }
+      std::string missing;
+      for (const auto& s : app.spec().services()) {
+        if (s.replicas() > 0 && !placed.count(s.name())) {
+          absl::StrAppend(&missing, missing.empty() ? "" : ", ", s.name());
+        }
+      }
+      if (!missing.empty()) {
+        status.set_phase(v1::APPLICATION_PHASE_DEGRADED);
+        status.set_status(v1::STATUS_LEVEL_WARNING);
+        status.set_error_msg(absl::StrCat("not placed: ", missing));
+      } else {
+        status.set_phase(all_ready ? v1::APPLICATION_PHASE_RUNNING
+                                   : v1::APPLICATION_PHASE_DEPLOYING);
+        status.set_status(v1::STATUS_LEVEL_OK);
+        status.set_error_msg(result.message);
+      }
+    }
+    ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
+    app.mutable_metadata()->set_revision(last + 1);
+    *app.mutable_metadata()->mutable_update_time() = NowProto();
+    ApplicationCommit commit;
+    commit.put = app;
+    commit.event.set_type(common::v1::WATCH_EVENT_TYPE_MODIFIED);
+    *commit.event.mutable_application() = app;
+    RETURN_IF_ERROR(CommitNext(commit));
+  }
+  Notify();
+  return app;
+}
+
+absl::StatusOr<ApplicationSnapshot> ApplicationManager::Snapshot(const std::string& name) const {
+  absl::MutexLock lock(&write_mu_);
+  ApplicationSnapshot snapshot;
+  ASSIGN_OR_RETURN(snapshot.revision, store_.LastRevision());
+  if (!name.empty()) {
+    ASSIGN_OR_RETURN(std::optional<v1::Application> app, store_.Get(name));
+    if (app) snapshot.applications.push_back(*std::move(app));
+    return snapshot;
+  }
+  RETURN_IF_ERROR(store_.List("", [&](const v1::Application& app) {
+    snapshot.applications.push_back(app);
+    return true;
+  }));
+  return snapshot;
+}
+
+absl::StatusOr<std::vector<v1::WatchApplicationResponse>> ApplicationManager::ReadChanges(
+    const std::string& name, int64_t after, size_t limit) const {
+  if (after < 0) return InvalidFieldError("from_revision", "must not be negative");
+  ASSIGN_OR_RETURN(int64_t oldest, store_.OldestEventRevision());
+  if (after + 1 < oldest) {
+    return absl::OutOfRangeError(absl::StrCat("from_revision: changes before revision ", oldest,
+                                              " are no longer kept; re-read and watch from the "
+                                              "current state"));
+  }
+  std::vector<v1::WatchApplicationResponse> out;
+  RETURN_IF_ERROR(store_.ReadEvents(after, [&](const v1::WatchApplicationResponse& event) {
+    if (name.empty() || event.application().metadata().name() == name) out.push_back(event);
+    return out.size() < limit;
+  }));
+  return out;
+}
+
+absl::StatusOr<int64_t> ApplicationManager::CurrentRevision() const {
+  return store_.LastRevision();
+}
+
+}  // namespace codeco::acm

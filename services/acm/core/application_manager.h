@@ -1,0 +1,139 @@
+#pragma once
+// The application lifecycle of the hub's ACM: apply (create or update, dry
+// run, idempotent by request_id), get, list, delete, rollback, the spec
+// revision history, the change log watchers read, and the scheduler's answers
+// folded into status. Pure logic over two ports (ApplicationStore,
+// PlacementScheduler) and a Clock; thread-safe, with writes serialized.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "acm/core/application_store.h"
+#include "acm/core/cam_parser.h"
+#include "acm/core/placement_scheduler.h"
+#include "codeco/acm/v1/acm_service.pb.h"
+#include "codeco/common/clock.h"
+
+namespace codeco::acm {
+
+/// Settings of an ApplicationManager.
+struct ApplicationManagerOptions {
+  /// Bounds on CAM documents. Default: CamLimits defaults.
+  CamLimits cam_limits;
+  /// Page size when a List request gives none. Default: 100.
+  int default_page_size = 100;
+  /// Largest page size honoured. Default: 1000.
+  int max_page_size = 1000;
+};
+
+/// The scheduler's answer for one spec revision of an application.
+struct PlacementResult {
+  /// True if every service was placed; false if placement failed.
+  bool placed = false;
+  /// Why placement failed (or what is degraded), in words.
+  std::string message;
+  /// Where each replica runs.
+  std::vector<v1::ServicePlacement> placements;
+  /// Revision of the scheduler's plan.
+  int64_t plan_revision = 0;
+  /// Neighborhood the placement was made in.
+  std::string neighborhood_id;
+};
+
+/// A consistent view for a watcher: the state at `revision`.
+struct ApplicationSnapshot {
+  /// Revision of the last commit included.
+  int64_t revision = 0;
+  /// The applications selected, in name order.
+  std::vector<v1::Application> applications;
+};
+
+/// The hub's application lifecycle.
+class ApplicationManager {
+ public:
+  /// `store`, `scheduler` and `clock` must outlive the manager.
+  ApplicationManager(ApplicationStore& store, PlacementScheduler& scheduler, Clock& clock,
+                     ApplicationManagerOptions options = {});
+
+  /// Creates or updates an application from a CAM (YAML or parsed).
+  absl::StatusOr<v1::ApplyApplicationResponse> Apply(const v1::ApplyApplicationRequest& request);
+  /// The application, with the spec of an older spec revision when asked.
+  absl::StatusOr<v1::GetApplicationResponse> Get(const v1::GetApplicationRequest& request) const;
+  /// One page of applications, filtered by phase and labels.
+  absl::StatusOr<v1::ListApplicationsResponse> List(
+      const v1::ListApplicationsRequest& request) const;
+  /// Removes an application and its revisions; asks the scheduler to release it.
+  absl::StatusOr<v1::DeleteApplicationResponse> Delete(const v1::DeleteApplicationRequest& request);
+  /// Makes an older spec current again, as a new spec revision.
+  absl::StatusOr<v1::RollbackApplicationResponse> Rollback(
+      const v1::RollbackApplicationRequest& request);
+  /// The stored spec revisions, newest first, paged.
+  absl::StatusOr<v1::ListApplicationRevisionsResponse> ListRevisions(
+      const v1::ListApplicationRevisionsRequest& request) const;
+
+  /// Folds the scheduler's answer for `spec_revision` into the status.
+  /// FAILED_PRECONDITION when the spec moved on since (a stale answer).
+  absl::StatusOr<v1::Application> RecordPlacement(const std::string& name, int64_t spec_revision,
+                                                  const PlacementResult& result);
+
+  /// The current state of `name` (empty = every application) and the
+  /// revision it is at, read atomically with respect to writes.
+  absl::StatusOr<ApplicationSnapshot> Snapshot(const std::string& name) const;
+  /// Up to `limit` changes of `name` (empty = all) with revision > `after`,
+  /// in order. OUT_OF_RANGE when changes after `after` are no longer kept.
+  absl::StatusOr<std::vector<v1::WatchApplicationResponse>> ReadChanges(const std::string& name,
+                                                                       int64_t after,
+                                                                       size_t limit) const;
+  /// The revision of the last change.
+  absl::StatusOr<int64_t> CurrentRevision() const;
+
+  /// Registers `listener`, called (outside any lock) after every commit; returns its id.
+  int AddListener(std::function<void()> listener);
+  /// Unregisters a listener; after it returns the listener is not running and not called again.
+  void RemoveListener(int id);
+
+ private:
+  // The idempotency record a write stores with its commit (none when key is empty).
+  struct RequestRecord {
+    std::string key;
+    std::string fingerprint;
+    std::function<std::string(const v1::ApplyApplicationResponse&)> encode;
+  };
+
+  absl::StatusOr<v1::ApplyApplicationResponse> ApplyLocked(
+      const v1::ApplyApplicationRequest& request, const std::string& change_cause,
+      const RequestRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  absl::StatusOr<std::optional<std::string>> CheckRequest(const std::string& key,
+                                                          const std::string& fingerprint) const;
+  absl::Status CommitNext(ApplicationCommit& commit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  void Notify();
+  google::protobuf::Timestamp NowProto() const;
+  int PageSize(int requested) const;
+
+  ApplicationStore& store_;
+  PlacementScheduler& scheduler_;
+  Clock& clock_;
+  const ApplicationManagerOptions options_;
+
+  // Serializes writes, so revisions are taken in order and snapshots are consistent.
+  mutable absl::Mutex write_mu_;
+
+  absl::Mutex listeners_mu_;
+  int next_listener_id_ ABSL_GUARDED_BY(listeners_mu_) = 1;
+  std::map<int, std::shared_ptr<std::function<void()>>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
+  // Held while listeners run, so RemoveListener can wait for a running call.
+  absl::Mutex notify_mu_;
+};
+
+/// True if `labels` satisfy `selector` (match_labels and match_expressions).
+bool MatchesLabels(const common::v1::LabelSelector& selector,
+                   const google::protobuf::Map<std::string, std::string>& labels);
+
+}  // namespace codeco::acm

@@ -1,0 +1,80 @@
+#pragma once
+// The storage port of the application lifecycle. Every change is one
+// ApplicationCommit, applied all-or-nothing: the application's new state, the
+// spec revision it created (if any), the watch event it produced and the
+// idempotency record of the request that caused it.
+//
+// Revisions: one counter for the whole store. Each commit takes the next
+// value; it becomes the changed application's metadata.revision and the
+// revision of the commit's watch event, so a watcher that saw revision N
+// resumes with the events after N, for one application or for all.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "codeco/acm/v1/acm_service.pb.h"
+
+namespace codeco::acm {
+
+/// The stored answer of a request that carried a request_id.
+struct StoredRequest {
+  /// Hash of the request with its request_id cleared; a reuse of the id with
+  /// different content is refused.
+  std::string fingerprint;
+  /// The serialized response first given.
+  std::string response;
+};
+
+/// One atomic change of the application state.
+struct ApplicationCommit {
+  /// The revision this commit takes (the store's last revision + 1).
+  int64_t revision = 0;
+  /// New current state of an application, or unset when `erase` is set.
+  std::optional<v1::Application> put;
+  /// Name of an application to remove, with all its spec revisions.
+  std::optional<std::string> erase;
+  /// A new spec revision of the application in `put`.
+  std::optional<v1::ApplicationRevision> spec_revision;
+  /// The watch event of the change; its application's metadata.revision == revision.
+  v1::WatchApplicationResponse event;
+  /// Idempotency record: key (e.g. "apply/<request_id>") and content.
+  std::optional<std::pair<std::string, StoredRequest>> request;
+};
+
+/// Where applications, their spec revisions and their change log live.
+class ApplicationStore {
+ public:
+  virtual ~ApplicationStore() = default;
+
+  /// The current state of `name`, or nullopt when absent.
+  virtual absl::StatusOr<std::optional<v1::Application>> Get(const std::string& name) const = 0;
+  /// Visits applications in name order, starting after `start_after`; the
+  /// visitor returns false to stop.
+  virtual absl::Status List(const std::string& start_after,
+                            const std::function<bool(const v1::Application&)>& visitor) const = 0;
+  /// Spec revision `spec_revision` of `name`; NOT_FOUND when absent.
+  virtual absl::StatusOr<v1::ApplicationRevision> GetSpecRevision(const std::string& name,
+                                                                  int64_t spec_revision) const = 0;
+  /// Every stored spec revision of `name`, oldest first.
+  virtual absl::StatusOr<std::vector<v1::ApplicationRevision>> ListSpecRevisions(
+      const std::string& name) const = 0;
+  /// The idempotency record under `key`, or nullopt.
+  virtual absl::StatusOr<std::optional<StoredRequest>> GetRequest(const std::string& key) const = 0;
+  /// The revision of the last commit (0 for an empty store).
+  virtual absl::StatusOr<int64_t> LastRevision() const = 0;
+  /// The oldest revision whose event is still kept (LastRevision() + 1 when none).
+  virtual absl::StatusOr<int64_t> OldestEventRevision() const = 0;
+  /// Visits the events with revision > `after` in revision order until the
+  /// visitor returns false.
+  virtual absl::Status ReadEvents(
+      int64_t after, const std::function<bool(const v1::WatchApplicationResponse&)>& visitor)
+      const = 0;
+  /// Applies `commit` atomically; `commit.revision` must be LastRevision() + 1.
+  virtual absl::Status Commit(const ApplicationCommit& commit) = 0;
+};
+
+}  // namespace codeco::acm

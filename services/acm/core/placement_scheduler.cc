@@ -1,0 +1,34 @@
+#include "acm/core/placement_scheduler.h"
+
+namespace codeco::acm {
+
+absl::Status InMemoryPlacementScheduler::RequestPlacement(const v1::Application& application) {
+  absl::MutexLock lock(&mu_);
+  if (!failure_.ok()) return failure_;
+  requests_.push_back(application);
+  return absl::OkStatus();
+}
+
+absl::Status InMemoryPlacementScheduler::ReleasePlacement(const std::string& application) {
+  absl::MutexLock lock(&mu_);
+  if (!failure_.ok()) return failure_;
+  releases_.push_back(application);
+  return absl::OkStatus();
+}
+
+std::vector<v1::Application> InMemoryPlacementScheduler::requests() const {
+  absl::MutexLock lock(&mu_);
+  return requests_;
+}
+
+std::vector<std::string> InMemoryPlacementScheduler::releases() const {
+  absl::MutexLock lock(&mu_);
+  return releases_;
+}
+
+void InMemoryPlacementScheduler::SetFailure(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  failure_ = std::move(status);
+}
+
+}  // namespace codeco::acm

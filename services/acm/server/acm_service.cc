@@ -1,0 +1,193 @@
+#include "acm/server/acm_service.h"
+
+#include <deque>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "acm/store/kv_application_store.h"
+#include "codeco/common/grpc_status.h"
+
+namespace codeco::acm {
+namespace {
+
+// Runs `work` (returning absl::StatusOr<Response>) and finishes the call with it.
+template <typename Response, typename Work>
+grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, Response* response,
+                                 Work&& work) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<Response> result = work();
+  if (result.ok()) *response = *std::move(result);
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
+}
+
+// Streams an application's changes: first the current state (from_revision
+// 0) or the changes after from_revision, then every later change as the
+// manager reports commits. One write in flight at a time.
+class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchApplicationResponse> {
+ public:
+  WatchReactor(ApplicationManager& manager, const v1::WatchApplicationRequest& request)
+      : manager_(manager), name_(request.name()) {
+    absl::MutexLock lock(&mu_);
+    if (request.from_revision() < 0) {
+      FinishLocked(ToGrpcStatus(
+          absl::InvalidArgumentError("from_revision: must not be negative")));
+      return;
+    }
+    if (request.from_revision() == 0) {
+      absl::StatusOr<ApplicationSnapshot> snapshot = manager_.Snapshot(name_);
+      if (!snapshot.ok()) {
+        FinishLocked(ToGrpcStatus(snapshot.status()));
+        return;
+      }
+      for (auto& app : snapshot->applications) {
+        v1::WatchApplicationResponse event;
+        event.set_type(common::v1::WATCH_EVENT_TYPE_ADDED);
+        *event.mutable_application() = std::move(app);
+        queue_.push_back(std::move(event));
+      }
+      last_ = snapshot->revision;
+    } else {
+      last_ = request.from_revision();
+    }
+    listener_ = manager_.AddListener([this] { Poke(); });
+    PumpLocked();
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "client gone"));
+      return;
+    }
+    queue_.pop_front();
+    PumpLocked();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    if (!writing_) FinishLocked(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    if (listener_ != 0) manager_.RemoveListener(listener_);
+    delete this;
+  }
+
+ private:
+  static constexpr size_t kBatch = 256;
+
+  void Poke() {
+    absl::MutexLock lock(&mu_);
+    PumpLocked();
+  }
+
+  // Refills the queue from the change log when empty and starts the next write.
+  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || writing_) return;
+    if (cancelled_) {
+      FinishLocked(grpc::Status::CANCELLED);
+      return;
+    }
+    if (queue_.empty()) {
+      absl::StatusOr<int64_t> current = manager_.CurrentRevision();
+      absl::StatusOr<std::vector<v1::WatchApplicationResponse>> changes =
+          manager_.ReadChanges(name_, last_, kBatch);
+      if (!current.ok() || !changes.ok()) {
+        FinishLocked(ToGrpcStatus(!changes.ok() ? changes.status() : current.status()));
+        return;
+      }
+      int64_t read_to = changes->empty() ? last_ : changes->back().application().metadata().revision();
+      // Short of the batch, every change up to `current` has been seen.
+      last_ = changes->size() == kBatch ? read_to : std::max(read_to, *current);
+      for (auto& c : *changes) queue_.push_back(std::move(c));
+    }
+    if (queue_.empty()) return;
+    writing_ = true;
+    StartWrite(&queue_.front());
+  }
+
+  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(status);
+  }
+
+  ApplicationManager& manager_;
+  const std::string name_;
+  int listener_ = 0;
+  absl::Mutex mu_;
+  std::deque<v1::WatchApplicationResponse> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t last_ ABSL_GUARDED_BY(mu_) = 0;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// The member-from-base idiom: the dependencies are built before the service
+// that refers to them.
+struct OwnedDependencies {
+  OwnedDependencies(KvStore& kv, Clock& clock, const AcmServiceOptions& options)
+      : store(kv), manager(store, scheduler, clock, options.manager) {}
+  KvApplicationStore store;
+  InMemoryPlacementScheduler scheduler;
+  ApplicationManager manager;
+};
+
+class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl {
+ public:
+  OwningAcmService(KvStore& kv, Clock& clock, const AcmServiceOptions& options)
+      : OwnedDependencies(kv, clock, options), AcmServiceImpl(OwnedDependencies::manager) {}
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* AcmServiceImpl::ApplyApplication(
+    grpc::CallbackServerContext* context, const v1::ApplyApplicationRequest* request,
+    v1::ApplyApplicationResponse* response) {
+  return Answer(context, response, [&] { return manager_.Apply(*request); });
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::GetApplication(grpc::CallbackServerContext* context,
+                                                         const v1::GetApplicationRequest* request,
+                                                         v1::GetApplicationResponse* response) {
+  return Answer(context, response, [&] { return manager_.Get(*request); });
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::ListApplications(
+    grpc::CallbackServerContext* context, const v1::ListApplicationsRequest* request,
+    v1::ListApplicationsResponse* response) {
+  return Answer(context, response, [&] { return manager_.List(*request); });
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::DeleteApplication(
+    grpc::CallbackServerContext* context, const v1::DeleteApplicationRequest* request,
+    v1::DeleteApplicationResponse* response) {
+  return Answer(context, response, [&] { return manager_.Delete(*request); });
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::RollbackApplication(
+    grpc::CallbackServerContext* context, const v1::RollbackApplicationRequest* request,
+    v1::RollbackApplicationResponse* response) {
+  return Answer(context, response, [&] { return manager_.Rollback(*request); });
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::ListApplicationRevisions(
+    grpc::CallbackServerContext* context, const v1::ListApplicationRevisionsRequest* request,
+    v1::ListApplicationRevisionsResponse* response) {
+  return Answer(context, response, [&] { return manager_.ListRevisions(*request); });
+}
+
+grpc::ServerWriteReactor<v1::WatchApplicationResponse>* AcmServiceImpl::WatchApplication(
+    grpc::CallbackServerContext* context, const v1::WatchApplicationRequest* request) {
+  return new WatchReactor(manager_, *request);
+}
+
+std::unique_ptr<AcmServiceImpl> NewAcmService(KvStore& kv, Clock& clock,
+                                              AcmServiceOptions options) {
+  return std::make_unique<OwningAcmService>(kv, clock, options);
+}
+
+}  // namespace codeco::acm

@@ -1,0 +1,60 @@
+#pragma once
+// The gRPC AcmService (callback API): translates requests to the core's
+// ApplicationManager and its answers back, mapping errors with ToGrpcStatus.
+// Application RPCs are served; the cluster registry, neighborhood and
+// operation RPCs still answer UNIMPLEMENTED.
+
+#include <memory>
+
+#include "acm/core/application_manager.h"
+#include "codeco/acm/v1/acm_service.grpc.pb.h"
+#include "codeco/common/clock.h"
+#include "codeco/common/kv_store.h"
+
+namespace codeco::acm {
+
+/// AcmService over an ApplicationManager.
+class AcmServiceImpl : public v1::AcmService::CallbackService {
+ public:
+  /// `manager` must outlive the service.
+  explicit AcmServiceImpl(ApplicationManager& manager) : manager_(manager) {}
+
+  grpc::ServerUnaryReactor* ApplyApplication(grpc::CallbackServerContext* context,
+                                             const v1::ApplyApplicationRequest* request,
+                                             v1::ApplyApplicationResponse* response) override;
+  grpc::ServerUnaryReactor* GetApplication(grpc::CallbackServerContext* context,
+                                           const v1::GetApplicationRequest* request,
+                                           v1::GetApplicationResponse* response) override;
+  grpc::ServerUnaryReactor* ListApplications(grpc::CallbackServerContext* context,
+                                             const v1::ListApplicationsRequest* request,
+                                             v1::ListApplicationsResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteApplication(grpc::CallbackServerContext* context,
+                                              const v1::DeleteApplicationRequest* request,
+                                              v1::DeleteApplicationResponse* response) override;
+  grpc::ServerUnaryReactor* RollbackApplication(grpc::CallbackServerContext* context,
+                                                const v1::RollbackApplicationRequest* request,
+                                                v1::RollbackApplicationResponse* response) override;
+  grpc::ServerUnaryReactor* ListApplicationRevisions(
+      grpc::CallbackServerContext* context, const v1::ListApplicationRevisionsRequest* request,
+      v1::ListApplicationRevisionsResponse* response) override;
+  grpc::ServerWriteReactor<v1::WatchApplicationResponse>* WatchApplication(
+      grpc::CallbackServerContext* context, const v1::WatchApplicationRequest* request) override;
+
+ private:
+  ApplicationManager& manager_;
+};
+
+/// What a self-contained ACM service is built from.
+struct AcmServiceOptions {
+  /// Lifecycle settings.
+  ApplicationManagerOptions manager;
+};
+
+/// An AcmService owning its store (on `kv`, which must hold
+/// ApplicationColumnFamilies()), its manager and its scheduler port (the
+/// in-memory one until SWM is wired: applications stay PENDING). `kv` and
+/// `clock` must outlive it.
+std::unique_ptr<AcmServiceImpl> NewAcmService(KvStore& kv, Clock& clock,
+                                              AcmServiceOptions options = {});
+
+}  // namespace codeco::acm

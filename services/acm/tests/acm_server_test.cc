@@ -1,0 +1,223 @@
+// AcmService over real gRPC on loopback: apply/get/list/delete/rollback with
+// their error codes, and WatchApplication streaming in order and resuming.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_replace.h"
+#include "acm/server/acm_service.h"
+#include "acm/store/kv_application_store.h"
+#include "codeco/common/clock.h"
+#include "codeco/common/server.h"
+#include "grpcpp/create_channel.h"
+
+namespace codeco::acm {
+namespace {
+
+namespace fs = std::filesystem;
+using Stub = v1::AcmService::Stub;
+
+std::string Bookinfo() {
+  std::ifstream in(fs::path(ACM_EXAMPLES_DIR) / "bookinfo.yaml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string SmallCam(const std::string& name, const std::string& tag) {
+  return absl::StrReplaceAll(R"(apiVersion: codeco.he-codeco.eu/v1alpha1
+kind: CodecoApp
+metadata: {name: NAME}
+spec:
+  appName: NAME
+  codecoapp-msspec:
+    - serviceName: web
+      podspec:
+        containers: [{name: web, image: "registry.example.org/web:TAG"}]
+)",
+                             {{"NAME", name}, {"TAG", tag}});
+}
+
+std::chrono::system_clock::time_point In(absl::Duration d) {
+  return absl::ToChronoTime(absl::Now() + d);
+}
+
+struct Server {
+  std::unique_ptr<KvStore> kv = NewInMemoryKvStore(ApplicationColumnFamilies());
+  SimulatedClock clock{absl::FromUnixSeconds(1'800'000'000)};
+  std::unique_ptr<AcmServiceImpl> service = NewAcmService(*kv, clock);
+  std::unique_ptr<GrpcServer> server;
+  std::unique_ptr<Stub> stub;
+
+  Server() {
+    GrpcServerOptions options;
+    options.service = "acm";
+    options.insecure = true;
+    options.services = {service.get()};
+    auto started = GrpcServer::Start(options);
+    REQUIRE(started.ok());
+    server = *std::move(started);
+    stub = v1::AcmService::NewStub(
+        grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+  }
+  ~Server() { server->Shutdown(absl::Seconds(1)); }
+
+  grpc::Status Apply(const std::string& yaml, v1::ApplyApplicationResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(30)));
+    v1::ApplyApplicationRequest request;
+    request.set_cam_yaml(yaml);
+    return stub->ApplyApplication(&context, request, response);
+  }
+};
+
+TEST_CASE("applications are applied, read, listed, rolled back and deleted over gRPC") {
+  Server s;
+  v1::ApplyApplicationResponse applied;
+  REQUIRE(s.Apply(Bookinfo(), &applied).ok());
+  REQUIRE(applied.created());
+  REQUIRE(applied.application().status().phase() == v1::APPLICATION_PHASE_PENDING);
+
+  v1::ApplyApplicationResponse bad;
+  grpc::Status status = s.Apply(absl::StrReplaceAll(Bookinfo(), {{"qosClass: Gold", "qosClass: 7"}}),
+                                &bad);
+  REQUIRE(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  REQUIRE_THAT(status.error_message(), Catch::StartsWith("spec.qosClass: "));
+
+  {
+    grpc::ClientContext context;
+    v1::GetApplicationRequest request;
+    request.set_name("bookinfo");
+    v1::GetApplicationResponse response;
+    REQUIRE(s.stub->GetApplication(&context, request, &response).ok());
+    REQUIRE(response.application().spec().services_size() == 4);
+  }
+  {
+    grpc::ClientContext context;
+    v1::GetApplicationRequest request;
+    request.set_name("nope");
+    v1::GetApplicationResponse response;
+    REQUIRE(s.stub->GetApplication(&context, request, &response).error_code() ==
+            grpc::StatusCode::NOT_FOUND);
+  }
+  REQUIRE(s.Apply(SmallCam("shop", "1"), &applied).ok());
+  REQUIRE(s.Apply(SmallCam("shop", "2"), &applied).ok());
+  {
+    grpc::ClientContext context;
+    v1::ListApplicationsRequest request;
+    request.set_page_size(1);
+    v1::ListApplicationsResponse response;
+    REQUIRE(s.stub->ListApplications(&context, request, &response).ok());
+    REQUIRE(response.applications_size() == 1);
+    REQUIRE(response.applications(0).metadata().name() == "bookinfo");
+    REQUIRE(response.next_page_token() == "bookinfo");
+  }
+  {
+    grpc::ClientContext context;
+    v1::RollbackApplicationRequest request;
+    request.set_name("shop");
+    request.set_to_spec_revision(1);
+    v1::RollbackApplicationResponse response;
+    REQUIRE(s.stub->RollbackApplication(&context, request, &response).ok());
+    REQUIRE(response.application().spec_revision() == 3);
+  }
+  {
+    grpc::ClientContext context;
+    v1::DeleteApplicationRequest request;
+    request.set_name("shop");
+    request.set_expected_revision(99);
+    v1::DeleteApplicationResponse response;
+    REQUIRE(s.stub->DeleteApplication(&context, request, &response).error_code() ==
+            grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  {
+    grpc::ClientContext context;
+    v1::DeleteApplicationRequest request;
+    request.set_name("shop");
+    v1::DeleteApplicationResponse response;
+    REQUIRE(s.stub->DeleteApplication(&context, request, &response).ok());
+  }
+  {
+    grpc::ClientContext context;
+    v1::ListApplicationsRequest request;
+    v1::ListApplicationsResponse response;
+    REQUIRE(s.stub->ListApplications(&context, request, &response).ok());
+    REQUIRE(response.applications_size() == 1);
+  }
+}
+
+TEST_CASE("WatchApplication streams the current state, then every change in order") {
+  Server s;
+  v1::ApplyApplicationResponse applied;
+  REQUIRE(s.Apply(SmallCam("a", "1"), &applied).ok());  // revision 1
+
+  grpc::ClientContext context;
+  context.set_deadline(In(absl::Seconds(60)));
+  v1::WatchApplicationRequest request;
+  auto stream = s.stub->WatchApplication(&context, request);
+  v1::WatchApplicationResponse event;
+  REQUIRE(stream->Read(&event));
+  REQUIRE(event.type() == common::v1::WATCH_EVENT_TYPE_ADDED);
+  REQUIRE(event.application().metadata().name() == "a");
+
+  REQUIRE(s.Apply(SmallCam("b", "1"), &applied).ok());  // 2
+  REQUIRE(s.Apply(SmallCam("a", "2"), &applied).ok());  // 3
+  {
+    grpc::ClientContext del_context;
+    v1::DeleteApplicationRequest del;
+    del.set_name("b");
+    v1::DeleteApplicationResponse response;
+    REQUIRE(s.stub->DeleteApplication(&del_context, del, &response).ok());  // 4
+  }
+  std::vector<std::pair<common::v1::WatchEventType, int64_t>> seen;
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(stream->Read(&event));
+    seen.emplace_back(event.type(), event.application().metadata().revision());
+  }
+  REQUIRE(seen == std::vector<std::pair<common::v1::WatchEventType, int64_t>>{
+                      {common::v1::WATCH_EVENT_TYPE_ADDED, 2},
+                      {common::v1::WATCH_EVENT_TYPE_MODIFIED, 3},
+                      {common::v1::WATCH_EVENT_TYPE_DELETED, 4}});
+  context.TryCancel();
+  while (stream->Read(&event)) {
+  }
+  REQUIRE(stream->Finish().error_code() == grpc::StatusCode::CANCELLED);
+
+  // Resuming one application's watch after revision 1 sees only its own change.
+  grpc::ClientContext resume_context;
+  resume_context.set_deadline(In(absl::Seconds(60)));
+  v1::WatchApplicationRequest resume;
+  resume.set_name("a");
+  resume.set_from_revision(1);
+  auto resumed = s.stub->WatchApplication(&resume_context, resume);
+  REQUIRE(resumed->Read(&event));
+  REQUIRE(event.application().metadata().revision() == 3);
+  REQUIRE(event.type() == common::v1::WATCH_EVENT_TYPE_MODIFIED);
+  resume_context.TryCancel();
+  while (resumed->Read(&event)) {
+  }
+  resumed->Finish();
+
+  // A negative revision is refused.
+  grpc::ClientContext bad_context;
+  bad_context.set_deadline(In(absl::Seconds(60)));
+  v1::WatchApplicationRequest bad;
+  bad.set_from_revision(-1);
+  auto refused = s.stub->WatchApplication(&bad_context, bad);
+  REQUIRE_FALSE(refused->Read(&event));
+  REQUIRE(refused->Finish().error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_CASE("RPCs of later steps still answer UNIMPLEMENTED") {
+  Server s;
+  grpc::ClientContext context;
+  v1::ListClustersRequest request;
+  v1::ListClustersResponse response;
+  REQUIRE(s.stub->ListClusters(&context, request, &response).error_code() ==
+          grpc::StatusCode::UNIMPLEMENTED);
+}
+
+}  // namespace
+}  // namespace codeco::acm

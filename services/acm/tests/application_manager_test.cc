@@ -1,0 +1,384 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "absl/strings/str_replace.h"
+#include "acm/core/application_manager.h"
+#include "acm/store/kv_application_store.h"
+#include "codeco/common/clock.h"
+#include "codeco/common/kv_store.h"
+
+namespace codeco::acm {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Bookinfo() {
+  std::ifstream in(fs::path(ACM_EXAMPLES_DIR) / "bookinfo.yaml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A CAM of `name` with one service whose image tag is `tag`.
+std::string SmallCam(const std::string& name, const std::string& tag,
+                     const std::string& labels = "") {
+  return absl::StrReplaceAll(R"(apiVersion: codeco.he-codeco.eu/v1alpha1
+kind: CodecoApp
+metadata:
+  name: NAME
+LABELS
+spec:
+  appName: NAME
+  codecoapp-msspec:
+    - serviceName: web
+      podspec:
+        containers:
+          - name: web
+            image: registry.example.org/web:TAG
+)",
+                             {{"NAME", name},
+                              {"TAG", tag},
+                              {"LABELS", labels.empty() ? "" : "  labels:\n" + labels}});
+}
+
+struct Fixture {
+  std::unique_ptr<KvStore> kv = NewInMemoryKvStore(ApplicationColumnFamilies());
+  KvApplicationStore store{*kv, {.max_events = 1000}};
+  InMemoryPlacementScheduler scheduler;
+  SimulatedClock clock{absl::FromUnixSeconds(1'800'000'000)};
+  ApplicationManager manager{store, scheduler, clock};
+
+  v1::ApplyApplicationResponse Apply(const std::string& yaml, const std::string& request_id = "") {
+    v1::ApplyApplicationRequest request;
+    request.set_cam_yaml(yaml);
+    request.set_request_id(request_id);
+    absl::StatusOr<v1::ApplyApplicationResponse> response = manager.Apply(request);
+    INFO(response.status().ToString());
+    REQUIRE(response.ok());
+    return *response;
+  }
+};
+
+TEST_CASE("apply creates a PENDING application and asks the scheduler") {
+  Fixture f;
+  v1::ApplyApplicationResponse r = f.Apply(Bookinfo());
+  REQUIRE(r.created());
+  const v1::Application& app = r.application();
+  REQUIRE(app.metadata().name() == "bookinfo");
+  REQUIRE(app.metadata().revision() == 1);
+  REQUIRE(app.spec_revision() == 1);
+  REQUIRE(app.status().phase() == v1::APPLICATION_PHASE_PENDING);
+  REQUIRE(app.metadata().create_time().seconds() == 1'800'000'000);
+  REQUIRE(app.cam_yaml() == Bookinfo());
+  REQUIRE(f.scheduler.requests().size() == 1);
+  REQUIRE(f.scheduler.requests()[0].spec_revision() == 1);
+
+  v1::GetApplicationRequest get;
+  get.set_name("bookinfo");
+  REQUIRE(f.manager.Get(get)->application().spec().services_size() == 4);
+}
+
+TEST_CASE("re-applying the same CAM changes nothing; a changed one makes a new spec revision") {
+  Fixture f;
+  f.Apply(SmallCam("shop", "1"));
+  v1::ApplyApplicationResponse same = f.Apply(SmallCam("shop", "1"));
+  REQUIRE_FALSE(same.created());
+  REQUIRE(same.application().metadata().revision() == 1);
+  REQUIRE(f.manager.CurrentRevision().value() == 1);
+  REQUIRE(f.scheduler.requests().size() == 1);
+
+  v1::ApplyApplicationResponse changed = f.Apply(SmallCam("shop", "2"));
+  REQUIRE(changed.application().metadata().revision() == 2);
+  REQUIRE(changed.application().spec_revision() == 2);
+  REQUIRE(f.scheduler.requests().size() == 2);
+
+  // Labels alone: a new revision, same spec revision, no new placement.
+  v1::ApplyApplicationResponse labelled = f.Apply(SmallCam("shop", "2", "    team: a\n"));
+  REQUIRE(labelled.application().metadata().revision() == 3);
+  REQUIRE(labelled.application().spec_revision() == 2);
+  REQUIRE(f.scheduler.requests().size() == 2);
+}
+
+TEST_CASE("dry run validates and stores nothing") {
+  Fixture f;
+  v1::ApplyApplicationRequest request;
+  request.set_cam_yaml(SmallCam("shop", "1"));
+  request.set_dry_run(true);
+  auto r = f.manager.Apply(request);
+  REQUIRE(r.ok());
+  REQUIRE(r->created());
+  REQUIRE(f.manager.CurrentRevision().value() == 0);
+  REQUIRE(f.scheduler.requests().empty());
+  v1::GetApplicationRequest get;
+  get.set_name("shop");
+  REQUIRE(absl::IsNotFound(f.manager.Get(get).status()));
+}
+
+TEST_CASE("bad input is INVALID_ARGUMENT and stores nothing") {
+  Fixture f;
+  v1::ApplyApplicationRequest request;
+  request.set_cam_yaml(absl::StrReplaceAll(Bookinfo(), {{"serviceName: ratings\n            port",
+                                                         "serviceName: db\n            port"}}));
+  auto r = f.manager.Apply(request);
+  REQUIRE(r.status().code() == absl::StatusCode::kInvalidArgument);
+  REQUIRE_THAT(std::string(r.status().message()),
+               Catch::Contains("spec.codecoapp-msspec[2].serviceChannels[0].otherService."
+                               "serviceName: no service \"db\" in this application"));
+  REQUIRE(f.manager.CurrentRevision().value() == 0);
+
+  v1::ApplyApplicationRequest empty;
+  REQUIRE(f.manager.Apply(empty).status().code() == absl::StatusCode::kInvalidArgument);
+
+  v1::ApplyApplicationRequest spec_form;
+  spec_form.mutable_spec()->set_app_name("Bad_Name");
+  auto bad = f.manager.Apply(spec_form);
+  REQUIRE(bad.status().code() == absl::StatusCode::kInvalidArgument);
+  REQUIRE_THAT(std::string(bad.status().message()), Catch::StartsWith("spec.app_name: "));
+  REQUIRE(f.manager.CurrentRevision().value() == 0);
+}
+
+TEST_CASE("a request_id makes apply idempotent") {
+  Fixture f;
+  v1::ApplyApplicationResponse first = f.Apply(SmallCam("shop", "1"), "req-1");
+  f.Apply(SmallCam("shop", "2"));  // someone else changes it in between
+  v1::ApplyApplicationResponse again = f.Apply(SmallCam("shop", "1"), "req-1");
+  REQUIRE(again.SerializeAsString() == first.SerializeAsString());
+  REQUIRE(f.manager.CurrentRevision().value() == 2);
+
+  v1::ApplyApplicationRequest reuse;
+  reuse.set_cam_yaml(SmallCam("shop", "3"));
+  reuse.set_request_id("req-1");
+  auto r = f.manager.Apply(reuse);
+  REQUIRE(r.status().code() == absl::StatusCode::kInvalidArgument);
+  REQUIRE_THAT(std::string(r.status().message()), Catch::StartsWith("request_id: "));
+}
+
+TEST_CASE("expected_revision guards concurrent updates") {
+  Fixture f;
+  f.Apply(SmallCam("shop", "1"));
+  v1::ApplyApplicationRequest request;
+  request.set_cam_yaml(SmallCam("shop", "2"));
+  request.set_expected_revision(7);
+  REQUIRE(f.manager.Apply(request).status().code() == absl::StatusCode::kFailedPrecondition);
+  request.set_expected_revision(1);
+  REQUIRE(f.manager.Apply(request).ok());
+}
+
+TEST_CASE("rollback restores an older spec as a new spec revision") {
+  Fixture f;
+  f.Apply(SmallCam("shop", "1"));
+  f.Apply(SmallCam("shop", "2"));
+  v1::RollbackApplicationRequest rollback;
+  rollback.set_name("shop");
+  rollback.set_to_spec_revision(1);
+  rollback.set_request_id("rb-1");
+  auto r = f.manager.Rollback(rollback);
+  REQUIRE(r.ok());
+  REQUIRE(r->application().spec_revision() == 3);
+  REQUIRE(r->application().spec().services(0).image() == "registry.example.org/web:1");
+  REQUIRE(r->application().cam_yaml() == SmallCam("shop", "1"));
+  REQUIRE(r->application().status().phase() == v1::APPLICATION_PHASE_PENDING);
+  // Retried: the same answer, no new revision.
+  auto again = f.manager.Rollback(rollback);
+  REQUIRE(again->SerializeAsString() == r->SerializeAsString());
+  REQUIRE(f.manager.CurrentRevision().value() == 3);
+
+  v1::ListApplicationRevisionsRequest list;
+  list.set_name("shop");
+  list.set_page_size(2);
+  auto page1 = f.manager.ListRevisions(list);
+  REQUIRE(page1->revisions_size() == 2);
+  REQUIRE(page1->revisions(0).spec_revision() == 3);
+  REQUIRE(page1->revisions(0).change_cause() == "rollback to 1");
+  list.set_page_token(page1->next_page_token());
+  auto page2 = f.manager.ListRevisions(list);
+  REQUIRE(page2->revisions_size() == 1);
+  REQUIRE(page2->revisions(0).spec_revision() == 1);
+  REQUIRE(page2->next_page_token().empty());
+
+  v1::GetApplicationRequest get;
+  get.set_name("shop");
+  get.set_spec_revision(2);
+  REQUIRE(f.manager.Get(get)->application().spec().services(0).image() ==
+          "registry.example.org/web:2");
+
+  rollback.set_request_id("");
+  rollback.set_to_spec_revision(9);
+  REQUIRE(absl::IsNotFound(f.manager.Rollback(rollback).status()));
+}
+
+TEST_CASE("the scheduler's answer moves the phase; stale answers are refused") {
+  Fixture f;
+  f.Apply(Bookinfo());
+  PlacementResult result;
+  result.placed = true;
+  result.plan_revision = 1;
+  result.neighborhood_id = "nb-bookinfo";
+  for (const char* s : {"productpage", "details", "reviews"}) {
+    v1::ServicePlacement p;
+    p.set_service(s);
+    p.set_cluster("edge-1");
+    p.set_node("n1");
+    p.set_pod(std::string(s) + "-0");
+    p.set_ready(true);
+    result.placements.push_back(p);
+  }
+  auto partial = f.manager.RecordPlacement("bookinfo", 1, result);
+  REQUIRE(partial.ok());
+  REQUIRE(partial->status().phase() == v1::APPLICATION_PHASE_DEGRADED);
+  REQUIRE_THAT(partial->status().error_msg(), Catch::Contains("ratings"));
+
+  v1::ServicePlacement ratings;
+  ratings.set_service("ratings");
+  ratings.set_cluster("edge-2");
+  ratings.set_node("n7");
+  ratings.set_pod("ratings-0");
+  result.placements.push_back(ratings);
+  auto deploying = f.manager.RecordPlacement("bookinfo", 1, result);
+  REQUIRE(deploying->status().phase() == v1::APPLICATION_PHASE_DEPLOYING);
+  result.placements.back().set_ready(true);
+  auto running = f.manager.RecordPlacement("bookinfo", 1, result);
+  REQUIRE(running->status().phase() == v1::APPLICATION_PHASE_RUNNING);
+  REQUIRE(running->status().status() == v1::STATUS_LEVEL_OK);
+  REQUIRE(running->status().placements_size() == 4);
+  REQUIRE(running->status().observed_spec_revision() == 1);
+
+  REQUIRE(f.manager.RecordPlacement("bookinfo", 2, result).status().code() ==
+          absl::StatusCode::kFailedPrecondition);
+  PlacementResult failed;
+  failed.message = "no cluster has 250m CPU free for reviews";
+  auto f2 = f.manager.RecordPlacement("bookinfo", 1, failed);
+  REQUIRE(f2->status().phase() == v1::APPLICATION_PHASE_FAILED);
+  REQUIRE(f2->status().status() == v1::STATUS_LEVEL_ERROR);
+  REQUIRE(f2->status().error_msg() == failed.message);
+}
+
+TEST_CASE("list pages by name and filters by phase and labels") {
+  Fixture f;
+  for (int i = 0; i < 5; ++i) {
+    f.Apply(SmallCam("app-" + std::to_string(i), "1",
+                     i % 2 == 0 ? "    tier: gold\n" : "    tier: silver\n"));
+  }
+  PlacementResult placed;
+  placed.placed = true;
+  v1::ServicePlacement p;
+  p.set_service("web");
+  p.set_ready(true);
+  placed.placements.push_back(p);
+  REQUIRE(f.manager.RecordPlacement("app-3", 1, placed).ok());
+
+  v1::ListApplicationsRequest list;
+  list.set_page_size(2);
+  std::vector<std::string> names;
+  for (int pages = 0; pages < 10; ++pages) {
+    auto page = f.manager.List(list);
+    REQUIRE(page.ok());
+    for (const auto& a : page->applications()) names.push_back(a.metadata().name());
+    if (page->next_page_token().empty()) break;
+    list.set_page_token(page->next_page_token());
+  }
+  REQUIRE(names == std::vector<std::string>{"app-0", "app-1", "app-2", "app-3", "app-4"});
+
+  v1::ListApplicationsRequest gold;
+  (*gold.mutable_label_selector()->mutable_match_labels())["tier"] = "gold";
+  REQUIRE(f.manager.List(gold)->applications_size() == 3);
+
+  v1::ListApplicationsRequest running;
+  running.set_phase(v1::APPLICATION_PHASE_RUNNING);
+  auto r = f.manager.List(running);
+  REQUIRE(r->applications_size() == 1);
+  REQUIRE(r->applications(0).metadata().name() == "app-3");
+
+  v1::ListApplicationsRequest not_silver;
+  auto* expr = not_silver.mutable_label_selector()->add_match_expressions();
+  expr->set_key("tier");
+  expr->set_op(common::v1::LABEL_SELECTOR_OPERATOR_NOT_IN);
+  expr->add_values("silver");
+  REQUIRE(f.manager.List(not_silver)->applications_size() == 3);
+}
+
+TEST_CASE("delete removes the application and its revisions and releases it") {
+  Fixture f;
+  f.Apply(SmallCam("shop", "1"));
+  f.Apply(SmallCam("shop", "2"));
+  v1::DeleteApplicationRequest del;
+  del.set_name("shop");
+  del.set_request_id("d-1");
+  REQUIRE(f.manager.Delete(del).ok());
+  REQUIRE(f.manager.Delete(del).ok());  // retried with the same id: same answer
+  REQUIRE(f.scheduler.releases() == std::vector<std::string>{"shop"});
+  v1::GetApplicationRequest get;
+  get.set_name("shop");
+  REQUIRE(absl::IsNotFound(f.manager.Get(get).status()));
+  del.set_request_id("");
+  REQUIRE(absl::IsNotFound(f.manager.Delete(del).status()));
+
+  // Re-created, it starts over at spec revision 1.
+  REQUIRE(f.Apply(SmallCam("shop", "3")).application().spec_revision() == 1);
+}
+
+TEST_CASE("changes are read back in order, per application or all, resumable") {
+  Fixture f;
+  int notified = 0;
+  int id = f.manager.AddListener([&] { ++notified; });
+  f.Apply(SmallCam("a", "1"));
+  f.Apply(SmallCam("b", "1"));
+  f.Apply(SmallCam("a", "2"));
+  v1::DeleteApplicationRequest del;
+  del.set_name("b");
+  REQUIRE(f.manager.Delete(del).ok());
+  REQUIRE(notified == 4);
+  f.manager.RemoveListener(id);
+  f.Apply(SmallCam("c", "1"));
+  REQUIRE(notified == 4);
+
+  auto all = f.manager.ReadChanges("", 0, 100);
+  REQUIRE(all->size() == 5);
+  for (size_t i = 0; i < all->size(); ++i) {
+    REQUIRE((*all)[i].application().metadata().revision() == static_cast<int64_t>(i + 1));
+  }
+  REQUIRE((*all)[3].type() == common::v1::WATCH_EVENT_TYPE_DELETED);
+  REQUIRE((*all)[3].application().metadata().name() == "b");
+
+  auto a = f.manager.ReadChanges("a", 1, 100);
+  REQUIRE(a->size() == 1);
+  REQUIRE((*a)[0].application().metadata().revision() == 3);
+  REQUIRE((*a)[0].type() == common::v1::WATCH_EVENT_TYPE_MODIFIED);
+
+  auto limited = f.manager.ReadChanges("", 2, 2);
+  REQUIRE(limited->size() == 2);
+  REQUIRE((*limited)[1].application().metadata().revision() == 4);
+
+  auto snapshot = f.manager.Snapshot("");
+  REQUIRE(snapshot->revision == 5);
+  REQUIRE(snapshot->applications.size() == 2);  // a and c
+}
+
+TEST_CASE("events past the retention answer OUT_OF_RANGE") {
+  std::unique_ptr<KvStore> kv = NewInMemoryKvStore(ApplicationColumnFamilies());
+  KvApplicationStore store(*kv, {.max_events = 3});
+  InMemoryPlacementScheduler scheduler;
+  SimulatedClock clock;
+  ApplicationManager manager(store, scheduler, clock);
+  for (int i = 0; i < 6; ++i) {
+    v1::ApplyApplicationRequest request;
+    request.set_cam_yaml(SmallCam("shop", std::to_string(i)));
+    REQUIRE(manager.Apply(request).ok());
+  }
+  REQUIRE(manager.ReadChanges("", 3, 10)->size() == 3);
+  REQUIRE(manager.ReadChanges("", 2, 10).status().code() == absl::StatusCode::kOutOfRange);
+  // The expired events are gone from storage too.
+  int kept = 0;
+  REQUIRE(kv->Scan("application_events", {}, [&](std::string_view, std::string_view) {
+               ++kept;
+               return true;
+             }).ok());
+  REQUIRE(kept == 3);
+}
+
+}  // namespace
+}  // namespace codeco::acm
