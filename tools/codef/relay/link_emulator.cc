@@ -4,6 +4,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -43,6 +45,14 @@ uint64_t Mix(uint64_t x) {  // splitmix64
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
+}
+
+// Best effort: moves the calling thread to SCHED_FIFO when `enabled`.
+void MaybeRaisePriority(bool enabled) {
+  if (!enabled) return;
+  sched_param param{};
+  param.sched_priority = 10;
+  (void)pthread_setschedparam(pthread_self(), SCHED_FIFO, &param);
 }
 
 void SetNoDelay(int fd) {
@@ -319,6 +329,7 @@ class Connection {
 
   // Socket -> pipe; exits the thread (and counts it out) when done.
   void ReadLoop(Direction& d) {
+    MaybeRaisePriority(options_.realtime_priority);
     std::string buf(static_cast<size_t>(options_.read_chunk_bytes), '\0');
     while (!stopping_) {
       ssize_t n = recv(d.src_fd, buf.data(), buf.size(), 0);
@@ -344,6 +355,7 @@ class Connection {
 
   // Pipe -> socket at each chunk's release time.
   void WriteLoop(Direction& d) {
+    MaybeRaisePriority(options_.realtime_priority);
     while (true) {
       std::vector<Chunk> chunks;
       {

@@ -16,10 +16,14 @@
 //
 // - The target must name B's service IP (not "localhost"): the relay maps the
 //   CONNECT host to a cluster by IP, and answers 403 for any other host.
-// - The channel argument wins over the http_proxy/https_proxy/grpc_proxy
-//   environment variables, but the no_grpc_proxy / no_proxy environment
-//   variables still bypass the proxy for hosts they list, and
-//   "grpc.enable_http_proxy" = 0 disables it: keep both unset.
+// - The channel argument wins over the grpc_proxy/https_proxy/http_proxy
+//   environment variables. But the no_grpc_proxy and no_proxy environment
+//   variables still bypass the proxy for every host they match, by suffix
+//   ("3.1" matches 127.0.3.1; "127.0.0.1,localhost" does not; CIDR ranges
+//   are not understood by gRPC 1.51), and the channel argument
+//   "grpc.enable_http_proxy" = 0 turns proxying off: keep both away from
+//   cluster addresses. RelayStats::tunnels_opened shows whether a client
+//   really went through its relay.
 // - TLS runs end to end inside the tunnel; the relay never sees plaintext.
 //
 // Connection lifecycle: the relay answers "200 Connection established" after
@@ -59,6 +63,11 @@ struct LinkEmulatorOptions {
   int64_t read_chunk_bytes = 16 * 1024;
   /// Time a client has to send its CONNECT request. Default 10 s.
   absl::Duration handshake_timeout = absl::Seconds(10);
+  /// Runs the connection threads under SCHED_FIFO (priority 10) so that a
+  /// busy machine delays releases less; needs CAP_SYS_NICE and is skipped
+  /// silently when refused. The threads only block, read and write, so they
+  /// cannot monopolize a core. Default off.
+  bool realtime_priority = false;
 };
 
 /// Counters of one cluster's relay, for tests and reports.

@@ -176,6 +176,18 @@ TEST_CASE("a gRPC call through the relay pays the configured round trip") {
   REQUIRE(f.emulator.Stats("c2")->tunnels_opened == 1);
 }
 
+TEST_CASE("grpc.enable_http_proxy = 0 bypasses the relay") {
+  Federation f;
+  f.SetRoundTrip(10 * kMs);
+  grpc::ChannelArguments args;
+  args.SetString("grpc.http_proxy", "http://" + f.relay2);
+  args.SetInt("grpc.enable_http_proxy", 0);
+  auto channel =
+      grpc::CreateCustomChannel(f.server->address(), grpc::InsecureChannelCredentials(), args);
+  REQUIRE(Check(channel, absl::Seconds(10)).ok());
+  REQUIRE(f.emulator.Stats("c2")->tunnels_opened == 0);
+}
+
 TEST_CASE("a cut link fails calls by their deadline and healing restores them") {
   Federation f;
   f.SetRoundTrip(5 * kMs);
