@@ -1,0 +1,229 @@
+#pragma once
+// Execution without half-states. An AssignmentPlan is carried out as a
+// two-phase commit across clusters: Reserve (with a lease) on every target
+// cluster, then Commit everywhere; any failure releases everything. Each
+// cluster keeps a ReservationLedger that counts reserved capacity until the
+// pods are seen, so bursts of plans never overcommit a node, and that drops
+// reservations whose lease ran out (a coordinator that vanished mid-plan).
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "codeco/common/clock.h"
+#include "swm/core/model.h"
+#include "swm/core/solve.h"
+
+namespace codeco::swm {
+
+/// Phase of a plan, as in the AssignmentPlan resource.
+enum class PlanPhase { kIdle, kPlacing, kReserving, kCommitting, kDone, kRolledBack };
+/// Kind of plan step.
+enum class ActionType { kCreatePod, kDeletePod, kCreateChannel, kDeleteChannel };
+/// Outcome of a plan step.
+enum class ActionResult { kPending, kRunning, kSucceeded, kFailed, kSkipped, kRolledBack };
+
+/// Printable names, e.g. "Committing", "CreatePod", "RolledBack".
+std::string PhaseName(PlanPhase p);
+/// Printable name of an action type.
+std::string ActionTypeName(ActionType t);
+/// Printable name of an action result.
+std::string ActionResultName(ActionResult r);
+
+/// Where one workload goes under a plan.
+struct WorkloadTarget {
+  std::string workload;  ///< Workload name.
+  std::string service;   ///< Its service.
+  std::string cluster;   ///< Target cluster.
+  std::string node;      ///< Target node.
+  std::string pod;       ///< Pod name "<app>-<workload>".
+  Resources requests;    ///< What it needs.
+};
+
+/// One step of a plan and its outcome.
+struct PlanAction {
+  int index = 0;                                ///< Position, from 0.
+  ActionType type = ActionType::kCreatePod;     ///< Kind of step.
+  std::string cluster;                          ///< Cluster it acts in.
+  std::string workload;                         ///< Pod actions: the workload.
+  std::string node;                             ///< Pod actions: the node.
+  std::string pod;                              ///< Pod actions: the pod.
+  std::string channel;                          ///< Channel actions: the channel.
+  ActionResult result = ActionResult::kPending; ///< Outcome.
+  std::string error;                            ///< Why it failed.
+};
+
+/// The AssignmentPlan resource: targets, channel paths, actions, phase.
+struct AssignmentPlan {
+  std::string application;                      ///< Application name.
+  int64_t revision = 0;                         ///< Plan revision.
+  PlanPhase phase = PlanPhase::kIdle;           ///< Where execution is.
+  std::vector<WorkloadTarget> targets;          ///< Placed workloads.
+  std::map<std::string, std::string> unplaced;  ///< Workloads left out, with reasons.
+  std::vector<ChannelResult> channels;          ///< Channel paths vs bounds.
+  std::vector<PlanAction> actions;              ///< Steps.
+  std::string error;                            ///< Why it rolled back.
+};
+
+/// Builds the plan for `result`: CreatePod per placed workload, CreateChannel
+/// per channel with both ends placed. Phase kPlacing.
+AssignmentPlan BuildPlan(const Application& app, const PlacementResult& result,
+                         int64_t revision);
+
+/// One pod a reservation covers.
+struct ReservationItem {
+  std::string pod;      ///< Pod name.
+  std::string node;     ///< Node it is bound to.
+  Resources requests;   ///< What it needs.
+};
+
+/// The cluster side of the two-phase commit. Every call is idempotent and
+/// keyed by the reservation id.
+class ClusterExecutor {
+ public:
+  virtual ~ClusterExecutor() = default;
+  /// Holds capacity for `items` until Commit, Release, or `lease` runs out.
+  /// FAILED_PRECONDITION when a node lacks room; OK again for the same id.
+  virtual absl::Status Reserve(const std::string& reservation_id,
+                               const std::vector<ReservationItem>& items,
+                               absl::Duration lease) = 0;
+  /// Creates the pods. FAILED_PRECONDITION if the reservation expired or was
+  /// released; OK again once committed.
+  virtual absl::Status Commit(const std::string& reservation_id) = 0;
+  /// Deletes whatever the reservation created and forgets it. OK when unknown.
+  virtual absl::Status Release(const std::string& reservation_id) = 0;
+};
+
+/// A pod as the LMS reports it.
+struct PodInfo {
+  std::string name;     ///< Pod name.
+  std::string node;     ///< Node it runs on.
+  Resources requests;   ///< Its requests.
+};
+
+/// The LMS port a cluster executor drives (codeco.lms.v1 over gRPC in
+/// production; InMemoryPodRuntime in the CODEF simulator and tests).
+class PodRuntime {
+ public:
+  virtual ~PodRuntime() = default;
+  /// Nodes with capacity and the requests of pods bound to them.
+  virtual absl::StatusOr<std::vector<Node>> ListNodes() = 0;
+  /// Pods that exist.
+  virtual absl::StatusOr<std::vector<PodInfo>> ListPods() = 0;
+  /// Creates a pod; ALREADY_EXISTS if a pod of that name exists.
+  virtual absl::Status CreatePod(const PodInfo& pod) = 0;
+  /// Deletes a pod; NOT_FOUND if there is none.
+  virtual absl::Status DeletePod(const std::string& name) = 0;
+};
+
+/// Pods bound in memory on a fixed set of nodes. Thread-safe.
+class InMemoryPodRuntime final : public PodRuntime {
+ public:
+  /// Starts with `nodes` (their `allocated` is ignored) and no pods.
+  explicit InMemoryPodRuntime(std::vector<Node> nodes);
+  absl::StatusOr<std::vector<Node>> ListNodes() override;
+  absl::StatusOr<std::vector<PodInfo>> ListPods() override;
+  absl::Status CreatePod(const PodInfo& pod) override;
+  absl::Status DeletePod(const std::string& name) override;
+
+ private:
+  absl::Mutex mu_;
+  std::vector<Node> nodes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, PodInfo> pods_ ABSL_GUARDED_BY(mu_);
+};
+
+/// One cluster's reservations: what is held, until when, and which pods are
+/// not seen in the LMS yet. Leases expire under the injected clock. Thread-safe.
+class ReservationLedger {
+ public:
+  /// Reads time from `clock` only.
+  explicit ReservationLedger(const Clock& clock) : clock_(clock) {}
+  /// Capacity held on `node` by live reservations whose pods are not seen yet.
+  Resources Held(const std::string& node);
+  /// Records a reservation; ALREADY_EXISTS if `id` is known.
+  absl::Status Add(const std::string& id, const std::vector<ReservationItem>& items,
+                   absl::Duration lease);
+  /// True if `id` is live (reserved or committed, lease not run out).
+  bool Contains(const std::string& id);
+  /// The items of a live reservation, or NOT_FOUND.
+  absl::StatusOr<std::vector<ReservationItem>> Items(const std::string& id);
+  /// True if `id` is committed.
+  bool IsCommitted(const std::string& id);
+  /// Marks `id` committed (its lease no longer applies); NOT_FOUND if not live.
+  absl::Status MarkCommitted(const std::string& id);
+  /// Forgets `id` (no-op if unknown).
+  void Remove(const std::string& id);
+  /// Stops counting committed items whose pod is in `pods` (the LMS now
+  /// counts them). The record stays until Release, which deletes the pods.
+  void ObservePods(const std::set<std::string>& pods);
+  /// Live reservations still holding capacity (some pod not seen yet).
+  size_t size();
+
+ private:
+  struct Entry {
+    std::vector<ReservationItem> items;
+    std::vector<bool> seen;
+    absl::Time deadline;
+    bool committed = false;
+  };
+  void ExpireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const Clock& clock_;
+  absl::Mutex mu_;
+  std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+};
+
+/// The cluster side of execution: checks room against the LMS plus the
+/// ledger, holds it, and creates or deletes pods through the PodRuntime.
+class LocalClusterExecutor final : public ClusterExecutor {
+ public:
+  /// Uses `clock` for leases and `runtime` for nodes and pods.
+  LocalClusterExecutor(const Clock& clock, PodRuntime& runtime);
+  absl::Status Reserve(const std::string& reservation_id,
+                       const std::vector<ReservationItem>& items, absl::Duration lease) override;
+  absl::Status Commit(const std::string& reservation_id) override;
+  absl::Status Release(const std::string& reservation_id) override;
+  /// Reads the LMS's pods so committed reservations stop counting once seen.
+  absl::Status Sync();
+  /// The ledger (for inspection).
+  ReservationLedger& ledger() { return ledger_; }
+
+ private:
+  PodRuntime& runtime_;
+  ReservationLedger ledger_;
+  absl::Mutex mu_;  // serialises Reserve's check-then-add
+};
+
+/// Drives a plan through Reserve and Commit on every target cluster and
+/// rolls back everything on any failure.
+class PlanExecutor {
+ public:
+  /// `clusters` maps a cluster name to its executor; `lease` bounds how long
+  /// a reservation survives a vanished coordinator.
+  PlanExecutor(std::map<std::string, ClusterExecutor*> clusters, absl::Duration lease);
+  /// Executes `plan` (phase must be kPlacing): on success phase kDone and
+  /// every CreatePod succeeded; on failure phase kRolledBack, every cluster
+  /// released, and the error returned (ABORTED, naming the cluster).
+  absl::Status Execute(AssignmentPlan& plan);
+  /// Reserves only, leaving the plan in kReserving (a coordinator that dies
+  /// here is what leases are for). Used by fault tests and dry runs.
+  absl::Status ReserveOnly(AssignmentPlan& plan);
+
+ private:
+  absl::Status ReserveAll(AssignmentPlan& plan, std::vector<std::string>& touched);
+  void RollBack(AssignmentPlan& plan, const std::vector<std::string>& touched,
+                const std::string& why);
+  std::map<std::string, ClusterExecutor*> clusters_;
+  absl::Duration lease_;
+};
+
+/// The reservation id of `plan` in `cluster`: "<app>/<revision>/<cluster>".
+std::string ReservationId(const AssignmentPlan& plan, const std::string& cluster);
+
+}  // namespace codeco::swm

@@ -1,0 +1,68 @@
+#pragma once
+// The policy plugins (mck8s, the stateful-LCM study, CODECO) and the PDLC
+// recommendation port. docs/placement.md lists what each plugin does.
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "swm/core/framework.h"
+
+namespace codeco::swm {
+
+/// PDLC's advice for one application and performance profile: scores 0-100.
+struct Recommendations {
+  std::map<std::string, double> cluster_scores;  ///< cluster -> score.
+  std::map<std::pair<std::string, std::string>, double> node_scores;  ///< (cluster, node) -> score.
+};
+
+/// The PDLC port. PDLC only advises; "no recommendations" (nullopt) is a
+/// valid answer and leaves every candidate's recommendation score at 0.
+class RecommendationSource {
+ public:
+  virtual ~RecommendationSource() = default;
+  /// Recommendations for `application` under `performance_profile`, if any.
+  virtual absl::StatusOr<std::optional<Recommendations>> Get(
+      const std::string& application, const std::string& performance_profile) = 0;
+};
+
+/// Recommendations kept in memory, set by whoever receives PDLC's pushes
+/// (and by tests). Thread-safe.
+class InMemoryRecommendationSource final : public RecommendationSource {
+ public:
+  /// Stores `recs` for (application, profile), replacing earlier ones.
+  void Set(const std::string& application, const std::string& performance_profile,
+           Recommendations recs);
+  absl::StatusOr<std::optional<Recommendations>> Get(
+      const std::string& application, const std::string& performance_profile) override;
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::pair<std::string, std::string>, Recommendations> recs_ ABSL_GUARDED_BY(mu_);
+};
+
+/// The registry of every plugin of this file, filled in one place.
+PluginRegistry NewDefaultRegistry();
+
+/// Checks every channel between workload `w` placed at `at` and its already
+/// placed peers: latency within max_delay, a direct link between different
+/// clusters, and the link's free bandwidth of the channel's class. At
+/// Level::kCluster `at.node` is empty and intra-cluster latency is assumed.
+PluginStatus CheckChannels(const CycleState& state, const Workload& w, const Placement& at);
+
+/// Latency from `origin` cluster's gateway to a workload in `cluster`
+/// (nullopt when no direct link exists).
+std::optional<int64_t> OriginLatencyNs(const Federation& topology, const std::string& origin,
+                                       const std::string& cluster);
+
+/// Built-in profiles by name: "codeco" (default), "mck8s-worst-fit",
+/// "mck8s-best-fit", "mck8s-traffic-aware", "mck8s-cluster-affinity",
+/// "lcm-two-tier". NOT_FOUND for another name.
+absl::StatusOr<Profile> BuiltinProfile(const std::string& name);
+
+}  // namespace codeco::swm

@@ -1,0 +1,421 @@
+#include "swm/core/solve.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codeco/common/status.h"
+
+namespace codeco::swm {
+namespace {
+
+absl::StatusOr<const Framework*> CachedFramework(
+    std::map<std::string, std::unique_ptr<Framework>>& cache, const std::string& profile,
+    const PluginRegistry& registry, RecommendationSource* recs) {
+  std::string name = profile.empty() ? "codeco" : profile;
+  auto it = cache.find(name);
+  if (it != cache.end()) return it->second.get();
+  absl::StatusOr<Profile> p = BuiltinProfile(name);
+  if (!p.ok()) return InvalidFieldError("profile", "unknown profile \"" + name + "\"");
+  ASSIGN_OR_RETURN(std::unique_ptr<Framework> fw, Framework::Create(*p, registry, recs));
+  const Framework* raw = fw.get();
+  cache[name] = std::move(fw);
+  return raw;
+}
+
+}  // namespace
+
+InProcessL2Solver::InProcessL2Solver(const PluginRegistry& registry,
+                                     RecommendationSource* recommendations)
+    : registry_(registry), recommendations_(recommendations) {}
+
+absl::StatusOr<const Framework*> InProcessL2Solver::FrameworkFor(const std::string& profile) {
+  return CachedFramework(frameworks_, profile, registry_, recommendations_);
+}
+
+absl::StatusOr<L2Result> InProcessL2Solver::Solve(const L2Request& req) {
+  if (req.app == nullptr) return absl::InvalidArgumentError("app: required");
+  const Application& app = *req.app;
+  ASSIGN_OR_RETURN(const Framework* fw, FrameworkFor(req.profile));
+  Federation topo;
+  topo.AddCluster(req.cluster);
+  std::set<std::string> unvisited(req.unvisited.begin(), req.unvisited.end());
+  std::vector<ClusterAggregate> unvisited_aggs;
+  for (const ClusterAggregate& a : req.others) {
+    topo.AddCluster(Cluster{.name = a.name, .labels = a.labels,
+                            .intra_latency_ns = a.intra_latency_ns});
+    if (unvisited.count(a.name)) unvisited_aggs.push_back(a);
+  }
+  for (const Link& l : req.links) topo.AddLink(l);
+  Cluster* solving = topo.MutableCluster(req.cluster.name);
+  CycleState state(app, topo, solving, req.relax_soft);
+  for (const auto& [w, p] : req.placed) state.Bind(w, p);
+
+  L2Result result;
+  for (const std::string& name : req.pending) {
+    int wi = app.WorkloadIndex(name);
+    if (wi < 0) return InvalidFieldError("pending", "unknown workload \"" + name + "\"");
+    const Workload& w = app.workloads[wi];
+    ClusterAggregate self = AggregateOf(*solving);
+    std::vector<Candidate> nodes;
+    for (size_t i = 0; i < solving->nodes.size(); ++i) {
+      nodes.push_back(Candidate{Level::kNode, &self, &solving->nodes[i], static_cast<int>(i)});
+    }
+    ASSIGN_OR_RETURN(Selection sel, fw->Select(state, w, nodes));
+    if (sel.best < 0) {
+      result.unfit[name] = sel.reason;
+      continue;
+    }
+    if (req.allow_defer && !unvisited_aggs.empty()) {
+      std::vector<Candidate> clusters{Candidate{Level::kCluster, &self}};
+      for (const ClusterAggregate& a : unvisited_aggs) {
+        clusters.push_back(Candidate{Level::kCluster, &a});
+      }
+      ASSIGN_OR_RETURN(Selection l1, fw->Select(state, w, clusters));
+      if (l1.best > 0 && l1.scores[0] >= 0 && l1.scores[l1.best] > l1.scores[0] + 1e-9) {
+        result.deferred.push_back(name);
+        continue;
+      }
+    }
+    std::vector<int> ranked;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (sel.scores[i] >= 0) ranked.push_back(static_cast<int>(i));
+    }
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [&](int a, int b) { return sel.scores[a] > sel.scores[b]; });
+    std::string why;
+    bool bound = false;
+    for (int i : ranked) {
+      PluginStatus st = fw->ReserveAndPermit(state, w, nodes[i]);
+      if (st.is_error()) return st.error();
+      if (st.ok()) {
+        state.Bind(name, Placement{solving->name, solving->nodes[i].name});
+        result.node_of[name] = solving->nodes[i].name;
+        bound = true;
+        break;
+      }
+      why = st.reason();
+    }
+    if (!bound) result.unfit[name] = why;
+  }
+  return result;
+}
+
+Coordinator::Coordinator(L2Solver& l2, const PluginRegistry& registry,
+                         RecommendationSource* recommendations, CoordinatorOptions options)
+    : l2_(l2), registry_(registry), recommendations_(recommendations), options_(options) {}
+
+absl::StatusOr<const Framework*> Coordinator::FrameworkFor(const std::string& profile) {
+  return CachedFramework(frameworks_, profile, registry_, recommendations_);
+}
+
+absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
+                                                   const Federation& federation,
+                                                   const std::vector<std::string>& neighborhood) {
+  RETURN_IF_ERROR(app.Validate());
+  ASSIGN_OR_RETURN(const Framework* fw, FrameworkFor(app.profile));
+  std::vector<const Cluster*> members;
+  if (neighborhood.empty()) {
+    for (const Cluster& c : federation.clusters()) members.push_back(&c);
+  } else {
+    FieldErrors errors;
+    std::set<std::string> seen;
+    for (size_t i = 0; i < neighborhood.size(); ++i) {
+      const Cluster* c = federation.FindCluster(neighborhood[i]);
+      if (c == nullptr) {
+        errors.Add(absl::StrCat("neighborhood[", i, "]"),
+                   "unknown cluster \"" + neighborhood[i] + "\"");
+      } else if (seen.insert(c->name).second) {
+        members.push_back(c);
+      }
+    }
+    RETURN_IF_ERROR(errors.ToStatus());
+  }
+  std::set<std::string> member_names;
+  for (const Cluster* c : members) member_names.insert(c->name);
+
+  // The hub's view: the federation plus what this plan has claimed so far.
+  std::map<std::string, std::vector<Resources>> extra;
+  CycleState hub(app, federation, nullptr, false);
+  auto overlay = [&](const Cluster& c) {
+    Cluster copy = c;
+    auto it = extra.find(c.name);
+    if (it != extra.end()) {
+      for (size_t i = 0; i < copy.nodes.size(); ++i) copy.nodes[i].allocated += it->second[i];
+    }
+    return copy;
+  };
+
+  // 1. Order the clusters: recommendations first, faster links, policy score.
+  std::optional<Recommendations> recs;
+  if (recommendations_ != nullptr) {
+    ASSIGN_OR_RETURN(recs, recommendations_->Get(app.name, app.performance_profile));
+  }
+  std::vector<int> queue = fw->QueueOrder(app);
+  std::set<std::string> origins;
+  for (const Workload& w : app.workloads) {
+    if (!w.origin_cluster.empty()) origins.insert(w.origin_cluster);
+  }
+  std::map<std::string, std::pair<int64_t, int>> out_latency;  // sum, count
+  if (origins.empty()) {
+    for (const Link& l : federation.links()) {
+      if (member_names.count(l.from) && member_names.count(l.to)) {
+        auto& [sum, n] = out_latency[l.from];
+        sum += l.latency_ns;
+        ++n;
+      }
+    }
+  }
+  std::vector<ClusterAggregate> aggs;
+  aggs.reserve(members.size());
+  for (const Cluster* c : members) aggs.push_back(AggregateOf(*c));
+  std::vector<double> policy(members.size(), -1);
+  if (!queue.empty()) {
+    std::vector<Candidate> cands;
+    for (const ClusterAggregate& a : aggs) cands.push_back(Candidate{Level::kCluster, &a});
+    ASSIGN_OR_RETURN(Selection sel, fw->Select(hub, app.workloads[queue[0]], cands));
+    policy = sel.scores;
+  }
+  struct Key {
+    bool has_rec;
+    double rec;
+    int64_t bucket;
+    double policy;
+    size_t index;
+  };
+  std::vector<Key> keys;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const std::string& name = members[i]->name;
+    Key k{false, 0, std::numeric_limits<int64_t>::max(), policy[i], i};
+    if (recs.has_value()) {
+      auto it = recs->cluster_scores.find(name);
+      if (it != recs->cluster_scores.end()) k = Key{true, it->second, k.bucket, k.policy, i};
+    }
+    std::optional<int64_t> lat;
+    if (!origins.empty()) {
+      for (const std::string& o : origins) {
+        std::optional<int64_t> d = OriginLatencyNs(federation, o, name);
+        if (d.has_value() && (!lat.has_value() || *d < *lat)) lat = d;
+      }
+    } else if (auto it = out_latency.find(name); it != out_latency.end()) {
+      lat = it->second.first / it->second.second;
+    }
+    if (lat.has_value()) k.bucket = *lat / std::max<int64_t>(1, options_.latency_bucket_ns);
+    keys.push_back(k);
+  }
+  std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+    if (a.has_rec != b.has_rec) return a.has_rec;
+    if (a.rec != b.rec) return a.rec > b.rec;
+    if (a.bucket != b.bucket) return a.bucket < b.bucket;
+    if (a.policy != b.policy) return a.policy > b.policy;
+    return a.index < b.index;
+  });
+  std::vector<const Cluster*> order;
+  for (const Key& k : keys) order.push_back(members[k.index]);
+
+  PlacementResult result;
+  for (const Cluster* c : order) result.visit_order.push_back(c->name);
+  std::vector<std::string> pending;
+  for (int i : queue) pending.push_back(app.workloads[i].name);
+  std::map<std::string, std::vector<std::string>> reasons;  // workload -> per-cluster reasons
+
+  // 2. Visit clusters one at a time; then a reconsideration round.
+  for (int round = 0; round < (options_.reconsider ? 2 : 1) && !pending.empty(); ++round) {
+    for (size_t ci = 0; ci < order.size() && !pending.empty(); ++ci) {
+      const Cluster& cluster = *order[ci];
+      L2Request req{.app = &app, .profile = app.profile, .cluster = overlay(cluster)};
+      std::set<std::string> context;
+      for (const auto& [w, p] : hub.placed()) context.insert(p.cluster);
+      for (const std::string& name : pending) {
+        const Workload& w = app.workloads[app.WorkloadIndex(name)];
+        if (!w.origin_cluster.empty()) context.insert(w.origin_cluster);
+        for (const std::string& p : w.preferred_clusters) context.insert(p);
+      }
+      if (round == 0) {
+        for (size_t k = ci + 1; k < order.size() && k <= ci + options_.lookahead; ++k) {
+          context.insert(order[k]->name);
+          req.unvisited.push_back(order[k]->name);
+        }
+      }
+      context.erase(cluster.name);
+      for (const std::string& name : context) {
+        const Cluster* other = federation.FindCluster(name);
+        if (other == nullptr) continue;
+        req.others.push_back(AggregateOf(overlay(*other)));
+      }
+      std::vector<std::string> all(context.begin(), context.end());
+      all.push_back(cluster.name);
+      for (const std::string& a : all) {
+        for (const std::string& b : all) {
+          const Link* l = a == b ? nullptr : federation.FindLink(a, b);
+          if (l == nullptr) continue;
+          Link net = *l;
+          for (int k = 0; k < kNumServiceClasses; ++k) {
+            net.free_bandwidth_bps[k] -= hub.UsedBandwidth(a, b, static_cast<ServiceClass>(k));
+          }
+          req.links.push_back(net);
+        }
+      }
+      req.placed = hub.placed();
+      req.pending = pending;
+      req.allow_defer = round == 0;
+      req.relax_soft = round == 1;
+      ++result.l2_calls;
+      absl::StatusOr<L2Result> l2 = l2_.Solve(req);
+      if (!l2.ok()) {
+        for (const std::string& w : pending) {
+          reasons[w].push_back(cluster.name + ": unavailable (" +
+                               std::string(l2.status().message()) + ")");
+        }
+        continue;
+      }
+      std::vector<std::string> still;
+      for (const std::string& name : pending) {
+        const Workload& w = app.workloads[app.WorkloadIndex(name)];
+        auto node_it = l2->node_of.find(name);
+        if (node_it == l2->node_of.end()) {
+          auto unfit = l2->unfit.find(name);
+          if (unfit != l2->unfit.end()) reasons[name].push_back(cluster.name + ": " + unfit->second);
+          still.push_back(name);
+          continue;
+        }
+        // Merge: the hub re-checks capacity and channels on its own view.
+        int ni = cluster.NodeIndex(node_it->second);
+        std::string reject;
+        if (ni < 0 || !cluster.nodes[ni].schedulable) {
+          reject = "unknown or unschedulable node " + node_it->second;
+        } else {
+          std::vector<Resources>& ex = extra[cluster.name];
+          if (ex.empty()) ex.resize(cluster.nodes.size());
+          Node view = cluster.nodes[ni];
+          view.allocated += ex[ni];
+          if (!view.Free().Fits(w.requests)) reject = "node " + view.name + " is full";
+        }
+        Placement at{cluster.name, node_it->second};
+        if (reject.empty()) {
+          PluginStatus ch = CheckChannels(hub, w, at);
+          if (!ch.ok()) reject = ch.reason();
+        }
+        if (!reject.empty()) {
+          reasons[name].push_back(cluster.name + ": rejected by the coordinator: " + reject);
+          still.push_back(name);
+          continue;
+        }
+        extra[cluster.name][ni] += w.requests;
+        for (int chi : hub.ChannelsOf(name)) {
+          const Channel& ch = app.channels[chi];
+          auto peer = hub.placed().find(ch.from == name ? ch.to : ch.from);
+          if (peer == hub.placed().end() || peer->second.cluster == cluster.name) continue;
+          if (ch.from == name) {
+            hub.AddBandwidth(cluster.name, peer->second.cluster, ch.service_class,
+                             ch.min_bandwidth_bps);
+          } else {
+            hub.AddBandwidth(peer->second.cluster, cluster.name, ch.service_class,
+                             ch.min_bandwidth_bps);
+          }
+        }
+        hub.Bind(name, at);
+      }
+      pending = std::move(still);
+    }
+  }
+
+  result.placements = hub.placed();
+  for (const std::string& name : pending) {
+    const std::vector<std::string>& r = reasons[name];
+    std::string text;
+    if (r.empty()) {
+      text = "no cluster in the neighborhood could take it";
+    } else {
+      std::vector<std::string> head(r.begin(), r.begin() + std::min<size_t>(3, r.size()));
+      text = "no cluster fits: " + absl::StrJoin(head, " | ");
+      if (r.size() > 3) absl::StrAppend(&text, " | and ", r.size() - 3, " more");
+    }
+    result.unplaced[name] = text;
+  }
+  for (const Channel& ch : app.channels) {
+    auto a = result.placements.find(ch.from);
+    auto b = result.placements.find(ch.to);
+    if (a == result.placements.end() || b == result.placements.end()) continue;
+    ChannelResult cr{.channel = ch.name,
+                     .max_delay_ns = ch.max_delay_ns,
+                     .min_bandwidth_bps = ch.min_bandwidth_bps};
+    cr.path.push_back(a->second.cluster);
+    if (b->second.cluster != a->second.cluster) cr.path.push_back(b->second.cluster);
+    std::optional<int64_t> lat = PathLatencyNs(federation, a->second, b->second);
+    cr.expected_latency_ns = lat.value_or(-1);
+    cr.satisfied = lat.has_value() && (ch.max_delay_ns == 0 || *lat <= ch.max_delay_ns);
+    result.channels.push_back(cr);
+  }
+  return result;
+}
+
+void ApplyPlacement(const Application& app, const PlacementResult& result,
+                    Federation& federation) {
+  for (const auto& [name, p] : result.placements) {
+    int wi = app.WorkloadIndex(name);
+    Cluster* c = federation.MutableCluster(p.cluster);
+    if (wi < 0 || c == nullptr) continue;
+    int ni = c->NodeIndex(p.node);
+    if (ni >= 0) c->nodes[ni].allocated += app.workloads[wi].requests;
+  }
+  for (const Channel& ch : app.channels) {
+    auto a = result.placements.find(ch.from);
+    auto b = result.placements.find(ch.to);
+    if (a == result.placements.end() || b == result.placements.end()) continue;
+    if (a->second.cluster == b->second.cluster) continue;
+    if (Link* l = federation.MutableLink(a->second.cluster, b->second.cluster)) {
+      l->free_bandwidth_bps[static_cast<int>(ch.service_class)] -= ch.min_bandwidth_bps;
+    }
+  }
+}
+
+absl::Status VerifyPlacement(const Application& app, const Federation& federation,
+                             const PlacementResult& result) {
+  std::map<std::pair<std::string, std::string>, Resources> load;
+  for (const auto& [name, p] : result.placements) {
+    int wi = app.WorkloadIndex(name);
+    if (wi < 0) return absl::FailedPreconditionError("unknown workload " + name);
+    load[{p.cluster, p.node}] += app.workloads[wi].requests;
+  }
+  for (const auto& [key, req] : load) {
+    const Cluster* c = federation.FindCluster(key.first);
+    int ni = c == nullptr ? -1 : c->NodeIndex(key.second);
+    if (ni < 0) return absl::FailedPreconditionError("unknown node " + key.first + "/" + key.second);
+    const Node& n = c->nodes[ni];
+    if (!(n.capacity - n.allocated).Fits(req)) {
+      return absl::FailedPreconditionError("node " + key.first + "/" + key.second +
+                                           " over capacity");
+    }
+  }
+  std::map<std::tuple<std::string, std::string, int>, int64_t> bw;
+  for (const Channel& ch : app.channels) {
+    auto a = result.placements.find(ch.from);
+    auto b = result.placements.find(ch.to);
+    if (a == result.placements.end() || b == result.placements.end()) continue;
+    std::optional<int64_t> lat = PathLatencyNs(federation, a->second, b->second);
+    if (!lat.has_value()) {
+      return absl::FailedPreconditionError("channel " + ch.name + " has no single-hop path");
+    }
+    if (ch.max_delay_ns > 0 && *lat > ch.max_delay_ns) {
+      return absl::FailedPreconditionError(absl::StrCat("channel ", ch.name, " latency ", *lat,
+                                                        " > ", ch.max_delay_ns));
+    }
+    if (a->second.cluster != b->second.cluster) {
+      bw[{a->second.cluster, b->second.cluster, static_cast<int>(ch.service_class)}] +=
+          ch.min_bandwidth_bps;
+    }
+  }
+  for (const auto& [key, bps] : bw) {
+    const auto& [from, to, cls] = key;
+    const Link* l = federation.FindLink(from, to);
+    if (l == nullptr || l->free_bandwidth_bps[cls] < bps) {
+      return absl::FailedPreconditionError("link " + from + " -> " + to + " over bandwidth");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace codeco::swm
