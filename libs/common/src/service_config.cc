@@ -26,6 +26,12 @@ ConfigSchema CommonServiceSchema() {
       .Add({"tls.key_file", ConfigType::kString, "", {}, false, "PEM private key"})
       .Add({"tls.refresh_interval", ConfigType::kDuration, "60s", {}, false,
             "how often rotated TLS files are re-read"})
+      .Add({"network.egress_proxy", ConfigType::kAddress, "", {}, false,
+            "HTTP CONNECT proxy for calls to other clusters (CODEF: the cluster's relay)"})
+      .Add({"federation.hub_acm", ConfigType::kAddress, "", {}, false,
+            "the hub ACM's address (MC role: where this cluster registers)"})
+      .Add({"federation.lms", ConfigType::kAddress, "", {}, false,
+            "this cluster's local management system (codeco.lms.v1) address"})
       .Add({"log.level", ConfigType::kEnum, "info", {"debug", "info", "warn", "error"}, false,
             "minimum level of log lines"})
       .Add({"rpc.default_deadline", ConfigType::kDuration, "30s", {}, false,
@@ -60,6 +66,9 @@ absl::StatusOr<ServiceConfig> ReadServiceConfig(const std::string& service, cons
   out.tls.cert_file = config.GetString("tls.cert_file");
   out.tls.key_file = config.GetString("tls.key_file");
   out.tls.refresh_interval = config.GetDuration("tls.refresh_interval");
+  out.egress_proxy = config.GetString("network.egress_proxy");
+  out.hub_acm = config.GetString("federation.hub_acm");
+  out.lms = config.GetString("federation.lms");
   out.default_deadline = config.GetDuration("rpc.default_deadline");
   out.max_deadline = config.GetDuration("rpc.max_deadline");
   out.store_sync = config.GetBool("store.sync");

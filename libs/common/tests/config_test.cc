@@ -84,6 +84,24 @@ TEST_CASE("flags override the file and map dashes to keys") {
   REQUIRE(config->GetDuration("tls.refresh_interval") == absl::Seconds(2));
 }
 
+TEST_CASE("federation keys reach the service config") {
+  ConfigSchema schema = CommonServiceSchema();
+  const char* argv[] = {"codeco-swm", "--role", "mc", "--insecure", "--data-dir", "d",
+                        "--federation.hub-acm", "127.0.1.1:7001", "--federation.lms",
+                        "127.0.3.1:7100", "--network.egress-proxy", "127.0.3.1:7200"};
+  auto flags = ParseFlags(12, argv, schema);
+  REQUIRE(flags.ok());
+  auto config = schema.Load("", flags->overrides);
+  REQUIRE(config.ok());
+  auto service = ReadServiceConfig("swm", *config);
+  REQUIRE(service.ok());
+  REQUIRE(service->hub_acm == "127.0.1.1:7001");
+  REQUIRE(service->lms == "127.0.3.1:7100");
+  REQUIRE(service->egress_proxy == "127.0.3.1:7200");
+  REQUIRE_THAT(LoadError("role: mc\ndata_dir: d\nfederation:\n  hub_acm: nowhere\n"),
+               Catch::Contains("federation.hub_acm: not a host:port address"));
+}
+
 TEST_CASE("bad flags are rejected by name") {
   ConfigSchema schema = CommonServiceSchema();
   const char* unknown[] = {"x", "--colour", "red"};

@@ -6,6 +6,7 @@
 
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/metrics.h"
+#include "codeco/common/peer_channels.h"
 #include "codeco/common/server.h"
 #include "codeco/lms/v1/lms_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -153,6 +154,22 @@ TEST_CASE("outgoing calls get the caller's remaining deadline, capped") {
   auto capped = OutgoingContext(no_deadline, absl::Minutes(30), absl::Seconds(5));
   left = absl::ToDoubleSeconds(absl::FromChrono(capped->deadline()) - absl::Now());
   REQUIRE(left <= 5);
+}
+
+TEST_CASE("peer channels are cached per target and plaintext stays on loopback") {
+  TestServer t;
+  auto peers = PeerChannels::Create({.insecure = true});
+  REQUIRE(peers.ok());
+  auto channel = (*peers)->Get(t.server->address());
+  REQUIRE(channel.ok());
+  REQUIRE((*peers)->Get(t.server->address()).value() == *channel);
+  grpc::ClientContext context;
+  context.set_deadline(In(absl::Seconds(10)));
+  HealthCheckResponse response;
+  REQUIRE(Health::NewStub(*channel)->Check(&context, HealthCheckRequest(), &response).ok());
+  REQUIRE((*peers)->Get("10.1.2.3:443").status().code() ==
+          absl::StatusCode::kFailedPrecondition);
+  REQUIRE_FALSE(PeerChannels::Create({.tls = {"/nonexistent", "", ""}}).ok());
 }
 
 TEST_CASE("status codes map one to one") {

@@ -48,6 +48,14 @@ struct ServiceConfig {
   bool insecure = false;
   /// mTLS files (required unless `insecure`).
   TlsFiles tls;
+  /// host:port of the cluster's egress HTTP CONNECT proxy for calls to other
+  /// clusters (the link emulator's relay in CODEF); empty for direct calls.
+  std::string egress_proxy;
+  /// host:port of the hub's ACM (MC role: where the agent registers); empty on the hub.
+  std::string hub_acm;
+  /// host:port of this cluster's local management system (codeco.lms.v1): the
+  /// CODEF emulator or the Kubernetes adapter; empty when the service needs none.
+  std::string lms;
   /// Deadline given to outgoing calls when the incoming call carries none.
   absl::Duration default_deadline = absl::Seconds(30);
   /// Longest a call may run on this server regardless of the client's deadline.

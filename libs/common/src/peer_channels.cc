@@ -1,0 +1,46 @@
+#include "codeco/common/peer_channels.h"
+
+#include "absl/strings/str_cat.h"
+#include "codeco/common/tls.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace codeco {
+
+PeerChannelOptions PeerChannelOptionsFrom(const ServiceConfig& config) {
+  return {config.insecure, config.tls, config.egress_proxy};
+}
+
+absl::StatusOr<std::unique_ptr<PeerChannels>> PeerChannels::Create(
+    const PeerChannelOptions& options) {
+  std::unique_ptr<PeerChannels> out(new PeerChannels());
+  out->options_ = options;
+  if (options.insecure) {
+    out->credentials_ = grpc::InsecureChannelCredentials();
+  } else {
+    auto creds = MakeChannelCredentials(options.tls);
+    if (!creds.ok()) return creds.status();
+    out->credentials_ = *creds;
+  }
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> PeerChannels::Get(const std::string& target) {
+  if (options_.insecure && !IsLoopbackAddress(target)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("plaintext channels reach loopback only, not ", target,
+                     "; configure tls.* for peers on other hosts"));
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = channels_.find(target);
+  if (it != channels_.end()) return it->second;
+  grpc::ChannelArguments args;
+  if (!options_.egress_proxy.empty()) {
+    args.SetString("grpc.http_proxy", "http://" + options_.egress_proxy);
+  }
+  auto channel = grpc::CreateCustomChannel(target, credentials_, args);
+  channels_.emplace(target, channel);
+  return channel;
+}
+
+}  // namespace codeco
