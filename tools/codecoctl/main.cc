@@ -1,113 +1,35 @@
-// codecoctl — the command-line client of codeco.
-//
-//   codecoctl health ADDRESS [--service NAME] [--timeout 5s]
-//                    [--insecure | --ca FILE --cert FILE --key FILE]
-//
-// More commands (apply, get, describe, watch, up, down, fault) arrive with
-// the issues that build what they talk to.
+// codecoctl — the command-line client of codeco. `codecoctl help` lists the commands.
 #include <cstring>
 #include <iostream>
 #include <map>
-#include <string>
+#include <set>
 
-#include "absl/time/time.h"
-#include "codeco/common/tls.h"
-#include "grpc/health/v1/health.grpc.pb.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
+#include "cli.h"
 
 namespace {
 
 constexpr char kUsage[] =
     "usage: codecoctl <command> [args]\n"
     "\n"
-    "commands:\n"
-    "  health ADDRESS [--service NAME] [--timeout 5s] [--insecure | --ca F --cert F --key F]\n"
-    "      Asks any codeco service for its gRPC health (grpc.health.v1.Health/Check).\n"
-    "      Prints SERVING or NOT_SERVING; exits 0 only when SERVING.\n";
-
-// Flags of the form --name value or --name=value after the positionals.
-struct Args {
-  std::vector<std::string> positional;
-  std::map<std::string, std::string> flags;
-};
-
-bool ParseArgs(int argc, char** argv, int first, Args* out, std::string* error) {
-  for (int i = first; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--", 0) != 0) {
-      out->positional.push_back(arg);
-      continue;
-    }
-    std::string name = arg.substr(2), value;
-    if (size_t eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    } else if (name == "insecure") {
-      value = "true";
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      *error = "--" + name + " needs a value";
-      return false;
-    }
-    out->flags[name] = value;
-  }
-  return true;
-}
-
-int Health(const Args& args) {
-  if (args.positional.size() != 1) {
-    std::cerr << "codecoctl health: expected one ADDRESS (host:port)\n" << kUsage;
-    return 2;
-  }
-  for (const auto& [name, value] : args.flags) {
-    if (name != "service" && name != "timeout" && name != "insecure" && name != "ca" &&
-        name != "cert" && name != "key") {
-      std::cerr << "codecoctl health: unknown flag --" << name << "\n";
-      return 2;
-    }
-  }
-  const std::string& address = args.positional[0];
-  absl::Duration timeout = absl::Seconds(5);
-  if (auto it = args.flags.find("timeout"); it != args.flags.end()) {
-    if (!absl::ParseDuration(it->second, &timeout) || timeout <= absl::ZeroDuration()) {
-      std::cerr << "codecoctl health: --timeout: not a positive duration: " << it->second << "\n";
-      return 2;
-    }
-  }
-  std::shared_ptr<grpc::ChannelCredentials> creds;
-  if (args.flags.contains("insecure")) {
-    creds = grpc::InsecureChannelCredentials();
-  } else {
-    auto get = [&](const char* key) {
-      auto it = args.flags.find(key);
-      return it == args.flags.end() ? std::string() : it->second;
-    };
-    auto tls = codeco::MakeChannelCredentials({get("ca"), get("cert"), get("key")});
-    if (!tls.ok()) {
-      std::cerr << "codecoctl health: " << tls.status().message()
-                << "\n(give --ca, --cert and --key, or --insecure for plaintext on loopback)\n";
-      return 2;
-    }
-    creds = *tls;
-  }
-  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, creds));
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  grpc::health::v1::HealthCheckRequest request;
-  if (auto it = args.flags.find("service"); it != args.flags.end()) request.set_service(it->second);
-  grpc::health::v1::HealthCheckResponse response;
-  grpc::Status status = stub->Check(&context, request, &response);
-  if (!status.ok()) {
-    std::cerr << "codecoctl health: " << address << ": " << status.error_message() << " (code "
-              << status.error_code() << ")\n";
-    return 1;
-  }
-  std::cout << grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status())
-            << "\n";
-  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
-}
+    "federation (the CODEF testbed on this machine):\n"
+    "  up --scenario FILE [--insecure] [--no-prometheus] [--timeout 60s]\n"
+    "      Start the emulated clusters, the hub's and every cluster's services, and\n"
+    "      Prometheus; wait until healthy; print a summary. Later commands find it.\n"
+    "  down\n"
+    "      Stop everything `up` started.\n"
+    "  fault link A B [--rtt 50ms | --latency 25ms] [--bandwidth 10Mbps] [--loss 5%] [--cut|--heal]\n"
+    "  fault node CLUSTER/NODE --fail|--recover\n"
+    "  fault cluster NAME --partition|--heal\n"
+    "  fault hub --cut|--heal\n"
+    "      Change the emulated network and nodes at run time.\n"
+    "\n"
+    "services:\n"
+    "  health [ADDRESS] [--all] [--service NAME] [--timeout 5s]\n"
+    "      grpc.health.v1.Health/Check of one service (default: the federation's ACM) or\n"
+    "      of every service `up` started (--all). Exits 0 only when all are SERVING.\n"
+    "\n"
+    "connection flags: --insecure (plaintext, loopback only) or --ca F --cert F --key F;\n"
+    "without them, the identity `codecoctl up` issued is used.\n";
 
 }  // namespace
 
@@ -116,14 +38,33 @@ int main(int argc, char** argv) {
     std::cout << kUsage;
     return argc < 2 ? 2 : 0;
   }
-  std::string command = argv[1];
-  Args args;
-  std::string error;
-  if (!ParseArgs(argc, argv, 2, &args, &error)) {
-    std::cerr << "codecoctl " << command << ": " << error << "\n";
+  using codeco::ctl::Args;
+  const std::string command = argv[1];
+  const std::set<std::string> connection = {"ca", "cert", "key", "timeout"};
+  struct Command {
+    int (*run)(const Args&);
+    std::set<std::string> switches, valued;
+  };
+  const std::map<std::string, Command> commands = {
+      {"health", {codeco::ctl::RunHealth, {"insecure", "all"}, {"service"}}},
+      {"up", {codeco::ctl::RunUp, {"insecure", "no-prometheus"}, {"scenario"}}},
+      {"down", {codeco::ctl::RunDown, {}, {}}},
+      {"fault",
+       {codeco::ctl::RunFault,
+        {"cut", "heal", "fail", "recover", "partition"},
+        {"rtt", "latency", "bandwidth", "loss", "codef"}}},
+  };
+  auto it = commands.find(command);
+  if (it == commands.end()) {
+    std::cerr << "codecoctl: unknown command \"" << command << "\"\n" << kUsage;
     return 2;
   }
-  if (command == "health") return Health(args);
-  std::cerr << "codecoctl: unknown command \"" << command << "\"\n" << kUsage;
-  return 2;
+  std::set<std::string> valued = it->second.valued;
+  valued.insert(connection.begin(), connection.end());
+  auto args = codeco::ctl::ParseArgs(argc, argv, 2, it->second.switches, valued);
+  if (!args.ok()) {
+    std::cerr << "codecoctl " << command << ": " << args.status().message() << "\n";
+    return 2;
+  }
+  return it->second.run(*args);
 }

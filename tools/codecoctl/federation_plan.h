@@ -1,0 +1,64 @@
+#pragma once
+// Which codeco processes a federation runs, where, and with which flags: the
+// pure part of `codecoctl up`, testable without starting anything.
+
+#include <string>
+#include <vector>
+
+namespace codeco::ctl {
+
+/// One cluster of an emulated federation, as CODEF reports it.
+struct ClusterEndpoint {
+  /// Cluster name (a DNS label).
+  std::string name;
+  /// True for the hub cluster.
+  bool is_hub = false;
+  /// Loopback IP its services listen on (127.0.N.1).
+  std::string service_ip;
+  /// Its local management system (codeco.lms.v1) address.
+  std::string lms_address;
+  /// Its egress relay (HTTP CONNECT proxy) address; empty when none.
+  std::string relay_address;
+};
+
+/// How every service process authenticates.
+struct SecuritySettings {
+  /// Plaintext on loopback instead of mTLS.
+  bool insecure = false;
+  /// Directory laid out by scripts/dev-ca.sh: ca.crt and <cluster>/<svc>.{crt,key}.
+  std::string certs_dir;
+};
+
+/// One process to start.
+struct ProcessSpec {
+  /// "<cluster>/<service>", unique in a plan.
+  std::string name;
+  /// Cluster name.
+  std::string cluster;
+  /// Service name ("acm", ...).
+  std::string service;
+  /// True for the hub's services.
+  bool hub = false;
+  /// Binary name (in the bin directory), e.g. "codeco-acm".
+  std::string binary;
+  /// Arguments after the binary.
+  std::vector<std::string> args;
+};
+
+/// The services the hub runs, in start order.
+const std::vector<std::string>& HubServices();
+/// The services every managed cluster runs, in start order.
+const std::vector<std::string>& ManagedClusterServices();
+
+/// The processes of the hub (when `hub_acm` is empty) or of the managed
+/// clusters (which register with `hub_acm`). Data lives under
+/// `data_dir/<cluster>/<service>`.
+std::vector<ProcessSpec> PlanHub(const ClusterEndpoint& hub, const SecuritySettings& security,
+                                 const std::string& data_dir);
+/// The processes of every non-hub cluster in `clusters`.
+std::vector<ProcessSpec> PlanManagedClusters(const std::vector<ClusterEndpoint>& clusters,
+                                             const std::string& hub_acm,
+                                             const SecuritySettings& security,
+                                             const std::string& data_dir);
+
+}  // namespace codeco::ctl

@@ -1,0 +1,86 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "federation_plan.h"
+#include "run_state.h"
+
+namespace codeco::ctl {
+namespace {
+
+bool HasPair(const std::vector<std::string>& args, const std::string& flag,
+             const std::string& value) {
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == flag && args[i + 1] == value) return true;
+  }
+  return false;
+}
+
+const std::vector<ClusterEndpoint> kClusters = {
+    {"hub", true, "127.0.1.1", "", "127.0.1.1:7300"},
+    {"rennes", false, "127.0.2.1", "127.0.2.1:7100", "127.0.2.1:7300"},
+    {"nantes", false, "127.0.3.1", "127.0.3.1:7100", ""},
+};
+
+TEST_CASE("the hub runs its four services on its own IP with mTLS") {
+  auto hub = PlanHub(kClusters[0], {false, "/run/certs"}, "/run/data");
+  REQUIRE(hub.size() == HubServices().size());
+  REQUIRE(hub[0].name == "hub/acm");
+  REQUIRE(hub[0].binary == "codeco-acm");
+  REQUIRE(HasPair(hub[0].args, "--role", "hub"));
+  REQUIRE(HasPair(hub[0].args, "--listen", "127.0.1.1:0"));
+  REQUIRE(HasPair(hub[0].args, "--data-dir", "/run/data/hub/acm"));
+  REQUIRE(HasPair(hub[0].args, "--tls.cert-file", "/run/certs/hub/acm.crt"));
+  REQUIRE(HasPair(hub[0].args, "--network.egress-proxy", "127.0.1.1:7300"));
+  REQUIRE(std::find(hub[0].args.begin(), hub[0].args.end(), "--insecure") == hub[0].args.end());
+}
+
+TEST_CASE("managed clusters register with the hub and use their LMS and relay") {
+  auto mcs = PlanManagedClusters(kClusters, "127.0.1.1:4000", {true, ""}, "/d");
+  REQUIRE(mcs.size() == 2 * ManagedClusterServices().size());
+  for (const auto& spec : mcs) {
+    INFO(spec.name);
+    REQUIRE_FALSE(spec.hub);
+    REQUIRE(HasPair(spec.args, "--role", "mc"));
+    REQUIRE(HasPair(spec.args, "--federation.hub-acm", "127.0.1.1:4000"));
+    REQUIRE(std::find(spec.args.begin(), spec.args.end(), "--insecure") != spec.args.end());
+  }
+  REQUIRE(mcs[0].name == "rennes/acm");
+  REQUIRE(HasPair(mcs[0].args, "--federation.lms", "127.0.2.1:7100"));
+  REQUIRE(HasPair(mcs[0].args, "--network.egress-proxy", "127.0.2.1:7300"));
+  // A cluster without a relay calls peers directly.
+  const auto& nantes = mcs[ManagedClusterServices().size()];
+  REQUIRE(nantes.cluster == "nantes");
+  REQUIRE(std::find(nantes.args.begin(), nantes.args.end(), "--network.egress-proxy") ==
+          nantes.args.end());
+}
+
+TEST_CASE("the run state round-trips through its file") {
+  std::random_device rd;
+  auto home = std::filesystem::temp_directory_path() / ("codeco-home-" + std::to_string(rd()));
+  setenv("CODECO_HOME", home.c_str(), 1);
+  REQUIRE(LoadRunState().status().code() == absl::StatusCode::kNotFound);
+  RunState state;
+  state.scenario = "/x/five.yaml";
+  state.acm = "127.0.1.1:4000";
+  state.insecure = true;
+  state.processes = {{"codef", 42, "/bin/codef", "127.0.0.1:1", ""},
+                     {"hub/acm", 43, "/bin/codeco-acm", "127.0.1.1:4000", "http://m"}};
+  REQUIRE(SaveRunState(state).ok());
+  auto loaded = LoadRunState();
+  REQUIRE(loaded.ok());
+  REQUIRE(loaded->acm == "127.0.1.1:4000");
+  REQUIRE(loaded->insecure);
+  REQUIRE(loaded->processes.size() == 2);
+  REQUIRE(loaded->processes[1].pid == 43);
+  REQUIRE(loaded->processes[1].http == "http://m");
+  RemoveRunState();
+  REQUIRE(LoadRunState().status().code() == absl::StatusCode::kNotFound);
+  std::filesystem::remove_all(home);
+}
+
+}  // namespace
+}  // namespace codeco::ctl

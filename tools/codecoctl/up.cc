@@ -1,0 +1,389 @@
+// codecoctl up --scenario FILE [--insecure] [--no-prometheus] [--timeout 60s]
+// codecoctl down
+//
+// Starts a whole federation on this machine: the CODEF emulator for the
+// scenario (emulated clusters and the link emulator), the hub's services, every
+// managed cluster's services (each cluster on its own loopback IP, calling
+// other clusters through its relay), development certificates, and Prometheus
+// scraping every service when Debian's prometheus is installed. Waits until
+// all are healthy, saves the run state, prints a summary.
+#include <curl/curl.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "cli.h"
+#include "codeco/codef/v1/codef_service.grpc.pb.h"
+#include "federation_plan.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "launcher.h"
+#include "run_state.h"
+
+namespace codeco::ctl {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A process started by this command, its state entry and where it logs.
+struct Started {
+  RunProcess process;
+  std::string out_file;
+};
+
+// "far-edge", "edge", "cloud" from TIER_FAR_EDGE ...
+std::string TierName(codeco::common::v1::Tier tier) {
+  std::string name = codeco::common::v1::Tier_Name(tier);
+  if (name.rfind("TIER_", 0) == 0) name = name.substr(5);
+  for (char& c : name) c = c == '_' ? '-' : static_cast<char>(std::tolower(c));
+  return name == "unspecified" ? "-" : name;
+}
+
+class Upper {
+ public:
+  explicit Upper(const Args& args) : args_(args) {}
+
+  int Run();
+
+ private:
+  absl::Status StartCodef();
+  absl::Status ListClusters();
+  absl::Status IssueCertificates(const std::vector<ProcessSpec>& specs);
+  absl::Status StartServices(const std::vector<ProcessSpec>& specs);
+  absl::Status WaitHealthy();
+  void StartPrometheus();
+  void PrintSummary(absl::Duration took) const;
+  void Abort();
+
+  absl::StatusOr<Started> Launch(const std::string& name, std::vector<std::string> argv,
+                                 const std::string& marker);
+
+  const Args& args_;
+  // The identity this command issued for itself, used once services run.
+  Args client_args_;
+  RunState state_;
+  absl::Time deadline_;
+  std::vector<ClusterEndpoint> clusters_;
+  std::vector<codeco::codef::v1::EmulatedCluster> emulated_;
+};
+
+absl::StatusOr<Started> Upper::Launch(const std::string& name, std::vector<std::string> argv,
+                                      const std::string& marker) {
+  std::string file = state_.run_dir + "/logs/" + std::regex_replace(name, std::regex("/"), "-");
+  auto pid = StartDetached(argv, file + ".out", file + ".log");
+  if (!pid.ok()) return pid.status();
+  Started started{{name, *pid, argv[0], "", ""}, file + ".out"};
+  state_.processes.push_back(started.process);
+  if (marker.empty()) return started;
+  auto line = WaitForLine(started.out_file, marker, *pid, deadline_);
+  if (!line.ok()) {
+    return absl::Status(line.status().code(),
+                        absl::StrCat(name, ": ", line.status().message(), " (see ", file, ".log)"));
+  }
+  started.process.grpc = line->substr(line->find(marker) + marker.size());
+  started.process.grpc = started.process.grpc.substr(0, started.process.grpc.find(' '));
+  state_.processes.back() = started.process;
+  return started;
+}
+
+absl::Status Upper::StartCodef() {
+  auto codef = Launch("codef",
+                      {BinDir() + "/codef", "--scenario", state_.scenario, "--state-dir",
+                       state_.run_dir + "/codef", "--control-listen", "127.0.0.1:0"},
+                      "codef control listening on ");
+  if (!codef.ok()) return codef.status();
+  state_.codef_control = codef->process.grpc;
+  return absl::OkStatus();
+}
+
+absl::Status Upper::ListClusters() {
+  auto channel = grpc::CreateChannel(state_.codef_control, grpc::InsecureChannelCredentials());
+  auto stub = codeco::codef::v1::CodefService::NewStub(channel);
+  std::string token;
+  do {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    codeco::codef::v1::ListClustersRequest request;
+    request.set_page_token(token);
+    codeco::codef::v1::ListClustersResponse response;
+    grpc::Status status = stub->ListClusters(&context, request, &response);
+    if (!status.ok()) {
+      return absl::UnavailableError(absl::StrCat("codef ListClusters: ", status.error_message()));
+    }
+    for (const auto& c : response.clusters()) {
+      emulated_.push_back(c);
+      clusters_.push_back({c.name(), c.hub(), c.service_ip(), c.lms_endpoint(), c.relay_endpoint()});
+    }
+    token = response.next_page_token();
+  } while (!token.empty());
+  if (clusters_.empty() || !clusters_.front().is_hub) {
+    return absl::FailedPreconditionError("codef reported no hub cluster");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Upper::IssueCertificates(const std::vector<ProcessSpec>& specs) {
+  const std::string script = std::string(CODECO_SOURCE_DIR) + "/scripts/dev-ca.sh";
+  const std::string dir = state_.run_dir + "/certs";
+  auto run = [&](const std::string& command) -> absl::Status {
+    if (std::system((command + " >>" + state_.run_dir + "/logs/dev-ca.log 2>&1").c_str()) != 0) {
+      return absl::InternalError(absl::StrCat("certificate generation failed: ", command));
+    }
+    return absl::OkStatus();
+  };
+  if (auto s = run(script + " " + dir + " ca"); !s.ok()) return s;
+  for (const auto& spec : specs) {
+    std::string ip;
+    for (const auto& c : clusters_) {
+      if (c.name == spec.cluster) ip = c.service_ip;
+    }
+    if (auto s = run(absl::StrCat(script, " ", dir, " issue ", spec.cluster, " ", spec.service, " ",
+                                  ip));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (auto s = run(script + " " + dir + " issue " + clusters_.front().name + " codecoctl");
+      !s.ok()) {
+    return s;
+  }
+  state_.ca_file = dir + "/ca.crt";
+  state_.cert_file = dir + "/" + clusters_.front().name + "/codecoctl.crt";
+  state_.key_file = dir + "/" + clusters_.front().name + "/codecoctl.key";
+  return absl::OkStatus();
+}
+
+absl::Status Upper::StartServices(const std::vector<ProcessSpec>& specs) {
+  // Start all, then wait for each: they come up in parallel.
+  size_t first = state_.processes.size();
+  for (const auto& spec : specs) {
+    std::vector<std::string> argv = {BinDir() + "/" + spec.binary};
+    argv.insert(argv.end(), spec.args.begin(), spec.args.end());
+    auto started = Launch(spec.name, argv, "");
+    if (!started.ok()) return started.status();
+  }
+  for (size_t i = first; i < state_.processes.size(); ++i) {
+    RunProcess& p = state_.processes[i];
+    std::string file = state_.run_dir + "/logs/" + std::regex_replace(p.name, std::regex("/"), "-");
+    auto line = WaitForLine(file + ".out", "listening on ", p.pid, deadline_);
+    if (!line.ok()) {
+      return absl::Status(line.status().code(), absl::StrCat(p.name, ": ", line.status().message(),
+                                                             " (see ", file, ".log)"));
+    }
+    std::smatch m;
+    if (std::regex_search(*line, m, std::regex("listening on (\\S+) .*metrics=(\\S+)"))) {
+      p.grpc = m[1];
+      p.http = m[2];
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Upper::WaitHealthy() {
+  for (const auto& p : state_.processes) {
+    if (p.grpc.empty() || p.name == "codef") continue;
+    auto channel = ChannelTo(p.grpc, client_args_);
+    if (!channel.ok()) return channel.status();
+    auto stub = grpc::health::v1::Health::NewStub(*channel);
+    while (true) {
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+      grpc::health::v1::HealthCheckResponse response;
+      grpc::Status s = stub->Check(&context, grpc::health::v1::HealthCheckRequest(), &response);
+      if (s.ok() && response.status() == grpc::health::v1::HealthCheckResponse::SERVING) break;
+      if (absl::Now() > deadline_) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(p.name, " at ", p.grpc, " is not healthy: ", s.error_message()));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Prometheus is optional: a failure here is reported, not fatal.
+void Upper::StartPrometheus() {
+  const std::string binary = "/usr/bin/prometheus";
+  if (args_.Has("no-prometheus") || !fs::exists(binary)) return;
+  auto port = FreePort("127.0.0.1");
+  if (!port.ok()) return;
+  std::string config = state_.run_dir + "/prometheus.yml";
+  {
+    std::ofstream out(config);
+    out << "# Generated by codecoctl up for " << state_.scenario << "\n"
+        << "global:\n  scrape_interval: 5s\n  evaluation_interval: 5s\n"
+        << "scrape_configs:\n  - job_name: codeco\n    static_configs:\n";
+    for (const auto& p : state_.processes) {
+      if (p.http.empty() || p.name.find('/') == std::string::npos) continue;
+      std::string target = std::regex_replace(p.http, std::regex("^http://|/metrics$"), "");
+      out << "      - targets: ['" << target << "']\n        labels: {cluster: '"
+          << p.name.substr(0, p.name.find('/')) << "', service: '"
+          << p.name.substr(p.name.find('/') + 1) << "'}\n";
+    }
+  }
+  std::string listen = absl::StrCat("127.0.0.1:", *port);
+  auto started = Launch("prometheus",
+                        {binary, "--config.file=" + config,
+                         "--storage.tsdb.path=" + state_.run_dir + "/prometheus",
+                         "--web.listen-address=" + listen},
+                        "");
+  if (!started.ok()) {
+    std::cerr << "codecoctl up: Prometheus did not start: " << started.status().message() << "\n";
+    return;
+  }
+  state_.processes.back().http = "http://" + listen;
+  // Ready when /-/ready answers 200.
+  std::string url = "http://" + listen + "/-/ready";
+  while (absl::Now() < deadline_) {
+    CURL* curl = curl_easy_init();
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 2L);
+    curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    long code = 0;
+    if (curl_easy_perform(curl) == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(curl);
+    if (code == 200) {
+      state_.prometheus = "http://" + listen;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::cerr << "codecoctl up: Prometheus did not become ready; see " << state_.run_dir
+            << "/logs/prometheus.log\n";
+}
+
+void Upper::PrintSummary(absl::Duration took) const {
+  std::printf("Federation up from %s in %.1f s (%zu processes, %s)\n\n", state_.scenario.c_str(),
+              absl::ToDoubleSeconds(took), state_.processes.size(),
+              state_.insecure ? "plaintext on loopback" : "mTLS");
+  std::printf("%-16s %-9s %-12s %-6s %-12s %-22s %s\n", "CLUSTER", "TIER", "REGION", "NODES",
+              "IP", "LMS", "RELAY");
+  for (const auto& c : emulated_) {
+    std::printf("%-16s %-9s %-12s %-6d %-12s %-22s %s\n", c.name().c_str(),
+                c.hub() ? "hub" : TierName(c.labels().tier()).c_str(), c.labels().region().c_str(),
+                c.node_count(), c.service_ip().c_str(),
+                c.lms_endpoint().empty() ? "-" : c.lms_endpoint().c_str(),
+                c.relay_endpoint().empty() ? "-" : c.relay_endpoint().c_str());
+  }
+  std::printf("\nACM (the API):  %s\n", state_.acm.c_str());
+  std::printf("CODEF control:  %s\n", state_.codef_control.c_str());
+  if (!state_.prometheus.empty()) std::printf("Prometheus:     %s\n", state_.prometheus.c_str());
+  std::printf("Run directory:  %s (logs/, data/, certs/)\n", state_.run_dir.c_str());
+  std::printf("\nNext: codecoctl health --all   codecoctl fault link A B --rtt 50ms   "
+              "codecoctl down\n");
+}
+
+void Upper::Abort() {
+  std::vector<pid_t> pids;
+  std::vector<std::string> commands;
+  for (auto it = state_.processes.rbegin(); it != state_.processes.rend(); ++it) {
+    pids.push_back(it->pid);
+    commands.push_back(it->command);
+  }
+  StopAll(pids, commands, absl::Seconds(10));
+}
+
+int Upper::Run() {
+  absl::Time start = absl::Now();
+  if (args_.Get("scenario").empty()) {
+    std::cerr << "codecoctl up: --scenario FILE is required\n";
+    return 2;
+  }
+  if (auto existing = LoadRunState(); existing.ok()) {
+    for (const auto& p : existing->processes) {
+      if (IsRunning(p.pid, p.command)) {
+        std::cerr << "codecoctl up: a federation is already up (" << existing->scenario
+                  << "); run codecoctl down first\n";
+        return 1;
+      }
+    }
+  }
+  std::error_code ec;
+  state_.scenario = fs::absolute(args_.Get("scenario"), ec).string();
+  if (!fs::exists(state_.scenario)) {
+    std::cerr << "codecoctl up: --scenario: no such file: " << args_.Get("scenario") << "\n";
+    return 2;
+  }
+  absl::Duration timeout = absl::Seconds(60);
+  if (args_.Has("timeout") && !absl::ParseDuration(args_.Get("timeout"), &timeout)) {
+    std::cerr << "codecoctl up: --timeout: not a duration\n";
+    return 2;
+  }
+  deadline_ = start + timeout;
+  state_.insecure = args_.Has("insecure");
+  state_.run_dir = absl::StrCat(CodecoHome(), "/runs/",
+                                absl::FormatTime("%Y%m%d-%H%M%S", start, absl::LocalTimeZone()));
+  fs::create_directories(state_.run_dir + "/logs", ec);
+  if (ec) {
+    std::cerr << "codecoctl up: cannot create " << state_.run_dir << ": " << ec.message() << "\n";
+    return 1;
+  }
+
+  auto fail = [&](const absl::Status& status) {
+    std::cerr << "codecoctl up: " << status.message() << "\nstopping what was started\n";
+    Abort();
+    return 1;
+  };
+  if (auto s = StartCodef(); !s.ok()) return fail(s);
+  if (auto s = ListClusters(); !s.ok()) return fail(s);
+  SecuritySettings security{state_.insecure, state_.run_dir + "/certs"};
+  std::string data = state_.run_dir + "/data";
+  std::vector<ProcessSpec> hub = PlanHub(clusters_.front(), security, data);
+  if (!state_.insecure) {
+    std::vector<ProcessSpec> all = hub;
+    auto mcs = PlanManagedClusters(clusters_, "", security, data);
+    all.insert(all.end(), mcs.begin(), mcs.end());
+    if (auto s = IssueCertificates(all); !s.ok()) return fail(s);
+  }
+  if (auto s = StartServices(hub); !s.ok()) return fail(s);
+  for (const auto& p : state_.processes) {
+    if (p.name == clusters_.front().name + "/acm") state_.acm = p.grpc;
+  }
+  if (auto s = StartServices(PlanManagedClusters(clusters_, state_.acm, security, data)); !s.ok()) {
+    return fail(s);
+  }
+  // From here on, this command's own identity is the one it issued.
+  client_args_.flags = {{"ca", state_.ca_file}, {"cert", state_.cert_file}, {"key", state_.key_file}};
+  if (state_.insecure) client_args_.flags = {{"insecure", "true"}};
+  if (auto s = WaitHealthy(); !s.ok()) return fail(s);
+  StartPrometheus();
+  if (auto s = SaveRunState(state_); !s.ok()) return fail(s);
+  PrintSummary(absl::Now() - start);
+  return 0;
+}
+
+}  // namespace
+
+int RunUp(const Args& args) {
+  Upper upper(args);
+  return upper.Run();
+}
+
+int RunDown(const Args& args) {
+  auto state = LoadRunState();
+  if (!state.ok()) {
+    std::cerr << "codecoctl down: " << state.status().message() << "\n";
+    return state.status().code() == absl::StatusCode::kNotFound ? 0 : 1;
+  }
+  std::vector<pid_t> pids;
+  std::vector<std::string> commands;
+  // Reverse start order: clusters before the hub, the emulator last.
+  for (auto it = state->processes.rbegin(); it != state->processes.rend(); ++it) {
+    pids.push_back(it->pid);
+    commands.push_back(it->command);
+  }
+  int killed = StopAll(pids, commands, absl::Seconds(20));
+  RemoveRunState();
+  std::cout << "Stopped " << pids.size() << " processes"
+            << (killed > 0 ? absl::StrCat(" (", killed, " needed SIGKILL)") : "") << "; run data "
+            << "kept in " << state->run_dir << "\n";
+  return 0;
+}
+
+}  // namespace codeco::ctl
