@@ -1,0 +1,120 @@
+#pragma once
+// Secure connectivity (L2S-M-like), hub role: virtual links for inter-cluster
+// channels. A virtual link is compiled into a controller intent and then into
+// forwarding rules on the network edge devices (NEDs, "ned-<cluster>") at both
+// ends — modelled, not programmed into real switches. Links are pre-created
+// (rules at creation) or on demand (rules on first use). Each neighborhood is
+// managed by one controller instance; when an instance goes down its
+// neighborhoods, and their edge devices, re-associate with a live instance and
+// the rules are re-installed there.
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "codeco/common/clock.h"
+#include "codeco/netma/v1/topology.pb.h"
+
+namespace codeco::netma {
+
+/// Storage port of virtual links; the store/ implementation sits on KvStore.
+class VirtualLinkRepository {
+ public:
+  virtual ~VirtualLinkRepository() = default;
+  /// The link with `id`, or nullopt.
+  virtual absl::StatusOr<std::optional<codeco::netma::v1::VirtualLink>> Get(
+      const std::string& id) const = 0;
+  /// The id of the link created with `request_id`, or nullopt.
+  virtual absl::StatusOr<std::optional<std::string>> FindByRequestId(
+      const std::string& request_id) const = 0;
+  /// Stores `link` (and, when not empty, remembers `request_id` for it) atomically.
+  virtual absl::Status Put(const codeco::netma::v1::VirtualLink& link,
+                           const std::string& request_id) = 0;
+  /// Stores every link of `links` atomically.
+  virtual absl::Status PutAll(const std::vector<codeco::netma::v1::VirtualLink>& links) = 0;
+  /// Removes the link `id` and its request id atomically.
+  virtual absl::Status Delete(const std::string& id) = 0;
+  /// Up to `limit` links (0: all) with ids after `start_after`, by id.
+  virtual absl::StatusOr<std::vector<codeco::netma::v1::VirtualLink>> List(
+      const std::string& start_after, size_t limit) const = 0;
+};
+
+/// Filter and page of a listing.
+struct VirtualLinkQuery {
+  /// Page size; 0 means 100, at most 1000.
+  int page_size = 0;
+  /// Id of the last link of the previous page (empty: from the start).
+  std::string page_token;
+  /// Only this application (empty: any).
+  std::string application;
+  /// Only links touching this cluster (empty: any).
+  std::string cluster;
+};
+
+/// One page of virtual links.
+struct VirtualLinkPage {
+  /// The links, by id.
+  std::vector<codeco::netma::v1::VirtualLink> links;
+  /// Token of the next page; empty on the last.
+  std::string next_page_token;
+};
+
+/// The virtual-link controller of the hub. Not thread-safe.
+class VirtualLinkController {
+ public:
+  /// A controller storing links in `repository` (not owned), with controller
+  /// instances `controllers` (all live at start).
+  VirtualLinkController(VirtualLinkRepository& repository, const Clock& clock,
+                        std::vector<std::string> controllers);
+
+  /// Creates a link from `spec` (application, channel, clusters, endpoint,
+  /// class, bounds, provisioning, neighborhood). Idempotent by `request_id`
+  /// and by (application, channel, source, target): the same request returns
+  /// the stored link; a different spec for an existing one is ALREADY_EXISTS.
+  /// INVALID_ARGUMENT naming "virtual_link.<field>"; UNAVAILABLE with no live
+  /// controller instance.
+  absl::StatusOr<codeco::netma::v1::VirtualLink> Create(
+      const codeco::netma::v1::VirtualLink& spec, const std::string& request_id);
+  /// Installs the rules of an on-demand link on first use (no-op when installed).
+  absl::StatusOr<codeco::netma::v1::VirtualLink> Activate(const std::string& id);
+  /// The link `id`; NOT_FOUND when absent.
+  absl::StatusOr<codeco::netma::v1::VirtualLink> Get(const std::string& id) const;
+  /// A page of links matching `query`.
+  absl::StatusOr<VirtualLinkPage> List(const VirtualLinkQuery& query) const;
+  /// Removes the link `id` and its rules; returns it in phase DELETING.
+  absl::StatusOr<codeco::netma::v1::VirtualLink> Delete(const std::string& id);
+
+  /// Updates measured delay and phase (UP, DEGRADED, FAILED) of every
+  /// installed link from measured `links`; returns how many links changed.
+  absl::StatusOr<int> ApplyMeasurements(const std::vector<codeco::netma::v1::LinkMetrics>& links);
+
+  /// Marks controller instance `id` down: its neighborhoods and their edge
+  /// devices re-associate with live instances and rules are re-installed.
+  /// NOT_FOUND for an unknown instance; UNAVAILABLE when none is left (links
+  /// then go FAILED).
+  absl::Status MarkControllerDown(const std::string& id);
+  /// Marks controller instance `id` live again (it takes new neighborhoods).
+  absl::Status MarkControllerUp(const std::string& id);
+  /// The controller instance managing `neighborhood` (empty when none yet).
+  std::string ControllerOf(const std::string& neighborhood) const;
+  /// The controller instance each edge device of `neighborhood` is associated with.
+  std::map<std::string, std::string> DeviceAssociations(const std::string& neighborhood) const;
+
+ private:
+  absl::StatusOr<std::string> AssignController(const std::string& scope);
+  void Install(codeco::netma::v1::VirtualLink& link) const;
+
+  VirtualLinkRepository& repository_;
+  const Clock& clock_;
+  std::map<std::string, bool> controllers_;           // instance -> live
+  std::map<std::string, std::string> assignments_;    // neighborhood scope -> instance
+  std::map<std::string, std::set<std::string>> devices_;  // neighborhood scope -> NEDs
+};
+
+/// The id a link gets: "vl-" and a hash of application, channel and clusters.
+std::string VirtualLinkId(const codeco::netma::v1::VirtualLink& spec);
+
+}  // namespace codeco::netma
