@@ -1,0 +1,410 @@
+// NetMA over real gRPC on loopback with mTLS certificates from
+// scripts/dev-ca.sh: two NetMAs probe each other and exchange summaries; a
+// non-member peer is refused; plaintext and wrong-CA peers cannot connect;
+// ALTO JSON over HTTP; virtual links on the hub, persisted in RocksDB.
+#include <catch2/catch.hpp>
+
+#include <curl/curl.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "codeco/common/rocksdb_kv_store.h"
+#include "codeco/common/server.h"
+#include "codeco/common/tls.h"
+#include "grpcpp/create_channel.h"
+#include "netma/core/alto.h"
+#include "netma/server/netma_service.h"
+#include "netma/store/kv_virtual_link_repository.h"
+#include "prometheus/registry.h"
+
+namespace codeco::netma {
+namespace {
+
+namespace fs = std::filesystem;
+namespace v1 = codeco::netma::v1;
+
+void Run(const std::string& command) {
+  INFO(command);
+  REQUIRE(std::system(command.c_str()) == 0);
+}
+
+// CA "a" is the federation; CA "b" is foreign.
+struct Pki {
+  Pki() {
+    std::mt19937_64 rng(std::random_device{}());
+    dir = fs::temp_directory_path() / ("codeco-netma-pki-" + std::to_string(rng()));
+    fs::create_directories(dir);
+    for (const char* ca : {"a", "b"}) Run(Script() + " " + (dir / ca).string() + " ca");
+    for (const char* cluster : {"mc1", "mc2", "mc3", "hub"}) Issue("a", cluster, "netma");
+    Issue("a", "mc2", "acm");
+    Issue("b", "mc2", "netma");
+  }
+  ~Pki() { fs::remove_all(dir); }
+  static std::string Script() { return CODECO_DEV_CA_SCRIPT; }
+  void Issue(const std::string& ca, const std::string& cluster, const std::string& service) {
+    Run(Script() + " " + (dir / ca).string() + " issue " + cluster + " " + service);
+  }
+  TlsFiles Files(const std::string& ca, const std::string& cluster,
+                 const std::string& service = "netma") const {
+    fs::path d = dir / ca;
+    return {(d / "ca.crt").string(), (d / cluster / (service + ".crt")).string(),
+            (d / cluster / (service + ".key")).string(), absl::Seconds(60)};
+  }
+  fs::path dir;
+};
+
+// One NetMA: its service, a gRPC server, metrics.
+struct Node {
+  Node(const std::string& cluster, Role role, const TlsFiles* tls,
+       std::map<std::string, std::vector<std::string>> neighborhoods, bool run_loop,
+       KvStore* external_store = nullptr) {
+    store = NewInMemoryKvStore({kVirtualLinksColumnFamily});
+    registry = std::make_shared<prometheus::Registry>();
+    NetmaServerOptions options;
+    options.cluster = cluster;
+    options.role = role;
+    options.neighborhoods = std::move(neighborhoods);
+    options.monitor.probe.interval = absl::Milliseconds(100);
+    options.monitor.probe.timeout = absl::Seconds(2);
+    options.monitor.probe.bulk_every = 2;
+    options.monitor.probe.bulk_bytes = 32 * 1024;
+    options.monitor.stale_after = absl::Seconds(30);
+    options.summary_interval = absl::Milliseconds(200);
+    options.alto_listen = "127.0.0.1:0";
+    options.run_loop = run_loop;
+    options.channels.insecure = tls == nullptr;
+    if (tls != nullptr) options.channels.tls = *tls;
+    auto created = NetmaServer::Create(options, external_store ? *external_store : *store,
+                                       RealClock::Default(), registry.get());
+    REQUIRE(created.ok());
+    service = std::move(*created);
+    GrpcServerOptions server_options;
+    server_options.service = "netma";
+    server_options.insecure = tls == nullptr;
+    if (tls != nullptr) server_options.tls = *tls;
+    server_options.services = {service.get()};
+    auto started = GrpcServer::Start(server_options);
+    REQUIRE(started.ok());
+    server = std::move(*started);
+  }
+  ~Node() {
+    server->Shutdown(absl::ZeroDuration());
+    service.reset();
+  }
+  std::unique_ptr<KvStore> store;
+  std::shared_ptr<prometheus::Registry> registry;
+  std::unique_ptr<NetmaServer> service;
+  std::unique_ptr<GrpcServer> server;
+};
+
+std::unique_ptr<v1::NetmaService::Stub> Stub(const std::string& address, const TlsFiles* tls) {
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (tls != nullptr) {
+    auto made = MakeChannelCredentials(*tls);
+    REQUIRE(made.ok());
+    creds = *made;
+  }
+  return v1::NetmaService::NewStub(grpc::CreateChannel(address, creds));
+}
+
+std::unique_ptr<grpc::ClientContext> Context() {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  return context;
+}
+
+// Polls `condition` until it holds or 30 s pass.
+bool Eventually(const std::function<bool()>& condition) {
+  for (absl::Time end = absl::Now() + absl::Seconds(30); absl::Now() < end;) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return condition();
+}
+
+struct HttpResult {
+  long status = 0;
+  std::string content_type;
+  std::string body;
+};
+
+HttpResult HttpGet(const std::string& url) {
+  HttpResult result;
+  CURL* curl = curl_easy_init();
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
+  curl_easy_setopt(
+      curl, CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t n, void* out) {
+        static_cast<std::string*>(out)->append(data, size * n);
+        return size * n;
+      });
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &result.body);
+  REQUIRE(curl_easy_perform(curl) == CURLE_OK);
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &result.status);
+  char* type = nullptr;
+  curl_easy_getinfo(curl, CURLINFO_CONTENT_TYPE, &type);
+  if (type != nullptr) result.content_type = type;
+  curl_easy_cleanup(curl);
+  return result;
+}
+
+v1::PeerSummary SummaryFrom(const std::string& cluster, const std::string& nb) {
+  v1::PeerSummary summary;
+  summary.set_cluster(cluster);
+  summary.set_neighborhood_id(nb);
+  return summary;
+}
+
+TEST_CASE("two NetMAs with mTLS probe each other, exchange summaries and serve ALTO") {
+  Pki pki;
+  TlsFiles mc1_tls = pki.Files("a", "mc1");
+  TlsFiles mc2_tls = pki.Files("a", "mc2");
+  std::map<std::string, std::vector<std::string>> nbs = {{"nb1", {"mc1", "mc2"}}};
+  Node mc1("mc1", Role::kManagedCluster, &mc1_tls, nbs, true);
+  Node mc2("mc2", Role::kManagedCluster, &mc2_tls, nbs, true);
+  mc1.service->SetPeers({{"mc2", mc2.server->address()}, {"mc3", "127.0.0.1:1"}});
+  mc2.service->SetPeers({{"mc1", mc1.server->address()}});
+  auto stub = Stub(mc1.server->address(), &mc2_tls);
+
+  // mc1 measures mc1->mc2 (RTT and throughput) and learns mc2->mc1 from mc2's summary.
+  v1::ListLinksResponse links;
+  REQUIRE(Eventually([&] {
+    links.Clear();
+    auto context = Context();
+    if (!stub->ListLinks(context.get(), v1::ListLinksRequest(), &links).ok()) return false;
+    bool local = false, remote = false;
+    for (const auto& l : links.links()) {
+      if (l.link_id() == "mc1->mc2") local = l.sample_count() >= 3 && l.throughput_bps() > 0;
+      if (l.link_id() == "mc2->mc1") remote = l.sample_count() >= 3;
+    }
+    return local && remote;
+  }));
+  const v1::LinkMetrics& measured = links.links(0);
+  REQUIRE(measured.link_id() == "mc1->mc2");
+  REQUIRE(measured.rtt_ema_ns() > 0);
+  REQUIRE(measured.rtt_p99_ns() >= measured.rtt_p50_ns());
+  REQUIRE(measured.loss_ratio() == 0);
+  REQUIRE_FALSE(measured.failed());
+  REQUIRE(measured.probe_bytes() > 32 * 1024);
+  REQUIRE(links.local_node().node() == "mc1");
+  REQUIRE(links.local_node().degree() == 1);  // mc3 is not in a shared neighborhood: not probed
+  for (const auto& l : links.links()) REQUIRE(l.target_cluster() != "mc3");
+
+  SECTION("topology and cost maps over gRPC") {
+    v1::GetNetworkTopologyRequest request;
+    request.set_neighborhood_id("nb1");
+    v1::GetNetworkTopologyResponse topology;
+    auto context = Context();
+    REQUIRE(stub->GetNetworkTopology(context.get(), request, &topology).ok());
+    REQUIRE(topology.topology().nodes_size() == 2);
+    REQUIRE(topology.topology().links_size() == 2);
+    REQUIRE(topology.topology().links(0).capabilities_size() == 2);
+
+    v1::GetCostMapRequest cost_request;
+    cost_request.set_metric(v1::COST_METRIC_DELAY);
+    v1::GetCostMapResponse cost;
+    context = Context();
+    REQUIRE(stub->GetCostMap(context.get(), cost_request, &cost).ok());
+    REQUIRE(cost.cost_map().entries_size() == 2);
+    v1::GetNetworkMapResponse map;
+    context = Context();
+    REQUIRE(stub->GetNetworkMap(context.get(), v1::GetNetworkMapRequest(), &map).ok());
+    REQUIRE(cost.cost_map().dependent_vtag() == map.network_map().vtag());
+
+    cost_request.set_metric(v1::COST_METRIC_UNSPECIFIED);
+    context = Context();
+    grpc::Status bad = stub->GetCostMap(context.get(), cost_request, &cost);
+    REQUIRE(bad.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    REQUIRE_THAT(bad.error_message(), Catch::Contains("metric"));
+  }
+
+  SECTION("ALTO JSON over HTTP with the RFC 7285 media types") {
+    std::string base = "http://" + mc1.service->alto_address();
+    HttpResult network = HttpGet(base + "/alto/networkmap");
+    REQUIRE(network.status == 200);
+    REQUIRE(network.content_type == kAltoNetworkMapMediaType);
+    nlohmann::json network_doc = nlohmann::json::parse(network.body);
+    REQUIRE(ValidateAltoNetworkMap(network_doc).ok());
+    REQUIRE(network_doc["network-map"]["mc2"]["ipv4"][0] == "127.0.0.1/32");
+    for (const char* metric : {"delay", "bandwidth", "loss", "energy"}) {
+      HttpResult cost = HttpGet(base + "/alto/costmap/" + metric);
+      REQUIRE(cost.status == 200);
+      REQUIRE(cost.content_type == kAltoCostMapMediaType);
+      nlohmann::json doc = nlohmann::json::parse(cost.body);
+      REQUIRE(ValidateAltoCostMap(doc).ok());
+      REQUIRE(doc["meta"]["dependent-vtags"][0]["tag"] == network_doc["meta"]["vtag"]["tag"]);
+      REQUIRE(doc["cost-map"]["mc1"].contains("mc2"));
+    }
+    REQUIRE(HttpGet(base + "/alto/costmap/jitter").status == 404);
+    REQUIRE(HttpGet(base + "/nothing").status == 404);
+  }
+
+  SECTION("Prometheus metrics") {
+    std::set<std::string> names;
+    for (const auto& family : mc1.registry->Collect()) names.insert(family.name);
+    for (const char* name :
+         {"codeco_netma_link_rtt_ema_seconds", "codeco_netma_link_rtt_p99_seconds",
+          "codeco_netma_link_loss_ratio", "codeco_netma_link_throughput_bits_per_second",
+          "codeco_netma_probe_bytes_total", "codeco_netma_node_attribute"}) {
+      INFO(name);
+      REQUIRE(names.count(name));
+    }
+  }
+}
+
+TEST_CASE("summaries from non-members, impostors and unauthenticated callers are refused") {
+  Pki pki;
+  TlsFiles mc1_tls = pki.Files("a", "mc1");
+  Node mc1("mc1", Role::kManagedCluster, &mc1_tls, {{"nb1", {"mc1", "mc2"}}}, false);
+  v1::ExchangeSummaryRequest request;
+  v1::ExchangeSummaryResponse response;
+
+  TlsFiles mc3_tls = pki.Files("a", "mc3");
+  *request.mutable_summary() = SummaryFrom("mc3", "nb1");
+  auto context = Context();
+  grpc::Status status =
+      Stub(mc1.server->address(), &mc3_tls)->ExchangeSummary(context.get(), request, &response);
+  REQUIRE(status.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+
+  TlsFiles mc2_tls = pki.Files("a", "mc2");
+  *request.mutable_summary() = SummaryFrom("mc1", "nb1");  // mc2 posing as mc1
+  context = Context();
+  status = Stub(mc1.server->address(), &mc2_tls)->ExchangeSummary(context.get(), request, &response);
+  REQUIRE(status.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+
+  TlsFiles mc2_acm = pki.Files("a", "mc2", "acm");  // right cluster, wrong service
+  *request.mutable_summary() = SummaryFrom("mc2", "nb1");
+  context = Context();
+  status = Stub(mc1.server->address(), &mc2_acm)->ExchangeSummary(context.get(), request, &response);
+  REQUIRE(status.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+
+  context = Context();
+  status = Stub(mc1.server->address(), &mc2_tls)->ExchangeSummary(context.get(), request, &response);
+  REQUIRE(status.ok());
+  REQUIRE(response.summary().cluster() == "mc1");
+  REQUIRE(response.summary().neighborhood_id() == "nb1");
+
+  Node insecure("mc1", Role::kManagedCluster, nullptr, {{"nb1", {"mc1", "mc2"}}}, false);
+  context = Context();
+  status = Stub(insecure.server->address(), nullptr)->ExchangeSummary(context.get(), request,
+                                                                      &response);
+  REQUIRE(status.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_CASE("plaintext and wrong-CA peers cannot connect or probe") {
+  Pki pki;
+  TlsFiles mc1_tls = pki.Files("a", "mc1");
+  Node mc1("mc1", Role::kManagedCluster, &mc1_tls, {}, false);
+  auto context = Context();
+  v1::ListLinksResponse links;
+  REQUIRE(Stub(mc1.server->address(), nullptr)
+              ->ListLinks(context.get(), v1::ListLinksRequest(), &links)
+              .error_code() == grpc::StatusCode::UNAVAILABLE);
+  TlsFiles foreign = pki.Files("b", "mc2");
+  context = Context();
+  REQUIRE(Stub(mc1.server->address(), &foreign)
+              ->ListLinks(context.get(), v1::ListLinksRequest(), &links)
+              .error_code() == grpc::StatusCode::UNAVAILABLE);
+
+  // The real prober fails against the server with either.
+  for (bool insecure : {true, false}) {
+    PeerChannels channels({.insecure = insecure, .tls = foreign});
+    GrpcProber prober(channels);
+    ProbeTask task{{"mc1", mc1.server->address()}, 1024, absl::Seconds(2)};
+    REQUIRE_FALSE(prober.Probe(task).ok());
+  }
+  PeerChannels good({.tls = pki.Files("a", "mc2")});
+  GrpcProber prober(good);
+  auto result = prober.Probe({{"mc1", mc1.server->address()}, 1024, absl::Seconds(5)});
+  REQUIRE(result.ok());
+  REQUIRE(result->bulk_bytes == 1024);
+  REQUIRE(result->rtt > absl::ZeroDuration());
+}
+
+TEST_CASE("virtual links on the hub over gRPC survive a restart") {
+  Pki pki;
+  TlsFiles hub_tls = pki.Files("a", "hub");
+  fs::path data = pki.dir / "hub-data";
+  v1::VirtualLink spec;
+  spec.set_application("shop");
+  spec.set_channel("orders");
+  spec.set_source_cluster("mc1");
+  spec.set_target_cluster("mc2");
+  spec.set_target_endpoint("10.0.0.5:8080");
+  spec.set_service_class(codeco::common::v1::SERVICE_CLASS_BESTEFFORT);
+  std::string id;
+  {
+    auto store = OpenRocksDbKvStore({.path = data.string(),
+                                     .column_families = {kVirtualLinksColumnFamily}});
+    REQUIRE(store.ok());
+    Node hub("hub", Role::kHub, &hub_tls, {}, false, store->get());
+    auto stub = Stub(hub.server->address(), &hub_tls);
+    v1::CreateVirtualLinkRequest create;
+    *create.mutable_virtual_link() = spec;
+    create.set_request_id("r1");
+    v1::CreateVirtualLinkResponse created;
+    auto context = Context();
+    REQUIRE(stub->CreateVirtualLink(context.get(), create, &created).ok());
+    id = created.virtual_link().id();
+    REQUIRE(created.virtual_link().forwarding_rules_size() == 4);
+
+    create.mutable_virtual_link()->set_target_endpoint("nope");
+    create.set_request_id("r2");
+    context = Context();
+    grpc::Status bad = stub->CreateVirtualLink(context.get(), create, &created);
+    REQUIRE(bad.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    REQUIRE_THAT(bad.error_message(), Catch::Contains("virtual_link.target_endpoint"));
+
+    // MC-only RPCs answer FAILED_PRECONDITION on the hub.
+    context = Context();
+    v1::GetCostMapRequest cost_request;
+    cost_request.set_metric(v1::COST_METRIC_DELAY);
+    v1::GetCostMapResponse cost;
+    REQUIRE(stub->GetCostMap(context.get(), cost_request, &cost).error_code() ==
+            grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  {
+    auto store = OpenRocksDbKvStore({.path = data.string(),
+                                     .column_families = {kVirtualLinksColumnFamily}});
+    REQUIRE(store.ok());
+    Node hub("hub", Role::kHub, &hub_tls, {}, false, store->get());
+    auto stub = Stub(hub.server->address(), &hub_tls);
+    v1::GetVirtualLinkRequest get;
+    get.set_id(id);
+    v1::GetVirtualLinkResponse got;
+    auto context = Context();
+    REQUIRE(stub->GetVirtualLink(context.get(), get, &got).ok());
+    REQUIRE(got.virtual_link().channel() == "orders");
+    v1::ListVirtualLinksResponse list;
+    context = Context();
+    REQUIRE(stub->ListVirtualLinks(context.get(), v1::ListVirtualLinksRequest(), &list).ok());
+    REQUIRE(list.virtual_links_size() == 1);
+    v1::DeleteVirtualLinkRequest del;
+    del.set_id(id);
+    v1::DeleteVirtualLinkResponse deleted;
+    context = Context();
+    REQUIRE(stub->DeleteVirtualLink(context.get(), del, &deleted).ok());
+    REQUIRE(deleted.virtual_link().phase() == v1::VIRTUAL_LINK_PHASE_DELETING);
+    context = Context();
+    REQUIRE(stub->GetVirtualLink(context.get(), get, &got).error_code() ==
+            grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    // On an MC, hub-only RPCs answer FAILED_PRECONDITION.
+    TlsFiles mc1_tls = pki.Files("a", "mc1");
+    Node mc1("mc1", Role::kManagedCluster, &mc1_tls, {}, false);
+    v1::CreateVirtualLinkRequest create;
+    *create.mutable_virtual_link() = spec;
+    v1::CreateVirtualLinkResponse created;
+    auto context = Context();
+    REQUIRE(Stub(mc1.server->address(), &mc1_tls)
+                ->CreateVirtualLink(context.get(), create, &created)
+                .error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  }
+}
+
+}  // namespace
+}  // namespace codeco::netma
