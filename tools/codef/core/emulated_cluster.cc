@@ -1,0 +1,699 @@
+#include "emulated_cluster.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "codeco/common/quantity.h"
+#include "codeco/common/status.h"
+
+namespace codeco::codef {
+namespace {
+
+using codeco::common::v1::LabelSelector;
+using codeco::common::v1::WatchEventType;
+using codeco::lms::v1::Node;
+using codeco::lms::v1::Pod;
+using codeco::lms::v1::PodPhase;
+
+constexpr int kDefaultPageSize = 100;
+constexpr int kMaxPageSize = 1000;
+
+google::protobuf::Timestamp ToProto(absl::Time t) {
+  google::protobuf::Timestamp ts;
+  int64_t nanos = absl::ToUnixNanos(t);
+  ts.set_seconds(nanos / 1'000'000'000);
+  ts.set_nanos(static_cast<int32_t>(nanos % 1'000'000'000));
+  return ts;
+}
+
+bool IsDnsSubdomain(const std::string& s) {
+  if (s.empty() || s.size() > 253) return false;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
+    if (!ok) return false;
+  }
+  return s.front() != '-' && s.front() != '.' && s.back() != '-' && s.back() != '.';
+}
+
+const char* TierName(codeco::common::v1::Tier tier) {
+  switch (tier) {
+    case codeco::common::v1::TIER_FAR_EDGE: return "far-edge";
+    case codeco::common::v1::TIER_EDGE: return "edge";
+    case codeco::common::v1::TIER_CLOUD: return "cloud";
+    default: return "";
+  }
+}
+
+int PageSize(int32_t requested) {
+  if (requested <= 0) return kDefaultPageSize;
+  return std::min(requested, kMaxPageSize);
+}
+
+absl::Status ValidateSelector(const LabelSelector& selector, const std::string& path) {
+  for (int i = 0; i < selector.match_expressions_size(); ++i) {
+    const auto& e = selector.match_expressions(i);
+    std::string p = absl::StrCat(path, ".match_expressions[", i, "]");
+    if (e.key().empty()) return InvalidFieldError(p + ".key", "is required");
+    switch (e.op()) {
+      case codeco::common::v1::LABEL_SELECTOR_OPERATOR_IN:
+      case codeco::common::v1::LABEL_SELECTOR_OPERATOR_NOT_IN:
+        if (e.values().empty()) return InvalidFieldError(p + ".values", "must not be empty");
+        break;
+      case codeco::common::v1::LABEL_SELECTOR_OPERATOR_EXISTS:
+      case codeco::common::v1::LABEL_SELECTOR_OPERATOR_DOES_NOT_EXIST:
+        if (!e.values().empty()) return InvalidFieldError(p + ".values", "must be empty");
+        break;
+      default:
+        return InvalidFieldError(p + ".op", "is required");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<bool> MatchesSelector(const google::protobuf::Map<std::string, std::string>& labels,
+                                     const LabelSelector& selector, const std::string& path) {
+  RETURN_IF_ERROR(ValidateSelector(selector, path));
+  for (const auto& [key, value] : selector.match_labels()) {
+    auto it = labels.find(key);
+    if (it == labels.end() || it->second != value) return false;
+  }
+  for (const auto& e : selector.match_expressions()) {
+    auto it = labels.find(e.key());
+    bool present = it != labels.end();
+    bool in_values =
+        present && std::find(e.values().begin(), e.values().end(), it->second) != e.values().end();
+    switch (e.op()) {
+      case codeco::common::v1::LABEL_SELECTOR_OPERATOR_IN:
+        if (!in_values) return false;
+        break;
+      case codeco::common::v1::LABEL_SELECTOR_OPERATOR_NOT_IN:
+        if (in_values) return false;
+        break;
+      case codeco::common::v1::LABEL_SELECTOR_OPERATOR_EXISTS:
+        if (!present) return false;
+        break;
+      case codeco::common::v1::LABEL_SELECTOR_OPERATOR_DOES_NOT_EXIST:
+        if (present) return false;
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+absl::Status InMemoryCheckpointArchiveStore::Put(const ContainerCheckpoint& checkpoint) {
+  absl::MutexLock lock(&mu_);
+  by_key_[checkpoint.archive_path] = checkpoint;
+  if (!checkpoint.image_reference.empty()) by_key_[checkpoint.image_reference] = checkpoint;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ContainerCheckpoint> InMemoryCheckpointArchiveStore::Get(
+    const std::string& key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) return absl::NotFoundError(absl::StrCat("no checkpoint archive ", key));
+  return it->second;
+}
+
+EmulatedCluster::EmulatedCluster(EmulatedClusterOptions options, const Clock& clock,
+                                 CheckpointArchiveStore* archives, FileReader read_file)
+    : options_(std::move(options)),
+      clock_(clock),
+      archives_(archives),
+      read_file_(std::move(read_file)),
+      now_(clock.Now()) {}
+
+void EmulatedCluster::SetEventListener(std::function<void(const WatchEvent&)> listener) {
+  listener_ = std::move(listener);
+}
+
+absl::Status EmulatedCluster::AddNode(const NodeSpec& spec) {
+  if (nodes_.count(spec.name) > 0) {
+    return absl::AlreadyExistsError(absl::StrCat("node ", spec.name, " already exists"));
+  }
+  NodeState state;
+  Node& node = state.node;
+  node.set_name(spec.name);
+  auto& labels = *node.mutable_labels();
+  for (const auto& [k, v] : spec.labels) labels[k] = v;
+  labels["kubernetes.io/hostname"] = spec.name;
+  labels["codeco.io/cluster"] = options_.name;
+  if (!options_.labels.region().empty()) labels["codeco.io/region"] = options_.labels.region();
+  if (!options_.labels.country().empty()) labels["codeco.io/country"] = options_.labels.country();
+  if (!options_.labels.provider().empty()) {
+    labels["codeco.io/provider"] = options_.labels.provider();
+  }
+  if (options_.labels.tier() != codeco::common::v1::TIER_UNSPECIFIED) {
+    labels["codeco.io/tier"] = TierName(options_.labels.tier());
+  }
+  node.mutable_capacity()->set_cpu_millicores(spec.cpu_millicores);
+  node.mutable_capacity()->set_memory_bytes(spec.memory_bytes);
+  node.mutable_capacity()->set_gpu(spec.gpu);
+  *node.mutable_allocatable() = node.capacity();
+  node.mutable_requested();
+  node.mutable_energy_profile()->set_idle_watts(spec.idle_watts);
+  node.mutable_energy_profile()->set_max_watts(spec.max_watts);
+  node.set_condition(codeco::lms::v1::NODE_CONDITION_READY);
+  Touch(&node);
+  auto [it, inserted] = nodes_.emplace(spec.name, std::move(state));
+  Emit(codeco::common::v1::WATCH_EVENT_TYPE_ADDED, &it->second.node, nullptr);
+  return absl::OkStatus();
+}
+
+void EmulatedCluster::Touch(Node* node) {
+  node->set_resource_version(absl::StrCat(++version_));
+}
+
+void EmulatedCluster::Touch(Pod* pod) { pod->set_resource_version(absl::StrCat(++version_)); }
+
+void EmulatedCluster::Emit(WatchEventType type, const Node* node, const Pod* pod) {
+  WatchEvent event;
+  event.type = type;
+  event.version = version_;
+  if (node != nullptr) event.node = *node;
+  if (pod != nullptr) event.pod = *pod;
+  history_.push_back(event);
+  while (history_.size() > options_.event_history) {
+    dropped_through_ = history_.front().version;
+    history_.pop_front();
+  }
+  if (listener_) listener_(event);
+}
+
+void EmulatedCluster::AdvanceTo(absl::Time now) {
+  if (now < now_) return;
+  now_ = now;
+  for (auto& [name, pod] : pods_) {
+    if (pod->terminal) continue;
+    if (pod->pod.phase() == codeco::lms::v1::POD_PHASE_PENDING) {
+      absl::Time start = pod->created + options_.pod_start_delay;
+      if (start > now) continue;
+      pod->started = start;
+      pod->pod.set_pod_ip(absl::StrCat(options_.pod_ip_prefix, ".", pod_ip_counter_ / 250, ".",
+                                       pod_ip_counter_ % 250 + 1));
+      ++pod_ip_counter_;
+      *pod->pod.mutable_start_time() = ToProto(start);
+      SetPhase(*pod, codeco::lms::v1::POD_PHASE_RUNNING, "", start);
+    }
+    if (pod->pod.phase() == codeco::lms::v1::POD_PHASE_RUNNING && pod->job_duration.has_value()) {
+      absl::Time done = pod->started + (*pod->job_duration - pod->restored_progress);
+      if (done <= now) {
+        SetPhase(*pod, codeco::lms::v1::POD_PHASE_SUCCEEDED, "job completed", done);
+      }
+    }
+  }
+}
+
+void EmulatedCluster::SetPhase(PodState& pod, PodPhase phase, const std::string& message,
+                               absl::Time) {
+  pod.pod.set_phase(phase);
+  pod.pod.set_message(message);
+  bool terminal = phase == codeco::lms::v1::POD_PHASE_SUCCEEDED ||
+                  phase == codeco::lms::v1::POD_PHASE_FAILED;
+  Touch(&pod.pod);
+  Emit(codeco::common::v1::WATCH_EVENT_TYPE_MODIFIED, nullptr, &pod.pod);
+  if (terminal && !pod.terminal) {
+    pod.terminal = true;
+    Release(pod);
+  }
+}
+
+void EmulatedCluster::Release(const PodState& pod) {
+  auto it = nodes_.find(pod.pod.node_name());
+  if (it == nodes_.end()) return;
+  auto* requested = it->second.node.mutable_requested();
+  requested->set_cpu_millicores(requested->cpu_millicores() - pod.requests.cpu_millicores);
+  requested->set_memory_bytes(requested->memory_bytes() - pod.requests.memory_bytes);
+  requested->set_gpu(requested->gpu() - pod.gpu);
+  Touch(&it->second.node);
+  Emit(codeco::common::v1::WATCH_EVENT_TYPE_MODIFIED, &it->second.node, nullptr);
+}
+
+absl::Status EmulatedCluster::ValidatePod(const Pod& pod, const std::string& path) const {
+  FieldErrors errors;
+  if (!IsDnsSubdomain(pod.name())) {
+    errors.Add(path + ".name", "must be a DNS subdomain (a-z, 0-9, '-', '.')");
+  }
+  if (pod.node_name().empty()) errors.Add(path + ".node_name", "is required (codeco binds pods)");
+  if (pod.containers().empty()) errors.Add(path + ".containers", "must list at least one");
+  std::set<std::string> names;
+  for (int i = 0; i < pod.containers_size(); ++i) {
+    const auto& c = pod.containers(i);
+    std::string p = absl::StrCat(path, ".containers[", i, "]");
+    if (c.name().empty()) {
+      errors.Add(p + ".name", "is required");
+    } else if (!names.insert(c.name()).second) {
+      errors.Add(p + ".name", absl::StrCat("duplicate container name \"", c.name(), "\""));
+    }
+    if (c.requests().cpu_millicores() < 0) errors.Add(p + ".requests.cpu_millicores", "must not be negative");
+    if (c.requests().memory_bytes() < 0) errors.Add(p + ".requests.memory_bytes", "must not be negative");
+    if (c.requests().gpu() < 0) errors.Add(p + ".requests.gpu", "must not be negative");
+    for (int j = 0; j < c.ports_size(); ++j) {
+      if (c.ports(j).port() < 1 || c.ports(j).port() > 65535) {
+        errors.Add(absl::StrCat(p, ".ports[", j, "].port"), "must be 1-65535");
+      }
+    }
+  }
+  return errors.ToStatus();
+}
+
+absl::StatusOr<std::unique_ptr<EmulatedCluster::PodState>> EmulatedCluster::BuildPod(
+    const Pod& pod, const std::string& path) const {
+  RETURN_IF_ERROR(ValidatePod(pod, path));
+  auto state = std::make_unique<PodState>();
+  state->pod = pod;
+  for (const auto& c : pod.containers()) {
+    state->requests.cpu_millicores += c.requests().cpu_millicores();
+    state->requests.memory_bytes += c.requests().memory_bytes();
+    state->gpu += c.requests().gpu();
+  }
+  const auto& annotations = pod.annotations();
+  std::string annotation_path = absl::StrCat(path, ".annotations[", kDurationAnnotation, "]");
+  if (auto it = annotations.find(kDurationAnnotation); it != annotations.end()) {
+    absl::StatusOr<int64_t> ns = ParseDurationNanos(it->second);
+    if (!ns.ok()) return InvalidFieldError(annotation_path, std::string(ns.status().message()));
+    state->job_duration = absl::Nanoseconds(*ns);
+  }
+  if (auto it = annotations.find(kUsageProfileAnnotation); it != annotations.end()) {
+    ASSIGN_OR_RETURN(state->profile,
+                     ParseUsageProfile(it->second,
+                                       absl::StrCat(path, ".annotations[", kUsageProfileAnnotation,
+                                                    "]"),
+                                       state->requests, options_.name + "/" + pod.name(),
+                                       read_file_));
+  } else {
+    state->profile = MakeConstantProfile(state->requests);
+  }
+  state->pod.set_phase(codeco::lms::v1::POD_PHASE_PENDING);
+  state->pod.set_message("");
+  state->pod.set_pod_ip("");
+  state->pod.clear_start_time();
+  state->created = clock_.Now();
+  *state->pod.mutable_create_time() = ToProto(state->created);
+  return state;
+}
+
+absl::Status EmulatedCluster::CheckFits(const NodeState& state, const PodState& pod) const {
+  const Node& node = state.node;
+  if (node.condition() != codeco::lms::v1::NODE_CONDITION_READY) {
+    return absl::FailedPreconditionError(absl::StrCat("node ", node.name(), " is not ready"));
+  }
+  if (node.unschedulable()) {
+    return absl::FailedPreconditionError(absl::StrCat("node ", node.name(), " is cordoned"));
+  }
+  const auto& alloc = node.allocatable();
+  const auto& req = node.requested();
+  if (req.cpu_millicores() + pod.requests.cpu_millicores > alloc.cpu_millicores()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "node ", node.name(), " lacks cpu: requests ", FormatCpu(pod.requests.cpu_millicores),
+        ", free ", FormatCpu(alloc.cpu_millicores() - req.cpu_millicores()), " of ",
+        FormatCpu(alloc.cpu_millicores())));
+  }
+  if (req.memory_bytes() + pod.requests.memory_bytes > alloc.memory_bytes()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "node ", node.name(), " lacks memory: requests ", FormatBytes(pod.requests.memory_bytes),
+        ", free ", FormatBytes(alloc.memory_bytes() - req.memory_bytes()), " of ",
+        FormatBytes(alloc.memory_bytes())));
+  }
+  if (req.gpu() + pod.gpu > alloc.gpu()) {
+    return absl::FailedPreconditionError(absl::StrCat("node ", node.name(), " lacks gpu: requests ",
+                                                      pod.gpu, ", free ",
+                                                      alloc.gpu() - req.gpu()));
+  }
+  return absl::OkStatus();
+}
+
+void EmulatedCluster::Bind(std::unique_ptr<PodState> pod) {
+  NodeState& node = nodes_.at(pod->pod.node_name());
+  auto* requested = node.node.mutable_requested();
+  requested->set_cpu_millicores(requested->cpu_millicores() + pod->requests.cpu_millicores);
+  requested->set_memory_bytes(requested->memory_bytes() + pod->requests.memory_bytes);
+  requested->set_gpu(requested->gpu() + pod->gpu);
+  Touch(&pod->pod);
+  std::string name = pod->pod.name();
+  PodState& stored = *(pods_[name] = std::move(pod));
+  Emit(codeco::common::v1::WATCH_EVENT_TYPE_ADDED, nullptr, &stored.pod);
+  Touch(&node.node);
+  Emit(codeco::common::v1::WATCH_EVENT_TYPE_MODIFIED, &node.node, nullptr);
+}
+
+absl::StatusOr<Pod> EmulatedCluster::CreatePod(const Pod& pod, const std::string& request_id) {
+  if (!request_id.empty()) {
+    auto it = created_by_request_.find(request_id);
+    if (it != created_by_request_.end()) return it->second;
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<PodState> state, BuildPod(pod, "pod"));
+  if (pods_.count(pod.name()) > 0) {
+    return absl::AlreadyExistsError(absl::StrCat("pod ", pod.name(), " already exists"));
+  }
+  auto node = nodes_.find(pod.node_name());
+  if (node == nodes_.end()) {
+    return absl::NotFoundError(absl::StrCat("pod.node_name: no node ", pod.node_name(),
+                                            " in cluster ", options_.name));
+  }
+  RETURN_IF_ERROR(CheckFits(node->second, *state));
+  Pod created = state->pod;
+  Bind(std::move(state));
+  created = pods_.at(pod.name())->pod;
+  if (!request_id.empty()) created_by_request_[request_id] = created;
+  return created;
+}
+
+absl::StatusOr<Pod> EmulatedCluster::GetPod(const std::string& name) const {
+  auto it = pods_.find(name);
+  if (it == pods_.end()) return absl::NotFoundError(absl::StrCat("no pod ", name));
+  return it->second->pod;
+}
+
+absl::StatusOr<Pod> EmulatedCluster::DeletePod(const std::string& name) {
+  auto it = pods_.find(name);
+  if (it == pods_.end()) return absl::NotFoundError(absl::StrCat("no pod ", name));
+  std::unique_ptr<PodState> pod = std::move(it->second);
+  pods_.erase(it);
+  Touch(&pod->pod);
+  Emit(codeco::common::v1::WATCH_EVENT_TYPE_DELETED, nullptr, &pod->pod);
+  if (!pod->terminal) Release(*pod);
+  return pod->pod;
+}
+
+Usage EmulatedCluster::PodUsage(const PodState& pod, absl::Time now) const {
+  if (pod.pod.phase() != codeco::lms::v1::POD_PHASE_RUNNING) return Usage{};
+  Usage usage = pod.profile->At(now, now - pod.started + pod.restored_progress);
+  usage.cpu_millicores =
+      static_cast<int64_t>(static_cast<double>(usage.cpu_millicores) * load_factor_);
+  return usage;
+}
+
+Node EmulatedCluster::WithUsage(const NodeState& state) const {
+  Node node = state.node;
+  auto usage = GetNodeUsage(node.name());
+  if (usage.ok()) {
+    *node.mutable_usage() = usage->usage();
+    node.set_energy_watts(usage->energy_watts());
+  }
+  *node.mutable_heartbeat_time() = ToProto(now_);
+  return node;
+}
+
+absl::StatusOr<codeco::lms::v1::NodeUsage> EmulatedCluster::GetNodeUsage(
+    const std::string& name) const {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return absl::NotFoundError(absl::StrCat("no node ", name));
+  const Node& node = it->second.node;
+  codeco::lms::v1::NodeUsage out;
+  out.set_node(name);
+  *out.mutable_sample_time() = ToProto(now_);
+  int64_t cpu = 0;
+  int64_t memory = 0;
+  for (const auto& [pod_name, pod] : pods_) {
+    if (pod->pod.node_name() != name || pod->pod.phase() != codeco::lms::v1::POD_PHASE_RUNNING) {
+      continue;
+    }
+    Usage u = PodUsage(*pod, now_);
+    auto* entry = out.add_pods();
+    entry->set_pod(pod_name);
+    entry->mutable_usage()->set_cpu_millicores(u.cpu_millicores);
+    entry->mutable_usage()->set_memory_bytes(u.memory_bytes);
+    cpu += u.cpu_millicores;
+    memory += u.memory_bytes;
+  }
+  out.mutable_usage()->set_cpu_millicores(cpu);
+  out.mutable_usage()->set_memory_bytes(memory);
+  if (node.condition() == codeco::lms::v1::NODE_CONDITION_READY) {
+    double capacity = static_cast<double>(node.capacity().cpu_millicores());
+    double utilization = capacity > 0 ? std::min(1.0, static_cast<double>(cpu) / capacity) : 0;
+    const auto& energy = node.energy_profile();
+    out.set_energy_watts(energy.idle_watts() +
+                         (energy.max_watts() - energy.idle_watts()) * utilization);
+  }
+  return out;
+}
+
+absl::StatusOr<Node> EmulatedCluster::GetNode(const std::string& name) const {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return absl::NotFoundError(absl::StrCat("no node ", name));
+  return WithUsage(it->second);
+}
+
+absl::StatusOr<codeco::lms::v1::ListNodesResponse> EmulatedCluster::ListNodes(
+    const codeco::lms::v1::ListNodesRequest& request) const {
+  RETURN_IF_ERROR(ValidateSelector(request.label_selector(), "label_selector"));
+  if (request.page_size() < 0) return InvalidFieldError("page_size", "must not be negative");
+  codeco::lms::v1::ListNodesResponse out;
+  int limit = PageSize(request.page_size());
+  for (auto it = nodes_.upper_bound(request.page_token()); it != nodes_.end(); ++it) {
+    ASSIGN_OR_RETURN(bool match, MatchesSelector(it->second.node.labels(),
+                                                 request.label_selector(), "label_selector"));
+    if (!match) continue;
+    if (out.nodes_size() == limit) {
+      out.set_next_page_token(out.nodes(out.nodes_size() - 1).name());
+      break;
+    }
+    *out.add_nodes() = WithUsage(it->second);
+  }
+  out.set_resource_version(absl::StrCat(version_));
+  return out;
+}
+
+absl::StatusOr<codeco::lms::v1::ListPodsResponse> EmulatedCluster::ListPods(
+    const codeco::lms::v1::ListPodsRequest& request) const {
+  RETURN_IF_ERROR(ValidateSelector(request.label_selector(), "label_selector"));
+  if (request.page_size() < 0) return InvalidFieldError("page_size", "must not be negative");
+  codeco::lms::v1::ListPodsResponse out;
+  int limit = PageSize(request.page_size());
+  for (auto it = pods_.upper_bound(request.page_token()); it != pods_.end(); ++it) {
+    const Pod& pod = it->second->pod;
+    if (!request.node_name().empty() && pod.node_name() != request.node_name()) continue;
+    if (request.phase() != codeco::lms::v1::POD_PHASE_UNSPECIFIED &&
+        pod.phase() != request.phase()) {
+      continue;
+    }
+    ASSIGN_OR_RETURN(bool match,
+                     MatchesSelector(pod.labels(), request.label_selector(), "label_selector"));
+    if (!match) continue;
+    if (out.pods_size() == limit) {
+      out.set_next_page_token(out.pods(out.pods_size() - 1).name());
+      break;
+    }
+    *out.add_pods() = pod;
+  }
+  out.set_resource_version(absl::StrCat(version_));
+  return out;
+}
+
+absl::StatusOr<std::pair<std::vector<WatchEvent>, int64_t>> EmulatedCluster::EventsSince(
+    const std::string& resource_version, bool nodes) const {
+  std::vector<WatchEvent> events;
+  if (resource_version.empty() || resource_version == "0") {
+    if (nodes) {
+      for (const auto& [name, node] : nodes_) {
+        WatchEvent e;
+        e.type = codeco::common::v1::WATCH_EVENT_TYPE_ADDED;
+        e.node = WithUsage(node);
+        absl::SimpleAtoi(node.node.resource_version(), &e.version);
+        events.push_back(std::move(e));
+      }
+    } else {
+      for (const auto& [name, pod] : pods_) {
+        WatchEvent e;
+        e.type = codeco::common::v1::WATCH_EVENT_TYPE_ADDED;
+        e.pod = pod->pod;
+        absl::SimpleAtoi(pod->pod.resource_version(), &e.version);
+        events.push_back(std::move(e));
+      }
+    }
+    return std::make_pair(std::move(events), version_);
+  }
+  int64_t from = 0;
+  if (!absl::SimpleAtoi(resource_version, &from) || from < 0) {
+    return InvalidFieldError("resource_version",
+                             absl::StrCat("not a version from this server: \"", resource_version,
+                                          "\""));
+  }
+  if (from < dropped_through_) {
+    return absl::OutOfRangeError(absl::StrCat("resource_version ", from,
+                                              " is too old (history starts after ",
+                                              dropped_through_, "): list again"));
+  }
+  for (const WatchEvent& e : history_) {
+    if (e.version <= from) continue;
+    if (nodes != e.node.has_value()) continue;
+    events.push_back(e);
+  }
+  return std::make_pair(std::move(events), std::max(from, version_));
+}
+
+absl::StatusOr<std::pair<std::vector<WatchEvent>, int64_t>> EmulatedCluster::NodeEventsSince(
+    const std::string& resource_version) const {
+  return EventsSince(resource_version, true);
+}
+
+absl::StatusOr<std::pair<std::vector<WatchEvent>, int64_t>> EmulatedCluster::PodEventsSince(
+    const std::string& resource_version) const {
+  return EventsSince(resource_version, false);
+}
+
+absl::StatusOr<int> EmulatedCluster::FailNode(const std::string& name) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return absl::NotFoundError(absl::StrCat("no node ", name));
+  if (it->second.node.condition() == codeco::lms::v1::NODE_CONDITION_NOT_READY) return 0;
+  it->second.node.set_condition(codeco::lms::v1::NODE_CONDITION_NOT_READY);
+  Touch(&it->second.node);
+  Emit(codeco::common::v1::WATCH_EVENT_TYPE_MODIFIED, &it->second.node, nullptr);
+  int failed = 0;
+  for (auto& [pod_name, pod] : pods_) {
+    if (pod->pod.node_name() != name || pod->terminal) continue;
+    SetPhase(*pod, codeco::lms::v1::POD_PHASE_FAILED, absl::StrCat("node ", name, " failed"),
+             now_);
+    ++failed;
+  }
+  return failed;
+}
+
+absl::Status EmulatedCluster::RecoverNode(const std::string& name) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return absl::NotFoundError(absl::StrCat("no node ", name));
+  if (it->second.node.condition() == codeco::lms::v1::NODE_CONDITION_READY) {
+    return absl::OkStatus();
+  }
+  it->second.node.set_condition(codeco::lms::v1::NODE_CONDITION_READY);
+  Touch(&it->second.node);
+  Emit(codeco::common::v1::WATCH_EVENT_TYPE_MODIFIED, &it->second.node, nullptr);
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedCluster::SetPodLoad(const std::string& name,
+                                         const std::string& profile_text) {
+  auto it = pods_.find(name);
+  if (it == pods_.end()) return absl::NotFoundError(absl::StrCat("no pod ", name));
+  ASSIGN_OR_RETURN(it->second->profile,
+                   ParseUsageProfile(profile_text, "usage_profile", it->second->requests,
+                                     options_.name + "/" + name, read_file_));
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedCluster::SetLoadFactor(double factor) {
+  if (!(factor > 0) || factor > 1000) {
+    return InvalidFieldError("load_factor", "must be > 0 and at most 1000");
+  }
+  load_factor_ = factor;
+  return absl::OkStatus();
+}
+
+std::pair<int, int> EmulatedCluster::NodeCounts() const {
+  int ready = 0;
+  for (const auto& [name, node] : nodes_) {
+    if (node.node.condition() == codeco::lms::v1::NODE_CONDITION_READY) ++ready;
+  }
+  return {static_cast<int>(nodes_.size()), ready};
+}
+
+absl::StatusOr<codeco::lms::v1::CheckpointContainerResponse> EmulatedCluster::CheckpointContainer(
+    const codeco::lms::v1::CheckpointContainerRequest& request) {
+  if (!request.request_id().empty()) {
+    auto it = checkpoints_by_request_.find(request.request_id());
+    if (it != checkpoints_by_request_.end()) return it->second;
+  }
+  if (request.pod().empty()) return InvalidFieldError("pod", "is required");
+  if (request.container().empty()) return InvalidFieldError("container", "is required");
+  auto it = pods_.find(request.pod());
+  if (it == pods_.end()) return absl::NotFoundError(absl::StrCat("no pod ", request.pod()));
+  const PodState& pod = *it->second;
+  int containers = pod.pod.containers_size();
+  bool found = false;
+  for (const auto& c : pod.pod.containers()) found |= c.name() == request.container();
+  if (!found) {
+    return absl::NotFoundError(
+        absl::StrCat("pod ", request.pod(), " has no container ", request.container()));
+  }
+  if (pod.pod.phase() != codeco::lms::v1::POD_PHASE_RUNNING) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("pod ", request.pod(), " is not running; only running containers dump"));
+  }
+  ContainerCheckpoint cp;
+  ++checkpoint_counter_;
+  cp.cluster = options_.name;
+  cp.node = pod.pod.node_name();
+  cp.pod = pod.pod.name();
+  cp.container = request.container();
+  cp.archive_path = absl::StrCat("/var/lib/codef/", options_.name, "/checkpoints/checkpoint-",
+                                 cp.pod, "_", cp.container, "-", checkpoint_counter_, ".tar");
+  cp.image_reference = absl::StrCat("codef.local/checkpoints/", options_.name, "/", cp.pod, "-",
+                                    cp.container, ":", checkpoint_counter_);
+  auto state = pod.pod.annotations().find(kStateAnnotation);
+  if (state != pod.pod.annotations().end()) cp.state = state->second;
+  cp.progress_ns = absl::ToInt64Nanoseconds(now_ - pod.started + pod.restored_progress);
+  Usage usage = PodUsage(pod, now_);
+  cp.size_bytes = usage.memory_bytes / std::max(containers, 1) + (1 << 20);
+  RETURN_IF_ERROR(archives_->Put(cp));
+  codeco::lms::v1::CheckpointContainerResponse out;
+  out.set_node(cp.node);
+  out.set_archive_path(cp.archive_path);
+  out.set_size_bytes(cp.size_bytes);
+  out.set_duration_ns(50'000'000 +
+                      cp.size_bytes * 1'000'000'000 / options_.checkpoint_bytes_per_second);
+  if (!request.request_id().empty()) checkpoints_by_request_[request.request_id()] = out;
+  return out;
+}
+
+absl::StatusOr<codeco::lms::v1::RestoreContainerResponse> EmulatedCluster::RestoreContainer(
+    const codeco::lms::v1::RestoreContainerRequest& request) {
+  if (!request.request_id().empty()) {
+    auto it = restores_by_request_.find(request.request_id());
+    if (it != restores_by_request_.end()) return it->second;
+  }
+  std::string source;
+  std::string source_path;
+  switch (request.state_source_case()) {
+    case codeco::lms::v1::RestoreContainerRequest::kArchivePath:
+      source = request.archive_path();
+      source_path = "archive_path";
+      break;
+    case codeco::lms::v1::RestoreContainerRequest::kImageReference:
+      source = request.image_reference();
+      source_path = "image_reference";
+      break;
+    default:
+      return InvalidFieldError("archive_path", "archive_path or image_reference is required");
+  }
+  if (source.empty()) return InvalidFieldError(source_path, "is required");
+  if (request.container().empty()) return InvalidFieldError("container", "is required");
+  bool listed = false;
+  for (const auto& c : request.pod().containers()) listed |= c.name() == request.container();
+  if (!listed) {
+    return InvalidFieldError("container", absl::StrCat("pod.containers has no container \"",
+                                                       request.container(), "\""));
+  }
+  ASSIGN_OR_RETURN(ContainerCheckpoint cp, archives_->Get(source));
+  Pod pod = request.pod();
+  (*pod.mutable_annotations())[kStateAnnotation] = cp.state;
+  (*pod.mutable_annotations())[kRestoredFromAnnotation] = cp.archive_path;
+  (*pod.mutable_annotations())[kRestoredProgressAnnotation] =
+      FormatDurationNanos(cp.progress_ns);
+  ASSIGN_OR_RETURN(std::unique_ptr<PodState> state, BuildPod(pod, "pod"));
+  state->restored_progress = absl::Nanoseconds(cp.progress_ns);
+  if (pods_.count(pod.name()) > 0) {
+    return absl::AlreadyExistsError(absl::StrCat("pod ", pod.name(), " already exists"));
+  }
+  auto node = nodes_.find(pod.node_name());
+  if (node == nodes_.end()) {
+    return absl::NotFoundError(absl::StrCat("pod.node_name: no node ", pod.node_name(),
+                                            " in cluster ", options_.name));
+  }
+  RETURN_IF_ERROR(CheckFits(node->second, *state));
+  Bind(std::move(state));
+  codeco::lms::v1::RestoreContainerResponse out;
+  *out.mutable_pod() = pods_.at(pod.name())->pod;
+  out.set_duration_ns(100'000'000 +
+                      cp.size_bytes * 1'000'000'000 / options_.checkpoint_bytes_per_second);
+  if (!request.request_id().empty()) restores_by_request_[request.request_id()] = out;
+  return out;
+}
+
+}  // namespace codeco::codef

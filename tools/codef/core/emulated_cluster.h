@@ -1,0 +1,246 @@
+#pragma once
+// The emulated local management system (LMS) of one cluster: nodes with
+// capacity and labels, pods bound to nodes, phases driven by time, watch
+// events with increasing resource versions, usage from profiles, energy from
+// a linear power model, and checkpoint/restore of container state.
+//
+// Pure logic: no threads, no I/O, and time moves only through AdvanceTo().
+// Not thread-safe: the server serializes calls. Semantics (docs/codef.md):
+//  - CreatePod binds to the named node or fails: NOT_FOUND for an unknown
+//    node, FAILED_PRECONDITION when it is not ready, cordoned or lacks room
+//    (the message says which resource); idempotent by request_id.
+//  - Pods start Pending, turn Running `pod_start_delay` after creation, and a
+//    pod annotated "codef.codeco.io/duration" (a job) turns Succeeded once it
+//    has run that long. FailNode fails every pod on the node.
+//  - Succeeded and Failed pods no longer count in the node's requests.
+//  - Every stored change gets the next resource version (one counter for
+//    nodes and pods); usage and energy are sampled on read, not versioned.
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "codeco/common/clock.h"
+#include "codeco/lms/v1/lms_service.pb.h"
+#include "scenario.h"
+#include "usage_profile.h"
+
+namespace codeco::codef {
+
+/// Pod annotation: the usage profile (see usage_profile.h).
+inline constexpr char kUsageProfileAnnotation[] = "codef.codeco.io/usage-profile";
+/// Pod annotation: run time of a job; the pod succeeds after it.
+inline constexpr char kDurationAnnotation[] = "codef.codeco.io/duration";
+/// Pod annotation: the opaque state blob of the pod's containers.
+inline constexpr char kStateAnnotation[] = "codef.codeco.io/state";
+/// Pod annotation set on restore: the archive the state came from.
+inline constexpr char kRestoredFromAnnotation[] = "codef.codeco.io/restored-from";
+/// Pod annotation set on restore: run time accumulated before the checkpoint.
+inline constexpr char kRestoredProgressAnnotation[] = "codef.codeco.io/restored-progress";
+
+/// What a checkpoint captured of one container.
+struct ContainerCheckpoint {
+  /// Archive path (unique in the federation).
+  std::string archive_path;
+  /// Image reference under which the emulator also serves the archive.
+  std::string image_reference;
+  /// Where it was taken.
+  std::string cluster;
+  /// Node that holds the archive.
+  std::string node;
+  /// Source pod.
+  std::string pod;
+  /// Source container.
+  std::string container;
+  /// The container's state blob.
+  std::string state;
+  /// How long the pod had run when checkpointed, nanoseconds.
+  int64_t progress_ns = 0;
+  /// Archive size, bytes.
+  int64_t size_bytes = 0;
+};
+
+/// Where checkpoint archives live; shared by every cluster of a federation so
+/// that a restore in another cluster finds them (as if the archive had been
+/// shipped as an image). Thread-safe.
+class CheckpointArchiveStore {
+ public:
+  virtual ~CheckpointArchiveStore() = default;
+  /// Stores an archive under its path and image reference.
+  virtual absl::Status Put(const ContainerCheckpoint& checkpoint) = 0;
+  /// The archive stored under `archive_path_or_image`, or NOT_FOUND.
+  virtual absl::StatusOr<ContainerCheckpoint> Get(const std::string& archive_path_or_image) const = 0;
+};
+
+/// A CheckpointArchiveStore in memory.
+class InMemoryCheckpointArchiveStore final : public CheckpointArchiveStore {
+ public:
+  absl::Status Put(const ContainerCheckpoint& checkpoint) override;
+  absl::StatusOr<ContainerCheckpoint> Get(const std::string& key) const override;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::string, ContainerCheckpoint> by_key_ ABSL_GUARDED_BY(mu_);
+};
+
+/// One change seen by a watch.
+struct WatchEvent {
+  /// ADDED, MODIFIED or DELETED.
+  codeco::common::v1::WatchEventType type = codeco::common::v1::WATCH_EVENT_TYPE_UNSPECIFIED;
+  /// Resource version of the change.
+  int64_t version = 0;
+  /// The node, for node events.
+  std::optional<codeco::lms::v1::Node> node;
+  /// The pod, for pod events.
+  std::optional<codeco::lms::v1::Pod> pod;
+};
+
+/// Settings of one emulated cluster.
+struct EmulatedClusterOptions {
+  /// Cluster name (put in node labels and archive paths).
+  std::string name;
+  /// Well-known labels, copied to every node as codeco.io/<key>.
+  codeco::common::v1::ClusterLabels labels;
+  /// Delay from pod creation to Running.
+  absl::Duration pod_start_delay = absl::Milliseconds(500);
+  /// Number of past events kept for watches that resume (default 10000).
+  size_t event_history = 10000;
+  /// Pod IPs are "<pod_ip_prefix>.<n / 250>.<n % 250 + 1>" (default "10.0").
+  std::string pod_ip_prefix = "10.0";
+  /// Modelled checkpoint dump and restore speed, bytes per second (default 500 MB/s).
+  int64_t checkpoint_bytes_per_second = 500'000'000;
+};
+
+/// The emulated LMS of one cluster.
+class EmulatedCluster {
+ public:
+  /// `clock` stamps creation times; `archives` and `read_file` are not owned
+  /// and must outlive the cluster (`read_file` may be empty: no trace files).
+  EmulatedCluster(EmulatedClusterOptions options, const Clock& clock,
+                  CheckpointArchiveStore* archives, FileReader read_file);
+
+  /// Adds a node (Ready). ALREADY_EXISTS for a duplicate name.
+  absl::Status AddNode(const NodeSpec& spec);
+  /// Called with every event right after the change, in version order.
+  void SetEventListener(std::function<void(const WatchEvent&)> listener);
+
+  /// Moves time to `now`: starts pending pods and completes jobs that are due.
+  void AdvanceTo(absl::Time now);
+
+  /// Nodes by name, one page; INVALID_ARGUMENT for a bad selector or token.
+  absl::StatusOr<codeco::lms::v1::ListNodesResponse> ListNodes(
+      const codeco::lms::v1::ListNodesRequest& request) const;
+  /// One node with its current usage and power.
+  absl::StatusOr<codeco::lms::v1::Node> GetNode(const std::string& name) const;
+  /// Creates a pod bound to `pod.node_name`.
+  absl::StatusOr<codeco::lms::v1::Pod> CreatePod(const codeco::lms::v1::Pod& pod,
+                                                 const std::string& request_id);
+  /// One pod.
+  absl::StatusOr<codeco::lms::v1::Pod> GetPod(const std::string& name) const;
+  /// Pods by name, one page.
+  absl::StatusOr<codeco::lms::v1::ListPodsResponse> ListPods(
+      const codeco::lms::v1::ListPodsRequest& request) const;
+  /// Deletes a pod at once and frees its resources; returns its last state.
+  absl::StatusOr<codeco::lms::v1::Pod> DeletePod(const std::string& name);
+  /// Usage of a node and of each of its running pods, and its power.
+  absl::StatusOr<codeco::lms::v1::NodeUsage> GetNodeUsage(const std::string& node) const;
+  /// Dumps a running container's state to an archive; idempotent by request_id.
+  absl::StatusOr<codeco::lms::v1::CheckpointContainerResponse> CheckpointContainer(
+      const codeco::lms::v1::CheckpointContainerRequest& request);
+  /// Creates a pod whose container resumes from an archive; idempotent by request_id.
+  absl::StatusOr<codeco::lms::v1::RestoreContainerResponse> RestoreContainer(
+      const codeco::lms::v1::RestoreContainerRequest& request);
+
+  /// Events after `resource_version` for nodes ("" or "0": every node as
+  /// ADDED), and the version the stream continues from. OUT_OF_RANGE when
+  /// the history no longer reaches back that far.
+  absl::StatusOr<std::pair<std::vector<WatchEvent>, int64_t>> NodeEventsSince(
+      const std::string& resource_version) const;
+  /// The same for pods.
+  absl::StatusOr<std::pair<std::vector<WatchEvent>, int64_t>> PodEventsSince(
+      const std::string& resource_version) const;
+
+  /// Fails a node: NotReady, every pod on it Failed. Returns the failed pod count.
+  absl::StatusOr<int> FailNode(const std::string& name);
+  /// Makes a failed node Ready again.
+  absl::Status RecoverNode(const std::string& name);
+  /// Replaces a pod's usage profile (text as in the annotation).
+  absl::Status SetPodLoad(const std::string& pod, const std::string& profile_text);
+  /// Scales every pod's CPU usage by `factor` (> 0).
+  absl::Status SetLoadFactor(double factor);
+
+  /// Cluster name.
+  const std::string& name() const { return options_.name; }
+  /// Latest resource version.
+  int64_t resource_version() const { return version_; }
+  /// Number of nodes and of ready nodes.
+  std::pair<int, int> NodeCounts() const;
+
+ private:
+  struct NodeState {
+    codeco::lms::v1::Node node;
+  };
+  struct PodState {
+    codeco::lms::v1::Pod pod;
+    Usage requests;
+    int64_t gpu = 0;
+    absl::Time created;
+    absl::Time started;
+    std::optional<absl::Duration> job_duration;
+    absl::Duration restored_progress;
+    std::unique_ptr<UsageProfile> profile;
+    bool terminal = false;
+  };
+
+  absl::Status ValidatePod(const codeco::lms::v1::Pod& pod, const std::string& path) const;
+  absl::StatusOr<std::unique_ptr<PodState>> BuildPod(const codeco::lms::v1::Pod& pod,
+                                                     const std::string& path) const;
+  absl::Status CheckFits(const NodeState& node, const PodState& pod) const;
+  void Bind(std::unique_ptr<PodState> pod);
+  void Emit(codeco::common::v1::WatchEventType type, const codeco::lms::v1::Node* node,
+            const codeco::lms::v1::Pod* pod);
+  void Touch(codeco::lms::v1::Node* node);
+  void Touch(codeco::lms::v1::Pod* pod);
+  void SetPhase(PodState& pod, codeco::lms::v1::PodPhase phase, const std::string& message,
+                absl::Time at);
+  void Release(const PodState& pod);
+  Usage PodUsage(const PodState& pod, absl::Time now) const;
+  codeco::lms::v1::Node WithUsage(const NodeState& node) const;
+  absl::StatusOr<std::pair<std::vector<WatchEvent>, int64_t>> EventsSince(
+      const std::string& resource_version, bool nodes) const;
+
+  EmulatedClusterOptions options_;
+  const Clock& clock_;
+  CheckpointArchiveStore* archives_;
+  FileReader read_file_;
+  std::function<void(const WatchEvent&)> listener_;
+  absl::Time now_;
+  int64_t version_ = 0;
+  int64_t dropped_through_ = 0;  // history holds every event after this version
+  std::deque<WatchEvent> history_;
+  std::map<std::string, NodeState> nodes_;
+  std::map<std::string, std::unique_ptr<PodState>> pods_;
+  std::map<std::string, codeco::lms::v1::Pod> created_by_request_;
+  std::map<std::string, codeco::lms::v1::CheckpointContainerResponse> checkpoints_by_request_;
+  std::map<std::string, codeco::lms::v1::RestoreContainerResponse> restores_by_request_;
+  double load_factor_ = 1.0;
+  int64_t pod_ip_counter_ = 0;
+  int64_t checkpoint_counter_ = 0;
+};
+
+/// True when `labels` match `selector` (Kubernetes semantics). INVALID_ARGUMENT
+/// at `path` for a malformed selector.
+absl::StatusOr<bool> MatchesSelector(const google::protobuf::Map<std::string, std::string>& labels,
+                                     const codeco::common::v1::LabelSelector& selector,
+                                     const std::string& path);
+
+}  // namespace codeco::codef

@@ -1,0 +1,121 @@
+// The codef binary as a user starts it: on the five-site scenario it prints
+// one line per cluster and its control address, every cluster's LMS answers
+// ListNodes with the scenario's nodes, the control API lists the clusters,
+// and SIGTERM stops it cleanly.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "codeco/codef/v1/codef_service.grpc.pb.h"
+#include "codeco/lms/v1/lms_service.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "process.h"
+
+namespace codeco::codef {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::chrono::system_clock::time_point In(absl::Duration d) {
+  return absl::ToChronoTime(absl::Now() + d);
+}
+
+TEST_CASE("codef hosts the five-site scenario and stops on SIGTERM") {
+  fs::path work = fs::temp_directory_path() / ("codef_binary_test_" + std::to_string(getpid()));
+  fs::remove_all(work);
+  fs::create_directories(work);
+  codeco::testing::ChildProcess codef(
+      {std::string(CODECO_BIN_DIR) + "/codef", "--scenario",
+       std::string(CODEF_EXAMPLES_DIR) + "/grid5000-five-sites.yaml", "--state-dir",
+       (work / "state").string(), "--control-listen", "127.0.0.1:0", "--lms-port", "0"},
+      (work / "stderr.log").string());
+
+  // "cluster NAME ip IP lms ADDR relay ADDR" lines, then the control line.
+  std::map<std::string, std::string> lms;
+  std::map<std::string, std::string> ips;
+  std::string control;
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (control.empty()) {
+    auto line = codef.ReadLine(deadline);
+    if (!line.has_value()) {
+      std::ifstream err(work / "stderr.log");
+      std::stringstream ss;
+      ss << err.rdbuf();
+      FAIL("codef did not start: " << ss.str());
+    }
+    std::vector<std::string> words = absl::StrSplit(*line, ' ');
+    if (words.size() == 8 && words[0] == "cluster") {
+      ips[words[1]] = words[3];
+      lms[words[1]] = words[5];
+    } else if (absl::StartsWith(*line, "codef control listening on ")) {
+      control = line->substr(std::string("codef control listening on ").size());
+    }
+  }
+  REQUIRE(ips.size() == 7);
+  REQUIRE(ips["hub"] == "127.0.1.1");
+  REQUIRE(ips["rennes"] == "127.0.2.1");
+  REQUIRE(ips["nancy-cloud"] == "127.0.7.1");
+  REQUIRE(lms["hub"] == "-");
+
+  std::map<std::string, int> expected_nodes = {{"rennes", 5},     {"nantes", 5},
+                                               {"lille", 5},      {"grenoble", 5},
+                                               {"luxembourg", 5}, {"nancy-cloud", 4}};
+  for (const auto& [name, count] : expected_nodes) {
+    INFO(name);
+    REQUIRE(absl::StartsWith(lms[name], ips[name] + ":"));
+    auto stub = codeco::lms::v1::LmsService::NewStub(
+        grpc::CreateChannel(lms[name], grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(10)));
+    codeco::lms::v1::ListNodesResponse nodes;
+    grpc::Status status = stub->ListNodes(&context, {}, &nodes);
+    INFO(status.error_message());
+    REQUIRE(status.ok());
+    REQUIRE(nodes.nodes_size() == count);
+    int64_t cpu = name == "rennes" || name == "luxembourg" ? 4000 : name == "nancy-cloud" ? 8000
+                                                                                           : 2000;
+    for (const auto& node : nodes.nodes()) {
+      REQUIRE(node.capacity().cpu_millicores() == cpu);
+      REQUIRE(node.labels().at("codeco.io/cluster") == name);
+    }
+  }
+
+  auto control_stub = codeco::codef::v1::CodefService::NewStub(
+      grpc::CreateChannel(control, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(In(absl::Seconds(10)));
+  codeco::codef::v1::ListClustersResponse clusters;
+  REQUIRE(control_stub->ListClusters(&context, {}, &clusters).ok());
+  REQUIRE(clusters.clusters_size() == 7);
+  REQUIRE(clusters.clusters(1).lms_endpoint() == lms["rennes"]);
+  REQUIRE(fs::exists(work / "state" / "endpoints.json"));
+
+  REQUIRE(codef.Stop(SIGTERM, absl::Now() + absl::Seconds(20)) == 0);
+  fs::remove_all(work);
+}
+
+TEST_CASE("codef rejects a bad scenario with the field path and exit code 2") {
+  fs::path work = fs::temp_directory_path() / ("codef_bad_test_" + std::to_string(getpid()));
+  fs::create_directories(work);
+  std::ofstream(work / "bad.yaml") << "name: x\nfederation:\n  hub: {name: hub}\n"
+                                      "  clusters: [{name: a, nodes: [{name: n}]}]\n";
+  auto result = codeco::testing::RunCommand(
+      {std::string(CODECO_BIN_DIR) + "/codef", "--scenario", (work / "bad.yaml").string()},
+      absl::Seconds(30));
+  REQUIRE(result.exit_code == 2);
+  REQUIRE(result.output.find("federation.clusters[0].nodes[0].capacity: is required") !=
+          std::string::npos);
+  fs::remove_all(work);
+}
+
+}  // namespace
+}  // namespace codeco::codef
