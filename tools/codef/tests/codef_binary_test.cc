@@ -17,6 +17,7 @@
 #include "codeco/codef/v1/codef_service.grpc.pb.h"
 #include "codeco/lms/v1/lms_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/security/credentials.h"
 #include "process.h"
 
@@ -42,6 +43,7 @@ TEST_CASE("codef hosts the five-site scenario and stops on SIGTERM") {
   // "cluster NAME ip IP lms ADDR relay ADDR" lines, then the control line.
   std::map<std::string, std::string> lms;
   std::map<std::string, std::string> ips;
+  std::map<std::string, std::string> relays;
   std::string control;
   absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (control.empty()) {
@@ -56,6 +58,7 @@ TEST_CASE("codef hosts the five-site scenario and stops on SIGTERM") {
     if (words.size() == 8 && words[0] == "cluster") {
       ips[words[1]] = words[3];
       lms[words[1]] = words[5];
+      relays[words[1]] = words[7];
     } else if (absl::StartsWith(*line, "codef control listening on ")) {
       control = line->substr(std::string("codef control listening on ").size());
     }
@@ -98,6 +101,42 @@ TEST_CASE("codef hosts the five-site scenario and stops on SIGTERM") {
   REQUIRE(clusters.clusters_size() == 7);
   REQUIRE(clusters.clusters(1).lms_endpoint() == lms["rennes"]);
   REQUIRE(fs::exists(work / "state" / "endpoints.json"));
+
+  // Traffic from Rennes to Lille through Rennes' relay pays the study's RTT
+  // (23.26 ms; a lower bound, so the check cannot fail on a slow machine),
+  // stops while Lille is partitioned and flows again once it heals.
+  REQUIRE(absl::StartsWith(relays["rennes"], "127.0.2.1:"));
+  for (const char* variable : {"no_proxy", "NO_PROXY", "no_grpc_proxy"}) unsetenv(variable);
+  grpc::ChannelArguments args;
+  args.SetString("grpc.http_proxy", "http://" + relays["rennes"]);
+  auto via_relay = codeco::lms::v1::LmsService::NewStub(
+      grpc::CreateCustomChannel(lms["lille"], grpc::InsecureChannelCredentials(), args));
+  auto list_nodes = [&](absl::Duration timeout) {
+    grpc::ClientContext call;
+    call.set_deadline(In(timeout));
+    codeco::lms::v1::ListNodesResponse nodes;
+    return via_relay->ListNodes(&call, {}, &nodes);
+  };
+  REQUIRE(list_nodes(absl::Seconds(10)).ok());  // connects
+  absl::Time before = absl::Now();
+  REQUIRE(list_nodes(absl::Seconds(10)).ok());
+  REQUIRE(absl::Now() - before >= absl::Microseconds(23260));
+
+  codeco::codef::v1::PartitionClusterRequest partition;
+  partition.set_cluster("lille");
+  codeco::codef::v1::PartitionClusterResponse partitioned;
+  grpc::ClientContext partition_context;
+  partition_context.set_deadline(In(absl::Seconds(10)));
+  REQUIRE(control_stub->PartitionCluster(&partition_context, partition, &partitioned).ok());
+  grpc::Status cut = list_nodes(absl::Milliseconds(500));
+  REQUIRE(cut.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
+  codeco::codef::v1::HealClusterRequest heal;
+  heal.set_cluster("lille");
+  codeco::codef::v1::HealClusterResponse healed;
+  grpc::ClientContext heal_context;
+  heal_context.set_deadline(In(absl::Seconds(10)));
+  REQUIRE(control_stub->HealCluster(&heal_context, heal, &healed).ok());
+  REQUIRE(list_nodes(absl::Seconds(10)).ok());
 
   REQUIRE(codef.Stop(SIGTERM, absl::Now() + absl::Seconds(20)) == 0);
   fs::remove_all(work);
