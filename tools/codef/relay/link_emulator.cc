@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -356,6 +357,8 @@ class Connection {
   // Pipe -> socket at each chunk's release time.
   void WriteLoop(Direction& d) {
     MaybeRaisePriority(options_.realtime_priority);
+    // Wake at the release time, not up to 50 us later (the default slack).
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     while (true) {
       std::vector<Chunk> chunks;
       {
