@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/metrics.h"
@@ -45,7 +46,8 @@ absl::StatusOr<std::vector<Peer>> ParsePeers(const std::string& key, const std::
   FieldErrors errors;
   int i = 0;
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    std::vector<std::string> parts = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    std::vector<std::string> parts =
+        absl::StrSplit(absl::StripAsciiWhitespace(item), absl::MaxSplits('=', 1));
     std::string path = absl::StrCat(key, "[", i++, "]");
     if (parts.size() != 2 || !IsLabel(parts[0]) || parts[1].rfind(':') == std::string::npos) {
       errors.Add(path, "must be <cluster>=<host:port>");
@@ -63,13 +65,17 @@ absl::StatusOr<std::map<std::string, std::vector<std::string>>> ParseNeighborhoo
   FieldErrors errors;
   int i = 0;
   for (absl::string_view item : absl::StrSplit(text, ';', absl::SkipWhitespace())) {
-    std::vector<std::string> parts = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    std::vector<std::string> parts =
+        absl::StrSplit(absl::StripAsciiWhitespace(item), absl::MaxSplits('=', 1));
     std::string path = absl::StrCat(key, "[", i++, "]");
     if (parts.size() != 2 || parts[0].empty()) {
       errors.Add(path, "must be <id>=<cluster>,<cluster>...");
       continue;
     }
-    std::vector<std::string> members = absl::StrSplit(parts[1], ',', absl::SkipWhitespace());
+    std::vector<std::string> members;
+    for (absl::string_view m : absl::StrSplit(parts[1], ',', absl::SkipWhitespace())) {
+      members.emplace_back(absl::StripAsciiWhitespace(m));
+    }
     for (const std::string& m : members) {
       if (!IsLabel(m)) errors.Add(path, "member " + m + " is not a cluster name");
     }

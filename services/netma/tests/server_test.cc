@@ -4,7 +4,12 @@
 // ALTO JSON over HTTP; virtual links on the hub, persisted in RocksDB.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -150,6 +155,103 @@ HttpResult HttpGet(const std::string& url) {
   curl_easy_cleanup(curl);
   return result;
 }
+
+// A one-connection-at-a-time HTTP CONNECT proxy on loopback that records the
+// targets it was asked for (stands in for a CODEF egress relay).
+class ConnectProxy {
+ public:
+  ConnectProxy() {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    REQUIRE(listen(listen_fd_, 8) == 0);
+    socklen_t len = sizeof(addr);
+    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    address_ = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+    REQUIRE(pipe(wake_) == 0);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~ConnectProxy() {
+    (void)!write(wake_[1], "x", 1);
+    thread_.join();
+    for (int fd : {listen_fd_, wake_[0], wake_[1]}) close(fd);
+  }
+  const std::string& address() const { return address_; }
+  std::vector<std::string> targets() {
+    absl::MutexLock lock(&mu_);
+    return targets_;
+  }
+
+ private:
+  void Run() {
+    int client = -1, upstream = -1;
+    auto drop = [&] {
+      if (client >= 0) close(client);
+      if (upstream >= 0) close(upstream);
+      client = upstream = -1;
+    };
+    while (true) {
+      std::vector<pollfd> fds = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+      if (upstream >= 0) {
+        fds.push_back({client, POLLIN, 0});
+        fds.push_back({upstream, POLLIN, 0});
+      }
+      if (poll(fds.data(), fds.size(), 10000) <= 0) continue;
+      if (fds[0].revents) break;
+      if (fds[1].revents & POLLIN) {
+        drop();
+        client = accept(listen_fd_, nullptr, nullptr);
+        std::string head;
+        char c;
+        while (head.find("\r\n\r\n") == std::string::npos && read(client, &c, 1) == 1) head += c;
+        // "CONNECT host:port HTTP/1.1"
+        std::string target = head.substr(8, head.find(' ', 8) - 8);
+        {
+          absl::MutexLock lock(&mu_);
+          targets_.push_back(target);
+        }
+        upstream = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        inet_pton(AF_INET, target.substr(0, target.rfind(':')).c_str(), &addr.sin_addr);
+        addr.sin_port = htons(static_cast<uint16_t>(std::stoi(target.substr(target.rfind(':') + 1))));
+        if (connect(upstream, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+          drop();
+          continue;
+        }
+        const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+        (void)!write(client, ok, sizeof(ok) - 1);
+        continue;
+      }
+      for (size_t i = 2; i < fds.size(); ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        int from = fds[i].fd;
+        int to = from == client ? upstream : client;
+        char buf[65536];
+        ssize_t n = read(from, buf, sizeof(buf));
+        if (n <= 0) {
+          drop();
+          break;
+        }
+        for (ssize_t off = 0; off < n;) {
+          ssize_t w = write(to, buf + off, static_cast<size_t>(n - off));
+          if (w <= 0) break;
+          off += w;
+        }
+      }
+    }
+    drop();
+  }
+
+  int listen_fd_ = -1;
+  int wake_[2] = {-1, -1};
+  std::string address_;
+  absl::Mutex mu_;
+  std::vector<std::string> targets_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
 
 v1::PeerSummary SummaryFrom(const std::string& cluster, const std::string& nb) {
   v1::PeerSummary summary;
@@ -322,6 +424,64 @@ TEST_CASE("plaintext and wrong-CA peers cannot connect or probe") {
   REQUIRE(result.ok());
   REQUIRE(result->bulk_bytes == 1024);
   REQUIRE(result->rtt > absl::ZeroDuration());
+}
+
+TEST_CASE("probes and exchanges go through the egress relay (HTTP CONNECT) when configured") {
+  Pki pki;
+  TlsFiles mc1_tls = pki.Files("a", "mc1");
+  Node mc1("mc1", Role::kManagedCluster, &mc1_tls, {{"nb1", {"mc1", "mc2"}}}, false);
+  ConnectProxy proxy;
+  PeerChannels channels({.tls = pki.Files("a", "mc2"), .http_proxy = proxy.address()});
+  GrpcProber prober(channels);
+  auto result = prober.Probe({{"mc1", mc1.server->address()}, 4096, absl::Seconds(10)});
+  REQUIRE(result.ok());
+  REQUIRE(result->bulk_bytes == 4096);
+  GrpcSummaryExchange exchange(channels, absl::Seconds(10));
+  auto reply = exchange.Exchange({"mc1", mc1.server->address()}, SummaryFrom("mc2", "nb1"));
+  REQUIRE(reply.ok());
+  REQUIRE(reply->cluster == "mc1");  // from mc1's certificate, through the tunnel
+  REQUIRE(reply->summary.cluster() == "mc1");
+  REQUIRE_FALSE(proxy.targets().empty());
+  for (const std::string& target : proxy.targets()) REQUIRE(target == mc1.server->address());
+}
+
+TEST_CASE("peer and neighborhood settings parse strictly") {
+  auto peers = ParsePeers("netma.peers", "b=127.0.2.1:7001, c=[::1]:7001");
+  REQUIRE(peers.ok());
+  REQUIRE(peers->size() == 2);
+  REQUIRE((*peers)[1].address == "[::1]:7001");
+  auto bad = ParsePeers("netma.peers", "b=127.0.2.1:7001,C=x:1,d");
+  REQUIRE(bad.status().code() == absl::StatusCode::kInvalidArgument);
+  REQUIRE_THAT(std::string(bad.status().message()), Catch::Contains("netma.peers[1]"));
+  REQUIRE_THAT(std::string(bad.status().message()), Catch::Contains("netma.peers[2]"));
+  auto nbs = ParseNeighborhoods("netma.neighborhoods", "nb1=a,b;nb2=a,c,d");
+  REQUIRE(nbs.ok());
+  REQUIRE(nbs->at("nb2").size() == 3);
+  REQUIRE_FALSE(ParseNeighborhoods("netma.neighborhoods", "nb1").ok());
+  REQUIRE_FALSE(ParseNeighborhoods("netma.neighborhoods", "nb1=a,B_").ok());
+}
+
+TEST_CASE("the ALTO HTTP server answers only GET and bounds requests") {
+  auto server = HttpServer::Start("127.0.0.1:0", [](const std::string& path) {
+    return HttpResponse{200, "text/plain", "path=" + path};
+  });
+  REQUIRE(server.ok());
+  HttpResult ok = HttpGet("http://" + (*server)->address() + "/x?y=1");
+  REQUIRE(ok.status == 200);
+  REQUIRE(ok.body == "path=/x");
+  CURL* curl = curl_easy_init();
+  std::string url = "http://" + (*server)->address() + "/x";
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "a=b");
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
+  curl_easy_setopt(
+      curl, CURLOPT_WRITEFUNCTION, +[](char*, size_t size, size_t n, void*) { return size * n; });
+  REQUIRE(curl_easy_perform(curl) == CURLE_OK);
+  long status = 0;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_cleanup(curl);
+  REQUIRE(status == 405);
+  REQUIRE_FALSE(HttpServer::Start("localhost:0", {}).ok());  // numeric hosts only
 }
 
 TEST_CASE("virtual links on the hub over gRPC survive a restart") {
