@@ -57,9 +57,25 @@ ConfigSchema CodefSchema() {
   return schema;
 }
 
+// Usage traces are small CSV files; refuse anything bigger.
+constexpr uintmax_t kMaxTraceBytes = 16 << 20;
+
 FileReader ReaderUnder(const std::string& base_dir) {
+  // Trace files come from pod annotations, i.e. from any LMS client: only
+  // files under the scenario's directory may be read.
   return [base_dir](const std::string& path) -> absl::StatusOr<std::string> {
-    fs::path full = fs::path(path).is_relative() ? fs::path(base_dir) / path : fs::path(path);
+    fs::path relative(path);
+    if (relative.empty() || relative.is_absolute()) {
+      return absl::InvalidArgumentError("must be a path relative to the scenario's directory");
+    }
+    for (const fs::path& part : relative) {
+      if (part == "..") return absl::InvalidArgumentError("must not leave the scenario's directory");
+    }
+    fs::path full = fs::path(base_dir) / relative;
+    std::error_code ec;
+    if (fs::file_size(full, ec) > kMaxTraceBytes && !ec) {
+      return absl::InvalidArgumentError(absl::StrCat("larger than ", kMaxTraceBytes, " bytes"));
+    }
     std::ifstream in(full);
     if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", full.string()));
     std::stringstream ss;

@@ -900,8 +900,10 @@ std::optional<LinkSpec> Scenario::LinkBetween(const std::string& from,
   return link;
 }
 
-absl::StatusOr<Scenario> ParseScenario(const std::string& yaml_text,
-                                       const std::string& base_dir) {
+namespace {
+
+absl::StatusOr<Scenario> ParseScenarioUnguarded(const std::string& yaml_text,
+                                                const std::string& base_dir) {
   if (yaml_text.size() > kMaxScenarioBytes) {
     return InvalidFieldError("(root)", absl::StrCat("scenario larger than ", kMaxScenarioBytes,
                                                     " bytes"));
@@ -976,6 +978,19 @@ absl::StatusOr<Scenario> ParseScenario(const std::string& yaml_text,
   top.Finish();
   RETURN_IF_ERROR(errors.ToStatus());
   return scenario;
+}
+
+}  // namespace
+
+absl::StatusOr<Scenario> ParseScenario(const std::string& yaml_text,
+                                       const std::string& base_dir) {
+  // The readers check node kinds before use; this is the last line of
+  // defence so that no input can crash the caller.
+  try {
+    return ParseScenarioUnguarded(yaml_text, base_dir);
+  } catch (const YAML::Exception& e) {
+    return InvalidFieldError("(root)", absl::StrCat("unreadable YAML: ", e.what()));
+  }
 }
 
 absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path) {

@@ -152,11 +152,13 @@ std::unique_ptr<UsageProfile> MakeConstantProfile(Usage usage) {
   return std::make_unique<ConstantProfile>(usage);
 }
 
-absl::StatusOr<std::unique_ptr<UsageProfile>> ParseUsageProfile(const std::string& text,
-                                                                const std::string& path,
-                                                                const Usage& requests,
-                                                                const std::string& noise_key,
-                                                                const FileReader& read_file) {
+namespace {
+
+absl::StatusOr<std::unique_ptr<UsageProfile>> ParseUnguarded(const std::string& text,
+                                                             const std::string& path,
+                                                             const Usage& requests,
+                                                             const std::string& noise_key,
+                                                             const FileReader& read_file) {
   ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(text, path));
   FieldErrors errors;
   MapReader map(root, path, &errors);
@@ -293,6 +295,20 @@ absl::StatusOr<std::unique_ptr<UsageProfile>> ParseUsageProfile(const std::strin
   map.Finish();
   RETURN_IF_ERROR(errors.ToStatus());
   return profile;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<UsageProfile>> ParseUsageProfile(const std::string& text,
+                                                                const std::string& path,
+                                                                const Usage& requests,
+                                                                const std::string& noise_key,
+                                                                const FileReader& read_file) {
+  try {
+    return ParseUnguarded(text, path, requests, noise_key, read_file);
+  } catch (const YAML::Exception& e) {
+    return InvalidFieldError(path, absl::StrCat("unreadable YAML: ", e.what()));
+  }
 }
 
 }  // namespace codeco::codef

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -192,6 +193,38 @@ TEST_CASE("the edge-cloud continuum example has three tiers of about 20 clusters
     REQUIRE(up.has_value());
     REQUIRE(up->one_way_latency_ns < 10'000'000);
   }
+}
+
+TEST_CASE("mutated scenarios never crash the parser and errors keep the path shape") {
+  std::string original =
+      ReadAll(fs::path(CODEF_EXAMPLES_DIR) / "edge-cloud-continuum.yaml");
+  std::mt19937_64 rng(20261122);
+  const std::string alphabet = ":-[]{},\"'#&*!|> \n\tax0.%";
+  int accepted = 0;
+  for (int round = 0; round < 300; ++round) {
+    std::string text = original;
+    int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits && !text.empty(); ++e) {
+      size_t at = rng() % text.size();
+      switch (rng() % 3) {
+        case 0: text[at] = alphabet[rng() % alphabet.size()]; break;
+        case 1: text.erase(at, 1 + rng() % 40); break;
+        default: text.insert(at, text.substr(rng() % text.size(), 1 + rng() % 40)); break;
+      }
+    }
+    auto scenario = ParseScenario(text, "");
+    if (scenario.ok()) {
+      ++accepted;
+      continue;
+    }
+    INFO(text);
+    REQUIRE(scenario.status().code() == absl::StatusCode::kInvalidArgument);
+    for (absl::string_view line : absl::StrSplit(scenario.status().message(), '\n')) {
+      INFO(std::string(line));
+      REQUIRE(line.find(": ") != absl::string_view::npos);
+    }
+  }
+  REQUIRE(accepted < 300);  // the mutations do break files
 }
 
 TEST_CASE("the task stream is deterministic and follows its spec") {
