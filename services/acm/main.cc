@@ -27,6 +27,6 @@ int main(int argc, char** argv) {
          return services;
        },
        .unimplemented_notes = {{"codeco.acm.v1.AcmService",
-                                "the cluster registry, neighborhoods and operations of ACM land "
-                                "with issue #4"}}});
+                                "neighborhood, push and operation RPCs of ACM land with "
+                                "issue #4"}}});
 }

@@ -6,6 +6,7 @@
 #include "absl/synchronization/mutex.h"
 #include "acm/store/kv_application_store.h"
 #include "codeco/common/grpc_status.h"
+#include "codeco/common/status.h"
 
 namespace codeco::acm {
 namespace {
@@ -130,16 +131,19 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchApplicationR
 // that refers to them.
 struct OwnedDependencies {
   OwnedDependencies(KvStore& kv, Clock& clock, const AcmServiceOptions& options)
-      : store(kv), manager(store, scheduler, clock, options.manager) {}
+      : store(kv),
+        manager(store, scheduler, clock, options.manager),
+        clusters(kv, clock, options.clusters) {}
   KvApplicationStore store;
   InMemoryPlacementScheduler scheduler;
   ApplicationManager manager;
+  ClusterRegistry clusters;
 };
 
 class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl {
  public:
   OwningAcmService(KvStore& kv, Clock& clock, const AcmServiceOptions& options)
-      : OwnedDependencies(kv, clock, options), AcmServiceImpl(OwnedDependencies::manager) {}
+      : OwnedDependencies(kv, clock, options), AcmServiceImpl(OwnedDependencies::manager, OwnedDependencies::clusters) {}
 };
 
 }  // namespace
@@ -183,6 +187,44 @@ grpc::ServerUnaryReactor* AcmServiceImpl::ListApplicationRevisions(
 grpc::ServerWriteReactor<v1::WatchApplicationResponse>* AcmServiceImpl::WatchApplication(
     grpc::CallbackServerContext* context, const v1::WatchApplicationRequest* request) {
   return new WatchReactor(manager_, *request);
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::RegisterCluster(
+    grpc::CallbackServerContext* context, const v1::RegisterClusterRequest* request,
+    v1::RegisterClusterResponse* response) {
+  return Answer(context, response, [&] { return clusters_.Register(*request); });
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::Heartbeat(grpc::CallbackServerContext* context,
+                                                    const v1::HeartbeatRequest* request,
+                                                    v1::HeartbeatResponse* response) {
+  return Answer(context, response, [&] { return clusters_.Heartbeat(*request); });
+}
+
+// Reads bring health up to date first, so a silent cluster shows UNREACHABLE
+// even between periodic sweeps.
+grpc::ServerUnaryReactor* AcmServiceImpl::GetCluster(grpc::CallbackServerContext* context,
+                                                     const v1::GetClusterRequest* request,
+                                                     v1::GetClusterResponse* response) {
+  return Answer(context, response, [&]() -> absl::StatusOr<v1::GetClusterResponse> {
+    RETURN_IF_ERROR(clusters_.Sweep().status());
+    return clusters_.Get(*request);
+  });
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::ListClusters(grpc::CallbackServerContext* context,
+                                                       const v1::ListClustersRequest* request,
+                                                       v1::ListClustersResponse* response) {
+  return Answer(context, response, [&]() -> absl::StatusOr<v1::ListClustersResponse> {
+    RETURN_IF_ERROR(clusters_.Sweep().status());
+    return clusters_.List(*request);
+  });
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::UnregisterCluster(
+    grpc::CallbackServerContext* context, const v1::UnregisterClusterRequest* request,
+    v1::UnregisterClusterResponse* response) {
+  return Answer(context, response, [&] { return clusters_.Unregister(*request); });
 }
 
 std::unique_ptr<AcmServiceImpl> NewAcmService(KvStore& kv, Clock& clock,

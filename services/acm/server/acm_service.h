@@ -1,12 +1,13 @@
 #pragma once
 // The gRPC AcmService (callback API): translates requests to the core's
 // ApplicationManager and its answers back, mapping errors with ToGrpcStatus.
-// Application RPCs are served; the cluster registry, neighborhood and
+// Application and cluster registry RPCs are served; neighborhood, push and
 // operation RPCs still answer UNIMPLEMENTED.
 
 #include <memory>
 
 #include "acm/core/application_manager.h"
+#include "acm/core/cluster_registry.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/kv_store.h"
@@ -16,8 +17,9 @@ namespace codeco::acm {
 /// AcmService over an ApplicationManager.
 class AcmServiceImpl : public v1::AcmService::CallbackService {
  public:
-  /// `manager` must outlive the service.
-  explicit AcmServiceImpl(ApplicationManager& manager) : manager_(manager) {}
+  /// `manager` and `clusters` must outlive the service.
+  AcmServiceImpl(ApplicationManager& manager, ClusterRegistry& clusters)
+      : manager_(manager), clusters_(clusters) {}
 
   grpc::ServerUnaryReactor* ApplyApplication(grpc::CallbackServerContext* context,
                                              const v1::ApplyApplicationRequest* request,
@@ -39,19 +41,37 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
       v1::ListApplicationRevisionsResponse* response) override;
   grpc::ServerWriteReactor<v1::WatchApplicationResponse>* WatchApplication(
       grpc::CallbackServerContext* context, const v1::WatchApplicationRequest* request) override;
+  grpc::ServerUnaryReactor* RegisterCluster(grpc::CallbackServerContext* context,
+                                            const v1::RegisterClusterRequest* request,
+                                            v1::RegisterClusterResponse* response) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context,
+                                      const v1::HeartbeatRequest* request,
+                                      v1::HeartbeatResponse* response) override;
+  grpc::ServerUnaryReactor* GetCluster(grpc::CallbackServerContext* context,
+                                       const v1::GetClusterRequest* request,
+                                       v1::GetClusterResponse* response) override;
+  grpc::ServerUnaryReactor* ListClusters(grpc::CallbackServerContext* context,
+                                         const v1::ListClustersRequest* request,
+                                         v1::ListClustersResponse* response) override;
+  grpc::ServerUnaryReactor* UnregisterCluster(grpc::CallbackServerContext* context,
+                                              const v1::UnregisterClusterRequest* request,
+                                              v1::UnregisterClusterResponse* response) override;
 
  private:
   ApplicationManager& manager_;
+  ClusterRegistry& clusters_;
 };
 
 /// What a self-contained ACM service is built from.
 struct AcmServiceOptions {
   /// Lifecycle settings.
   ApplicationManagerOptions manager;
+  /// Cluster registry settings.
+  ClusterRegistryOptions clusters;
 };
 
 /// An AcmService owning its store (on `kv`, which must hold
-/// ApplicationColumnFamilies()), its manager and its scheduler port (the
+/// ApplicationColumnFamilies() and "clusters"), its manager, its cluster registry and its scheduler port (the
 /// in-memory one until SWM is wired: applications stay PENDING). `kv` and
 /// `clock` must outlive it.
 std::unique_ptr<AcmServiceImpl> NewAcmService(KvStore& kv, Clock& clock,

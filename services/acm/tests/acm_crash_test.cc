@@ -105,6 +105,15 @@ TEST_CASE("SIGKILL and restart lose nothing acknowledged; watchers resume withou
     watch.set_from_revision(0);
     auto stream = acm.stub->WatchApplication(&watch_context, watch);
 
+    for (const char* name : {"edge-1", "edge-2", "cloud-1"}) {
+      grpc::ClientContext context;
+      v1::RegisterClusterRequest request;
+      request.mutable_cluster()->mutable_metadata()->set_name(name);
+      request.mutable_cluster()->set_role(v1::CLUSTER_ROLE_MC);
+      request.mutable_cluster()->mutable_cluster_labels()->set_region("eu-west");
+      v1::RegisterClusterResponse response;
+      REQUIRE(acm.stub->RegisterCluster(&context, request, &response).ok());
+    }
     apply(Bookinfo(), "bookinfo-1");
     for (int round = 1; round <= 3; ++round) {
       for (int i = 0; i < 5; ++i) {
@@ -136,6 +145,16 @@ TEST_CASE("SIGKILL and restart lose nothing acknowledged; watchers resume withou
     REQUIRE(acm.stub->GetApplication(&context, request, &response).ok());
     REQUIRE(response.application().metadata().revision() == revisions.first);
     REQUIRE(response.application().spec_revision() == revisions.second);
+  }
+  // Clusters are back.
+  {
+    grpc::ClientContext context;
+    v1::ListClustersRequest request;
+    v1::ListClustersResponse response;
+    REQUIRE(acm.stub->ListClusters(&context, request, &response).ok());
+    std::vector<std::string> names;
+    for (const auto& c : response.clusters()) names.push_back(c.metadata().name());
+    REQUIRE(names == std::vector<std::string>{"cloud-1", "edge-1", "edge-2"});
   }
   // Spec revisions are back.
   {

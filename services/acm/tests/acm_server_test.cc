@@ -45,7 +45,11 @@ std::chrono::system_clock::time_point In(absl::Duration d) {
 }
 
 struct Server {
-  std::unique_ptr<KvStore> kv = NewInMemoryKvStore(ApplicationColumnFamilies());
+  std::unique_ptr<KvStore> kv = NewInMemoryKvStore([] {
+    auto families = ApplicationColumnFamilies();
+    families.push_back("clusters");
+    return families;
+  }());
   SimulatedClock clock{absl::FromUnixSeconds(1'800'000'000)};
   std::unique_ptr<AcmServiceImpl> service = NewAcmService(*kv, clock);
   std::unique_ptr<GrpcServer> server;
@@ -210,13 +214,71 @@ TEST_CASE("WatchApplication streams the current state, then every change in orde
   REQUIRE(refused->Finish().error_code() == grpc::StatusCode::INVALID_ARGUMENT);
 }
 
-TEST_CASE("RPCs of later steps still answer UNIMPLEMENTED") {
+TEST_CASE("clusters register, heartbeat and fall UNREACHABLE over gRPC") {
   Server s;
-  grpc::ClientContext context;
-  v1::ListClustersRequest request;
-  v1::ListClustersResponse response;
-  REQUIRE(s.stub->ListClusters(&context, request, &response).error_code() ==
-          grpc::StatusCode::UNIMPLEMENTED);
+  {
+    grpc::ClientContext context;
+    v1::RegisterClusterRequest request;
+    request.mutable_cluster()->mutable_metadata()->set_name("edge-1");
+    request.mutable_cluster()->set_role(v1::CLUSTER_ROLE_MC);
+    request.mutable_cluster()->mutable_cluster_labels()->set_region("eu-west");
+    v1::RegisterClusterResponse response;
+    REQUIRE(s.stub->RegisterCluster(&context, request, &response).ok());
+    REQUIRE(response.heartbeat_interval_ns() == 10'000'000'000);
+  }
+  {
+    grpc::ClientContext context;
+    v1::HeartbeatRequest request;
+    request.set_cluster_name("edge-1");
+    request.set_sequence(1);
+    request.set_health(v1::CLUSTER_HEALTH_DEGRADED);
+    request.set_health_message("1 of 3 nodes not ready");
+    v1::HeartbeatResponse response;
+    REQUIRE(s.stub->Heartbeat(&context, request, &response).ok());
+    REQUIRE_FALSE(response.reregister_required());
+  }
+  auto health = [&] {
+    grpc::ClientContext context;
+    v1::GetClusterRequest request;
+    request.set_name("edge-1");
+    v1::GetClusterResponse response;
+    REQUIRE(s.stub->GetCluster(&context, request, &response).ok());
+    return response.cluster().health();
+  };
+  REQUIRE(health() == v1::CLUSTER_HEALTH_DEGRADED);
+  s.clock.Advance(absl::Seconds(31));
+  REQUIRE(health() == v1::CLUSTER_HEALTH_UNREACHABLE);
+  {
+    grpc::ClientContext context;
+    v1::ListClustersRequest request;
+    request.set_health(v1::CLUSTER_HEALTH_UNREACHABLE);
+    v1::ListClustersResponse response;
+    REQUIRE(s.stub->ListClusters(&context, request, &response).ok());
+    REQUIRE(response.clusters_size() == 1);
+  }
+  {
+    grpc::ClientContext context;
+    v1::RegisterClusterRequest request;
+    request.mutable_cluster()->mutable_metadata()->set_name("Bad Name");
+    v1::RegisterClusterResponse response;
+    grpc::Status status = s.stub->RegisterCluster(&context, request, &response);
+    REQUIRE(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    REQUIRE_THAT(status.error_message(), Catch::StartsWith("cluster.metadata.name: "));
+  }
+  {
+    grpc::ClientContext context;
+    v1::UnregisterClusterRequest request;
+    request.set_name("edge-1");
+    v1::UnregisterClusterResponse response;
+    REQUIRE(s.stub->UnregisterCluster(&context, request, &response).ok());
+  }
+  {
+    grpc::ClientContext context;
+    v1::ListNeighborhoodsRequest request;
+    v1::ListNeighborhoodsResponse response;
+    REQUIRE(s.stub->ListNeighborhoods(&context, request, &response).error_code() ==
+            grpc::StatusCode::UNIMPLEMENTED);
+  }
 }
 
 }  // namespace
