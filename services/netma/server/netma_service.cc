@@ -155,6 +155,7 @@ absl::StatusOr<std::unique_ptr<NetmaServer>> NetmaServer::Create(
                           : std::make_unique<GrpcSummaryExchange>(*s->channels_, o.monitor.probe.timeout);
   s->repository_ = NewKvVirtualLinkRepository(store);
   if (registry != nullptr) s->metrics_ = std::make_unique<Metrics>(*registry);
+  s->executor_ = std::make_unique<BoundedExecutor>(2, 256);
   {
     absl::MutexLock lock(&s->mu_);
     s->monitor_ = std::move(monitor);
@@ -177,6 +178,7 @@ absl::StatusOr<std::unique_ptr<NetmaServer>> NetmaServer::Create(
 }
 
 NetmaServer::~NetmaServer() {
+  executor_.reset();  // finish the calls it holds
   {
     absl::MutexLock lock(&mu_);
     stop_ = true;
@@ -338,6 +340,18 @@ void NetmaServer::UpdateMetricsLocked() {
   node("link_energy_joules", a.link_energy_joules());
 }
 
+grpc::ServerUnaryReactor* NetmaServer::Offload(grpc::CallbackServerContext* context,
+                                               std::function<absl::Status()> work) {
+  auto* reactor = context->DefaultReactor();
+  bool queued = executor_->Submit([reactor, work = std::move(work)] {
+    reactor->Finish(ToGrpcStatus(work()));
+  });
+  if (!queued) {
+    reactor->Finish(ToGrpcStatus(absl::UnavailableError("netma is busy; retry later")));
+  }
+  return reactor;
+}
+
 absl::Status NetmaServer::RequireRole(Role role, const char* method) const {
   if (options_.role == role) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(method, " is served by the ", RoleName(role),
@@ -478,21 +492,23 @@ grpc::ServerUnaryReactor* NetmaServer::CreateVirtualLink(
   if (absl::Status s = RequireRole(Role::kHub, "CreateVirtualLink"); !s.ok()) {
     return Done(context, s);
   }
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<v1::VirtualLink> link =
-      vlinks_->Create(request->virtual_link(), request->request_id());
-  if (link.ok()) *response->mutable_virtual_link() = std::move(*link);
-  return Done(context, link.status());
+  return Offload(context, [this, request, response]() -> absl::Status {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(*response->mutable_virtual_link(),
+                     vlinks_->Create(request->virtual_link(), request->request_id()));
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* NetmaServer::GetVirtualLink(grpc::CallbackServerContext* context,
                                                       const v1::GetVirtualLinkRequest* request,
                                                       v1::GetVirtualLinkResponse* response) {
   if (absl::Status s = RequireRole(Role::kHub, "GetVirtualLink"); !s.ok()) return Done(context, s);
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<v1::VirtualLink> link = vlinks_->Get(request->id());
-  if (link.ok()) *response->mutable_virtual_link() = std::move(*link);
-  return Done(context, link.status());
+  return Offload(context, [this, request, response]() -> absl::Status {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(*response->mutable_virtual_link(), vlinks_->Get(request->id()));
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* NetmaServer::ListVirtualLinks(
@@ -503,13 +519,13 @@ grpc::ServerUnaryReactor* NetmaServer::ListVirtualLinks(
   }
   VirtualLinkQuery query{request->page_size(), request->page_token(), request->application(),
                          request->cluster()};
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<VirtualLinkPage> page = vlinks_->List(query);
-  if (page.ok()) {
-    for (v1::VirtualLink& link : page->links) *response->add_virtual_links() = std::move(link);
-    response->set_next_page_token(page->next_page_token);
-  }
-  return Done(context, page.status());
+  return Offload(context, [this, query, response]() -> absl::Status {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(VirtualLinkPage page, vlinks_->List(query));
+    for (v1::VirtualLink& link : page.links) *response->add_virtual_links() = std::move(link);
+    response->set_next_page_token(page.next_page_token);
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* NetmaServer::DeleteVirtualLink(
@@ -518,10 +534,11 @@ grpc::ServerUnaryReactor* NetmaServer::DeleteVirtualLink(
   if (absl::Status s = RequireRole(Role::kHub, "DeleteVirtualLink"); !s.ok()) {
     return Done(context, s);
   }
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<v1::VirtualLink> link = vlinks_->Delete(request->id());
-  if (link.ok()) *response->mutable_virtual_link() = std::move(*link);
-  return Done(context, link.status());
+  return Offload(context, [this, request, response]() -> absl::Status {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(*response->mutable_virtual_link(), vlinks_->Delete(request->id()));
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* NetmaServer::GetOperation(grpc::CallbackServerContext* context,

@@ -22,6 +22,7 @@
 #include "netma/core/monitor.h"
 #include "netma/core/view.h"
 #include "netma/core/virtual_links.h"
+#include "netma/server/executor.h"
 #include "netma/server/grpc_prober.h"
 #include "netma/server/http_server.h"
 
@@ -132,6 +133,10 @@ class NetmaServer final : public codeco::netma::v1::NetmaService::CallbackServic
   void UpdateMetricsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RequireRole(Role role, const char* method) const;
   void ApplyPeersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs `work` (which touches RocksDB) on the executor and finishes the call
+  // with its status; UNAVAILABLE right away when the executor is saturated.
+  grpc::ServerUnaryReactor* Offload(grpc::CallbackServerContext* context,
+                                    std::function<absl::Status()> work);
 
   NetmaServerOptions options_;
   const Clock& clock_;
@@ -154,6 +159,8 @@ class NetmaServer final : public codeco::netma::v1::NetmaService::CallbackServic
 
   std::unique_ptr<HttpServer> http_;
   std::thread loop_;
+  // Declared last: destroyed first, so queued work finishes while the rest lives.
+  std::unique_ptr<BoundedExecutor> executor_;
 };
 
 /// Parses "b=127.0.2.1:7001,c=127.0.3.1:7001" into peers; errors name `key`.
