@@ -40,6 +40,8 @@ constexpr size_t kMaxRequestHeadBytes = 8192;
 constexpr absl::Duration kStallCheckInterval = absl::Milliseconds(200);
 // How often the accept loop joins finished connections when idle.
 constexpr int kReapIntervalMs = 1000;
+// How long the accept loop waits after running out of descriptors.
+constexpr int kAcceptBackoffMs = 100;
 
 uint64_t Mix(uint64_t x) {  // splitmix64
   x += 0x9e3779b97f4a7c15ULL;
@@ -472,7 +474,16 @@ class LinkEmulator::Relay {
       }
       if (ready <= 0 || stopping_ || (fds[0].revents & POLLIN) == 0) continue;
       int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) continue;
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          // Out of descriptors or memory: back off instead of spinning on the
+          // still-pending connection (Shutdown's wake ends the wait early).
+          log::Warn("relay: accept failed", {{"cluster", cluster_}, {"error", std::strerror(errno)}});
+          pollfd wake{wake_fd_, POLLIN, 0};
+          poll(&wake, 1, kAcceptBackoffMs);
+        }
+        continue;
+      }
       SetNoDelay(fd);
       absl::MutexLock lock(&mu_);
       auto connection = std::make_unique<Connection>(
