@@ -27,6 +27,6 @@ int main(int argc, char** argv) {
          return services;
        },
        .unimplemented_notes = {{"codeco.acm.v1.AcmService",
-                                "neighborhood, push and operation RPCs of ACM land with "
-                                "issue #4"}}});
+                                "the MC agent's Push* and the operation RPCs of ACM land "
+                                "with issue #4"}}});
 }

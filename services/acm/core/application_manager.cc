@@ -85,8 +85,13 @@ bool MatchesLabels(const common::v1::LabelSelector& selector,
 }
 
 ApplicationManager::ApplicationManager(ApplicationStore& store, PlacementScheduler& scheduler,
-                                       Clock& clock, ApplicationManagerOptions options)
-    : store_(store), scheduler_(scheduler), clock_(clock), options_(std::move(options)) {}
+                                       Clock& clock, ApplicationManagerOptions options,
+                                       NeighborhoodProvider* neighborhoods)
+    : store_(store),
+      scheduler_(scheduler),
+      clock_(clock),
+      neighborhoods_(neighborhoods),
+      options_(std::move(options)) {}
 
 google::protobuf::Timestamp ApplicationManager::NowProto() const {
   absl::Time now = clock_.Now();
@@ -234,6 +239,7 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
   *app.mutable_metadata()->mutable_update_time() = NowProto();
 
   ApplicationCommit commit;
+  std::optional<v1::Neighborhood> neighborhood;
   if (spec_changed) {
     *app.mutable_spec() = spec;
     app.set_cam_yaml(cam_yaml);
@@ -242,6 +248,19 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
     status.set_phase(v1::APPLICATION_PHASE_PENDING);
     status.set_status(v1::STATUS_LEVEL_UNSPECIFIED);
     status.set_error_msg("");
+    status.clear_neighborhood_id();
+    if (neighborhoods_ != nullptr && !request.dry_run()) {
+      absl::StatusOr<v1::Neighborhood> assigned = neighborhoods_->Assign(spec);
+      if (assigned.ok()) {
+        status.set_neighborhood_id(assigned->id());
+        neighborhood = *std::move(assigned);
+      } else {
+        // Stays PENDING, honestly saying why; a later apply or cluster join retries.
+        status.set_error_msg(absl::StrCat("waiting for a neighborhood: ",
+                                          assigned.status().message()));
+        response.add_warnings(status.error_msg());
+      }
+    }
     v1::ApplicationRevision rev;
     rev.set_spec_revision(app.spec_revision());
     *rev.mutable_spec() = spec;
@@ -262,8 +281,8 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
     commit.request = {record.key, StoredRequest{record.fingerprint, record.encode(response)}};
   }
   RETURN_IF_ERROR(CommitNext(commit));
-  if (spec_changed) {
-    absl::Status asked = scheduler_.RequestPlacement(app);
+  if (spec_changed && (neighborhoods_ == nullptr || neighborhood)) {
+    absl::Status asked = scheduler_.RequestPlacement(app, neighborhood.value_or(v1::Neighborhood()));
     if (!asked.ok()) {
       response.add_warnings(absl::StrCat("scheduler not reached, placement will be retried: ",
                                          asked.ToString()));
@@ -358,6 +377,7 @@ absl::StatusOr<v1::DeleteApplicationResponse> ApplicationManager::Delete(
     // The record is gone either way; a scheduler that missed this learns it
     // when it next reconciles against the application list.
     scheduler_.ReleasePlacement(request.name()).IgnoreError();
+    if (neighborhoods_ != nullptr) neighborhoods_->Release(request.name()).IgnoreError();
   }
   Notify();
   return response;

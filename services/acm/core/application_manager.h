@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "acm/core/application_store.h"
 #include "acm/core/cam_parser.h"
+#include "acm/core/neighborhood_manager.h"
 #include "acm/core/placement_scheduler.h"
 #include "codeco/acm/v1/acm_service.pb.h"
 #include "codeco/common/clock.h"
@@ -58,9 +59,11 @@ struct ApplicationSnapshot {
 /// The hub's application lifecycle.
 class ApplicationManager {
  public:
-  /// `store`, `scheduler` and `clock` must outlive the manager.
+  /// `store`, `scheduler`, `clock` and `neighborhoods` must outlive the
+  /// manager. Without `neighborhoods` the scheduler is asked with an empty one.
   ApplicationManager(ApplicationStore& store, PlacementScheduler& scheduler, Clock& clock,
-                     ApplicationManagerOptions options = {});
+                     ApplicationManagerOptions options = {},
+                     NeighborhoodProvider* neighborhoods = nullptr);
 
   /// Creates or updates an application from a CAM (YAML or parsed).
   absl::StatusOr<v1::ApplyApplicationResponse> Apply(const v1::ApplyApplicationRequest& request);
@@ -120,6 +123,7 @@ class ApplicationManager {
   ApplicationStore& store_;
   PlacementScheduler& scheduler_;
   Clock& clock_;
+  NeighborhoodProvider* const neighborhoods_;
   const ApplicationManagerOptions options_;
 
   // Serializes writes, so revisions are taken in order and snapshots are consistent.

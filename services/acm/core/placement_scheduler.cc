@@ -2,10 +2,12 @@
 
 namespace codeco::acm {
 
-absl::Status InMemoryPlacementScheduler::RequestPlacement(const v1::Application& application) {
+absl::Status InMemoryPlacementScheduler::RequestPlacement(const v1::Application& application,
+                                                          const v1::Neighborhood& neighborhood) {
   absl::MutexLock lock(&mu_);
   if (!failure_.ok()) return failure_;
   requests_.push_back(application);
+  neighborhoods_.push_back(neighborhood);
   return absl::OkStatus();
 }
 
@@ -19,6 +21,11 @@ absl::Status InMemoryPlacementScheduler::ReleasePlacement(const std::string& app
 std::vector<v1::Application> InMemoryPlacementScheduler::requests() const {
   absl::MutexLock lock(&mu_);
   return requests_;
+}
+
+std::vector<v1::Neighborhood> InMemoryPlacementScheduler::neighborhoods() const {
+  absl::MutexLock lock(&mu_);
+  return neighborhoods_;
 }
 
 std::vector<std::string> InMemoryPlacementScheduler::releases() const {

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "codeco/acm/v1/application.pb.h"
+#include "codeco/acm/v1/cluster.pb.h"
 
 namespace codeco::acm {
 
@@ -20,9 +21,10 @@ namespace codeco::acm {
 class PlacementScheduler {
  public:
   virtual ~PlacementScheduler() = default;
-  /// Asks for a placement of `application` at its spec_revision. Returns once
-  /// the request is accepted, not placed.
-  virtual absl::Status RequestPlacement(const v1::Application& application) = 0;
+  /// Asks for a placement of `application` at its spec_revision within
+  /// `neighborhood`. Returns once the request is accepted, not placed.
+  virtual absl::Status RequestPlacement(const v1::Application& application,
+                                        const v1::Neighborhood& neighborhood) = 0;
   /// The application is gone: release its reservations and remove its pods.
   virtual absl::Status ReleasePlacement(const std::string& application) = 0;
 };
@@ -30,11 +32,14 @@ class PlacementScheduler {
 /// A PlacementScheduler that only records what it was asked. Thread-safe.
 class InMemoryPlacementScheduler final : public PlacementScheduler {
  public:
-  absl::Status RequestPlacement(const v1::Application& application) override;
+  absl::Status RequestPlacement(const v1::Application& application,
+                                const v1::Neighborhood& neighborhood) override;
   absl::Status ReleasePlacement(const std::string& application) override;
 
   /// Applications asked for, in order.
   std::vector<v1::Application> requests() const;
+  /// The neighborhood of each request, in order.
+  std::vector<v1::Neighborhood> neighborhoods() const;
   /// Applications released, in order.
   std::vector<std::string> releases() const;
   /// Makes every later call fail with `status` (OK to succeed again).
@@ -43,6 +48,7 @@ class InMemoryPlacementScheduler final : public PlacementScheduler {
  private:
   mutable absl::Mutex mu_;
   std::vector<v1::Application> requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::Neighborhood> neighborhoods_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> releases_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
 };

@@ -132,18 +132,21 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchApplicationR
 struct OwnedDependencies {
   OwnedDependencies(KvStore& kv, Clock& clock, const AcmServiceOptions& options)
       : store(kv),
-        manager(store, scheduler, clock, options.manager),
-        clusters(kv, clock, options.clusters) {}
+        clusters(kv, clock, options.clusters),
+        neighborhoods(kv, clusters, clock, options.neighborhoods),
+        manager(store, scheduler, clock, options.manager, &neighborhoods) {}
   KvApplicationStore store;
   InMemoryPlacementScheduler scheduler;
-  ApplicationManager manager;
   ClusterRegistry clusters;
+  NeighborhoodManager neighborhoods;
+  ApplicationManager manager;
 };
 
 class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl {
  public:
   OwningAcmService(KvStore& kv, Clock& clock, const AcmServiceOptions& options)
-      : OwnedDependencies(kv, clock, options), AcmServiceImpl(OwnedDependencies::manager, OwnedDependencies::clusters) {}
+      : OwnedDependencies(kv, clock, options), AcmServiceImpl(OwnedDependencies::manager, OwnedDependencies::clusters,
+                       OwnedDependencies::neighborhoods) {}
 };
 
 }  // namespace
@@ -225,6 +228,18 @@ grpc::ServerUnaryReactor* AcmServiceImpl::UnregisterCluster(
     grpc::CallbackServerContext* context, const v1::UnregisterClusterRequest* request,
     v1::UnregisterClusterResponse* response) {
   return Answer(context, response, [&] { return clusters_.Unregister(*request); });
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::GetNeighborhood(
+    grpc::CallbackServerContext* context, const v1::GetNeighborhoodRequest* request,
+    v1::GetNeighborhoodResponse* response) {
+  return Answer(context, response, [&] { return neighborhoods_.Get(*request); });
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::ListNeighborhoods(
+    grpc::CallbackServerContext* context, const v1::ListNeighborhoodsRequest* request,
+    v1::ListNeighborhoodsResponse* response) {
+  return Answer(context, response, [&] { return neighborhoods_.List(*request); });
 }
 
 std::unique_ptr<AcmServiceImpl> NewAcmService(KvStore& kv, Clock& clock,

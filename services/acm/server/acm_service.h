@@ -1,13 +1,14 @@
 #pragma once
 // The gRPC AcmService (callback API): translates requests to the core's
 // ApplicationManager and its answers back, mapping errors with ToGrpcStatus.
-// Application and cluster registry RPCs are served; neighborhood, push and
-// operation RPCs still answer UNIMPLEMENTED.
+// Application, cluster registry and neighborhood RPCs are served; the MC
+// agent's Push* and the operation RPCs still answer UNIMPLEMENTED.
 
 #include <memory>
 
 #include "acm/core/application_manager.h"
 #include "acm/core/cluster_registry.h"
+#include "acm/core/neighborhood_manager.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/kv_store.h"
@@ -17,9 +18,10 @@ namespace codeco::acm {
 /// AcmService over an ApplicationManager.
 class AcmServiceImpl : public v1::AcmService::CallbackService {
  public:
-  /// `manager` and `clusters` must outlive the service.
-  AcmServiceImpl(ApplicationManager& manager, ClusterRegistry& clusters)
-      : manager_(manager), clusters_(clusters) {}
+  /// `manager`, `clusters` and `neighborhoods` must outlive the service.
+  AcmServiceImpl(ApplicationManager& manager, ClusterRegistry& clusters,
+                 NeighborhoodManager& neighborhoods)
+      : manager_(manager), clusters_(clusters), neighborhoods_(neighborhoods) {}
 
   grpc::ServerUnaryReactor* ApplyApplication(grpc::CallbackServerContext* context,
                                              const v1::ApplyApplicationRequest* request,
@@ -56,10 +58,17 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   grpc::ServerUnaryReactor* UnregisterCluster(grpc::CallbackServerContext* context,
                                               const v1::UnregisterClusterRequest* request,
                                               v1::UnregisterClusterResponse* response) override;
+  grpc::ServerUnaryReactor* GetNeighborhood(grpc::CallbackServerContext* context,
+                                            const v1::GetNeighborhoodRequest* request,
+                                            v1::GetNeighborhoodResponse* response) override;
+  grpc::ServerUnaryReactor* ListNeighborhoods(grpc::CallbackServerContext* context,
+                                              const v1::ListNeighborhoodsRequest* request,
+                                              v1::ListNeighborhoodsResponse* response) override;
 
  private:
   ApplicationManager& manager_;
   ClusterRegistry& clusters_;
+  NeighborhoodManager& neighborhoods_;
 };
 
 /// What a self-contained ACM service is built from.
@@ -68,10 +77,13 @@ struct AcmServiceOptions {
   ApplicationManagerOptions manager;
   /// Cluster registry settings.
   ClusterRegistryOptions clusters;
+  /// Neighborhood settings.
+  NeighborhoodManagerOptions neighborhoods;
 };
 
 /// An AcmService owning its store (on `kv`, which must hold
-/// ApplicationColumnFamilies() and "clusters"), its manager, its cluster registry and its scheduler port (the
+/// ApplicationColumnFamilies(), "clusters" and "neighborhoods"), its manager,
+/// its cluster registry, its neighborhood manager and its scheduler port (the
 /// in-memory one until SWM is wired: applications stay PENDING). `kv` and
 /// `clock` must outlive it.
 std::unique_ptr<AcmServiceImpl> NewAcmService(KvStore& kv, Clock& clock,

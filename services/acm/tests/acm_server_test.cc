@@ -48,6 +48,7 @@ struct Server {
   std::unique_ptr<KvStore> kv = NewInMemoryKvStore([] {
     auto families = ApplicationColumnFamilies();
     families.push_back("clusters");
+    families.push_back("neighborhoods");
     return families;
   }());
   SimulatedClock clock{absl::FromUnixSeconds(1'800'000'000)};
@@ -214,6 +215,38 @@ TEST_CASE("WatchApplication streams the current state, then every change in orde
   REQUIRE(refused->Finish().error_code() == grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+TEST_CASE("an applied application gets a neighborhood of registered clusters") {
+  Server s;
+  for (const char* name : {"edge-1", "edge-2"}) {
+    grpc::ClientContext context;
+    v1::RegisterClusterRequest request;
+    request.mutable_cluster()->mutable_metadata()->set_name(name);
+    request.mutable_cluster()->set_role(v1::CLUSTER_ROLE_MC);
+    auto* free = request.mutable_cluster()->mutable_capacity()->mutable_largest_free_node();
+    free->set_cpu_millicores(4000);
+    free->set_memory_bytes(int64_t{8} << 30);
+    v1::RegisterClusterResponse response;
+    REQUIRE(s.stub->RegisterCluster(&context, request, &response).ok());
+  }
+  v1::ApplyApplicationResponse applied;
+  REQUIRE(s.Apply(SmallCam("shop", "1"), &applied).ok());
+  REQUIRE(applied.application().status().neighborhood_id() == "nb-shop");
+  REQUIRE(applied.application().status().phase() == v1::APPLICATION_PHASE_PENDING);
+  grpc::ClientContext context;
+  v1::GetNeighborhoodRequest request;
+  request.set_application("shop");
+  v1::GetNeighborhoodResponse response;
+  REQUIRE(s.stub->GetNeighborhood(&context, request, &response).ok());
+  REQUIRE(response.neighborhood().members_size() == 2);
+  REQUIRE(response.neighborhood().revision() == 1);
+  grpc::ClientContext list_context;
+  v1::ListNeighborhoodsRequest list;
+  list.set_cluster("edge-2");
+  v1::ListNeighborhoodsResponse listed;
+  REQUIRE(s.stub->ListNeighborhoods(&list_context, list, &listed).ok());
+  REQUIRE(listed.neighborhoods_size() == 1);
+}
+
 TEST_CASE("clusters register, heartbeat and fall UNREACHABLE over gRPC") {
   Server s;
   {
@@ -274,9 +307,9 @@ TEST_CASE("clusters register, heartbeat and fall UNREACHABLE over gRPC") {
   }
   {
     grpc::ClientContext context;
-    v1::ListNeighborhoodsRequest request;
-    v1::ListNeighborhoodsResponse response;
-    REQUIRE(s.stub->ListNeighborhoods(&context, request, &response).error_code() ==
+    v1::PushAssignmentRequest request;
+    v1::PushAssignmentResponse response;
+    REQUIRE(s.stub->PushAssignment(&context, request, &response).error_code() ==
             grpc::StatusCode::UNIMPLEMENTED);
   }
 }

@@ -380,5 +380,74 @@ TEST_CASE("events past the retention answer OUT_OF_RANGE") {
   REQUIRE(kept == 3);
 }
 
+TEST_CASE("an application waits PENDING for a neighborhood before the scheduler is asked") {
+  std::unique_ptr<KvStore> kv = NewInMemoryKvStore(ApplicationColumnFamilies());
+  KvApplicationStore store(*kv);
+  InMemoryPlacementScheduler scheduler;
+  SimulatedClock clock;
+  FixedNeighborhoodProvider none({});
+  ApplicationManager lonely(store, scheduler, clock, {}, &none);
+  v1::ApplyApplicationRequest request;
+  request.set_cam_yaml(SmallCam("shop", "1"));
+  auto r = lonely.Apply(request);
+  REQUIRE(r.ok());
+  REQUIRE(r->application().status().phase() == v1::APPLICATION_PHASE_PENDING);
+  REQUIRE_THAT(r->application().status().error_msg(),
+               Catch::StartsWith("waiting for a neighborhood: "));
+  REQUIRE(scheduler.requests().empty());
+
+  FixedNeighborhoodProvider two({"edge-1", "edge-2"});
+  ApplicationManager manager(store, scheduler, clock, {}, &two);
+  request.set_cam_yaml(SmallCam("shop", "2"));
+  r = manager.Apply(request);
+  REQUIRE(r->application().status().neighborhood_id() == "nb-shop");
+  REQUIRE(r->application().status().error_msg().empty());
+  REQUIRE(scheduler.requests().size() == 1);
+  REQUIRE(scheduler.neighborhoods()[0].members_size() == 2);
+}
+
+TEST_CASE("the neighborhood manager selects from the registry and keeps revisions") {
+  std::unique_ptr<KvStore> kv = NewInMemoryKvStore({"clusters", "neighborhoods"});
+  SimulatedClock clock(absl::FromUnixSeconds(1'800'000'000));
+  ClusterRegistry registry(*kv, clock);
+  NeighborhoodManager neighborhoods(*kv, registry, clock, {.max_members = 2});
+  auto add = [&](const std::string& name) {
+    v1::RegisterClusterRequest reg;
+    reg.mutable_cluster()->mutable_metadata()->set_name(name);
+    reg.mutable_cluster()->set_role(v1::CLUSTER_ROLE_MC);
+    reg.mutable_cluster()->mutable_capacity()->mutable_largest_free_node()->set_cpu_millicores(1000);
+    REQUIRE(registry.Register(reg).ok());
+  };
+  v1::ApplicationSpec spec;
+  spec.set_app_name("shop");
+  REQUIRE(neighborhoods.Assign(spec).status().code() == absl::StatusCode::kFailedPrecondition);
+  add("a");
+  clock.Advance(absl::Seconds(30));  // within the partition's age: not seen yet
+  REQUIRE(neighborhoods.Assign(spec).status().code() == absl::StatusCode::kFailedPrecondition);
+  clock.Advance(absl::Seconds(30));
+  add("b");
+  add("c");
+  auto nb = neighborhoods.Assign(spec);
+  REQUIRE(nb.ok());
+  REQUIRE(nb->members_size() == 2);
+  REQUIRE(nb->revision() == 1);
+  clock.Advance(absl::Seconds(40));
+  for (const char* name : {"b", "c"}) {
+    v1::HeartbeatRequest hb;
+    hb.set_cluster_name(name);
+    REQUIRE(registry.Heartbeat(hb).ok());
+  }
+  clock.Advance(absl::Seconds(20));
+  REQUIRE(neighborhoods.Assign(spec)->revision() == 1);  // same members, same revision
+  clock.Advance(absl::Seconds(60));  // b and c silent for 80 s: unreachable, nothing left
+  REQUIRE(neighborhoods.Assign(spec).status().code() == absl::StatusCode::kFailedPrecondition);
+  v1::ListNeighborhoodsRequest list;
+  REQUIRE(neighborhoods.List(list)->neighborhoods_size() == 1);
+  REQUIRE(neighborhoods.Release("shop").ok());
+  v1::GetNeighborhoodRequest get;
+  get.set_application("shop");
+  REQUIRE(absl::IsNotFound(neighborhoods.Get(get).status()));
+}
+
 }  // namespace
 }  // namespace codeco::acm
