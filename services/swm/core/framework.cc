@@ -162,6 +162,15 @@ absl::StatusOr<std::unique_ptr<Framework>> Framework::Create(
     fw->plugins_.push_back(Enabled{std::move(*plugin), configs[i]});
   }
   RETURN_IF_ERROR(errors.ToStatus());
+  for (const Enabled& e : fw->plugins_) {
+    const Plugin* p = e.plugin.get();
+    if (auto* f = dynamic_cast<const FilterPlugin*>(p)) fw->filters_.push_back({f, &e.config});
+    if (auto* s = dynamic_cast<const ScorePlugin*>(p)) {
+      if (e.config.weight > 0) fw->scorers_.push_back({s, &e.config});
+    }
+    if (auto* r = dynamic_cast<const ReservePlugin*>(p)) fw->reservers_.push_back({r, &e.config});
+    if (auto* m = dynamic_cast<const PermitPlugin*>(p)) fw->permits_.push_back({m, &e.config});
+  }
   return fw;
 }
 
@@ -180,11 +189,9 @@ absl::StatusOr<Selection> Framework::Select(CycleState& state, const Workload& w
   std::map<std::string, int> reasons;
   for (size_t i = 0; i < candidates.size(); ++i) {
     bool fits = true;
-    for (const Enabled& e : plugins_) {
-      if (e.config.soft && state.relax_soft()) continue;
-      auto* filter = dynamic_cast<const FilterPlugin*>(e.plugin.get());
-      if (filter == nullptr) continue;
-      PluginStatus st = filter->Filter(state, w, candidates[i]);
+    for (const Hook<FilterPlugin>& h : filters_) {
+      if (h.config->soft && state.relax_soft()) continue;
+      PluginStatus st = h.plugin->Filter(state, w, candidates[i]);
       if (st.is_error()) return st.error();
       if (!st.ok()) {
         ++reasons[st.reason()];
@@ -206,16 +213,14 @@ absl::StatusOr<Selection> Framework::Select(CycleState& state, const Workload& w
     return sel;
   }
   std::vector<double> total(feasible.size(), 0.0);
-  for (const Enabled& e : plugins_) {
-    if (e.config.soft && state.relax_soft()) continue;
-    auto* scorer = dynamic_cast<const ScorePlugin*>(e.plugin.get());
-    if (scorer == nullptr || e.config.weight == 0) continue;
-    std::vector<double> raw(feasible.size());
+  std::vector<double> raw(feasible.size());
+  for (const Hook<ScorePlugin>& h : scorers_) {
+    if (h.config->soft && state.relax_soft()) continue;
     for (size_t k = 0; k < feasible.size(); ++k) {
-      ASSIGN_OR_RETURN(raw[k], scorer->Score(state, w, candidates[feasible[k]]));
+      ASSIGN_OR_RETURN(raw[k], h.plugin->Score(state, w, candidates[feasible[k]]));
     }
-    scorer->NormalizeScores(raw);
-    for (size_t k = 0; k < feasible.size(); ++k) total[k] += e.config.weight * raw[k];
+    h.plugin->NormalizeScores(raw);
+    for (size_t k = 0; k < feasible.size(); ++k) total[k] += h.config->weight * raw[k];
   }
   double best = -1;
   for (size_t k = 0; k < feasible.size(); ++k) {
@@ -230,20 +235,16 @@ absl::StatusOr<Selection> Framework::Select(CycleState& state, const Workload& w
 
 PluginStatus Framework::ReserveAndPermit(CycleState& state, const Workload& w,
                                          const Candidate& c) const {
-  for (const Enabled& e : plugins_) {
-    auto* reserve = dynamic_cast<const ReservePlugin*>(e.plugin.get());
-    if (reserve == nullptr) continue;
-    PluginStatus st = reserve->Reserve(state, w, c);
+  for (const Hook<ReservePlugin>& h : reservers_) {
+    PluginStatus st = h.plugin->Reserve(state, w, c);
     if (!st.ok()) {
       Unreserve(state, w, c);
       return st;
     }
   }
-  for (const Enabled& e : plugins_) {
-    if (e.config.soft && state.relax_soft()) continue;
-    auto* permit = dynamic_cast<const PermitPlugin*>(e.plugin.get());
-    if (permit == nullptr) continue;
-    PluginStatus st = permit->Permit(state, w, c);
+  for (const Hook<PermitPlugin>& h : permits_) {
+    if (h.config->soft && state.relax_soft()) continue;
+    PluginStatus st = h.plugin->Permit(state, w, c);
     if (!st.ok()) {
       Unreserve(state, w, c);
       return st;
@@ -253,10 +254,8 @@ PluginStatus Framework::ReserveAndPermit(CycleState& state, const Workload& w,
 }
 
 void Framework::Unreserve(CycleState& state, const Workload& w, const Candidate& c) const {
-  for (auto it = plugins_.rbegin(); it != plugins_.rend(); ++it) {
-    if (auto* reserve = dynamic_cast<const ReservePlugin*>(it->plugin.get())) {
-      reserve->Unreserve(state, w, c);
-    }
+  for (auto it = reservers_.rbegin(); it != reservers_.rend(); ++it) {
+    it->plugin->Unreserve(state, w, c);
   }
 }
 

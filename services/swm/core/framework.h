@@ -270,8 +270,17 @@ class Framework {
   };
   Framework() = default;
   std::string name_;
+  template <typename Stage>
+  struct Hook {
+    const Stage* plugin;
+    const PluginConfig* config;
+  };
   std::vector<Enabled> plugins_;
   const QueueSortPlugin* queue_sort_ = nullptr;
+  std::vector<Hook<FilterPlugin>> filters_;
+  std::vector<Hook<ScorePlugin>> scorers_;
+  std::vector<Hook<ReservePlugin>> reservers_;
+  std::vector<Hook<PermitPlugin>> permits_;
 };
 
 }  // namespace codeco::swm

@@ -4,6 +4,8 @@
 #include <limits>
 #include <set>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codeco/common/status.h"
@@ -133,20 +135,11 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
     }
     RETURN_IF_ERROR(errors.ToStatus());
   }
-  std::set<std::string> member_names;
+  absl::flat_hash_set<std::string> member_names;
   for (const Cluster* c : members) member_names.insert(c->name);
 
-  // The hub's view: the federation plus what this plan has claimed so far.
-  std::map<std::string, std::vector<Resources>> extra;
-  CycleState hub(app, federation, nullptr, false);
-  auto overlay = [&](const Cluster& c) {
-    Cluster copy = c;
-    auto it = extra.find(c.name);
-    if (it != extra.end()) {
-      for (size_t i = 0; i < copy.nodes.size(); ++i) copy.nodes[i].allocated += it->second[i];
-    }
-    return copy;
-  };
+  // Scratch state for scoring clusters while ordering them.
+  CycleState ordering(app, federation, nullptr, false);
 
   // 1. Order the clusters: recommendations first, faster links, policy score.
   std::optional<Recommendations> recs;
@@ -158,7 +151,7 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
   for (const Workload& w : app.workloads) {
     if (!w.origin_cluster.empty()) origins.insert(w.origin_cluster);
   }
-  std::map<std::string, std::pair<int64_t, int>> out_latency;  // sum, count
+  absl::flat_hash_map<std::string, std::pair<int64_t, int>> out_latency;  // sum, count
   if (origins.empty()) {
     for (const Link& l : federation.links()) {
       if (member_names.count(l.from) && member_names.count(l.to)) {
@@ -175,7 +168,7 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
   if (!queue.empty()) {
     std::vector<Candidate> cands;
     for (const ClusterAggregate& a : aggs) cands.push_back(Candidate{Level::kCluster, &a});
-    ASSIGN_OR_RETURN(Selection sel, fw->Select(hub, app.workloads[queue[0]], cands));
+    ASSIGN_OR_RETURN(Selection sel, fw->Select(ordering, app.workloads[queue[0]], cands));
     policy = sel.scores;
   }
   struct Key {
@@ -217,11 +210,29 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
 
   PlacementResult result;
   for (const Cluster* c : order) result.visit_order.push_back(c->name);
-  std::vector<std::string> pending;
-  for (int i : queue) pending.push_back(app.workloads[i].name);
+  // 2. Visit clusters one at a time, then a reconsideration round with soft
+  // plugins off. If workloads are left, solve again with them first in the
+  // queue and keep the better outcome (more placed, then lower latency).
+  struct Attempt {
+    std::map<std::string, Placement> placed;
+    std::vector<std::string> pending;
+    std::map<std::string, std::vector<std::string>> reasons;
+  };
+  auto attempt = [&](const std::vector<std::string>& initial,
+                     const std::vector<const Cluster*>& order) {
+  std::map<std::string, std::vector<Resources>> extra;
+  CycleState hub(app, federation, nullptr, false);
+  auto overlay = [&](const Cluster& c) {
+    Cluster copy = c;
+    auto it = extra.find(c.name);
+    if (it != extra.end()) {
+      for (size_t i = 0; i < copy.nodes.size(); ++i) copy.nodes[i].allocated += it->second[i];
+    }
+    return copy;
+  };
+  std::vector<std::string> pending = initial;
   std::map<std::string, std::vector<std::string>> reasons;  // workload -> per-cluster reasons
 
-  // 2. Visit clusters one at a time; then a reconsideration round.
   for (int round = 0; round < (options_.reconsider ? 2 : 1) && !pending.empty(); ++round) {
     for (size_t ci = 0; ci < order.size() && !pending.empty(); ++ci) {
       const Cluster& cluster = *order[ci];
@@ -260,7 +271,7 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
       }
       req.placed = hub.placed();
       req.pending = pending;
-      req.allow_defer = round == 0;
+      req.allow_defer = round == 0 && options_.defer;
       req.relax_soft = round == 1;
       ++result.l2_calls;
       absl::StatusOr<L2Result> l2 = l2_.Solve(req);
@@ -322,7 +333,56 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
     }
   }
 
-  result.placements = hub.placed();
+  return Attempt{hub.placed(), std::move(pending), std::move(reasons)};
+  };
+  auto latency_of = [&](const std::map<std::string, Placement>& placed) {
+    double total = 0;
+    for (const Channel& ch : app.channels) {
+      auto a = placed.find(ch.from), b = placed.find(ch.to);
+      if (a != placed.end() && b != placed.end()) {
+        total += static_cast<double>(PathLatencyNs(federation, a->second, b->second).value_or(0));
+      }
+    }
+    return total;
+  };
+  std::vector<std::string> first;
+  for (int i : queue) first.push_back(app.workloads[i].name);
+  Attempt best = attempt(first, order);
+  for (int k = 1; k < options_.max_attempts && !best.pending.empty(); ++k) {
+    // Retry 1 visits the roomiest clusters first (the LCM study's batch
+    // idea: keep the application together where it fits); later retries
+    // start at the (k-1)-th cluster of the usual order. Unplaced go first.
+    std::vector<const Cluster*> rotated = order;
+    if (k == 1) {
+      std::vector<std::pair<double, const Cluster*>> room;
+      for (size_t i = 0; i < order.size(); ++i) {
+        Resources f = order[i]->Free();
+        room.push_back({static_cast<double>(f.cpu_millis) * 1e-3 +
+                            static_cast<double>(f.memory_bytes) / double(int64_t{1} << 30),
+                        order[i]});
+      }
+      std::stable_sort(room.begin(), room.end(),
+                       [](const auto& a, const auto& b) { return a.first > b.first; });
+      for (size_t i = 0; i < room.size(); ++i) rotated[i] = room[i].second;
+    } else if (!rotated.empty()) {
+      std::rotate(rotated.begin(), rotated.begin() + ((k - 1) % rotated.size()), rotated.end());
+    }
+    std::vector<std::string> retry = best.pending;
+    for (const std::string& w : first) {
+      if (std::find(best.pending.begin(), best.pending.end(), w) == best.pending.end()) {
+        retry.push_back(w);
+      }
+    }
+    Attempt next = attempt(retry, rotated);
+    if (next.placed.size() > best.placed.size() ||
+        (next.placed.size() == best.placed.size() &&
+         latency_of(next.placed) < latency_of(best.placed))) {
+      best = std::move(next);
+    }
+  }
+  std::vector<std::string>& pending = best.pending;
+  std::map<std::string, std::vector<std::string>>& reasons = best.reasons;
+  result.placements = best.placed;
   for (const std::string& name : pending) {
     const std::vector<std::string>& r = reasons[name];
     std::string text;

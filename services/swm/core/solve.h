@@ -71,6 +71,12 @@ struct CoordinatorOptions {
   int64_t latency_bucket_ns = 1'000'000;
   /// Run the reconsideration round (soft plugins off, no deferral). Default true.
   bool reconsider = true;
+  /// Solves to try when workloads are left: each retry puts the unplaced
+  /// ones first in the queue; the best outcome is kept. Default 3.
+  int max_attempts = 3;
+  /// Let an L2 solve leave a workload for an unvisited cluster whose
+  /// aggregate scores higher. Default true.
+  bool defer = true;
 };
 
 /// A channel as the plan realises it.

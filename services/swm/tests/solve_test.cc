@@ -124,7 +124,8 @@ TEST_CASE("L2 solves see only the lookahead of unvisited clusters as aggregates"
   auto r = env.coord.Place(app, fed, {});
   REQUIRE(r.ok());
   CHECK(r->unplaced.size() == 1);
-  REQUIRE(env.l2.unvisited_seen.size() == 40);  // 20 visits, then 20 reconsideration visits
+  // Each of the 3 attempts: 20 visits, then 20 reconsideration visits.
+  REQUIRE(env.l2.unvisited_seen.size() == 120);
   CHECK(env.l2.unvisited_seen[0] == 8);
   CHECK(env.l2.unvisited_seen[19] == 0);
   CHECK(env.l2.unvisited_seen[20] == 0);
