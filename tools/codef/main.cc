@@ -69,7 +69,8 @@ FileReader ReaderUnder(const std::string& base_dir) {
       return absl::InvalidArgumentError("must be a path relative to the scenario's directory");
     }
     for (const fs::path& part : relative) {
-      if (part == "..") return absl::InvalidArgumentError("must not leave the scenario's directory");
+      if (part == "..")
+        return absl::InvalidArgumentError("must not leave the scenario's directory");
     }
     fs::path full = fs::path(base_dir) / relative;
     std::error_code ec;
@@ -125,8 +126,7 @@ int Run(int argc, char** argv) {
   };
 
   // Address plan: the hub first, then the managed clusters in order.
-  std::vector<std::pair<std::string, std::string>> clusters = {
-      {scenario->hub.name, kHubServiceIp}};
+  std::vector<std::pair<std::string, std::string>> clusters = {{scenario->hub.name, kHubServiceIp}};
   for (size_t i = 0; i < scenario->clusters.size(); ++i) {
     clusters.emplace_back(scenario->clusters[i].name, ManagedClusterServiceIp(i));
   }
@@ -146,8 +146,8 @@ int Run(int argc, char** argv) {
 #endif
   InMemoryCheckpointArchiveStore archives;
   std::string base_dir = fs::path(scenario_file).parent_path().string();
-  absl::StatusOr<std::unique_ptr<Federation>> federation = Federation::Create(
-      *scenario, RealClock::Default(), &links, &archives, ReaderUnder(base_dir));
+  absl::StatusOr<std::unique_ptr<Federation>> federation =
+      Federation::Create(*scenario, RealClock::Default(), &links, &archives, ReaderUnder(base_dir));
   if (!federation.ok()) return fail(federation.status());
 
   std::vector<std::unique_ptr<EmulatedLmsService>> services;

@@ -39,10 +39,14 @@ bool IsDnsSubdomain(const std::string& s) {
 
 const char* TierName(codeco::common::v1::Tier tier) {
   switch (tier) {
-    case codeco::common::v1::TIER_FAR_EDGE: return "far-edge";
-    case codeco::common::v1::TIER_EDGE: return "edge";
-    case codeco::common::v1::TIER_CLOUD: return "cloud";
-    default: return "";
+    case codeco::common::v1::TIER_FAR_EDGE:
+      return "far-edge";
+    case codeco::common::v1::TIER_EDGE:
+      return "edge";
+    case codeco::common::v1::TIER_CLOUD:
+      return "cloud";
+    default:
+      return "";
   }
 }
 
@@ -166,9 +170,7 @@ absl::Status EmulatedCluster::AddNode(const NodeSpec& spec) {
   return absl::OkStatus();
 }
 
-void EmulatedCluster::Touch(Node* node) {
-  node->set_resource_version(absl::StrCat(++version_));
-}
+void EmulatedCluster::Touch(Node* node) { node->set_resource_version(absl::StrCat(++version_)); }
 
 void EmulatedCluster::Touch(Pod* pod) { pod->set_resource_version(absl::StrCat(++version_)); }
 
@@ -214,8 +216,8 @@ void EmulatedCluster::SetPhase(PodState& pod, PodPhase phase, const std::string&
                                absl::Time) {
   pod.pod.set_phase(phase);
   pod.pod.set_message(message);
-  bool terminal = phase == codeco::lms::v1::POD_PHASE_SUCCEEDED ||
-                  phase == codeco::lms::v1::POD_PHASE_FAILED;
+  bool terminal =
+      phase == codeco::lms::v1::POD_PHASE_SUCCEEDED || phase == codeco::lms::v1::POD_PHASE_FAILED;
   Touch(&pod.pod);
   Emit(codeco::common::v1::WATCH_EVENT_TYPE_MODIFIED, nullptr, &pod.pod);
   if (terminal && !pod.terminal) {
@@ -251,8 +253,10 @@ absl::Status EmulatedCluster::ValidatePod(const Pod& pod, const std::string& pat
     } else if (!names.insert(c.name()).second) {
       errors.Add(p + ".name", absl::StrCat("duplicate container name \"", c.name(), "\""));
     }
-    if (c.requests().cpu_millicores() < 0) errors.Add(p + ".requests.cpu_millicores", "must not be negative");
-    if (c.requests().memory_bytes() < 0) errors.Add(p + ".requests.memory_bytes", "must not be negative");
+    if (c.requests().cpu_millicores() < 0)
+      errors.Add(p + ".requests.cpu_millicores", "must not be negative");
+    if (c.requests().memory_bytes() < 0)
+      errors.Add(p + ".requests.memory_bytes", "must not be negative");
     if (c.requests().gpu() < 0) errors.Add(p + ".requests.gpu", "must not be negative");
     for (int j = 0; j < c.ports_size(); ++j) {
       if (c.ports(j).port() < 1 || c.ports(j).port() > 65535) {
@@ -281,12 +285,11 @@ absl::StatusOr<std::unique_ptr<EmulatedCluster::PodState>> EmulatedCluster::Buil
     state->job_duration = absl::Nanoseconds(*ns);
   }
   if (auto it = annotations.find(kUsageProfileAnnotation); it != annotations.end()) {
-    ASSIGN_OR_RETURN(state->profile,
-                     ParseUsageProfile(it->second,
-                                       absl::StrCat(path, ".annotations[", kUsageProfileAnnotation,
-                                                    "]"),
-                                       state->requests, options_.name + "/" + pod.name(),
-                                       read_file_));
+    ASSIGN_OR_RETURN(
+        state->profile,
+        ParseUsageProfile(it->second,
+                          absl::StrCat(path, ".annotations[", kUsageProfileAnnotation, "]"),
+                          state->requests, options_.name + "/" + pod.name(), read_file_));
   } else {
     state->profile = MakeConstantProfile(state->requests);
   }
@@ -323,8 +326,7 @@ absl::Status EmulatedCluster::CheckFits(const NodeState& state, const PodState& 
   }
   if (req.gpu() + pod.gpu > alloc.gpu()) {
     return absl::FailedPreconditionError(absl::StrCat("node ", node.name(), " lacks gpu: requests ",
-                                                      pod.gpu, ", free ",
-                                                      alloc.gpu() - req.gpu()));
+                                                      pod.gpu, ", free ", alloc.gpu() - req.gpu()));
   }
   return absl::OkStatus();
 }
@@ -354,8 +356,8 @@ absl::StatusOr<Pod> EmulatedCluster::CreatePod(const Pod& pod, const std::string
   }
   auto node = nodes_.find(pod.node_name());
   if (node == nodes_.end()) {
-    return absl::NotFoundError(absl::StrCat("pod.node_name: no node ", pod.node_name(),
-                                            " in cluster ", options_.name));
+    return absl::NotFoundError(
+        absl::StrCat("pod.node_name: no node ", pod.node_name(), " in cluster ", options_.name));
   }
   RETURN_IF_ERROR(CheckFits(node->second, *state));
   Pod created = state->pod;
@@ -448,8 +450,8 @@ absl::StatusOr<codeco::lms::v1::ListNodesResponse> EmulatedCluster::ListNodes(
   codeco::lms::v1::ListNodesResponse out;
   int limit = PageSize(request.page_size());
   for (auto it = nodes_.upper_bound(request.page_token()); it != nodes_.end(); ++it) {
-    ASSIGN_OR_RETURN(bool match, MatchesSelector(it->second.node.labels(),
-                                                 request.label_selector(), "label_selector"));
+    ASSIGN_OR_RETURN(bool match, MatchesSelector(it->second.node.labels(), request.label_selector(),
+                                                 "label_selector"));
     if (!match) continue;
     if (out.nodes_size() == limit) {
       out.set_next_page_token(out.nodes(out.nodes_size() - 1).name());
@@ -512,9 +514,8 @@ absl::StatusOr<std::pair<std::vector<WatchEvent>, int64_t>> EmulatedCluster::Eve
   }
   int64_t from = 0;
   if (!absl::SimpleAtoi(resource_version, &from) || from < 0) {
-    return InvalidFieldError("resource_version",
-                             absl::StrCat("not a version from this server: \"", resource_version,
-                                          "\""));
+    return InvalidFieldError("resource_version", absl::StrCat("not a version from this server: \"",
+                                                              resource_version, "\""));
   }
   if (from < dropped_through_) {
     return absl::OutOfRangeError(absl::StrCat("resource_version ", from,
@@ -549,8 +550,7 @@ absl::StatusOr<int> EmulatedCluster::FailNode(const std::string& name) {
   int failed = 0;
   for (auto& [pod_name, pod] : pods_) {
     if (pod->pod.node_name() != name || pod->terminal) continue;
-    SetPhase(*pod, codeco::lms::v1::POD_PHASE_FAILED, absl::StrCat("node ", name, " failed"),
-             now_);
+    SetPhase(*pod, codeco::lms::v1::POD_PHASE_FAILED, absl::StrCat("node ", name, " failed"), now_);
     ++failed;
   }
   return failed;
@@ -568,8 +568,7 @@ absl::Status EmulatedCluster::RecoverNode(const std::string& name) {
   return absl::OkStatus();
 }
 
-absl::Status EmulatedCluster::SetPodLoad(const std::string& name,
-                                         const std::string& profile_text) {
+absl::Status EmulatedCluster::SetPodLoad(const std::string& name, const std::string& profile_text) {
   auto it = pods_.find(name);
   if (it == pods_.end()) return absl::NotFoundError(absl::StrCat("no pod ", name));
   ASSIGN_OR_RETURN(it->second->profile,
@@ -667,15 +666,14 @@ absl::StatusOr<codeco::lms::v1::RestoreContainerResponse> EmulatedCluster::Resto
   bool listed = false;
   for (const auto& c : request.pod().containers()) listed |= c.name() == request.container();
   if (!listed) {
-    return InvalidFieldError("container", absl::StrCat("pod.containers has no container \"",
-                                                       request.container(), "\""));
+    return InvalidFieldError(
+        "container", absl::StrCat("pod.containers has no container \"", request.container(), "\""));
   }
   ASSIGN_OR_RETURN(ContainerCheckpoint cp, archives_->Get(source));
   Pod pod = request.pod();
   (*pod.mutable_annotations())[kStateAnnotation] = cp.state;
   (*pod.mutable_annotations())[kRestoredFromAnnotation] = cp.archive_path;
-  (*pod.mutable_annotations())[kRestoredProgressAnnotation] =
-      FormatDurationNanos(cp.progress_ns);
+  (*pod.mutable_annotations())[kRestoredProgressAnnotation] = FormatDurationNanos(cp.progress_ns);
   ASSIGN_OR_RETURN(std::unique_ptr<PodState> state, BuildPod(pod, "pod"));
   state->restored_progress = absl::Nanoseconds(cp.progress_ns);
   if (pods_.count(pod.name()) > 0) {
@@ -683,8 +681,8 @@ absl::StatusOr<codeco::lms::v1::RestoreContainerResponse> EmulatedCluster::Resto
   }
   auto node = nodes_.find(pod.node_name());
   if (node == nodes_.end()) {
-    return absl::NotFoundError(absl::StrCat("pod.node_name: no node ", pod.node_name(),
-                                            " in cluster ", options_.name));
+    return absl::NotFoundError(
+        absl::StrCat("pod.node_name: no node ", pod.node_name(), " in cluster ", options_.name));
   }
   RETURN_IF_ERROR(CheckFits(node->second, *state));
   Bind(std::move(state));

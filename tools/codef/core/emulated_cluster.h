@@ -78,7 +78,8 @@ class CheckpointArchiveStore {
   /// Stores an archive under its path and image reference.
   virtual absl::Status Put(const ContainerCheckpoint& checkpoint) = 0;
   /// The archive stored under `archive_path_or_image`, or NOT_FOUND.
-  virtual absl::StatusOr<ContainerCheckpoint> Get(const std::string& archive_path_or_image) const = 0;
+  virtual absl::StatusOr<ContainerCheckpoint> Get(
+      const std::string& archive_path_or_image) const = 0;
 };
 
 /// A CheckpointArchiveStore in memory.

@@ -41,7 +41,9 @@ void SynchronizedCluster::Unsubscribe(int64_t id) {
   subscribers_.erase(id);
 }
 
-std::string ManagedClusterServiceIp(size_t index) { return absl::StrCat("127.0.", index + 2, ".1"); }
+std::string ManagedClusterServiceIp(size_t index) {
+  return absl::StrCat("127.0.", index + 2, ".1");
+}
 
 Federation::Federation(const Scenario& scenario, const Clock& clock, LinkControl* links)
     : scenario_(scenario), clock_(clock), links_(links) {}
@@ -161,7 +163,8 @@ absl::Status Federation::SetLink(const std::string& from, const std::string& to,
   if (p.one_way_latency_ns < 0) {
     return InvalidFieldError("conditions.one_way_latency_ns", "must not be negative");
   }
-  if (p.bandwidth_bps < 0) return InvalidFieldError("conditions.bandwidth_bps", "must not be negative");
+  if (p.bandwidth_bps < 0)
+    return InvalidFieldError("conditions.bandwidth_bps", "must not be negative");
   if (!(p.loss >= 0 && p.loss <= 1)) {
     return InvalidFieldError("conditions.loss_ratio", "must be between 0 and 1");
   }
@@ -263,7 +266,8 @@ void Federation::StartTimeline(absl::Time start) {
 absl::Status Federation::ApplyFault(const FaultSpec& fault) {
   switch (fault.action) {
     case FaultAction::kLinkDegrade: {
-      for (const auto& [a, b] : {std::pair{fault.from, fault.to}, std::pair{fault.to, fault.from}}) {
+      for (const auto& [a, b] :
+           {std::pair{fault.from, fault.to}, std::pair{fault.to, fault.from}}) {
         ASSIGN_OR_RETURN(LinkProperties p, links_->GetLink(a, b));
         if (fault.one_way_latency_ns) p.one_way_latency_ns = *fault.one_way_latency_ns;
         if (fault.bandwidth_bps) p.bandwidth_bps = *fault.bandwidth_bps;
@@ -275,7 +279,8 @@ absl::Status Federation::ApplyFault(const FaultSpec& fault) {
       return absl::OkStatus();
     }
     case FaultAction::kLinkCut: {
-      for (const auto& [a, b] : {std::pair{fault.from, fault.to}, std::pair{fault.to, fault.from}}) {
+      for (const auto& [a, b] :
+           {std::pair{fault.from, fault.to}, std::pair{fault.to, fault.from}}) {
         ASSIGN_OR_RETURN(LinkProperties p, links_->GetLink(a, b));
         p.cut = true;
         RETURN_IF_ERROR(links_->SetLink(a, b, p));
@@ -336,13 +341,13 @@ std::vector<std::string> Federation::Tick() {
     std::string target = fault.node.empty() ? fault.cluster : fault.cluster + "/" + fault.node;
     if (!fault.from.empty()) target = fault.from + "<->" + fault.to;
     applied.push_back(absl::StrCat("at ", FormatDurationNanos(fault.at_ns), ": ",
-                                   FaultActionName(fault.action), target.empty() ? "" : " ",
-                                   target, ": ", status.ok() ? "ok" : status.ToString()));
+                                   FaultActionName(fault.action), target.empty() ? "" : " ", target,
+                                   ": ", status.ok() ? "ok" : status.ToString()));
   }
   for (const std::string& cluster : surges_over) {
     absl::Status status = SetClusterLoad(cluster, 1.0);
-    applied.push_back(absl::StrCat("load_surge over ", cluster, ": ",
-                                   status.ok() ? "ok" : status.ToString()));
+    applied.push_back(
+        absl::StrCat("load_surge over ", cluster, ": ", status.ok() ? "ok" : status.ToString()));
   }
   return applied;
 }

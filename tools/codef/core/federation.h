@@ -90,8 +90,7 @@ class Federation {
   /// RTT / 2; pairs without a link are cut). `links`, `archives` and
   /// `read_file` must outlive the federation.
   static absl::StatusOr<std::unique_ptr<Federation>> Create(const Scenario& scenario,
-                                                            const Clock& clock,
-                                                            LinkControl* links,
+                                                            const Clock& clock, LinkControl* links,
                                                             CheckpointArchiveStore* archives,
                                                             FileReader read_file);
 

@@ -77,8 +77,7 @@ void ReadLabels(const YAML::Node& node, const std::string& path, FieldErrors* er
   if (map.Has("region") && ReadScalar(map.Get("region"), map.PathOf("region"), errors, &text)) {
     labels->set_region(text);
   }
-  if (map.Has("country") &&
-      ReadScalar(map.Get("country"), map.PathOf("country"), errors, &text)) {
+  if (map.Has("country") && ReadScalar(map.Get("country"), map.PathOf("country"), errors, &text)) {
     if (text.size() != 2 || !absl::ascii_isupper(text[0]) || !absl::ascii_isupper(text[1])) {
       errors->Add(map.PathOf("country"),
                   absl::StrCat("must be an ISO 3166-1 alpha-2 code such as FR: \"", text, "\""));
@@ -103,16 +102,16 @@ void ReadLabels(const YAML::Node& node, const std::string& path, FieldErrors* er
     }
   }
   double value = 0;
-  if (map.Has("latitude") && ReadDouble(map.Get("latitude"), map.PathOf("latitude"), errors,
-                                        &value)) {
+  if (map.Has("latitude") &&
+      ReadDouble(map.Get("latitude"), map.PathOf("latitude"), errors, &value)) {
     if (value < -90 || value > 90) {
       errors->Add(map.PathOf("latitude"), "must be between -90 and 90");
     } else {
       labels->set_latitude(value);
     }
   }
-  if (map.Has("longitude") && ReadDouble(map.Get("longitude"), map.PathOf("longitude"), errors,
-                                         &value)) {
+  if (map.Has("longitude") &&
+      ReadDouble(map.Get("longitude"), map.PathOf("longitude"), errors, &value)) {
     if (value < -180 || value > 180) {
       errors->Add(map.PathOf("longitude"), "must be between -180 and 180");
     } else {
@@ -151,8 +150,8 @@ void ReadEnergy(const YAML::Node& node, const std::string& path, FieldErrors* er
   map.Finish();
 }
 
-void ReadNodes(const YAML::Node& node, const std::string& path, bool required,
-               FieldErrors* errors, ClusterSpec* cluster) {
+void ReadNodes(const YAML::Node& node, const std::string& path, bool required, FieldErrors* errors,
+               ClusterSpec* cluster) {
   if (!node.IsDefined() || node.IsNull()) {
     if (required) errors->Add(path, "is required (at least one node)");
     return;
@@ -183,21 +182,20 @@ void ReadNodes(const YAML::Node& node, const std::string& path, bool required,
     if (capacity.valid()) {
       if (!capacity.Has("cpu")) {
         errors->Add(capacity.PathOf("cpu"), "is required");
-      } else if (ReadParsed(capacity.Get("cpu"), capacity.PathOf("cpu"), errors,
-                            ParseCpuMillicores, &spec.cpu_millicores) &&
+      } else if (ReadParsed(capacity.Get("cpu"), capacity.PathOf("cpu"), errors, ParseCpuMillicores,
+                            &spec.cpu_millicores) &&
                  spec.cpu_millicores <= 0) {
         errors->Add(capacity.PathOf("cpu"), "must be > 0");
       }
       if (!capacity.Has("memory")) {
         errors->Add(capacity.PathOf("memory"), "is required");
-      } else if (ReadParsed(capacity.Get("memory"), capacity.PathOf("memory"), errors,
-                            ParseBytes, &spec.memory_bytes) &&
+      } else if (ReadParsed(capacity.Get("memory"), capacity.PathOf("memory"), errors, ParseBytes,
+                            &spec.memory_bytes) &&
                  spec.memory_bytes <= 0) {
         errors->Add(capacity.PathOf("memory"), "must be > 0");
       }
       if (capacity.Has("gpu") &&
-          ReadInt(capacity.Get("gpu"), capacity.PathOf("gpu"), errors, &spec.gpu) &&
-          spec.gpu < 0) {
+          ReadInt(capacity.Get("gpu"), capacity.PathOf("gpu"), errors, &spec.gpu) && spec.gpu < 0) {
         errors->Add(capacity.PathOf("gpu"), "must not be negative");
       }
       capacity.Finish();
@@ -221,8 +219,8 @@ void ReadNodes(const YAML::Node& node, const std::string& path, bool required,
   }
 }
 
-void ReadCluster(const YAML::Node& node, const std::string& path, bool is_hub,
-                 FieldErrors* errors, ClusterSpec* cluster) {
+void ReadCluster(const YAML::Node& node, const std::string& path, bool is_hub, FieldErrors* errors,
+                 ClusterSpec* cluster) {
   MapReader map(node, path, errors);
   if (!map.valid()) {
     if (!node.IsDefined() || node.IsNull()) errors->Add(path, "is required");
@@ -260,8 +258,7 @@ bool ReadLatency(MapReader& map, FieldErrors* errors, int64_t* one_way) {
     return true;
   }
   if (has_latency) {
-    if (ReadParsed(map.Get("latency"), map.PathOf("latency"), errors, ParseDurationNanos,
-                   &value)) {
+    if (ReadParsed(map.Get("latency"), map.PathOf("latency"), errors, ParseDurationNanos, &value)) {
       *one_way = value;
     }
     return true;
@@ -279,8 +276,8 @@ void ReadLinkProperties(MapReader& map, FieldErrors* errors, LinkSpec* link) {
 
 using ClusterNames = std::set<std::string>;
 
-bool CheckClusterRef(const std::string& name, const std::string& path,
-                     const ClusterNames& clusters, FieldErrors* errors) {
+bool CheckClusterRef(const std::string& name, const std::string& path, const ClusterNames& clusters,
+                     FieldErrors* errors) {
   if (clusters.count(name) == 0) {
     errors->Add(path, absl::StrCat("unknown cluster \"", name, "\""));
     return false;
@@ -381,8 +378,7 @@ void ReadLinks(const YAML::Node& node, const std::string& path, const ClusterNam
       }
       for (const LinkSpec& d : directed) {
         if (!seen.insert({d.from, d.to}).second) {
-          errors->Add(entry.path(),
-                      absl::StrCat("duplicate link from ", d.from, " to ", d.to));
+          errors->Add(entry.path(), absl::StrCat("duplicate link from ", d.from, " to ", d.to));
           break;
         }
         scenario->links.push_back(d);
@@ -528,8 +524,7 @@ void ReadTaskStream(const YAML::Node& node, const std::string& path,
     errors->Add(map.PathOf("count"), absl::StrCat("must be 1 to ", kMaxTasks));
   }
   if (map.Has("start")) {
-    ReadParsed(map.Get("start"), map.PathOf("start"), errors, ParseDurationNanos,
-               &spec->start_ns);
+    ReadParsed(map.Get("start"), map.PathOf("start"), errors, ParseDurationNanos, &spec->start_ns);
   }
   if (!map.Has("window")) {
     errors->Add(map.PathOf("window"), "is required (the arrival window, e.g. 60m)");
@@ -602,8 +597,7 @@ void ReadWorkloads(const YAML::Node& node, const std::string& path,
           ReadScalar(entry.Get("file"), entry.PathOf("file"), errors, &ref.file);
         }
         if (entry.Has("at")) {
-          ReadParsed(entry.Get("at"), entry.PathOf("at"), errors, ParseDurationNanos,
-                     &ref.at_ns);
+          ReadParsed(entry.Get("at"), entry.PathOf("at"), errors, ParseDurationNanos, &ref.at_ns);
         }
         entry.Finish();
       }
@@ -712,8 +706,8 @@ void ReadFault(const YAML::Node& node, const std::string& path, const Scenario& 
         if (ReadLatency(map, errors, &one_way)) fault.one_way_latency_ns = one_way;
         if (map.Has("bandwidth")) {
           int64_t bps = 0;
-          if (ReadParsed(map.Get("bandwidth"), map.PathOf("bandwidth"), errors,
-                         ParseBandwidthBps, &bps)) {
+          if (ReadParsed(map.Get("bandwidth"), map.PathOf("bandwidth"), errors, ParseBandwidthBps,
+                         &bps)) {
             fault.bandwidth_bps = bps;
           }
         }
@@ -721,8 +715,7 @@ void ReadFault(const YAML::Node& node, const std::string& path, const Scenario& 
           double loss = 0;
           if (ReadRatio(map.Get("loss"), map.PathOf("loss"), errors, &loss)) fault.loss = loss;
         }
-        if (!map.Has("rtt") && !map.Has("latency") && !map.Has("bandwidth") &&
-            !map.Has("loss")) {
+        if (!map.Has("rtt") && !map.Has("latency") && !map.Has("bandwidth") && !map.Has("loss")) {
           errors->Add(map.path(), "link_degrade needs rtt, latency, bandwidth or loss");
           ok = false;
         }
@@ -758,8 +751,8 @@ void ReadFault(const YAML::Node& node, const std::string& path, const Scenario& 
       bool found = std::any_of(cluster->nodes.begin(), cluster->nodes.end(),
                                [&](const NodeSpec& n) { return n.name == fault.node; });
       if (!found) {
-        errors->Add(map.PathOf("node"), absl::StrCat("cluster ", fault.cluster,
-                                                     " has no node \"", fault.node, "\""));
+        errors->Add(map.PathOf("node"),
+                    absl::StrCat("cluster ", fault.cluster, " has no node \"", fault.node, "\""));
         ok = false;
       }
       break;
@@ -905,8 +898,8 @@ namespace {
 absl::StatusOr<Scenario> ParseScenarioUnguarded(const std::string& yaml_text,
                                                 const std::string& base_dir) {
   if (yaml_text.size() > kMaxScenarioBytes) {
-    return InvalidFieldError("(root)", absl::StrCat("scenario larger than ", kMaxScenarioBytes,
-                                                    " bytes"));
+    return InvalidFieldError("(root)",
+                             absl::StrCat("scenario larger than ", kMaxScenarioBytes, " bytes"));
   }
   ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(yaml_text, "(root)"));
   FieldErrors errors;
@@ -918,8 +911,7 @@ absl::StatusOr<Scenario> ParseScenarioUnguarded(const std::string& yaml_text,
     ReadScalar(top.Get("description"), "description", &errors, &scenario.description);
   }
   if (top.Has("duration")) {
-    ReadParsed(top.Get("duration"), "duration", &errors, ParseDurationNanos,
-               &scenario.duration_ns);
+    ReadParsed(top.Get("duration"), "duration", &errors, ParseDurationNanos, &scenario.duration_ns);
   }
 
   MapReader federation(top.Get("federation"), "federation", &errors);
@@ -931,9 +923,9 @@ absl::StatusOr<Scenario> ParseScenarioUnguarded(const std::string& yaml_text,
     if (!clusters.IsSequence() || clusters.size() == 0) {
       errors.Add("federation.clusters", "must be a non-empty list of clusters");
     } else if (clusters.size() > kMaxManagedClusters) {
-      errors.Add("federation.clusters",
-                 absl::StrCat("at most ", kMaxManagedClusters, " clusters (one loopback /24 "
-                                                               "address each)"));
+      errors.Add("federation.clusters", absl::StrCat("at most ", kMaxManagedClusters,
+                                                     " clusters (one loopback /24 "
+                                                     "address each)"));
     } else {
       for (size_t i = 0; i < clusters.size(); ++i) {
         ClusterSpec cluster;
@@ -982,8 +974,7 @@ absl::StatusOr<Scenario> ParseScenarioUnguarded(const std::string& yaml_text,
 
 }  // namespace
 
-absl::StatusOr<Scenario> ParseScenario(const std::string& yaml_text,
-                                       const std::string& base_dir) {
+absl::StatusOr<Scenario> ParseScenario(const std::string& yaml_text, const std::string& base_dir) {
   // The readers check node kinds before use; this is the last line of
   // defence so that no input can crash the caller.
   try {
@@ -1001,8 +992,8 @@ absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path) {
   while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0) {
     text.append(buffer, in.gcount());
     if (text.size() > kMaxScenarioBytes) {
-      return InvalidFieldError("(root)", absl::StrCat("scenario larger than ", kMaxScenarioBytes,
-                                                      " bytes"));
+      return InvalidFieldError("(root)",
+                               absl::StrCat("scenario larger than ", kMaxScenarioBytes, " bytes"));
     }
   }
   std::string base_dir = fs::path(path).parent_path().string();
@@ -1082,8 +1073,9 @@ std::vector<GeneratedTask> GenerateTasks(const TaskStreamSpec& spec,
         spec.long_running_after_ns > 0 && task.duration_ns >= spec.long_running_after_ns;
     tasks.push_back(std::move(task));
   }
-  std::stable_sort(tasks.begin(), tasks.end(),
-                   [](const GeneratedTask& a, const GeneratedTask& b) { return a.at_ns < b.at_ns; });
+  std::stable_sort(tasks.begin(), tasks.end(), [](const GeneratedTask& a, const GeneratedTask& b) {
+    return a.at_ns < b.at_ns;
+  });
   for (size_t i = 0; i < tasks.size(); ++i) tasks[i].name = absl::StrFormat("task-%05d", i);
   return tasks;
 }

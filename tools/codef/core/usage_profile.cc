@@ -99,8 +99,7 @@ Usage ReadUsage(MapReader& map, const std::string& cpu_key, const std::string& m
                &out.cpu_millicores);
   }
   if (map.Has(memory_key)) {
-    ReadParsed(map.Get(memory_key), map.PathOf(memory_key), errors, ParseBytes,
-               &out.memory_bytes);
+    ReadParsed(map.Get(memory_key), map.PathOf(memory_key), errors, ParseBytes, &out.memory_bytes);
   }
   return out;
 }

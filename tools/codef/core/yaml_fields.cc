@@ -60,8 +60,7 @@ bool ReadScalar(const YAML::Node& node, const std::string& path, FieldErrors* er
   return true;
 }
 
-bool ReadDouble(const YAML::Node& node, const std::string& path, FieldErrors* errors,
-                double* out) {
+bool ReadDouble(const YAML::Node& node, const std::string& path, FieldErrors* errors, double* out) {
   std::string text;
   if (!ReadScalar(node, path, errors, &text)) return false;
   double value = 0;
@@ -73,8 +72,7 @@ bool ReadDouble(const YAML::Node& node, const std::string& path, FieldErrors* er
   return true;
 }
 
-bool ReadInt(const YAML::Node& node, const std::string& path, FieldErrors* errors,
-             int64_t* out) {
+bool ReadInt(const YAML::Node& node, const std::string& path, FieldErrors* errors, int64_t* out) {
   std::string text;
   if (!ReadScalar(node, path, errors, &text)) return false;
   int64_t value = 0;
@@ -114,8 +112,7 @@ bool ReadParsed(const YAML::Node& node, const std::string& path, FieldErrors* er
   return true;
 }
 
-bool ReadRatio(const YAML::Node& node, const std::string& path, FieldErrors* errors,
-               double* out) {
+bool ReadRatio(const YAML::Node& node, const std::string& path, FieldErrors* errors, double* out) {
   std::string text;
   if (!ReadScalar(node, path, errors, &text)) return false;
   absl::StatusOr<double> value = ParseRatio(text);

@@ -50,8 +50,7 @@ class MapReader {
 bool ReadScalar(const YAML::Node& node, const std::string& path, FieldErrors* errors,
                 std::string* out);
 /// A finite number.
-bool ReadDouble(const YAML::Node& node, const std::string& path, FieldErrors* errors,
-                double* out);
+bool ReadDouble(const YAML::Node& node, const std::string& path, FieldErrors* errors, double* out);
 /// A whole number.
 bool ReadInt(const YAML::Node& node, const std::string& path, FieldErrors* errors, int64_t* out);
 /// true or false.
@@ -61,8 +60,7 @@ bool ReadParsed(const YAML::Node& node, const std::string& path, FieldErrors* er
                 const std::function<absl::StatusOr<int64_t>(std::string_view)>& parse,
                 int64_t* out);
 /// A ratio from "5%" or "0.05".
-bool ReadRatio(const YAML::Node& node, const std::string& path, FieldErrors* errors,
-               double* out);
+bool ReadRatio(const YAML::Node& node, const std::string& path, FieldErrors* errors, double* out);
 
 /// Parses YAML text, turning a syntax error into INVALID_ARGUMENT at `path`
 /// with the line and column.

@@ -13,8 +13,7 @@ namespace v1 = codeco::codef::v1;
 constexpr int kDefaultPageSize = 100;
 constexpr int kMaxPageSize = 1000;
 
-grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
-                                 const absl::Status& status) {
+grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -40,9 +39,9 @@ LinkProperties FromProto(const v1::LinkConditions& c) {
 
 }  // namespace
 
-grpc::ServerUnaryReactor* CodefControlService::ListClusters(
-    grpc::CallbackServerContext* context, const v1::ListClustersRequest* request,
-    v1::ListClustersResponse* response) {
+grpc::ServerUnaryReactor* CodefControlService::ListClusters(grpc::CallbackServerContext* context,
+                                                            const v1::ListClustersRequest* request,
+                                                            v1::ListClustersResponse* response) {
   if (request->page_size() < 0) {
     return Answer(context, InvalidFieldError("page_size", "must not be negative"));
   }
@@ -51,8 +50,8 @@ grpc::ServerUnaryReactor* CodefControlService::ListClusters(
       (!absl::SimpleAtoi(request->page_token(), &offset) || offset < 0)) {
     return Answer(context, InvalidFieldError("page_token", "not a token from this server"));
   }
-  int limit = request->page_size() == 0 ? kDefaultPageSize
-                                        : std::min(request->page_size(), kMaxPageSize);
+  int limit =
+      request->page_size() == 0 ? kDefaultPageSize : std::min(request->page_size(), kMaxPageSize);
   std::vector<v1::EmulatedCluster> clusters = federation_->ListClusters();
   for (int64_t i = offset; i < static_cast<int64_t>(clusters.size()); ++i) {
     if (response->clusters_size() == limit) {

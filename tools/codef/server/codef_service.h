@@ -13,9 +13,9 @@ class CodefControlService final : public codeco::codef::v1::CodefService::Callba
   /// Serves `federation`, which must outlive the service.
   explicit CodefControlService(Federation* federation) : federation_(federation) {}
 
-  grpc::ServerUnaryReactor* ListClusters(grpc::CallbackServerContext* context,
-                                         const codeco::codef::v1::ListClustersRequest* request,
-                                         codeco::codef::v1::ListClustersResponse* response) override;
+  grpc::ServerUnaryReactor* ListClusters(
+      grpc::CallbackServerContext* context, const codeco::codef::v1::ListClustersRequest* request,
+      codeco::codef::v1::ListClustersResponse* response) override;
   grpc::ServerUnaryReactor* SetLinkConditions(
       grpc::CallbackServerContext* context,
       const codeco::codef::v1::SetLinkConditionsRequest* request,
@@ -51,8 +51,7 @@ class CodefControlService final : public codeco::codef::v1::CodefService::Callba
                                        const codeco::codef::v1::SetPodLoadRequest* request,
                                        codeco::codef::v1::SetPodLoadResponse* response) override;
   grpc::ServerUnaryReactor* SetClusterLoad(
-      grpc::CallbackServerContext* context,
-      const codeco::codef::v1::SetClusterLoadRequest* request,
+      grpc::CallbackServerContext* context, const codeco::codef::v1::SetClusterLoadRequest* request,
       codeco::codef::v1::SetClusterLoadResponse* response) override;
 
  private:

@@ -16,8 +16,7 @@ using codeco::lms::v1::WatchPodsResponse;
 // A watcher that falls this far behind is cut off and must list again.
 constexpr size_t kMaxQueuedEvents = 10000;
 
-grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
-                                 const absl::Status& status) {
+grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -140,9 +139,9 @@ grpc::ServerUnaryReactor* EmulatedLmsService::ListNodes(
   return Answer(context, result.status());
 }
 
-grpc::ServerUnaryReactor* EmulatedLmsService::GetNode(grpc::CallbackServerContext* context,
-                                                      const codeco::lms::v1::GetNodeRequest* request,
-                                                      codeco::lms::v1::GetNodeResponse* response) {
+grpc::ServerUnaryReactor* EmulatedLmsService::GetNode(
+    grpc::CallbackServerContext* context, const codeco::lms::v1::GetNodeRequest* request,
+    codeco::lms::v1::GetNodeResponse* response) {
   if (request->name().empty()) return Answer(context, InvalidFieldError("name", "is required"));
   auto result = cluster_->Run([&](EmulatedCluster& c) { return c.GetNode(request->name()); });
   if (result.ok()) *response->mutable_node() = std::move(*result);

@@ -46,8 +46,7 @@ class EmulatedLmsService final : public codeco::lms::v1::LmsService::CallbackSer
       const codeco::lms::v1::CheckpointContainerRequest* request,
       codeco::lms::v1::CheckpointContainerResponse* response) override;
   grpc::ServerUnaryReactor* RestoreContainer(
-      grpc::CallbackServerContext* context,
-      const codeco::lms::v1::RestoreContainerRequest* request,
+      grpc::CallbackServerContext* context, const codeco::lms::v1::RestoreContainerRequest* request,
       codeco::lms::v1::RestoreContainerResponse* response) override;
 
  private:

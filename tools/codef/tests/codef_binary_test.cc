@@ -2,11 +2,10 @@
 // one line per cluster and its control address, every cluster's LMS answers
 // ListNodes with the scenario's nodes, the control API lists the clusters,
 // and SIGTERM stops it cleanly.
-#include <catch2/catch.hpp>
-
 #include <signal.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -17,8 +16,8 @@
 #include "codeco/codef/v1/codef_service.grpc.pb.h"
 #include "codeco/lms/v1/lms_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
-#include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "process.h"
 
 namespace codeco::codef {
@@ -84,8 +83,9 @@ TEST_CASE("codef hosts the five-site scenario and stops on SIGTERM") {
     INFO(status.error_message());
     REQUIRE(status.ok());
     REQUIRE(nodes.nodes_size() == count);
-    int64_t cpu = name == "rennes" || name == "luxembourg" ? 4000 : name == "nancy-cloud" ? 8000
-                                                                                           : 2000;
+    int64_t cpu = name == "rennes" || name == "luxembourg" ? 4000
+                  : name == "nancy-cloud"                  ? 8000
+                                                           : 2000;
     for (const auto& node : nodes.nodes()) {
       REQUIRE(node.capacity().cpu_millicores() == cpu);
       REQUIRE(node.labels().at("codeco.io/cluster") == name);

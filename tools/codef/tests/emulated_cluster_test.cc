@@ -1,11 +1,12 @@
 // The emulated LMS core under a SimulatedClock: capacity rejection, phases,
 // job completion, node failure, watch order and resume, usage profiles,
 // energy, idempotency, and checkpoint/restore across clusters.
+#include "emulated_cluster.h"
+
 #include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
 #include "codeco/common/clock.h"
-#include "emulated_cluster.h"
 
 namespace codeco::codef {
 namespace {
@@ -142,8 +143,8 @@ TEST_CASE("pods go Pending, Running, and jobs Succeeded after their duration") {
   for (const auto& e : f.events) {
     if (e.pod && e.pod->name() == "quick") phases.push_back(e.pod->phase());
   }
-  REQUIRE(phases == std::vector<codeco::lms::v1::PodPhase>{
-                        codeco::lms::v1::POD_PHASE_RUNNING, codeco::lms::v1::POD_PHASE_SUCCEEDED});
+  REQUIRE(phases == std::vector<codeco::lms::v1::PodPhase>{codeco::lms::v1::POD_PHASE_RUNNING,
+                                                           codeco::lms::v1::POD_PHASE_SUCCEEDED});
 }
 
 TEST_CASE("a failed node fails its pods and refuses new ones until it recovers") {
@@ -199,13 +200,11 @@ TEST_CASE("watch events carry increasing versions and resume from any version") 
   REQUIRE(node_events[0].node->requested().cpu_millicores() == 500);
   REQUIRE(node_events[1].node->requested().cpu_millicores() == 0);
   // Bad and too-old versions.
-  REQUIRE(f.cluster->PodEventsSince("abc").status().code() ==
-          absl::StatusCode::kInvalidArgument);
+  REQUIRE(f.cluster->PodEventsSince("abc").status().code() == absl::StatusCode::kInvalidArgument);
   for (int i = 0; i < 40; ++i) {
     REQUIRE(f.cluster->CreatePod(MakePod("p" + std::to_string(i), "n2", 1, 1), "").ok());
   }
-  REQUIRE(f.cluster->PodEventsSince(list_version).status().code() ==
-          absl::StatusCode::kOutOfRange);
+  REQUIRE(f.cluster->PodEventsSince(list_version).status().code() == absl::StatusCode::kOutOfRange);
 }
 
 TEST_CASE("node usage is the sum of pod usage and power follows utilization") {
@@ -289,8 +288,8 @@ TEST_CASE("usage profiles: step, trace replay and diurnal with seeded noise") {
   auto missing = ParseUsageProfile("{type: trace, file: nope.csv}", "p", {}, "k", f.files);
   REQUIRE(missing.status().code() == absl::StatusCode::kInvalidArgument);
   REQUIRE(absl::StartsWith(missing.status().message(), "p.file: "));
-  auto unsorted = ParseUsageProfile("{type: trace, points: [[5s, 1], [2s, 1]]}", "p", {}, "k",
-                                    nullptr);
+  auto unsorted =
+      ParseUsageProfile("{type: trace, points: [[5s, 1], [2s, 1]]}", "p", {}, "k", nullptr);
   REQUIRE(absl::StartsWith(unsorted.status().message(), "p.points[1]: "));
 }
 

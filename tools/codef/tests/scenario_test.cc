@@ -1,8 +1,9 @@
 // Scenario parsing: the shipped examples load with the figures they claim,
 // every file of the bad corpus is rejected naming the expected field paths,
 // and the task stream generator is deterministic and follows its spec.
-#include <catch2/catch.hpp>
+#include "scenario.h"
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -10,7 +11,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
-#include "scenario.h"
 
 namespace codeco::codef {
 namespace {
@@ -166,8 +166,7 @@ TEST_CASE("the five-site example follows the mck8s study") {
 }
 
 TEST_CASE("the edge-cloud continuum example has three tiers of about 20 clusters") {
-  auto scenario =
-      LoadScenarioFile(std::string(CODEF_EXAMPLES_DIR) + "/edge-cloud-continuum.yaml");
+  auto scenario = LoadScenarioFile(std::string(CODEF_EXAMPLES_DIR) + "/edge-cloud-continuum.yaml");
   INFO(scenario.status().ToString());
   REQUIRE(scenario.ok());
   REQUIRE(scenario->clusters.size() >= 18);
@@ -176,7 +175,8 @@ TEST_CASE("the edge-cloud continuum example has three tiers of about 20 clusters
   std::map<int, double> max_watts;
   for (const ClusterSpec& c : scenario->clusters) {
     per_tier[c.labels.tier()]++;
-    for (const NodeSpec& n : c.nodes) max_watts[c.labels.tier()] = std::max(max_watts[c.labels.tier()], n.max_watts);
+    for (const NodeSpec& n : c.nodes)
+      max_watts[c.labels.tier()] = std::max(max_watts[c.labels.tier()], n.max_watts);
   }
   REQUIRE(per_tier[codeco::common::v1::TIER_FAR_EDGE] > 0);
   REQUIRE(per_tier[codeco::common::v1::TIER_EDGE] > 0);
@@ -196,8 +196,7 @@ TEST_CASE("the edge-cloud continuum example has three tiers of about 20 clusters
 }
 
 TEST_CASE("mutated scenarios never crash the parser and errors keep the path shape") {
-  std::string original =
-      ReadAll(fs::path(CODEF_EXAMPLES_DIR) / "edge-cloud-continuum.yaml");
+  std::string original = ReadAll(fs::path(CODEF_EXAMPLES_DIR) / "edge-cloud-continuum.yaml");
   std::mt19937_64 rng(20261122);
   const std::string alphabet = ":-[]{},\"'#&*!|> \n\tax0.%";
   int accepted = 0;
@@ -207,9 +206,15 @@ TEST_CASE("mutated scenarios never crash the parser and errors keep the path sha
     for (int e = 0; e < edits && !text.empty(); ++e) {
       size_t at = rng() % text.size();
       switch (rng() % 3) {
-        case 0: text[at] = alphabet[rng() % alphabet.size()]; break;
-        case 1: text.erase(at, 1 + rng() % 40); break;
-        default: text.insert(at, text.substr(rng() % text.size(), 1 + rng() % 40)); break;
+        case 0:
+          text[at] = alphabet[rng() % alphabet.size()];
+          break;
+        case 1:
+          text.erase(at, 1 + rng() % 40);
+          break;
+        default:
+          text.insert(at, text.substr(rng() % text.size(), 1 + rng() % 40));
+          break;
       }
     }
     auto scenario = ParseScenario(text, "");

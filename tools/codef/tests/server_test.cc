@@ -2,11 +2,12 @@
 // federation driven by a SimulatedClock: errors map to the right codes with
 // field paths, watches stream in version order, and faults show through the
 // LMS of the cluster they hit.
+#include "codeco/common/server.h"
+
 #include <catch2/catch.hpp>
 
 #include "codeco/codef/v1/codef_service.grpc.pb.h"
 #include "codeco/common/clock.h"
-#include "codeco/common/server.h"
 #include "codeco/lms/v1/lms_service.grpc.pb.h"
 #include "codef_service.h"
 #include "federation.h"
@@ -199,6 +200,36 @@ TEST_CASE("WatchPods streams the initial state, then changes in version order") 
   REQUIRE(status.error_message().rfind("resource_version: ", 0) == 0);
 }
 
+TEST_CASE("WatchNodes resumes from a list version and reports requests and readiness") {
+  Harness h;
+  codeco::lms::v1::ListNodesResponse nodes;
+  REQUIRE(h.stubs["edge-a"]->ListNodes(h.Context().get(), {}, &nodes).ok());
+  auto context = h.Context();
+  codeco::lms::v1::WatchNodesRequest request;
+  request.set_resource_version(nodes.resource_version());
+  auto reader = h.stubs["edge-a"]->WatchNodes(context.get(), request);
+  codeco::lms::v1::CreatePodResponse created;
+  REQUIRE(h.CreatePod("edge-a", MakePod("web", "n-2", 700), &created).ok());
+  codeco::codef::v1::FailNodeRequest fail;
+  fail.set_cluster("edge-a");
+  fail.set_node("n-1");
+  codeco::codef::v1::FailNodeResponse failed;
+  REQUIRE(h.control_stub->FailNode(h.Context().get(), fail, &failed).ok());
+  codeco::lms::v1::WatchNodesResponse event;
+  REQUIRE(reader->Read(&event));
+  REQUIRE(event.type() == codeco::common::v1::WATCH_EVENT_TYPE_MODIFIED);
+  REQUIRE(event.node().name() == "n-2");
+  REQUIRE(event.node().requested().cpu_millicores() == 700);
+  REQUIRE(std::stoll(event.resource_version()) > std::stoll(nodes.resource_version()));
+  REQUIRE(reader->Read(&event));
+  REQUIRE(event.node().name() == "n-1");
+  REQUIRE(event.node().condition() == codeco::lms::v1::NODE_CONDITION_NOT_READY);
+  context->TryCancel();
+  while (reader->Read(&event)) {
+  }
+  reader->Finish();
+}
+
 TEST_CASE("CodefService injects faults that the LMS and links reflect") {
   Harness h;
   codeco::codef::v1::ListClustersResponse clusters;
@@ -230,8 +261,7 @@ TEST_CASE("CodefService injects faults that the LMS and links reflect") {
   REQUIRE(h.control_stub->SetLinkConditions(h.Context().get(), set, &set_response).ok());
   REQUIRE(h.links.GetLink("cloud-b", "edge-a")->one_way_latency_ns == 40'000'000);
   set.mutable_conditions()->set_loss_ratio(2);
-  grpc::Status bad_loss =
-      h.control_stub->SetLinkConditions(h.Context().get(), set, &set_response);
+  grpc::Status bad_loss = h.control_stub->SetLinkConditions(h.Context().get(), set, &set_response);
   REQUIRE(bad_loss.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
   REQUIRE(bad_loss.error_message().rfind("conditions.loss_ratio: ", 0) == 0);
   codeco::codef::v1::ResetLinkConditionsRequest reset;
@@ -260,11 +290,13 @@ TEST_CASE("CodefService injects faults that the LMS and links reflect") {
   REQUIRE(h.control_stub->HealHub(h.Context().get(), {}, &healed).ok());
   REQUIRE_FALSE(h.links.GetLink("edge-a", "hub")->cut);
   partition.set_cluster("hub");
-  REQUIRE(h.control_stub->PartitionCluster(h.Context().get(), partition, &partitioned)
-              .error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  REQUIRE(
+      h.control_stub->PartitionCluster(h.Context().get(), partition, &partitioned).error_code() ==
+      grpc::StatusCode::INVALID_ARGUMENT);
   partition.set_cluster("mars");
-  REQUIRE(h.control_stub->PartitionCluster(h.Context().get(), partition, &partitioned)
-              .error_code() == grpc::StatusCode::NOT_FOUND);
+  REQUIRE(
+      h.control_stub->PartitionCluster(h.Context().get(), partition, &partitioned).error_code() ==
+      grpc::StatusCode::NOT_FOUND);
 
   // A failed node fails its pods, as the LMS shows.
   codeco::lms::v1::CreatePodResponse created;
