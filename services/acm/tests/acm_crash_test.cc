@@ -76,7 +76,7 @@ struct Acm {
   }
 };
 
-TEST_CASE("SIGKILL and restart lose nothing acknowledged; watchers resume without gaps") {
+TEST_CASE("SIGKILL and restart lose nothing acknowledged and watchers resume without gaps") {
   TempDir dir;
   // name -> (metadata.revision, spec_revision) as last acknowledged.
   std::map<std::string, std::pair<int64_t, int64_t>> expected;
@@ -111,6 +111,9 @@ TEST_CASE("SIGKILL and restart lose nothing acknowledged; watchers resume withou
       request.mutable_cluster()->mutable_metadata()->set_name(name);
       request.mutable_cluster()->set_role(v1::CLUSTER_ROLE_MC);
       request.mutable_cluster()->mutable_cluster_labels()->set_region("eu-west");
+      auto* free = request.mutable_cluster()->mutable_capacity()->mutable_largest_free_node();
+      free->set_cpu_millicores(4000);
+      free->set_memory_bytes(int64_t{8} << 30);
       v1::RegisterClusterResponse response;
       REQUIRE(acm.stub->RegisterCluster(&context, request, &response).ok());
     }
@@ -155,6 +158,27 @@ TEST_CASE("SIGKILL and restart lose nothing acknowledged; watchers resume withou
     std::vector<std::string> names;
     for (const auto& c : response.clusters()) names.push_back(c.metadata().name());
     REQUIRE(names == std::vector<std::string>{"cloud-1", "edge-1", "edge-2"});
+  }
+  // Neighborhoods are back: one per small application (bookinfo asks for
+  // compliance and security classes no test cluster offers, so it waits).
+  {
+    grpc::ClientContext context;
+    v1::ListNeighborhoodsRequest request;
+    v1::ListNeighborhoodsResponse response;
+    REQUIRE(acm.stub->ListNeighborhoods(&context, request, &response).ok());
+    REQUIRE(response.neighborhoods_size() == 5);
+    REQUIRE(response.neighborhoods(0).id() == "nb-app-0");
+    REQUIRE(response.neighborhoods(0).members_size() == 3);
+  }
+  {
+    grpc::ClientContext context;
+    v1::GetApplicationRequest request;
+    request.set_name("bookinfo");
+    v1::GetApplicationResponse response;
+    REQUIRE(acm.stub->GetApplication(&context, request, &response).ok());
+    REQUIRE(response.application().status().phase() == v1::APPLICATION_PHASE_PENDING);
+    REQUIRE_THAT(response.application().status().error_msg(),
+                 Catch::Contains("without compliance \"High\""));
   }
   // Spec revisions are back.
   {

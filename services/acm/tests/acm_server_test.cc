@@ -78,7 +78,7 @@ struct Server {
   }
 };
 
-TEST_CASE("applications are applied, read, listed, rolled back and deleted over gRPC") {
+TEST_CASE("applications are applied and read and listed and rolled back and deleted over gRPC") {
   Server s;
   v1::ApplyApplicationResponse applied;
   REQUIRE(s.Apply(Bookinfo(), &applied).ok());
@@ -153,7 +153,7 @@ TEST_CASE("applications are applied, read, listed, rolled back and deleted over 
   }
 }
 
-TEST_CASE("WatchApplication streams the current state, then every change in order") {
+TEST_CASE("WatchApplication streams the current state then every change in order") {
   Server s;
   v1::ApplyApplicationResponse applied;
   REQUIRE(s.Apply(SmallCam("a", "1"), &applied).ok());  // revision 1
@@ -247,7 +247,7 @@ TEST_CASE("an applied application gets a neighborhood of registered clusters") {
   REQUIRE(listed.neighborhoods_size() == 1);
 }
 
-TEST_CASE("clusters register, heartbeat and fall UNREACHABLE over gRPC") {
+TEST_CASE("clusters register and heartbeat and fall UNREACHABLE over gRPC") {
   Server s;
   {
     grpc::ClientContext context;

@@ -82,7 +82,7 @@ TEST_CASE("apply creates a PENDING application and asks the scheduler") {
   REQUIRE(f.manager.Get(get)->application().spec().services_size() == 4);
 }
 
-TEST_CASE("re-applying the same CAM changes nothing; a changed one makes a new spec revision") {
+TEST_CASE("re-applying the same CAM changes nothing but a changed one makes a new spec revision") {
   Fixture f;
   f.Apply(SmallCam("shop", "1"));
   v1::ApplyApplicationResponse same = f.Apply(SmallCam("shop", "1"));
@@ -211,7 +211,7 @@ TEST_CASE("rollback restores an older spec as a new spec revision") {
   REQUIRE(absl::IsNotFound(f.manager.Rollback(rollback).status()));
 }
 
-TEST_CASE("the scheduler's answer moves the phase; stale answers are refused") {
+TEST_CASE("the scheduler's answer moves the phase and stale answers are refused") {
   Fixture f;
   f.Apply(Bookinfo());
   PlacementResult result;
@@ -321,7 +321,7 @@ TEST_CASE("delete removes the application and its revisions and releases it") {
   REQUIRE(f.Apply(SmallCam("shop", "3")).application().spec_revision() == 1);
 }
 
-TEST_CASE("changes are read back in order, per application or all, resumable") {
+TEST_CASE("changes are read back in order per application or all and resumable") {
   Fixture f;
   int notified = 0;
   int id = f.manager.AddListener([&] { ++notified; });

@@ -44,7 +44,7 @@ std::string FirstErrorPath(const absl::Status& status) {
   return first.substr(0, first.find(": "));
 }
 
-TEST_CASE("the real bookinfo CodecoApp parses unchanged, quantities exact") {
+TEST_CASE("the real bookinfo CodecoApp parses unchanged with exact quantities") {
   ParsedCam cam = ParseExample("bookinfo.yaml");
   const ApplicationSpec& spec = cam.spec;
   REQUIRE(cam.form == CamForm::kCodecoApp);
@@ -183,7 +183,7 @@ TEST_CASE("oversized documents are refused before parsing") {
   REQUIRE_THAT(std::string(cam.status().message()), Catch::Contains("larger than"));
 }
 
-TEST_CASE("an alias bomb is refused by the node budget, not expanded") {
+TEST_CASE("an alias bomb is refused by the node budget without being expanded") {
   std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
   std::string prev = "a";
   for (char c = 'b'; c <= 'j'; ++c) {

@@ -57,7 +57,7 @@ struct Registry {
   }
 };
 
-TEST_CASE("registered clusters heartbeat; missed beats make them UNREACHABLE with hysteresis") {
+TEST_CASE("registered clusters heartbeat and missed beats make them UNREACHABLE with hysteresis") {
   Registry r;
   v1::RegisterClusterRequest reg;
   *reg.mutable_cluster() = MakeCluster("edge-1", "eu-west", "PT", common::v1::TIER_EDGE, 38.7, -9.1);
@@ -203,7 +203,7 @@ TEST_CASE("neighborhoods meet the hard constraints and suit the profile") {
   REQUIRE_THAT(std::string(none.status().message()), Catch::Contains("without compliance"));
 }
 
-TEST_CASE("compliance, security and health labels filter clusters") {
+TEST_CASE("compliance and security and health labels filter clusters") {
   auto clusters = Federation();
   (*clusters[3].mutable_metadata()->mutable_labels())["codeco.io/compliance"] = "gdpr, high";
   (*clusters[3].mutable_metadata()->mutable_labels())["codeco.io/security-class"] = "High";
