@@ -130,7 +130,7 @@ TEST_CASE("generated cost maps have the RFC example's structure for every metric
   REQUIRE(doc["cost-map"]["cloud"]["edge-a"] == 5'000'000.0);
 }
 
-TEST_CASE("ordinal cost maps rank 1 = best; bandwidth ranks higher first") {
+TEST_CASE("ordinal cost maps rank 1 = best and rank bandwidth higher first") {
   v1::NetworkMap map = SampleMap();
   auto bw = BuildCostMap(map, SampleCosts(), v1::COST_METRIC_BANDWIDTH, v1::COST_MODE_ORDINAL,
                          {}, {});

@@ -47,7 +47,7 @@ struct Fixture {
   Federation federation;
 };
 
-TEST_CASE("a member's summary is merged; newest wins per link and origin") {
+TEST_CASE("a member's summary is merged and the newest wins per link and origin") {
   Fixture f;
   absl::Time t = f.clock.Now();
   auto merged = f.federation.Merge("b", Summary("b", "nb1", {Remote("b", "c", t, 8'000'000)}));
@@ -101,7 +101,7 @@ TEST_CASE("a malformed summary is refused whole with field paths") {
   REQUIRE_THAT(std::string(s.status().message()), Catch::Contains("summary.links[1].link_id"));
 }
 
-TEST_CASE("remote entries become stale, then expire") {
+TEST_CASE("remote entries become stale and then expire") {
   Fixture f;
   REQUIRE(f.federation.Merge("c", Summary("c", "nb1", {Remote("c", "b", f.clock.Now(), 5)})).ok());
   REQUIRE_FALSE(f.federation.RemoteLinks("nb1")[0].stale());

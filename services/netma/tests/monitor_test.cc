@@ -115,7 +115,7 @@ TEST_CASE("the monitor measures every peer but itself") {
           Approx(links[0].link_energy_joules() + links[1].link_energy_joules()));
 }
 
-TEST_CASE("a link that stops answering fails, counts as loss, and recovers") {
+TEST_CASE("a link that stops answering fails and counts as loss and recovers") {
   Fixture f;
   f.prober.Set("b", {.rtt = absl::Milliseconds(20)});
   f.prober.Set("c", {.rtt = absl::Milliseconds(40)});
@@ -138,7 +138,7 @@ TEST_CASE("a link that stops answering fails, counts as loss, and recovers") {
   REQUIRE(f.monitor->Attributes().node_net_failures() == 1);
 }
 
-TEST_CASE("links not probed within stale_after are stale; removed peers vanish") {
+TEST_CASE("links not probed within stale_after are stale and removed peers vanish") {
   Fixture f;
   f.prober.Set("b", {});
   f.prober.Set("c", {});

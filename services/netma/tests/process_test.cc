@@ -96,7 +96,7 @@ const v1::LinkMetrics* Find(const v1::ListLinksResponse& links, const std::strin
   return nullptr;
 }
 
-TEST_CASE("two netma processes with mTLS probe each other; a foreign-CA peer cannot") {
+TEST_CASE("two netma processes with mTLS probe each other but a foreign-CA peer cannot") {
   std::mt19937_64 rng(std::random_device{}());
   fs::path dir = fs::temp_directory_path() / ("codeco-netma-proc-" + std::to_string(rng()));
   fs::create_directories(dir);

@@ -260,7 +260,7 @@ v1::PeerSummary SummaryFrom(const std::string& cluster, const std::string& nb) {
   return summary;
 }
 
-TEST_CASE("two NetMAs with mTLS probe each other, exchange summaries and serve ALTO") {
+TEST_CASE("two NetMAs with mTLS probe each other and exchange summaries and serve ALTO") {
   Pki pki;
   TlsFiles mc1_tls = pki.Files("a", "mc1");
   TlsFiles mc2_tls = pki.Files("a", "mc2");
@@ -357,7 +357,7 @@ TEST_CASE("two NetMAs with mTLS probe each other, exchange summaries and serve A
   }
 }
 
-TEST_CASE("summaries from non-members, impostors and unauthenticated callers are refused") {
+TEST_CASE("summaries from non-members or impostors or unauthenticated callers are refused") {
   Pki pki;
   TlsFiles mc1_tls = pki.Files("a", "mc1");
   Node mc1("mc1", Role::kManagedCluster, &mc1_tls, {{"nb1", {"mc1", "mc2"}}}, false);

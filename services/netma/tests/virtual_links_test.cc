@@ -112,7 +112,7 @@ TEST_CASE("an on-demand link gets its rules on first use") {
   REQUIRE(f.controller.Get(link->id())->forwarding_rules_size() == 4);
 }
 
-TEST_CASE("list pages and filters; delete returns the last state") {
+TEST_CASE("list pages and filters and delete returns the last state") {
   Fixture f;
   for (const char* channel : {"c1", "c2", "c3", "c4", "c5"}) {
     REQUIRE(f.controller.Create(Spec(channel), "").ok());
@@ -146,7 +146,7 @@ TEST_CASE("list pages and filters; delete returns the last state") {
   REQUIRE(f.controller.Delete(id).status().code() == absl::StatusCode::kNotFound);
 }
 
-TEST_CASE("measurements move links between UP, DEGRADED and FAILED") {
+TEST_CASE("measurements move links between UP and DEGRADED and FAILED") {
   Fixture f;
   auto link = f.controller.Create(Spec("orders"), "");
   v1::LinkMetrics m;
