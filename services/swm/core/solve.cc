@@ -113,6 +113,104 @@ absl::StatusOr<const Framework*> Coordinator::FrameworkFor(const std::string& pr
   return CachedFramework(frameworks_, profile, registry_, recommendations_);
 }
 
+
+namespace {
+
+// Sum of the latencies of `w`'s channels to placed peers if `w` were at `at`.
+double ChannelLatencySum(const CycleState& state, const Workload& w, const Placement& at) {
+  double total = 0;
+  for (int ci : state.ChannelsOf(w.name)) {
+    const Channel& ch = state.app().channels[ci];
+    auto peer = state.placed().find(ch.from == w.name ? ch.to : ch.from);
+    if (peer == state.placed().end()) continue;
+    std::optional<int64_t> lat = ch.from == w.name
+                                     ? PathLatencyNs(state.topology(), at, peer->second)
+                                     : PathLatencyNs(state.topology(), peer->second, at);
+    total += lat.has_value() ? static_cast<double>(*lat) : 1e18;
+  }
+  return total;
+}
+
+// Adds (sign +1) or removes (-1) the bandwidth of `w`'s inter-cluster channels
+// to placed peers.
+void AccountChannels(CycleState& state, const Workload& w, const Placement& at, int sign) {
+  for (int ci : state.ChannelsOf(w.name)) {
+    const Channel& ch = state.app().channels[ci];
+    auto peer = state.placed().find(ch.from == w.name ? ch.to : ch.from);
+    if (peer == state.placed().end() || peer->second.cluster == at.cluster) continue;
+    const std::string& from = ch.from == w.name ? at.cluster : peer->second.cluster;
+    const std::string& to = ch.from == w.name ? peer->second.cluster : at.cluster;
+    state.AddBandwidth(from, to, ch.service_class, sign * ch.min_bandwidth_bps);
+  }
+}
+
+}  // namespace
+
+absl::Status Coordinator::Polish(const Application& app, const Federation& federation,
+                                 const Framework& fw,
+                                 std::map<std::string, Placement>& placed) const {
+  CycleState state(app, federation, nullptr, /*relax_soft=*/true);
+  std::map<std::pair<std::string, std::string>, Resources> extra;
+  for (const auto& [name, p] : placed) {
+    const Workload& w = app.workloads[app.WorkloadIndex(name)];
+    AccountChannels(state, w, p, +1);  // counts each channel once: the peer is bound later
+    state.Bind(name, p);
+    extra[{p.cluster, p.node}] += w.requests;
+  }
+  for (int round = 0; round < options_.polish_rounds; ++round) {
+    bool improved = false;
+    for (const Workload& w : app.workloads) {
+      auto it = placed.find(w.name);
+      if (it == placed.end() || state.ChannelsOf(w.name).empty()) continue;
+      const Placement cur = it->second;
+      state.Unbind(w.name);
+      AccountChannels(state, w, cur, -1);
+      extra[{cur.cluster, cur.node}] -= w.requests;
+      Placement best = cur;
+      double best_lat = ChannelLatencySum(state, w, cur);
+      std::set<std::string> clusters{cur.cluster};
+      for (int ci : state.ChannelsOf(w.name)) {
+        const Channel& ch = app.channels[ci];
+        auto peer = state.placed().find(ch.from == w.name ? ch.to : ch.from);
+        if (peer != state.placed().end()) clusters.insert(peer->second.cluster);
+      }
+      for (const std::string& name : clusters) {
+        const Cluster* base = federation.FindCluster(name);
+        if (base == nullptr) continue;
+        Cluster view = *base;
+        for (Node& n : view.nodes) {
+          auto e = extra.find({name, n.name});
+          if (e != extra.end()) n.allocated += e->second;
+        }
+        ClusterAggregate agg = AggregateOf(view);
+        std::vector<Candidate> cands;
+        for (size_t i = 0; i < view.nodes.size(); ++i) {
+          cands.push_back(Candidate{Level::kNode, &agg, &view.nodes[i], static_cast<int>(i)});
+        }
+        ASSIGN_OR_RETURN(Selection sel, fw.Select(state, w, cands));
+        for (size_t i = 0; i < cands.size(); ++i) {
+          if (sel.scores[i] < 0) continue;
+          Placement at{name, view.nodes[i].name};
+          double lat = ChannelLatencySum(state, w, at);
+          if (lat < best_lat - 0.5 && CheckChannels(state, w, at).ok()) {
+            best = at;
+            best_lat = lat;
+          }
+        }
+      }
+      AccountChannels(state, w, best, +1);
+      state.Bind(w.name, best);
+      extra[{best.cluster, best.node}] += w.requests;
+      if (best.cluster != cur.cluster || best.node != cur.node) {
+        it->second = best;
+        improved = true;
+      }
+    }
+    if (!improved) break;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
                                                    const Federation& federation,
                                                    const std::vector<std::string>& neighborhood) {
@@ -382,6 +480,9 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
   }
   std::vector<std::string>& pending = best.pending;
   std::map<std::string, std::vector<std::string>>& reasons = best.reasons;
+  if (options_.polish_rounds > 0 && !app.channels.empty()) {
+    RETURN_IF_ERROR(Polish(app, federation, *fw, best.placed));
+  }
   result.placements = best.placed;
   for (const std::string& name : pending) {
     const std::vector<std::string>& r = reasons[name];

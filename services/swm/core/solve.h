@@ -77,6 +77,10 @@ struct CoordinatorOptions {
   /// Let an L2 solve leave a workload for an unvisited cluster whose
   /// aggregate scores higher. Default true.
   bool defer = true;
+  /// Rounds of 1-opt improvement after the solve: each workload may move to
+  /// a node (in its cluster or a peer's) that passes every filter and lowers
+  /// the latency of its channels. 0 turns it off. Default 2.
+  int polish_rounds = 2;
 };
 
 /// A channel as the plan realises it.
@@ -113,6 +117,8 @@ class Coordinator {
 
  private:
   absl::StatusOr<const Framework*> FrameworkFor(const std::string& profile);
+  absl::Status Polish(const Application& app, const Federation& federation, const Framework& fw,
+                      std::map<std::string, Placement>& placed) const;
   L2Solver& l2_;
   const PluginRegistry& registry_;
   RecommendationSource* recommendations_;
