@@ -20,6 +20,7 @@
 #include "codeco/common/server.h"
 #include "codef_service.h"
 #include "federation.h"
+#include "file_archive_store.h"
 #include "lms_service.h"
 #include "nlohmann/json.hpp"
 #include "scenario.h"
@@ -35,8 +36,9 @@ namespace fs = std::filesystem;
 ConfigSchema CodefSchema() {
   ConfigSchema schema;
   schema.Add({.path = "scenario", .required = true, .help = "scenario YAML file"});
-  schema.Add({.path = "state_dir",
-              .help = "directory for codef's files (endpoints.json); none when empty"});
+  schema.Add(
+      {.path = "state_dir",
+       .help = "directory for endpoints.json and checkpoint archives (in memory when empty)"});
   schema.Add({.path = "control_listen",
               .type = ConfigType::kAddress,
               .default_value = "127.0.0.1:7100",
@@ -144,10 +146,17 @@ int Run(int argc, char** argv) {
   log::Warn("built without the link emulator: link conditions are recorded, not enforced");
   InMemoryLinkControl links;
 #endif
-  InMemoryCheckpointArchiveStore archives;
+  // With a state dir, checkpoint archives are real tar files the
+  // checkpointer can package; without one they stay in memory.
+  std::unique_ptr<CheckpointArchiveStore> archives;
+  if (config->Has("state_dir")) {
+    archives = std::make_unique<FileCheckpointArchiveStore>(config->GetString("state_dir"));
+  } else {
+    archives = std::make_unique<InMemoryCheckpointArchiveStore>();
+  }
   std::string base_dir = fs::path(scenario_file).parent_path().string();
-  absl::StatusOr<std::unique_ptr<Federation>> federation =
-      Federation::Create(*scenario, RealClock::Default(), &links, &archives, ReaderUnder(base_dir));
+  absl::StatusOr<std::unique_ptr<Federation>> federation = Federation::Create(
+      *scenario, RealClock::Default(), &links, archives.get(), ReaderUnder(base_dir));
   if (!federation.ok()) return fail(federation.status());
 
   std::vector<std::unique_ptr<EmulatedLmsService>> services;

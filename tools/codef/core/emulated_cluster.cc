@@ -110,11 +110,12 @@ absl::StatusOr<bool> MatchesSelector(const google::protobuf::Map<std::string, st
   return true;
 }
 
-absl::Status InMemoryCheckpointArchiveStore::Put(const ContainerCheckpoint& checkpoint) {
+absl::StatusOr<std::string> InMemoryCheckpointArchiveStore::Put(
+    const ContainerCheckpoint& checkpoint) {
   absl::MutexLock lock(&mu_);
   by_key_[checkpoint.archive_path] = checkpoint;
   if (!checkpoint.image_reference.empty()) by_key_[checkpoint.image_reference] = checkpoint;
-  return absl::OkStatus();
+  return checkpoint.archive_path;
 }
 
 absl::StatusOr<ContainerCheckpoint> InMemoryCheckpointArchiveStore::Get(
@@ -630,7 +631,7 @@ absl::StatusOr<codeco::lms::v1::CheckpointContainerResponse> EmulatedCluster::Ch
   cp.progress_ns = absl::ToInt64Nanoseconds(now_ - pod.started + pod.restored_progress);
   Usage usage = PodUsage(pod, now_);
   cp.size_bytes = usage.memory_bytes / std::max(containers, 1) + (1 << 20);
-  RETURN_IF_ERROR(archives_->Put(cp));
+  ASSIGN_OR_RETURN(cp.archive_path, archives_->Put(cp));
   codeco::lms::v1::CheckpointContainerResponse out;
   out.set_node(cp.node);
   out.set_archive_path(cp.archive_path);

@@ -75,8 +75,10 @@ struct ContainerCheckpoint {
 class CheckpointArchiveStore {
  public:
   virtual ~CheckpointArchiveStore() = default;
-  /// Stores an archive under its path and image reference.
-  virtual absl::Status Put(const ContainerCheckpoint& checkpoint) = 0;
+  /// Stores an archive under its image reference and an archive path, and
+  /// returns that path: `checkpoint.archive_path` or one the store chose
+  /// (e.g. a real file).
+  virtual absl::StatusOr<std::string> Put(const ContainerCheckpoint& checkpoint) = 0;
   /// The archive stored under `archive_path_or_image`, or NOT_FOUND.
   virtual absl::StatusOr<ContainerCheckpoint> Get(
       const std::string& archive_path_or_image) const = 0;
@@ -85,7 +87,7 @@ class CheckpointArchiveStore {
 /// A CheckpointArchiveStore in memory.
 class InMemoryCheckpointArchiveStore final : public CheckpointArchiveStore {
  public:
-  absl::Status Put(const ContainerCheckpoint& checkpoint) override;
+  absl::StatusOr<std::string> Put(const ContainerCheckpoint& checkpoint) override;
   absl::StatusOr<ContainerCheckpoint> Get(const std::string& key) const override;
 
  private:
