@@ -43,7 +43,9 @@ TEST_CASE("the heuristic is never better than the CBC optimum") {
     REQUIRE(hv <= exact->objective + 1e-6);
     if (hv >= exact->objective - 1e-6) ++equal;
   }
-  CHECK(equal > 0);
+  // Measured: optimal on 55 of 150 (seeded, deterministic). A drop below a
+  // quarter means the heuristic regressed.
+  CHECK(equal >= kSeeds / 4);
 }
 
 TEST_CASE("heuristic and CBC agree on trivial instances") {
