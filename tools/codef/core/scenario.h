@@ -131,16 +131,16 @@ struct WorkloadSpec {
 
 /// Kind of a fault on the timeline.
 enum class FaultAction {
-  kLinkDegrade,
-  kLinkCut,
-  kLinkHeal,
-  kNodeFail,
-  kNodeRecover,
-  kClusterPartition,
-  kClusterHeal,
-  kHubCut,
-  kHubHeal,
-  kLoadSurge,
+  kLinkDegrade,       ///< new latency, bandwidth or loss on a link
+  kLinkCut,           ///< a link delivers nothing
+  kLinkHeal,          ///< a link back to the scenario's conditions
+  kNodeFail,          ///< a node goes NotReady, its pods fail
+  kNodeRecover,       ///< a failed node is Ready again
+  kClusterPartition,  ///< every link of a managed cluster is cut
+  kClusterHeal,       ///< a partitioned cluster's links are restored
+  kHubCut,            ///< every link of the hub is cut
+  kHubHeal,           ///< the hub's links are restored
+  kLoadSurge,         ///< every pod of a cluster uses `factor` times its CPU
 };
 
 /// The scenario keyword of a fault action ("link_degrade", ...).

@@ -13,6 +13,8 @@ class CodefControlService final : public codeco::codef::v1::CodefService::Callba
   /// Serves `federation`, which must outlive the service.
   explicit CodefControlService(Federation* federation) : federation_(federation) {}
 
+  // The RPCs of codeco.codef.v1.CodefService, documented in codef_service.proto.
+
   grpc::ServerUnaryReactor* ListClusters(
       grpc::CallbackServerContext* context, const codeco::codef::v1::ListClustersRequest* request,
       codeco::codef::v1::ListClustersResponse* response) override;

@@ -14,6 +14,9 @@ class EmulatedLmsService final : public codeco::lms::v1::LmsService::CallbackSer
   /// Serves `cluster`, which must outlive the service.
   explicit EmulatedLmsService(SynchronizedCluster* cluster) : cluster_(cluster) {}
 
+  // The RPCs of codeco.lms.v1.LmsService; lms_service.proto documents each
+  // and docs/codef.md the emulator's semantics.
+
   grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* context,
                                       const codeco::lms::v1::ListNodesRequest* request,
                                       codeco::lms::v1::ListNodesResponse* response) override;
