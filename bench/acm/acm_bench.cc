@@ -21,11 +21,11 @@ struct Region {
   double lon;
 };
 constexpr Region kRegions[] = {
-    {"eu-west", "PT", 39.0, -8.5},    {"eu-south", "ES", 40.4, -3.7},
-    {"eu-central", "DE", 50.1, 8.7},  {"eu-north", "SE", 59.3, 18.1},
-    {"eu-east", "PL", 52.2, 21.0},    {"us-east", "US", 38.0, -78.5},
-    {"us-west", "US", 37.4, -122.1},  {"ap-south", "IN", 19.1, 72.9},
-    {"ap-east", "JP", 35.7, 139.7},   {"sa-east", "BR", -23.5, -46.6},
+    {"eu-west", "PT", 39.0, -8.5},   {"eu-south", "ES", 40.4, -3.7},
+    {"eu-central", "DE", 50.1, 8.7}, {"eu-north", "SE", 59.3, 18.1},
+    {"eu-east", "PL", 52.2, 21.0},   {"us-east", "US", 38.0, -78.5},
+    {"us-west", "US", 37.4, -122.1}, {"ap-south", "IN", 19.1, 72.9},
+    {"ap-east", "JP", 35.7, 139.7},  {"sa-east", "BR", -23.5, -46.6},
 };
 
 constexpr const char* kSecurity[] = {"Low", "Medium", "High"};

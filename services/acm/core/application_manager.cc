@@ -35,8 +35,8 @@ absl::Status CheckExpectedRevision(int64_t expected, const std::optional<v1::App
   if (expected == 0) return absl::OkStatus();
   int64_t actual = app ? app->metadata().revision() : 0;
   if (actual != expected) {
-    return absl::FailedPreconditionError(absl::StrCat(field, ": the application is at revision ",
-                                                      actual, ", not ", expected));
+    return absl::FailedPreconditionError(
+        absl::StrCat(field, ": the application is at revision ", actual, ", not ", expected));
   }
   return absl::OkStatus();
 }
@@ -62,8 +62,8 @@ bool MatchesLabels(const common::v1::LabelSelector& selector,
   for (const auto& req : selector.match_expressions()) {
     auto it = labels.find(req.key());
     bool has = it != labels.end();
-    bool in = has && std::find(req.values().begin(), req.values().end(), it->second) !=
-                         req.values().end();
+    bool in = has &&
+              std::find(req.values().begin(), req.values().end(), it->second) != req.values().end();
     switch (req.op()) {
       case common::v1::LABEL_SELECTOR_OPERATOR_IN:
         if (!in) return false;
@@ -175,11 +175,10 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::Apply(
         return again;
       }
     }
-    response = ApplyLocked(request, "apply",
-                           RequestRecord{key, fingerprint,
-                                         [](const v1::ApplyApplicationResponse& r) {
-                                           return r.SerializeAsString();
-                                         }});
+    response = ApplyLocked(
+        request, "apply",
+        RequestRecord{key, fingerprint,
+                      [](const v1::ApplyApplicationResponse& r) { return r.SerializeAsString(); }});
   }
   if (response.ok() && !request.dry_run()) Notify();
   return response;
@@ -256,8 +255,8 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
         neighborhood = *std::move(assigned);
       } else {
         // Stays PENDING, honestly saying why; a later apply or cluster join retries.
-        status.set_error_msg(absl::StrCat("waiting for a neighborhood: ",
-                                          assigned.status().message()));
+        status.set_error_msg(
+            absl::StrCat("waiting for a neighborhood: ", assigned.status().message()));
         response.add_warnings(status.error_msg());
       }
     }
@@ -282,10 +281,11 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
   }
   RETURN_IF_ERROR(CommitNext(commit));
   if (spec_changed && (neighborhoods_ == nullptr || neighborhood)) {
-    absl::Status asked = scheduler_.RequestPlacement(app, neighborhood.value_or(v1::Neighborhood()));
+    absl::Status asked =
+        scheduler_.RequestPlacement(app, neighborhood.value_or(v1::Neighborhood()));
     if (!asked.ok()) {
-      response.add_warnings(absl::StrCat("scheduler not reached, placement will be retried: ",
-                                         asked.ToString()));
+      response.add_warnings(
+          absl::StrCat("scheduler not reached, placement will be retried: ", asked.ToString()));
     }
   }
   return response;
@@ -294,7 +294,8 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
 absl::StatusOr<v1::GetApplicationResponse> ApplicationManager::Get(
     const v1::GetApplicationRequest& request) const {
   if (request.name().empty()) return InvalidFieldError("name", "required");
-  if (request.spec_revision() < 0) return InvalidFieldError("spec_revision", "must not be negative");
+  if (request.spec_revision() < 0)
+    return InvalidFieldError("spec_revision", "must not be negative");
   ASSIGN_OR_RETURN(std::optional<v1::Application> app, store_.Get(request.name()));
   if (!app) return absl::NotFoundError(absl::StrCat("application \"", request.name(), "\""));
   v1::GetApplicationResponse response;
@@ -473,9 +474,9 @@ absl::StatusOr<v1::Application> ApplicationManager::RecordPlacement(const std::s
     ASSIGN_OR_RETURN(std::optional<v1::Application> current, store_.Get(name));
     if (!current) return absl::NotFoundError(absl::StrCat("application \"", name, "\""));
     if (current->spec_revision() != spec_revision) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("placement is for spec revision ", spec_revision, " but application \"",
-                       name, "\" is at ", current->spec_revision()));
+      return absl::FailedPreconditionError(absl::StrCat("placement is for spec revision ",
+                                                        spec_revision, " but application \"", name,
+                                                        "\" is at ", current->spec_revision()));
     }
     app = *std::move(current);
     v1::ApplicationStatus& status = *app.mutable_status();

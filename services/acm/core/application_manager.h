@@ -92,8 +92,8 @@ class ApplicationManager {
   /// Up to `limit` changes of `name` (empty = all) with revision > `after`,
   /// in order. OUT_OF_RANGE when changes after `after` are no longer kept.
   absl::StatusOr<std::vector<v1::WatchApplicationResponse>> ReadChanges(const std::string& name,
-                                                                       int64_t after,
-                                                                       size_t limit) const;
+                                                                        int64_t after,
+                                                                        size_t limit) const;
   /// The revision of the last change.
   absl::StatusOr<int64_t> CurrentRevision() const;
 

@@ -71,8 +71,8 @@ class ApplicationStore {
   /// Visits the events with revision > `after` in revision order until the
   /// visitor returns false.
   virtual absl::Status ReadEvents(
-      int64_t after, const std::function<bool(const v1::WatchApplicationResponse&)>& visitor)
-      const = 0;
+      int64_t after,
+      const std::function<bool(const v1::WatchApplicationResponse&)>& visitor) const = 0;
   /// Applies `commit` atomically; `commit.revision` must be LastRevision() + 1.
   virtual absl::Status Commit(const ApplicationCommit& commit) = 0;
 };

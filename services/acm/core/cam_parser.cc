@@ -34,10 +34,10 @@ constexpr std::string_view kMck8sApiVersion = "fogguru.eu/v1";
 
 // Upper bounds beyond which a quantity is taken for a mistake.
 constexpr int64_t kMaxCpuMillicores = int64_t{1'000'000} * 1000;  // a million cores
-constexpr int64_t kMaxBytes = int64_t{1} << 50;                     // 1 PiB
+constexpr int64_t kMaxBytes = int64_t{1} << 50;                   // 1 PiB
 constexpr int64_t kMaxGpu = 1024;
 constexpr int64_t kMaxBandwidthBps = int64_t{10'000'000'000'000};  // 10 Tbit/s
-constexpr int64_t kMaxDelayNs = int64_t{3600} * 1'000'000'000;      // 1 hour
+constexpr int64_t kMaxDelayNs = int64_t{3600} * 1'000'000'000;     // 1 hour
 constexpr int64_t kMaxFrameBytes = int64_t{1} << 20;
 constexpr int64_t kMaxReplicas = 10000;
 constexpr int kMaxLocations = 1000;
@@ -91,8 +91,8 @@ class BoundsScanner final : public YAML::EventHandler {
   void Add(size_t n) {
     total_ += n;
     if (total_ > limits_.max_nodes) {
-      throw ScanLimitExceeded(absl::StrCat("more than ", limits_.max_nodes,
-                                           " YAML nodes once aliases are expanded"));
+      throw ScanLimitExceeded(
+          absl::StrCat("more than ", limits_.max_nodes, " YAML nodes once aliases are expanded"));
     }
     if (!stack_.empty()) stack_.back().nodes += n;
   }
@@ -132,8 +132,9 @@ std::string Index(const std::string& path, size_t i) { return absl::StrCat(path,
 
 bool IsBareNumber(std::string_view text) {
   if (text.empty()) return false;
-  return std::all_of(text.begin(), text.end(),
-                     [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; });
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) || c == '.';
+  });
 }
 
 // Reads typed values out of a YAML tree, recording errors with their paths.
@@ -481,8 +482,8 @@ void CheckNearestFirst(Reader& r, const YAML::Node& map, std::string_view key,
 void ReadPlacement(Reader& r, const YAML::Node& map, const std::string& path,
                    v1::Placement& placement) {
   if (!r.IsMap(map, path)) return;
-  r.KnownKeys(map, path, {"policy", "numberOfLocations", "bursting", "substitution",
-                          "preferredClusters"});
+  r.KnownKeys(map, path,
+              {"policy", "numberOfLocations", "bursting", "substitution", "preferredClusters"});
   if (auto s = r.String(map, "policy", path, false)) {
     if (auto policy = ParsePlacementPolicy(*s)) {
       placement.set_policy(*policy);
@@ -517,8 +518,8 @@ bool IsCountryCode(std::string_view s) {
 
 void ReadIntents(Reader& r, const YAML::Node& map, const std::string& path, v1::Intents& intents) {
   if (!r.IsMap(map, path)) return;
-  r.KnownKeys(map, path, {"allowedRegions", "allowedCountries", "origin", "maxLatencyToOrigin",
-                          "deadline"});
+  r.KnownKeys(map, path,
+              {"allowedRegions", "allowedCountries", "origin", "maxLatencyToOrigin", "deadline"});
   if (auto list = r.StringList(map, "allowedRegions", path, false)) {
     for (auto& s : *list) intents.add_allowed_regions(s);
   }
@@ -546,9 +547,8 @@ void ReadIntents(Reader& r, const YAML::Node& map, const std::string& path, v1::
               absl::StrCat("must be an RFC 3339 time such as 2026-12-01T08:00:00Z: ", err));
     } else {
       intents.mutable_deadline()->set_seconds(absl::ToUnixSeconds(t));
-      intents.mutable_deadline()->set_nanos(
-          static_cast<int32_t>((t - absl::FromUnixSeconds(absl::ToUnixSeconds(t))) /
-                               absl::Nanoseconds(1)));
+      intents.mutable_deadline()->set_nanos(static_cast<int32_t>(
+          (t - absl::FromUnixSeconds(absl::ToUnixSeconds(t))) / absl::Nanoseconds(1)));
     }
   }
 }
@@ -556,8 +556,9 @@ void ReadIntents(Reader& r, const YAML::Node& map, const std::string& path, v1::
 void ReadAutoscaling(Reader& r, const YAML::Node& map, const std::string& path,
                      v1::Autoscaling& out) {
   if (!r.IsMap(map, path)) return;
-  r.KnownKeys(map, path,
-              {"minReplicas", "maxReplicas", "targetCPUUtilizationPercentage", "scaleDownCooldown"});
+  r.KnownKeys(
+      map, path,
+      {"minReplicas", "maxReplicas", "targetCPUUtilizationPercentage", "scaleDownCooldown"});
   auto min = r.Int(map, "minReplicas", path, 1, kMaxReplicas, true);
   auto max = r.Int(map, "maxReplicas", path, 1, kMaxReplicas, true);
   if (min && max && *max < *min) r.Error(Child(path, "maxReplicas"), "less than minReplicas");
@@ -621,8 +622,7 @@ void ReadChannel(Reader& r, const YAML::Node& ch, const std::string& p, const st
   if (auto name = r.DnsLabel(ch, "channelName", p, true)) channel->set_name(*name);
   std::string op = Child(p, "otherService");
   std::optional<YAML::Node> other = Reader::Field(ch, "otherService");
-  PendingChannel pc{channel, Child(op, "serviceName"), Child(op, "port"), Child(op, "appName"),
-                    ""};
+  PendingChannel pc{channel, Child(op, "serviceName"), Child(op, "port"), Child(op, "appName"), ""};
   if (!other) {
     r.Error(op, "required");
   } else if (r.IsMap(*other, op)) {
@@ -641,8 +641,8 @@ void ReadChannel(Reader& r, const YAML::Node& ch, const std::string& p, const st
     } else if (*cls == "ASSURED") {
       channel->set_service_class(common::v1::SERVICE_CLASS_ASSURED);
     } else {
-      r.Error(Child(p, "serviceClass"), absl::StrCat("must be BESTEFFORT or ASSURED, got \"",
-                                                     *cls, "\""));
+      r.Error(Child(p, "serviceClass"),
+              absl::StrCat("must be BESTEFFORT or ASSURED, got \"", *cls, "\""));
     }
   }
   if (auto adv = Reader::Field(ch, "advancedChannelSettings")) {
@@ -688,9 +688,9 @@ void ResolveChannels(Reader& r, const ApplicationSpec& spec,
       r.Error(name_paths[i], absl::StrCat("duplicate channel name \"", ch.name(), "\""));
     }
     if (!pc.app_name.empty() && pc.app_name != spec.app_name()) {
-      r.Error(pc.app_path, absl::StrCat("channels to another application (\"", pc.app_name,
-                                        "\") are not supported; expected \"", spec.app_name(),
-                                        "\""));
+      r.Error(pc.app_path,
+              absl::StrCat("channels to another application (\"", pc.app_name,
+                           "\") are not supported; expected \"", spec.app_name(), "\""));
     }
     if (ch.to_service().empty()) continue;
     auto it = by_name.find(ch.to_service());
@@ -707,8 +707,8 @@ void ResolveChannels(Reader& r, const ApplicationSpec& spec,
     if (ch.to_port() != 0 && target.ports_size() > 0 &&
         std::none_of(target.ports().begin(), target.ports().end(),
                      [&](const v1::ContainerPort& p) { return p.port() == ch.to_port(); })) {
-      r.Error(pc.port_path, absl::StrCat("service \"", target.name(), "\" does not expose port ",
-                                         ch.to_port()));
+      r.Error(pc.port_path,
+              absl::StrCat("service \"", target.name(), "\" does not expose port ", ch.to_port()));
     }
   }
 }
@@ -742,13 +742,14 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
   if (!r.IsMap(s, "spec")) return;
   ApplicationSpec& spec = out.spec;
   if (extended) {
-    r.KnownKeys(s, "spec", {"appName", "qosClass", "securityClass", "complianceClass",
-                            "appEnergyLimit", "appFailureTolerance", "performanceProfile",
-                            "codecoapp-msspec", "customProfileWeights", "intents", "placement"});
+    r.KnownKeys(s, "spec",
+                {"appName", "qosClass", "securityClass", "complianceClass", "appEnergyLimit",
+                 "appFailureTolerance", "performanceProfile", "codecoapp-msspec",
+                 "customProfileWeights", "intents", "placement"});
   } else {
-    r.KnownKeys(s, "spec", {"appName", "qosClass", "securityClass", "complianceClass",
-                            "appEnergyLimit", "appFailureTolerance", "performanceProfile",
-                            "codecoapp-msspec"},
+    r.KnownKeys(s, "spec",
+                {"appName", "qosClass", "securityClass", "complianceClass", "appEnergyLimit",
+                 "appFailureTolerance", "performanceProfile", "codecoapp-msspec"},
                 ext_hint);
   }
   if (auto name = r.DnsLabel(s, "appName", "spec", true)) {
@@ -761,8 +762,8 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
     if (auto cls = ParseQosClass(*q)) {
       spec.set_qos_class(*cls);
     } else {
-      r.Error("spec.qosClass", absl::StrCat("must be Gold, Silver or BestEffort, got \"", *q,
-                                            "\""));
+      r.Error("spec.qosClass",
+              absl::StrCat("must be Gold, Silver or BestEffort, got \"", *q, "\""));
     }
   }
   if (auto v = r.String(s, "securityClass", "spec", false)) spec.set_security_class(*v);
@@ -777,9 +778,9 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
     if (auto profile = ParseProfile(*v)) {
       spec.set_performance_profile(*profile);
     } else {
-      r.Error("spec.performanceProfile",
-              absl::StrCat("must be latency, greenness, resilience, cost or custom, got \"", *v,
-                           "\""));
+      r.Error(
+          "spec.performanceProfile",
+          absl::StrCat("must be latency, greenness, resilience, cost or custom, got \"", *v, "\""));
     }
   }
   if (extended) {
@@ -833,9 +834,10 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
     std::string p = Index(mpath, i);
     if (!r.IsMap(m, p)) continue;
     if (extended) {
-      r.KnownKeys(m, p, {"serviceName", "podspec", "serviceChannels", "nwbandwidth", "nwlatency",
-                         "replicas", "requests", "stateful", "availability", "dataLocality",
-                         "nodeSelector", "autoscaling"});
+      r.KnownKeys(
+          m, p,
+          {"serviceName", "podspec", "serviceChannels", "nwbandwidth", "nwlatency", "replicas",
+           "requests", "stateful", "availability", "dataLocality", "nodeSelector", "autoscaling"});
     } else {
       r.KnownKeys(m, p, {"serviceName", "podspec", "serviceChannels", "nwbandwidth", "nwlatency"},
                   ext_hint);
@@ -867,8 +869,8 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
       if (auto req = Reader::Field(m, "requests")) {
         common::v1::ResourceQuantities requests;
         ReadResources(r, *req, Child(p, "requests"), requests);
-        if (service->has_requests() &&
-            (service->requests().cpu_millicores() != 0 || service->requests().memory_bytes() != 0)) {
+        if (service->has_requests() && (service->requests().cpu_millicores() != 0 ||
+                                        service->requests().memory_bytes() != 0)) {
           r.Error(Child(p, "requests"),
                   "set requests either here or in podspec resources, not both");
         }
@@ -924,9 +926,10 @@ void ParseMultiClusterDeployment(Reader& r, const YAML::Node& root, ParsedCam& o
   }
   const YAML::Node& s = *spec_node;
   if (!r.IsMap(s, "spec")) return;
-  r.KnownKeys(s, "spec", {"placementPolicy", "locations", "numberOfLocations", "enableBursting",
-                          "burstingPolicy", "enableSubstitution", "substitutionPolicy",
-                          "selector", "replicas", "template"});
+  r.KnownKeys(
+      s, "spec",
+      {"placementPolicy", "locations", "numberOfLocations", "enableBursting", "burstingPolicy",
+       "enableSubstitution", "substitutionPolicy", "selector", "replicas", "template"});
   ApplicationSpec& spec = out.spec;
   spec.set_app_name(name);
   ServiceSpec* service = spec.add_services();
@@ -1032,8 +1035,8 @@ absl::StatusOr<ParsedCam> ParseCam(std::string_view yaml, const CamLimits& limit
   try {
     if (*api == kCodecoApiVersion || *api == kExtendedApiVersion) {
       if (*kind != "CodecoApp") {
-        return InvalidFieldError("kind", absl::StrCat("must be CodecoApp for ", *api, ", got \"",
-                                                      *kind, "\""));
+        return InvalidFieldError(
+            "kind", absl::StrCat("must be CodecoApp for ", *api, ", got \"", *kind, "\""));
       }
       out.form = *api == kCodecoApiVersion ? CamForm::kCodecoApp : CamForm::kCodecoAppExtended;
       r.KnownKeys(root, "", {"apiVersion", "kind", "metadata", "spec", "status"});
@@ -1050,8 +1053,7 @@ absl::StatusOr<ParsedCam> ParseCam(std::string_view yaml, const CamLimits& limit
       return InvalidFieldError("apiVersion",
                                absl::StrCat("must be ", std::string(kCodecoApiVersion), ", ",
                                             std::string(kExtendedApiVersion), " or ",
-                                            std::string(kMck8sApiVersion), ", got \"", *api,
-                                            "\""));
+                                            std::string(kMck8sApiVersion), ", got \"", *api, "\""));
     }
   } catch (const YAML::Exception& e) {
     // The walk only reads a tree already built; a throw here is a yaml-cpp

@@ -130,8 +130,8 @@ absl::StatusOr<v1::HeartbeatResponse> ClusterRegistry::Heartbeat(
       cluster->set_health(reported);
       cluster->set_health_message(request.health_message());
     } else {
-      cluster->set_health_message(absl::StrCat("recovering: ", beats, " of ",
-                                               options_.recover_beats, " heartbeats"));
+      cluster->set_health_message(
+          absl::StrCat("recovering: ", beats, " of ", options_.recover_beats, " heartbeats"));
     }
   } else {
     cluster->set_health(reported);
@@ -152,7 +152,8 @@ absl::StatusOr<std::vector<std::string>> ClusterRegistry::Sweep() {
       decode = absl::DataLossError("corrupt cluster record");
       return false;
     }
-    if (c.health() != v1::CLUSTER_HEALTH_UNREACHABLE && FromProto(c.last_heartbeat_time()) < deadline) {
+    if (c.health() != v1::CLUSTER_HEALTH_UNREACHABLE &&
+        FromProto(c.last_heartbeat_time()) < deadline) {
       stale.push_back(std::move(c));
     }
     return true;
@@ -162,9 +163,9 @@ absl::StatusOr<std::vector<std::string>> ClusterRegistry::Sweep() {
   KvWriteBatch batch;
   for (v1::Cluster& c : stale) {
     c.set_health(v1::CLUSTER_HEALTH_UNREACHABLE);
-    c.set_health_message(absl::StrCat("no heartbeat for ",
-                                      absl::FormatDuration(clock_.Now() -
-                                                           FromProto(c.last_heartbeat_time()))));
+    c.set_health_message(
+        absl::StrCat("no heartbeat for ",
+                     absl::FormatDuration(clock_.Now() - FromProto(c.last_heartbeat_time()))));
     recovering_[c.metadata().name()] = 0;
     batch.Put(kClusters, c.metadata().name(), c.SerializeAsString());
     changed.push_back(c.metadata().name());
@@ -191,32 +192,33 @@ absl::StatusOr<v1::ListClustersResponse> ClusterRegistry::List(
   v1::ListClustersResponse response;
   bool more = false;
   absl::Status decode;
-  RETURN_IF_ERROR(kv_.Scan(kClusters, {.start_after = request.page_token()},
-                           [&](std::string_view, std::string_view value) {
-    v1::Cluster c;
-    if (!c.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-      decode = absl::DataLossError("corrupt cluster record");
-      return false;
-    }
-    if (request.role() != v1::CLUSTER_ROLE_UNSPECIFIED && c.role() != request.role()) return true;
-    if (request.health() != v1::CLUSTER_HEALTH_UNSPECIFIED && c.health() != request.health()) {
-      return true;
-    }
-    if (!request.parent_cluster().empty() && c.parent_cluster() != request.parent_cluster()) {
-      return true;
-    }
-    if (!MatchesLabels(request.label_selector(), c.metadata().labels())) return true;
-    if (response.clusters_size() == page) {
-      more = true;
-      return false;
-    }
-    *response.add_clusters() = std::move(c);
-    return true;
-  }));
+  RETURN_IF_ERROR(kv_.Scan(
+      kClusters, {.start_after = request.page_token()},
+      [&](std::string_view, std::string_view value) {
+        v1::Cluster c;
+        if (!c.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+          decode = absl::DataLossError("corrupt cluster record");
+          return false;
+        }
+        if (request.role() != v1::CLUSTER_ROLE_UNSPECIFIED && c.role() != request.role())
+          return true;
+        if (request.health() != v1::CLUSTER_HEALTH_UNSPECIFIED && c.health() != request.health()) {
+          return true;
+        }
+        if (!request.parent_cluster().empty() && c.parent_cluster() != request.parent_cluster()) {
+          return true;
+        }
+        if (!MatchesLabels(request.label_selector(), c.metadata().labels())) return true;
+        if (response.clusters_size() == page) {
+          more = true;
+          return false;
+        }
+        *response.add_clusters() = std::move(c);
+        return true;
+      }));
   RETURN_IF_ERROR(decode);
   if (more) {
-    response.set_next_page_token(
-        response.clusters(response.clusters_size() - 1).metadata().name());
+    response.set_next_page_token(response.clusters(response.clusters_size() - 1).metadata().name());
   }
   return response;
 }

@@ -29,9 +29,9 @@ double DistanceKm(double lat1, double lon1, double lat2, double lon2) {
   constexpr double kRad = M_PI / 180.0;
   double dlat = (lat2 - lat1) * kRad;
   double dlon = (lon2 - lon1) * kRad;
-  double a = std::sin(dlat / 2) * std::sin(dlat / 2) +
-             std::cos(lat1 * kRad) * std::cos(lat2 * kRad) * std::sin(dlon / 2) *
-                 std::sin(dlon / 2);
+  double a = std::sin(dlat / 2) * std::sin(dlat / 2) + std::cos(lat1 * kRad) *
+                                                           std::cos(lat2 * kRad) *
+                                                           std::sin(dlon / 2) * std::sin(dlon / 2);
   return 2 * kEarthRadiusKm * std::asin(std::min(1.0, std::sqrt(a)));
 }
 
@@ -83,10 +83,9 @@ void NeighborhoodComposer::Partition(std::vector<v1::Cluster> clusters) {
     e.has_geo = l.latitude() != 0 || l.longitude() != 0;
     auto sec = c.metadata().labels().find("codeco.io/security-class");
     e.security_level = sec == c.metadata().labels().end() ? 0 : SecurityLevel(sec->second);
-    std::string id = absl::StrCat(TierName(l.tier()), "/", l.region().empty() ? "-" : l.region(),
-                                  "/cpu", CpuBand(c), "/co2-",
-                                  static_cast<int>(c.energy_profile().carbon_intensity_g_per_kwh() /
-                                                   100));
+    std::string id = absl::StrCat(
+        TierName(l.tier()), "/", l.region().empty() ? "-" : l.region(), "/cpu", CpuBand(c), "/co2-",
+        static_cast<int>(c.energy_profile().carbon_intensity_g_per_kwh() / 100));
     auto [it, added] = class_index.emplace(id, static_cast<int>(classes_.size()));
     if (added) classes_.push_back(Class{id, l.region(), {}});
     e.class_index = it->second;
@@ -148,9 +147,9 @@ absl::StatusOr<v1::Neighborhood> NeighborhoodComposer::Select(
   auto latency_to_origin = [&](const Entry& e) -> std::optional<int64_t> {
     const auto& l = e.cluster.cluster_labels();
     if (origin && e.has_geo) {
-      return kBaseLatencyNs + static_cast<int64_t>(
-                                  DistanceKm(origin->lat, origin->lon, l.latitude(), l.longitude()) *
-                                  kNsPerKm);
+      return kBaseLatencyNs +
+             static_cast<int64_t>(
+                 DistanceKm(origin->lat, origin->lon, l.latitude(), l.longitude()) * kNsPerKm);
     }
     if (!origin_region.empty() && l.region() == origin_region) return kBaseLatencyNs;
     return std::nullopt;
@@ -213,12 +212,12 @@ absl::StatusOr<v1::Neighborhood> NeighborhoodComposer::Select(
                               : 0.0;
       double near = latency ? 1.0 / (1.0 + static_cast<double>(*latency) / 1e7) : 0.0;
       double green = 1.0 / (1.0 + c.energy_profile().carbon_intensity_g_per_kwh() / 100.0);
-      double ready = c.capacity().node_count() > 0
-                         ? static_cast<double>(c.capacity().ready_node_count()) /
-                               c.capacity().node_count()
-                         : 0.0;
-      double resilience = 0.5 * ready + 0.5 * free_ratio -
-                          (c.health() == v1::CLUSTER_HEALTH_DEGRADED ? 0.5 : 0.0);
+      double ready =
+          c.capacity().node_count() > 0
+              ? static_cast<double>(c.capacity().ready_node_count()) / c.capacity().node_count()
+              : 0.0;
+      double resilience =
+          0.5 * ready + 0.5 * free_ratio - (c.health() == v1::CLUSTER_HEALTH_DEGRADED ? 0.5 : 0.0);
       double cores = std::max<double>(1.0, alloc.cpu_millicores() / 1000.0);
       double cheap = 1.0 / (1.0 + c.energy_profile().max_watts() / cores / 10.0);
       double score;
@@ -252,12 +251,12 @@ absl::StatusOr<v1::Neighborhood> NeighborhoodComposer::Select(
         ", not ready or not an MC: ", rejected_health, ", outside allowed countries: ",
         rejected_country, ", without compliance \"", spec.compliance_class(),
         "\": ", rejected_compliance, ", below security class: ", rejected_security,
-        ", too small: ", rejected_capacity, ", too far from the origin: ", rejected_latency,
-        ")"));
+        ", too small: ", rejected_capacity, ", too far from the origin: ", rejected_latency, ")"));
   }
   auto better = [&](const Candidate& a, const Candidate& b) {
     if (a.score != b.score) return a.score > b.score;
-    return entries_[a.entry].cluster.metadata().name() < entries_[b.entry].cluster.metadata().name();
+    return entries_[a.entry].cluster.metadata().name() <
+           entries_[b.entry].cluster.metadata().name();
   };
   std::vector<Candidate> chosen;
   const size_t k = std::min<size_t>(options.max_members, candidates.size());

@@ -35,7 +35,8 @@ absl::StatusOr<v1::Neighborhood> NeighborhoodManager::Assign(const v1::Applicati
     composer_.Partition(std::move(all));
     partitioned_at_ = now;
   }
-  ASSIGN_OR_RETURN(v1::Neighborhood nb, composer_.Select(spec, {.max_members = options_.max_members}));
+  ASSIGN_OR_RETURN(v1::Neighborhood nb,
+                   composer_.Select(spec, {.max_members = options_.max_members}));
   absl::StatusOr<std::string> stored = kv_.Get(kNeighborhoods, nb.id());
   int64_t revision = 1;
   if (stored.ok()) {
@@ -99,29 +100,29 @@ absl::StatusOr<v1::ListNeighborhoodsResponse> NeighborhoodManager::List(
   v1::ListNeighborhoodsResponse response;
   bool more = false;
   absl::Status decode;
-  RETURN_IF_ERROR(kv_.Scan(kNeighborhoods, {.start_after = request.page_token()},
-                           [&](std::string_view, std::string_view value) {
-    v1::Neighborhood nb;
-    if (!nb.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-      decode = absl::DataLossError("corrupt neighborhood record");
-      return false;
-    }
-    if (!request.cluster().empty() &&
-        std::none_of(nb.members().begin(), nb.members().end(),
-                     [&](const auto& m) { return m.cluster() == request.cluster(); })) {
-      return true;
-    }
-    if (response.neighborhoods_size() == page) {
-      more = true;
-      return false;
-    }
-    *response.add_neighborhoods() = std::move(nb);
-    return true;
-  }));
+  RETURN_IF_ERROR(kv_.Scan(
+      kNeighborhoods, {.start_after = request.page_token()},
+      [&](std::string_view, std::string_view value) {
+        v1::Neighborhood nb;
+        if (!nb.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+          decode = absl::DataLossError("corrupt neighborhood record");
+          return false;
+        }
+        if (!request.cluster().empty() &&
+            std::none_of(nb.members().begin(), nb.members().end(),
+                         [&](const auto& m) { return m.cluster() == request.cluster(); })) {
+          return true;
+        }
+        if (response.neighborhoods_size() == page) {
+          more = true;
+          return false;
+        }
+        *response.add_neighborhoods() = std::move(nb);
+        return true;
+      }));
   RETURN_IF_ERROR(decode);
   if (more) {
-    response.set_next_page_token(
-        response.neighborhoods(response.neighborhoods_size() - 1).id());
+    response.set_next_page_token(response.neighborhoods(response.neighborhoods_size() - 1).id());
   }
   return response;
 }

@@ -31,8 +31,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchApplicationR
       : manager_(manager), name_(request.name()) {
     absl::MutexLock lock(&mu_);
     if (request.from_revision() < 0) {
-      FinishLocked(ToGrpcStatus(
-          absl::InvalidArgumentError("from_revision: must not be negative")));
+      FinishLocked(ToGrpcStatus(absl::InvalidArgumentError("from_revision: must not be negative")));
       return;
     }
     if (request.from_revision() == 0) {
@@ -100,7 +99,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchApplicationR
         FinishLocked(ToGrpcStatus(!changes.ok() ? changes.status() : current.status()));
         return;
       }
-      int64_t read_to = changes->empty() ? last_ : changes->back().application().metadata().revision();
+      int64_t read_to =
+          changes->empty() ? last_ : changes->back().application().metadata().revision();
       // Short of the batch, every change up to `current` has been seen.
       last_ = changes->size() == kBatch ? read_to : std::max(read_to, *current);
       for (auto& c : *changes) queue_.push_back(std::move(c));
@@ -145,7 +145,8 @@ struct OwnedDependencies {
 class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl {
  public:
   OwningAcmService(KvStore& kv, Clock& clock, const AcmServiceOptions& options)
-      : OwnedDependencies(kv, clock, options), AcmServiceImpl(OwnedDependencies::manager, OwnedDependencies::clusters,
+      : OwnedDependencies(kv, clock, options),
+        AcmServiceImpl(OwnedDependencies::manager, OwnedDependencies::clusters,
                        OwnedDependencies::neighborhoods) {}
 };
 
@@ -192,9 +193,9 @@ grpc::ServerWriteReactor<v1::WatchApplicationResponse>* AcmServiceImpl::WatchApp
   return new WatchReactor(manager_, *request);
 }
 
-grpc::ServerUnaryReactor* AcmServiceImpl::RegisterCluster(
-    grpc::CallbackServerContext* context, const v1::RegisterClusterRequest* request,
-    v1::RegisterClusterResponse* response) {
+grpc::ServerUnaryReactor* AcmServiceImpl::RegisterCluster(grpc::CallbackServerContext* context,
+                                                          const v1::RegisterClusterRequest* request,
+                                                          v1::RegisterClusterResponse* response) {
   return Answer(context, response, [&] { return clusters_.Register(*request); });
 }
 
@@ -230,9 +231,9 @@ grpc::ServerUnaryReactor* AcmServiceImpl::UnregisterCluster(
   return Answer(context, response, [&] { return clusters_.Unregister(*request); });
 }
 
-grpc::ServerUnaryReactor* AcmServiceImpl::GetNeighborhood(
-    grpc::CallbackServerContext* context, const v1::GetNeighborhoodRequest* request,
-    v1::GetNeighborhoodResponse* response) {
+grpc::ServerUnaryReactor* AcmServiceImpl::GetNeighborhood(grpc::CallbackServerContext* context,
+                                                          const v1::GetNeighborhoodRequest* request,
+                                                          v1::GetNeighborhoodResponse* response) {
   return Answer(context, response, [&] { return neighborhoods_.Get(*request); });
 }
 

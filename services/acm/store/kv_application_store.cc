@@ -51,16 +51,15 @@ absl::Status KvApplicationStore::List(
     const std::string& start_after,
     const std::function<bool(const v1::Application&)>& visitor) const {
   absl::Status decode_error;
-  RETURN_IF_ERROR(kv_.Scan(kApplications, {.start_after = start_after},
-                           [&](std::string_view, std::string_view value) {
-                             absl::StatusOr<v1::Application> app =
-                                 Decode<v1::Application>(value, "application");
-                             if (!app.ok()) {
-                               decode_error = app.status();
-                               return false;
-                             }
-                             return visitor(*app);
-                           }));
+  RETURN_IF_ERROR(kv_.Scan(
+      kApplications, {.start_after = start_after}, [&](std::string_view, std::string_view value) {
+        absl::StatusOr<v1::Application> app = Decode<v1::Application>(value, "application");
+        if (!app.ok()) {
+          decode_error = app.status();
+          return false;
+        }
+        return visitor(*app);
+      }));
   return decode_error;
 }
 
@@ -74,16 +73,16 @@ absl::StatusOr<std::vector<v1::ApplicationRevision>> KvApplicationStore::ListSpe
     const std::string& name) const {
   std::vector<v1::ApplicationRevision> out;
   absl::Status decode_error;
-  RETURN_IF_ERROR(kv_.Scan(kRevisions, {.prefix = name + "/"},
-                           [&](std::string_view, std::string_view value) {
-                             auto rev = Decode<v1::ApplicationRevision>(value, "revision");
-                             if (!rev.ok()) {
-                               decode_error = rev.status();
-                               return false;
-                             }
-                             out.push_back(*std::move(rev));
-                             return true;
-                           }));
+  RETURN_IF_ERROR(
+      kv_.Scan(kRevisions, {.prefix = name + "/"}, [&](std::string_view, std::string_view value) {
+        auto rev = Decode<v1::ApplicationRevision>(value, "revision");
+        if (!rev.ok()) {
+          decode_error = rev.status();
+          return false;
+        }
+        out.push_back(*std::move(rev));
+        return true;
+      }));
   RETURN_IF_ERROR(decode_error);
   return out;
 }
@@ -112,8 +111,7 @@ absl::StatusOr<int64_t> KvApplicationStore::OldestEventRevision() const {
 }
 
 absl::Status KvApplicationStore::ReadEvents(
-    int64_t after,
-    const std::function<bool(const v1::WatchApplicationResponse&)>& visitor) const {
+    int64_t after, const std::function<bool(const v1::WatchApplicationResponse&)>& visitor) const {
   absl::Status decode_error;
   RETURN_IF_ERROR(kv_.Scan(kEvents, {.start_after = Padded(after)},
                            [&](std::string_view, std::string_view value) {
@@ -140,7 +138,8 @@ absl::Status KvApplicationStore::Commit(const ApplicationCommit& commit) {
   if (commit.erase) {
     batch.Delete(kApplications, *commit.erase);
     ASSIGN_OR_RETURN(std::vector<v1::ApplicationRevision> revs, ListSpecRevisions(*commit.erase));
-    for (const auto& rev : revs) batch.Delete(kRevisions, RevisionKey(*commit.erase, rev.spec_revision()));
+    for (const auto& rev : revs)
+      batch.Delete(kRevisions, RevisionKey(*commit.erase, rev.spec_revision()));
   }
   if (commit.spec_revision) {
     const std::string& name = commit.put ? commit.put->metadata().name() : "";

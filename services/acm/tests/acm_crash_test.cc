@@ -2,7 +2,6 @@
 // directory: every acknowledged application, spec revision and change is
 // back, and a watcher resumes from its last revision without gaps.
 #include <catch2/catch.hpp>
-
 #include <csignal>
 #include <filesystem>
 #include <fstream>

@@ -1,7 +1,6 @@
 // AcmService over real gRPC on loopback: apply/get/list/delete/rollback with
 // their error codes, and WatchApplication streaming in order and resuming.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -86,8 +85,8 @@ TEST_CASE("applications are applied and read and listed and rolled back and dele
   REQUIRE(applied.application().status().phase() == v1::APPLICATION_PHASE_PENDING);
 
   v1::ApplyApplicationResponse bad;
-  grpc::Status status = s.Apply(absl::StrReplaceAll(Bookinfo(), {{"qosClass: Gold", "qosClass: 7"}}),
-                                &bad);
+  grpc::Status status =
+      s.Apply(absl::StrReplaceAll(Bookinfo(), {{"qosClass: Gold", "qosClass: 7"}}), &bad);
   REQUIRE(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
   REQUIRE_THAT(status.error_message(), Catch::StartsWith("spec.qosClass: "));
 

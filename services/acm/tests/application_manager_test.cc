@@ -1,12 +1,12 @@
-#include <catch2/catch.hpp>
+#include "acm/core/application_manager.h"
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
 
 #include "absl/strings/str_replace.h"
-#include "acm/core/application_manager.h"
 #include "acm/store/kv_application_store.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/kv_store.h"
@@ -26,7 +26,8 @@ std::string Bookinfo() {
 // A CAM of `name` with one service whose image tag is `tag`.
 std::string SmallCam(const std::string& name, const std::string& tag,
                      const std::string& labels = "") {
-  return absl::StrReplaceAll(R"(apiVersion: codeco.he-codeco.eu/v1alpha1
+  return absl::StrReplaceAll(
+      R"(apiVersion: codeco.he-codeco.eu/v1alpha1
 kind: CodecoApp
 metadata:
   name: NAME
@@ -40,9 +41,7 @@ spec:
           - name: web
             image: registry.example.org/web:TAG
 )",
-                             {{"NAME", name},
-                              {"TAG", tag},
-                              {"LABELS", labels.empty() ? "" : "  labels:\n" + labels}});
+      {{"NAME", name}, {"TAG", tag}, {"LABELS", labels.empty() ? "" : "  labels:\n" + labels}});
 }
 
 struct Fixture {
@@ -374,9 +373,9 @@ TEST_CASE("events past the retention answer OUT_OF_RANGE") {
   // The expired events are gone from storage too.
   int kept = 0;
   REQUIRE(kv->Scan("application_events", {}, [&](std::string_view, std::string_view) {
-               ++kept;
-               return true;
-             }).ok());
+              ++kept;
+              return true;
+            }).ok());
   REQUIRE(kept == 3);
 }
 
@@ -415,7 +414,8 @@ TEST_CASE("the neighborhood manager selects from the registry and keeps revision
     v1::RegisterClusterRequest reg;
     reg.mutable_cluster()->mutable_metadata()->set_name(name);
     reg.mutable_cluster()->set_role(v1::CLUSTER_ROLE_MC);
-    reg.mutable_cluster()->mutable_capacity()->mutable_largest_free_node()->set_cpu_millicores(1000);
+    reg.mutable_cluster()->mutable_capacity()->mutable_largest_free_node()->set_cpu_millicores(
+        1000);
     REQUIRE(registry.Register(reg).ok());
   };
   v1::ApplicationSpec spec;

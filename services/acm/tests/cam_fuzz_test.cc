@@ -2,7 +2,6 @@
 // variants of every example must each parse or be refused with
 // INVALID_ARGUMENT, never crash, hang or answer anything else.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 #include <random>

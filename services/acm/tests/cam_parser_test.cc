@@ -1,12 +1,12 @@
-#include <catch2/catch.hpp>
+#include "acm/core/cam_parser.h"
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "absl/strings/match.h"
-#include "acm/core/cam_parser.h"
 
 namespace codeco::acm {
 namespace {
@@ -63,8 +63,8 @@ TEST_CASE("the real bookinfo CodecoApp parses unchanged with exact quantities") 
   REQUIRE(page.requests().memory_bytes() == 256LL * 1024 * 1024);
   REQUIRE(page.limits().cpu_millicores() == 500);
   REQUIRE(page.limits().memory_bytes() == 512LL * 1024 * 1024);
-  REQUIRE(page.network_bandwidth_bps() == 1'200'000);    // "1.2" Mbit/s
-  REQUIRE(page.network_latency_ns() == 3'000'000);       // "3" ms
+  REQUIRE(page.network_bandwidth_bps() == 1'200'000);  // "1.2" Mbit/s
+  REQUIRE(page.network_latency_ns() == 3'000'000);     // "3" ms
   REQUIRE(page.ports_size() == 1);
   REQUIRE(page.ports(0).port() == 9080);
   REQUIRE(page.channels_size() == 2);
@@ -87,7 +87,8 @@ TEST_CASE("the real bookinfo CodecoApp parses unchanged with exact quantities") 
 
   int assured = 0;
   for (const auto& s : spec.services()) {
-    for (const auto& c : s.channels()) assured += c.service_class() == common::v1::SERVICE_CLASS_ASSURED;
+    for (const auto& c : s.channels())
+      assured += c.service_class() == common::v1::SERVICE_CLASS_ASSURED;
   }
   REQUIRE(assured == 1);
 }
@@ -223,7 +224,8 @@ TEST_CASE("ValidateApplicationSpec names proto field paths") {
   REQUIRE(FirstErrorPath(status) == "spec.services[1].channels[0].to_service");
   spec = ParseExample("bookinfo.yaml").spec;
   spec.mutable_services(0)->mutable_requests()->set_cpu_millicores(-1);
-  REQUIRE(FirstErrorPath(ValidateApplicationSpec(spec)) == "spec.services[0].requests.cpu_millicores");
+  REQUIRE(FirstErrorPath(ValidateApplicationSpec(spec)) ==
+          "spec.services[0].requests.cpu_millicores");
 }
 
 TEST_CASE("DNS labels") {

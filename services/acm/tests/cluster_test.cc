@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <memory>
 
 #include "acm/core/cluster_registry.h"
@@ -38,8 +37,10 @@ v1::Cluster MakeCluster(const std::string& name, const std::string& region,
 struct Registry {
   std::unique_ptr<KvStore> kv = NewInMemoryKvStore({"clusters"});
   SimulatedClock clock{absl::FromUnixSeconds(1'800'000'000)};
-  ClusterRegistry registry{*kv, clock, {.heartbeat_interval = absl::Seconds(10),
-                                        .miss_threshold = 3, .recover_beats = 2}};
+  ClusterRegistry registry{
+      *kv,
+      clock,
+      {.heartbeat_interval = absl::Seconds(10), .miss_threshold = 3, .recover_beats = 2}};
 
   void Beat(const std::string& name, int64_t seq) {
     v1::HeartbeatRequest hb;
@@ -60,7 +61,8 @@ struct Registry {
 TEST_CASE("registered clusters heartbeat and missed beats make them UNREACHABLE with hysteresis") {
   Registry r;
   v1::RegisterClusterRequest reg;
-  *reg.mutable_cluster() = MakeCluster("edge-1", "eu-west", "PT", common::v1::TIER_EDGE, 38.7, -9.1);
+  *reg.mutable_cluster() =
+      MakeCluster("edge-1", "eu-west", "PT", common::v1::TIER_EDGE, 38.7, -9.1);
   auto registered = r.registry.Register(reg);
   REQUIRE(registered.ok());
   REQUIRE(registered->heartbeat_interval_ns() == 10'000'000'000);
@@ -112,8 +114,8 @@ TEST_CASE("registration validates its input and list filters") {
 
   for (int i = 0; i < 5; ++i) {
     v1::RegisterClusterRequest reg;
-    *reg.mutable_cluster() = MakeCluster("c" + std::to_string(i), "eu", "PT",
-                                         common::v1::TIER_EDGE, 0, 0);
+    *reg.mutable_cluster() =
+        MakeCluster("c" + std::to_string(i), "eu", "PT", common::v1::TIER_EDGE, 0, 0);
     REQUIRE(r.registry.Register(reg).ok());
   }
   r.clock.Advance(absl::Seconds(31));
@@ -174,8 +176,8 @@ TEST_CASE("neighborhoods meet the hard constraints and suit the profile") {
   REQUIRE(nb.ok());
   auto members = Members(*nb);
   std::sort(members.begin(), members.end());
-  REQUIRE(members == std::vector<std::string>{"frankfurt-cloud", "lisbon-edge", "munich-edge",
-                                              "porto-edge"});
+  REQUIRE(members ==
+          std::vector<std::string>{"frankfurt-cloud", "lisbon-edge", "munich-edge", "porto-edge"});
 
   // Latency to an origin in Lisbon within 5 ms: Lisbon and Porto (~275 km) only.
   spec = App();
