@@ -23,6 +23,7 @@
 #include "file_archive_store.h"
 #include "lms_service.h"
 #include "nlohmann/json.hpp"
+#include "recorder.h"
 #include "scenario.h"
 #ifdef CODEF_HAVE_RELAY
 #include "relay_link_control.h"
@@ -51,6 +52,12 @@ ConfigSchema CodefSchema() {
               .type = ConfigType::kDuration,
               .default_value = "100ms",
               .help = "how often pod phases and the fault timeline advance"});
+  schema.Add({.path = "record",
+              .type = ConfigType::kBool,
+              .default_value = "false",
+              .help = "write the scenario's record.metrics as CSV files"});
+  schema.Add(
+      {.path = "output_dir", .help = "where --record writes (default: the scenario's output.dir)"});
   schema.Add({.path = "log.level",
               .type = ConfigType::kEnum,
               .default_value = "info",
@@ -96,9 +103,10 @@ int Run(int argc, char** argv) {
     return 2;
   }
   if (flags->help) {
-    std::cout << "usage: codef --scenario FILE [--state-dir DIR] [--control-listen HOST:PORT]\n"
-              << "             [--lms-port PORT] [--tick DURATION]\n\n"
-              << schema.HelpText();
+    std::cout
+        << "usage: codef --scenario FILE [--state-dir DIR] [--control-listen HOST:PORT]\n"
+        << "             [--lms-port PORT] [--tick DURATION] [--record [--output-dir DIR]]\n\n"
+        << schema.HelpText();
     return 0;
   }
   absl::StatusOr<Config> config = schema.LoadFile(flags->config_file, flags->overrides);
@@ -204,15 +212,47 @@ int Run(int argc, char** argv) {
   }
   std::cout << "codef control listening on " << (*control_server)->address() << std::endl;
 
-  // The ticker moves pod phases along and plays the fault timeline.
-  (*federation)->StartTimeline(RealClock::Default().Now());
+  // Recording: one CSV file per metric, appended every record.interval.
+  std::unique_ptr<Recorder> recorder;
+  std::map<std::string, std::unique_ptr<std::ofstream>> record_files;
+  fs::path output_dir =
+      config->Has("output_dir") ? config->GetString("output_dir") : scenario->record.output_dir;
+  if (config->GetBool("record")) {
+    std::error_code ec;
+    fs::create_directories(output_dir, ec);
+    if (ec)
+      return fail(absl::UnavailableError(absl::StrCat("cannot create ", output_dir.string())));
+    recorder = std::make_unique<Recorder>(scenario->record, federation->get());
+    std::cout << "codef recording to " << output_dir.string() << std::endl;
+  }
+  absl::Time start = RealClock::Default().Now();
+  absl::Time next_sample = start;
+  auto sample = [&](absl::Time now) {
+    for (const auto& [file, text] : recorder->Sample(now, start)) {
+      auto& out = record_files[file];
+      if (out == nullptr) {
+        out = std::make_unique<std::ofstream>(output_dir / file, std::ios::trunc);
+      }
+      *out << text;
+      out->flush();
+    }
+  };
+
+  // The ticker moves pod phases along, plays the fault timeline and records.
+  (*federation)->StartTimeline(start);
   absl::Notification stop;
   absl::Duration tick = config->GetDuration("tick");
   if (tick <= absl::ZeroDuration()) tick = absl::Milliseconds(100);
   std::thread ticker([&] {
     while (!stop.WaitForNotificationWithTimeout(tick)) {
       for (const std::string& line : (*federation)->Tick()) log::Info("fault", {{"event", line}});
+      absl::Time now = RealClock::Default().Now();
+      if (recorder != nullptr && now >= next_sample) {
+        sample(now);
+        next_sample = now + absl::Nanoseconds(scenario->record.interval_ns);
+      }
     }
+    if (recorder != nullptr) sample(RealClock::Default().Now());  // the final state
   });
 
   int signal_number = WaitForTerminationSignal();

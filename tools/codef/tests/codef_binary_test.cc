@@ -36,7 +36,8 @@ TEST_CASE("codef hosts the five-site scenario and stops on SIGTERM") {
   codeco::testing::ChildProcess codef(
       {std::string(CODECO_BIN_DIR) + "/codef", "--scenario",
        std::string(CODEF_EXAMPLES_DIR) + "/grid5000-five-sites.yaml", "--state-dir",
-       (work / "state").string(), "--control-listen", "127.0.0.1:0", "--lms-port", "0"},
+       (work / "state").string(), "--control-listen", "127.0.0.1:0", "--lms-port", "0", "--record",
+       "--output-dir", (work / "results").string()},
       (work / "stderr.log").string());
 
   // "cluster NAME ip IP lms ADDR relay ADDR" lines, then the control line.
@@ -139,6 +140,15 @@ TEST_CASE("codef hosts the five-site scenario and stops on SIGTERM") {
   REQUIRE(list_nodes(absl::Seconds(10)).ok());
 
   REQUIRE(codef.Stop(SIGTERM, absl::Now() + absl::Seconds(20)) == 0);
+  // --record wrote the scenario's metrics, at least the final sample of all 29 nodes.
+  std::ifstream energy(work / "results" / "node_energy.csv");
+  std::string header;
+  REQUIRE(std::getline(energy, header));
+  REQUIRE(header == "time_s,cluster,node,watts");
+  int rows = 0;
+  for (std::string row; std::getline(energy, row);) ++rows;
+  REQUIRE(rows >= 29);
+  REQUIRE(fs::exists(work / "results" / "pod_phases.csv"));
   fs::remove_all(work);
 }
 

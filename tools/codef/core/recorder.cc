@@ -1,0 +1,121 @@
+#include "recorder.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace codeco::codef {
+namespace {
+
+const std::map<std::string, std::string>& Headers() {
+  static const auto* headers = new std::map<std::string, std::string>{
+      {"node_usage", "time_s,cluster,node,cpu_millicores,memory_bytes,cpu_utilization"},
+      {"node_energy", "time_s,cluster,node,watts"},
+      {"pod_phases", "time_s,cluster,pending,running,succeeded,failed"},
+      {"pending_pods", "time_s,pending"},
+      {"link_conditions", "time_s,from,to,one_way_latency_ns,bandwidth_bps,loss,cut"},
+      {"placement", "time_s,cluster,node,pod,phase"},
+  };
+  return *headers;
+}
+
+const char* PhaseName(codeco::lms::v1::PodPhase phase) {
+  switch (phase) {
+    case codeco::lms::v1::POD_PHASE_PENDING:
+      return "Pending";
+    case codeco::lms::v1::POD_PHASE_RUNNING:
+      return "Running";
+    case codeco::lms::v1::POD_PHASE_SUCCEEDED:
+      return "Succeeded";
+    case codeco::lms::v1::POD_PHASE_FAILED:
+      return "Failed";
+    default:
+      return "Unknown";
+  }
+}
+
+}  // namespace
+
+Recorder::Recorder(const RecordSpec& spec, Federation* federation)
+    : spec_(spec), federation_(federation) {}
+
+std::map<std::string, std::string> Recorder::Sample(absl::Time now, absl::Time start) {
+  auto wants = [&](const std::string& metric) {
+    return std::find(spec_.metrics.begin(), spec_.metrics.end(), metric) != spec_.metrics.end();
+  };
+  std::map<std::string, std::string> out;
+  for (const std::string& metric : spec_.metrics) {
+    auto header = Headers().find(metric);
+    if (header == Headers().end()) continue;
+    out[metric + ".csv"] = headers_written_ ? "" : header->second + "\n";
+  }
+  headers_written_ = true;
+  std::string t = absl::StrFormat("%.3f", absl::ToDoubleSeconds(now - start));
+  int64_t pending_total = 0;
+  for (const std::string& cluster : federation_->ClusterNames()) {
+    SynchronizedCluster* lms = federation_->FindLms(cluster);
+    if (lms == nullptr) continue;
+    lms->Run([&](EmulatedCluster& c) {
+      codeco::lms::v1::ListNodesRequest nodes_request;
+      nodes_request.set_page_size(1000);
+      auto nodes = c.ListNodes(nodes_request);
+      if (nodes.ok()) {
+        for (const auto& node : nodes->nodes()) {
+          if (wants("node_usage")) {
+            double capacity = static_cast<double>(node.capacity().cpu_millicores());
+            double utilization =
+                capacity > 0 ? static_cast<double>(node.usage().cpu_millicores()) / capacity : 0;
+            absl::StrAppend(&out["node_usage.csv"], t, ",", cluster, ",", node.name(), ",",
+                            node.usage().cpu_millicores(), ",", node.usage().memory_bytes(), ",",
+                            absl::StrFormat("%.4f", utilization), "\n");
+          }
+          if (wants("node_energy")) {
+            absl::StrAppend(&out["node_energy.csv"], t, ",", cluster, ",", node.name(), ",",
+                            absl::StrFormat("%.2f", node.energy_watts()), "\n");
+          }
+        }
+      }
+      std::map<codeco::lms::v1::PodPhase, int64_t> phases;
+      codeco::lms::v1::ListPodsRequest pods_request;
+      pods_request.set_page_size(1000);
+      do {
+        auto pods = c.ListPods(pods_request);
+        if (!pods.ok()) break;
+        for (const auto& pod : pods->pods()) {
+          phases[pod.phase()]++;
+          if (wants("placement")) {
+            absl::StrAppend(&out["placement.csv"], t, ",", cluster, ",", pod.node_name(), ",",
+                            pod.name(), ",", PhaseName(pod.phase()), "\n");
+          }
+        }
+        pods_request.set_page_token(pods->next_page_token());
+      } while (!pods_request.page_token().empty());
+      if (wants("pod_phases")) {
+        absl::StrAppend(&out["pod_phases.csv"], t, ",", cluster, ",",
+                        phases[codeco::lms::v1::POD_PHASE_PENDING], ",",
+                        phases[codeco::lms::v1::POD_PHASE_RUNNING], ",",
+                        phases[codeco::lms::v1::POD_PHASE_SUCCEEDED], ",",
+                        phases[codeco::lms::v1::POD_PHASE_FAILED], "\n");
+      }
+      pending_total += phases[codeco::lms::v1::POD_PHASE_PENDING];
+      return 0;
+    });
+  }
+  if (wants("pending_pods")) absl::StrAppend(&out["pending_pods.csv"], t, ",", pending_total, "\n");
+  if (wants("link_conditions")) {
+    for (const std::string& from : federation_->ClusterNames()) {
+      for (const std::string& to : federation_->ClusterNames()) {
+        if (from == to) continue;
+        auto link = federation_->GetLink(from, to);
+        if (!link.ok()) continue;
+        absl::StrAppend(&out["link_conditions.csv"], t, ",", from, ",", to, ",",
+                        link->one_way_latency_ns, ",", link->bandwidth_bps, ",",
+                        absl::StrFormat("%.4f", link->loss), ",", link->cut ? 1 : 0, "\n");
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace codeco::codef

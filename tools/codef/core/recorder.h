@@ -1,0 +1,38 @@
+#pragma once
+// Samples an emulated federation into CSV rows, one table per metric family
+// a scenario's `record.metrics` asks for:
+//   node_usage.csv       time_s,cluster,node,cpu_millicores,memory_bytes,cpu_utilization
+//   node_energy.csv      time_s,cluster,node,watts
+//   pod_phases.csv       time_s,cluster,pending,running,succeeded,failed
+//   pending_pods.csv     time_s,pending        (over the whole federation)
+//   link_conditions.csv  time_s,from,to,one_way_latency_ns,bandwidth_bps,loss,cut
+//   placement.csv        time_s,cluster,node,pod,phase
+// Pure: the caller decides when to sample and where the text goes.
+
+#include <map>
+#include <string>
+
+#include "absl/time/time.h"
+#include "federation.h"
+#include "scenario.h"
+
+namespace codeco::codef {
+
+/// Turns samples of a federation into CSV text.
+class Recorder {
+ public:
+  /// Records `spec.metrics` of `federation` (not owned; must outlive this).
+  Recorder(const RecordSpec& spec, Federation* federation);
+
+  /// Samples at `now`, with time measured from `start`. Returns, per file
+  /// name ("node_usage.csv"), the text to append: the header line on the
+  /// first call, then one line per row.
+  std::map<std::string, std::string> Sample(absl::Time now, absl::Time start);
+
+ private:
+  RecordSpec spec_;
+  Federation* federation_;
+  bool headers_written_ = false;
+};
+
+}  // namespace codeco::codef
