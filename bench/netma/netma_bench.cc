@@ -11,6 +11,7 @@
 //    records them and the view builds the four cost maps. The CPU share at
 //    the default interval is cpu_per_round / interval.
 //  BM_CoreOnly20Peers: the same round with an in-memory prober: core cost alone.
+#include <arpa/inet.h>
 #include <benchmark/benchmark.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -18,8 +19,6 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <arpa/inet.h>
 
 #include <atomic>
 #include <cstdio>
@@ -256,7 +255,8 @@ void ProbeRound(benchmark::State& state, Prober& prober, bool parallel) {
   }
   double cpu = (ProcessCpuSeconds() - cpu_start) / static_cast<double>(rounds);
   state.counters["process_cpu_seconds_per_round"] = cpu;
-  state.counters["cpu_share_at_default_interval"] = cpu / absl::ToDoubleSeconds(options.probe.interval);
+  state.counters["cpu_share_at_default_interval"] =
+      cpu / absl::ToDoubleSeconds(options.probe.interval);
 }
 
 void BM_ProbeRound20Peers(benchmark::State& state) {
@@ -289,7 +289,8 @@ int main(int argc, char** argv) {
   close(stop[0]);
   std::string text;
   char buf[4096];
-  for (ssize_t n; (n = read(ready[0], buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = read(ready[0], buf, sizeof(buf))) > 0;)
+    text.append(buf, static_cast<size_t>(n));
   close(ready[0]);
   for (size_t pos = 0, nl; (nl = text.find('\n', pos)) != std::string::npos; pos = nl + 1) {
     codeco::netma::g_peer_addresses.push_back(text.substr(pos, nl - pos));

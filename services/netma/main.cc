@@ -15,30 +15,73 @@ using codeco::ConfigType;
 
 void AddNetmaConfig(ConfigSchema& schema) {
   schema
-      .Add({"netma.peers", ConfigType::kString, "", {}, false,
+      .Add({"netma.peers",
+            ConfigType::kString,
+            "",
+            {},
+            false,
             "peer NetMAs, <cluster>=<host:port>,... (probed when they share a neighborhood)"})
-      .Add({"netma.neighborhoods", ConfigType::kString, "", {}, false,
+      .Add({"netma.neighborhoods",
+            ConfigType::kString,
+            "",
+            {},
+            false,
             "neighborhoods, <id>=<cluster>,<cluster>;... (summaries are scoped to them)"})
-      .Add({"netma.endpoints", ConfigType::kString, "", {}, false,
+      .Add({"netma.endpoints",
+            ConfigType::kString,
+            "",
+            {},
+            false,
             "IP addresses or prefixes of this cluster's ALTO PID, comma-separated "
             "(default: the host of listen)"})
-      .Add({"netma.probe_interval", ConfigType::kDuration, "5s", {}, false,
+      .Add({"netma.probe_interval",
+            ConfigType::kDuration,
+            "5s",
+            {},
+            false,
             "time between two probes of the same peer"})
-      .Add({"netma.probe_timeout", ConfigType::kDuration, "2s", {}, false,
-            "deadline of one probe"})
-      .Add({"netma.bulk_bytes", ConfigType::kInt, "65536", {}, false,
+      .Add({"netma.probe_timeout", ConfigType::kDuration, "2s", {}, false, "deadline of one probe"})
+      .Add({"netma.bulk_bytes",
+            ConfigType::kInt,
+            "65536",
+            {},
+            false,
             "bytes of one throughput sample (at most 1048576)"})
-      .Add({"netma.bulk_every", ConfigType::kInt, "6", {}, false,
+      .Add({"netma.bulk_every",
+            ConfigType::kInt,
+            "6",
+            {},
+            false,
             "every n-th probe of a peer carries a throughput sample (0 = never)"})
-      .Add({"netma.failure_threshold", ConfigType::kInt, "3", {}, false,
+      .Add({"netma.failure_threshold",
+            ConfigType::kInt,
+            "3",
+            {},
+            false,
             "consecutive failed probes after which a link is down"})
-      .Add({"netma.ema_alpha", ConfigType::kString, "0.2", {}, false,
+      .Add({"netma.ema_alpha",
+            ConfigType::kString,
+            "0.2",
+            {},
+            false,
             "weight of the newest RTT in the EMA, in (0, 1]"})
-      .Add({"netma.summary_interval", ConfigType::kDuration, "10s", {}, false,
+      .Add({"netma.summary_interval",
+            ConfigType::kDuration,
+            "10s",
+            {},
+            false,
             "how often summaries are exchanged with neighborhood peers"})
-      .Add({"netma.alto_listen", ConfigType::kAddress, "127.0.0.1:0", {}, false,
+      .Add({"netma.alto_listen",
+            ConfigType::kAddress,
+            "127.0.0.1:0",
+            {},
+            false,
             "ALTO HTTP listen address (empty: no HTTP)"})
-      .Add({"netma.controllers", ConfigType::kString, "idco-0", {}, false,
+      .Add({"netma.controllers",
+            ConfigType::kString,
+            "idco-0",
+            {},
+            false,
             "virtual-link controller instances (hub), comma-separated"});
 }
 
@@ -49,8 +92,8 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
   NetmaServerOptions options;
   options.cluster = context.config.cluster;
   options.role = context.config.role;
-  ASSIGN_OR_RETURN(options.peers, codeco::netma::ParsePeers("netma.peers",
-                                                            raw.GetString("netma.peers")));
+  ASSIGN_OR_RETURN(options.peers,
+                   codeco::netma::ParsePeers("netma.peers", raw.GetString("netma.peers")));
   ASSIGN_OR_RETURN(options.neighborhoods,
                    codeco::netma::ParseNeighborhoods("netma.neighborhoods",
                                                      raw.GetString("netma.neighborhoods")));
@@ -83,9 +126,9 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
   options.channels.insecure = context.config.insecure;
   options.channels.tls = context.config.tls;
   options.channels.http_proxy = raw.GetString("network.egress_proxy");
-  ASSIGN_OR_RETURN(auto server, codeco::netma::NetmaServer::Create(
-                                    std::move(options), context.store, context.clock,
-                                    &context.metrics));
+  ASSIGN_OR_RETURN(auto server,
+                   codeco::netma::NetmaServer::Create(std::move(options), context.store,
+                                                      context.clock, &context.metrics));
   std::vector<std::unique_ptr<grpc::Service>> services;
   services.push_back(std::move(server));
   return services;

@@ -103,7 +103,8 @@ absl::StatusOr<CostMap> BuildCostMap(const NetworkMap& network_map,
     }
   }
   RETURN_IF_ERROR(errors.ToStatus());
-  if (mode == codeco::netma::v1::COST_MODE_UNSPECIFIED) mode = codeco::netma::v1::COST_MODE_NUMERICAL;
+  if (mode == codeco::netma::v1::COST_MODE_UNSPECIFIED)
+    mode = codeco::netma::v1::COST_MODE_NUMERICAL;
   std::set<std::string> sources(source_pids.begin(), source_pids.end());
   std::set<std::string> destinations(destination_pids.begin(), destination_pids.end());
 
@@ -216,12 +217,12 @@ json CostMapToAltoJson(const CostMap& map, const std::string& network_map_resour
       {"cost-mode", map.mode() == codeco::netma::v1::COST_MODE_ORDINAL ? "ordinal" : "numerical"},
       {"cost-metric", AltoCostMetricName(map.metric())},
       {"description", CostDescription(map.metric())}};
-  return json{{"meta",
-               {{"dependent-vtags",
-                 json::array({{{"resource-id", network_map_resource_id},
-                               {"tag", map.dependent_vtag()}}})},
-                {"cost-type", cost_type}}},
-              {"cost-map", std::move(costs)}};
+  return json{
+      {"meta",
+       {{"dependent-vtags",
+         json::array({{{"resource-id", network_map_resource_id}, {"tag", map.dependent_vtag()}}})},
+        {"cost-type", cost_type}}},
+      {"cost-map", std::move(costs)}};
 }
 
 namespace {
@@ -287,8 +288,8 @@ absl::Status ValidateAltoNetworkMap(const json& doc) {
         if (slash != std::string::npos) {
           std::string len = text.substr(slash + 1);
           int max = type == "ipv4" ? 32 : 128;
-          if (len.empty() || len.size() > 3 ||
-              !std::all_of(len.begin(), len.end(), ::isdigit) || std::stoi(len) > max) {
+          if (len.empty() || len.size() > 3 || !std::all_of(len.begin(), len.end(), ::isdigit) ||
+              std::stoi(len) > max) {
             return InvalidFieldError(p, "bad prefix length");
           }
         }

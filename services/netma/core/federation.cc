@@ -21,8 +21,7 @@ absl::Time FromProtoTime(const google::protobuf::Timestamp& t) {
 
 bool ValidTimestamp(const google::protobuf::Timestamp& t) {
   return t.seconds() >= TimeUtil::kTimestampMinSeconds &&
-         t.seconds() <= TimeUtil::kTimestampMaxSeconds && t.nanos() >= 0 &&
-         t.nanos() <= 999999999;
+         t.seconds() <= TimeUtil::kTimestampMaxSeconds && t.nanos() >= 0 && t.nanos() <= 999999999;
 }
 
 }  // namespace
@@ -92,7 +91,8 @@ absl::StatusOr<PeerSummary> Federation::BuildSummary(const std::string& id,
     }
   }
   summary.set_revision(++revisions_[id]);
-  *summary.mutable_generate_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_.Now()));
+  *summary.mutable_generate_time() =
+      TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_.Now()));
   return summary;
 }
 
@@ -104,9 +104,9 @@ absl::StatusOr<int> Federation::Merge(const std::string& sender, const PeerSumma
   }
   auto nb = neighborhoods_.find(summary.neighborhood_id());
   if (nb == neighborhoods_.end() || !nb->second.count(sender)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "summary.neighborhood_id: ", sender, " is not a member of neighborhood ",
-        summary.neighborhood_id()));
+    return absl::PermissionDeniedError(absl::StrCat("summary.neighborhood_id: ", sender,
+                                                    " is not a member of neighborhood ",
+                                                    summary.neighborhood_id()));
   }
   const std::set<std::string>& members = nb->second;
   FieldErrors errors;

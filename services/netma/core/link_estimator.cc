@@ -7,7 +7,8 @@
 namespace codeco::netma {
 
 double LinearPowerModel::TransferJoules(int64_t bytes, absl::Duration duration) const {
-  return static_watts * absl::ToDoubleSeconds(duration) + joules_per_byte * static_cast<double>(bytes);
+  return static_watts * absl::ToDoubleSeconds(duration) +
+         joules_per_byte * static_cast<double>(bytes);
 }
 
 double LinearPowerModel::JoulesPerByteAt(int64_t throughput_bps) const {
@@ -72,8 +73,8 @@ int64_t LinkEstimator::throughput_bps() const {
 
 double LinkEstimator::loss_ratio() const {
   if (window_.empty()) return 0;
-  int64_t failed = std::count_if(window_.begin(), window_.end(),
-                                 [](const WindowEntry& e) { return !e.ok; });
+  int64_t failed =
+      std::count_if(window_.begin(), window_.end(), [](const WindowEntry& e) { return !e.ok; });
   return static_cast<double>(failed) / static_cast<double>(window_.size());
 }
 

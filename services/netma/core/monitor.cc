@@ -26,7 +26,8 @@ std::string LinkId(const std::string& source, const std::string& target) {
 absl::Status ValidateMonitorOptions(const MonitorOptions& options) {
   FieldErrors errors;
   const LinkEstimatorOptions& link = options.link;
-  if (!(link.ema_alpha > 0 && link.ema_alpha <= 1)) errors.Add("link.ema_alpha", "must be in (0, 1]");
+  if (!(link.ema_alpha > 0 && link.ema_alpha <= 1))
+    errors.Add("link.ema_alpha", "must be in (0, 1]");
   if (!(link.energy_alpha > 0 && link.energy_alpha <= 1)) {
     errors.Add("link.energy_alpha", "must be in (0, 1]");
   }
@@ -50,7 +51,8 @@ absl::StatusOr<std::unique_ptr<NetworkMonitor>> NetworkMonitor::Create(
     std::string local_cluster, const MonitorOptions& options, const Clock& clock) {
   if (local_cluster.empty()) return InvalidFieldError("cluster", "required");
   RETURN_IF_ERROR(ValidateMonitorOptions(options));
-  return std::unique_ptr<NetworkMonitor>(new NetworkMonitor(std::move(local_cluster), options, clock));
+  return std::unique_ptr<NetworkMonitor>(
+      new NetworkMonitor(std::move(local_cluster), options, clock));
 }
 
 NetworkMonitor::NetworkMonitor(std::string local_cluster, const MonitorOptions& options,

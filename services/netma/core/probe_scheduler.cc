@@ -35,8 +35,8 @@ void ProbeScheduler::SetPeers(const std::vector<Peer>& peers, absl::Time now) {
             [](const Peer* a, const Peer* b) { return a->cluster < b->cluster; });
   for (size_t i = 0; i < fresh.size(); ++i) {
     // Spread new peers evenly over one interval: peer i starts at now + i * interval / n.
-    absl::Duration offset = options_.interval * static_cast<double>(i) /
-                            static_cast<double>(fresh.size());
+    absl::Duration offset =
+        options_.interval * static_cast<double>(i) / static_cast<double>(fresh.size());
     next[fresh[i]->cluster] = Entry{*fresh[i], now + offset, 0};
   }
   entries_ = std::move(next);

@@ -45,7 +45,8 @@ class NetworkView {
   /// capabilities or stale/failed marks change.
   absl::StatusOr<codeco::netma::v1::NetworkTopology> Topology(const std::string& neighborhood_id);
   /// The ALTO network map: one PID per cluster.
-  absl::StatusOr<codeco::netma::v1::NetworkMap> NetworkMap(const std::string& neighborhood_id) const;
+  absl::StatusOr<codeco::netma::v1::NetworkMap> NetworkMap(
+      const std::string& neighborhood_id) const;
   /// The ALTO cost map asked for by `request`.
   absl::StatusOr<codeco::netma::v1::CostMap> CostMap(
       const codeco::netma::v1::GetCostMapRequest& request) const;

@@ -54,7 +54,8 @@ VirtualLink SpecOf(const VirtualLink& link) {
   spec.set_service_class(link.service_class());
   spec.set_min_bandwidth_bps(link.min_bandwidth_bps());
   spec.set_max_delay_ns(link.max_delay_ns());
-  spec.set_provisioning(link.provisioning() == codeco::netma::v1::VIRTUAL_LINK_PROVISIONING_UNSPECIFIED
+  spec.set_provisioning(link.provisioning() ==
+                                codeco::netma::v1::VIRTUAL_LINK_PROVISIONING_UNSPECIFIED
                             ? codeco::netma::v1::VIRTUAL_LINK_PROVISIONING_PRE_CREATED
                             : link.provisioning());
   spec.set_neighborhood_id(link.neighborhood_id());
@@ -165,22 +166,20 @@ absl::StatusOr<VirtualLink> VirtualLinkController::Create(const VirtualLink& spe
     if (google::protobuf::util::MessageDifferencer::Equals(SpecOf(*existing), spec)) {
       return *existing;
     }
-    return absl::AlreadyExistsError(absl::StrCat("virtual link ", id, " for channel ",
-                                                 spec.application(), "/", spec.channel(), " from ",
-                                                 spec.source_cluster(), " to ",
-                                                 spec.target_cluster(), " exists with another spec"));
+    return absl::AlreadyExistsError(absl::StrCat(
+        "virtual link ", id, " for channel ", spec.application(), "/", spec.channel(), " from ",
+        spec.source_cluster(), " to ", spec.target_cluster(), " exists with another spec"));
   }
   std::string scope = Scope(spec);
   ASSIGN_OR_RETURN(std::string controller, AssignController(scope));
   VirtualLink link = spec;
   link.set_id(id);
   link.set_controller(controller);
-  link.set_intent(absl::StrCat(
-      "connect ", spec.source_cluster(), " -> ", spec.target_cluster(), " for ",
-      spec.application(), "/", spec.channel(), ": class ",
-      codeco::common::v1::ServiceClass_Name(spec.service_class()), ", min ",
-      spec.min_bandwidth_bps(), " bps, max ", spec.max_delay_ns(), " ns, endpoint ",
-      spec.target_endpoint()));
+  link.set_intent(absl::StrCat("connect ", spec.source_cluster(), " -> ", spec.target_cluster(),
+                               " for ", spec.application(), "/", spec.channel(), ": class ",
+                               codeco::common::v1::ServiceClass_Name(spec.service_class()),
+                               ", min ", spec.min_bandwidth_bps(), " bps, max ",
+                               spec.max_delay_ns(), " ns, endpoint ", spec.target_endpoint()));
   auto now = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_.Now()));
   *link.mutable_create_time() = now;
   *link.mutable_update_time() = now;
@@ -258,7 +257,8 @@ absl::StatusOr<VirtualLink> VirtualLinkController::Delete(const std::string& id)
   return link;
 }
 
-absl::StatusOr<int> VirtualLinkController::ApplyMeasurements(const std::vector<LinkMetrics>& links) {
+absl::StatusOr<int> VirtualLinkController::ApplyMeasurements(
+    const std::vector<LinkMetrics>& links) {
   std::map<std::string, const LinkMetrics*> by_id;
   for (const LinkMetrics& l : links) by_id[l.link_id()] = &l;
   ASSIGN_OR_RETURN(std::vector<VirtualLink> all, repository_.List("", 0));

@@ -76,8 +76,8 @@ class VirtualLinkController {
   /// the stored link; a different spec for an existing one is ALREADY_EXISTS.
   /// INVALID_ARGUMENT naming "virtual_link.<field>"; UNAVAILABLE with no live
   /// controller instance.
-  absl::StatusOr<codeco::netma::v1::VirtualLink> Create(
-      const codeco::netma::v1::VirtualLink& spec, const std::string& request_id);
+  absl::StatusOr<codeco::netma::v1::VirtualLink> Create(const codeco::netma::v1::VirtualLink& spec,
+                                                        const std::string& request_id);
   /// Installs the rules of an on-demand link on first use (no-op when installed).
   absl::StatusOr<codeco::netma::v1::VirtualLink> Activate(const std::string& id);
   /// The link `id`; NOT_FOUND when absent.
@@ -109,8 +109,8 @@ class VirtualLinkController {
 
   VirtualLinkRepository& repository_;
   const Clock& clock_;
-  std::map<std::string, bool> controllers_;           // instance -> live
-  std::map<std::string, std::string> assignments_;    // neighborhood scope -> instance
+  std::map<std::string, bool> controllers_;               // instance -> live
+  std::map<std::string, std::string> assignments_;        // neighborhood scope -> instance
   std::map<std::string, std::set<std::string>> devices_;  // neighborhood scope -> NEDs
 };
 

@@ -27,9 +27,8 @@ void BoundedExecutor::Work() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](BoundedExecutor* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
-            return e->stopping_ || !e->queue_.empty();
-          },
+          +[](BoundedExecutor* e)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) { return e->stopping_ || !e->queue_.empty(); },
           this));
       if (queue_.empty()) return;  // stopping and drained
       task = std::move(queue_.front());

@@ -60,8 +60,8 @@ absl::StatusOr<Prober::Result> GrpcProber::Probe(const ProbeTask& task) {
     // A call before the channel is up would time connection setup, not the
     // path: wait for READY first (within the same deadline).
     if (!channel->WaitForConnected(deadline)) {
-      return absl::UnavailableError(absl::StrCat("peer ", task.peer.cluster, " at ",
-                                                 task.peer.address, ": not connected"));
+      return absl::UnavailableError(
+          absl::StrCat("peer ", task.peer.cluster, " at ", task.peer.address, ": not connected"));
     }
     auto start = std::chrono::steady_clock::now();
     grpc::Status status =
@@ -99,9 +99,8 @@ absl::StatusOr<PeerSummaryExchange::Reply> GrpcSummaryExchange::Exchange(
   codeco::netma::v1::ExchangeSummaryRequest request;
   *request.mutable_summary() = mine;
   codeco::netma::v1::ExchangeSummaryResponse response;
-  grpc::Status status =
-      codeco::netma::v1::NetmaService::NewStub(channel)->ExchangeSummary(&context, request,
-                                                                          &response);
+  grpc::Status status = codeco::netma::v1::NetmaService::NewStub(channel)->ExchangeSummary(
+      &context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   Reply reply;
   reply.summary = response.summary();

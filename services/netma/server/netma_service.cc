@@ -33,10 +33,9 @@ grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context, const absl:
 }
 
 bool IsLabel(const std::string& s) {
-  return !s.empty() && s.size() <= 63 &&
-         std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-         });
+  return !s.empty() && s.size() <= 63 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
 }
 
 }  // namespace
@@ -136,9 +135,8 @@ NetmaServer::NetmaServer(NetmaServerOptions options, const Clock& clock)
     : options_(std::move(options)), clock_(clock) {}
 
 absl::StatusOr<std::unique_ptr<NetmaServer>> NetmaServer::Create(
-    NetmaServerOptions options, KvStore& store, const Clock& clock,
-    prometheus::Registry* registry, std::unique_ptr<Prober> prober,
-    std::unique_ptr<PeerSummaryExchange> exchange) {
+    NetmaServerOptions options, KvStore& store, const Clock& clock, prometheus::Registry* registry,
+    std::unique_ptr<Prober> prober, std::unique_ptr<PeerSummaryExchange> exchange) {
   if (!IsLabel(options.cluster)) return InvalidFieldError("cluster", "must be a DNS label");
   std::unique_ptr<NetmaServer> s(new NetmaServer(std::move(options), clock));
   const NetmaServerOptions& o = s->options_;
@@ -151,8 +149,9 @@ absl::StatusOr<std::unique_ptr<NetmaServer>> NetmaServer::Create(
   view->SetEndpoints(o.cluster, o.local_endpoints);
   s->channels_ = std::make_unique<PeerChannels>(o.channels);
   s->prober_ = prober ? std::move(prober) : std::make_unique<GrpcProber>(*s->channels_);
-  s->exchange_ = exchange ? std::move(exchange)
-                          : std::make_unique<GrpcSummaryExchange>(*s->channels_, o.monitor.probe.timeout);
+  s->exchange_ =
+      exchange ? std::move(exchange)
+               : std::make_unique<GrpcSummaryExchange>(*s->channels_, o.monitor.probe.timeout);
   s->repository_ = NewKvVirtualLinkRepository(store);
   if (registry != nullptr) s->metrics_ = std::make_unique<Metrics>(*registry);
   s->executor_ = std::make_unique<BoundedExecutor>(2, 256);
@@ -218,8 +217,7 @@ void NetmaServer::ProbeRoundForTest() {
   }
   if (tasks.empty()) return;
   // Probes to different peers run at once so one dead peer does not delay the rest.
-  std::vector<absl::StatusOr<Prober::Result>> results(tasks.size(),
-                                                      absl::UnknownError("not run"));
+  std::vector<absl::StatusOr<Prober::Result>> results(tasks.size(), absl::UnknownError("not run"));
   std::vector<std::thread> threads;
   for (size_t i = 0; i < tasks.size(); ++i) {
     threads.emplace_back([&, i] { results[i] = prober_->Probe(tasks[i]); });
@@ -238,7 +236,8 @@ void NetmaServer::ProbeRoundForTest() {
     if (links.ok()) {
       absl::StatusOr<int> changed = vlinks_->ApplyMeasurements(*links);
       if (!changed.ok()) {
-        log::Warn("virtual link update failed", {{"error", std::string(changed.status().message())}});
+        log::Warn("virtual link update failed",
+                  {{"error", std::string(changed.status().message())}});
       }
     }
   }
@@ -273,15 +272,15 @@ void NetmaServer::SummaryRoundForTest() {
   for (const Job& job : jobs) {
     absl::StatusOr<PeerSummaryExchange::Reply> reply = exchange_->Exchange(job.peer, job.summary);
     if (!reply.ok()) {
-      log::Debug("summary exchange failed", {{"peer", job.peer.cluster},
-                                             {"error", std::string(reply.status().message())}});
+      log::Debug("summary exchange failed",
+                 {{"peer", job.peer.cluster}, {"error", std::string(reply.status().message())}});
       continue;
     }
     absl::MutexLock lock(&mu_);
     absl::StatusOr<int> merged = federation_->Merge(reply->cluster, reply->summary);
     if (!merged.ok()) {
-      log::Warn("peer summary refused", {{"peer", reply->cluster},
-                                         {"error", std::string(merged.status().message())}});
+      log::Warn("peer summary refused",
+                {{"peer", reply->cluster}, {"error", std::string(merged.status().message())}});
     }
   }
 }
@@ -343,9 +342,8 @@ void NetmaServer::UpdateMetricsLocked() {
 grpc::ServerUnaryReactor* NetmaServer::Offload(grpc::CallbackServerContext* context,
                                                std::function<absl::Status()> work) {
   auto* reactor = context->DefaultReactor();
-  bool queued = executor_->Submit([reactor, work = std::move(work)] {
-    reactor->Finish(ToGrpcStatus(work()));
-  });
+  bool queued = executor_->Submit(
+      [reactor, work = std::move(work)] { reactor->Finish(ToGrpcStatus(work())); });
   if (!queued) {
     reactor->Finish(ToGrpcStatus(absl::UnavailableError("netma is busy; retry later")));
   }
@@ -361,8 +359,9 @@ absl::Status NetmaServer::RequireRole(Role role, const char* method) const {
 
 HttpResponse NetmaServer::HandleAlto(const std::string& path) {
   auto error = [](int code, const std::string& message) {
-    nlohmann::json body = {{"meta", {{"code", code == 404 ? "E_INVALID_FIELD_VALUE" : "E_SYNTAX"},
-                                     {"message", message}}}};
+    nlohmann::json body = {
+        {"meta",
+         {{"code", code == 404 ? "E_INVALID_FIELD_VALUE" : "E_SYNTAX"}, {"message", message}}}};
     return HttpResponse{code, kAltoErrorMediaType, body.dump()};
   };
   absl::MutexLock lock(&mu_);
@@ -402,8 +401,8 @@ grpc::ServerUnaryReactor* NetmaServer::ListLinks(grpc::CallbackServerContext* co
   if (request->page_size() < 0) errors.Add("page_size", "must not be negative");
   if (request->max_age_ns() < 0) errors.Add("max_age_ns", "must not be negative");
   if (!errors.empty()) return Done(context, errors.ToStatus());
-  int size = request->page_size() == 0 ? kDefaultPageSize
-                                       : std::min(request->page_size(), kMaxPageSize);
+  int size =
+      request->page_size() == 0 ? kDefaultPageSize : std::min(request->page_size(), kMaxPageSize);
   absl::MutexLock lock(&mu_);
   absl::StatusOr<std::vector<v1::LinkMetrics>> links = view_->Links("");
   if (!links.ok()) return Done(context, links.status());
@@ -461,22 +460,23 @@ grpc::ServerUnaryReactor* NetmaServer::ExchangeSummary(grpc::CallbackServerConte
   }
   absl::StatusOr<SpiffeIdentity> identity = PeerIdentity(*context->auth_context());
   if (!identity.ok()) {
-    return Done(context, absl::UnauthenticatedError(
-                             "ExchangeSummary needs the caller's mTLS identity: " +
-                             std::string(identity.status().message())));
+    return Done(context,
+                absl::UnauthenticatedError("ExchangeSummary needs the caller's mTLS identity: " +
+                                           std::string(identity.status().message())));
   }
   if (identity->service != "netma") {
     return Done(context, absl::PermissionDeniedError("only a peer's netma may exchange summaries, "
-                                                     "not " + identity->service));
+                                                     "not " +
+                                                     identity->service));
   }
   if (!request->has_summary()) return Done(context, InvalidFieldError("summary", "required"));
   const v1::PeerSummary& summary = request->summary();
   absl::MutexLock lock(&mu_);
   absl::StatusOr<std::set<std::string>> members = federation_->Members(summary.neighborhood_id());
   if (members.ok() && members->count(identity->cluster) && !members->count(options_.cluster)) {
-    return Done(context, absl::FailedPreconditionError(absl::StrCat(
-                             options_.cluster, " is not a member of neighborhood ",
-                             summary.neighborhood_id())));
+    return Done(context, absl::FailedPreconditionError(
+                             absl::StrCat(options_.cluster, " is not a member of neighborhood ",
+                                          summary.neighborhood_id())));
   }
   absl::StatusOr<int> merged = federation_->Merge(identity->cluster, summary);
   if (!merged.ok()) return Done(context, merged.status());
@@ -511,9 +511,9 @@ grpc::ServerUnaryReactor* NetmaServer::GetVirtualLink(grpc::CallbackServerContex
   });
 }
 
-grpc::ServerUnaryReactor* NetmaServer::ListVirtualLinks(
-    grpc::CallbackServerContext* context, const v1::ListVirtualLinksRequest* request,
-    v1::ListVirtualLinksResponse* response) {
+grpc::ServerUnaryReactor* NetmaServer::ListVirtualLinks(grpc::CallbackServerContext* context,
+                                                        const v1::ListVirtualLinksRequest* request,
+                                                        v1::ListVirtualLinksResponse* response) {
   if (absl::Status s = RequireRole(Role::kHub, "ListVirtualLinks"); !s.ok()) {
     return Done(context, s);
   }

@@ -94,9 +94,9 @@ class NetmaServer final : public codeco::netma::v1::NetmaService::CallbackServic
   grpc::ServerUnaryReactor* ListLinks(grpc::CallbackServerContext* context,
                                       const codeco::netma::v1::ListLinksRequest* request,
                                       codeco::netma::v1::ListLinksResponse* response) override;
-  grpc::ServerUnaryReactor* GetNetworkMap(grpc::CallbackServerContext* context,
-                                          const codeco::netma::v1::GetNetworkMapRequest* request,
-                                          codeco::netma::v1::GetNetworkMapResponse* response) override;
+  grpc::ServerUnaryReactor* GetNetworkMap(
+      grpc::CallbackServerContext* context, const codeco::netma::v1::GetNetworkMapRequest* request,
+      codeco::netma::v1::GetNetworkMapResponse* response) override;
   grpc::ServerUnaryReactor* GetCostMap(grpc::CallbackServerContext* context,
                                        const codeco::netma::v1::GetCostMapRequest* request,
                                        codeco::netma::v1::GetCostMapResponse* response) override;
@@ -108,9 +108,9 @@ class NetmaServer final : public codeco::netma::v1::NetmaService::CallbackServic
       grpc::CallbackServerContext* context,
       const codeco::netma::v1::CreateVirtualLinkRequest* request,
       codeco::netma::v1::CreateVirtualLinkResponse* response) override;
-  grpc::ServerUnaryReactor* GetVirtualLink(grpc::CallbackServerContext* context,
-                                           const codeco::netma::v1::GetVirtualLinkRequest* request,
-                                           codeco::netma::v1::GetVirtualLinkResponse* response) override;
+  grpc::ServerUnaryReactor* GetVirtualLink(
+      grpc::CallbackServerContext* context, const codeco::netma::v1::GetVirtualLinkRequest* request,
+      codeco::netma::v1::GetVirtualLinkResponse* response) override;
   grpc::ServerUnaryReactor* ListVirtualLinks(
       grpc::CallbackServerContext* context,
       const codeco::netma::v1::ListVirtualLinksRequest* request,
@@ -119,9 +119,9 @@ class NetmaServer final : public codeco::netma::v1::NetmaService::CallbackServic
       grpc::CallbackServerContext* context,
       const codeco::netma::v1::DeleteVirtualLinkRequest* request,
       codeco::netma::v1::DeleteVirtualLinkResponse* response) override;
-  grpc::ServerUnaryReactor* GetOperation(grpc::CallbackServerContext* context,
-                                         const codeco::netma::v1::GetOperationRequest* request,
-                                         codeco::netma::v1::GetOperationResponse* response) override;
+  grpc::ServerUnaryReactor* GetOperation(
+      grpc::CallbackServerContext* context, const codeco::netma::v1::GetOperationRequest* request,
+      codeco::netma::v1::GetOperationResponse* response) override;
   grpc::ServerUnaryReactor* ProbeBulk(grpc::CallbackServerContext* context,
                                       const codeco::netma::v1::ProbeBulkRequest* request,
                                       codeco::netma::v1::ProbeBulkResponse* response) override;

@@ -1,18 +1,17 @@
 // ALTO documents: the RFC 7285 examples (sections 11.2.1.7 and 11.2.3.7) as
 // fixtures parse and validate; generated documents have the same structure;
 // vtags change exactly when content changes; cost maps per metric and mode.
-#include <catch2/catch.hpp>
+#include "netma/core/alto.h"
 
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <set>
-
-#include "netma/core/alto.h"
 
 namespace codeco::netma {
 namespace {
 
-using nlohmann::json;
 using codeco::netma::v1::CostMap;
+using nlohmann::json;
 
 json LoadFixture(const std::string& name) {
   std::ifstream in(std::string(CODECO_NETMA_FIXTURES) + "/" + name);
@@ -123,8 +122,8 @@ TEST_CASE("generated cost maps have the RFC example's structure for every metric
     REQUIRE(doc["meta"]["cost-type"]["cost-mode"] == "numerical");
     REQUIRE(doc["meta"]["cost-type"]["cost-metric"] == AltoCostMetricName(metric));
   }
-  auto delay = BuildCostMap(map, SampleCosts(), v1::COST_METRIC_DELAY, v1::COST_MODE_NUMERICAL,
-                            {}, {});
+  auto delay =
+      BuildCostMap(map, SampleCosts(), v1::COST_METRIC_DELAY, v1::COST_MODE_NUMERICAL, {}, {});
   json doc = CostMapToAltoJson(*delay, "networkmap");
   REQUIRE(doc["cost-map"]["edge-a"]["edge-b"] == 1'000'000.0);
   REQUIRE(doc["cost-map"]["cloud"]["edge-a"] == 5'000'000.0);
@@ -132,8 +131,8 @@ TEST_CASE("generated cost maps have the RFC example's structure for every metric
 
 TEST_CASE("ordinal cost maps rank 1 = best and rank bandwidth higher first") {
   v1::NetworkMap map = SampleMap();
-  auto bw = BuildCostMap(map, SampleCosts(), v1::COST_METRIC_BANDWIDTH, v1::COST_MODE_ORDINAL,
-                         {}, {});
+  auto bw =
+      BuildCostMap(map, SampleCosts(), v1::COST_METRIC_BANDWIDTH, v1::COST_MODE_ORDINAL, {}, {});
   REQUIRE(bw.ok());
   json doc = CostMapToAltoJson(*bw, "networkmap");
   REQUIRE(ValidateAltoCostMap(doc).ok());
@@ -141,8 +140,8 @@ TEST_CASE("ordinal cost maps rank 1 = best and rank bandwidth higher first") {
   REQUIRE(doc["cost-map"]["edge-a"]["cloud"] == 1);
   REQUIRE(doc["cost-map"]["cloud"]["edge-a"] == 2);
   REQUIRE(doc["cost-map"]["edge-a"]["edge-b"] == 3);
-  auto delay = BuildCostMap(map, SampleCosts(), v1::COST_METRIC_DELAY, v1::COST_MODE_ORDINAL,
-                            {}, {});
+  auto delay =
+      BuildCostMap(map, SampleCosts(), v1::COST_METRIC_DELAY, v1::COST_MODE_ORDINAL, {}, {});
   json d = CostMapToAltoJson(*delay, "networkmap");
   REQUIRE(d["cost-map"]["edge-a"]["edge-b"] == 1);
   REQUIRE(d["cost-map"]["edge-a"]["cloud"] == 2);  // tie shares the rank

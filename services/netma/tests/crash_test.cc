@@ -3,12 +3,11 @@
 // the parent SIGKILLs it mid-stream, reopens the store and finds every
 // acknowledged link intact, every record decodable and every request id
 // pointing at a stored link.
-#include <catch2/catch.hpp>
-
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <random>
 #include <set>
@@ -76,8 +75,8 @@ TEST_CASE("acknowledged virtual links survive SIGKILL") {
   close(fds[0]);
   REQUIRE(WIFSIGNALED(status));
 
-  auto store = OpenRocksDbKvStore({.path = dir.string(),
-                                   .column_families = {kVirtualLinksColumnFamily}});
+  auto store =
+      OpenRocksDbKvStore({.path = dir.string(), .column_families = {kVirtualLinksColumnFamily}});
   REQUIRE(store.ok());
   auto repository = NewKvVirtualLinkRepository(**store);
   auto all = repository->List("", 0);

@@ -1,10 +1,11 @@
 // Neighborhood summaries and the network view: build, merge (newest wins per
 // link and origin), refuse non-members, validate before merging, age out and
 // mark stale; topology revisions and cost maps over local plus remote links.
+#include "netma/core/federation.h"
+
 #include <catch2/catch.hpp>
 
 #include "google/protobuf/util/time_util.h"
-#include "netma/core/federation.h"
 #include "netma/core/view.h"
 #include "netma/tests/test_util.h"
 
@@ -61,8 +62,8 @@ TEST_CASE("a member's summary is merged and the newest wins per link and origin"
   REQUIRE(links.size() == 1);
   REQUIRE(links[0].rtt_ema_ns() == 8'000'000);
   f.clock.Advance(absl::Seconds(1));
-  merged = f.federation.Merge(
-      "b", Summary("b", "nb1", {Remote("b", "c", f.clock.Now(), 9'000'000)}));
+  merged =
+      f.federation.Merge("b", Summary("b", "nb1", {Remote("b", "c", f.clock.Now(), 9'000'000)}));
   REQUIRE(*merged == 1);
   REQUIRE(f.federation.RemoteLinks("nb1")[0].rtt_ema_ns() == 9'000'000);
   REQUIRE(f.federation.RemoteLinks("nb2").empty());  // scoped to its neighborhood

@@ -1,7 +1,6 @@
 // Seeded random mutations of untrusted inputs — ALTO documents and peer
 // summaries — never crash the parsers and never half-merge a summary.
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <random>
 
@@ -31,13 +30,27 @@ void Mutate(json& doc, std::mt19937_64& rng) {
     node = &*it;
   }
   switch (rng() % 7) {
-    case 0: *node = nullptr; break;
-    case 1: *node = static_cast<int64_t>(rng()); break;
-    case 2: *node = "x/" + std::to_string(rng() % 300); break;
-    case 3: *node = json::array({1, "2", nullptr}); break;
-    case 4: *node = json::object({{"", 1}}); break;
-    case 5: *node = -1.5; break;
-    default: *node = std::string(70, '\x7f'); break;
+    case 0:
+      *node = nullptr;
+      break;
+    case 1:
+      *node = static_cast<int64_t>(rng());
+      break;
+    case 2:
+      *node = "x/" + std::to_string(rng() % 300);
+      break;
+    case 3:
+      *node = json::array({1, "2", nullptr});
+      break;
+    case 4:
+      *node = json::object({{"", 1}});
+      break;
+    case 5:
+      *node = -1.5;
+      break;
+    default:
+      *node = std::string(70, '\x7f');
+      break;
   }
 }
 

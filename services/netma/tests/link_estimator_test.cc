@@ -1,8 +1,8 @@
 // LinkEstimator and the linear power model: EMA, nearest-rank percentiles,
 // throughput, loss, failure detection and recovery, energy.
-#include <catch2/catch.hpp>
-
 #include "netma/core/link_estimator.h"
+
+#include <catch2/catch.hpp>
 
 namespace codeco::netma {
 namespace {

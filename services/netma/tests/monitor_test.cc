@@ -1,8 +1,9 @@
 // ProbeScheduler and NetworkMonitor under a SimulatedClock: pacing, bulk
 // samples, link metrics, staleness and the NSM node attributes.
+#include "netma/core/monitor.h"
+
 #include <catch2/catch.hpp>
 
-#include "netma/core/monitor.h"
 #include "netma/tests/test_util.h"
 
 namespace codeco::netma {

@@ -2,13 +2,14 @@
 // each on its own loopback address, probe each other and exchange summaries;
 // a third process with a foreign CA's certificate cannot probe them. Both
 // stop cleanly on SIGTERM.
-#include <catch2/catch.hpp>
+#include "process.h"
 
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -18,7 +19,6 @@
 #include "codeco/common/tls.h"
 #include "codeco/netma/v1/netma_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
-#include "process.h"
 
 namespace codeco::netma {
 namespace {
@@ -55,19 +55,35 @@ struct Cluster {
 std::unique_ptr<ChildProcess> Start(const fs::path& dir, const Cluster& c, int port,
                                     const std::string& peers, std::string* address) {
   fs::path tls = dir / c.ca / c.name;
-  std::vector<std::string> argv = {
-      CODECO_NETMA_BIN, "--role", "mc", "--cluster", c.name,
-      "--listen", c.ip + ":" + std::to_string(port), "--metrics-listen", c.ip + ":0",
-      "--data-dir", (dir / ("data-" + c.name)).string(),
-      "--tls.ca-file", (dir / c.ca / "ca.crt").string(),
-      "--tls.cert-file", (tls / "netma.crt").string(),
-      "--tls.key-file", (tls / "netma.key").string(),
-      "--set", "netma.peers=" + peers,
-      "--set", "netma.neighborhoods=nb1=mc1,mc2,mc3",
-      "--set", "netma.probe_interval=200ms",
-      "--set", "netma.summary_interval=300ms",
-      "--set", "netma.bulk_every=2",
-      "--set", "netma.alto_listen=" + c.ip + ":0"};
+  std::vector<std::string> argv = {CODECO_NETMA_BIN,
+                                   "--role",
+                                   "mc",
+                                   "--cluster",
+                                   c.name,
+                                   "--listen",
+                                   c.ip + ":" + std::to_string(port),
+                                   "--metrics-listen",
+                                   c.ip + ":0",
+                                   "--data-dir",
+                                   (dir / ("data-" + c.name)).string(),
+                                   "--tls.ca-file",
+                                   (dir / c.ca / "ca.crt").string(),
+                                   "--tls.cert-file",
+                                   (tls / "netma.crt").string(),
+                                   "--tls.key-file",
+                                   (tls / "netma.key").string(),
+                                   "--set",
+                                   "netma.peers=" + peers,
+                                   "--set",
+                                   "netma.neighborhoods=nb1=mc1,mc2,mc3",
+                                   "--set",
+                                   "netma.probe_interval=200ms",
+                                   "--set",
+                                   "netma.summary_interval=300ms",
+                                   "--set",
+                                   "netma.bulk_every=2",
+                                   "--set",
+                                   "netma.alto_listen=" + c.ip + ":0"};
   auto process = std::make_unique<ChildProcess>(argv, (dir / (c.name + ".log")).string());
   std::optional<std::string> line = process->ReadLine(absl::Now() + absl::Seconds(30));
   INFO("netma " << c.name << " printed: " << line.value_or("<nothing>"));
@@ -101,7 +117,8 @@ TEST_CASE("two netma processes with mTLS probe each other but a foreign-CA peer 
   fs::path dir = fs::temp_directory_path() / ("codeco-netma-proc-" + std::to_string(rng()));
   fs::create_directories(dir);
   const std::string script = CODECO_DEV_CA_SCRIPT;
-  Cluster mc1{"mc1", "127.0.41.1", "a"}, mc2{"mc2", "127.0.42.1", "a"}, mc3{"mc3", "127.0.43.1", "b"};
+  Cluster mc1{"mc1", "127.0.41.1", "a"}, mc2{"mc2", "127.0.42.1", "a"},
+      mc3{"mc3", "127.0.43.1", "b"};
   for (const char* ca : {"a", "b"}) Run(script + " " + (dir / ca).string() + " ca");
   for (const Cluster& c : {mc1, mc2, mc3}) {
     Run(script + " " + (dir / c.ca).string() + " issue " + c.name + " netma " + c.ip);

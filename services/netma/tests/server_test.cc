@@ -2,7 +2,7 @@
 // scripts/dev-ca.sh: two NetMAs probe each other and exchange summaries; a
 // non-member peer is refused; plaintext and wrong-CA peers cannot connect;
 // ALTO JSON over HTTP; virtual links on the hub, persisted in RocksDB.
-#include <catch2/catch.hpp>
+#include "codeco/common/server.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -11,13 +11,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <thread>
 
 #include "codeco/common/rocksdb_kv_store.h"
-#include "codeco/common/server.h"
 #include "codeco/common/tls.h"
 #include "grpcpp/create_channel.h"
 #include "netma/core/alto.h"
@@ -216,7 +216,8 @@ class ConnectProxy {
         sockaddr_in addr{};
         addr.sin_family = AF_INET;
         inet_pton(AF_INET, target.substr(0, target.rfind(':')).c_str(), &addr.sin_addr);
-        addr.sin_port = htons(static_cast<uint16_t>(std::stoi(target.substr(target.rfind(':') + 1))));
+        addr.sin_port =
+            htons(static_cast<uint16_t>(std::stoi(target.substr(target.rfind(':') + 1))));
         if (connect(upstream, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
           drop();
           continue;
@@ -374,25 +375,28 @@ TEST_CASE("summaries from non-members or impostors or unauthenticated callers ar
   TlsFiles mc2_tls = pki.Files("a", "mc2");
   *request.mutable_summary() = SummaryFrom("mc1", "nb1");  // mc2 posing as mc1
   context = Context();
-  status = Stub(mc1.server->address(), &mc2_tls)->ExchangeSummary(context.get(), request, &response);
+  status =
+      Stub(mc1.server->address(), &mc2_tls)->ExchangeSummary(context.get(), request, &response);
   REQUIRE(status.error_code() == grpc::StatusCode::PERMISSION_DENIED);
 
   TlsFiles mc2_acm = pki.Files("a", "mc2", "acm");  // right cluster, wrong service
   *request.mutable_summary() = SummaryFrom("mc2", "nb1");
   context = Context();
-  status = Stub(mc1.server->address(), &mc2_acm)->ExchangeSummary(context.get(), request, &response);
+  status =
+      Stub(mc1.server->address(), &mc2_acm)->ExchangeSummary(context.get(), request, &response);
   REQUIRE(status.error_code() == grpc::StatusCode::PERMISSION_DENIED);
 
   context = Context();
-  status = Stub(mc1.server->address(), &mc2_tls)->ExchangeSummary(context.get(), request, &response);
+  status =
+      Stub(mc1.server->address(), &mc2_tls)->ExchangeSummary(context.get(), request, &response);
   REQUIRE(status.ok());
   REQUIRE(response.summary().cluster() == "mc1");
   REQUIRE(response.summary().neighborhood_id() == "nb1");
 
   Node insecure("mc1", Role::kManagedCluster, nullptr, {{"nb1", {"mc1", "mc2"}}}, false);
   context = Context();
-  status = Stub(insecure.server->address(), nullptr)->ExchangeSummary(context.get(), request,
-                                                                      &response);
+  status =
+      Stub(insecure.server->address(), nullptr)->ExchangeSummary(context.get(), request, &response);
   REQUIRE(status.error_code() == grpc::StatusCode::UNAUTHENTICATED);
 }
 
@@ -497,8 +501,8 @@ TEST_CASE("virtual links on the hub over gRPC survive a restart") {
   spec.set_service_class(codeco::common::v1::SERVICE_CLASS_BESTEFFORT);
   std::string id;
   {
-    auto store = OpenRocksDbKvStore({.path = data.string(),
-                                     .column_families = {kVirtualLinksColumnFamily}});
+    auto store =
+        OpenRocksDbKvStore({.path = data.string(), .column_families = {kVirtualLinksColumnFamily}});
     REQUIRE(store.ok());
     Node hub("hub", Role::kHub, &hub_tls, {}, false, store->get());
     auto stub = Stub(hub.server->address(), &hub_tls);
@@ -527,8 +531,8 @@ TEST_CASE("virtual links on the hub over gRPC survive a restart") {
             grpc::StatusCode::FAILED_PRECONDITION);
   }
   {
-    auto store = OpenRocksDbKvStore({.path = data.string(),
-                                     .column_families = {kVirtualLinksColumnFamily}});
+    auto store =
+        OpenRocksDbKvStore({.path = data.string(), .column_families = {kVirtualLinksColumnFamily}});
     REQUIRE(store.ok());
     Node hub("hub", Role::kHub, &hub_tls, {}, false, store->get());
     auto stub = Stub(hub.server->address(), &hub_tls);

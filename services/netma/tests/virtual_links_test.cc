@@ -1,11 +1,12 @@
 // Virtual links: create (validated, idempotent), compiled intents and
 // per-device rules, pre-created vs on-demand, list/get/delete over the
 // KvStore-backed repository, phases from measurements, controller failover.
+#include "netma/core/virtual_links.h"
+
 #include <catch2/catch.hpp>
 
 #include "codeco/common/kv_store.h"
 #include "netma/core/monitor.h"
-#include "netma/core/virtual_links.h"
 #include "netma/store/kv_virtual_link_repository.h"
 
 namespace codeco::netma {
@@ -88,9 +89,9 @@ TEST_CASE("bad specs are refused with field paths and nothing is stored") {
   auto link = f.controller.Create(spec, "req");
   REQUIRE(link.status().code() == absl::StatusCode::kInvalidArgument);
   std::string message(link.status().message());
-  for (const char* field : {"virtual_link.channel", "virtual_link.target_cluster",
-                            "virtual_link.target_endpoint", "virtual_link.min_bandwidth_bps",
-                            "virtual_link.service_class"}) {
+  for (const char* field :
+       {"virtual_link.channel", "virtual_link.target_cluster", "virtual_link.target_endpoint",
+        "virtual_link.min_bandwidth_bps", "virtual_link.service_class"}) {
     REQUIRE_THAT(message, Catch::Contains(field));
   }
   REQUIRE(f.controller.List({})->links.empty());
