@@ -11,14 +11,21 @@
 namespace codeco::acm {
 namespace {
 
-// Runs `work` (returning absl::StatusOr<Response>) and finishes the call with it.
+// Runs `work` (returning absl::StatusOr<Response>) on `executor` and
+// finishes the call with its result; RESOURCE_EXHAUSTED when the queue is full.
 template <typename Response, typename Work>
-grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, Response* response,
-                                 Work&& work) {
+grpc::ServerUnaryReactor* Answer(BoundedExecutor& executor, grpc::CallbackServerContext* context,
+                                 Response* response, Work work) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<Response> result = work();
-  if (result.ok()) *response = *std::move(result);
-  reactor->Finish(ToGrpcStatus(result.status()));
+  bool queued = executor.Submit([reactor, response, work = std::move(work)]() mutable {
+    absl::StatusOr<Response> result = work();
+    if (result.ok()) *response = *std::move(result);
+    reactor->Finish(ToGrpcStatus(result.status()));
+  });
+  if (!queued) {
+    reactor->Finish(
+        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "acm: too many calls queued"));
+  }
   return reactor;
 }
 
@@ -155,37 +162,38 @@ class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl 
 grpc::ServerUnaryReactor* AcmServiceImpl::ApplyApplication(
     grpc::CallbackServerContext* context, const v1::ApplyApplicationRequest* request,
     v1::ApplyApplicationResponse* response) {
-  return Answer(context, response, [&] { return manager_.Apply(*request); });
+  return Answer(executor_, context, response, [=, this] { return manager_.Apply(*request); });
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::GetApplication(grpc::CallbackServerContext* context,
                                                          const v1::GetApplicationRequest* request,
                                                          v1::GetApplicationResponse* response) {
-  return Answer(context, response, [&] { return manager_.Get(*request); });
+  return Answer(executor_, context, response, [=, this] { return manager_.Get(*request); });
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::ListApplications(
     grpc::CallbackServerContext* context, const v1::ListApplicationsRequest* request,
     v1::ListApplicationsResponse* response) {
-  return Answer(context, response, [&] { return manager_.List(*request); });
+  return Answer(executor_, context, response, [=, this] { return manager_.List(*request); });
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::DeleteApplication(
     grpc::CallbackServerContext* context, const v1::DeleteApplicationRequest* request,
     v1::DeleteApplicationResponse* response) {
-  return Answer(context, response, [&] { return manager_.Delete(*request); });
+  return Answer(executor_, context, response, [=, this] { return manager_.Delete(*request); });
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::RollbackApplication(
     grpc::CallbackServerContext* context, const v1::RollbackApplicationRequest* request,
     v1::RollbackApplicationResponse* response) {
-  return Answer(context, response, [&] { return manager_.Rollback(*request); });
+  return Answer(executor_, context, response, [=, this] { return manager_.Rollback(*request); });
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::ListApplicationRevisions(
     grpc::CallbackServerContext* context, const v1::ListApplicationRevisionsRequest* request,
     v1::ListApplicationRevisionsResponse* response) {
-  return Answer(context, response, [&] { return manager_.ListRevisions(*request); });
+  return Answer(executor_, context, response,
+                [=, this] { return manager_.ListRevisions(*request); });
 }
 
 grpc::ServerWriteReactor<v1::WatchApplicationResponse>* AcmServiceImpl::WatchApplication(
@@ -196,13 +204,13 @@ grpc::ServerWriteReactor<v1::WatchApplicationResponse>* AcmServiceImpl::WatchApp
 grpc::ServerUnaryReactor* AcmServiceImpl::RegisterCluster(grpc::CallbackServerContext* context,
                                                           const v1::RegisterClusterRequest* request,
                                                           v1::RegisterClusterResponse* response) {
-  return Answer(context, response, [&] { return clusters_.Register(*request); });
+  return Answer(executor_, context, response, [=, this] { return clusters_.Register(*request); });
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::Heartbeat(grpc::CallbackServerContext* context,
                                                     const v1::HeartbeatRequest* request,
                                                     v1::HeartbeatResponse* response) {
-  return Answer(context, response, [&] { return clusters_.Heartbeat(*request); });
+  return Answer(executor_, context, response, [=, this] { return clusters_.Heartbeat(*request); });
 }
 
 // Reads bring health up to date first, so a silent cluster shows UNREACHABLE
@@ -210,37 +218,39 @@ grpc::ServerUnaryReactor* AcmServiceImpl::Heartbeat(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* AcmServiceImpl::GetCluster(grpc::CallbackServerContext* context,
                                                      const v1::GetClusterRequest* request,
                                                      v1::GetClusterResponse* response) {
-  return Answer(context, response, [&]() -> absl::StatusOr<v1::GetClusterResponse> {
-    RETURN_IF_ERROR(clusters_.Sweep().status());
-    return clusters_.Get(*request);
-  });
+  return Answer(executor_, context, response,
+                [=, this]() -> absl::StatusOr<v1::GetClusterResponse> {
+                  RETURN_IF_ERROR(clusters_.Sweep().status());
+                  return clusters_.Get(*request);
+                });
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::ListClusters(grpc::CallbackServerContext* context,
                                                        const v1::ListClustersRequest* request,
                                                        v1::ListClustersResponse* response) {
-  return Answer(context, response, [&]() -> absl::StatusOr<v1::ListClustersResponse> {
-    RETURN_IF_ERROR(clusters_.Sweep().status());
-    return clusters_.List(*request);
-  });
+  return Answer(executor_, context, response,
+                [=, this]() -> absl::StatusOr<v1::ListClustersResponse> {
+                  RETURN_IF_ERROR(clusters_.Sweep().status());
+                  return clusters_.List(*request);
+                });
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::UnregisterCluster(
     grpc::CallbackServerContext* context, const v1::UnregisterClusterRequest* request,
     v1::UnregisterClusterResponse* response) {
-  return Answer(context, response, [&] { return clusters_.Unregister(*request); });
+  return Answer(executor_, context, response, [=, this] { return clusters_.Unregister(*request); });
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::GetNeighborhood(grpc::CallbackServerContext* context,
                                                           const v1::GetNeighborhoodRequest* request,
                                                           v1::GetNeighborhoodResponse* response) {
-  return Answer(context, response, [&] { return neighborhoods_.Get(*request); });
+  return Answer(executor_, context, response, [=, this] { return neighborhoods_.Get(*request); });
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::ListNeighborhoods(
     grpc::CallbackServerContext* context, const v1::ListNeighborhoodsRequest* request,
     v1::ListNeighborhoodsResponse* response) {
-  return Answer(context, response, [&] { return neighborhoods_.List(*request); });
+  return Answer(executor_, context, response, [=, this] { return neighborhoods_.List(*request); });
 }
 
 std::unique_ptr<AcmServiceImpl> NewAcmService(KvStore& kv, Clock& clock,

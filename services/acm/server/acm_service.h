@@ -9,6 +9,7 @@
 #include "acm/core/application_manager.h"
 #include "acm/core/cluster_registry.h"
 #include "acm/core/neighborhood_manager.h"
+#include "acm/server/executor.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/kv_store.h"
@@ -19,9 +20,15 @@ namespace codeco::acm {
 class AcmServiceImpl : public v1::AcmService::CallbackService {
  public:
   /// `manager`, `clusters` and `neighborhoods` must outlive the service.
+  /// Unary work runs on `worker_threads` threads with at most `max_queued`
+  /// calls waiting (more are answered RESOURCE_EXHAUSTED).
   AcmServiceImpl(ApplicationManager& manager, ClusterRegistry& clusters,
-                 NeighborhoodManager& neighborhoods)
-      : manager_(manager), clusters_(clusters), neighborhoods_(neighborhoods) {}
+                 NeighborhoodManager& neighborhoods, int worker_threads = 2,
+                 size_t max_queued = 1024)
+      : manager_(manager),
+        clusters_(clusters),
+        neighborhoods_(neighborhoods),
+        executor_(worker_threads, max_queued) {}
 
   grpc::ServerUnaryReactor* ApplyApplication(grpc::CallbackServerContext* context,
                                              const v1::ApplyApplicationRequest* request,
@@ -69,6 +76,8 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   ApplicationManager& manager_;
   ClusterRegistry& clusters_;
   NeighborhoodManager& neighborhoods_;
+  // Last member: destroyed first, so queued work still sees the rest.
+  BoundedExecutor executor_;
 };
 
 /// What a self-contained ACM service is built from.

@@ -6,7 +6,9 @@
 #include <sstream>
 
 #include "absl/strings/str_replace.h"
+#include "absl/synchronization/notification.h"
 #include "acm/server/acm_service.h"
+#include "acm/server/executor.h"
 #include "acm/store/kv_application_store.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/server.h"
@@ -311,6 +313,26 @@ TEST_CASE("clusters register and heartbeat and fall UNREACHABLE over gRPC") {
     REQUIRE(s.stub->PushAssignment(&context, request, &response).error_code() ==
             grpc::StatusCode::UNIMPLEMENTED);
   }
+}
+
+TEST_CASE("the executor refuses work past its queue bound and drains on destruction") {
+  absl::Notification release;
+  absl::Notification started;
+  std::atomic<int> ran{0};
+  {
+    BoundedExecutor executor(1, 2);
+    REQUIRE(executor.Submit([&] {
+      started.Notify();
+      release.WaitForNotification();
+      ++ran;
+    }));
+    started.WaitForNotification();  // the only worker is busy
+    REQUIRE(executor.Submit([&] { ++ran; }));
+    REQUIRE(executor.Submit([&] { ++ran; }));
+    REQUIRE_FALSE(executor.Submit([&] { ++ran; }));  // queue full
+    release.Notify();
+  }
+  REQUIRE(ran == 3);
 }
 
 }  // namespace
