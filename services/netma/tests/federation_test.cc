@@ -220,3 +220,40 @@ TEST_CASE("a failed link leaves the cost map and loses its capabilities") {
 
 }  // namespace
 }  // namespace codeco::netma
+
+namespace codeco::netma {
+namespace {
+
+TEST_CASE("a degraded link shows in the delay cost map within three probe intervals") {
+  SimulatedClock clock(absl::FromUnixSeconds(4'000'000));
+  testing::ScriptedProber prober(&clock);
+  MonitorOptions options;  // defaults: 5 s interval, EMA alpha 0.2
+  auto monitor = NetworkMonitor::Create("a", options, clock);
+  REQUIRE(monitor.ok());
+  (*monitor)->SetPeers({{"b", "127.0.2.1:7"}});
+  Federation federation("a", FederationOptions{}, clock);
+  NetworkView view(**monitor, federation, ViewOptions{}, clock);
+  v1::GetCostMapRequest request;
+  request.set_metric(v1::COST_METRIC_DELAY);
+  auto probe_for = [&](int intervals) {
+    for (int i = 0; i < intervals; ++i) {
+      (*monitor)->RunDueProbes(prober);
+      clock.Advance(options.probe.interval);
+    }
+  };
+  prober.Set("b", {.rtt = absl::Milliseconds(10)});
+  probe_for(10);
+  double before = view.CostMap(request)->entries(0).cost();
+  REQUIRE(before == Approx(5e6));
+  prober.Set("b", {.rtt = absl::Milliseconds(50)});
+  probe_for(3);
+  double after = view.CostMap(request)->entries(0).cost();
+  // 3 EMA steps of alpha 0.2 cover 1 - 0.8^3 = 48.8 % of the step: 5 ms -> 14.76 ms.
+  REQUIRE(after == Approx(25e6 - 20e6 * 0.512).epsilon(1e-6));
+  REQUIRE(after > 2 * before);
+  // The p99 in ListLinks reacts at once.
+  REQUIRE((*monitor)->Links()[0].rtt_p99_ns() == 50'000'000);
+}
+
+}  // namespace
+}  // namespace codeco::netma
