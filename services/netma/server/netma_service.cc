@@ -209,7 +209,7 @@ void NetmaServer::ApplyPeersLocked() {
 
 std::string NetmaServer::alto_address() const { return http_ ? http_->address() : ""; }
 
-void NetmaServer::ProbeRoundForTest() {
+void NetmaServer::ProbeRound() {
   std::vector<ProbeTask> tasks;
   {
     absl::MutexLock lock(&mu_);
@@ -244,7 +244,7 @@ void NetmaServer::ProbeRoundForTest() {
   UpdateMetricsLocked();
 }
 
-void NetmaServer::SummaryRoundForTest() {
+void NetmaServer::SummaryRound() {
   struct Job {
     Peer peer;
     v1::PeerSummary summary;
@@ -287,7 +287,7 @@ void NetmaServer::SummaryRoundForTest() {
 
 void NetmaServer::Loop() {
   while (true) {
-    ProbeRoundForTest();
+    ProbeRound();
     bool summaries = false;
     {
       absl::MutexLock lock(&mu_);
@@ -297,7 +297,7 @@ void NetmaServer::Loop() {
         next_summary_ = clock_.Now() + options_.summary_interval;
       }
     }
-    if (summaries) SummaryRoundForTest();
+    if (summaries) SummaryRound();
     absl::MutexLock lock(&mu_);
     absl::Time until = std::min(monitor_->NextProbeDue(), next_summary_);
     while (!stop_ && clock_.Now() < until) {

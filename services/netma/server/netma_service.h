@@ -81,9 +81,9 @@ class NetmaServer final : public codeco::netma::v1::NetmaService::CallbackServic
   /// The bound ALTO HTTP address (empty when not serving HTTP).
   std::string alto_address() const;
   /// Runs the probes due now and records them (what the loop does each round).
-  void ProbeRoundForTest();
+  void ProbeRound();
   /// Exchanges summaries with every neighborhood peer now.
-  void SummaryRoundForTest();
+  void SummaryRound();
   /// Answers an ALTO GET for `path` (what the HTTP server calls).
   HttpResponse HandleAlto(const std::string& path);
 
