@@ -52,12 +52,13 @@ Federation SpeedFederation(int clusters, int nodes, int links_per_cluster, uint6
   std::mt19937_64 rng(seed);
   Federation fed;
   for (int c = 0; c < clusters; ++c) {
-    Cluster cl{.name = absl::StrCat("c", c), .labels = {.region = "eu", .country = "FR"},
+    Cluster cl{.name = absl::StrCat("c", c),
+               .labels = {.region = "eu", .country = "FR"},
                .intra_latency_ns = 100'000};
     for (int n = 0; n < nodes; ++n) {
       Node node{.name = absl::StrCat("c", c, "-n", n), .capacity = {16000, 64 * kGi, 0}};
-      node.allocated = {static_cast<int64_t>(std::uniform_int_distribution<int>(0, 8000)(rng)),
-                        0, 0};
+      node.allocated = {static_cast<int64_t>(std::uniform_int_distribution<int>(0, 8000)(rng)), 0,
+                        0};
       cl.nodes.push_back(node);
     }
     fed.AddCluster(std::move(cl));
@@ -66,7 +67,8 @@ Federation SpeedFederation(int clusters, int nodes, int links_per_cluster, uint6
     for (int k = 0; k < links_per_cluster; ++k) {
       int d = std::uniform_int_distribution<int>(0, clusters - 1)(rng);
       if (d == c) continue;
-      Link l{.from = absl::StrCat("c", c), .to = absl::StrCat("c", d),
+      Link l{.from = absl::StrCat("c", c),
+             .to = absl::StrCat("c", d),
              .latency_ns = std::uniform_int_distribution<int64_t>(1, 20)(rng) * kMs,
              .free_bandwidth_bps = {10'000'000'000, 1'000'000'000}};
       fed.AddLink(l);
@@ -87,10 +89,12 @@ void RunSpeed(bool quick) {
   int placed = 0;
   absl::Time start = absl::Now();
   for (int i = 0; i < pods; ++i) {
-    Application app{.name = absl::StrCat("pod", i),
-                    .workloads = {{.name = "w", .service = "w",
-                                   .requests = {std::uniform_int_distribution<int64_t>(100, 1000)(rng),
-                                                kGi / 4, 0}}}};
+    Application app{
+        .name = absl::StrCat("pod", i),
+        .workloads = {
+            {.name = "w",
+             .service = "w",
+             .requests = {std::uniform_int_distribution<int64_t>(100, 1000)(rng), kGi / 4, 0}}}};
     auto r = e.coord.Place(app, fed, {});
     if (!r.ok()) {
       std::printf("error: %s\n", std::string(r.status().message()).c_str());
@@ -101,8 +105,9 @@ void RunSpeed(bool quick) {
   }
   double secs = absl::ToDoubleSeconds(absl::Now() - start);
   std::printf("| case | runs | result |\n|---|---|---|\n");
-  std::printf("| single-pod placements, 1,000 clusters x 10 nodes | %d (%d placed) | %.0f pods/s |\n",
-              pods, placed, pods / secs);
+  std::printf(
+      "| single-pod placements, 1,000 clusters x 10 nodes | %d (%d placed) | %.0f pods/s |\n", pods,
+      placed, pods / secs);
 
   // A 20-workload, 10-channel application over a 100-cluster neighborhood.
   Federation hood = SpeedFederation(100, 10, 10, 3);
@@ -110,7 +115,9 @@ void RunSpeed(bool quick) {
   std::vector<double> ms;
   int unplaced = 0;
   for (int i = 0; i < runs; ++i) {
-    testing::InstanceOptions o{.clusters = 1, .workloads = 20, .channels = 10,
+    testing::InstanceOptions o{.clusters = 1,
+                               .workloads = 20,
+                               .channels = 10,
                                .max_cpu_request = 2000,
                                .max_memory_request = 2 * kGi,
                                .max_channel_bandwidth_bps = 50'000'000,
@@ -122,9 +129,10 @@ void RunSpeed(bool quick) {
     ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
     if (r.ok()) unplaced += static_cast<int>(r->unplaced.size());
   }
-  std::printf("| 20 workloads + 10 channels, 100-cluster neighborhood | %d | p50 %.2f ms, p99 %.2f ms"
-              " (%d workloads unplaced in all) |\n",
-              runs, Percentile(ms, 0.5), Percentile(ms, 0.99), unplaced);
+  std::printf(
+      "| 20 workloads + 10 channels, 100-cluster neighborhood | %d | p50 %.2f ms, p99 %.2f ms"
+      " (%d workloads unplaced in all) |\n",
+      runs, Percentile(ms, 0.5), Percentile(ms, 0.99), unplaced);
 }
 
 // ------------------------------------------------------------------ LCM ---
@@ -159,7 +167,8 @@ LcmWorld MakeLcmWorld(uint64_t seed, int clusters) {
   for (int c = 0; c < clusters; ++c) w.dist[c][c] = 0;
   for (int c = 0; c < clusters; ++c) {  // a ring keeps it connected, plus random chords
     std::vector<int> peers{(c + 1) % clusters};
-    for (int k = 0; k < 3; ++k) peers.push_back(std::uniform_int_distribution<int>(0, clusters - 1)(rng));
+    for (int k = 0; k < 3; ++k)
+      peers.push_back(std::uniform_int_distribution<int>(0, clusters - 1)(rng));
     for (int d : peers) {
       if (d == c) continue;
       double lat = static_cast<double>(std::uniform_int_distribution<int>(1, 5)(rng));
@@ -178,7 +187,8 @@ LcmWorld MakeLcmWorld(uint64_t seed, int clusters) {
   for (int i = 0; i < clusters; ++i) {
     for (int j = 0; j < clusters; ++j) {
       if (i == j) continue;
-      w.fed.AddLink(Link{.from = absl::StrCat("c", i), .to = absl::StrCat("c", j),
+      w.fed.AddLink(Link{.from = absl::StrCat("c", i),
+                         .to = absl::StrCat("c", j),
                          .latency_ns = static_cast<int64_t>(w.dist[i][j] * kMs),
                          .free_bandwidth_bps = {int64_t{1} << 40, int64_t{1} << 40}});
     }
@@ -190,21 +200,24 @@ Application MakeDagApp(uint64_t seed, int services) {
   std::mt19937_64 rng(seed);
   Application app{.name = absl::StrCat("dag", services, "-", seed)};
   for (int i = 0; i < services; ++i) {
-    app.workloads.push_back(Workload{
-        .name = absl::StrCat("ms", i), .service = absl::StrCat("ms", i),
-        .requests = {std::uniform_int_distribution<int64_t>(100, 1000)(rng),
-                     std::uniform_int_distribution<int64_t>(128, 2048)(rng) << 20, 0},
-        .availability_kpi = std::uniform_int_distribution<int>(50, 100)(rng)});
+    app.workloads.push_back(
+        Workload{.name = absl::StrCat("ms", i),
+                 .service = absl::StrCat("ms", i),
+                 .requests = {std::uniform_int_distribution<int64_t>(100, 1000)(rng),
+                              std::uniform_int_distribution<int64_t>(128, 2048)(rng) << 20, 0},
+                 .availability_kpi = std::uniform_int_distribution<int>(50, 100)(rng)});
   }
   for (int i = 1; i < services; ++i) {  // a random DAG: one parent each plus extra edges
     int parent = std::uniform_int_distribution<int>(0, i - 1)(rng);
     app.channels.push_back({.name = absl::StrCat("e", app.channels.size()),
-                            .from = absl::StrCat("ms", parent), .to = absl::StrCat("ms", i)});
+                            .from = absl::StrCat("ms", parent),
+                            .to = absl::StrCat("ms", i)});
     if (i > 2 && std::uniform_real_distribution<double>(0, 1)(rng) < 0.3) {
       int other = std::uniform_int_distribution<int>(0, i - 1)(rng);
       if (other != parent) {
         app.channels.push_back({.name = absl::StrCat("e", app.channels.size()),
-                                .from = absl::StrCat("ms", other), .to = absl::StrCat("ms", i)});
+                                .from = absl::StrCat("ms", other),
+                                .to = absl::StrCat("ms", i)});
       }
     }
   }
@@ -213,8 +226,8 @@ Application MakeDagApp(uint64_t seed, int services) {
 
 struct Outcome {
   double ms = 0;
-  double latency = 0;       // sum over edges, abstract units (ms)
-  double cluster_share = 0; // clusters used / clusters
+  double latency = 0;        // sum over edges, abstract units (ms)
+  double cluster_share = 0;  // clusters used / clusters
   int unplaced = 0;
 };
 
@@ -235,7 +248,8 @@ Outcome Evaluate(const LcmWorld& w, const Application& app,
 
 double NodeScore(const Node& n, double alpha) {
   Resources f = n.Free();
-  return (1 - alpha) * static_cast<double>(f.cpu_millis) / static_cast<double>(n.capacity.cpu_millis) +
+  return (1 - alpha) * static_cast<double>(f.cpu_millis) /
+             static_cast<double>(n.capacity.cpu_millis) +
          alpha * static_cast<double>(f.memory_bytes) / static_cast<double>(n.capacity.memory_bytes);
 }
 
@@ -264,7 +278,8 @@ std::map<std::string, Placement> TwoTier(Federation fed, const Application& app)
   for (const Cluster& c : fed.clusters()) order.push_back(fed.MutableCluster(c.name));
   auto cscore = [&](const Cluster* c) {
     Resources cap = c->Capacity(), free = c->Free();
-    return (1 - alpha) * static_cast<double>(free.cpu_millis) / static_cast<double>(cap.cpu_millis) +
+    return (1 - alpha) * static_cast<double>(free.cpu_millis) /
+               static_cast<double>(cap.cpu_millis) +
            alpha * static_cast<double>(free.memory_bytes) / static_cast<double>(cap.memory_bytes);
   };
   std::stable_sort(order.begin(), order.end(),
@@ -343,7 +358,9 @@ std::map<std::string, Placement> RandomPlacement(Federation fed, const Applicati
 void RunLcm(bool quick) {
   Engine e;
   std::printf("\n## Stateful-LCM simulation (100 clusters of 5-10 nodes, 20-80 %% free)\n\n");
-  std::printf("| microservices | strategy | sched time (ms) | total app latency | clusters used | unplaced |\n");
+  std::printf(
+      "| microservices | strategy | sched time (ms) | total app latency | clusters used | unplaced "
+      "|\n");
   std::printf("|---|---|---|---|---|---|\n");
   int seeds = quick ? 2 : 20;
   for (int size : {50, 100, 150}) {
@@ -383,8 +400,10 @@ void RunLcm(bool quick) {
                   100 * Mean(share), Mean(un));
     }
   }
-  std::printf("\n(averaged over %d seeds; latency in the study's abstract units: 1-5 between "
-              "clusters, 0.1 inside one, 0 on one node)\n", seeds);
+  std::printf(
+      "\n(averaged over %d seeds; latency in the study's abstract units: 1-5 between "
+      "clusters, 0.1 inside one, 0 on one node)\n",
+      seeds);
 }
 
 // ------------------------------------------------------------------ gap ---
@@ -392,16 +411,21 @@ void RunLcm(bool quick) {
 void RunGap(bool quick) {
   Engine e;
   std::printf("\n## Optimality gap against CBC (small instances)\n\n");
-  std::printf("| instances | workloads | heuristic optimal | fewer placed | mean placed (heur / opt)"
-              " | mean extra latency when all placed (ms) | mean CBC time (ms) | mean heuristic time (ms) |\n");
+  std::printf(
+      "| instances | workloads | heuristic optimal | fewer placed | mean placed (heur / opt)"
+      " | mean extra latency when all placed (ms) | mean CBC time (ms) | mean heuristic time (ms) "
+      "|\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   int seeds = quick ? 20 : 200;
   for (int workloads : {4, 6, 8}) {
     int optimal = 0, fewer = 0, both_all = 0;
     double placed_h = 0, placed_o = 0, extra = 0, cbc_ms = 0, heur_ms = 0;
     for (int s = 1; s <= seeds; ++s) {
-      testing::InstanceOptions o{.clusters = 3, .min_nodes = 1, .max_nodes = 3,
-                                 .workloads = workloads, .channels = workloads};
+      testing::InstanceOptions o{.clusters = 3,
+                                 .min_nodes = 1,
+                                 .max_nodes = 3,
+                                 .workloads = workloads,
+                                 .channels = workloads};
       testing::Instance inst = testing::RandomInstance(7000 + s, o);
       absl::Time t0 = absl::Now();
       auto exact = milp::SolveExact(inst.app, inst.federation);
@@ -430,7 +454,6 @@ void RunGap(bool quick) {
                 heur_ms / seeds);
   }
 }
-
 
 // ---------------------------------------------------------------- mck8s ---
 
@@ -482,12 +505,16 @@ Federation Grid5000() {
     }
     fed.AddCluster(std::move(cl));
   }
-  const int lat_ms[5][5] = {{0, 4, 10, 12, 15}, {4, 0, 8, 10, 13}, {10, 8, 0, 3, 9},
-                            {12, 10, 3, 0, 9}, {15, 13, 9, 9, 0}};
+  const int lat_ms[5][5] = {{0, 4, 10, 12, 15},
+                            {4, 0, 8, 10, 13},
+                            {10, 8, 0, 3, 9},
+                            {12, 10, 3, 0, 9},
+                            {15, 13, 9, 9, 0}};
   for (int a = 0; a < 5; ++a) {
     for (int b = 0; b < 5; ++b) {
       if (a == b) continue;
-      fed.AddLink(Link{.from = absl::StrCat("cluster", a + 1), .to = absl::StrCat("cluster", b + 1),
+      fed.AddLink(Link{.from = absl::StrCat("cluster", a + 1),
+                       .to = absl::StrCat("cluster", b + 1),
                        .latency_ns = lat_ms[a][b] * kMs,
                        .free_bandwidth_bps = {10'000'000'000, 10'000'000'000}});
     }
@@ -496,9 +523,9 @@ Federation Grid5000() {
 }
 
 struct SimStats {
-  double peak_pending = 0, mean_pending = 0;        // share of pods
+  double peak_pending = 0, mean_pending = 0;          // share of pods
   double peak_pending_cpu = 0, mean_pending_cpu = 0;  // share of requested CPU
-  std::vector<double> cpu_alloc;                    // mean allocated share per cluster
+  std::vector<double> cpu_alloc;                      // mean allocated share per cluster
 };
 
 // `kubefed`: each task goes to its preferred cluster without a capacity
@@ -616,21 +643,22 @@ void RunMck8s(bool quick) {
   }
   std::printf("peak CPU demand %.1f CPUs (capacity 70); scheduling tick %s\n\n", peak_demand,
               absl::FormatDuration(tick).c_str());
-  std::printf("| policy | peak pending pods | mean pending pods | peak pending CPU | mean pending CPU"
-              " | mean CPU allocated c1/c2/c3/c4/c5 |\n|---|---|---|---|---|---|\n");
+  std::printf(
+      "| policy | peak pending pods | mean pending pods | peak pending CPU | mean pending CPU"
+      " | mean CPU allocated c1/c2/c3/c4/c5 |\n|---|---|---|---|---|---|\n");
   struct Row {
     const char* name;
     const char* profile;
     bool kubefed;
   };
-  for (const Row& r : {Row{"KubeFed-like (preferred cluster, no capacity check)", "mck8s-worst-fit", true},
-                       Row{"mck8s cluster-affinity + bursting", "mck8s-cluster-affinity", false},
-                       Row{"mck8s worst-fit", "mck8s-worst-fit", false},
-                       Row{"mck8s best-fit", "mck8s-best-fit", false},
-                       Row{"codeco", "codeco", false}}) {
+  for (const Row& r :
+       {Row{"KubeFed-like (preferred cluster, no capacity check)", "mck8s-worst-fit", true},
+        Row{"mck8s cluster-affinity + bursting", "mck8s-cluster-affinity", false},
+        Row{"mck8s worst-fit", "mck8s-worst-fit", false},
+        Row{"mck8s best-fit", "mck8s-best-fit", false}, Row{"codeco", "codeco", false}}) {
     SimStats s = RunMck8sPolicy(tasks, r.profile, r.kubefed, tick);
-    std::printf("| %s | %.1f %% | %.1f %% | %.1f %% | %.1f %% | %.0f/%.0f/%.0f/%.0f/%.0f %% |\n", r.name,
-                100 * s.peak_pending, 100 * s.mean_pending, 100 * s.peak_pending_cpu,
+    std::printf("| %s | %.1f %% | %.1f %% | %.1f %% | %.1f %% | %.0f/%.0f/%.0f/%.0f/%.0f %% |\n",
+                r.name, 100 * s.peak_pending, 100 * s.mean_pending, 100 * s.peak_pending_cpu,
                 100 * s.mean_pending_cpu, 100 * s.cpu_alloc[0], 100 * s.cpu_alloc[1],
                 100 * s.cpu_alloc[2], 100 * s.cpu_alloc[3], 100 * s.cpu_alloc[4]);
   }

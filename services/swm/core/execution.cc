@@ -9,58 +9,82 @@ namespace codeco::swm {
 
 std::string PhaseName(PlanPhase p) {
   switch (p) {
-    case PlanPhase::kIdle: return "Idle";
-    case PlanPhase::kPlacing: return "Placing";
-    case PlanPhase::kReserving: return "Reserving";
-    case PlanPhase::kCommitting: return "Committing";
-    case PlanPhase::kDone: return "Done";
-    case PlanPhase::kRolledBack: return "RolledBack";
+    case PlanPhase::kIdle:
+      return "Idle";
+    case PlanPhase::kPlacing:
+      return "Placing";
+    case PlanPhase::kReserving:
+      return "Reserving";
+    case PlanPhase::kCommitting:
+      return "Committing";
+    case PlanPhase::kDone:
+      return "Done";
+    case PlanPhase::kRolledBack:
+      return "RolledBack";
   }
   return "Unknown";
 }
 
 std::string ActionTypeName(ActionType t) {
   switch (t) {
-    case ActionType::kCreatePod: return "CreatePod";
-    case ActionType::kDeletePod: return "DeletePod";
-    case ActionType::kCreateChannel: return "CreateChannel";
-    case ActionType::kDeleteChannel: return "DeleteChannel";
+    case ActionType::kCreatePod:
+      return "CreatePod";
+    case ActionType::kDeletePod:
+      return "DeletePod";
+    case ActionType::kCreateChannel:
+      return "CreateChannel";
+    case ActionType::kDeleteChannel:
+      return "DeleteChannel";
   }
   return "Unknown";
 }
 
 std::string ActionResultName(ActionResult r) {
   switch (r) {
-    case ActionResult::kPending: return "Pending";
-    case ActionResult::kRunning: return "Running";
-    case ActionResult::kSucceeded: return "Succeeded";
-    case ActionResult::kFailed: return "Failed";
-    case ActionResult::kSkipped: return "Skipped";
-    case ActionResult::kRolledBack: return "RolledBack";
+    case ActionResult::kPending:
+      return "Pending";
+    case ActionResult::kRunning:
+      return "Running";
+    case ActionResult::kSucceeded:
+      return "Succeeded";
+    case ActionResult::kFailed:
+      return "Failed";
+    case ActionResult::kSkipped:
+      return "Skipped";
+    case ActionResult::kRolledBack:
+      return "RolledBack";
   }
   return "Unknown";
 }
 
-AssignmentPlan BuildPlan(const Application& app, const PlacementResult& result,
-                         int64_t revision) {
-  AssignmentPlan plan{.application = app.name, .revision = revision,
-                      .phase = PlanPhase::kPlacing, .unplaced = result.unplaced,
+AssignmentPlan BuildPlan(const Application& app, const PlacementResult& result, int64_t revision) {
+  AssignmentPlan plan{.application = app.name,
+                      .revision = revision,
+                      .phase = PlanPhase::kPlacing,
+                      .unplaced = result.unplaced,
                       .channels = result.channels};
   for (const Workload& w : app.workloads) {
     auto it = result.placements.find(w.name);
     if (it == result.placements.end()) continue;
-    WorkloadTarget t{.workload = w.name, .service = w.service, .cluster = it->second.cluster,
-                     .node = it->second.node, .pod = app.name + "-" + w.name,
+    WorkloadTarget t{.workload = w.name,
+                     .service = w.service,
+                     .cluster = it->second.cluster,
+                     .node = it->second.node,
+                     .pod = app.name + "-" + w.name,
                      .requests = w.requests};
     plan.actions.push_back(PlanAction{.index = static_cast<int>(plan.actions.size()),
-                                      .type = ActionType::kCreatePod, .cluster = t.cluster,
-                                      .workload = t.workload, .node = t.node, .pod = t.pod});
+                                      .type = ActionType::kCreatePod,
+                                      .cluster = t.cluster,
+                                      .workload = t.workload,
+                                      .node = t.node,
+                                      .pod = t.pod});
     plan.targets.push_back(std::move(t));
   }
   for (const ChannelResult& ch : result.channels) {
     plan.actions.push_back(PlanAction{.index = static_cast<int>(plan.actions.size()),
                                       .type = ActionType::kCreateChannel,
-                                      .cluster = ch.path.front(), .channel = ch.channel});
+                                      .cluster = ch.path.front(),
+                                      .channel = ch.channel});
   }
   return plan;
 }
@@ -231,8 +255,7 @@ absl::Status LocalClusterExecutor::Commit(const std::string& id) {
   for (const ReservationItem& item : *items) {
     absl::Status st = runtime_.CreatePod(PodInfo{item.pod, item.node, item.requests});
     if (!st.ok() && !absl::IsAlreadyExists(st)) {
-      return absl::Status(st.code(), "creating pod " + item.pod + ": " +
-                                         std::string(st.message()));
+      return absl::Status(st.code(), "creating pod " + item.pod + ": " + std::string(st.message()));
     }
   }
   return ledger_.MarkCommitted(id);
@@ -262,8 +285,7 @@ std::string ReservationId(const AssignmentPlan& plan, const std::string& cluster
   return absl::StrCat(plan.application, "/", plan.revision, "/", cluster);
 }
 
-PlanExecutor::PlanExecutor(std::map<std::string, ClusterExecutor*> clusters,
-                           absl::Duration lease)
+PlanExecutor::PlanExecutor(std::map<std::string, ClusterExecutor*> clusters, absl::Duration lease)
     : clusters_(std::move(clusters)), lease_(lease) {}
 
 absl::Status PlanExecutor::ReserveAll(AssignmentPlan& plan, std::vector<std::string>& touched) {
@@ -296,8 +318,8 @@ void PlanExecutor::RollBack(AssignmentPlan& plan, const std::vector<std::string>
   for (const std::string& cluster : touched) {
     absl::Status st = clusters_[cluster]->Release(ReservationId(plan, cluster));
     if (!st.ok()) {
-      absl::StrAppend(&release_errors, "; release in ", cluster, " failed (lease will expire): ",
-                      st.message());
+      absl::StrAppend(&release_errors, "; release in ", cluster,
+                      " failed (lease will expire): ", st.message());
     }
   }
   for (PlanAction& a : plan.actions) {
@@ -330,7 +352,8 @@ absl::Status PlanExecutor::Execute(AssignmentPlan& plan) {
   plan.phase = PlanPhase::kCommitting;
   for (const std::string& cluster : touched) {
     for (PlanAction& a : plan.actions) {
-      if (a.type == ActionType::kCreatePod && a.cluster == cluster) a.result = ActionResult::kRunning;
+      if (a.type == ActionType::kCreatePod && a.cluster == cluster)
+        a.result = ActionResult::kRunning;
     }
     absl::Status commit = clusters_[cluster]->Commit(ReservationId(plan, cluster));
     for (PlanAction& a : plan.actions) {

@@ -49,15 +49,15 @@ struct WorkloadTarget {
 
 /// One step of a plan and its outcome.
 struct PlanAction {
-  int index = 0;                                ///< Position, from 0.
-  ActionType type = ActionType::kCreatePod;     ///< Kind of step.
-  std::string cluster;                          ///< Cluster it acts in.
-  std::string workload;                         ///< Pod actions: the workload.
-  std::string node;                             ///< Pod actions: the node.
-  std::string pod;                              ///< Pod actions: the pod.
-  std::string channel;                          ///< Channel actions: the channel.
-  ActionResult result = ActionResult::kPending; ///< Outcome.
-  std::string error;                            ///< Why it failed.
+  int index = 0;                                 ///< Position, from 0.
+  ActionType type = ActionType::kCreatePod;      ///< Kind of step.
+  std::string cluster;                           ///< Cluster it acts in.
+  std::string workload;                          ///< Pod actions: the workload.
+  std::string node;                              ///< Pod actions: the node.
+  std::string pod;                               ///< Pod actions: the pod.
+  std::string channel;                           ///< Channel actions: the channel.
+  ActionResult result = ActionResult::kPending;  ///< Outcome.
+  std::string error;                             ///< Why it failed.
 };
 
 /// The AssignmentPlan resource: targets, channel paths, actions, phase.
@@ -74,14 +74,13 @@ struct AssignmentPlan {
 
 /// Builds the plan for `result`: CreatePod per placed workload, CreateChannel
 /// per channel with both ends placed. Phase kPlacing.
-AssignmentPlan BuildPlan(const Application& app, const PlacementResult& result,
-                         int64_t revision);
+AssignmentPlan BuildPlan(const Application& app, const PlacementResult& result, int64_t revision);
 
 /// One pod a reservation covers.
 struct ReservationItem {
-  std::string pod;      ///< Pod name.
-  std::string node;     ///< Node it is bound to.
-  Resources requests;   ///< What it needs.
+  std::string pod;     ///< Pod name.
+  std::string node;    ///< Node it is bound to.
+  Resources requests;  ///< What it needs.
 };
 
 /// The cluster side of the two-phase commit. Every call is idempotent and
@@ -92,8 +91,7 @@ class ClusterExecutor {
   /// Holds capacity for `items` until Commit, Release, or `lease` runs out.
   /// FAILED_PRECONDITION when a node lacks room; OK again for the same id.
   virtual absl::Status Reserve(const std::string& reservation_id,
-                               const std::vector<ReservationItem>& items,
-                               absl::Duration lease) = 0;
+                               const std::vector<ReservationItem>& items, absl::Duration lease) = 0;
   /// Creates the pods. FAILED_PRECONDITION if the reservation expired or was
   /// released; OK again once committed.
   virtual absl::Status Commit(const std::string& reservation_id) = 0;
@@ -103,9 +101,9 @@ class ClusterExecutor {
 
 /// A pod as the LMS reports it.
 struct PodInfo {
-  std::string name;     ///< Pod name.
-  std::string node;     ///< Node it runs on.
-  Resources requests;   ///< Its requests.
+  std::string name;    ///< Pod name.
+  std::string node;    ///< Node it runs on.
+  Resources requests;  ///< Its requests.
 };
 
 /// The LMS port a cluster executor drives (codeco.lms.v1 over gRPC in
@@ -185,8 +183,8 @@ class LocalClusterExecutor final : public ClusterExecutor {
  public:
   /// Uses `clock` for leases and `runtime` for nodes and pods.
   LocalClusterExecutor(const Clock& clock, PodRuntime& runtime);
-  absl::Status Reserve(const std::string& reservation_id,
-                       const std::vector<ReservationItem>& items, absl::Duration lease) override;
+  absl::Status Reserve(const std::string& reservation_id, const std::vector<ReservationItem>& items,
+                       absl::Duration lease) override;
   absl::Status Commit(const std::string& reservation_id) override;
   absl::Status Release(const std::string& reservation_id) override;
   /// Reads the LMS's pods so committed reservations stop counting once seen.

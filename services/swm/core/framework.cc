@@ -15,9 +15,8 @@ PluginStatus PluginStatus::Error(absl::Status status) {
 }
 
 ClusterAggregate AggregateOf(const Cluster& cluster) {
-  ClusterAggregate a{.name = cluster.name,
-                     .labels = cluster.labels,
-                     .intra_latency_ns = cluster.intra_latency_ns};
+  ClusterAggregate a{
+      .name = cluster.name, .labels = cluster.labels, .intra_latency_ns = cluster.intra_latency_ns};
   for (const Node& n : cluster.nodes) {
     if (!n.schedulable) continue;
     Resources f = n.Free();
@@ -128,8 +127,7 @@ std::vector<std::string> PluginRegistry::Names() const {
 }
 
 absl::StatusOr<std::unique_ptr<Framework>> Framework::Create(
-    const Profile& profile, const PluginRegistry& registry,
-    RecommendationSource* recommendations) {
+    const Profile& profile, const PluginRegistry& registry, RecommendationSource* recommendations) {
   auto fw = std::unique_ptr<Framework>(new Framework());
   fw->name_ = profile.name;
   std::vector<PluginConfig> configs = profile.plugins;
@@ -205,8 +203,8 @@ absl::StatusOr<Selection> Framework::Select(CycleState& state, const Workload& w
     std::vector<std::string> parts;
     bool cluster_level = !candidates.empty() && candidates[0].level == Level::kCluster;
     for (const auto& [reason, count] : reasons) {
-      const char* noun = cluster_level ? (count == 1 ? "cluster" : "clusters")
-                                       : (count == 1 ? "node" : "nodes");
+      const char* noun =
+          cluster_level ? (count == 1 ? "cluster" : "clusters") : (count == 1 ? "node" : "nodes");
       parts.push_back(absl::StrCat(count, " ", noun, ": ", reason));
     }
     sel.reason = candidates.empty() ? "no candidates" : absl::StrJoin(parts, "; ");

@@ -70,10 +70,10 @@ ClusterAggregate AggregateOf(const Cluster& cluster);
 
 /// A place a workload may go: a cluster (L1) or one of its nodes (L2).
 struct Candidate {
-  Level level = Level::kNode;         ///< Which level this candidate belongs to.
+  Level level = Level::kNode;                 ///< Which level this candidate belongs to.
   const ClusterAggregate* cluster = nullptr;  ///< Always set.
-  const Node* node = nullptr;         ///< Set at Level::kNode only.
-  int node_index = -1;                ///< Index of `node` in its cluster.
+  const Node* node = nullptr;                 ///< Set at Level::kNode only.
+  int node_index = -1;                        ///< Index of `node` in its cluster.
 
   /// Free resources of the candidate (node free, or cluster free).
   Resources Free() const;
@@ -96,8 +96,7 @@ class CycleState {
  public:
   /// `topology` gives links and intra-cluster latencies; `solving` is the
   /// cluster whose nodes the cycle may allocate on (null at L1 only).
-  CycleState(const Application& app, const Federation& topology, Cluster* solving,
-             bool relax_soft);
+  CycleState(const Application& app, const Federation& topology, Cluster* solving, bool relax_soft);
   /// The application.
   const Application& app() const { return app_; }
   /// Links and latencies.
@@ -213,8 +212,8 @@ struct Profile {
 class RecommendationSource;
 /// Everything a factory gets.
 struct PluginContext {
-  const PluginConfig* config = nullptr;               ///< The plugin's config.
-  RecommendationSource* recommendations = nullptr;    ///< PDLC port (may be null).
+  const PluginConfig* config = nullptr;             ///< The plugin's config.
+  RecommendationSource* recommendations = nullptr;  ///< PDLC port (may be null).
 };
 
 /// name -> factory, filled explicitly in one place (NewDefaultRegistry).
@@ -235,9 +234,9 @@ class PluginRegistry {
 
 /// The outcome of ranking candidates for one workload.
 struct Selection {
-  int best = -1;                ///< Index of the chosen candidate, -1 if none fits.
-  std::vector<double> scores;   ///< Weighted total per candidate (-1 = filtered out).
-  std::string reason;           ///< Why nothing fits, e.g. "3 nodes: insufficient cpu".
+  int best = -1;               ///< Index of the chosen candidate, -1 if none fits.
+  std::vector<double> scores;  ///< Weighted total per candidate (-1 = filtered out).
+  std::string reason;          ///< Why nothing fits, e.g. "3 nodes: insufficient cpu".
 };
 
 /// A profile instantiated: runs the stages in order.

@@ -56,10 +56,10 @@ struct ClusterLabels {
 
 /// A managed cluster with node detail.
 struct Cluster {
-  std::string name;               ///< Cluster name, unique in the federation.
-  ClusterLabels labels;           ///< Region/country/tier/provider.
-  std::vector<Node> nodes;        ///< Its nodes.
-  int64_t intra_latency_ns = 0;   ///< Node-to-node (and node-to-gateway) latency inside it.
+  std::string name;              ///< Cluster name, unique in the federation.
+  ClusterLabels labels;          ///< Region/country/tier/provider.
+  std::vector<Node> nodes;       ///< Its nodes.
+  int64_t intra_latency_ns = 0;  ///< Node-to-node (and node-to-gateway) latency inside it.
 
   /// Sum of the nodes' capacity (schedulable nodes only).
   Resources Capacity() const;
@@ -76,9 +76,9 @@ inline constexpr int kNumServiceClasses = 2;
 
 /// A directed, single-hop link between two clusters' gateways.
 struct Link {
-  std::string from;                                 ///< Source cluster.
-  std::string to;                                   ///< Destination cluster.
-  int64_t latency_ns = 0;                           ///< One-way latency.
+  std::string from;                                         ///< Source cluster.
+  std::string to;                                           ///< Destination cluster.
+  int64_t latency_ns = 0;                                   ///< One-way latency.
   int64_t free_bandwidth_bps[kNumServiceClasses] = {0, 0};  ///< Free capacity per class.
 };
 
@@ -114,35 +114,35 @@ class Federation {
 
 /// One replica of an application service to place.
 struct Workload {
-  std::string name;                      ///< "<service>-<replica>", unique in the app.
-  std::string service;                   ///< Service it is a replica of.
-  Resources requests;                    ///< Resources it needs.
-  bool stateful = false;                 ///< Keeps state (moves via checkpointer).
-  int availability_kpi = 0;              ///< Required availability, 0-100.
-  std::vector<std::string> allowed_regions;    ///< Hard: empty = any region.
-  std::vector<std::string> allowed_countries;  ///< Hard: empty = any country.
-  std::string origin_cluster;            ///< Where its users are ("" = none).
-  int64_t max_latency_to_origin_ns = 0;  ///< Hard bound to the origin (0 = none).
+  std::string name;                             ///< "<service>-<replica>", unique in the app.
+  std::string service;                          ///< Service it is a replica of.
+  Resources requests;                           ///< Resources it needs.
+  bool stateful = false;                        ///< Keeps state (moves via checkpointer).
+  int availability_kpi = 0;                     ///< Required availability, 0-100.
+  std::vector<std::string> allowed_regions;     ///< Hard: empty = any region.
+  std::vector<std::string> allowed_countries;   ///< Hard: empty = any country.
+  std::string origin_cluster;                   ///< Where its users are ("" = none).
+  int64_t max_latency_to_origin_ns = 0;         ///< Hard bound to the origin (0 = none).
   std::vector<std::string> preferred_clusters;  ///< mck8s cluster affinity (soft).
 };
 
 /// A directed communication requirement between two workloads.
 struct Channel {
-  std::string name;                 ///< Channel name, unique in the app.
-  std::string from;                 ///< Sending workload.
-  std::string to;                   ///< Receiving workload.
-  int64_t min_bandwidth_bps = 0;    ///< Bandwidth it needs.
-  int64_t max_delay_ns = 0;         ///< Latency bound (0 = unbounded).
+  std::string name;                                        ///< Channel name, unique in the app.
+  std::string from;                                        ///< Sending workload.
+  std::string to;                                          ///< Receiving workload.
+  int64_t min_bandwidth_bps = 0;                           ///< Bandwidth it needs.
+  int64_t max_delay_ns = 0;                                ///< Latency bound (0 = unbounded).
   ServiceClass service_class = ServiceClass::kBestEffort;  ///< Network class.
 };
 
 /// An application to place: its workloads, channels and the profile to use.
 struct Application {
-  std::string name;                ///< Application name.
-  std::vector<Workload> workloads; ///< Replicas to place.
-  std::vector<Channel> channels;   ///< Channels between them.
-  std::string profile;             ///< Scheduling profile name ("" = default).
-  std::string performance_profile; ///< PDLC performance profile, e.g. "latency".
+  std::string name;                 ///< Application name.
+  std::vector<Workload> workloads;  ///< Replicas to place.
+  std::vector<Channel> channels;    ///< Channels between them.
+  std::string profile;              ///< Scheduling profile name ("" = default).
+  std::string performance_profile;  ///< PDLC performance profile, e.g. "latency".
 
   /// Index of workload `name`, or -1.
   int WorkloadIndex(const std::string& name) const;

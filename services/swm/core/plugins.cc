@@ -47,8 +47,8 @@ PluginStatus CheckChannels(const CycleState& state, const Workload& w, const Pla
     Placement to = ch.from == w.name ? it->second : at;
     std::optional<int64_t> lat = PathLatencyNs(state.topology(), from, to);
     if (!lat.has_value()) {
-      return PluginStatus::Unschedulable(absl::StrCat("channel ", ch.name, ": no direct link ",
-                                                      from.cluster, " -> ", to.cluster));
+      return PluginStatus::Unschedulable(
+          absl::StrCat("channel ", ch.name, ": no direct link ", from.cluster, " -> ", to.cluster));
     }
     if (ch.max_delay_ns > 0 && *lat > ch.max_delay_ns) {
       return PluginStatus::Unschedulable(absl::StrCat("channel ", ch.name, ": latency ", *lat,
@@ -62,8 +62,8 @@ PluginStatus CheckChannels(const CycleState& state, const Workload& w, const Pla
     const auto& [from, to, cls] = key;
     int64_t free = state.FreeBandwidth(from, to, static_cast<ServiceClass>(cls));
     if (bps > free) {
-      return PluginStatus::Unschedulable(absl::StrCat("link ", from, " -> ", to, ": needs ", bps,
-                                                      "bps, ", free, "bps free"));
+      return PluginStatus::Unschedulable(
+          absl::StrCat("link ", from, " -> ", to, ": needs ", bps, "bps, ", free, "bps free"));
     }
   }
   return PluginStatus::Success();
@@ -98,7 +98,8 @@ class NodeResourcesFit final : public FilterPlugin {
   std::string Name() const override { return "NodeResourcesFit"; }
   PluginStatus Filter(CycleState&, const Workload& w, const Candidate& c) const override {
     Resources h = c.Headroom();
-    if (w.requests.cpu_millis > h.cpu_millis) return PluginStatus::Unschedulable("insufficient cpu");
+    if (w.requests.cpu_millis > h.cpu_millis)
+      return PluginStatus::Unschedulable("insufficient cpu");
     if (w.requests.memory_bytes > h.memory_bytes) {
       return PluginStatus::Unschedulable("insufficient memory");
     }
@@ -154,14 +155,14 @@ class OriginLatency final : public FilterPlugin {
     if (w.origin_cluster.empty() || w.max_latency_to_origin_ns <= 0) {
       return PluginStatus::Success();
     }
-    std::optional<int64_t> lat = OriginLatencyNs(state.topology(), w.origin_cluster,
-                                                 c.cluster->name);
+    std::optional<int64_t> lat =
+        OriginLatencyNs(state.topology(), w.origin_cluster, c.cluster->name);
     if (!lat.has_value()) {
       return PluginStatus::Unschedulable("no direct link from origin " + w.origin_cluster);
     }
     if (*lat > w.max_latency_to_origin_ns) {
-      return PluginStatus::Unschedulable(absl::StrCat("latency to origin ", *lat, "ns > max ",
-                                                      w.max_latency_to_origin_ns, "ns"));
+      return PluginStatus::Unschedulable(
+          absl::StrCat("latency to origin ", *lat, "ns > max ", w.max_latency_to_origin_ns, "ns"));
     }
     return PluginStatus::Success();
   }
@@ -312,8 +313,9 @@ class ChannelLatency final : public ScorePlugin {
       const Channel& ch = state.app().channels[ci];
       auto it = state.placed().find(ch.from == w.name ? ch.to : ch.from);
       if (it == state.placed().end()) continue;
-      std::optional<int64_t> lat = ch.from == w.name ? PathLatencyNs(state.topology(), at, it->second)
-                                                     : PathLatencyNs(state.topology(), it->second, at);
+      std::optional<int64_t> lat = ch.from == w.name
+                                       ? PathLatencyNs(state.topology(), at, it->second)
+                                       : PathLatencyNs(state.topology(), it->second, at);
       total += lat.has_value() ? static_cast<double>(*lat) : 1e15;
     }
     return total;
@@ -528,45 +530,40 @@ PluginRegistry NewDefaultRegistry() {
   add("NodeResourcesReserve", NoArgs([] { return std::make_unique<NodeResourcesReserve>(); }));
   add("ChannelBandwidthReserve",
       NoArgs([] { return std::make_unique<ChannelBandwidthReserve>(); }));
-  add("SafetyThreshold",
-      [](const PluginContext& ctx) -> absl::StatusOr<std::unique_ptr<Plugin>> {
-        RETURN_IF_ERROR(CheckArgs(ctx, {"threshold"}));
-        double t = Arg(ctx, "threshold", 0.9);
-        if (t <= 0 || t > 1) return absl::InvalidArgumentError("threshold must be in (0, 1]");
-        return Make(std::make_unique<SafetyThreshold>(t));
-      });
-  add("NumberOfLocations",
-      [](const PluginContext& ctx) -> absl::StatusOr<std::unique_ptr<Plugin>> {
-        RETURN_IF_ERROR(CheckArgs(ctx, {"max"}));
-        double m = Arg(ctx, "max", 1);
-        if (m < 1) return absl::InvalidArgumentError("max must be >= 1");
-        return Make(std::make_unique<NumberOfLocations>(static_cast<int>(m)));
-      });
-  add("ClusterAffinity",
-      [](const PluginContext& ctx) -> absl::StatusOr<std::unique_ptr<Plugin>> {
-        RETURN_IF_ERROR(CheckArgs(ctx, {"substitute", "burst_radius_ns"}));
-        double radius = Arg(ctx, "burst_radius_ns", 0);
-        if (radius < 0) return absl::InvalidArgumentError("burst_radius_ns must be >= 0");
-        return Make(std::make_unique<ClusterAffinity>(Arg(ctx, "substitute", 1) != 0,
-                                                      static_cast<int64_t>(radius)));
-      });
-  add("FreeCapacity",
-      [](const PluginContext& ctx) -> absl::StatusOr<std::unique_ptr<Plugin>> {
-        RETURN_IF_ERROR(CheckArgs(ctx, {"alpha"}));
-        double a = Arg(ctx, "alpha", 0.5);
-        if (a < 0 || a > 1) return absl::InvalidArgumentError("alpha must be in [0, 1]");
-        return Make(std::make_unique<FreeCapacity>(a));
-      });
-  add("Recommendation",
-      [](const PluginContext& ctx) -> absl::StatusOr<std::unique_ptr<Plugin>> {
-        RETURN_IF_ERROR(CheckArgs(ctx, {}));
-        return Make(std::make_unique<RecommendationScore>(ctx.recommendations));
-      });
+  add("SafetyThreshold", [](const PluginContext& ctx) -> absl::StatusOr<std::unique_ptr<Plugin>> {
+    RETURN_IF_ERROR(CheckArgs(ctx, {"threshold"}));
+    double t = Arg(ctx, "threshold", 0.9);
+    if (t <= 0 || t > 1) return absl::InvalidArgumentError("threshold must be in (0, 1]");
+    return Make(std::make_unique<SafetyThreshold>(t));
+  });
+  add("NumberOfLocations", [](const PluginContext& ctx) -> absl::StatusOr<std::unique_ptr<Plugin>> {
+    RETURN_IF_ERROR(CheckArgs(ctx, {"max"}));
+    double m = Arg(ctx, "max", 1);
+    if (m < 1) return absl::InvalidArgumentError("max must be >= 1");
+    return Make(std::make_unique<NumberOfLocations>(static_cast<int>(m)));
+  });
+  add("ClusterAffinity", [](const PluginContext& ctx) -> absl::StatusOr<std::unique_ptr<Plugin>> {
+    RETURN_IF_ERROR(CheckArgs(ctx, {"substitute", "burst_radius_ns"}));
+    double radius = Arg(ctx, "burst_radius_ns", 0);
+    if (radius < 0) return absl::InvalidArgumentError("burst_radius_ns must be >= 0");
+    return Make(std::make_unique<ClusterAffinity>(Arg(ctx, "substitute", 1) != 0,
+                                                  static_cast<int64_t>(radius)));
+  });
+  add("FreeCapacity", [](const PluginContext& ctx) -> absl::StatusOr<std::unique_ptr<Plugin>> {
+    RETURN_IF_ERROR(CheckArgs(ctx, {"alpha"}));
+    double a = Arg(ctx, "alpha", 0.5);
+    if (a < 0 || a > 1) return absl::InvalidArgumentError("alpha must be in [0, 1]");
+    return Make(std::make_unique<FreeCapacity>(a));
+  });
+  add("Recommendation", [](const PluginContext& ctx) -> absl::StatusOr<std::unique_ptr<Plugin>> {
+    RETURN_IF_ERROR(CheckArgs(ctx, {}));
+    return Make(std::make_unique<RecommendationScore>(ctx.recommendations));
+  });
   add("HighAvailabilitySpread",
       [](const PluginContext& ctx) -> absl::StatusOr<std::unique_ptr<Plugin>> {
         RETURN_IF_ERROR(CheckArgs(ctx, {"min_kpi"}));
-        return Make(std::make_unique<HighAvailabilitySpread>(
-            static_cast<int>(Arg(ctx, "min_kpi", 99))));
+        return Make(
+            std::make_unique<HighAvailabilitySpread>(static_cast<int>(Arg(ctx, "min_kpi", 99))));
       });
   return r;
 }

@@ -17,7 +17,7 @@ namespace codeco::swm {
 
 /// PDLC's advice for one application and performance profile: scores 0-100.
 struct Recommendations {
-  std::map<std::string, double> cluster_scores;  ///< cluster -> score.
+  std::map<std::string, double> cluster_scores;                       ///< cluster -> score.
   std::map<std::pair<std::string, std::string>, double> node_scores;  ///< (cluster, node) -> score.
 };
 

@@ -46,8 +46,8 @@ absl::StatusOr<L2Result> InProcessL2Solver::Solve(const L2Request& req) {
   std::set<std::string> unvisited(req.unvisited.begin(), req.unvisited.end());
   std::vector<ClusterAggregate> unvisited_aggs;
   for (const ClusterAggregate& a : req.others) {
-    topo.AddCluster(Cluster{.name = a.name, .labels = a.labels,
-                            .intra_latency_ns = a.intra_latency_ns});
+    topo.AddCluster(
+        Cluster{.name = a.name, .labels = a.labels, .intra_latency_ns = a.intra_latency_ns});
     if (unvisited.count(a.name)) unvisited_aggs.push_back(a);
   }
   for (const Link& l : req.links) topo.AddLink(l);
@@ -112,7 +112,6 @@ Coordinator::Coordinator(L2Solver& l2, const PluginRegistry& registry,
 absl::StatusOr<const Framework*> Coordinator::FrameworkFor(const std::string& profile) {
   return CachedFramework(frameworks_, profile, registry_, recommendations_);
 }
-
 
 namespace {
 
@@ -318,120 +317,121 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
   };
   auto attempt = [&](const std::vector<std::string>& initial,
                      const std::vector<const Cluster*>& order) {
-  std::map<std::string, std::vector<Resources>> extra;
-  CycleState hub(app, federation, nullptr, false);
-  auto overlay = [&](const Cluster& c) {
-    Cluster copy = c;
-    auto it = extra.find(c.name);
-    if (it != extra.end()) {
-      for (size_t i = 0; i < copy.nodes.size(); ++i) copy.nodes[i].allocated += it->second[i];
-    }
-    return copy;
-  };
-  std::vector<std::string> pending = initial;
-  std::map<std::string, std::vector<std::string>> reasons;  // workload -> per-cluster reasons
+    std::map<std::string, std::vector<Resources>> extra;
+    CycleState hub(app, federation, nullptr, false);
+    auto overlay = [&](const Cluster& c) {
+      Cluster copy = c;
+      auto it = extra.find(c.name);
+      if (it != extra.end()) {
+        for (size_t i = 0; i < copy.nodes.size(); ++i) copy.nodes[i].allocated += it->second[i];
+      }
+      return copy;
+    };
+    std::vector<std::string> pending = initial;
+    std::map<std::string, std::vector<std::string>> reasons;  // workload -> per-cluster reasons
 
-  for (int round = 0; round < (options_.reconsider ? 2 : 1) && !pending.empty(); ++round) {
-    for (size_t ci = 0; ci < order.size() && !pending.empty(); ++ci) {
-      const Cluster& cluster = *order[ci];
-      L2Request req{.app = &app, .profile = app.profile, .cluster = overlay(cluster)};
-      std::set<std::string> context;
-      for (const auto& [w, p] : hub.placed()) context.insert(p.cluster);
-      for (const std::string& name : pending) {
-        const Workload& w = app.workloads[app.WorkloadIndex(name)];
-        if (!w.origin_cluster.empty()) context.insert(w.origin_cluster);
-        for (const std::string& p : w.preferred_clusters) context.insert(p);
-      }
-      if (round == 0) {
-        for (size_t k = ci + 1; k < order.size() && k <= ci + options_.lookahead; ++k) {
-          context.insert(order[k]->name);
-          req.unvisited.push_back(order[k]->name);
+    for (int round = 0; round < (options_.reconsider ? 2 : 1) && !pending.empty(); ++round) {
+      for (size_t ci = 0; ci < order.size() && !pending.empty(); ++ci) {
+        const Cluster& cluster = *order[ci];
+        L2Request req{.app = &app, .profile = app.profile, .cluster = overlay(cluster)};
+        std::set<std::string> context;
+        for (const auto& [w, p] : hub.placed()) context.insert(p.cluster);
+        for (const std::string& name : pending) {
+          const Workload& w = app.workloads[app.WorkloadIndex(name)];
+          if (!w.origin_cluster.empty()) context.insert(w.origin_cluster);
+          for (const std::string& p : w.preferred_clusters) context.insert(p);
         }
-      }
-      context.erase(cluster.name);
-      for (const std::string& name : context) {
-        const Cluster* other = federation.FindCluster(name);
-        if (other == nullptr) continue;
-        req.others.push_back(AggregateOf(overlay(*other)));
-      }
-      std::vector<std::string> all(context.begin(), context.end());
-      all.push_back(cluster.name);
-      for (const std::string& a : all) {
-        for (const std::string& b : all) {
-          const Link* l = a == b ? nullptr : federation.FindLink(a, b);
-          if (l == nullptr) continue;
-          Link net = *l;
-          for (int k = 0; k < kNumServiceClasses; ++k) {
-            net.free_bandwidth_bps[k] -= hub.UsedBandwidth(a, b, static_cast<ServiceClass>(k));
+        if (round == 0) {
+          for (size_t k = ci + 1; k < order.size() && k <= ci + options_.lookahead; ++k) {
+            context.insert(order[k]->name);
+            req.unvisited.push_back(order[k]->name);
           }
-          req.links.push_back(net);
         }
-      }
-      req.placed = hub.placed();
-      req.pending = pending;
-      req.allow_defer = round == 0 && options_.defer;
-      req.relax_soft = round == 1;
-      ++result.l2_calls;
-      absl::StatusOr<L2Result> l2 = l2_.Solve(req);
-      if (!l2.ok()) {
-        for (const std::string& w : pending) {
-          reasons[w].push_back(cluster.name + ": unavailable (" +
-                               std::string(l2.status().message()) + ")");
+        context.erase(cluster.name);
+        for (const std::string& name : context) {
+          const Cluster* other = federation.FindCluster(name);
+          if (other == nullptr) continue;
+          req.others.push_back(AggregateOf(overlay(*other)));
         }
-        continue;
-      }
-      std::vector<std::string> still;
-      for (const std::string& name : pending) {
-        const Workload& w = app.workloads[app.WorkloadIndex(name)];
-        auto node_it = l2->node_of.find(name);
-        if (node_it == l2->node_of.end()) {
-          auto unfit = l2->unfit.find(name);
-          if (unfit != l2->unfit.end()) reasons[name].push_back(cluster.name + ": " + unfit->second);
-          still.push_back(name);
+        std::vector<std::string> all(context.begin(), context.end());
+        all.push_back(cluster.name);
+        for (const std::string& a : all) {
+          for (const std::string& b : all) {
+            const Link* l = a == b ? nullptr : federation.FindLink(a, b);
+            if (l == nullptr) continue;
+            Link net = *l;
+            for (int k = 0; k < kNumServiceClasses; ++k) {
+              net.free_bandwidth_bps[k] -= hub.UsedBandwidth(a, b, static_cast<ServiceClass>(k));
+            }
+            req.links.push_back(net);
+          }
+        }
+        req.placed = hub.placed();
+        req.pending = pending;
+        req.allow_defer = round == 0 && options_.defer;
+        req.relax_soft = round == 1;
+        ++result.l2_calls;
+        absl::StatusOr<L2Result> l2 = l2_.Solve(req);
+        if (!l2.ok()) {
+          for (const std::string& w : pending) {
+            reasons[w].push_back(cluster.name + ": unavailable (" +
+                                 std::string(l2.status().message()) + ")");
+          }
           continue;
         }
-        // Merge: the hub re-checks capacity and channels on its own view.
-        int ni = cluster.NodeIndex(node_it->second);
-        std::string reject;
-        if (ni < 0 || !cluster.nodes[ni].schedulable) {
-          reject = "unknown or unschedulable node " + node_it->second;
-        } else {
-          std::vector<Resources>& ex = extra[cluster.name];
-          if (ex.empty()) ex.resize(cluster.nodes.size());
-          Node view = cluster.nodes[ni];
-          view.allocated += ex[ni];
-          if (!view.Free().Fits(w.requests)) reject = "node " + view.name + " is full";
-        }
-        Placement at{cluster.name, node_it->second};
-        if (reject.empty()) {
-          PluginStatus ch = CheckChannels(hub, w, at);
-          if (!ch.ok()) reject = ch.reason();
-        }
-        if (!reject.empty()) {
-          reasons[name].push_back(cluster.name + ": rejected by the coordinator: " + reject);
-          still.push_back(name);
-          continue;
-        }
-        extra[cluster.name][ni] += w.requests;
-        for (int chi : hub.ChannelsOf(name)) {
-          const Channel& ch = app.channels[chi];
-          auto peer = hub.placed().find(ch.from == name ? ch.to : ch.from);
-          if (peer == hub.placed().end() || peer->second.cluster == cluster.name) continue;
-          if (ch.from == name) {
-            hub.AddBandwidth(cluster.name, peer->second.cluster, ch.service_class,
-                             ch.min_bandwidth_bps);
+        std::vector<std::string> still;
+        for (const std::string& name : pending) {
+          const Workload& w = app.workloads[app.WorkloadIndex(name)];
+          auto node_it = l2->node_of.find(name);
+          if (node_it == l2->node_of.end()) {
+            auto unfit = l2->unfit.find(name);
+            if (unfit != l2->unfit.end())
+              reasons[name].push_back(cluster.name + ": " + unfit->second);
+            still.push_back(name);
+            continue;
+          }
+          // Merge: the hub re-checks capacity and channels on its own view.
+          int ni = cluster.NodeIndex(node_it->second);
+          std::string reject;
+          if (ni < 0 || !cluster.nodes[ni].schedulable) {
+            reject = "unknown or unschedulable node " + node_it->second;
           } else {
-            hub.AddBandwidth(peer->second.cluster, cluster.name, ch.service_class,
-                             ch.min_bandwidth_bps);
+            std::vector<Resources>& ex = extra[cluster.name];
+            if (ex.empty()) ex.resize(cluster.nodes.size());
+            Node view = cluster.nodes[ni];
+            view.allocated += ex[ni];
+            if (!view.Free().Fits(w.requests)) reject = "node " + view.name + " is full";
           }
+          Placement at{cluster.name, node_it->second};
+          if (reject.empty()) {
+            PluginStatus ch = CheckChannels(hub, w, at);
+            if (!ch.ok()) reject = ch.reason();
+          }
+          if (!reject.empty()) {
+            reasons[name].push_back(cluster.name + ": rejected by the coordinator: " + reject);
+            still.push_back(name);
+            continue;
+          }
+          extra[cluster.name][ni] += w.requests;
+          for (int chi : hub.ChannelsOf(name)) {
+            const Channel& ch = app.channels[chi];
+            auto peer = hub.placed().find(ch.from == name ? ch.to : ch.from);
+            if (peer == hub.placed().end() || peer->second.cluster == cluster.name) continue;
+            if (ch.from == name) {
+              hub.AddBandwidth(cluster.name, peer->second.cluster, ch.service_class,
+                               ch.min_bandwidth_bps);
+            } else {
+              hub.AddBandwidth(peer->second.cluster, cluster.name, ch.service_class,
+                               ch.min_bandwidth_bps);
+            }
+          }
+          hub.Bind(name, at);
         }
-        hub.Bind(name, at);
+        pending = std::move(still);
       }
-      pending = std::move(still);
     }
-  }
 
-  return Attempt{hub.placed(), std::move(pending), std::move(reasons)};
+    return Attempt{hub.placed(), std::move(pending), std::move(reasons)};
   };
   auto latency_of = [&](const std::map<std::string, Placement>& placed) {
     double total = 0;
@@ -513,8 +513,7 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
   return result;
 }
 
-void ApplyPlacement(const Application& app, const PlacementResult& result,
-                    Federation& federation) {
+void ApplyPlacement(const Application& app, const PlacementResult& result, Federation& federation) {
   for (const auto& [name, p] : result.placements) {
     int wi = app.WorkloadIndex(name);
     Cluster* c = federation.MutableCluster(p.cluster);
@@ -544,7 +543,8 @@ absl::Status VerifyPlacement(const Application& app, const Federation& federatio
   for (const auto& [key, req] : load) {
     const Cluster* c = federation.FindCluster(key.first);
     int ni = c == nullptr ? -1 : c->NodeIndex(key.second);
-    if (ni < 0) return absl::FailedPreconditionError("unknown node " + key.first + "/" + key.second);
+    if (ni < 0)
+      return absl::FailedPreconditionError("unknown node " + key.first + "/" + key.second);
     const Node& n = c->nodes[ni];
     if (!(n.capacity - n.allocated).Fits(req)) {
       return absl::FailedPreconditionError("node " + key.first + "/" + key.second +
@@ -561,8 +561,8 @@ absl::Status VerifyPlacement(const Application& app, const Federation& federatio
       return absl::FailedPreconditionError("channel " + ch.name + " has no single-hop path");
     }
     if (ch.max_delay_ns > 0 && *lat > ch.max_delay_ns) {
-      return absl::FailedPreconditionError(absl::StrCat("channel ", ch.name, " latency ", *lat,
-                                                        " > ", ch.max_delay_ns));
+      return absl::FailedPreconditionError(
+          absl::StrCat("channel ", ch.name, " latency ", *lat, " > ", ch.max_delay_ns));
     }
     if (a->second.cluster != b->second.cluster) {
       bw[{a->second.cluster, b->second.cluster, static_cast<int>(ch.service_class)}] +=

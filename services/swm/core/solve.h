@@ -19,24 +19,24 @@ namespace codeco::swm {
 
 /// What one cluster's L2 solve gets.
 struct L2Request {
-  const Application* app = nullptr;       ///< The application (in process).
-  std::string profile;                    ///< Profile name to solve with.
-  Cluster cluster;                        ///< The solving cluster, in detail.
-  std::vector<ClusterAggregate> others;   ///< Peer and unvisited clusters, as aggregates.
-  std::vector<std::string> unvisited;     ///< Names among `others` not visited yet.
-  std::vector<Link> links;                ///< Links among these clusters, free bandwidth
-                                          ///< already net of the plan's use.
+  const Application* app = nullptr;         ///< The application (in process).
+  std::string profile;                      ///< Profile name to solve with.
+  Cluster cluster;                          ///< The solving cluster, in detail.
+  std::vector<ClusterAggregate> others;     ///< Peer and unvisited clusters, as aggregates.
+  std::vector<std::string> unvisited;       ///< Names among `others` not visited yet.
+  std::vector<Link> links;                  ///< Links among these clusters, free bandwidth
+                                            ///< already net of the plan's use.
   std::map<std::string, Placement> placed;  ///< Workloads placed so far.
-  std::vector<std::string> pending;       ///< Workloads to consider, in queue order.
+  std::vector<std::string> pending;         ///< Workloads to consider, in queue order.
   bool allow_defer = true;  ///< Leave a workload for an unvisited cluster that scores higher.
   bool relax_soft = false;  ///< Reconsideration round: skip soft plugins.
 };
 
 /// What one L2 solve answers.
 struct L2Result {
-  std::map<std::string, std::string> node_of;   ///< workload -> node in the cluster.
-  std::map<std::string, std::string> unfit;     ///< workload -> why it does not fit here.
-  std::vector<std::string> deferred;            ///< Left for a better unvisited cluster.
+  std::map<std::string, std::string> node_of;  ///< workload -> node in the cluster.
+  std::map<std::string, std::string> unfit;    ///< workload -> why it does not fit here.
+  std::vector<std::string> deferred;           ///< Left for a better unvisited cluster.
 };
 
 /// The L2 port: in process here, over gRPC to the MC's swm later.
@@ -107,8 +107,8 @@ class Coordinator {
  public:
   /// `l2` solves each cluster; `registry` builds the L1 frameworks;
   /// `recommendations` may be null.
-  Coordinator(L2Solver& l2, const PluginRegistry& registry,
-              RecommendationSource* recommendations, CoordinatorOptions options = {});
+  Coordinator(L2Solver& l2, const PluginRegistry& registry, RecommendationSource* recommendations,
+              CoordinatorOptions options = {});
   /// Places `app` over the `neighborhood` clusters of `federation` (all of
   /// them when empty). INVALID_ARGUMENT for a bad app, profile or cluster
   /// name; unplaceable workloads are reported in the result, not as errors.
@@ -128,8 +128,7 @@ class Coordinator {
 
 /// Applies `result` to `federation`: adds each placed workload's requests to
 /// its node and each inter-cluster channel's bandwidth to its link.
-void ApplyPlacement(const Application& app, const PlacementResult& result,
-                    Federation& federation);
+void ApplyPlacement(const Application& app, const PlacementResult& result, Federation& federation);
 
 /// Checks that `result` is feasible on `federation` (before ApplyPlacement):
 /// every node's capacity and every channel's latency, single-hop path and

@@ -21,9 +21,8 @@ struct Slot {
 double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 bool HardAllowed(const Workload& w, const Federation& fed, const Cluster& c) {
-  if (!w.allowed_regions.empty() &&
-      std::find(w.allowed_regions.begin(), w.allowed_regions.end(), c.labels.region) ==
-          w.allowed_regions.end()) {
+  if (!w.allowed_regions.empty() && std::find(w.allowed_regions.begin(), w.allowed_regions.end(),
+                                              c.labels.region) == w.allowed_regions.end()) {
     return false;
   }
   if (!w.allowed_countries.empty() &&

@@ -1,7 +1,8 @@
+#include "swm/core/execution.h"
+
 #include <catch2/catch.hpp>
 
 #include "codeco/common/clock.h"
-#include "swm/core/execution.h"
 #include "swm/tests/fixtures.h"
 
 namespace codeco::swm {
@@ -62,10 +63,10 @@ struct Rig {
 };
 
 AssignmentPlan TwoClusterPlan() {
-  Application app{.name = "shop",
-                  .workloads = {MakeWorkload("a", 500), MakeWorkload("b", 500),
-                                MakeWorkload("c", 500)},
-                  .channels = {{.name = "ab", .from = "a", .to = "b"}}};
+  Application app{
+      .name = "shop",
+      .workloads = {MakeWorkload("a", 500), MakeWorkload("b", 500), MakeWorkload("c", 500)},
+      .channels = {{.name = "ab", .from = "a", .to = "b"}}};
   PlacementResult r;
   r.placements = {{"a", {"x", "x-n0"}}, {"b", {"y", "y-n0"}}, {"c", {"y", "y-n0"}}};
   r.channels = {ChannelResult{.channel = "ab", .path = {"x", "y"}, .satisfied = true}};
@@ -107,7 +108,7 @@ TEST_CASE("reservations count against capacity so bursts never overcommit") {
   CHECK(st.code() == absl::StatusCode::kFailedPrecondition);
   REQUIRE(x.executor->Commit("r1").ok());
   REQUIRE(x.executor->Commit("r1").ok());  // idempotent
-  REQUIRE(x.executor->Sync().ok());         // pod seen: the LMS now counts it
+  REQUIRE(x.executor->Sync().ok());        // pod seen: the LMS now counts it
   CHECK(x.executor->Reserve("r2", {other}, absl::Seconds(10)).code() ==
         absl::StatusCode::kFailedPrecondition);
   REQUIRE(x.executor->Release("r1").ok());

@@ -17,7 +17,8 @@ inline constexpr int64_t kMs = 1'000'000;
 inline Cluster MakeCluster(const std::string& name, int nodes, int64_t cpu, int64_t mem,
                            const std::string& region = "eu", const std::string& country = "FR",
                            int64_t intra_ns = 100'000) {
-  Cluster c{.name = name, .labels = {.region = region, .country = country, .tier = "edge"},
+  Cluster c{.name = name,
+            .labels = {.region = region, .country = country, .tier = "edge"},
             .intra_latency_ns = intra_ns};
   for (int i = 0; i < nodes; ++i) {
     c.nodes.push_back(Node{.name = name + "-n" + std::to_string(i), .capacity = {cpu, mem, 0}});

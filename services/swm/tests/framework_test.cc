@@ -1,6 +1,7 @@
+#include "swm/core/framework.h"
+
 #include <catch2/catch.hpp>
 
-#include "swm/core/framework.h"
 #include "swm/core/plugins.h"
 #include "swm/tests/fixtures.h"
 
@@ -139,8 +140,8 @@ TEST_CASE("WorstFit spreads, BestFit packs") {
 TEST_CASE("FreeCapacity weighs CPU against memory with alpha") {
   Federation fed;
   Cluster c = MakeCluster("a", 2, 4000, 8 * kGi);
-  c.nodes[0].allocated = {3000, 0, 0};        // memory-rich
-  c.nodes[1].allocated = {0, 6 * kGi, 0};     // CPU-rich
+  c.nodes[0].allocated = {3000, 0, 0};     // memory-rich
+  c.nodes[1].allocated = {0, 6 * kGi, 0};  // CPU-rich
   fed.AddCluster(c);
   auto app = OneWorkloadApp(MakeWorkload("w", 100));
   NodeRun cpu(fed, app, ProfileWith({{.name = "FreeCapacity", .args = {{"alpha", 0.0}}}}));
@@ -159,9 +160,9 @@ TEST_CASE("SafetyThreshold keeps nearly-full nodes out unless relaxed") {
   Cluster c = MakeCluster("a", 1, 1000, 8 * kGi);
   c.nodes[0].allocated = {850, 0, 0};
   fed.AddCluster(c);
-  NodeRun run(fed, OneWorkloadApp(MakeWorkload("w", 100)),
-              ProfileWith({{.name = "SafetyThreshold", .soft = true,
-                            .args = {{"threshold", 0.9}}}}));
+  NodeRun run(
+      fed, OneWorkloadApp(MakeWorkload("w", 100)),
+      ProfileWith({{.name = "SafetyThreshold", .soft = true, .args = {{"threshold", 0.9}}}}));
   Selection strict = run.Run("a", "w");
   CHECK(strict.best == -1);
   CHECK(strict.reason.find("safety threshold of 90%") != std::string::npos);
@@ -196,7 +197,10 @@ TEST_CASE("ChannelConstraints checks latency, single hop and bandwidth against p
   Connect(fed, "a", "b", 2 * kMs, 100);
   Application app{.name = "app",
                   .workloads = {MakeWorkload("x", 100), MakeWorkload("y", 100)},
-                  .channels = {{.name = "xy", .from = "x", .to = "y", .min_bandwidth_bps = 150,
+                  .channels = {{.name = "xy",
+                                .from = "x",
+                                .to = "y",
+                                .min_bandwidth_bps = 150,
                                 .max_delay_ns = 3 * kMs}}};
   NodeRun run(fed, app, ProfileWith({}));
   std::map<std::string, Placement> placed{{"x", {"a", "a-n0"}}};
@@ -242,8 +246,9 @@ TEST_CASE("ClusterAffinity substitutes nearest-first and bounds bursting") {
 TEST_CASE("NumberOfLocations caps the clusters a service spans") {
   Federation fed;
   for (const char* n : {"a", "b", "c"}) fed.AddCluster(MakeCluster(n, 1, 4000, 8 * kGi));
-  Application app{.name = "app", .workloads = {MakeWorkload("r0", 100), MakeWorkload("r1", 100),
-                                               MakeWorkload("r2", 100)}};
+  Application app{
+      .name = "app",
+      .workloads = {MakeWorkload("r0", 100), MakeWorkload("r1", 100), MakeWorkload("r2", 100)}};
   for (auto& w : app.workloads) w.service = "web";
   NodeRun run(fed, app, ProfileWith({{.name = "NumberOfLocations", .args = {{"max", 2}}}}));
   std::map<std::string, Placement> placed{{"r0", {"a", "a-n0"}}, {"r1", {"b", "b-n0"}}};
@@ -257,11 +262,11 @@ TEST_CASE("TrafficAware, BatchColocation and ChannelLatency pull peers together"
   Federation fed;
   for (const char* n : {"a", "b"}) fed.AddCluster(MakeCluster(n, 2, 4000, 8 * kGi));
   Connect(fed, "a", "b", kMs, 1'000'000);
-  Application app{.name = "app",
-                  .workloads = {MakeWorkload("x", 100), MakeWorkload("y", 100),
-                                MakeWorkload("z", 100)},
-                  .channels = {{.name = "xz", .from = "x", .to = "z", .min_bandwidth_bps = 10},
-                               {.name = "yz", .from = "y", .to = "z", .min_bandwidth_bps = 1000}}};
+  Application app{
+      .name = "app",
+      .workloads = {MakeWorkload("x", 100), MakeWorkload("y", 100), MakeWorkload("z", 100)},
+      .channels = {{.name = "xz", .from = "x", .to = "z", .min_bandwidth_bps = 10},
+                   {.name = "yz", .from = "y", .to = "z", .min_bandwidth_bps = 1000}}};
   std::map<std::string, Placement> placed{{"x", {"a", "a-n0"}}, {"y", {"b", "b-n1"}}};
   NodeRun traffic(fed, app, ProfileWith({{.name = "TrafficAware"}}));
   CHECK(traffic.RunClusters("z", placed).best == 1);
@@ -296,8 +301,9 @@ TEST_CASE("Recommendation scores come from the PDLC port; none is valid") {
 
 TEST_CASE("KpiOrder and ChannelOrder sort the queue") {
   PluginRegistry reg = NewDefaultRegistry();
-  Application app{.name = "app", .workloads = {MakeWorkload("a", 1), MakeWorkload("b", 1),
-                                               MakeWorkload("c", 1), MakeWorkload("d", 1)}};
+  Application app{.name = "app",
+                  .workloads = {MakeWorkload("a", 1), MakeWorkload("b", 1), MakeWorkload("c", 1),
+                                MakeWorkload("d", 1)}};
   app.workloads[2].availability_kpi = 99;
   app.workloads[1].availability_kpi = 50;
   auto kpi = Framework::Create(ProfileWith({{.name = "KpiOrder"}}), reg, nullptr);
@@ -309,8 +315,8 @@ TEST_CASE("KpiOrder and ChannelOrder sort the queue") {
   CHECK((*ch)->QueueOrder(app) == std::vector<int>{2, 1, 0, 3});
   app.channels = {{.name = "cd", .from = "c", .to = "d"}};
   CHECK((*ch)->QueueOrder(app) == std::vector<int>{2, 3, 1, 0});
-  auto two = Framework::Create(ProfileWith({{.name = "KpiOrder"}, {.name = "ChannelOrder"}}),
-                               reg, nullptr);
+  auto two = Framework::Create(ProfileWith({{.name = "KpiOrder"}, {.name = "ChannelOrder"}}), reg,
+                               nullptr);
   CHECK(two.status().code() == absl::StatusCode::kInvalidArgument);
 }
 
@@ -319,10 +325,10 @@ TEST_CASE("Reserve claims node capacity and bandwidth; Unreserve is idempotent; 
   fed.AddCluster(MakeCluster("a", 2, 4000, 8 * kGi));
   fed.AddCluster(MakeCluster("b", 1, 4000, 8 * kGi));
   Connect(fed, "a", "b", kMs, 1000);
-  Application app{.name = "app",
-                  .workloads = {MakeWorkload("x", 100), MakeWorkload("y", 1000),
-                                MakeWorkload("y2", 100)},
-                  .channels = {{.name = "xy", .from = "y", .to = "x", .min_bandwidth_bps = 600}}};
+  Application app{
+      .name = "app",
+      .workloads = {MakeWorkload("x", 100), MakeWorkload("y", 1000), MakeWorkload("y2", 100)},
+      .channels = {{.name = "xy", .from = "y", .to = "x", .min_bandwidth_bps = 600}}};
   app.workloads[1].service = "svc";
   app.workloads[2].service = "svc";
   app.workloads[2].availability_kpi = 99;

@@ -1,6 +1,7 @@
+#include "swm/milp/milp.h"
+
 #include <catch2/catch.hpp>
 
-#include "swm/milp/milp.h"
 #include "swm/testing/instances.h"
 #include "swm/tests/fixtures.h"
 
@@ -55,9 +56,13 @@ TEST_CASE("heuristic and CBC agree on trivial instances") {
   fed.AddCluster(MakeCluster("b", 2, 4000, 8 * kGi));
   Connect(fed, "a", "b", 3 * kMs, 1'000'000'000);
   // Two peers that fit together on one node: both put them side by side.
-  Application app{.name = "t", .workloads = {MakeWorkload("x", 1000), MakeWorkload("y", 1000)},
-                  .channels = {{.name = "xy", .from = "x", .to = "y",
-                                .min_bandwidth_bps = 1000, .max_delay_ns = 10 * kMs}}};
+  Application app{.name = "t",
+                  .workloads = {MakeWorkload("x", 1000), MakeWorkload("y", 1000)},
+                  .channels = {{.name = "xy",
+                                .from = "x",
+                                .to = "y",
+                                .min_bandwidth_bps = 1000,
+                                .max_delay_ns = 10 * kMs}}};
   auto exact = milp::SolveExact(app, fed);
   REQUIRE(exact.ok());
   CHECK(exact->objective == Approx(2 * milp::kPlacedWeight));
@@ -80,11 +85,11 @@ TEST_CASE("the MILP respects channel bounds, single hop and link bandwidth") {
   fed.AddCluster(MakeCluster("b", 1, 1000, 8 * kGi));
   fed.AddCluster(MakeCluster("c", 1, 1000, 8 * kGi));
   Connect(fed, "a", "b", 2 * kMs, 100);
-  Application app{.name = "t",
-                  .workloads = {MakeWorkload("x", 800), MakeWorkload("y", 800),
-                                MakeWorkload("z", 800)},
-                  .channels = {{.name = "xy", .from = "x", .to = "y", .min_bandwidth_bps = 60},
-                               {.name = "yz", .from = "y", .to = "z", .min_bandwidth_bps = 60}}};
+  Application app{
+      .name = "t",
+      .workloads = {MakeWorkload("x", 800), MakeWorkload("y", 800), MakeWorkload("z", 800)},
+      .channels = {{.name = "xy", .from = "x", .to = "y", .min_bandwidth_bps = 60},
+                   {.name = "yz", .from = "y", .to = "z", .min_bandwidth_bps = 60}}};
   // Each node holds one workload; c has no links, so y cannot talk to a peer
   // on c, and x, y, z cannot all be placed: the optimum places two.
   auto exact = milp::SolveExact(app, fed);

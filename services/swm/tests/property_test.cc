@@ -14,8 +14,12 @@ TEST_CASE("every committed plan is feasible on random instances") {
   PluginRegistry registry = NewDefaultRegistry();
   InProcessL2Solver l2(registry, nullptr);
   Coordinator coord(l2, registry, nullptr);
-  const char* profiles[] = {"codeco", "mck8s-worst-fit", "mck8s-best-fit",
-                            "mck8s-traffic-aware", "mck8s-cluster-affinity", "lcm-two-tier"};
+  const char* profiles[] = {"codeco",
+                            "mck8s-worst-fit",
+                            "mck8s-best-fit",
+                            "mck8s-traffic-aware",
+                            "mck8s-cluster-affinity",
+                            "lcm-two-tier"};
   int placed = 0, unplaced = 0, channels_checked = 0;
   for (uint64_t seed = 1; seed <= 2000; ++seed) {
     testing::InstanceOptions opts;

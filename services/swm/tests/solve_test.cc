@@ -1,6 +1,7 @@
+#include "swm/core/solve.h"
+
 #include <catch2/catch.hpp>
 
-#include "swm/core/solve.h"
 #include "swm/tests/fixtures.h"
 
 namespace codeco::swm {
@@ -60,10 +61,16 @@ TEST_CASE("coordinator places an application with every channel inside its bound
   Application app{.name = "shop",
                   .workloads = {MakeWorkload("front", 500), MakeWorkload("cart", 1000),
                                 MakeWorkload("db", 2000, 4)},
-                  .channels = {{.name = "fc", .from = "front", .to = "cart",
-                                .min_bandwidth_bps = 1'000'000, .max_delay_ns = 3 * kMs},
-                               {.name = "cd", .from = "cart", .to = "db",
-                                .min_bandwidth_bps = 1'000'000, .max_delay_ns = 12 * kMs}}};
+                  .channels = {{.name = "fc",
+                                .from = "front",
+                                .to = "cart",
+                                .min_bandwidth_bps = 1'000'000,
+                                .max_delay_ns = 3 * kMs},
+                               {.name = "cd",
+                                .from = "cart",
+                                .to = "db",
+                                .min_bandwidth_bps = 1'000'000,
+                                .max_delay_ns = 12 * kMs}}};
   app.workloads[0].origin_cluster = "edge";
   app.workloads[0].max_latency_to_origin_ns = kMs;
   auto r = env.coord.Place(app, fed, {});
@@ -79,7 +86,8 @@ TEST_CASE("coordinator places an application with every channel inside its bound
 TEST_CASE("coordinator reports a readable reason per unplaced workload") {
   Env env;
   Federation fed = ThreeSites();
-  Application app{.name = "big", .workloads = {MakeWorkload("huge", 100000), MakeWorkload("ok", 100)}};
+  Application app{.name = "big",
+                  .workloads = {MakeWorkload("huge", 100000), MakeWorkload("ok", 100)}};
   auto r = env.coord.Place(app, fed, {});
   REQUIRE(r.ok());
   CHECK(r->placements.count("ok") == 1);
@@ -107,8 +115,8 @@ TEST_CASE("coordinator rejects bad input with field paths and writes nothing") {
 TEST_CASE("clusters with recommendations are visited first") {
   Env env;
   Federation fed = ThreeSites();
-  Application app{.name = "rec", .workloads = {MakeWorkload("a", 100)},
-                  .performance_profile = "latency"};
+  Application app{
+      .name = "rec", .workloads = {MakeWorkload("a", 100)}, .performance_profile = "latency"};
   env.recs.Set("rec", "latency", Recommendations{.cluster_scores = {{"cloud", 10}, {"metro", 90}}});
   auto r = env.coord.Place(app, fed, {});
   REQUIRE(r.ok());
@@ -176,7 +184,8 @@ TEST_CASE("ApplyPlacement consumes node capacity and link bandwidth") {
   fed.AddCluster(MakeCluster("a", 1, 1000, 8 * kGi));
   fed.AddCluster(MakeCluster("b", 1, 1000, 8 * kGi));
   Connect(fed, "a", "b", kMs, 1000);
-  Application app{.name = "x", .workloads = {MakeWorkload("p", 800), MakeWorkload("q", 800)},
+  Application app{.name = "x",
+                  .workloads = {MakeWorkload("p", 800), MakeWorkload("q", 800)},
                   .channels = {{.name = "pq", .from = "p", .to = "q", .min_bandwidth_bps = 700}}};
   auto r = env.coord.Place(app, fed, {});
   REQUIRE(r.ok());
