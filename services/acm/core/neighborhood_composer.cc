@@ -35,15 +35,6 @@ double DistanceKm(double lat1, double lon1, double lat2, double lon2) {
   return 2 * kEarthRadiusKm * std::asin(std::min(1.0, std::sqrt(a)));
 }
 
-bool HasCompliance(const v1::Cluster& c, const std::string& wanted) {
-  auto it = c.metadata().labels().find("codeco.io/compliance");
-  if (it == c.metadata().labels().end()) return false;
-  for (absl::string_view part : absl::StrSplit(it->second, ',')) {
-    if (absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(part), wanted)) return true;
-  }
-  return false;
-}
-
 const char* TierName(common::v1::Tier tier) {
   switch (tier) {
     case common::v1::TIER_FAR_EDGE:
@@ -83,6 +74,12 @@ void NeighborhoodComposer::Partition(std::vector<v1::Cluster> clusters) {
     e.has_geo = l.latitude() != 0 || l.longitude() != 0;
     auto sec = c.metadata().labels().find("codeco.io/security-class");
     e.security_level = sec == c.metadata().labels().end() ? 0 : SecurityLevel(sec->second);
+    auto comp = c.metadata().labels().find("codeco.io/compliance");
+    if (comp != c.metadata().labels().end()) {
+      for (absl::string_view part : absl::StrSplit(comp->second, ',', absl::SkipWhitespace())) {
+        e.compliance.push_back(absl::AsciiStrToLower(absl::StripAsciiWhitespace(part)));
+      }
+    }
     std::string id = absl::StrCat(
         TierName(l.tier()), "/", l.region().empty() ? "-" : l.region(), "/cpu", CpuBand(c), "/co2-",
         static_cast<int>(c.energy_profile().carbon_intensity_g_per_kwh() / 100));
@@ -120,6 +117,7 @@ absl::StatusOr<v1::Neighborhood> NeighborhoodComposer::Select(
   std::set<std::string> countries(intents.allowed_countries().begin(),
                                   intents.allowed_countries().end());
   const int wanted_security = SecurityLevel(spec.security_class());
+  const std::string wanted_compliance = absl::AsciiStrToLower(spec.compliance_class());
 
   // The smallest replica any member must be able to host.
   int64_t min_cpu = INT64_MAX, min_mem = INT64_MAX;
@@ -185,7 +183,8 @@ absl::StatusOr<v1::Neighborhood> NeighborhoodComposer::Select(
         ++rejected_country;
         continue;
       }
-      if (!spec.compliance_class().empty() && !HasCompliance(c, spec.compliance_class())) {
+      if (!wanted_compliance.empty() && std::find(e.compliance.begin(), e.compliance.end(),
+                                                  wanted_compliance) == e.compliance.end()) {
         ++rejected_compliance;
         continue;
       }

@@ -53,6 +53,7 @@ class NeighborhoodComposer {
     int class_index = 0;
     bool has_geo = false;
     int security_level = 0;
+    std::vector<std::string> compliance;  // lower-cased codeco.io/compliance entries
   };
   struct Class {
     std::string id;
