@@ -142,7 +142,7 @@ struct WorkDir {
   fs::path path;
 };
 
-TEST_CASE("all six services start and answer health, reflection and metrics") {
+TEST_CASE("all six services start and answer health reflection and metrics") {
   WorkDir work;
   std::vector<RunningService> running;
   for (const auto& spec : kServices) running.push_back(StartService(spec, work.path));
@@ -202,9 +202,9 @@ TEST_CASE("all six services start and answer health, reflection and metrics") {
     auto channel = grpc::CreateChannel(running[0].address, grpc::InsecureChannelCredentials());
     grpc::ClientContext context;
     context.set_deadline(In(absl::Seconds(10)));
-    codeco::acm::v1::ListApplicationsResponse response;
-    grpc::Status status = codeco::acm::v1::AcmService::NewStub(channel)->ListApplications(
-        &context, codeco::acm::v1::ListApplicationsRequest(), &response);
+    codeco::acm::v1::PushAssignmentResponse response;
+    grpc::Status status = codeco::acm::v1::AcmService::NewStub(channel)->PushAssignment(
+        &context, codeco::acm::v1::PushAssignmentRequest(), &response);
     REQUIRE(status.error_code() == grpc::StatusCode::UNIMPLEMENTED);
     REQUIRE_THAT(status.error_message(), Catch::Contains("is not implemented yet"));
     REQUIRE_THAT(status.error_message(), Catch::Contains("issue #4"));
