@@ -94,7 +94,7 @@ void RunCrashRound(bool sync, uint32_t kill_after, uint64_t seed) {
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("SIGKILL mid-stream loses no acknowledged write (WAL, no fsync)") {
+TEST_CASE("SIGKILL mid-stream loses no acknowledged write (WAL no fsync)") {
   std::mt19937_64 rng(20261122);
   for (int round = 0; round < 3; ++round) {
     uint32_t kill_after = 500 + static_cast<uint32_t>(rng() % 3000);

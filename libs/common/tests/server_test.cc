@@ -145,7 +145,7 @@ TEST_CASE("plaintext is refused off loopback") {
   REQUIRE_THAT(std::string(server.status().message()), Catch::Contains("insecure:"));
 }
 
-TEST_CASE("outgoing calls get the caller's remaining deadline, capped") {
+TEST_CASE("outgoing calls get the caller's remaining deadline capped") {
   grpc::ServerContext no_deadline;  // a caller that set no deadline
   auto fallback = OutgoingContext(no_deadline, absl::Seconds(30), absl::Minutes(10));
   double left = absl::ToDoubleSeconds(absl::FromChrono(fallback->deadline()) - absl::Now());

@@ -126,7 +126,7 @@ TEST_CASE("a client with a certificate from the CA connects and is identified") 
   REQUIRE(response.next_page_token() == "mc1/swm");
 }
 
-TEST_CASE("clients without a certificate, from a foreign CA or in plaintext are refused") {
+TEST_CASE("clients without a certificate from a foreign CA or in plaintext are refused") {
   Pki pki;
   auto server = StartTlsServer(pki.Files("a", "hub", "acm"), nullptr);
 

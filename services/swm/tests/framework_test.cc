@@ -81,7 +81,7 @@ TEST_CASE("model validation names every bad field") {
         std::string::npos);
 }
 
-TEST_CASE("path latency is 0 on a node, intra in a cluster, single hop across") {
+TEST_CASE("path latency is 0 on a node intra in a cluster single hop across") {
   Federation fed;
   fed.AddCluster(MakeCluster("a", 2, 1000, kGi, "eu", "FR", 100));
   fed.AddCluster(MakeCluster("b", 1, 1000, kGi, "eu", "FR", 200));
@@ -126,7 +126,7 @@ TEST_CASE("NodeResourcesFit says why nothing fits") {
   CHECK(sel.reason == "2 nodes: insufficient cpu; 1 node: insufficient memory");
 }
 
-TEST_CASE("WorstFit spreads, BestFit packs") {
+TEST_CASE("WorstFit spreads BestFit packs") {
   Federation fed;
   Cluster c = MakeCluster("a", 2, 4000, 8 * kGi);
   c.nodes[0].allocated = {3000, 6 * kGi, 0};
@@ -189,7 +189,7 @@ TEST_CASE("AllowedLocations and OriginLatency are hard constraints") {
   CHECK(sel.scores[2] < 0);  // ny: region us not allowed
 }
 
-TEST_CASE("ChannelConstraints checks latency, single hop and bandwidth against placed peers") {
+TEST_CASE("ChannelConstraints checks latency single hop and bandwidth against placed peers") {
   Federation fed;
   fed.AddCluster(MakeCluster("a", 2, 4000, 8 * kGi));
   fed.AddCluster(MakeCluster("b", 1, 4000, 8 * kGi));
@@ -258,7 +258,7 @@ TEST_CASE("NumberOfLocations caps the clusters a service spans") {
   CHECK(s.scores[2] < 0);
 }
 
-TEST_CASE("TrafficAware, BatchColocation and ChannelLatency pull peers together") {
+TEST_CASE("TrafficAware BatchColocation and ChannelLatency pull peers together") {
   Federation fed;
   for (const char* n : {"a", "b"}) fed.AddCluster(MakeCluster(n, 2, 4000, 8 * kGi));
   Connect(fed, "a", "b", kMs, 1'000'000);
@@ -280,7 +280,7 @@ TEST_CASE("TrafficAware, BatchColocation and ChannelLatency pull peers together"
   CHECK(s.best == 1);  // same node as y: 0 to y
 }
 
-TEST_CASE("Recommendation scores come from the PDLC port; none is valid") {
+TEST_CASE("Recommendation scores come from the PDLC port - none is valid") {
   Federation fed;
   fed.AddCluster(MakeCluster("a", 2, 4000, 8 * kGi));
   fed.AddCluster(MakeCluster("b", 2, 4000, 8 * kGi));
@@ -320,7 +320,7 @@ TEST_CASE("KpiOrder and ChannelOrder sort the queue") {
   CHECK(two.status().code() == absl::StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("Reserve claims node capacity and bandwidth; Unreserve is idempotent; Permit vetoes") {
+TEST_CASE("Reserve claims node capacity and bandwidth - Unreserve is idempotent - Permit vetoes") {
   Federation fed;
   fed.AddCluster(MakeCluster("a", 2, 4000, 8 * kGi));
   fed.AddCluster(MakeCluster("b", 1, 4000, 8 * kGi));

@@ -79,7 +79,7 @@ TEST_CASE("heuristic and CBC agree on trivial instances") {
   CHECK(heur->placements.empty());
 }
 
-TEST_CASE("the MILP respects channel bounds, single hop and link bandwidth") {
+TEST_CASE("the MILP respects channel bounds single hop and link bandwidth") {
   Federation fed;
   fed.AddCluster(MakeCluster("a", 1, 1000, 8 * kGi));
   fed.AddCluster(MakeCluster("b", 1, 1000, 8 * kGi));

@@ -139,7 +139,7 @@ TEST_CASE("L2 solves see only the lookahead of unvisited clusters as aggregates"
   CHECK(env.l2.unvisited_seen[20] == 0);
 }
 
-TEST_CASE("an unavailable cluster is skipped; a lying L2 answer is rejected at merge") {
+TEST_CASE("an unavailable cluster is skipped - a lying L2 answer is rejected at merge") {
   Env env;
   Federation fed = ThreeSites();
   Application app{.name = "a", .workloads = {MakeWorkload("w", 500)}};

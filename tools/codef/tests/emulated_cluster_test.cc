@@ -113,7 +113,7 @@ TEST_CASE("create is idempotent by request_id") {
   REQUIRE(other.status().code() == absl::StatusCode::kAlreadyExists);
 }
 
-TEST_CASE("pods go Pending, Running, and jobs Succeeded after their duration") {
+TEST_CASE("pods go Pending Running and jobs Succeeded after their duration") {
   Fixture f;
   Pod job = MakePod("job", "n2", 1000, 1 << 20);
   (*job.mutable_annotations())[kDurationAnnotation] = "30s";
@@ -234,7 +234,7 @@ TEST_CASE("node usage is the sum of pod usage and power follows utilization") {
   REQUIRE(f.cluster->SetPodLoad("zz", "{type: constant}").code() == absl::StatusCode::kNotFound);
 }
 
-TEST_CASE("usage profiles: step, trace replay and diurnal with seeded noise") {
+TEST_CASE("usage profiles: step trace replay and diurnal with seeded noise") {
   Fixture f;
   Pod step = MakePod("step", "n2", 100, 1 << 20);
   (*step.mutable_annotations())[kUsageProfileAnnotation] =

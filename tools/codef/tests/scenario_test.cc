@@ -92,7 +92,7 @@ TEST_CASE("a minimal scenario parses into its typed form") {
   REQUIRE(scenario->faults[3].duration_ns == 30'000'000'000);
 }
 
-TEST_CASE("without a default link, unlisted pairs have no link") {
+TEST_CASE("without a default link unlisted pairs have no link") {
   std::string text = kMinimal;
   text.replace(text.find("  default: {rtt: 40ms}\n"), 23, "");
   auto scenario = ParseScenario(text, "");

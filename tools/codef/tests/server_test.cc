@@ -157,7 +157,7 @@ TEST_CASE("LmsService lists nodes and maps core errors to gRPC codes") {
   REQUIRE(usage.usage().energy_watts() == Approx(50 + 100 * 0.75));
 }
 
-TEST_CASE("WatchPods streams the initial state, then changes in version order") {
+TEST_CASE("WatchPods streams the initial state then changes in version order") {
   Harness h;
   codeco::lms::v1::CreatePodResponse created;
   REQUIRE(h.CreatePod("edge-a", MakePod("first", "n-1", 100), &created).ok());

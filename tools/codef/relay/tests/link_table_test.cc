@@ -22,7 +22,7 @@ TEST_CASE("clusters are registered once per name and per address") {
   REQUIRE_FALSE(table.HasCluster("c4"));
 }
 
-TEST_CASE("links are directed, validated and default to unshaped") {
+TEST_CASE("links are directed validated and default to unshaped") {
   LinkTable table;
   REQUIRE(table.AddCluster("a", "127.0.2.1").ok());
   REQUIRE(table.AddCluster("b", "127.0.3.1").ok());

@@ -103,7 +103,7 @@ TEST_CASE("the token bucket adds serialization delay at the bandwidth cap") {
   REQUIRE(pipe->NextRelease() - now == Milliseconds(6));
 }
 
-TEST_CASE("token bucket alone: unlimited rate never delays, departures stay in order") {
+TEST_CASE("token bucket alone: unlimited rate never delays departures stay in order") {
   TokenBucket bucket(0);
   const absl::Time t0 = absl::FromUnixSeconds(10);
   REQUIRE(bucket.Depart(1'000'000, t0, 0) == t0);
@@ -112,7 +112,7 @@ TEST_CASE("token bucket alone: unlimited rate never delays, departures stay in o
   REQUIRE(bucket.Depart(1, t0, 0) == t0 + absl::Seconds(2));  // never before the previous
 }
 
-TEST_CASE("loss holds a chunk back a retransmission timeout, drawn from the seed") {
+TEST_CASE("loss holds a chunk back a retransmission timeout drawn from the seed") {
   Fixture f;
   // RTT 20 ms, so the timeout is the 200 ms floor.
   f.Set({.one_way_latency_ns = 10'000'000, .loss = 1.0}, {.one_way_latency_ns = 10'000'000});
@@ -157,7 +157,7 @@ TEST_CASE("loss holds a chunk back a retransmission timeout, drawn from the seed
   REQUIRE(differs_from_other_seed > 0);
 }
 
-TEST_CASE("a cut link holds everything; healing resumes delivery") {
+TEST_CASE("a cut link holds everything - healing resumes delivery") {
   Fixture f;
   f.Set({.one_way_latency_ns = 10'000'000});
   auto pipe = f.Pipe();
