@@ -48,7 +48,9 @@ int RunHealth(const Args& args) {
       if (p.grpc.empty()) continue;
       char label[64];
       std::snprintf(label, sizeof label, "%-24s", p.name.c_str());
-      all = CheckOne(label, p.grpc, args) && all;
+      Args process_args = args;
+      if (p.plaintext) process_args.flags["insecure"] = "true";
+      all = CheckOne(label, p.grpc, process_args) && all;
     }
     return all ? 0 : 1;
   }

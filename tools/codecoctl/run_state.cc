@@ -26,7 +26,12 @@ absl::Status SaveRunState(const RunState& state) {
                       {"key_file", state.key_file},   {"processes", nlohmann::json::array()}};
   for (const auto& p : state.processes) {
     j["processes"].push_back(
-        {{"name", p.name}, {"pid", p.pid}, {"command", p.command}, {"grpc", p.grpc}, {"http", p.http}});
+        {{"name", p.name},
+         {"pid", p.pid},
+         {"command", p.command},
+         {"grpc", p.grpc},
+         {"http", p.http},
+         {"plaintext", p.plaintext}});
   }
   std::error_code ec;
   std::filesystem::create_directories(CodecoHome(), ec);
@@ -61,7 +66,8 @@ absl::StatusOr<RunState> LoadRunState() {
     state.key_file = j.value("key_file", "");
     for (const auto& p : j.at("processes")) {
       state.processes.push_back({p.value("name", ""), p.value("pid", 0), p.value("command", ""),
-                                 p.value("grpc", ""), p.value("http", "")});
+                                 p.value("grpc", ""), p.value("http", ""),
+                                 p.value("plaintext", false)});
     }
     return state;
   } catch (const nlohmann::json::exception& e) {

@@ -24,6 +24,8 @@ struct RunProcess {
   std::string grpc;
   /// Its metrics or HTTP address (may be empty).
   std::string http;
+  /// True when its gRPC endpoint is plaintext (CODEF's loopback control API).
+  bool plaintext = false;
 };
 
 /// A running federation.

@@ -99,6 +99,7 @@ absl::Status Upper::StartCodef() {
                       "codef control listening on ");
   if (!codef.ok()) return codef.status();
   state_.codef_control = codef->process.grpc;
+  state_.processes.back().plaintext = true;  // loopback-only control API
   return absl::OkStatus();
 }
 
