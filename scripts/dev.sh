@@ -4,7 +4,8 @@
 #   scripts/dev.sh test     install deps, configure, build, run every test (ctest)
 #   scripts/dev.sh demo     install deps, build, run the main job (--once: stop after showing it)
 #   scripts/dev.sh build    install deps, configure and build
-#   scripts/dev.sh bench    build and run the benchmarks in bench/
+#   scripts/dev.sh bench [AREA] [--quick]   build and run the benchmarks in bench/
+#                           (AREA: store, placement, relay, acm, netma)
 #   scripts/dev.sh lint     buf lint on the contracts
 #   scripts/dev.sh deps     only install dependencies
 #
@@ -100,15 +101,33 @@ demo() {
   wait
 }
 
+# Runs the benchmarks of one area (store, placement, relay, acm, netma, ...) or
+# of all. --quick gives each a short run: Google Benchmark binaries get a small
+# --benchmark_min_time, the others their own --quick.
 bench() {
-  build
-  local quick=()
-  [ "${1:-}" = "--quick" ] && quick=(--benchmark_min_time=0.05)
-  for b in "$BUILD_DIR"/bench/*; do
-    [ -x "$b" ] || continue
-    echo "== $(basename "$b")"
-    "$b" "${quick[@]}"
+  local area="" quick=0 arg
+  for arg in "$@"; do
+    case "$arg" in
+      --quick) quick=1 ;;
+      *) area="$arg" ;;
+    esac
   done
+  build
+  local b name ran=0
+  for b in "$BUILD_DIR"/bench/*; do
+    [ -x "$b" ] && [ -f "$b" ] || continue
+    name="$(basename "$b" _bench)"
+    [ "$name" = "kv_store" ] && name=store
+    [ -z "$area" ] || [ "$area" = "$name" ] || continue
+    echo "== $name ($(basename "$b"))"
+    if "$b" --help 2>&1 | grep -q benchmark_filter; then
+      if [ "$quick" = 1 ]; then "$b" --benchmark_min_time=0.05; else "$b"; fi
+    else
+      if [ "$quick" = 1 ]; then "$b" --quick; else "$b"; fi
+    fi
+    ran=1
+  done
+  [ "$ran" = 1 ] || { echo "dev.sh: no benchmark area \"$area\" (see bench/)"; exit 2; }
 }
 
 cmd="${1:-}"
