@@ -1,13 +1,18 @@
-// codeco-swm: wires the swm service into the shared bootstrap.
-#include "codeco/swm/v1/swm_service.grpc.pb.h"
+// codeco-swm: wires the swm service into the shared bootstrap. The hub serves
+// placement (swm/server); the MC role keeps the generated service for now.
 #include "codeco/common/server.h"
+#include "swm/server/plan_store.h"
+#include "swm/server/swm_service.h"
 
 int main(int argc, char** argv) {
   return codeco::RunServiceMain(
       argc, argv,
       {.name = "swm",
-       .column_families = {"plans", "reservations", "migrations", "operations"},
-       .make_services = codeco::ServeNotYetImplemented<codeco::swm::v1::SwmService::CallbackService>(),
+       .column_families = {codeco::swm::kPlansFamily, "reservations", "migrations",
+                           codeco::swm::kOperationsFamily},
+       .add_config = codeco::swm::AddSwmConfig,
+       .make_services = codeco::swm::MakeSwmServices,
        .unimplemented_notes = {{"codeco.swm.v1.SwmService",
-                                "federated placement lands with issue #5"}}});
+                                "the MC role (SolveCluster, Reserve/Commit/Release) and "
+                                "migration land with the rest of issue #5"}}});
 }

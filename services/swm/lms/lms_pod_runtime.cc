@@ -1,0 +1,150 @@
+#include "swm/lms/lms_pod_runtime.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "codeco/common/grpc_status.h"
+
+namespace codeco::swm {
+namespace {
+
+namespace lms = codeco::lms::v1;
+
+bool Terminal(lms::PodPhase phase) {
+  return phase == lms::POD_PHASE_SUCCEEDED || phase == lms::POD_PHASE_FAILED;
+}
+
+}  // namespace
+
+Resources PodRequests(const lms::Pod& pod) {
+  Resources sum;
+  for (const lms::Container& c : pod.containers()) {
+    sum += Resources{c.requests().cpu_millicores(), c.requests().memory_bytes(),
+                     c.requests().gpu()};
+  }
+  return sum;
+}
+
+LmsPodRuntime::LmsPodRuntime(std::shared_ptr<grpc::Channel> channel, LmsPodRuntimeOptions options)
+    : stub_(lms::LmsService::NewStub(std::move(channel))), options_(std::move(options)) {
+  if (options_.page_size <= 0) options_.page_size = 500;
+}
+
+std::unique_ptr<grpc::ClientContext> LmsPodRuntime::NewContext() const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
+  return context;
+}
+
+absl::Status LmsPodRuntime::Wrap(const grpc::Status& status, const std::string& what) const {
+  absl::Status s = FromGrpcStatus(status);
+  return absl::Status(s.code(),
+                      absl::StrCat("LMS of cluster ", options_.cluster, ": ", what, ": ",
+                                   s.message()));
+}
+
+absl::StatusOr<std::vector<lms::Pod>> LmsPodRuntime::ListLmsPods() {
+  std::vector<lms::Pod> pods;
+  lms::ListPodsRequest request;
+  request.set_page_size(options_.page_size);
+  do {
+    lms::ListPodsResponse response;
+    grpc::Status status = stub_->ListPods(NewContext().get(), request, &response);
+    if (!status.ok()) return Wrap(status, "ListPods");
+    for (lms::Pod& p : *response.mutable_pods()) pods.push_back(std::move(p));
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return pods;
+}
+
+absl::StatusOr<std::vector<Node>> LmsPodRuntime::ListNodes() {
+  std::vector<Node> nodes;
+  lms::ListNodesRequest request;
+  request.set_page_size(options_.page_size);
+  do {
+    lms::ListNodesResponse response;
+    grpc::Status status = stub_->ListNodes(NewContext().get(), request, &response);
+    if (!status.ok()) return Wrap(status, "ListNodes");
+    for (const lms::Node& n : response.nodes()) {
+      const auto& a = n.allocatable();
+      Node node{.name = n.name(),
+                .capacity = {a.cpu_millicores(), a.memory_bytes(), a.gpu()},
+                .schedulable = n.condition() == lms::NODE_CONDITION_READY && !n.unschedulable()};
+      for (const auto& [key, value] : n.labels()) node.labels[key] = value;
+      nodes.push_back(std::move(node));
+    }
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+
+  // Pods listed after the nodes: a pod bound in between is counted, never missed.
+  absl::StatusOr<std::vector<lms::Pod>> pods = ListLmsPods();
+  if (!pods.ok()) return pods.status();
+  std::map<std::string, Resources> allocated;
+  for (const lms::Pod& p : *pods) {
+    if (!Terminal(p.phase())) allocated[p.node_name()] += PodRequests(p);
+  }
+  for (Node& n : nodes) {
+    if (auto it = allocated.find(n.name); it != allocated.end()) n.allocated = it->second;
+  }
+  return nodes;
+}
+
+absl::StatusOr<std::vector<PodInfo>> LmsPodRuntime::ListPods() {
+  absl::StatusOr<std::vector<lms::Pod>> pods = ListLmsPods();
+  if (!pods.ok()) return pods.status();
+  std::vector<PodInfo> out;
+  out.reserve(pods->size());
+  for (const lms::Pod& p : *pods) out.push_back(PodInfo{p.name(), p.node_name(), PodRequests(p)});
+  return out;
+}
+
+void LmsPodRuntime::SetPodTemplate(const lms::Pod& pod, const std::string& request_id) {
+  absl::MutexLock lock(&mu_);
+  templates_[pod.name()] = Template{pod, request_id};
+}
+
+void LmsPodRuntime::ClearPodTemplate(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  templates_.erase(name);
+}
+
+absl::Status LmsPodRuntime::CreatePod(const PodInfo& pod) {
+  lms::CreatePodRequest request;
+  lms::Pod* out = request.mutable_pod();
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = templates_.find(pod.name); it != templates_.end()) {
+      *out = it->second.pod;
+      request.set_request_id(it->second.request_id);
+    }
+  }
+  out->set_name(pod.name);
+  out->set_node_name(pod.node);
+  if (out->containers().empty()) out->add_containers()->set_name("main");
+  // The plan's requests are what was reserved: they go on the first
+  // container, the others' are cleared so the pod asks for exactly that.
+  for (int i = 0; i < out->containers_size(); ++i) {
+    auto* r = out->mutable_containers(i)->mutable_requests();
+    r->Clear();
+    if (i == 0) {
+      r->set_cpu_millicores(pod.requests.cpu_millis);
+      r->set_memory_bytes(pod.requests.memory_bytes);
+      r->set_gpu(pod.requests.gpu);
+    }
+  }
+  lms::CreatePodResponse response;
+  grpc::Status status = stub_->CreatePod(NewContext().get(), request, &response);
+  if (!status.ok()) return Wrap(status, "CreatePod " + pod.name);
+  return absl::OkStatus();
+}
+
+absl::Status LmsPodRuntime::DeletePod(const std::string& name) {
+  lms::DeletePodRequest request;
+  request.set_name(name);
+  lms::DeletePodResponse response;
+  grpc::Status status = stub_->DeletePod(NewContext().get(), request, &response);
+  if (!status.ok()) return Wrap(status, "DeletePod " + name);
+  return absl::OkStatus();
+}
+
+}  // namespace codeco::swm

@@ -1,0 +1,48 @@
+#pragma once
+// Translation between the SWM protos (codeco.acm.v1.Application,
+// codeco.swm.v1.AssignmentPlan) and the placement core's types. Untrusted
+// input is checked here with field paths rooted at the request
+// (`application.spec.services[1].replicas: ...`).
+
+#include <set>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "codeco/acm/v1/application.pb.h"
+#include "codeco/lms/v1/lms.pb.h"
+#include "codeco/swm/v1/plan.pb.h"
+#include "google/protobuf/timestamp.pb.h"
+#include "swm/core/execution.h"
+#include "swm/core/solve.h"
+
+namespace codeco::swm {
+
+/// Most replicas one service may ask for in one placement.
+inline constexpr int kMaxReplicas = 1000;
+
+/// The core application of `app`: one Workload per replica named
+/// "<service>-<i>" (replicas 0 = unset = 1), the intents copied onto every
+/// workload, and each service channel expanded to every (sender replica,
+/// receiver replica) pair, each pair needing min_bandwidth / receiver replicas.
+/// `clusters` are the neighborhood's: an intent origin with a latency bound
+/// must be one of them. INVALID_ARGUMENT lists every bad field.
+absl::StatusOr<Application> ToCoreApplication(const codeco::acm::v1::Application& app,
+                                              const std::set<std::string>& clusters);
+
+/// The application's name: spec.app_name, else metadata.name.
+std::string ApplicationName(const codeco::acm::v1::Application& app);
+
+/// The LMS pod that runs workload `target` of `app` (container from the
+/// service spec, labels codeco.io/application, /service, /workload, /plan).
+codeco::lms::v1::Pod PodTemplate(const codeco::acm::v1::Application& app,
+                                 const WorkloadTarget& target, int64_t plan_revision);
+
+/// The AssignmentPlan resource for core `plan` of `app` (placed by `result`).
+codeco::swm::v1::AssignmentPlan ToProtoPlan(const AssignmentPlan& plan, const Application& app,
+                                            const PlacementResult& result);
+
+/// A Timestamp for `t`.
+google::protobuf::Timestamp ToTimestamp(absl::Time t);
+
+}  // namespace codeco::swm

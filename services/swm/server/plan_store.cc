@@ -1,0 +1,133 @@
+#include "swm/server/plan_store.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "codeco/common/status.h"
+
+namespace codeco::swm {
+namespace {
+
+namespace pb = codeco::swm::v1;
+
+constexpr int kDefaultPageSize = 100;
+constexpr int kMaxPageSize = 1000;
+
+absl::Status Corrupt(std::string_view key) {
+  return absl::DataLossError("stored record " + std::string(key) + " does not parse");
+}
+
+}  // namespace
+
+std::string PlanStore::PlanKey(const std::string& application, int64_t revision) {
+  char digits[32];
+  std::snprintf(digits, sizeof(digits), "%020lld",
+                static_cast<long long>(std::numeric_limits<int64_t>::max() - revision));
+  return absl::StrCat(application, "/", digits);
+}
+
+absl::StatusOr<std::optional<pb::AssignmentPlan>> PlanStore::Latest(
+    const std::string& application) const {
+  std::optional<pb::AssignmentPlan> out;
+  absl::Status parse = absl::OkStatus();
+  RETURN_IF_ERROR(kv_.Scan(kPlansFamily, {.prefix = application + "/", .limit = 1},
+                           [&](std::string_view key, std::string_view value) {
+                             out.emplace();
+                             if (!out->ParseFromArray(value.data(), value.size())) {
+                               parse = Corrupt(key);
+                             }
+                             return false;
+                           }));
+  RETURN_IF_ERROR(parse);
+  return out;
+}
+
+absl::StatusOr<pb::AssignmentPlan> PlanStore::Get(const std::string& application,
+                                                  int64_t revision) const {
+  if (revision == 0) {
+    ASSIGN_OR_RETURN(std::optional<pb::AssignmentPlan> latest, Latest(application));
+    if (!latest) return absl::NotFoundError("no plan for application " + application);
+    return *latest;
+  }
+  std::string key = PlanKey(application, revision);
+  absl::StatusOr<std::string> value = kv_.Get(kPlansFamily, key);
+  if (absl::IsNotFound(value.status())) {
+    return absl::NotFoundError(absl::StrCat("no plan ", application, "/", revision));
+  }
+  if (!value.ok()) return value.status();
+  pb::AssignmentPlan plan;
+  if (!plan.ParseFromString(*value)) return Corrupt(key);
+  return plan;
+}
+
+absl::StatusOr<pb::ListAssignmentPlansResponse> PlanStore::List(
+    const pb::ListAssignmentPlansRequest& request) const {
+  if (request.page_size() < 0) return InvalidFieldError("page_size", "must not be negative");
+  std::string prefix = request.application().empty() ? "" : request.application() + "/";
+  if (!request.page_token().empty() && !absl::StartsWith(request.page_token(), prefix)) {
+    return InvalidFieldError("page_token", "does not belong to this listing");
+  }
+  size_t limit = request.page_size() == 0 ? kDefaultPageSize
+                                          : std::min(request.page_size(), kMaxPageSize);
+  pb::ListAssignmentPlansResponse out;
+  std::string last_key;
+  absl::Status parse = absl::OkStatus();
+  RETURN_IF_ERROR(kv_.Scan(
+      kPlansFamily, {.prefix = prefix, .start_after = request.page_token()},
+      [&](std::string_view key, std::string_view value) {
+        pb::AssignmentPlan plan;
+        if (!plan.ParseFromArray(value.data(), value.size())) {
+          parse = Corrupt(key);
+          return false;
+        }
+        if (request.phase() != pb::PLAN_PHASE_UNSPECIFIED && plan.phase() != request.phase()) {
+          last_key = std::string(key);
+          return true;
+        }
+        if (static_cast<size_t>(out.plans_size()) == limit) {
+          out.set_next_page_token(last_key);
+          return false;
+        }
+        *out.add_plans() = std::move(plan);
+        last_key = std::string(key);
+        return true;
+      }));
+  RETURN_IF_ERROR(parse);
+  return out;
+}
+
+absl::StatusOr<std::optional<codeco::common::v1::Operation>> PlanStore::OperationForRequest(
+    const std::string& request_id) const {
+  absl::StatusOr<std::string> id = kv_.Get(kOperationsFamily, "r/" + request_id);
+  if (absl::IsNotFound(id.status())) return std::nullopt;
+  if (!id.ok()) return id.status();
+  ASSIGN_OR_RETURN(codeco::common::v1::Operation op, GetOperation(*id));
+  return op;
+}
+
+absl::StatusOr<codeco::common::v1::Operation> PlanStore::GetOperation(const std::string& id) const {
+  absl::StatusOr<std::string> value = kv_.Get(kOperationsFamily, "o/" + id);
+  if (absl::IsNotFound(value.status())) return absl::NotFoundError("no operation " + id);
+  if (!value.ok()) return value.status();
+  codeco::common::v1::Operation op;
+  if (!op.ParseFromString(*value)) return Corrupt("o/" + id);
+  return op;
+}
+
+absl::Status PlanStore::Save(const pb::AssignmentPlan* plan,
+                             const codeco::common::v1::Operation& operation,
+                             const std::string& request_id) {
+  KvWriteBatch batch;
+  if (plan != nullptr) {
+    batch.Put(kPlansFamily, PlanKey(plan->application(), plan->plan_revision()),
+              plan->SerializeAsString());
+  }
+  batch.Put(kOperationsFamily, "o/" + operation.id(), operation.SerializeAsString());
+  if (!request_id.empty()) batch.Put(kOperationsFamily, "r/" + request_id, operation.id());
+  return kv_.Write(batch);
+}
+
+}  // namespace codeco::swm

@@ -1,0 +1,63 @@
+#pragma once
+// Assignment plans and placement operations on the service's KvStore
+// (RocksDB in the binary), so plans survive a restart.
+//
+// Key layout (values are serialized codeco protos):
+//   plans       <application>/<999...9 - plan revision, 20 digits> -> swm.v1.AssignmentPlan
+//               (newest revision first within an application)
+//   operations  o/<operation id>                                 -> common.v1.Operation
+//   operations  r/<request_id>                                   -> operation id
+// A placement's plan, operation and request index are written in one batch.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "codeco/common/kv_store.h"
+#include "codeco/common/v1/operation.pb.h"
+#include "codeco/swm/v1/swm_service.pb.h"
+
+namespace codeco::swm {
+
+/// Column families a PlanStore needs.
+inline constexpr char kPlansFamily[] = "plans";
+/// Column family of operations and request ids.
+inline constexpr char kOperationsFamily[] = "operations";
+
+/// Plans and operations on a KvStore. Thread-safe as the KvStore is.
+class PlanStore {
+ public:
+  /// Uses `kv`, which must hold the "plans" and "operations" families and
+  /// outlive the store.
+  explicit PlanStore(KvStore& kv) : kv_(kv) {}
+
+  /// The newest plan of `application`, or nullopt.
+  absl::StatusOr<std::optional<codeco::swm::v1::AssignmentPlan>> Latest(
+      const std::string& application) const;
+  /// Plan `revision` of `application` (0 = newest); NOT_FOUND when absent.
+  absl::StatusOr<codeco::swm::v1::AssignmentPlan> Get(const std::string& application,
+                                                      int64_t revision) const;
+  /// One page of plans as ListAssignmentPlans defines it; INVALID_ARGUMENT
+  /// for a negative page size or a token from another listing.
+  absl::StatusOr<codeco::swm::v1::ListAssignmentPlansResponse> List(
+      const codeco::swm::v1::ListAssignmentPlansRequest& request) const;
+  /// The operation started by `request_id`, or nullopt.
+  absl::StatusOr<std::optional<codeco::common::v1::Operation>> OperationForRequest(
+      const std::string& request_id) const;
+  /// Operation `id`; NOT_FOUND when absent.
+  absl::StatusOr<codeco::common::v1::Operation> GetOperation(const std::string& id) const;
+  /// Stores `plan` (if it has an id), `operation` and, when non-empty,
+  /// `request_id` -> operation, atomically.
+  absl::Status Save(const codeco::swm::v1::AssignmentPlan* plan,
+                    const codeco::common::v1::Operation& operation,
+                    const std::string& request_id);
+
+  /// The plans-family key of (application, revision).
+  static std::string PlanKey(const std::string& application, int64_t revision);
+
+ private:
+  KvStore& kv_;
+};
+
+}  // namespace codeco::swm

@@ -1,0 +1,398 @@
+#include "swm/server/swm_service.h"
+
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codeco/common/grpc_status.h"
+#include "codeco/common/logging.h"
+#include "codeco/common/status.h"
+#include "swm/server/codef_directory.h"
+#include "swm/server/convert.h"
+
+namespace codeco::swm {
+namespace {
+
+namespace pb = codeco::swm::v1;
+using codeco::common::v1::Operation;
+
+grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
+                                 const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+// The status a stored, failed operation answers with again.
+absl::Status StatusOf(const codeco::common::v1::Error& error) {
+  return absl::Status(static_cast<absl::StatusCode>(error.code()), error.message());
+}
+
+void SetError(const absl::Status& status, codeco::common::v1::Error* error) {
+  error->set_code(static_cast<codeco::common::v1::ErrorCode>(status.code()));
+  error->set_message(std::string(status.message()));
+}
+
+}  // namespace
+
+SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
+                               std::unique_ptr<PeerChannels> channels,
+                               std::shared_ptr<ClusterDirectory> directory,
+                               std::shared_ptr<LinkSource> links, SwmServiceOptions options)
+    : plans_(store),
+      clock_(clock),
+      channels_(std::move(channels)),
+      directory_(std::move(directory)),
+      links_(std::move(links)),
+      options_(options),
+      registry_(NewDefaultRegistry()),
+      worker_([this] { Work(); }) {}
+
+SwmServiceImpl::~SwmServiceImpl() {
+  {
+    absl::MutexLock lock(&queue_mu_);
+    stopping_ = true;
+  }
+  worker_.join();
+}
+
+bool SwmServiceImpl::Submit(std::function<void()> task) {
+  absl::MutexLock lock(&queue_mu_);
+  if (stopping_ || queue_.size() >= options_.max_queued_placements) return false;
+  queue_.push_back(std::move(task));
+  return true;
+}
+
+void SwmServiceImpl::Work() {
+  while (true) {
+    std::function<void()> task;
+    {
+      absl::MutexLock lock(&queue_mu_);
+      queue_mu_.Await(absl::Condition(
+          +[](SwmServiceImpl* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->queue_mu_) {
+            return s->stopping_ || !s->queue_.empty();
+          },
+          this));
+      if (queue_.empty()) return;  // stopping, nothing left
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();
+  }
+}
+
+grpc::ServerUnaryReactor* SwmServiceImpl::PlaceApplication(
+    grpc::CallbackServerContext* context, const pb::PlaceApplicationRequest* request,
+    pb::PlaceApplicationResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  bool queued = Submit([this, context, request, response, reactor] {
+    if (context->IsCancelled()) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled while queued"));
+      return;
+    }
+    if (context->deadline() <= std::chrono::system_clock::now()) {
+      reactor->Finish(
+          grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed while queued"));
+      return;
+    }
+    absl::StatusOr<Operation> op = Place(*request);
+    if (op.ok()) *response->mutable_operation() = std::move(*op);
+    reactor->Finish(ToGrpcStatus(op.status()));
+  });
+  if (!queued) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                 "too many placements waiting; retry later"));
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* SwmServiceImpl::GetAssignmentPlan(
+    grpc::CallbackServerContext* context, const pb::GetAssignmentPlanRequest* request,
+    pb::GetAssignmentPlanResponse* response) {
+  if (request->application().empty()) {
+    return Answer(context, InvalidFieldError("application", "is required"));
+  }
+  if (request->plan_revision() < 0) {
+    return Answer(context, InvalidFieldError("plan_revision", "must not be negative"));
+  }
+  absl::StatusOr<pb::AssignmentPlan> plan =
+      plans_.Get(request->application(), request->plan_revision());
+  if (plan.ok()) *response->mutable_plan() = std::move(*plan);
+  return Answer(context, plan.status());
+}
+
+grpc::ServerUnaryReactor* SwmServiceImpl::ListAssignmentPlans(
+    grpc::CallbackServerContext* context, const pb::ListAssignmentPlansRequest* request,
+    pb::ListAssignmentPlansResponse* response) {
+  absl::StatusOr<pb::ListAssignmentPlansResponse> page = plans_.List(*request);
+  if (page.ok()) *response = std::move(*page);
+  return Answer(context, page.status());
+}
+
+grpc::ServerUnaryReactor* SwmServiceImpl::GetOperation(grpc::CallbackServerContext* context,
+                                                       const pb::GetOperationRequest* request,
+                                                       pb::GetOperationResponse* response) {
+  if (request->id().empty()) return Answer(context, InvalidFieldError("id", "is required"));
+  absl::StatusOr<Operation> op = plans_.GetOperation(request->id());
+  if (op.ok()) *response->mutable_operation() = std::move(*op);
+  return Answer(context, op.status());
+}
+
+absl::StatusOr<SwmServiceImpl::ClusterRig*> SwmServiceImpl::RigFor(const std::string& cluster,
+                                                                   const std::string& lms) {
+  auto it = rigs_.find(cluster);
+  if (it != rigs_.end() && it->second.lms == lms) return &it->second;
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, channels_->Get(lms));
+  ClusterRig rig;
+  rig.lms = lms;
+  rig.runtime = std::make_unique<LmsPodRuntime>(
+      std::move(channel),
+      LmsPodRuntimeOptions{.cluster = cluster, .call_timeout = options_.lms_timeout});
+  rig.executor = std::make_unique<LocalClusterExecutor>(clock_, *rig.runtime);
+  ClusterRig& stored = rigs_[cluster];
+  stored = std::move(rig);
+  return &stored;
+}
+
+absl::StatusOr<Operation> SwmServiceImpl::Place(const pb::PlaceApplicationRequest& request) {
+  absl::MutexLock lock(&place_mu_);
+  return PlaceLocked(request);
+}
+
+absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplicationRequest& request) {
+  // Input checks first: nothing is read from peers for a bad request.
+  FieldErrors errors;
+  if (!request.has_application()) errors.Add("application", "is required");
+  const auto& members = request.neighborhood().members();
+  if (members.empty()) errors.Add("neighborhood.members", "must list at least one cluster");
+  std::set<std::string> names;
+  for (int i = 0; i < members.size(); ++i) {
+    std::string path = absl::StrCat("neighborhood.members[", i, "].cluster");
+    if (members[i].cluster().empty()) {
+      errors.Add(path, "is required");
+    } else if (!names.insert(members[i].cluster()).second) {
+      errors.Add(path, "duplicate cluster \"" + members[i].cluster() + "\"");
+    }
+  }
+  RETURN_IF_ERROR(errors.ToStatus());
+  const std::string app_name = ApplicationName(request.application());
+  const std::string resource = "applications/" + app_name;
+
+  if (!request.request_id().empty()) {
+    ASSIGN_OR_RETURN(std::optional<Operation> seen,
+                     plans_.OperationForRequest(request.request_id()));
+    if (seen.has_value()) {
+      if (seen->resource() != resource) {
+        return InvalidFieldError("request_id", "already used for " + seen->resource());
+      }
+      if (seen->has_error()) return StatusOf(seen->error());
+      return *seen;
+    }
+  }
+  ASSIGN_OR_RETURN(Application app, ToCoreApplication(request.application(), names));
+
+  // Where each member's LMS is: its own endpoints first, then the directory.
+  std::map<std::string, ClusterEndpoint> known;
+  if (directory_ != nullptr) {
+    absl::StatusOr<std::vector<ClusterEndpoint>> listed = directory_->ListClusters();
+    if (!listed.ok()) {
+      return absl::UnavailableError("cluster directory: " + std::string(listed.status().message()));
+    }
+    for (ClusterEndpoint& c : *listed) known[c.name] = std::move(c);
+  }
+  Federation federation;
+  std::vector<std::string> neighborhood;
+  for (int i = 0; i < members.size(); ++i) {
+    const std::string& name = members[i].cluster();
+    ClusterEndpoint endpoint = known.count(name) ? known[name] : ClusterEndpoint{.name = name};
+    if (auto it = members[i].endpoints().find("lms"); it != members[i].endpoints().end()) {
+      endpoint.lms = it->second;
+    }
+    if (endpoint.lms.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("neighborhood.members[", i, "].cluster: no LMS endpoint known for cluster ",
+                       name, (known.count(name) ? " (it has no nodes)" : " (unknown cluster)")));
+    }
+    absl::StatusOr<ClusterRig*> rig = RigFor(name, endpoint.lms);
+    if (!rig.ok()) {
+      return absl::Status(rig.status().code(),
+                          absl::StrCat("cluster ", name, ": ", rig.status().message()));
+    }
+    absl::StatusOr<std::vector<Node>> nodes = (*rig)->runtime->ListNodes();
+    if (!nodes.ok()) {
+      return absl::UnavailableError(absl::StrCat("cluster ", name, ": ", nodes.status().message()));
+    }
+    federation.AddCluster(Cluster{.name = name,
+                                  .labels = endpoint.labels,
+                                  .nodes = std::move(*nodes),
+                                  .intra_latency_ns = options_.intra_cluster_latency_ns});
+    neighborhood.push_back(name);
+  }
+  if (links_ != nullptr) {
+    for (const std::string& from : neighborhood) {
+      for (const std::string& to : neighborhood) {
+        if (from == to) continue;
+        absl::StatusOr<std::optional<Link>> link = links_->GetLink(from, to);
+        if (!link.ok()) {
+          return absl::UnavailableError("link source: " + std::string(link.status().message()));
+        }
+        if (link->has_value()) federation.AddLink(**link);
+      }
+    }
+  }
+  RETURN_IF_ERROR(federation.Validate());
+
+  ASSIGN_OR_RETURN(std::optional<pb::AssignmentPlan> latest, plans_.Latest(app.name));
+  if (!request.dry_run() && latest.has_value() && latest->phase() == pb::PLAN_PHASE_DONE) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("application ", app.name, " is already placed by plan ", latest->id(),
+                     "; moving a placed application is MigrateWorkload's job"));
+  }
+
+  InProcessL2Solver l2(registry_, nullptr);
+  Coordinator coordinator(l2, registry_, nullptr, options_.coordinator);
+  ASSIGN_OR_RETURN(PlacementResult result, coordinator.Place(app, federation, neighborhood));
+  if (result.unplaced.empty()) {
+    absl::Status verified = VerifyPlacement(app, federation, result);
+    if (!verified.ok()) {
+      return absl::InternalError("placement failed its own check: " +
+                                 std::string(verified.message()));
+    }
+  }
+
+  const int64_t revision = latest.has_value() ? latest->plan_revision() + 1 : 1;
+  AssignmentPlan plan = BuildPlan(app, result, revision);
+  const absl::Time now = clock_.Now();
+  Operation op;
+  op.set_id(absl::StrCat("place/", app.name, "/", revision));
+  op.set_kind("swm.PlaceApplication");
+  op.set_resource(resource);
+  op.set_request_id(request.request_id());
+  *op.mutable_create_time() = ToTimestamp(now);
+
+  auto finish = [&](pb::AssignmentPlan& proto, const absl::Status& status) {
+    proto.set_spec_revision(request.application().spec_revision());
+    proto.set_neighborhood_id(request.neighborhood().id());
+    proto.set_operation_id(op.id());
+    if (latest.has_value()) proto.set_incumbent_plan_revision(latest->plan_revision());
+    *proto.mutable_create_time() = ToTimestamp(now);
+    *proto.mutable_update_time() = ToTimestamp(clock_.Now());
+    op.set_done(true);
+    op.set_progress_percent(100);
+    op.set_phase(pb::PlanPhase_Name(proto.phase()).substr(sizeof("PLAN_PHASE_") - 1));
+    if (status.ok()) {
+      op.mutable_result()->PackFrom(proto);
+    } else {
+      SetError(status, op.mutable_error());
+      for (const auto& u : proto.unplaced()) {
+        auto* cause = op.mutable_error()->add_causes();
+        cause->set_subject(u.workload());
+        cause->set_reason(u.reason());
+      }
+    }
+    *op.mutable_update_time() = ToTimestamp(clock_.Now());
+  };
+
+  if (!result.unplaced.empty()) {
+    std::vector<std::string> reasons;
+    for (const auto& [workload, reason] : result.unplaced) {
+      reasons.push_back(workload + ": " + reason);
+    }
+    absl::Status status = absl::FailedPreconditionError(absl::StrCat(
+        "no feasible placement for ", result.unplaced.size(), " of ", app.workloads.size(),
+        " workloads of application ", app.name, ": ", absl::StrJoin(reasons, "; ")));
+    pb::AssignmentPlan proto = ToProtoPlan(plan, app, result);
+    proto.set_phase(pb::PLAN_PHASE_FAILED);
+    SetError(status, proto.mutable_error());
+    for (const auto& u : proto.unplaced()) {
+      auto* cause = proto.mutable_error()->add_causes();
+      cause->set_subject(u.workload());
+      cause->set_reason(u.reason());
+    }
+    finish(proto, status);
+    if (!request.dry_run()) RETURN_IF_ERROR(plans_.Save(&proto, op, request.request_id()));
+    return status;
+  }
+
+  if (request.dry_run()) {
+    plan.phase = PlanPhase::kIdle;
+    pb::AssignmentPlan proto = ToProtoPlan(plan, app, result);
+    op.set_id("");  // nothing stored: a dry run has no operation to poll
+    finish(proto, absl::OkStatus());
+    return op;
+  }
+
+  // Execute: reserve in every target cluster, then commit (pods created).
+  std::map<std::string, ClusterExecutor*> executors;
+  for (const std::string& name : neighborhood) executors[name] = rigs_[name].executor.get();
+  for (const WorkloadTarget& t : plan.targets) {
+    rigs_[t.cluster].runtime->SetPodTemplate(
+        PodTemplate(request.application(), t, revision),
+        absl::StrCat("swm/", app.name, "/", revision, "/", t.pod));
+  }
+  PlanExecutor executor(executors, options_.reservation_lease);
+  absl::Status executed = executor.Execute(plan);
+  for (const WorkloadTarget& t : plan.targets) rigs_[t.cluster].runtime->ClearPodTemplate(t.pod);
+  for (const std::string& name : neighborhood) {
+    absl::Status synced = rigs_[name].executor->Sync();
+    if (!synced.ok()) {
+      log::Warn("cannot read pods after a plan",
+                {{"cluster", name}, {"error", std::string(synced.message())}});
+    }
+  }
+  pb::AssignmentPlan proto = ToProtoPlan(plan, app, result);
+  finish(proto, executed);
+  RETURN_IF_ERROR(plans_.Save(&proto, op, request.request_id()));
+  log::Info("placed application", {{"application", app.name},
+                                   {"plan", proto.id()},
+                                   {"phase", pb::PlanPhase_Name(proto.phase())}});
+  if (!executed.ok()) return executed;
+  return op;
+}
+
+void AddSwmConfig(ConfigSchema& schema) {
+  schema.Add({.path = "swm.codef_control",
+              .type = ConfigType::kAddress,
+              .help = "host:port of the CODEF control API, the cluster directory and link "
+                      "source of the hub (empty: LMS endpoints only from the neighborhood)"});
+  schema.Add({.path = "swm.lms_timeout",
+              .type = ConfigType::kDuration,
+              .default_value = "10s",
+              .help = "deadline of each call to a cluster's LMS"});
+  schema.Add({.path = "swm.reservation_lease",
+              .type = ConfigType::kDuration,
+              .default_value = "60s",
+              .help = "how long a reservation outlives a hub that vanished mid-plan"});
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
+    ServiceContext& context) {
+  std::vector<std::unique_ptr<grpc::Service>> services;
+  if (context.config.role != Role::kHub) {
+    services.push_back(std::make_unique<pb::SwmService::CallbackService>());
+    return services;
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<PeerChannels> channels,
+                   PeerChannels::Create(PeerChannelOptionsFrom(context.config)));
+  SwmServiceOptions options;
+  options.lms_timeout = context.config.raw.GetDuration("swm.lms_timeout");
+  options.reservation_lease = context.config.raw.GetDuration("swm.reservation_lease");
+  std::shared_ptr<CodefDirectory> directory;
+  if (context.config.raw.Has("swm.codef_control")) {
+    // The control API is local to the emulator host: no egress relay.
+    PeerChannelOptions local = PeerChannelOptionsFrom(context.config);
+    local.egress_proxy.clear();
+    ASSIGN_OR_RETURN(std::unique_ptr<PeerChannels> control, PeerChannels::Create(local));
+    ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                     control->Get(context.config.raw.GetString("swm.codef_control")));
+    directory = std::make_shared<CodefDirectory>(
+        std::move(channel), CodefDirectoryOptions{.call_timeout = options.lms_timeout});
+  }
+  services.push_back(std::make_unique<SwmServiceImpl>(context.store, context.clock,
+                                                      std::move(channels), directory, directory,
+                                                      options));
+  return services;
+}
+
+}  // namespace codeco::swm

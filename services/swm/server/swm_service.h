@@ -1,0 +1,136 @@
+#pragma once
+// codeco.swm.v1.SwmService for the hub role on the callback API.
+//
+// PlaceApplication turns the application into workloads, builds the
+// federation of its neighborhood from each member's LMS (nodes and pods) and
+// the LinkSource, runs the L1/L2 Coordinator, and executes the plan through
+// PlanExecutor (reserve in every cluster, then commit: pods are created in the
+// clusters' LMS; any failure releases everything). The plan and the
+// operation are stored before the answer. Placements run one at a time on one
+// worker thread (the hub's scheduling cycle), never on gRPC's threads;
+// requests beyond the queue bound get RESOURCE_EXHAUSTED.
+//
+// Answers: the Operation (done, result = AssignmentPlan); INVALID_ARGUMENT
+// with the field path for bad input; FAILED_PRECONDITION listing every
+// unplaced workload with its reason (the FAILED plan is stored, nothing is
+// reserved); ABORTED when execution failed and was rolled back; UNAVAILABLE
+// when a member's LMS or the directory cannot be reached. A request_id seen
+// before answers the first result again without placing anything.
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "codeco/common/clock.h"
+#include "codeco/common/config.h"
+#include "codeco/common/kv_store.h"
+#include "codeco/common/peer_channels.h"
+#include "codeco/common/server.h"
+#include "codeco/swm/v1/swm_service.grpc.pb.h"
+#include "swm/core/execution.h"
+#include "swm/core/plugins.h"
+#include "swm/core/solve.h"
+#include "swm/lms/lms_pod_runtime.h"
+#include "swm/server/federation_source.h"
+#include "swm/server/plan_store.h"
+
+namespace codeco::swm {
+
+/// Settings of the SWM service.
+struct SwmServiceOptions {
+  /// Deadline of each call to a cluster's LMS. Default: 10 s.
+  absl::Duration lms_timeout = absl::Seconds(10);
+  /// Lease of a reservation (how long it outlives a vanished hub). Default: 60 s.
+  absl::Duration reservation_lease = absl::Seconds(60);
+  /// Node-to-node latency assumed inside every cluster, ns. Default: 100 us.
+  int64_t intra_cluster_latency_ns = 100'000;
+  /// Placements allowed to wait for the worker. Default: 64.
+  size_t max_queued_placements = 64;
+  /// Coordinator settings. Default: the core's.
+  CoordinatorOptions coordinator;
+};
+
+/// The hub's SwmService. Thread-safe.
+class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService {
+ public:
+  /// Uses `store` (with the "plans" and "operations" families) and `clock`,
+  /// which must outlive the service; reaches the clusters' LMS through
+  /// `channels`. `directory` and `links` may be null: then LMS endpoints come
+  /// only from the neighborhood members' endpoints["lms"], and no
+  /// inter-cluster link exists.
+  SwmServiceImpl(KvStore& store, const Clock& clock, std::unique_ptr<PeerChannels> channels,
+                 std::shared_ptr<ClusterDirectory> directory, std::shared_ptr<LinkSource> links,
+                 SwmServiceOptions options = {});
+  /// Runs the queued placements, then stops the worker.
+  ~SwmServiceImpl() override;
+
+  grpc::ServerUnaryReactor* PlaceApplication(
+      grpc::CallbackServerContext* context,
+      const codeco::swm::v1::PlaceApplicationRequest* request,
+      codeco::swm::v1::PlaceApplicationResponse* response) override;
+  grpc::ServerUnaryReactor* GetAssignmentPlan(
+      grpc::CallbackServerContext* context,
+      const codeco::swm::v1::GetAssignmentPlanRequest* request,
+      codeco::swm::v1::GetAssignmentPlanResponse* response) override;
+  grpc::ServerUnaryReactor* ListAssignmentPlans(
+      grpc::CallbackServerContext* context,
+      const codeco::swm::v1::ListAssignmentPlansRequest* request,
+      codeco::swm::v1::ListAssignmentPlansResponse* response) override;
+  grpc::ServerUnaryReactor* GetOperation(
+      grpc::CallbackServerContext* context, const codeco::swm::v1::GetOperationRequest* request,
+      codeco::swm::v1::GetOperationResponse* response) override;
+
+  /// The placement itself, synchronously (what the worker runs).
+  absl::StatusOr<codeco::common::v1::Operation> Place(
+      const codeco::swm::v1::PlaceApplicationRequest& request);
+
+ private:
+  struct ClusterRig {
+    std::string lms;
+    std::unique_ptr<LmsPodRuntime> runtime;
+    std::unique_ptr<LocalClusterExecutor> executor;
+  };
+  absl::StatusOr<ClusterRig*> RigFor(const std::string& cluster, const std::string& lms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
+  absl::StatusOr<codeco::common::v1::Operation> PlaceLocked(
+      const codeco::swm::v1::PlaceApplicationRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
+  bool Submit(std::function<void()> task);
+  void Work();
+
+  PlanStore plans_;
+  const Clock& clock_;
+  std::unique_ptr<PeerChannels> channels_;
+  std::shared_ptr<ClusterDirectory> directory_;
+  std::shared_ptr<LinkSource> links_;
+  SwmServiceOptions options_;
+  PluginRegistry registry_;
+
+  absl::Mutex place_mu_;
+  std::map<std::string, ClusterRig> rigs_ ABSL_GUARDED_BY(place_mu_);
+
+  absl::Mutex queue_mu_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(queue_mu_);
+  bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
+  std::thread worker_;
+};
+
+/// Declares the swm.* configuration keys (swm.codef_control, swm.lms_timeout,
+/// swm.reservation_lease).
+void AddSwmConfig(ConfigSchema& schema);
+
+/// The services codeco-swm serves for `context`: on the hub the
+/// SwmServiceImpl (with a CodefDirectory when swm.codef_control is set); on
+/// an MC the generated service (every RPC UNIMPLEMENTED for now).
+absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
+    ServiceContext& context);
+
+}  // namespace codeco::swm
