@@ -1,0 +1,167 @@
+// Fast tests of the SWM server's translation and storage: applications to
+// workloads and channels (with field paths for bad input), and the plan
+// store's ordering, pagination and request index on an in-memory KvStore.
+#include <catch2/catch.hpp>
+
+#include "absl/strings/match.h"
+#include "swm/server/convert.h"
+#include "swm/server/plan_store.h"
+
+namespace codeco::swm {
+namespace {
+
+namespace acm = codeco::acm::v1;
+namespace pb = codeco::swm::v1;
+
+acm::Application TwoServices() {
+  acm::Application app;
+  app.mutable_metadata()->set_name("shop");
+  acm::ApplicationSpec* spec = app.mutable_spec();
+  acm::ServiceSpec* web = spec->add_services();
+  web->set_name("web");
+  web->set_replicas(2);
+  web->mutable_requests()->set_cpu_millicores(500);
+  acm::ServiceSpec* db = spec->add_services();
+  db->set_name("db");
+  db->set_replicas(3);
+  db->mutable_requests()->set_memory_bytes(1 << 30);
+  acm::Channel* c = web->add_channels();
+  c->set_name("queries");
+  c->set_to_service("db");
+  c->set_min_bandwidth_bps(30'000'000);
+  c->set_max_delay_ns(5'000'000);
+  c->set_service_class(codeco::common::v1::SERVICE_CLASS_ASSURED);
+  spec->mutable_intents()->add_allowed_countries("FR");
+  spec->mutable_intents()->set_origin("edge");
+  spec->mutable_intents()->set_max_latency_to_origin_ns(10'000'000);
+  return app;
+}
+
+TEST_CASE("an application becomes one workload per replica and channels per replica pair") {
+  auto app = ToCoreApplication(TwoServices(), {"edge", "cloud"});
+  REQUIRE(app.ok());
+  CHECK(app->name == "shop");
+  REQUIRE(app->workloads.size() == 5);
+  CHECK(app->workloads[0].name == "web-0");
+  CHECK(app->workloads[4].name == "db-2");
+  CHECK(app->workloads[4].requests.memory_bytes == (1 << 30));
+  CHECK(app->workloads[1].allowed_countries == std::vector<std::string>{"FR"});
+  CHECK(app->workloads[1].origin_cluster == "edge");
+  REQUIRE(app->channels.size() == 6);
+  CHECK(app->channels[0].name == "queries-0-0");
+  CHECK(app->channels[5].from == "web-1");
+  CHECK(app->channels[5].to == "db-2");
+  CHECK(app->channels[5].min_bandwidth_bps == 10'000'000);
+  CHECK(app->channels[5].service_class == ServiceClass::kAssured);
+
+  acm::Application unset = TwoServices();
+  unset.mutable_spec()->mutable_services(1)->set_replicas(0);  // unset = 1
+  unset.mutable_spec()->mutable_services(0)->set_replicas(1);
+  auto single = ToCoreApplication(unset, {"edge"});
+  REQUIRE(single.ok());
+  REQUIRE(single->channels.size() == 1);
+  CHECK(single->channels[0].name == "queries");
+}
+
+TEST_CASE("bad applications are refused with every field path") {
+  acm::Application app = TwoServices();
+  app.mutable_spec()->set_app_name("other");
+  app.mutable_spec()->mutable_services(0)->set_name("Web!");
+  app.mutable_spec()->mutable_services(1)->set_replicas(-2);
+  app.mutable_spec()->mutable_services(1)->mutable_requests()->set_cpu_millicores(-1);
+  auto result = ToCoreApplication(app, {"cloud"});
+  REQUIRE(absl::IsInvalidArgument(result.status()));
+  std::string message(result.status().message());
+  CHECK(absl::StrContains(message, "application.spec.app_name: must equal metadata.name"));
+  CHECK(absl::StrContains(message, "application.spec.services[0].name"));
+  CHECK(absl::StrContains(message, "application.spec.services[1].replicas"));
+  CHECK(absl::StrContains(message, "application.spec.services[1].requests.cpu_millicores"));
+  CHECK(absl::StrContains(message, "application.spec.intents.origin"));
+
+  acm::Application channels = TwoServices();
+  acm::Channel* c = channels.mutable_spec()->mutable_services(0)->mutable_channels(0);
+  c->set_to_service("cache");
+  c->set_max_delay_ns(-1);
+  result = ToCoreApplication(channels, {"edge"});
+  REQUIRE(absl::IsInvalidArgument(result.status()));
+  message = std::string(result.status().message());
+  CHECK(absl::StrContains(message, "application.spec.services[0].channels[0].to_service"));
+  CHECK(absl::StrContains(message, "application.spec.services[0].channels[0].max_delay_ns"));
+
+  CHECK(absl::IsInvalidArgument(ToCoreApplication(acm::Application(), {}).status()));
+}
+
+pb::AssignmentPlan Plan(const std::string& app, int64_t revision, pb::PlanPhase phase) {
+  pb::AssignmentPlan plan;
+  plan.set_id(app + "/" + std::to_string(revision));
+  plan.set_application(app);
+  plan.set_plan_revision(revision);
+  plan.set_phase(phase);
+  return plan;
+}
+
+TEST_CASE("the plan store keeps plans newest first and pages through them") {
+  auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  PlanStore store(*kv);
+  codeco::common::v1::Operation op;
+  op.set_id("place/a/1");
+  op.set_resource("applications/a");
+  for (int64_t rev = 1; rev <= 12; ++rev) {
+    pb::AssignmentPlan plan = Plan("a", rev, rev % 2 ? pb::PLAN_PHASE_FAILED : pb::PLAN_PHASE_DONE);
+    REQUIRE(store.Save(&plan, op, rev == 1 ? "req-a" : "").ok());
+  }
+  pb::AssignmentPlan other = Plan("b", 1, pb::PLAN_PHASE_DONE);
+  REQUIRE(store.Save(&other, op, "").ok());
+
+  auto latest = store.Latest("a");
+  REQUIRE(latest.ok());
+  REQUIRE(latest->has_value());
+  CHECK((*latest)->plan_revision() == 12);
+  CHECK(store.Get("a", 0)->plan_revision() == 12);
+  CHECK(store.Get("a", 3)->plan_revision() == 3);
+  CHECK(absl::IsNotFound(store.Get("a", 13).status()));
+  CHECK(absl::IsNotFound(store.Get("c", 0).status()));
+  CHECK_FALSE(store.Latest("c")->has_value());
+
+  // Every plan of "a", newest first, five per page.
+  pb::ListAssignmentPlansRequest request;
+  request.set_application("a");
+  request.set_page_size(5);
+  std::vector<int64_t> seen;
+  do {
+    auto page = store.List(request);
+    REQUIRE(page.ok());
+    for (const auto& p : page->plans()) seen.push_back(p.plan_revision());
+    request.set_page_token(page->next_page_token());
+  } while (!request.page_token().empty());
+  CHECK(seen == std::vector<int64_t>{12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1});
+
+  // Only DONE ones, across applications.
+  pb::ListAssignmentPlansRequest done;
+  done.set_phase(pb::PLAN_PHASE_DONE);
+  done.set_page_size(100);
+  auto page = store.List(done);
+  REQUIRE(page.ok());
+  CHECK(page->plans_size() == 7);
+  CHECK(page->plans(6).application() == "b");
+  CHECK(page->next_page_token().empty());
+
+  pb::ListAssignmentPlansRequest bad;
+  bad.set_page_size(-1);
+  CHECK(absl::IsInvalidArgument(store.List(bad).status()));
+  bad.set_page_size(1);
+  bad.set_application("b");
+  bad.set_page_token(PlanStore::PlanKey("a", 1));
+  CHECK(absl::IsInvalidArgument(store.List(bad).status()));
+
+  auto by_request = store.OperationForRequest("req-a");
+  REQUIRE(by_request.ok());
+  REQUIRE(by_request->has_value());
+  CHECK((*by_request)->id() == "place/a/1");
+  CHECK_FALSE(store.OperationForRequest("req-z")->has_value());
+  CHECK(store.GetOperation("place/a/1")->resource() == "applications/a");
+  CHECK(absl::IsNotFound(store.GetOperation("place/x/1").status()));
+}
+
+}  // namespace
+}  // namespace codeco::swm
