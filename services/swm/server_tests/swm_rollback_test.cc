@@ -1,0 +1,169 @@
+// A plan that fails half-way is undone everywhere: the hub's SWM (in process,
+// over gRPC) places three replicas over a CODEF-emulated cluster and a cluster
+// whose LMS refuses to create pods; the pods already created in the first are
+// deleted, the answer is ABORTED naming the broken cluster, and the stored
+// plan is ROLLED_BACK. Member LMS endpoints come from the neighborhood.
+#include <catch2/catch.hpp>
+
+#include "absl/strings/match.h"
+#include "codeco/common/clock.h"
+#include "codeco/common/peer_channels.h"
+#include "codeco/common/server.h"
+#include "codeco/lms/v1/lms_service.grpc.pb.h"
+#include "federation.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "link_control.h"
+#include "lms_service.h"
+#include "scenario.h"
+#include "swm/server/plan_store.h"
+#include "swm/server/swm_service.h"
+
+namespace codeco::swm {
+namespace {
+
+namespace lms = codeco::lms::v1;
+namespace pb = codeco::swm::v1;
+
+constexpr char kScenario[] = R"(
+name: rollback
+federation:
+  hub: {name: hub}
+  clusters:
+    - name: a-edge
+      labels: {tier: edge, country: FR}
+      nodes: [{name: n, count: 2, capacity: {cpu: 2, memory: 4Gi}}]
+)";
+
+// An LMS with one 2-CPU node whose kubelet never starts a pod.
+class BrokenLms final : public lms::LmsService::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* context,
+                                      const lms::ListNodesRequest*,
+                                      lms::ListNodesResponse* response) override {
+    lms::Node* node = response->add_nodes();
+    node->set_name("z-node");
+    node->mutable_allocatable()->set_cpu_millicores(2000);
+    node->mutable_allocatable()->set_memory_bytes(int64_t{4} << 30);
+    node->set_condition(lms::NODE_CONDITION_READY);
+    return Finish(context, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ListPods(grpc::CallbackServerContext* context,
+                                     const lms::ListPodsRequest*,
+                                     lms::ListPodsResponse*) override {
+    return Finish(context, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* CreatePod(grpc::CallbackServerContext* context,
+                                      const lms::CreatePodRequest*,
+                                      lms::CreatePodResponse*) override {
+    return Finish(context, grpc::Status(grpc::StatusCode::UNAVAILABLE, "kubelet down"));
+  }
+  grpc::ServerUnaryReactor* DeletePod(grpc::CallbackServerContext* context,
+                                      const lms::DeletePodRequest* request,
+                                      lms::DeletePodResponse*) override {
+    return Finish(context, grpc::Status(grpc::StatusCode::NOT_FOUND, "no pod " + request->name()));
+  }
+
+ private:
+  static grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
+                                          const grpc::Status& status) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(status);
+    return reactor;
+  }
+};
+
+std::unique_ptr<GrpcServer> Serve(grpc::Service* service) {
+  GrpcServerOptions options;
+  options.service = "test";
+  options.insecure = true;
+  options.services = {service};
+  auto server = GrpcServer::Start(options);
+  REQUIRE(server.ok());
+  return std::move(*server);
+}
+
+std::chrono::system_clock::time_point In(absl::Duration d) {
+  return absl::ToChronoTime(absl::Now() + d);
+}
+
+TEST_CASE("a plan whose commit fails in one cluster leaves no pod in any cluster") {
+  SimulatedClock clock(absl::FromUnixSeconds(1'800'000'000));
+  codef::InMemoryLinkControl links;
+  codef::InMemoryCheckpointArchiveStore archives;
+  auto scenario = codef::ParseScenario(kScenario, "");
+  REQUIRE(scenario.ok());
+  auto federation = codef::Federation::Create(*scenario, clock, &links, &archives, nullptr);
+  REQUIRE(federation.ok());
+  codef::EmulatedLmsService edge_service((*federation)->FindLms("a-edge"));
+  auto edge = Serve(&edge_service);
+  BrokenLms broken_service;
+  auto broken = Serve(&broken_service);
+
+  auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  auto channels = PeerChannels::Create({.insecure = true});
+  REQUIRE(channels.ok());
+  SwmServiceImpl service(*kv, clock, std::move(*channels), nullptr, nullptr);
+  auto swm = Serve(&service);
+  auto stub = pb::SwmService::NewStub(
+      grpc::CreateChannel(swm->address(), grpc::InsecureChannelCredentials()));
+
+  // Three 1.5-CPU replicas need three 2-CPU nodes: two in a-edge, one in
+  // z-broken. a-edge commits first (clusters in name order), then z-broken fails.
+  pb::PlaceApplicationRequest request;
+  request.set_request_id("rb-1");
+  auto* app = request.mutable_application();
+  app->mutable_metadata()->set_name("batch");
+  auto* s = app->mutable_spec()->add_services();
+  s->set_name("worker");
+  s->set_image("busybox");
+  s->set_replicas(3);
+  s->mutable_requests()->set_cpu_millicores(1500);
+  s->mutable_requests()->set_memory_bytes(64 << 20);
+  auto* a = request.mutable_neighborhood()->add_members();
+  a->set_cluster("a-edge");
+  (*a->mutable_endpoints())["lms"] = edge->address();
+  auto* z = request.mutable_neighborhood()->add_members();
+  z->set_cluster("z-broken");
+  (*z->mutable_endpoints())["lms"] = broken->address();
+
+  grpc::ClientContext context;
+  context.set_deadline(In(absl::Seconds(30)));
+  pb::PlaceApplicationResponse response;
+  grpc::Status status = stub->PlaceApplication(&context, request, &response);
+  INFO(status.error_message());
+  CHECK(status.error_code() == grpc::StatusCode::ABORTED);
+  CHECK(absl::StrContains(status.error_message(), "z-broken"));
+
+  auto pods = (*federation)->FindLms("a-edge")->Run([](codef::EmulatedCluster& c) {
+    return c.ListPods(lms::ListPodsRequest());
+  });
+  REQUIRE(pods.ok());
+  CHECK(pods->pods_size() == 0);
+
+  PlanStore plans(*kv);
+  auto plan = plans.Get("batch", 0);
+  REQUIRE(plan.ok());
+  CHECK(plan->phase() == pb::PLAN_PHASE_ROLLED_BACK);
+  CHECK(plan->targets_size() == 3);
+  CHECK(absl::StrContains(plan->error().message(), "z-broken"));
+  int rolled_back = 0;
+  for (const auto& action : plan->actions()) {
+    if (action.result() == pb::ACTION_RESULT_ROLLED_BACK) ++rolled_back;
+  }
+  CHECK(rolled_back == 2);
+
+  // The same request_id answers the same failure again, placing nothing.
+  grpc::ClientContext again;
+  again.set_deadline(In(absl::Seconds(30)));
+  CHECK(stub->PlaceApplication(&again, request, &response).error_code() ==
+        grpc::StatusCode::ABORTED);
+  pods = (*federation)->FindLms("a-edge")->Run([](codef::EmulatedCluster& c) {
+    return c.ListPods(lms::ListPodsRequest());
+  });
+  CHECK(pods->pods_size() == 0);
+  swm->Shutdown(absl::Seconds(5));
+}
+
+}  // namespace
+}  // namespace codeco::swm
