@@ -1,5 +1,6 @@
 #include "swm/lms/lms_pod_runtime.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -30,10 +31,20 @@ LmsPodRuntime::LmsPodRuntime(std::shared_ptr<grpc::Channel> channel, LmsPodRunti
   if (options_.page_size <= 0) options_.page_size = 500;
 }
 
-std::unique_ptr<grpc::ClientContext> LmsPodRuntime::NewContext() const {
+std::unique_ptr<grpc::ClientContext> LmsPodRuntime::NewContext() {
+  absl::Time deadline = absl::Now() + options_.call_timeout;
+  {
+    absl::MutexLock lock(&mu_);
+    deadline = std::min(deadline, deadline_);
+  }
   auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
+  context->set_deadline(absl::ToChronoTime(deadline));
   return context;
+}
+
+void LmsPodRuntime::SetDeadline(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  deadline_ = deadline;
 }
 
 absl::Status LmsPodRuntime::Wrap(const grpc::Status& status, const std::string& what) const {

@@ -57,9 +57,12 @@ class LmsPodRuntime final : public PodRuntime {
   void SetPodTemplate(const codeco::lms::v1::Pod& pod, const std::string& request_id);
   /// Forgets the template of pod `name` (no-op if none).
   void ClearPodTemplate(const std::string& name);
+  /// Calls from now on end by `deadline` at the latest (what is left of the
+  /// caller's deadline); absl::InfiniteFuture() lifts the cap.
+  void SetDeadline(absl::Time deadline);
 
  private:
-  std::unique_ptr<grpc::ClientContext> NewContext() const;
+  std::unique_ptr<grpc::ClientContext> NewContext();
   absl::StatusOr<std::vector<codeco::lms::v1::Pod>> ListLmsPods();
   absl::Status Wrap(const grpc::Status& status, const std::string& what) const;
 
@@ -71,6 +74,7 @@ class LmsPodRuntime final : public PodRuntime {
     std::string request_id;
   };
   std::map<std::string, Template> templates_ ABSL_GUARDED_BY(mu_);
+  absl::Time deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 };
 
 /// Sum of the requests of a pod's containers.

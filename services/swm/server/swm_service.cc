@@ -96,7 +96,10 @@ grpc::ServerUnaryReactor* SwmServiceImpl::PlaceApplication(
           grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed while queued"));
       return;
     }
-    absl::StatusOr<Operation> op = Place(*request);
+    absl::Time deadline = context->deadline() == std::chrono::system_clock::time_point::max()
+                              ? absl::InfiniteFuture()
+                              : absl::FromChrono(context->deadline());
+    absl::StatusOr<Operation> op = Place(*request, deadline);
     if (op.ok()) *response->mutable_operation() = std::move(*op);
     reactor->Finish(ToGrpcStatus(op.status()));
   });
@@ -155,12 +158,16 @@ absl::StatusOr<SwmServiceImpl::ClusterRig*> SwmServiceImpl::RigFor(const std::st
   return &stored;
 }
 
-absl::StatusOr<Operation> SwmServiceImpl::Place(const pb::PlaceApplicationRequest& request) {
+absl::StatusOr<Operation> SwmServiceImpl::Place(const pb::PlaceApplicationRequest& request,
+                                                absl::Time deadline) {
   absl::MutexLock lock(&place_mu_);
-  return PlaceLocked(request);
+  absl::StatusOr<Operation> op = PlaceLocked(request, deadline);
+  for (auto& [name, rig] : rigs_) rig.runtime->SetDeadline(absl::InfiniteFuture());
+  return op;
 }
 
-absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplicationRequest& request) {
+absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplicationRequest& request,
+                                                      absl::Time deadline) {
   // Input checks first: nothing is read from peers for a bad request.
   FieldErrors errors;
   if (!request.has_application()) errors.Add("application", "is required");
@@ -219,6 +226,7 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
       return absl::Status(rig.status().code(),
                           absl::StrCat("cluster ", name, ": ", rig.status().message()));
     }
+    (*rig)->runtime->SetDeadline(deadline);
     absl::StatusOr<std::vector<Node>> nodes = (*rig)->runtime->ListNodes();
     if (!nodes.ok()) {
       return absl::UnavailableError(absl::StrCat("cluster ", name, ": ", nodes.status().message()));
@@ -323,6 +331,10 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
     return op;
   }
 
+  if (absl::Now() >= deadline) {
+    return absl::DeadlineExceededError(
+        "the caller's deadline passed before the plan ran; nothing was reserved");
+  }
   // Execute: reserve in every target cluster, then commit (pods created).
   std::map<std::string, ClusterExecutor*> executors;
   for (const std::string& name : neighborhood) executors[name] = rigs_[name].executor.get();

@@ -88,9 +88,11 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
       grpc::CallbackServerContext* context, const codeco::swm::v1::GetOperationRequest* request,
       codeco::swm::v1::GetOperationResponse* response) override;
 
-  /// The placement itself, synchronously (what the worker runs).
+  /// The placement itself, synchronously (what the worker runs); calls to
+  /// the clusters' LMS end by `deadline` (the caller's) at the latest.
   absl::StatusOr<codeco::common::v1::Operation> Place(
-      const codeco::swm::v1::PlaceApplicationRequest& request);
+      const codeco::swm::v1::PlaceApplicationRequest& request,
+      absl::Time deadline = absl::InfiniteFuture());
 
  private:
   struct ClusterRig {
@@ -101,7 +103,7 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   absl::StatusOr<ClusterRig*> RigFor(const std::string& cluster, const std::string& lms)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   absl::StatusOr<codeco::common::v1::Operation> PlaceLocked(
-      const codeco::swm::v1::PlaceApplicationRequest& request)
+      const codeco::swm::v1::PlaceApplicationRequest& request, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   bool Submit(std::function<void()> task);
   void Work();

@@ -112,6 +112,12 @@ TEST_CASE("LmsPodRuntime lists the LMS's nodes with capacity, labels and allocat
   CHECK(absl::IsFailedPrecondition(full));
   CHECK(full.message().find("cluster edge") != std::string_view::npos);
   CHECK(absl::IsNotFound(lms.runtime->CreatePod(PodInfo{"lost-0", "no-such-node", {1, 1, 0}})));
+
+  // A caller's deadline that has passed caps every call; lifting it restores them.
+  lms.runtime->SetDeadline(absl::Now() - absl::Seconds(1));
+  CHECK(absl::IsDeadlineExceeded(lms.runtime->ListNodes().status()));
+  lms.runtime->SetDeadline(absl::InfiniteFuture());
+  CHECK(lms.runtime->ListNodes().ok());
 }
 
 TEST_CASE("LmsPodRuntime reports an unreachable LMS as UNAVAILABLE within its deadline") {
