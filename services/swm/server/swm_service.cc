@@ -5,8 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "prometheus/counter.h"
+#include "prometheus/histogram.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
+#include "codeco/common/metrics.h"
 #include "codeco/common/status.h"
 #include "swm/server/codef_directory.h"
 #include "swm/server/convert.h"
@@ -36,11 +39,42 @@ void SetError(const absl::Status& status, codeco::common::v1::Error* error) {
 
 }  // namespace
 
+// The codeco_swm_* domain metrics, declared once.
+struct SwmServiceImpl::Metrics {
+  explicit Metrics(prometheus::Registry& r)
+      : placements(prometheus::BuildCounter()
+                       .Name(MetricName("swm", "placements_total"))
+                       .Help("PlaceApplication outcomes by status code (OK, FAILED_PRECONDITION...)")
+                       .Register(r)),
+        duration(prometheus::BuildHistogram()
+                     .Name(MetricName("swm", "placement_duration_seconds"))
+                     .Help("Time to place and execute one application")
+                     .Register(r)
+                     .Add({}, prometheus::Histogram::BucketBoundaries{
+                                  0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})),
+        placed(prometheus::BuildCounter()
+                   .Name(MetricName("swm", "workloads_placed_total"))
+                   .Help("Workloads whose pods a committed plan created")
+                   .Register(r)
+                   .Add({})),
+        unplaced(prometheus::BuildCounter()
+                     .Name(MetricName("swm", "workloads_unplaced_total"))
+                     .Help("Workloads a placement could not fit")
+                     .Register(r)
+                     .Add({})) {}
+  prometheus::Family<prometheus::Counter>& placements;
+  prometheus::Histogram& duration;
+  prometheus::Counter& placed;
+  prometheus::Counter& unplaced;
+};
+
 SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
                                std::unique_ptr<PeerChannels> channels,
                                std::shared_ptr<ClusterDirectory> directory,
-                               std::shared_ptr<LinkSource> links, SwmServiceOptions options)
-    : plans_(store),
+                               std::shared_ptr<LinkSource> links, SwmServiceOptions options,
+                               prometheus::Registry* registry)
+    : metrics_(registry != nullptr ? std::make_unique<Metrics>(*registry) : nullptr),
+      plans_(store),
       clock_(clock),
       channels_(std::move(channels)),
       directory_(std::move(directory)),
@@ -161,8 +195,14 @@ absl::StatusOr<SwmServiceImpl::ClusterRig*> SwmServiceImpl::RigFor(const std::st
 absl::StatusOr<Operation> SwmServiceImpl::Place(const pb::PlaceApplicationRequest& request,
                                                 absl::Time deadline) {
   absl::MutexLock lock(&place_mu_);
+  const absl::Time start = absl::Now();
   absl::StatusOr<Operation> op = PlaceLocked(request, deadline);
   for (auto& [name, rig] : rigs_) rig.runtime->SetDeadline(absl::InfiniteFuture());
+  if (metrics_ != nullptr) {
+    metrics_->placements.Add({{"code", absl::StatusCodeToString(op.status().code())}})
+        .Increment();
+    metrics_->duration.Observe(absl::ToDoubleSeconds(absl::Now() - start));
+  }
   return op;
 }
 
@@ -303,6 +343,7 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
   };
 
   if (!result.unplaced.empty()) {
+    if (metrics_ != nullptr) metrics_->unplaced.Increment(result.unplaced.size());
     std::vector<std::string> reasons;
     for (const auto& [workload, reason] : result.unplaced) {
       reasons.push_back(workload + ": " + reason);
@@ -360,6 +401,7 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
                                    {"plan", proto.id()},
                                    {"phase", pb::PlanPhase_Name(proto.phase())}});
   if (!executed.ok()) return executed;
+  if (metrics_ != nullptr) metrics_->placed.Increment(plan.targets.size());
   return op;
 }
 
@@ -403,7 +445,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
   }
   services.push_back(std::make_unique<SwmServiceImpl>(context.store, context.clock,
                                                       std::move(channels), directory, directory,
-                                                      options));
+                                                      options, &context.metrics));
   return services;
 }
 

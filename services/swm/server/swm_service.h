@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "prometheus/registry.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/config.h"
 #include "codeco/common/kv_store.h"
@@ -65,10 +66,12 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   /// which must outlive the service; reaches the clusters' LMS through
   /// `channels`. `directory` and `links` may be null: then LMS endpoints come
   /// only from the neighborhood members' endpoints["lms"], and no
-  /// inter-cluster link exists.
+  /// inter-cluster link exists. Domain metrics (codeco_swm_placements_total
+  /// by code, codeco_swm_placement_duration_seconds, codeco_swm_workloads_placed_total,
+  /// codeco_swm_workloads_unplaced_total) go to `registry` unless it is null.
   SwmServiceImpl(KvStore& store, const Clock& clock, std::unique_ptr<PeerChannels> channels,
                  std::shared_ptr<ClusterDirectory> directory, std::shared_ptr<LinkSource> links,
-                 SwmServiceOptions options = {});
+                 SwmServiceOptions options = {}, prometheus::Registry* registry = nullptr);
   /// Runs the queued placements, then stops the worker.
   ~SwmServiceImpl() override;
 
@@ -106,6 +109,8 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
       const codeco::swm::v1::PlaceApplicationRequest& request, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   bool Submit(std::function<void()> task);
+  struct Metrics;
+  std::unique_ptr<Metrics> metrics_;
   void Work();
 
   PlanStore plans_;

@@ -14,6 +14,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "link_control.h"
+#include "prometheus/registry.h"
 #include "lms_service.h"
 #include "scenario.h"
 #include "swm/server/plan_store.h"
@@ -103,7 +104,8 @@ TEST_CASE("a plan whose commit fails in one cluster leaves no pod in any cluster
   auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
   auto channels = PeerChannels::Create({.insecure = true});
   REQUIRE(channels.ok());
-  SwmServiceImpl service(*kv, clock, std::move(*channels), nullptr, nullptr);
+  prometheus::Registry registry;
+  SwmServiceImpl service(*kv, clock, std::move(*channels), nullptr, nullptr, {}, &registry);
   auto swm = Serve(&service);
   auto stub = pb::SwmService::NewStub(
       grpc::CreateChannel(swm->address(), grpc::InsecureChannelCredentials()));
@@ -162,6 +164,18 @@ TEST_CASE("a plan whose commit fails in one cluster leaves no pod in any cluster
     return c.ListPods(lms::ListPodsRequest());
   });
   CHECK(pods->pods_size() == 0);
+
+  // Both answers are counted by code.
+  double aborted = 0;
+  for (const auto& family : registry.Collect()) {
+    if (family.name != "codeco_swm_placements_total") continue;
+    for (const auto& metric : family.metric) {
+      for (const auto& label : metric.label) {
+        if (label.name == "code" && label.value == "ABORTED") aborted = metric.counter.value;
+      }
+    }
+  }
+  CHECK(aborted == 2);
   swm->Shutdown(absl::Seconds(5));
 }
 
