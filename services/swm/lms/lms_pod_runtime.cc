@@ -20,8 +20,8 @@ bool Terminal(lms::PodPhase phase) {
 Resources PodRequests(const lms::Pod& pod) {
   Resources sum;
   for (const lms::Container& c : pod.containers()) {
-    sum += Resources{c.requests().cpu_millicores(), c.requests().memory_bytes(),
-                     c.requests().gpu()};
+    sum +=
+        Resources{c.requests().cpu_millicores(), c.requests().memory_bytes(), c.requests().gpu()};
   }
   return sum;
 }
@@ -49,9 +49,8 @@ void LmsPodRuntime::SetDeadline(absl::Time deadline) {
 
 absl::Status LmsPodRuntime::Wrap(const grpc::Status& status, const std::string& what) const {
   absl::Status s = FromGrpcStatus(status);
-  return absl::Status(s.code(),
-                      absl::StrCat("LMS of cluster ", options_.cluster, ": ", what, ": ",
-                                   s.message()));
+  return absl::Status(
+      s.code(), absl::StrCat("LMS of cluster ", options_.cluster, ": ", what, ": ", s.message()));
 }
 
 absl::StatusOr<std::vector<lms::Pod>> LmsPodRuntime::ListLmsPods() {

@@ -25,10 +25,14 @@ absl::Status Wrap(const grpc::Status& status, const std::string& what) {
 
 std::string TierName(codeco::common::v1::Tier tier) {
   switch (tier) {
-    case codeco::common::v1::TIER_FAR_EDGE: return "far-edge";
-    case codeco::common::v1::TIER_EDGE: return "edge";
-    case codeco::common::v1::TIER_CLOUD: return "cloud";
-    default: return "";
+    case codeco::common::v1::TIER_FAR_EDGE:
+      return "far-edge";
+    case codeco::common::v1::TIER_EDGE:
+      return "edge";
+    case codeco::common::v1::TIER_CLOUD:
+      return "cloud";
+    default:
+      return "";
   }
 }
 

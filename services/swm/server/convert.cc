@@ -30,22 +30,32 @@ void CheckQuantities(const codeco::common::v1::ResourceQuantities& q, const std:
 
 std::string PerformanceProfileName(codeco::common::v1::PerformanceProfile p) {
   switch (p) {
-    case codeco::common::v1::PERFORMANCE_PROFILE_GREENNESS: return "greenness";
-    case codeco::common::v1::PERFORMANCE_PROFILE_RESILIENCE: return "resilience";
-    case codeco::common::v1::PERFORMANCE_PROFILE_COST: return "cost";
-    case codeco::common::v1::PERFORMANCE_PROFILE_CUSTOM: return "custom";
-    default: return "latency";
+    case codeco::common::v1::PERFORMANCE_PROFILE_GREENNESS:
+      return "greenness";
+    case codeco::common::v1::PERFORMANCE_PROFILE_RESILIENCE:
+      return "resilience";
+    case codeco::common::v1::PERFORMANCE_PROFILE_COST:
+      return "cost";
+    case codeco::common::v1::PERFORMANCE_PROFILE_CUSTOM:
+      return "custom";
+    default:
+      return "latency";
   }
 }
 
 // The built-in scheduling profile for an mck8s placement policy.
 std::string ProfileFor(acm::PlacementPolicy policy) {
   switch (policy) {
-    case acm::PLACEMENT_POLICY_CLUSTER_AFFINITY: return "mck8s-cluster-affinity";
-    case acm::PLACEMENT_POLICY_WORST_FIT: return "mck8s-worst-fit";
-    case acm::PLACEMENT_POLICY_BEST_FIT: return "mck8s-best-fit";
-    case acm::PLACEMENT_POLICY_TRAFFIC_AWARE: return "mck8s-traffic-aware";
-    default: return "";
+    case acm::PLACEMENT_POLICY_CLUSTER_AFFINITY:
+      return "mck8s-cluster-affinity";
+    case acm::PLACEMENT_POLICY_WORST_FIT:
+      return "mck8s-worst-fit";
+    case acm::PLACEMENT_POLICY_BEST_FIT:
+      return "mck8s-best-fit";
+    case acm::PLACEMENT_POLICY_TRAFFIC_AWARE:
+      return "mck8s-traffic-aware";
+    default:
+      return "";
   }
 }
 
@@ -53,34 +63,50 @@ int Replicas(const acm::ServiceSpec& s) { return s.replicas() == 0 ? 1 : s.repli
 
 pb::PlanPhase ToProto(PlanPhase p) {
   switch (p) {
-    case PlanPhase::kIdle: return pb::PLAN_PHASE_IDLE;
-    case PlanPhase::kPlacing: return pb::PLAN_PHASE_PLACING;
-    case PlanPhase::kReserving: return pb::PLAN_PHASE_RESERVING;
-    case PlanPhase::kCommitting: return pb::PLAN_PHASE_COMMITTING;
-    case PlanPhase::kDone: return pb::PLAN_PHASE_DONE;
-    case PlanPhase::kRolledBack: return pb::PLAN_PHASE_ROLLED_BACK;
+    case PlanPhase::kIdle:
+      return pb::PLAN_PHASE_IDLE;
+    case PlanPhase::kPlacing:
+      return pb::PLAN_PHASE_PLACING;
+    case PlanPhase::kReserving:
+      return pb::PLAN_PHASE_RESERVING;
+    case PlanPhase::kCommitting:
+      return pb::PLAN_PHASE_COMMITTING;
+    case PlanPhase::kDone:
+      return pb::PLAN_PHASE_DONE;
+    case PlanPhase::kRolledBack:
+      return pb::PLAN_PHASE_ROLLED_BACK;
   }
   return pb::PLAN_PHASE_UNSPECIFIED;
 }
 
 pb::ActionType ToProto(ActionType t) {
   switch (t) {
-    case ActionType::kCreatePod: return pb::ACTION_TYPE_CREATE_POD;
-    case ActionType::kDeletePod: return pb::ACTION_TYPE_DELETE_POD;
-    case ActionType::kCreateChannel: return pb::ACTION_TYPE_CREATE_CHANNEL;
-    case ActionType::kDeleteChannel: return pb::ACTION_TYPE_DELETE_CHANNEL;
+    case ActionType::kCreatePod:
+      return pb::ACTION_TYPE_CREATE_POD;
+    case ActionType::kDeletePod:
+      return pb::ACTION_TYPE_DELETE_POD;
+    case ActionType::kCreateChannel:
+      return pb::ACTION_TYPE_CREATE_CHANNEL;
+    case ActionType::kDeleteChannel:
+      return pb::ACTION_TYPE_DELETE_CHANNEL;
   }
   return pb::ACTION_TYPE_UNSPECIFIED;
 }
 
 pb::ActionResult ToProto(ActionResult r) {
   switch (r) {
-    case ActionResult::kPending: return pb::ACTION_RESULT_PENDING;
-    case ActionResult::kRunning: return pb::ACTION_RESULT_RUNNING;
-    case ActionResult::kSucceeded: return pb::ACTION_RESULT_SUCCEEDED;
-    case ActionResult::kFailed: return pb::ACTION_RESULT_FAILED;
-    case ActionResult::kSkipped: return pb::ACTION_RESULT_SKIPPED;
-    case ActionResult::kRolledBack: return pb::ACTION_RESULT_ROLLED_BACK;
+    case ActionResult::kPending:
+      return pb::ACTION_RESULT_PENDING;
+    case ActionResult::kRunning:
+      return pb::ACTION_RESULT_RUNNING;
+    case ActionResult::kSucceeded:
+      return pb::ACTION_RESULT_SUCCEEDED;
+    case ActionResult::kFailed:
+      return pb::ACTION_RESULT_FAILED;
+    case ActionResult::kSkipped:
+      return pb::ACTION_RESULT_SKIPPED;
+    case ActionResult::kRolledBack:
+      return pb::ACTION_RESULT_ROLLED_BACK;
   }
   return pb::ACTION_RESULT_UNSPECIFIED;
 }
@@ -117,8 +143,8 @@ absl::StatusOr<Application> ToCoreApplication(const acm::Application& app,
   }
   if (!spec.app_name().empty() && !app.metadata().name().empty() &&
       spec.app_name() != app.metadata().name()) {
-    errors.Add("application.spec.app_name", "must equal metadata.name \"" +
-                                                app.metadata().name() + "\"");
+    errors.Add("application.spec.app_name",
+               "must equal metadata.name \"" + app.metadata().name() + "\"");
   }
   if (spec.services().empty()) errors.Add("application.spec.services", "must list a service");
   const acm::Intents& intents = spec.intents();
@@ -155,18 +181,18 @@ absl::StatusOr<Application> ToCoreApplication(const acm::Application& app,
 
   for (const acm::ServiceSpec& s : spec.services()) {
     for (int r = 0; r < Replicas(s); ++r) {
-      Workload w{.name = absl::StrCat(s.name(), "-", r),
-                 .service = s.name(),
-                 .requests = {s.requests().cpu_millicores(), s.requests().memory_bytes(),
-                              s.requests().gpu()},
-                 .stateful = s.stateful(),
-                 .availability_kpi = s.availability_kpi(),
-                 .allowed_regions = {intents.allowed_regions().begin(),
-                                     intents.allowed_regions().end()},
-                 .allowed_countries = {intents.allowed_countries().begin(),
-                                       intents.allowed_countries().end()},
-                 .preferred_clusters = {spec.placement().preferred_clusters().begin(),
-                                        spec.placement().preferred_clusters().end()}};
+      Workload w{
+          .name = absl::StrCat(s.name(), "-", r),
+          .service = s.name(),
+          .requests = {s.requests().cpu_millicores(), s.requests().memory_bytes(),
+                       s.requests().gpu()},
+          .stateful = s.stateful(),
+          .availability_kpi = s.availability_kpi(),
+          .allowed_regions = {intents.allowed_regions().begin(), intents.allowed_regions().end()},
+          .allowed_countries = {intents.allowed_countries().begin(),
+                                intents.allowed_countries().end()},
+          .preferred_clusters = {spec.placement().preferred_clusters().begin(),
+                                 spec.placement().preferred_clusters().end()}};
       if (intents.max_latency_to_origin_ns() > 0) {
         w.origin_cluster = intents.origin();
         w.max_latency_to_origin_ns = intents.max_latency_to_origin_ns();
@@ -192,7 +218,8 @@ absl::StatusOr<Application> ToCoreApplication(const acm::Application& app,
       if (to == replicas.end()) {
         errors.Add(path + ".to_service", "unknown service \"" + c.to_service() + "\"");
       }
-      if (c.min_bandwidth_bps() < 0) errors.Add(path + ".min_bandwidth_bps", "must not be negative");
+      if (c.min_bandwidth_bps() < 0)
+        errors.Add(path + ".min_bandwidth_bps", "must not be negative");
       if (c.max_delay_ns() < 0) errors.Add(path + ".max_delay_ns", "must not be negative");
       if (to == replicas.end() || c.name().empty()) continue;
       int senders = Replicas(s);

@@ -70,31 +70,31 @@ absl::StatusOr<pb::ListAssignmentPlansResponse> PlanStore::List(
   if (!request.page_token().empty() && !absl::StartsWith(request.page_token(), prefix)) {
     return InvalidFieldError("page_token", "does not belong to this listing");
   }
-  size_t limit = request.page_size() == 0 ? kDefaultPageSize
-                                          : std::min(request.page_size(), kMaxPageSize);
+  size_t limit =
+      request.page_size() == 0 ? kDefaultPageSize : std::min(request.page_size(), kMaxPageSize);
   pb::ListAssignmentPlansResponse out;
   std::string last_key;
   absl::Status parse = absl::OkStatus();
-  RETURN_IF_ERROR(kv_.Scan(
-      kPlansFamily, {.prefix = prefix, .start_after = request.page_token()},
-      [&](std::string_view key, std::string_view value) {
-        pb::AssignmentPlan plan;
-        if (!plan.ParseFromArray(value.data(), value.size())) {
-          parse = Corrupt(key);
-          return false;
-        }
-        if (request.phase() != pb::PLAN_PHASE_UNSPECIFIED && plan.phase() != request.phase()) {
-          last_key = std::string(key);
-          return true;
-        }
-        if (static_cast<size_t>(out.plans_size()) == limit) {
-          out.set_next_page_token(last_key);
-          return false;
-        }
-        *out.add_plans() = std::move(plan);
-        last_key = std::string(key);
-        return true;
-      }));
+  RETURN_IF_ERROR(kv_.Scan(kPlansFamily, {.prefix = prefix, .start_after = request.page_token()},
+                           [&](std::string_view key, std::string_view value) {
+                             pb::AssignmentPlan plan;
+                             if (!plan.ParseFromArray(value.data(), value.size())) {
+                               parse = Corrupt(key);
+                               return false;
+                             }
+                             if (request.phase() != pb::PLAN_PHASE_UNSPECIFIED &&
+                                 plan.phase() != request.phase()) {
+                               last_key = std::string(key);
+                               return true;
+                             }
+                             if (static_cast<size_t>(out.plans_size()) == limit) {
+                               out.set_next_page_token(last_key);
+                               return false;
+                             }
+                             *out.add_plans() = std::move(plan);
+                             last_key = std::string(key);
+                             return true;
+                           }));
   RETURN_IF_ERROR(parse);
   return out;
 }

@@ -50,8 +50,7 @@ class PlanStore {
   /// Stores `plan` (if it has an id), `operation` and, when non-empty,
   /// `request_id` -> operation, atomically.
   absl::Status Save(const codeco::swm::v1::AssignmentPlan* plan,
-                    const codeco::common::v1::Operation& operation,
-                    const std::string& request_id);
+                    const codeco::common::v1::Operation& operation, const std::string& request_id);
 
   /// The plans-family key of (application, revision).
   static std::string PlanKey(const std::string& application, int64_t revision);

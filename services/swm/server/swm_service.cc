@@ -5,12 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "prometheus/counter.h"
-#include "prometheus/histogram.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/metrics.h"
 #include "codeco/common/status.h"
+#include "prometheus/counter.h"
+#include "prometheus/histogram.h"
 #include "swm/server/codef_directory.h"
 #include "swm/server/convert.h"
 
@@ -20,8 +20,7 @@ namespace {
 namespace pb = codeco::swm::v1;
 using codeco::common::v1::Operation;
 
-grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
-                                 const absl::Status& status) {
+grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -42,16 +41,17 @@ void SetError(const absl::Status& status, codeco::common::v1::Error* error) {
 // The codeco_swm_* domain metrics, declared once.
 struct SwmServiceImpl::Metrics {
   explicit Metrics(prometheus::Registry& r)
-      : placements(prometheus::BuildCounter()
-                       .Name(MetricName("swm", "placements_total"))
-                       .Help("PlaceApplication outcomes by status code (OK, FAILED_PRECONDITION...)")
-                       .Register(r)),
+      : placements(
+            prometheus::BuildCounter()
+                .Name(MetricName("swm", "placements_total"))
+                .Help("PlaceApplication outcomes by status code (OK, FAILED_PRECONDITION...)")
+                .Register(r)),
         duration(prometheus::BuildHistogram()
                      .Name(MetricName("swm", "placement_duration_seconds"))
                      .Help("Time to place and execute one application")
                      .Register(r)
-                     .Add({}, prometheus::Histogram::BucketBoundaries{
-                                  0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})),
+                     .Add({}, prometheus::Histogram::BucketBoundaries{0.005, 0.01, 0.025, 0.05, 0.1,
+                                                                      0.25, 0.5, 1, 2.5, 5, 10})),
         placed(prometheus::BuildCounter()
                    .Name(MetricName("swm", "workloads_placed_total"))
                    .Help("Workloads whose pods a committed plan created")
@@ -199,8 +199,7 @@ absl::StatusOr<Operation> SwmServiceImpl::Place(const pb::PlaceApplicationReques
   absl::StatusOr<Operation> op = PlaceLocked(request, deadline);
   for (auto& [name, rig] : rigs_) rig.runtime->SetDeadline(absl::InfiniteFuture());
   if (metrics_ != nullptr) {
-    metrics_->placements.Add({{"code", absl::StatusCodeToString(op.status().code())}})
-        .Increment();
+    metrics_->placements.Add({{"code", absl::StatusCodeToString(op.status().code())}}).Increment();
     metrics_->duration.Observe(absl::ToDoubleSeconds(absl::Now() - start));
   }
   return op;

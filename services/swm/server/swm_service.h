@@ -29,13 +29,13 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "prometheus/registry.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/config.h"
 #include "codeco/common/kv_store.h"
 #include "codeco/common/peer_channels.h"
 #include "codeco/common/server.h"
 #include "codeco/swm/v1/swm_service.grpc.pb.h"
+#include "prometheus/registry.h"
 #include "swm/core/execution.h"
 #include "swm/core/plugins.h"
 #include "swm/core/solve.h"
@@ -76,8 +76,7 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   ~SwmServiceImpl() override;
 
   grpc::ServerUnaryReactor* PlaceApplication(
-      grpc::CallbackServerContext* context,
-      const codeco::swm::v1::PlaceApplicationRequest* request,
+      grpc::CallbackServerContext* context, const codeco::swm::v1::PlaceApplicationRequest* request,
       codeco::swm::v1::PlaceApplicationResponse* response) override;
   grpc::ServerUnaryReactor* GetAssignmentPlan(
       grpc::CallbackServerContext* context,
@@ -87,9 +86,9 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
       grpc::CallbackServerContext* context,
       const codeco::swm::v1::ListAssignmentPlansRequest* request,
       codeco::swm::v1::ListAssignmentPlansResponse* response) override;
-  grpc::ServerUnaryReactor* GetOperation(
-      grpc::CallbackServerContext* context, const codeco::swm::v1::GetOperationRequest* request,
-      codeco::swm::v1::GetOperationResponse* response) override;
+  grpc::ServerUnaryReactor* GetOperation(grpc::CallbackServerContext* context,
+                                         const codeco::swm::v1::GetOperationRequest* request,
+                                         codeco::swm::v1::GetOperationResponse* response) override;
 
   /// The placement itself, synchronously (what the worker runs); calls to
   /// the clusters' LMS end by `deadline` (the caller's) at the latest.

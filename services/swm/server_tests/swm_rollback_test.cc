@@ -14,8 +14,8 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "link_control.h"
-#include "prometheus/registry.h"
 #include "lms_service.h"
+#include "prometheus/registry.h"
 #include "scenario.h"
 #include "swm/server/plan_store.h"
 #include "swm/server/swm_service.h"
@@ -50,8 +50,7 @@ class BrokenLms final : public lms::LmsService::CallbackService {
     return Finish(context, grpc::Status::OK);
   }
   grpc::ServerUnaryReactor* ListPods(grpc::CallbackServerContext* context,
-                                     const lms::ListPodsRequest*,
-                                     lms::ListPodsResponse*) override {
+                                     const lms::ListPodsRequest*, lms::ListPodsResponse*) override {
     return Finish(context, grpc::Status::OK);
   }
   grpc::ServerUnaryReactor* CreatePod(grpc::CallbackServerContext* context,

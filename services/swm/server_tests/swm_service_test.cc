@@ -4,6 +4,8 @@
 // channel within its bound; an impossible one is refused with
 // FAILED_PRECONDITION naming the workload and creates no pod; bad input is
 // INVALID_ARGUMENT with the field path; plans survive a restart.
+#include "swm/server/swm_service.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -27,7 +29,6 @@
 #include "process.h"
 #include "swm/server/codef_directory.h"
 #include "swm/server/plan_store.h"
-#include "swm/server/swm_service.h"
 
 namespace codeco::swm {
 namespace {
@@ -50,8 +51,7 @@ struct Codef {
   explicit Codef(const fs::path& work)
       : process({std::string(CODECO_BIN_DIR) + "/codef", "--scenario",
                  std::string(CODEF_EXAMPLES_DIR) + "/grid5000-five-sites.yaml", "--state-dir",
-                 (work / "codef").string(), "--control-listen", "127.0.0.1:0", "--lms-port",
-                 "0"},
+                 (work / "codef").string(), "--control-listen", "127.0.0.1:0", "--lms-port", "0"},
                 (work / "codef.log").string()) {
     absl::Time deadline = absl::Now() + absl::Seconds(30);
     while (control.empty()) {
@@ -64,8 +64,8 @@ struct Codef {
       }
       std::vector<std::string> words = absl::StrSplit(*line, ' ');
       if (words.size() == 8 && words[0] == "cluster") {
-        lms[words[1]] = LmsService::NewStub(
-            grpc::CreateChannel(words[5], grpc::InsecureChannelCredentials()));
+        lms[words[1]] =
+            LmsService::NewStub(grpc::CreateChannel(words[5], grpc::InsecureChannelCredentials()));
       } else if (absl::StartsWith(*line, "codef control listening on ")) {
         control = line->substr(std::string("codef control listening on ").size());
       }
@@ -115,8 +115,8 @@ struct Hub {
     REQUIRE(channels.ok());
     auto directory = std::make_shared<CodefDirectory>(
         grpc::CreateChannel(codef_control, grpc::InsecureChannelCredentials()));
-    service = std::make_unique<SwmServiceImpl>(*store, RealClock::Default(),
-                                               std::move(*channels), directory, directory);
+    service = std::make_unique<SwmServiceImpl>(*store, RealClock::Default(), std::move(*channels),
+                                               directory, directory);
     GrpcServerOptions options;
     options.service = "swm";
     options.insecure = true;
@@ -184,8 +184,8 @@ pb::PlaceApplicationRequest Bookinfo(const std::string& request_id) {
   AddService(spec, "details", 1, 250, 128 * kMi);
   acm::ServiceSpec* reviews = AddService(spec, "reviews", 2, 500, 256 * kMi);
   AddService(spec, "ratings", 1, 250, 128 * kMi);
-  AddChannel(page, "page-reviews", "reviews", codeco::common::v1::SERVICE_CLASS_ASSURED,
-             5 * kMs, 10'000'000);
+  AddChannel(page, "page-reviews", "reviews", codeco::common::v1::SERVICE_CLASS_ASSURED, 5 * kMs,
+             10'000'000);
   AddChannel(page, "page-details", "details", codeco::common::v1::SERVICE_CLASS_BESTEFFORT,
              30 * kMs, 1'000'000);
   AddChannel(reviews, "reviews-ratings", "ratings", codeco::common::v1::SERVICE_CLASS_BESTEFFORT,
@@ -268,8 +268,8 @@ TEST_CASE("the hub's SWM places onto the codef clusters over gRPC") {
       }
       CHECK(found);
     }
-    CHECK(workloads == std::set<std::string>{"productpage-0", "details-0", "reviews-0",
-                                             "reviews-1", "ratings-0"});
+    CHECK(workloads == std::set<std::string>{"productpage-0", "details-0", "reviews-0", "reviews-1",
+                                             "ratings-0"});
     CHECK(codef.TotalPods() == 5);
     // page-reviews is expanded per receiver replica; reviews-ratings per sender.
     REQUIRE(plan.channels_size() == 5);
