@@ -249,6 +249,7 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
   }
   Federation federation;
   std::vector<std::string> neighborhood;
+  std::vector<std::string> unreachable;
   for (int i = 0; i < members.size(); ++i) {
     const std::string& name = members[i].cluster();
     ClusterEndpoint endpoint = known.count(name) ? known[name] : ClusterEndpoint{.name = name};
@@ -268,13 +269,25 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
     (*rig)->runtime->SetDeadline(deadline);
     absl::StatusOr<std::vector<Node>> nodes = (*rig)->runtime->ListNodes();
     if (!nodes.ok()) {
-      return absl::UnavailableError(absl::StrCat("cluster ", name, ": ", nodes.status().message()));
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("deadline passed while reading cluster ", name, "; nothing was reserved"));
+      }
+      // A member that does not answer is left out; the others may still do.
+      log::Warn("cluster left out of a placement: its LMS does not answer",
+                {{"cluster", name}, {"error", std::string(nodes.status().message())}});
+      unreachable.push_back(absl::StrCat(name, " (", nodes.status().message(), ")"));
+      continue;
     }
     federation.AddCluster(Cluster{.name = name,
                                   .labels = endpoint.labels,
                                   .nodes = std::move(*nodes),
                                   .intra_latency_ns = options_.intra_cluster_latency_ns});
     neighborhood.push_back(name);
+  }
+  if (neighborhood.empty()) {
+    return absl::UnavailableError("no member cluster's LMS answers: " +
+                                  absl::StrJoin(unreachable, ", "));
   }
   if (links_ != nullptr) {
     for (const std::string& from : neighborhood) {
@@ -349,7 +362,10 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
     }
     absl::Status status = absl::FailedPreconditionError(absl::StrCat(
         "no feasible placement for ", result.unplaced.size(), " of ", app.workloads.size(),
-        " workloads of application ", app.name, ": ", absl::StrJoin(reasons, "; ")));
+        " workloads of application ", app.name, ": ", absl::StrJoin(reasons, "; "),
+        unreachable.empty()
+            ? ""
+            : "; left out because their LMS does not answer: " + absl::StrJoin(unreachable, ", ")));
     pb::AssignmentPlan proto = ToProtoPlan(plan, app, result);
     proto.set_phase(pb::PLAN_PHASE_FAILED);
     SetError(status, proto.mutable_error());

@@ -14,8 +14,10 @@
 // with the field path for bad input; FAILED_PRECONDITION listing every
 // unplaced workload with its reason (the FAILED plan is stored, nothing is
 // reserved); ABORTED when execution failed and was rolled back; UNAVAILABLE
-// when a member's LMS or the directory cannot be reached. A request_id seen
-// before answers the first result again without placing anything.
+// when the directory or no member's LMS can be reached (a member whose LMS
+// does not answer is left out, and named if that leaves workloads unplaced).
+// A request_id seen before answers the first result again without placing
+// anything.
 
 #include <deque>
 #include <functional>

@@ -178,5 +178,61 @@ TEST_CASE("a plan whose commit fails in one cluster leaves no pod in any cluster
   swm->Shutdown(absl::Seconds(5));
 }
 
+TEST_CASE("a member whose LMS does not answer is left out of the placement") {
+  SimulatedClock clock(absl::FromUnixSeconds(1'800'000'000));
+  codef::InMemoryLinkControl links;
+  codef::InMemoryCheckpointArchiveStore archives;
+  auto scenario = codef::ParseScenario(kScenario, "");
+  REQUIRE(scenario.ok());
+  auto federation = codef::Federation::Create(*scenario, clock, &links, &archives, nullptr);
+  REQUIRE(federation.ok());
+  codef::EmulatedLmsService edge_service((*federation)->FindLms("a-edge"));
+  auto edge = Serve(&edge_service);
+  std::string gone;
+  {
+    BrokenLms unused;
+    gone = Serve(&unused)->address();  // a port nobody listens on any more
+  }
+  auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  auto channels = PeerChannels::Create({.insecure = true});
+  REQUIRE(channels.ok());
+  SwmServiceOptions options;
+  options.lms_timeout = absl::Seconds(3);
+  SwmServiceImpl service(*kv, clock, std::move(*channels), nullptr, nullptr, options);
+
+  pb::PlaceApplicationRequest request;
+  auto* s = request.mutable_application()->mutable_spec();
+  s->set_app_name("web");
+  auto* svc = s->add_services();
+  svc->set_name("front");
+  svc->set_replicas(2);
+  svc->mutable_requests()->set_cpu_millicores(1500);
+  auto* away = request.mutable_neighborhood()->add_members();
+  away->set_cluster("away");
+  (*away->mutable_endpoints())["lms"] = gone;
+  auto* a = request.mutable_neighborhood()->add_members();
+  a->set_cluster("a-edge");
+  (*a->mutable_endpoints())["lms"] = edge->address();
+
+  auto op = service.Place(request);
+  REQUIRE(op.ok());
+  pb::AssignmentPlan plan;
+  REQUIRE(op->result().UnpackTo(&plan));
+  CHECK(plan.phase() == pb::PLAN_PHASE_DONE);
+  for (const auto& t : plan.targets()) CHECK(t.cluster() == "a-edge");
+
+  // Three replicas no longer fit, and the answer says which member was missing.
+  svc->set_replicas(3);
+  s->set_app_name("web2");
+  auto refused = service.Place(request);
+  CHECK(absl::IsFailedPrecondition(refused.status()));
+  CHECK(absl::StrContains(refused.status().message(), "front-"));
+  CHECK(absl::StrContains(refused.status().message(), "LMS does not answer: away"));
+
+  // Nobody answers: UNAVAILABLE.
+  request.mutable_neighborhood()->mutable_members()->RemoveLast();
+  CHECK(absl::IsUnavailable(service.Place(request).status()));
+}
+
 }  // namespace
 }  // namespace codeco::swm
