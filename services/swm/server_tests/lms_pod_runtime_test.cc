@@ -60,7 +60,7 @@ struct EmulatedLms {
   std::unique_ptr<LmsPodRuntime> runtime;
 };
 
-TEST_CASE("LmsPodRuntime lists the LMS's nodes with capacity, labels and allocations") {
+TEST_CASE("LmsPodRuntime lists nodes with capacity and labels and allocations from pods") {
   EmulatedLms lms;
   auto nodes = lms.runtime->ListNodes();
   REQUIRE(nodes.ok());
@@ -138,7 +138,7 @@ TEST_CASE("LmsPodRuntime reports an unreachable LMS as UNAVAILABLE within its de
   CHECK((absl::IsUnavailable(nodes.status()) || absl::IsDeadlineExceeded(nodes.status())));
 }
 
-TEST_CASE("LocalClusterExecutor reserves, commits and releases pods through the LMS") {
+TEST_CASE("LocalClusterExecutor reserves and commits and releases pods through the LMS") {
   EmulatedLms lms;
   SimulatedClock clock(absl::FromUnixSeconds(1'800'000'000));
   LocalClusterExecutor executor(clock, *lms.runtime);
