@@ -8,7 +8,8 @@
 namespace codeco {
 
 PeerChannelOptions PeerChannelOptionsFrom(const ServiceConfig& config) {
-  return {config.insecure, config.tls, config.egress_proxy};
+  return {config.insecure, config.tls, config.egress_proxy,
+          config.listen.substr(0, config.listen.rfind(':'))};
 }
 
 absl::StatusOr<std::unique_ptr<PeerChannels>> PeerChannels::Create(
@@ -35,7 +36,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> PeerChannels::Get(const std::stri
   auto it = channels_.find(target);
   if (it != channels_.end()) return it->second;
   grpc::ChannelArguments args;
-  if (!options_.egress_proxy.empty()) {
+  const std::string host = target.substr(0, target.rfind(':'));
+  if (!options_.egress_proxy.empty() && host != options_.local_ip) {
     args.SetString("grpc.http_proxy", "http://" + options_.egress_proxy);
   }
   auto channel = grpc::CreateCustomChannel(target, credentials_, args);

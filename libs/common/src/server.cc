@@ -195,11 +195,19 @@ int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition) {
   if (!metrics.ok()) return fail(metrics.status());
   RpcMetrics rpc_metrics(definition.name, (*metrics)->registry());
 
-  ServiceContext context{cfg, **store, RealClock::Default(), (*metrics)->registry()};
+  absl::StatusOr<std::unique_ptr<PeerChannels>> peers =
+      PeerChannels::Create(PeerChannelOptionsFrom(cfg));
+  if (!peers.ok()) return fail(peers.status());
+  std::vector<std::unique_ptr<BackgroundWork>> background;
+  ServiceContext context{cfg,        **store,   RealClock::Default(), (*metrics)->registry(),
+                         background, **peers};
   std::vector<std::unique_ptr<grpc::Service>> services;
   if (definition.make_services) {
     auto made = definition.make_services(context);
-    if (!made.ok()) return fail(made.status());
+    if (!made.ok()) {
+      for (auto& work : background) work->Stop();
+      return fail(made.status());
+    }
     services = std::move(*made);
   }
 
@@ -212,7 +220,10 @@ int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition) {
   server_options.metrics = &rpc_metrics;
   server_options.unimplemented_notes = definition.unimplemented_notes;
   absl::StatusOr<std::unique_ptr<GrpcServer>> server = GrpcServer::Start(server_options);
-  if (!server.ok()) return fail(server.status());
+  if (!server.ok()) {
+    for (auto& work : background) work->Stop();
+    return fail(server.status());
+  }
 
   // The one line tools and tests read to find the service.
   std::printf("%s listening on %s (role=%s cluster=%s metrics=http://%s/metrics data=%s%s)\n",
@@ -228,6 +239,7 @@ int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition) {
   int signal_number = WaitForTerminationSignal();
   log::Info("shutting down", {{"signal", absl::StrCat(signal_number)},
                               {"grace", absl::FormatDuration(cfg.shutdown_grace)}});
+  for (auto& work : background) work->Stop();
   (*server)->Shutdown(cfg.shutdown_grace);
   log::Info("stopped");
   return 0;

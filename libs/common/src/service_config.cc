@@ -32,6 +32,8 @@ ConfigSchema CommonServiceSchema() {
             "the hub ACM's address (MC role: where this cluster registers)"})
       .Add({"federation.lms", ConfigType::kAddress, "", {}, false,
             "this cluster's local management system (codeco.lms.v1) address"})
+      .Add({"federation.lms_plaintext", ConfigType::kBool, "false", {}, false,
+            "LMS endpoints and CODEF's control API speak plaintext (CODEF on loopback)"})
       .Add({"log.level", ConfigType::kEnum, "info", {"debug", "info", "warn", "error"}, false,
             "minimum level of log lines"})
       .Add({"rpc.default_deadline", ConfigType::kDuration, "30s", {}, false,
@@ -69,6 +71,7 @@ absl::StatusOr<ServiceConfig> ReadServiceConfig(const std::string& service, cons
   out.egress_proxy = config.GetString("network.egress_proxy");
   out.hub_acm = config.GetString("federation.hub_acm");
   out.lms = config.GetString("federation.lms");
+  out.lms_plaintext = config.GetBool("federation.lms_plaintext");
   out.default_deadline = config.GetDuration("rpc.default_deadline");
   out.max_deadline = config.GetDuration("rpc.max_deadline");
   out.store_sync = config.GetBool("store.sync");

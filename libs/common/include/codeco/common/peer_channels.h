@@ -24,12 +24,16 @@ struct PeerChannelOptions {
   bool insecure = false;
   /// mTLS files (used unless `insecure`).
   TlsFiles tls;
-  /// host:port of an HTTP CONNECT proxy every channel goes through; empty for
-  /// direct connections.
+  /// host:port of an HTTP CONNECT proxy channels to other clusters go
+  /// through; empty for direct connections.
   std::string egress_proxy;
+  /// This process's own IP: targets on it are inside the cluster and skip the
+  /// egress proxy.
+  std::string local_ip;
 };
 
-/// The options a service's config implies (insecure, tls.*, network.egress_proxy).
+/// The options a service's config implies (insecure, tls.*, network.egress_proxy,
+/// and the host of `listen` as the local IP).
 PeerChannelOptions PeerChannelOptionsFrom(const ServiceConfig& config);
 
 /// A cache of channels to peers, one per target, safe to share between threads.

@@ -19,6 +19,7 @@
 #include "codeco/common/health_service.h"
 #include "codeco/common/interceptors.h"
 #include "codeco/common/kv_store.h"
+#include "codeco/common/peer_channels.h"
 #include "codeco/common/service_config.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/server.h"
@@ -68,6 +69,15 @@ class GrpcServer {
   bool shut_down_ = false;
 };
 
+/// Work a service runs beside its gRPC server, such as a loop that talks to
+/// peers. RunServiceMain stops it before the server shuts down.
+class BackgroundWork {
+ public:
+  virtual ~BackgroundWork() = default;
+  /// Stops the work and joins its threads; idempotent.
+  virtual void Stop() = 0;
+};
+
 /// What a service's factory gets to build its gRPC services with.
 struct ServiceContext {
   /// Validated settings (ServiceConfig::raw has service-specific keys).
@@ -78,6 +88,10 @@ struct ServiceContext {
   Clock& clock;
   /// Registry for the service's domain metrics.
   prometheus::Registry& metrics;
+  /// Background work to keep running until shutdown; the factory appends.
+  std::vector<std::unique_ptr<BackgroundWork>>& background;
+  /// Channels to other services with this process's identity and egress proxy.
+  PeerChannels& peers;
 };
 
 /// Everything RunServiceMain needs to know about one service.

@@ -56,6 +56,9 @@ struct ServiceConfig {
   /// host:port of this cluster's local management system (codeco.lms.v1): the
   /// CODEF emulator or the Kubernetes adapter; empty when the service needs none.
   std::string lms;
+  /// The LMS endpoints (and CODEF's control API) speak plaintext: true for the
+  /// CODEF emulator on loopback, false for a Kubernetes adapter behind mTLS.
+  bool lms_plaintext = false;
   /// Deadline given to outgoing calls when the incoming call carries none.
   absl::Duration default_deadline = absl::Seconds(30);
   /// Longest a call may run on this server regardless of the client's deadline.
