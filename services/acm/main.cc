@@ -1,9 +1,15 @@
-// codeco-acm: wires the acm service into the shared bootstrap.
+// codeco-acm: wires the acm service into the shared bootstrap. On the hub it
+// serves the user-facing API and asks SWM (acm.swm) for placements; in a
+// managed cluster it also runs the agent that registers the cluster with the
+// hub ACM (federation.hub_acm) and heartbeats what its LMS (federation.lms)
+// reports.
 #include <iterator>
 
 #include "acm/server/acm_service.h"
+#include "acm/server/cluster_agent.h"
 #include "acm/store/kv_application_store.h"
 #include "codeco/common/server.h"
+#include "codeco/common/status.h"
 
 namespace {
 
@@ -13,6 +19,44 @@ std::vector<std::string> ColumnFamilies() {
   return families;
 }
 
+void AddConfig(codeco::ConfigSchema& schema) {
+  schema
+      .Add({"acm.swm", codeco::ConfigType::kAddress, "", {}, false,
+            "hub: the hub SWM's address; placements are asked there (empty: applications "
+            "stay PENDING)"})
+      .Add({"acm.placement_timeout", codeco::ConfigType::kDuration, "60s", {}, false,
+            "hub: deadline of one placement request to SWM"})
+      .Add({"acm.heartbeat_interval", codeco::ConfigType::kDuration, "5s", {}, false,
+            "mc: time between the agent's heartbeats to the hub"});
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
+    codeco::ServiceContext& context) {
+  const codeco::ServiceConfig& config = context.config;
+
+  codeco::acm::AcmServiceOptions options;
+  options.placement_timeout = config.raw.GetDuration("acm.placement_timeout");
+  if (config.role == codeco::Role::kHub && config.raw.Has("acm.swm")) {
+    auto channel = context.peers.Get(config.raw.GetString("acm.swm"));
+    if (!channel.ok()) return channel.status();
+    options.swm_channel = *channel;
+  }
+  if (config.role == codeco::Role::kManagedCluster && !config.hub_acm.empty()) {
+    if (config.lms.empty()) {
+      return codeco::InvalidFieldError("federation.lms",
+                                       "required in a managed cluster that reports to a hub");
+    }
+    context.background.push_back(std::make_unique<codeco::acm::ClusterAgent>(
+        codeco::acm::ClusterAgentOptions{config.cluster, config.hub_acm, config.lms,
+                                         config.lms_plaintext,
+                                         config.raw.GetDuration("acm.heartbeat_interval")},
+        context.peers));
+  }
+  std::vector<std::unique_ptr<grpc::Service>> services;
+  services.push_back(codeco::acm::NewAcmService(context.store, context.clock, options));
+  return services;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -20,12 +64,8 @@ int main(int argc, char** argv) {
       argc, argv,
       {.name = "acm",
        .column_families = ColumnFamilies(),
-       .make_services = [](codeco::ServiceContext& context)
-           -> absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> {
-         std::vector<std::unique_ptr<grpc::Service>> services;
-         services.push_back(codeco::acm::NewAcmService(context.store, context.clock));
-         return services;
-       },
+       .add_config = AddConfig,
+       .make_services = MakeServices,
        .unimplemented_notes = {{"codeco.acm.v1.AcmService",
                                 "the MC agent's Push* and the operation RPCs of ACM land "
                                 "with issue #4"}}});

@@ -1,5 +1,8 @@
 #include "acm/server/acm_service.h"
 
+#include "acm/server/swm_placement_scheduler.h"
+#include "codeco/common/logging.h"
+
 #include <deque>
 
 #include "absl/base/thread_annotations.h"
@@ -139,11 +142,37 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchApplicationR
 struct OwnedDependencies {
   OwnedDependencies(KvStore& kv, Clock& clock, const AcmServiceOptions& options)
       : store(kv),
+        scheduler(MakeScheduler(options)),
         clusters(kv, clock, options.clusters),
         neighborhoods(kv, clusters, clock, options.neighborhoods),
-        manager(store, scheduler, clock, options.manager, &neighborhoods) {}
+        manager(store, *scheduler, clock, options.manager, &neighborhoods) {
+    if (swm != nullptr) {
+      swm->SetSink([this](const std::string& name, int64_t spec_revision,
+                          const PlacementResult& result) {
+        auto recorded = manager.RecordPlacement(name, spec_revision, result);
+        if (!recorded.ok()) {
+          log::Warn("placement not recorded", {{"application", name},
+                                               {"error", std::string(recorded.status().message())}});
+        }
+      });
+    }
+  }
+  // The SWM worker calls into the manager: stop it before members go.
+  ~OwnedDependencies() {
+    if (swm != nullptr) swm->Stop();
+  }
+
+  std::unique_ptr<PlacementScheduler> MakeScheduler(const AcmServiceOptions& options) {
+    if (options.swm_channel == nullptr) return std::make_unique<InMemoryPlacementScheduler>();
+    auto made = std::make_unique<SwmPlacementScheduler>(options.swm_channel,
+                                                        options.placement_timeout);
+    swm = made.get();
+    return made;
+  }
+
   KvApplicationStore store;
-  InMemoryPlacementScheduler scheduler;
+  SwmPlacementScheduler* swm = nullptr;  // owned by `scheduler` when set
+  std::unique_ptr<PlacementScheduler> scheduler;
   ClusterRegistry clusters;
   NeighborhoodManager neighborhoods;
   ApplicationManager manager;

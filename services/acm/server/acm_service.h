@@ -10,6 +10,7 @@
 #include "acm/core/cluster_registry.h"
 #include "acm/core/neighborhood_manager.h"
 #include "acm/server/executor.h"
+#include "grpcpp/channel.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/kv_store.h"
@@ -88,13 +89,18 @@ struct AcmServiceOptions {
   ClusterRegistryOptions clusters;
   /// Neighborhood settings.
   NeighborhoodManagerOptions neighborhoods;
+  /// Channel to the hub's SWM; null keeps placements in memory (applications
+  /// then stay PENDING).
+  std::shared_ptr<grpc::Channel> swm_channel;
+  /// Deadline of one PlaceApplication call.
+  absl::Duration placement_timeout = absl::Seconds(60);
 };
 
 /// An AcmService owning its store (on `kv`, which must hold
 /// ApplicationColumnFamilies(), "clusters" and "neighborhoods"), its manager,
-/// its cluster registry, its neighborhood manager and its scheduler port (the
-/// in-memory one until SWM is wired: applications stay PENDING). `kv` and
-/// `clock` must outlive it.
+/// its cluster registry, its neighborhood manager and its scheduler port (SWM
+/// over gRPC when options.swm_channel is set, else the in-memory one, with
+/// which applications stay PENDING). `kv` and `clock` must outlive it.
 std::unique_ptr<AcmServiceImpl> NewAcmService(KvStore& kv, Clock& clock,
                                               AcmServiceOptions options = {});
 

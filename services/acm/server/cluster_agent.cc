@@ -1,0 +1,132 @@
+#include "acm/server/cluster_agent.h"
+
+#include "absl/strings/str_cat.h"
+#include "acm/core/cluster_report.h"
+#include "codeco/acm/v1/acm_service.grpc.pb.h"
+#include "codeco/common/logging.h"
+#include "codeco/common/service_config.h"
+#include "codeco/lms/v1/lms_service.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace codeco::acm {
+namespace {
+
+std::unique_ptr<grpc::ClientContext> ContextFor(absl::Duration timeout) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  return context;
+}
+
+}  // namespace
+
+ClusterAgent::ClusterAgent(ClusterAgentOptions options, PeerChannels& peers)
+    : options_(std::move(options)), peers_(peers), interval_(options_.interval) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+ClusterAgent::~ClusterAgent() { Stop(); }
+
+void ClusterAgent::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void ClusterAgent::Loop() {
+  while (true) {
+    bool ok = ReportOnce();
+    // Retry sooner after a failure, but never spin.
+    absl::Duration wait = ok ? interval_ : std::min(interval_, absl::Seconds(1));
+    absl::MutexLock lock(&mu_);
+    auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+    mu_.AwaitWithTimeout(absl::Condition(&stopping), wait);
+    if (stopping_) return;
+  }
+}
+
+bool ClusterAgent::ReportOnce() {
+  // The LMS is local to the cluster (PeerChannels skips the relay for it).
+  std::shared_ptr<grpc::Channel> lms_channel;
+  if (options_.lms_plaintext) {
+    lms_channel = grpc::CreateChannel(options_.lms, grpc::InsecureChannelCredentials());
+  } else {
+    auto channel = peers_.Get(options_.lms);
+    if (!channel.ok()) {
+      log::Warn("agent: no channel to the LMS", {{"error", std::string(channel.status().message())}});
+      return false;
+    }
+    lms_channel = *channel;
+  }
+  auto lms = lms::v1::LmsService::NewStub(lms_channel);
+  std::vector<lms::v1::Node> nodes;
+  std::string token;
+  do {
+    lms::v1::ListNodesRequest request;
+    request.set_page_token(token);
+    lms::v1::ListNodesResponse response;
+    grpc::Status status = lms->ListNodes(ContextFor(options_.call_timeout).get(), request, &response);
+    if (!status.ok()) {
+      log::Warn("agent: LMS ListNodes failed", {{"lms", options_.lms}, {"error", status.error_message()}});
+      return false;
+    }
+    nodes.insert(nodes.end(), response.nodes().begin(), response.nodes().end());
+    token = response.next_page_token();
+  } while (!token.empty());
+  ClusterReport report = BuildClusterReport(nodes);
+
+  auto hub_channel = peers_.Get(options_.hub_acm);
+  if (!hub_channel.ok()) {
+    log::Warn("agent: no channel to the hub", {{"error", std::string(hub_channel.status().message())}});
+    return false;
+  }
+  auto hub = v1::AcmService::NewStub(*hub_channel);
+  if (!registered_) {
+    v1::RegisterClusterRequest request;
+    auto* cluster = request.mutable_cluster();
+    cluster->mutable_metadata()->set_name(options_.cluster);
+    cluster->set_role(v1::CLUSTER_ROLE_MC);
+    *cluster->mutable_cluster_labels() = report.labels;
+    *cluster->mutable_capacity() = report.capacity;
+    *cluster->mutable_energy_profile() = report.energy;
+    for (const auto& [key, value] : report.cluster_labels) {
+      (*cluster->mutable_metadata()->mutable_labels())[key] = value;
+    }
+    request.set_request_id(absl::StrCat(options_.cluster, "-register-", absl::ToUnixNanos(absl::Now())));
+    v1::RegisterClusterResponse response;
+    grpc::Status status =
+        hub->RegisterCluster(ContextFor(options_.call_timeout).get(), request, &response);
+    if (!status.ok()) {
+      log::Warn("agent: register failed", {{"hub", options_.hub_acm}, {"error", status.error_message()}});
+      return false;
+    }
+    registered_ = true;
+    sequence_ = 0;
+    if (response.heartbeat_interval_ns() > 0) {
+      interval_ = absl::Nanoseconds(response.heartbeat_interval_ns());
+    }
+    log::Info("agent: registered with the hub",
+              {{"hub", options_.hub_acm}, {"nodes", absl::StrCat(nodes.size())}});
+    return true;
+  }
+  v1::HeartbeatRequest request;
+  request.set_cluster_name(options_.cluster);
+  *request.mutable_capacity() = report.capacity;
+  *request.mutable_cluster_labels() = report.labels;
+  request.set_health(report.capacity.ready_node_count() > 0 ? v1::CLUSTER_HEALTH_READY
+                                                            : v1::CLUSTER_HEALTH_DEGRADED);
+  request.set_sequence(++sequence_);
+  v1::HeartbeatResponse response;
+  grpc::Status status = hub->Heartbeat(ContextFor(options_.call_timeout).get(), request, &response);
+  if (!status.ok()) {
+    log::Warn("agent: heartbeat failed", {{"hub", options_.hub_acm}, {"error", status.error_message()}});
+    return false;
+  }
+  if (response.reregister_required()) registered_ = false;
+  if (response.heartbeat_interval_ns() > 0) interval_ = absl::Nanoseconds(response.heartbeat_interval_ns());
+  return true;
+}
+
+}  // namespace codeco::acm

@@ -1,0 +1,58 @@
+#pragma once
+// The managed-cluster side of ACM: registers its cluster with the hub ACM and
+// heartbeats a capacity summary read from the cluster's LMS, re-registering
+// when the hub asks (e.g. after the hub lost its state or the cluster was
+// marked unreachable). Runs on its own thread until stopped.
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "codeco/common/peer_channels.h"
+#include "codeco/common/server.h"
+
+namespace codeco::acm {
+
+/// Where the agent reports and how often.
+struct ClusterAgentOptions {
+  /// This cluster's name.
+  std::string cluster;
+  /// host:port of the hub ACM.
+  std::string hub_acm;
+  /// host:port of this cluster's LMS.
+  std::string lms;
+  /// The LMS speaks plaintext (CODEF); else it is called with mTLS.
+  bool lms_plaintext = false;
+  /// Time between heartbeats (the hub may ask for another).
+  absl::Duration interval = absl::Seconds(5);
+  /// Deadline of each call.
+  absl::Duration call_timeout = absl::Seconds(5);
+};
+
+/// Registers and heartbeats until Stop().
+class ClusterAgent final : public BackgroundWork {
+ public:
+  /// Starts the agent thread; `peers` must outlive the agent.
+  ClusterAgent(ClusterAgentOptions options, PeerChannels& peers);
+  ~ClusterAgent() override;
+  void Stop() override;
+
+ private:
+  void Loop();
+  /// One report to the hub; false when it failed (logged).
+  bool ReportOnce();
+
+  const ClusterAgentOptions options_;
+  PeerChannels& peers_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool registered_ = false;  // loop thread only
+  int64_t sequence_ = 0;     // loop thread only
+  absl::Duration interval_;  // loop thread only
+  std::thread thread_;
+};
+
+}  // namespace codeco::acm
