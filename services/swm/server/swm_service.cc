@@ -442,15 +442,17 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
     services.push_back(std::make_unique<pb::SwmService::CallbackService>());
     return services;
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<PeerChannels> channels,
-                   PeerChannels::Create(PeerChannelOptionsFrom(context.config)));
+  // Channels to the clusters' LMS: plaintext when they are CODEF's.
+  PeerChannelOptions lms_options = PeerChannelOptionsFrom(context.config);
+  lms_options.insecure = lms_options.insecure || context.config.lms_plaintext;
+  ASSIGN_OR_RETURN(std::unique_ptr<PeerChannels> channels, PeerChannels::Create(lms_options));
   SwmServiceOptions options;
   options.lms_timeout = context.config.raw.GetDuration("swm.lms_timeout");
   options.reservation_lease = context.config.raw.GetDuration("swm.reservation_lease");
   std::shared_ptr<CodefDirectory> directory;
   if (context.config.raw.Has("swm.codef_control")) {
     // The control API is local to the emulator host: no egress relay.
-    PeerChannelOptions local = PeerChannelOptionsFrom(context.config);
+    PeerChannelOptions local = lms_options;
     local.egress_proxy.clear();
     ASSIGN_OR_RETURN(std::unique_ptr<PeerChannels> control, PeerChannels::Create(local));
     ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
