@@ -23,6 +23,10 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv, int first,
   Args out;
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
+    // kubectl-style short flags: -f FILE, -o json.
+    if (arg.size() == 2 && arg[0] == '-' && std::isalpha(static_cast<unsigned char>(arg[1]))) {
+      arg = "-" + arg;
+    }
     if (arg.rfind("--", 0) != 0) {
       out.positional.push_back(arg);
       continue;

@@ -53,5 +53,13 @@ int RunUp(const Args& args);
 int RunDown(const Args& args);
 /// `codecoctl fault`.
 int RunFault(const Args& args);
+/// `codecoctl apply -f FILE`.
+int RunApply(const Args& args);
+/// `codecoctl get apps|clusters`.
+int RunGet(const Args& args);
+/// `codecoctl describe app NAME`.
+int RunDescribe(const Args& args);
+/// `codecoctl delete app NAME`.
+int RunDelete(const Args& args);
 
 }  // namespace codeco::ctl

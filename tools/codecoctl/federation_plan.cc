@@ -31,6 +31,8 @@ ProcessSpec Plan(const ClusterEndpoint& cluster, const std::string& service, boo
   if (!cluster.lms_address.empty()) {
     spec.args.insert(spec.args.end(), {"--federation.lms", cluster.lms_address});
   }
+  // CODEF's LMS endpoints and control API are plaintext on loopback.
+  spec.args.push_back("--federation.lms-plaintext");
   if (!hub_acm.empty()) spec.args.insert(spec.args.end(), {"--federation.hub-acm", hub_acm});
   return spec;
 }
@@ -38,7 +40,8 @@ ProcessSpec Plan(const ClusterEndpoint& cluster, const std::string& service, boo
 }  // namespace
 
 const std::vector<std::string>& HubServices() {
-  static const std::vector<std::string> kServices = {"acm", "swm", "netma", "mdm"};
+  // ACM last: it is started with the address of the hub's SWM.
+  static const std::vector<std::string> kServices = {"swm", "netma", "mdm", "acm"};
   return kServices;
 }
 

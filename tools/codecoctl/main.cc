@@ -23,6 +23,12 @@ constexpr char kUsage[] =
     "  fault hub --cut|--heal\n"
     "      Change the emulated network and nodes at run time.\n"
     "\n"
+    "applications (through the hub ACM; --acm ADDR overrides the federation's):\n"
+    "  apply -f FILE [--dry-run] [-o json]   create or update an application from a CAM\n"
+    "  get apps|clusters [-o json]           list applications or registered clusters\n"
+    "  describe app NAME                     spec, placement, channel latencies vs bounds\n"
+    "  delete app NAME                       delete an application\n"
+    "\n"
     "services:\n"
     "  health [ADDRESS] [--all] [--service NAME] [--timeout 5s]\n"
     "      grpc.health.v1.Health/Check of one service (default: the federation's ACM) or\n"
@@ -49,6 +55,10 @@ int main(int argc, char** argv) {
       {"health", {codeco::ctl::RunHealth, {"insecure", "all"}, {"service"}}},
       {"up", {codeco::ctl::RunUp, {"insecure", "no-prometheus"}, {"scenario"}}},
       {"down", {codeco::ctl::RunDown, {}, {}}},
+      {"apply", {codeco::ctl::RunApply, {"insecure", "dry-run"}, {"f", "filename", "o", "acm"}}},
+      {"get", {codeco::ctl::RunGet, {"insecure"}, {"o", "acm"}}},
+      {"describe", {codeco::ctl::RunDescribe, {"insecure"}, {"o", "acm"}}},
+      {"delete", {codeco::ctl::RunDelete, {"insecure"}, {"acm"}}},
       {"fault",
        {codeco::ctl::RunFault,
         {"cut", "heal", "fail", "recover", "partition"},

@@ -36,6 +36,8 @@ struct RunState {
   std::string run_dir;
   /// Where the hub ACM listens (the user-facing API).
   std::string acm;
+  /// Where the hub SWM listens (assignment plans).
+  std::string swm;
   /// CODEF's control API address.
   std::string codef_control;
   /// Prometheus URL, empty when not started.

@@ -342,7 +342,20 @@ int Upper::Run() {
     all.insert(all.end(), mcs.begin(), mcs.end());
     if (auto s = IssueCertificates(all); !s.ok()) return fail(s);
   }
+  // The hub's SWM (and the others) first; ACM then learns where SWM is.
+  ProcessSpec hub_acm = hub.back();
+  hub.pop_back();
+  for (auto& spec : hub) {
+    if (spec.service == "swm") {
+      spec.args.insert(spec.args.end(), {"--set", "swm.codef_control=" + state_.codef_control});
+    }
+  }
   if (auto s = StartServices(hub); !s.ok()) return fail(s);
+  for (const auto& p : state_.processes) {
+    if (p.name == clusters_.front().name + "/swm") state_.swm = p.grpc;
+  }
+  hub_acm.args.insert(hub_acm.args.end(), {"--set", "acm.swm=" + state_.swm});
+  if (auto s = StartServices({hub_acm}); !s.ok()) return fail(s);
   for (const auto& p : state_.processes) {
     if (p.name == clusters_.front().name + "/acm") state_.acm = p.grpc;
   }

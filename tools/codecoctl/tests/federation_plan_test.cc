@@ -28,14 +28,14 @@ const std::vector<ClusterEndpoint> kClusters = {
 TEST_CASE("the hub runs its four services on its own IP with mTLS") {
   auto hub = PlanHub(kClusters[0], {false, "/run/certs"}, "/run/data");
   REQUIRE(hub.size() == HubServices().size());
-  REQUIRE(hub[0].name == "hub/acm");
-  REQUIRE(hub[0].binary == "codeco-acm");
-  REQUIRE(HasPair(hub[0].args, "--role", "hub"));
-  REQUIRE(HasPair(hub[0].args, "--listen", "127.0.1.1:0"));
-  REQUIRE(HasPair(hub[0].args, "--data-dir", "/run/data/hub/acm"));
-  REQUIRE(HasPair(hub[0].args, "--tls.cert-file", "/run/certs/hub/acm.crt"));
-  REQUIRE(HasPair(hub[0].args, "--network.egress-proxy", "127.0.1.1:7300"));
-  REQUIRE(std::find(hub[0].args.begin(), hub[0].args.end(), "--insecure") == hub[0].args.end());
+  REQUIRE(hub.back().name == "hub/acm");
+  REQUIRE(hub.back().binary == "codeco-acm");
+  REQUIRE(HasPair(hub.back().args, "--role", "hub"));
+  REQUIRE(HasPair(hub.back().args, "--listen", "127.0.1.1:0"));
+  REQUIRE(HasPair(hub.back().args, "--data-dir", "/run/data/hub/acm"));
+  REQUIRE(HasPair(hub.back().args, "--tls.cert-file", "/run/certs/hub/acm.crt"));
+  REQUIRE(HasPair(hub.back().args, "--network.egress-proxy", "127.0.1.1:7300"));
+  REQUIRE(std::find(hub.back().args.begin(), hub.back().args.end(), "--insecure") == hub.back().args.end());
 }
 
 TEST_CASE("managed clusters register with the hub and use their LMS and relay") {
