@@ -45,7 +45,16 @@ struct Home {
   fs::path path;
 };
 
-bool Alive(int pid) { return kill(pid, 0) == 0; }
+// True while `pid` runs. A process that exited but was not reaped yet (a
+// zombie: its parent, `codecoctl up`, is gone and PID 1 may not reap) is not.
+bool Alive(int pid) {
+  if (kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z';
+}
 
 TEST_CASE("codecoctl up brings the five-site federation up and down cleanly") {
   Home home;
@@ -106,6 +115,46 @@ TEST_CASE("codecoctl up brings the five-site federation up and down cleanly") {
     INFO(last);
     REQUIRE(scraped);
   }
+
+  // The real bookinfo CodecoApp, applied unchanged through ACM, ends placed:
+  // the clusters' agents register, CNC picks a neighborhood, SWM places every
+  // service on a node of an emulated cluster within its channel bounds.
+  bool registered = false;
+  for (absl::Time end = absl::Now() + absl::Seconds(60); !registered && absl::Now() < end;) {
+    CommandResult clusters = RunCommand({kCtl, "get", "clusters"}, absl::Seconds(30));
+    size_t ready = 0;
+    for (size_t at = clusters.output.find(" Ready "); at != std::string::npos;
+         at = clusters.output.find(" Ready ", at + 1)) {
+      ++ready;
+    }
+    registered = ready == 6;
+    if (!registered) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  REQUIRE(registered);
+  CommandResult apply = RunCommand(
+      {kCtl, "apply", "-f", std::string(CODECO_SOURCE_DIR) + "/examples/cams/bookinfo.yaml"},
+      absl::Seconds(30));
+  INFO(apply.output);
+  REQUIRE(apply.exit_code == 0);
+  CommandResult describe;
+  bool placed = false;
+  for (absl::Time end = absl::Now() + absl::Seconds(90); !placed && absl::Now() < end;) {
+    describe = RunCommand({kCtl, "describe", "app", "bookinfo"}, absl::Seconds(30));
+    placed = describe.output.find("Channels (plan bookinfo/") != std::string::npos;
+    if (!placed) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  INFO(describe.output);
+  REQUIRE(placed);
+  REQUIRE_THAT(describe.output, Catch::Contains("Status:         Ok"));
+  for (const char* service : {"productpage", "details", "reviews", "ratings"}) {
+    std::smatch m;
+    // SERVICE CLUSTER NODE POD: every service on a node of a five-site cluster.
+    REQUIRE(std::regex_search(
+        describe.output, m,
+        std::regex(std::string("\\n  ") + service +
+                   " +(rennes|nantes|lille|grenoble|luxembourg|nancy-cloud) +\\S+ +bookinfo-")));
+  }
+  REQUIRE(describe.output.find(" NO\n") == std::string::npos);  // every channel within bound
 
   // A second up while one runs is refused.
   REQUIRE(RunCommand({kCtl, "up", "--scenario", kScenario}, absl::Seconds(30)).exit_code != 0);

@@ -2,7 +2,8 @@
 # The one entry point for developers and CI.
 #
 #   scripts/dev.sh test     install deps, configure, build, run every test (ctest)
-#   scripts/dev.sh demo     install deps, build, run the main job (--once: stop after showing it)
+#   scripts/dev.sh demo     install deps, build, run the main job: a five-site emulated
+#                           federation, bookinfo applied and placed (--once: stop it after)
 #   scripts/dev.sh build    install deps, configure and build
 #   scripts/dev.sh bench [AREA] [--quick]   build and run the benchmarks in bench/
 #                           (AREA: store, placement, relay, acm, netma)
@@ -48,57 +49,49 @@ run_tests() {
   echo "dev.sh: tests took $((SECONDS - start)) s"
 }
 
-# State of the demo, global so the exit trap can clean up.
-DEMO_WORK=""
-DEMO_PIDS=()
-demo_cleanup() {
-  for pid in "${DEMO_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${DEMO_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  [ -n "$DEMO_WORK" ] && rm -rf "$DEMO_WORK"
-}
-
+# The main job: an emulated five-site federation (CODEF), the hub's and every
+# cluster's services, the bookinfo application applied through ACM and placed
+# by SWM, its placement shown. The federation stays up for exploring with
+# codecoctl (stop it with `build/bin/codecoctl down`); --once stops it at the end.
 demo() {
   local once=0
   [ "${1:-}" = "--once" ] && once=1
-  local bin="$BUILD_DIR/bin"
-  DEMO_WORK="$(mktemp -d /tmp/codeco-demo.XXXXXX)"
-  local work="$DEMO_WORK"
-  trap demo_cleanup EXIT
-  trap 'exit 130' INT TERM
-  echo "Starting the six codeco services on loopback (plaintext, development mode)..."
-  local svc role
-  for svc in acm swm netma mdm pdlc checkpointer; do
-    case "$svc" in pdlc|checkpointer) role=mc ;; *) role=hub ;; esac
-    "$bin/codeco-$svc" --role "$role" --insecure --listen 127.0.0.1:0 \
-      --metrics-listen 127.0.0.1:0 --data-dir "$work/$svc" \
-      >"$work/$svc.out" 2>"$work/$svc.log" &
-    DEMO_PIDS+=($!)
+  local ctl="$BUILD_DIR/bin/codecoctl"
+  local scenario="$ROOT/examples/scenarios/grid5000-five-sites.yaml"
+  local cam="$ROOT/examples/cams/bookinfo.yaml"
+  "$ctl" down >/dev/null 2>&1 || true
+  echo "== codecoctl up --scenario examples/scenarios/grid5000-five-sites.yaml"
+  "$ctl" up --scenario "$scenario"
+  # Expanded now: the trap runs after this function's locals are gone.
+  [ "$once" = 1 ] && trap "'$ctl' down" EXIT
+  echo
+  echo "== waiting for the clusters' agents to register with the hub"
+  local i
+  for i in $(seq 1 60); do
+    [ "$("$ctl" get clusters 2>/dev/null | grep -c ' Ready ')" -ge 6 ] && break
+    sleep 0.5
   done
-  printf '\n%-20s %-5s %-22s %s\n' SERVICE ROLE GRPC METRICS
-  for svc in acm swm netma mdm pdlc checkpointer; do
-    local line="" tries=0
-    while [ -z "$line" ] && [ $tries -lt 100 ]; do
-      line="$(grep -m1 'listening on' "$work/$svc.out" 2>/dev/null || true)"
-      [ -n "$line" ] || { sleep 0.1; tries=$((tries + 1)); }
-    done
-    [ -n "$line" ] || { echo "codeco-$svc did not start; its log:"; cat "$work/$svc.log"; exit 1; }
-    local addr metrics role_of health
-    addr="$(sed -E 's/.*listening on ([^ ]+).*/\1/' <<<"$line")"
-    metrics="$(sed -E 's/.*metrics=([^ ]+).*/\1/' <<<"$line")"
-    role_of="$(sed -E 's/.*role=([^ ]+).*/\1/' <<<"$line")"
-    health="$("$bin/codecoctl" health "$addr" --insecure 2>&1 || true)"
-    printf '%-20s %-5s %-22s %s  [%s]\n' "codeco-$svc" "$role_of" "$addr" "$metrics" "$health"
+  "$ctl" get clusters
+  echo
+  echo "== codecoctl apply -f examples/cams/bookinfo.yaml"
+  "$ctl" apply -f "$cam"
+  for i in $(seq 1 120); do
+    "$ctl" get apps 2>/dev/null | grep -q '^bookinfo .*Pending' || break
+    sleep 0.5
   done
   echo
-  echo "Try:  $bin/codecoctl health <GRPC> --insecure"
-  echo "      $BUF curl --protocol grpc --http2-prior-knowledge --list-methods http://<GRPC>"
-  echo "      curl -s <METRICS> | grep codeco_"
+  echo "== codecoctl get apps"
+  "$ctl" get apps
+  echo
+  echo "== codecoctl describe app bookinfo"
+  "$ctl" describe app bookinfo
+  echo
   if [ "$once" = 1 ]; then
-    echo "Stopping (--once)."
-    return 0
+    echo "Stopping the federation (--once)."
+  else
+    echo "The federation keeps running. Try: $ctl health --all | $ctl fault link rennes nantes --rtt 50ms"
+    echo "Stop it with: $ctl down"
   fi
-  echo "Press Ctrl-C to stop."
-  wait
 }
 
 # Runs the benchmarks of one area (store, placement, relay, acm, netma, ...) or
