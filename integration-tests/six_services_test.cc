@@ -4,7 +4,6 @@
 // the UNIMPLEMENTED note, and a clean exit on SIGTERM.
 #include <catch2/catch.hpp>
 
-#include <curl/curl.h>
 #include <signal.h>
 
 #include <filesystem>
@@ -18,6 +17,7 @@
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "http_get.h"
 #include "process.h"
 
 namespace codeco::testing {
@@ -47,22 +47,6 @@ std::chrono::system_clock::time_point In(absl::Duration d) {
   return absl::ToChronoTime(absl::Now() + d);
 }
 
-std::string HttpGet(const std::string& url) {
-  std::string body;
-  CURL* curl = curl_easy_init();
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
-  curl_easy_setopt(
-      curl, CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t n, void* out) {
-        static_cast<std::string*>(out)->append(data, size * n);
-        return size * n;
-      });
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
-  CURLcode rc = curl_easy_perform(curl);
-  curl_easy_cleanup(curl);
-  REQUIRE(rc == CURLE_OK);
-  return body;
-}
 
 // A started service: its process and the addresses it printed.
 struct RunningService {

@@ -2,10 +2,10 @@
 // UNIMPLEMENTED note, RPC metrics on /metrics, and deadline propagation.
 #include <catch2/catch.hpp>
 
-#include <curl/curl.h>
 
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/metrics.h"
+#include "http_get.h"
 #include "codeco/common/peer_channels.h"
 #include "codeco/common/server.h"
 #include "codeco/lms/v1/lms_service.grpc.pb.h"
@@ -23,22 +23,6 @@ std::chrono::system_clock::time_point In(absl::Duration d) {
   return absl::ToChronoTime(absl::Now() + d);
 }
 
-std::string HttpGet(const std::string& url) {
-  std::string body;
-  CURL* curl = curl_easy_init();
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
-  curl_easy_setopt(
-      curl, CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t n, void* out) {
-        static_cast<std::string*>(out)->append(data, size * n);
-        return size * n;
-      });
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
-  CURLcode rc = curl_easy_perform(curl);
-  curl_easy_cleanup(curl);
-  REQUIRE(rc == CURLE_OK);
-  return body;
-}
 
 struct TestServer {
   TestServer() {
@@ -128,7 +112,7 @@ TEST_CASE("RPC latency histograms appear on /metrics") {
   TestServer t;
   HealthCheckResponse response;
   REQUIRE(t.Check("", &response).ok());
-  std::string body = HttpGet("http://" + t.metrics_exposer->address() + "/metrics");
+  std::string body = testing::HttpGet("http://" + t.metrics_exposer->address() + "/metrics");
   REQUIRE_THAT(body, Catch::Contains("codeco_test_rpc_duration_seconds_bucket{"));
   REQUIRE_THAT(body, Catch::Contains("method=\"/grpc.health.v1.Health/Check\""));
   REQUIRE_THAT(body, Catch::Contains("code=\"OK\""));

@@ -9,7 +9,7 @@
 #include "acm/core/application_manager.h"
 #include "acm/core/cluster_registry.h"
 #include "acm/core/neighborhood_manager.h"
-#include "acm/server/executor.h"
+#include "codeco/common/executor.h"
 #include "grpcpp/channel.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
 #include "codeco/common/clock.h"

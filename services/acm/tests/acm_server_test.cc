@@ -8,7 +8,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/notification.h"
 #include "acm/server/acm_service.h"
-#include "acm/server/executor.h"
+#include "codeco/common/executor.h"
 #include "acm/store/kv_application_store.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/server.h"

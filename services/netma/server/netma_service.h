@@ -22,7 +22,7 @@
 #include "netma/core/monitor.h"
 #include "netma/core/view.h"
 #include "netma/core/virtual_links.h"
-#include "netma/server/executor.h"
+#include "codeco/common/executor.h"
 #include "netma/server/grpc_prober.h"
 #include "netma/server/http_server.h"
 

@@ -1,7 +1,8 @@
 #pragma once
-// A bounded executor: a fixed set of worker threads and a bounded queue, so
-// gRPC reactions hand off blocking work (RocksDB writes) instead of running it
-// on gRPC's callback threads.
+// A bounded executor for the server: gRPC callback reactions must not block,
+// so handlers hand their RocksDB work (fsync'ed writes) to a few worker
+// threads and finish the call from there. A full queue is refused, so a
+// burst is answered RESOURCE_EXHAUSTED instead of queueing without bound.
 
 #include <deque>
 #include <functional>
@@ -11,14 +12,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
-namespace codeco::netma {
+namespace codeco {
 
-/// Runs submitted tasks on `threads` workers; at most `max_queue` wait.
+/// A fixed pool of worker threads with a bounded queue.
 class BoundedExecutor {
  public:
-  /// Starts the workers.
+  /// Starts `threads` workers; at most `max_queue` tasks wait.
   BoundedExecutor(int threads, size_t max_queue);
-  /// Runs what is queued, then joins the workers.
+  /// Runs every task already accepted, then joins the workers.
   ~BoundedExecutor();
   BoundedExecutor(const BoundedExecutor&) = delete;
   BoundedExecutor& operator=(const BoundedExecutor&) = delete;
@@ -36,4 +37,4 @@ class BoundedExecutor {
   std::vector<std::thread> workers_;
 };
 
-}  // namespace codeco::netma
+}  // namespace codeco

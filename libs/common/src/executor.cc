@@ -1,6 +1,6 @@
-#include "netma/server/executor.h"
+#include "codeco/common/executor.h"
 
-namespace codeco::netma {
+namespace codeco {
 
 BoundedExecutor::BoundedExecutor(int threads, size_t max_queue) : max_queue_(max_queue) {
   for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
@@ -27,8 +27,9 @@ void BoundedExecutor::Work() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](BoundedExecutor* e)
-               ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) { return e->stopping_ || !e->queue_.empty(); },
+          +[](BoundedExecutor* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
+            return self->stopping_ || !self->queue_.empty();
+          },
           this));
       if (queue_.empty()) return;  // stopping and drained
       task = std::move(queue_.front());
@@ -38,4 +39,4 @@ void BoundedExecutor::Work() {
   }
 }
 
-}  // namespace codeco::netma
+}  // namespace codeco
