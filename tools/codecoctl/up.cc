@@ -95,7 +95,9 @@ absl::StatusOr<Started> Upper::Launch(const std::string& name, std::vector<std::
 absl::Status Upper::StartCodef() {
   auto codef = Launch("codef",
                       {BinDir() + "/codef", "--scenario", state_.scenario, "--state-dir",
-                       state_.run_dir + "/codef", "--control-listen", "127.0.0.1:0"},
+                       state_.run_dir + "/codef", "--control-listen", "127.0.0.1:0",
+                       // Free ports: endpoints are read back through ListClusters.
+                       "--lms-port", "0"},
                       "codef control listening on ");
   if (!codef.ok()) return codef.status();
   state_.codef_control = codef->process.grpc;
