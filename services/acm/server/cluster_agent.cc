@@ -49,18 +49,20 @@ void ClusterAgent::Loop() {
 
 bool ClusterAgent::ReportOnce() {
   // The LMS is local to the cluster (PeerChannels skips the relay for it).
-  std::shared_ptr<grpc::Channel> lms_channel;
-  if (options_.lms_plaintext) {
-    lms_channel = grpc::CreateChannel(options_.lms, grpc::InsecureChannelCredentials());
-  } else {
-    auto channel = peers_.Get(options_.lms);
-    if (!channel.ok()) {
-      log::Warn("agent: no channel to the LMS", {{"error", std::string(channel.status().message())}});
-      return false;
+  if (lms_channel_ == nullptr) {
+    if (options_.lms_plaintext) {
+      lms_channel_ = grpc::CreateChannel(options_.lms, grpc::InsecureChannelCredentials());
+    } else {
+      auto channel = peers_.Get(options_.lms);
+      if (!channel.ok()) {
+        log::Warn("agent: no channel to the LMS",
+                  {{"error", std::string(channel.status().message())}});
+        return false;
+      }
+      lms_channel_ = *channel;
     }
-    lms_channel = *channel;
   }
-  auto lms = lms::v1::LmsService::NewStub(lms_channel);
+  auto lms = lms::v1::LmsService::NewStub(lms_channel_);
   std::vector<lms::v1::Node> nodes;
   std::string token;
   do {

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "codeco/common/peer_channels.h"
 #include "codeco/common/server.h"
+#include "grpcpp/channel.h"
 
 namespace codeco::acm {
 
@@ -49,6 +50,7 @@ class ClusterAgent final : public BackgroundWork {
   PeerChannels& peers_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<grpc::Channel> lms_channel_;  // loop thread only; made on first use
   bool registered_ = false;  // loop thread only
   int64_t sequence_ = 0;     // loop thread only
   absl::Duration interval_;  // loop thread only
