@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "codeco/common/proto_util.h"
 #include "cli.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
 #include "codeco/common/quantity.h"
@@ -153,7 +154,7 @@ int RunGet(const Args& args) {
       const auto& cap = c.capacity();
       std::printf("%-16s %-12s %-9s %-14s %-6d %-10s %-10s\n", c.metadata().name().c_str(),
                   Pretty(acm::v1::ClusterHealth_Name(c.health()), "CLUSTER_HEALTH_").c_str(),
-                  Pretty(common::v1::Tier_Name(c.cluster_labels().tier()), "TIER_").c_str(),
+                  TierName(c.cluster_labels().tier()).c_str(),
                   c.cluster_labels().region().c_str(), cap.ready_node_count(),
                   FormatCpu(cap.free().cpu_millicores()).c_str(),
                   FormatBytes(cap.free().memory_bytes()).c_str());

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "codeco/common/proto_util.h"
 #include "absl/time/clock.h"
 #include "cli.h"
 #include "codeco/codef/v1/codef_service.grpc.pb.h"
@@ -36,14 +37,6 @@ struct Started {
   RunProcess process;
   std::string out_file;
 };
-
-// "far-edge", "edge", "cloud" from TIER_FAR_EDGE ...
-std::string TierName(codeco::common::v1::Tier tier) {
-  std::string name = codeco::common::v1::Tier_Name(tier);
-  if (name.rfind("TIER_", 0) == 0) name = name.substr(5);
-  for (char& c : name) c = c == '_' ? '-' : static_cast<char>(std::tolower(c));
-  return name == "unspecified" ? "-" : name;
-}
 
 class Upper {
  public:
@@ -268,8 +261,9 @@ void Upper::PrintSummary(absl::Duration took) const {
   std::printf("%-16s %-9s %-12s %-6s %-12s %-22s %s\n", "CLUSTER", "TIER", "REGION", "NODES",
               "IP", "LMS", "RELAY");
   for (const auto& c : emulated_) {
+    std::string tier = c.hub() ? "hub" : TierName(c.labels().tier());
     std::printf("%-16s %-9s %-12s %-6d %-12s %-22s %s\n", c.name().c_str(),
-                c.hub() ? "hub" : TierName(c.labels().tier()).c_str(), c.labels().region().c_str(),
+                tier.empty() ? "-" : tier.c_str(), c.labels().region().c_str(),
                 c.node_count(), c.service_ip().c_str(),
                 c.lms_endpoint().empty() ? "-" : c.lms_endpoint().c_str(),
                 c.relay_endpoint().empty() ? "-" : c.relay_endpoint().c_str());

@@ -1,4 +1,5 @@
 #include "acm/core/application_manager.h"
+#include "codeco/common/proto_util.h"
 
 #include <algorithm>
 #include <set>
@@ -94,12 +95,7 @@ ApplicationManager::ApplicationManager(ApplicationStore& store, PlacementSchedul
       options_(std::move(options)) {}
 
 google::protobuf::Timestamp ApplicationManager::NowProto() const {
-  absl::Time now = clock_.Now();
-  google::protobuf::Timestamp ts;
-  int64_t seconds = absl::ToUnixSeconds(now);
-  ts.set_seconds(seconds);
-  ts.set_nanos(static_cast<int32_t>((now - absl::FromUnixSeconds(seconds)) / absl::Nanoseconds(1)));
-  return ts;
+  return ToProtoTimestamp(clock_.Now());
 }
 
 int ApplicationManager::PageSize(int requested) const {

@@ -1,4 +1,5 @@
 #include "acm/core/cam_parser.h"
+#include "codeco/common/proto_util.h"
 
 #include <algorithm>
 #include <cctype>
@@ -546,9 +547,7 @@ void ReadIntents(Reader& r, const YAML::Node& map, const std::string& path, v1::
       r.Error(Child(path, "deadline"),
               absl::StrCat("must be an RFC 3339 time such as 2026-12-01T08:00:00Z: ", err));
     } else {
-      intents.mutable_deadline()->set_seconds(absl::ToUnixSeconds(t));
-      intents.mutable_deadline()->set_nanos(static_cast<int32_t>(
-          (t - absl::FromUnixSeconds(absl::ToUnixSeconds(t))) / absl::Nanoseconds(1)));
+      *intents.mutable_deadline() = ToProtoTimestamp(t);
     }
   }
 }

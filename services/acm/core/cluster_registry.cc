@@ -1,4 +1,5 @@
 #include "acm/core/cluster_registry.h"
+#include "codeco/common/proto_util.h"
 
 #include <algorithm>
 
@@ -35,12 +36,7 @@ ClusterRegistry::ClusterRegistry(KvStore& kv, Clock& clock, ClusterRegistryOptio
     : kv_(kv), clock_(clock), options_(options) {}
 
 google::protobuf::Timestamp ClusterRegistry::NowProto() const {
-  absl::Time now = clock_.Now();
-  google::protobuf::Timestamp ts;
-  int64_t seconds = absl::ToUnixSeconds(now);
-  ts.set_seconds(seconds);
-  ts.set_nanos(static_cast<int32_t>((now - absl::FromUnixSeconds(seconds)) / absl::Nanoseconds(1)));
-  return ts;
+  return ToProtoTimestamp(clock_.Now());
 }
 
 absl::StatusOr<std::optional<v1::Cluster>> ClusterRegistry::Load(const std::string& name) const {

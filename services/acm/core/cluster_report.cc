@@ -1,17 +1,11 @@
 #include "acm/core/cluster_report.h"
+#include "codeco/common/proto_util.h"
 
 #include <algorithm>
 #include <optional>
 
 namespace codeco::acm {
 namespace {
-
-common::v1::Tier ParseTier(const std::string& tier) {
-  if (tier == "far-edge") return common::v1::TIER_FAR_EDGE;
-  if (tier == "edge") return common::v1::TIER_EDGE;
-  if (tier == "cloud") return common::v1::TIER_CLOUD;
-  return common::v1::TIER_UNSPECIFIED;
-}
 
 const std::string* Label(const lms::v1::Node& node, const char* key) {
   auto it = node.labels().find(key);

@@ -1,4 +1,5 @@
 #include "acm/core/neighborhood_composer.h"
+#include "codeco/common/proto_util.h"
 
 #include <algorithm>
 #include <cmath>
@@ -33,19 +34,6 @@ double DistanceKm(double lat1, double lon1, double lat2, double lon2) {
                                                            std::cos(lat2 * kRad) *
                                                            std::sin(dlon / 2) * std::sin(dlon / 2);
   return 2 * kEarthRadiusKm * std::asin(std::min(1.0, std::sqrt(a)));
-}
-
-const char* TierName(common::v1::Tier tier) {
-  switch (tier) {
-    case common::v1::TIER_FAR_EDGE:
-      return "far-edge";
-    case common::v1::TIER_EDGE:
-      return "edge";
-    case common::v1::TIER_CLOUD:
-      return "cloud";
-    default:
-      return "any";
-  }
 }
 
 // Capacity band: log2 of allocatable whole cores (0 for under one core).

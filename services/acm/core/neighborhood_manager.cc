@@ -1,4 +1,5 @@
 #include "acm/core/neighborhood_manager.h"
+#include "codeco/common/proto_util.h"
 
 #include <algorithm>
 
@@ -56,10 +57,7 @@ absl::StatusOr<v1::Neighborhood> NeighborhoodManager::Assign(const v1::Applicati
               [](const auto& a, const auto& b) { return a.cluster() < b.cluster(); });
   }
   nb.set_revision(revision);
-  int64_t seconds = absl::ToUnixSeconds(now);
-  nb.mutable_update_time()->set_seconds(seconds);
-  nb.mutable_update_time()->set_nanos(
-      static_cast<int32_t>((now - absl::FromUnixSeconds(seconds)) / absl::Nanoseconds(1)));
+  *nb.mutable_update_time() = ToProtoTimestamp(now);
   RETURN_IF_ERROR(kv_.Put(kNeighborhoods, nb.id(), nb.SerializeAsString()));
   return nb;
 }

@@ -1,4 +1,5 @@
 #include "swm/server/codef_directory.h"
+#include "codeco/common/proto_util.h"
 
 #include <utility>
 
@@ -22,19 +23,6 @@ absl::Status Wrap(const grpc::Status& status, const std::string& what) {
 }
 
 }  // namespace
-
-std::string TierName(codeco::common::v1::Tier tier) {
-  switch (tier) {
-    case codeco::common::v1::TIER_FAR_EDGE:
-      return "far-edge";
-    case codeco::common::v1::TIER_EDGE:
-      return "edge";
-    case codeco::common::v1::TIER_CLOUD:
-      return "cloud";
-    default:
-      return "";
-  }
-}
 
 CodefDirectory::CodefDirectory(std::shared_ptr<grpc::Channel> channel,
                                CodefDirectoryOptions options)

@@ -38,7 +38,5 @@ class CodefDirectory final : public ClusterDirectory, public LinkSource {
   CodefDirectoryOptions options_;
 };
 
-/// "far-edge", "edge", "cloud" or "" for a proto tier.
-std::string TierName(codeco::common::v1::Tier tier);
 
 }  // namespace codeco::swm

@@ -1,4 +1,5 @@
 #include "swm/server/convert.h"
+#include "codeco/common/proto_util.h"
 
 #include <map>
 #include <utility>
@@ -113,19 +114,7 @@ pb::ActionResult ToProto(ActionResult r) {
 
 }  // namespace
 
-google::protobuf::Timestamp ToTimestamp(absl::Time t) {
-  google::protobuf::Timestamp ts;
-  int64_t nanos = absl::ToUnixNanos(t);
-  int64_t seconds = nanos / 1'000'000'000;
-  int64_t rest = nanos % 1'000'000'000;
-  if (rest < 0) {
-    rest += 1'000'000'000;
-    --seconds;
-  }
-  ts.set_seconds(seconds);
-  ts.set_nanos(static_cast<int32_t>(rest));
-  return ts;
-}
+google::protobuf::Timestamp ToTimestamp(absl::Time t) { return ToProtoTimestamp(t); }
 
 std::string ApplicationName(const acm::Application& app) {
   return app.spec().app_name().empty() ? app.metadata().name() : app.spec().app_name();

@@ -1,4 +1,5 @@
 #include "emulated_cluster.h"
+#include "codeco/common/proto_util.h"
 
 #include <algorithm>
 #include <set>
@@ -20,14 +21,6 @@ using codeco::lms::v1::PodPhase;
 constexpr int kDefaultPageSize = 100;
 constexpr int kMaxPageSize = 1000;
 
-google::protobuf::Timestamp ToProto(absl::Time t) {
-  google::protobuf::Timestamp ts;
-  int64_t nanos = absl::ToUnixNanos(t);
-  ts.set_seconds(nanos / 1'000'000'000);
-  ts.set_nanos(static_cast<int32_t>(nanos % 1'000'000'000));
-  return ts;
-}
-
 bool IsDnsSubdomain(const std::string& s) {
   if (s.empty() || s.size() > 253) return false;
   for (char c : s) {
@@ -35,19 +28,6 @@ bool IsDnsSubdomain(const std::string& s) {
     if (!ok) return false;
   }
   return s.front() != '-' && s.front() != '.' && s.back() != '-' && s.back() != '.';
-}
-
-const char* TierName(codeco::common::v1::Tier tier) {
-  switch (tier) {
-    case codeco::common::v1::TIER_FAR_EDGE:
-      return "far-edge";
-    case codeco::common::v1::TIER_EDGE:
-      return "edge";
-    case codeco::common::v1::TIER_CLOUD:
-      return "cloud";
-    default:
-      return "";
-  }
 }
 
 int PageSize(int32_t requested) {
@@ -201,7 +181,7 @@ void EmulatedCluster::AdvanceTo(absl::Time now) {
       pod->pod.set_pod_ip(absl::StrCat(options_.pod_ip_prefix, ".", pod_ip_counter_ / 250, ".",
                                        pod_ip_counter_ % 250 + 1));
       ++pod_ip_counter_;
-      *pod->pod.mutable_start_time() = ToProto(start);
+      *pod->pod.mutable_start_time() = ToProtoTimestamp(start);
       SetPhase(*pod, codeco::lms::v1::POD_PHASE_RUNNING, "", start);
     }
     if (pod->pod.phase() == codeco::lms::v1::POD_PHASE_RUNNING && pod->job_duration.has_value()) {
@@ -299,7 +279,7 @@ absl::StatusOr<std::unique_ptr<EmulatedCluster::PodState>> EmulatedCluster::Buil
   state->pod.set_pod_ip("");
   state->pod.clear_start_time();
   state->created = clock_.Now();
-  *state->pod.mutable_create_time() = ToProto(state->created);
+  *state->pod.mutable_create_time() = ToProtoTimestamp(state->created);
   return state;
 }
 
@@ -400,7 +380,7 @@ Node EmulatedCluster::WithUsage(const NodeState& state) const {
     *node.mutable_usage() = usage->usage();
     node.set_energy_watts(usage->energy_watts());
   }
-  *node.mutable_heartbeat_time() = ToProto(now_);
+  *node.mutable_heartbeat_time() = ToProtoTimestamp(now_);
   return node;
 }
 
@@ -411,7 +391,7 @@ absl::StatusOr<codeco::lms::v1::NodeUsage> EmulatedCluster::GetNodeUsage(
   const Node& node = it->second.node;
   codeco::lms::v1::NodeUsage out;
   out.set_node(name);
-  *out.mutable_sample_time() = ToProto(now_);
+  *out.mutable_sample_time() = ToProtoTimestamp(now_);
   int64_t cpu = 0;
   int64_t memory = 0;
   for (const auto& [pod_name, pod] : pods_) {

@@ -1,4 +1,5 @@
 #include "scenario.h"
+#include "codeco/common/proto_util.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -90,12 +91,8 @@ void ReadLabels(const YAML::Node& node, const std::string& path, FieldErrors* er
     labels->set_provider(text);
   }
   if (map.Has("tier") && ReadScalar(map.Get("tier"), map.PathOf("tier"), errors, &text)) {
-    if (text == "far-edge") {
-      labels->set_tier(Tier::TIER_FAR_EDGE);
-    } else if (text == "edge") {
-      labels->set_tier(Tier::TIER_EDGE);
-    } else if (text == "cloud") {
-      labels->set_tier(Tier::TIER_CLOUD);
+    if (Tier tier = codeco::ParseTier(text); tier != Tier::TIER_UNSPECIFIED) {
+      labels->set_tier(tier);
     } else {
       errors->Add(map.PathOf("tier"),
                   absl::StrCat("must be far-edge, edge or cloud: \"", text, "\""));

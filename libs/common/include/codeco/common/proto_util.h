@@ -1,0 +1,25 @@
+#pragma once
+// Conversions around the shared codeco.common.v1 messages that every service
+// and tool needs: times to proto timestamps, and cluster tiers to and from
+// their names ("far-edge", "edge", "cloud") as labels and files spell them.
+
+#include <string>
+#include <string_view>
+
+#include "absl/time/time.h"
+#include "codeco/common/v1/types.pb.h"
+#include "google/protobuf/timestamp.pb.h"
+
+namespace codeco {
+
+/// `t` as a protobuf Timestamp (normalized, also before the epoch).
+google::protobuf::Timestamp ToProtoTimestamp(absl::Time t);
+
+/// "far-edge", "edge", "cloud", or "" for an unset tier.
+std::string TierName(common::v1::Tier tier);
+
+/// The tier called `name` ("far-edge", "edge", "cloud"); TIER_UNSPECIFIED for
+/// any other text.
+common::v1::Tier ParseTier(std::string_view name);
+
+}  // namespace codeco
