@@ -175,7 +175,7 @@ TEST_CASE("all six services start and answer health reflection and metrics") {
     REQUIRE_THAT(ctl.output, Catch::Contains("SERVING"));
 
     // RPC latency histograms on /metrics, named codeco_<svc>_...
-    std::string metrics = HttpGet(service.metrics_url);
+    std::string metrics = HttpGet(service.metrics_url).body;
     REQUIRE_THAT(metrics, Catch::Contains("codeco_" + service.spec.name +
                                           "_rpc_duration_seconds_bucket{"));
     REQUIRE_THAT(metrics, Catch::Contains("method=\"/grpc.health.v1.Health/Check\""));

@@ -5,8 +5,8 @@
 
 namespace codeco::testing {
 
-std::string HttpGet(const std::string& url) {
-  std::string body;
+HttpResponse HttpGet(const std::string& url) {
+  HttpResponse response;
   CURL* curl = curl_easy_init();
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
@@ -15,12 +15,18 @@ std::string HttpGet(const std::string& url) {
         static_cast<std::string*>(out)->append(data, size * n);
         return size * n;
       });
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response.body);
   CURLcode rc = curl_easy_perform(curl);
+  if (rc == CURLE_OK) {
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
+    char* type = nullptr;
+    curl_easy_getinfo(curl, CURLINFO_CONTENT_TYPE, &type);
+    if (type != nullptr) response.content_type = type;
+  }
   curl_easy_cleanup(curl);
   INFO(url);
   REQUIRE(rc == CURLE_OK);
-  return body;
+  return response;
 }
 
 }  // namespace codeco::testing

@@ -1,11 +1,22 @@
 #pragma once
-// A plain HTTP GET for tests that read /metrics or other HTTP endpoints.
+// A plain HTTP GET for tests that read /metrics, ALTO documents or other
+// HTTP endpoints.
 
 #include <string>
 
 namespace codeco::testing {
 
-/// The body of `url`; fails the current Catch2 test when the request fails.
-std::string HttpGet(const std::string& url);
+/// What a GET answered.
+struct HttpResponse {
+  /// HTTP status code.
+  long status = 0;
+  /// Content-Type header ("" when absent).
+  std::string content_type;
+  /// The body.
+  std::string body;
+};
+
+/// GETs `url`; fails the current Catch2 test when no answer arrives.
+HttpResponse HttpGet(const std::string& url);
 
 }  // namespace codeco::testing

@@ -112,7 +112,7 @@ TEST_CASE("RPC latency histograms appear on /metrics") {
   TestServer t;
   HealthCheckResponse response;
   REQUIRE(t.Check("", &response).ok());
-  std::string body = testing::HttpGet("http://" + t.metrics_exposer->address() + "/metrics");
+  std::string body = testing::HttpGet("http://" + t.metrics_exposer->address() + "/metrics").body;
   REQUIRE_THAT(body, Catch::Contains("codeco_test_rpc_duration_seconds_bucket{"));
   REQUIRE_THAT(body, Catch::Contains("method=\"/grpc.health.v1.Health/Check\""));
   REQUIRE_THAT(body, Catch::Contains("code=\"OK\""));

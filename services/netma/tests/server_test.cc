@@ -2,10 +2,12 @@
 // scripts/dev-ca.sh: two NetMAs probe each other and exchange summaries; a
 // non-member peer is refused; plaintext and wrong-CA peers cannot connect;
 // ALTO JSON over HTTP; virtual links on the hub, persisted in RocksDB.
+#include <curl/curl.h>
+
+#include "http_get.h"
 #include "codeco/common/server.h"
 
 #include <arpa/inet.h>
-#include <curl/curl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -128,32 +130,6 @@ bool Eventually(const std::function<bool()>& condition) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return condition();
-}
-
-struct HttpResult {
-  long status = 0;
-  std::string content_type;
-  std::string body;
-};
-
-HttpResult HttpGet(const std::string& url) {
-  HttpResult result;
-  CURL* curl = curl_easy_init();
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
-  curl_easy_setopt(
-      curl, CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t n, void* out) {
-        static_cast<std::string*>(out)->append(data, size * n);
-        return size * n;
-      });
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &result.body);
-  REQUIRE(curl_easy_perform(curl) == CURLE_OK);
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &result.status);
-  char* type = nullptr;
-  curl_easy_getinfo(curl, CURLINFO_CONTENT_TYPE, &type);
-  if (type != nullptr) result.content_type = type;
-  curl_easy_cleanup(curl);
-  return result;
 }
 
 // A one-connection-at-a-time HTTP CONNECT proxy on loopback that records the
@@ -326,14 +302,14 @@ TEST_CASE("two NetMAs with mTLS probe each other and exchange summaries and serv
 
   SECTION("ALTO JSON over HTTP with the RFC 7285 media types") {
     std::string base = "http://" + mc1.service->alto_address();
-    HttpResult network = HttpGet(base + "/alto/networkmap");
+    testing::HttpResponse network = testing::HttpGet(base + "/alto/networkmap");
     REQUIRE(network.status == 200);
     REQUIRE(network.content_type == kAltoNetworkMapMediaType);
     nlohmann::json network_doc = nlohmann::json::parse(network.body);
     REQUIRE(ValidateAltoNetworkMap(network_doc).ok());
     REQUIRE(network_doc["network-map"]["mc2"]["ipv4"][0] == "127.0.0.1/32");
     for (const char* metric : {"delay", "bandwidth", "loss", "energy"}) {
-      HttpResult cost = HttpGet(base + "/alto/costmap/" + metric);
+      testing::HttpResponse cost = testing::HttpGet(base + "/alto/costmap/" + metric);
       REQUIRE(cost.status == 200);
       REQUIRE(cost.content_type == kAltoCostMapMediaType);
       nlohmann::json doc = nlohmann::json::parse(cost.body);
@@ -341,8 +317,8 @@ TEST_CASE("two NetMAs with mTLS probe each other and exchange summaries and serv
       REQUIRE(doc["meta"]["dependent-vtags"][0]["tag"] == network_doc["meta"]["vtag"]["tag"]);
       REQUIRE(doc["cost-map"]["mc1"].contains("mc2"));
     }
-    REQUIRE(HttpGet(base + "/alto/costmap/jitter").status == 404);
-    REQUIRE(HttpGet(base + "/nothing").status == 404);
+    REQUIRE(testing::HttpGet(base + "/alto/costmap/jitter").status == 404);
+    REQUIRE(testing::HttpGet(base + "/nothing").status == 404);
   }
 
   SECTION("Prometheus metrics") {
@@ -470,7 +446,7 @@ TEST_CASE("the ALTO HTTP server answers only GET and bounds requests") {
     return HttpResponse{200, "text/plain", "path=" + path};
   });
   REQUIRE(server.ok());
-  HttpResult ok = HttpGet("http://" + (*server)->address() + "/x?y=1");
+  testing::HttpResponse ok = testing::HttpGet("http://" + (*server)->address() + "/x?y=1");
   REQUIRE(ok.status == 200);
   REQUIRE(ok.body == "path=/x");
   CURL* curl = curl_easy_init();
