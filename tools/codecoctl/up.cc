@@ -56,6 +56,10 @@ class Upper {
 
   absl::StatusOr<Started> Launch(const std::string& name, std::vector<std::string> argv,
                                  const std::string& marker);
+  /// Path of a process's logs without extension: run_dir/logs/<cluster>-<service>.
+  std::string LogBase(const std::string& name) const {
+    return state_.run_dir + "/logs/" + std::regex_replace(name, std::regex("/"), "-");
+  }
 
   const Args& args_;
   // The identity this command issued for itself, used once services run.
@@ -68,7 +72,7 @@ class Upper {
 
 absl::StatusOr<Started> Upper::Launch(const std::string& name, std::vector<std::string> argv,
                                       const std::string& marker) {
-  std::string file = state_.run_dir + "/logs/" + std::regex_replace(name, std::regex("/"), "-");
+  std::string file = LogBase(name);
   auto pid = StartDetached(argv, file + ".out", file + ".log");
   if (!pid.ok()) return pid.status();
   Started started{{name, *pid, argv[0], "", ""}, file + ".out"};
@@ -166,7 +170,7 @@ absl::Status Upper::StartServices(const std::vector<ProcessSpec>& specs) {
   }
   for (size_t i = first; i < state_.processes.size(); ++i) {
     RunProcess& p = state_.processes[i];
-    std::string file = state_.run_dir + "/logs/" + std::regex_replace(p.name, std::regex("/"), "-");
+    std::string file = LogBase(p.name);
     auto line = WaitForLine(file + ".out", "listening on ", p.pid, deadline_);
     if (!line.ok()) {
       return absl::Status(line.status().code(), absl::StrCat(p.name, ": ", line.status().message(),

@@ -199,13 +199,16 @@ int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition) {
       PeerChannels::Create(PeerChannelOptionsFrom(cfg));
   if (!peers.ok()) return fail(peers.status());
   std::vector<std::unique_ptr<BackgroundWork>> background;
+  auto stop_background = [&background] {
+    for (auto& work : background) work->Stop();
+  };
   ServiceContext context{cfg,        **store,   RealClock::Default(), (*metrics)->registry(),
                          background, **peers};
   std::vector<std::unique_ptr<grpc::Service>> services;
   if (definition.make_services) {
     auto made = definition.make_services(context);
     if (!made.ok()) {
-      for (auto& work : background) work->Stop();
+      stop_background();
       return fail(made.status());
     }
     services = std::move(*made);
@@ -221,7 +224,7 @@ int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition) {
   server_options.unimplemented_notes = definition.unimplemented_notes;
   absl::StatusOr<std::unique_ptr<GrpcServer>> server = GrpcServer::Start(server_options);
   if (!server.ok()) {
-    for (auto& work : background) work->Stop();
+    stop_background();
     return fail(server.status());
   }
 
@@ -239,7 +242,7 @@ int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition) {
   int signal_number = WaitForTerminationSignal();
   log::Info("shutting down", {{"signal", absl::StrCat(signal_number)},
                               {"grace", absl::FormatDuration(cfg.shutdown_grace)}});
-  for (auto& work : background) work->Stop();
+  stop_background();
   (*server)->Shutdown(cfg.shutdown_grace);
   log::Info("stopped");
   return 0;
