@@ -111,7 +111,8 @@ bench() {
     [ -x "$b" ] && [ -f "$b" ] || continue
     name="$(basename "$b" _bench)"
     [ "$name" = "kv_store" ] && name=store
-    [ -z "$area" ] || [ "$area" = "$name" ] || continue
+    # An area runs its own binary and any named <area>_<part>_bench.
+    [ -z "$area" ] || [ "$area" = "$name" ] || [ "${name#"${area}"_}" != "$name" ] || continue
     echo "== $name ($(basename "$b"))"
     if "$b" --help 2>&1 | grep -q benchmark_filter; then
       if [ "$quick" = 1 ]; then "$b" --benchmark_min_time=0.05; else "$b"; fi
