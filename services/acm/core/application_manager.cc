@@ -216,6 +216,10 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
 
   v1::Application app;
   bool spec_changed = true;
+  if (current && current->status().phase() == v1::APPLICATION_PHASE_DELETING) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "application \"", name, "\" is being deleted; apply it again once it is gone"));
+  }
   if (current) {
     app = *current;
     spec_changed = !MessageDifferencer::Equals(current->spec(), spec);
@@ -347,6 +351,7 @@ absl::StatusOr<v1::DeleteApplicationResponse> ApplicationManager::Delete(
     fingerprint = Fingerprint(request);
   }
   v1::DeleteApplicationResponse response;
+  bool committed = false;
   {
     absl::MutexLock lock(&write_mu_);
     if (!key.empty()) {
@@ -359,25 +364,103 @@ absl::StatusOr<v1::DeleteApplicationResponse> ApplicationManager::Delete(
     ASSIGN_OR_RETURN(std::optional<v1::Application> app, store_.Get(request.name()));
     if (!app) return absl::NotFoundError(absl::StrCat("application \"", request.name(), "\""));
     RETURN_IF_ERROR(CheckExpectedRevision(request.expected_revision(), app, "expected_revision"));
+    common::v1::Operation& op = *response.mutable_operation();
+    op.set_kind("acm.DeleteApplication");
+    op.set_resource(absl::StrCat("applications/", request.name()));
+    op.set_phase("releasing the application's pods");
+    op.set_request_id(request.request_id());
+    if (app->status().phase() == v1::APPLICATION_PHASE_DELETING) {
+      // Already on its way out: the same operation, and the scheduler asked again below.
+      op.set_id(app->status().operation_id());
+      *op.mutable_create_time() = app->metadata().update_time();
+    } else {
+      ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
+      const int64_t revision = last + 1;
+      op.set_id(absl::StrCat("delete-", request.name(), "-", revision));
+      *op.mutable_create_time() = NowProto();
+      app->mutable_metadata()->set_revision(revision);
+      *app->mutable_metadata()->mutable_update_time() = NowProto();
+      v1::ApplicationStatus& status = *app->mutable_status();
+      status.set_phase(v1::APPLICATION_PHASE_DELETING);
+      status.set_error_msg("");
+      status.set_operation_id(op.id());
+      ApplicationCommit commit;
+      commit.put = *app;
+      commit.event.set_type(common::v1::WATCH_EVENT_TYPE_MODIFIED);
+      *commit.event.mutable_application() = *app;
+      if (!key.empty()) {
+        commit.request = {key, StoredRequest{fingerprint, response.SerializeAsString()}};
+      }
+      RETURN_IF_ERROR(CommitNext(commit));
+      committed = true;
+    }
+  }
+  if (committed) Notify();
+  // Outside the lock: the scheduler may report back at once. A refusal here
+  // (e.g. shutting down) leaves the application DELETING; ResumeReleases
+  // asks again after a restart.
+  absl::Status asked = scheduler_.ReleasePlacement(request.name());
+  if (!asked.ok()) {
+    RecordRelease(request.name(), asked).IgnoreError();
+  }
+  return response;
+}
+
+absl::Status ApplicationManager::RecordRelease(const std::string& name,
+                                               const absl::Status& outcome) {
+  {
+    absl::MutexLock lock(&write_mu_);
+    ASSIGN_OR_RETURN(std::optional<v1::Application> app, store_.Get(name));
+    if (!app) return absl::OkStatus();  // already gone
+    if (app->status().phase() != v1::APPLICATION_PHASE_DELETING) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("application \"", name, "\" is not being deleted"));
+    }
+    ApplicationCommit commit;
+    if (outcome.ok()) {
+      app->mutable_status()->set_status(v1::STATUS_LEVEL_OK);
+      app->mutable_status()->set_error_msg("");
+      app->mutable_status()->clear_placements();
+      commit.erase = name;
+      commit.event.set_type(common::v1::WATCH_EVENT_TYPE_DELETED);
+    } else {
+      std::string message =
+          absl::StrCat("pods not released yet (retrying): ", outcome.message());
+      if (app->status().error_msg() == message) return absl::OkStatus();  // no news
+      app->mutable_status()->set_status(v1::STATUS_LEVEL_WARNING);
+      app->mutable_status()->set_error_msg(message);
+      commit.put = *app;
+      commit.event.set_type(common::v1::WATCH_EVENT_TYPE_MODIFIED);
+    }
     ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
     app->mutable_metadata()->set_revision(last + 1);
     *app->mutable_metadata()->mutable_update_time() = NowProto();
-    app->mutable_status()->set_phase(v1::APPLICATION_PHASE_DELETING);
-    ApplicationCommit commit;
-    commit.erase = request.name();
-    commit.event.set_type(common::v1::WATCH_EVENT_TYPE_DELETED);
+    if (commit.put) *commit.put = *app;
     *commit.event.mutable_application() = *app;
-    if (!key.empty()) {
-      commit.request = {key, StoredRequest{fingerprint, response.SerializeAsString()}};
-    }
     RETURN_IF_ERROR(CommitNext(commit));
-    // The record is gone either way; a scheduler that missed this learns it
-    // when it next reconciles against the application list.
-    scheduler_.ReleasePlacement(request.name()).IgnoreError();
-    if (neighborhoods_ != nullptr) neighborhoods_->Release(request.name()).IgnoreError();
+    if (outcome.ok() && neighborhoods_ != nullptr) {
+      // The application is gone either way; a stale neighborhood is only
+      // listed until the next apply of the same name re-chooses it.
+      neighborhoods_->Release(name).IgnoreError();
+    }
   }
   Notify();
-  return response;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> ApplicationManager::ResumeReleases() {
+  std::vector<std::string> deleting;
+  RETURN_IF_ERROR(store_.List("", [&](const v1::Application& app) {
+    if (app.status().phase() == v1::APPLICATION_PHASE_DELETING) {
+      deleting.push_back(app.metadata().name());
+    }
+    return true;
+  }));
+  for (const auto& name : deleting) {
+    absl::Status asked = scheduler_.ReleasePlacement(name);
+    if (!asked.ok()) RecordRelease(name, asked).IgnoreError();
+  }
+  return static_cast<int>(deleting.size());
 }
 
 absl::StatusOr<v1::RollbackApplicationResponse> ApplicationManager::Rollback(
@@ -473,6 +556,10 @@ absl::StatusOr<v1::Application> ApplicationManager::RecordPlacement(const std::s
       return absl::FailedPreconditionError(absl::StrCat("placement is for spec revision ",
                                                         spec_revision, " but application \"", name,
                                                         "\" is at ", current->spec_revision()));
+    }
+    if (current->status().phase() == v1::APPLICATION_PHASE_DELETING) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("application \"", name, "\" is being deleted"));
     }
     app = *std::move(current);
     v1::ApplicationStatus& status = *app.mutable_status();

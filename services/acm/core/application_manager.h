@@ -72,7 +72,11 @@ class ApplicationManager {
   /// One page of applications, filtered by phase and labels.
   absl::StatusOr<v1::ListApplicationsResponse> List(
       const v1::ListApplicationsRequest& request) const;
-  /// Removes an application and its revisions; asks the scheduler to release it.
+  /// Starts removing an application: marks it DELETING (stored, so a restart
+  /// carries on) and asks the scheduler to release its pods. The record and
+  /// its revisions go once the scheduler reports the release (RecordRelease);
+  /// while the scheduler is away the application stays DELETING, saying why.
+  /// Deleting a DELETING application asks the scheduler again.
   absl::StatusOr<v1::DeleteApplicationResponse> Delete(const v1::DeleteApplicationRequest& request);
   /// Makes an older spec current again, as a new spec revision.
   absl::StatusOr<v1::RollbackApplicationResponse> Rollback(
@@ -85,6 +89,17 @@ class ApplicationManager {
   /// FAILED_PRECONDITION when the spec moved on since (a stale answer).
   absl::StatusOr<v1::Application> RecordPlacement(const std::string& name, int64_t spec_revision,
                                                   const PlacementResult& result);
+
+  /// Folds the scheduler's release outcome into a DELETING application: OK
+  /// removes it (a DELETED event) and its neighborhood; an error is recorded
+  /// in status.error_msg (once per distinct error) and the app stays DELETING.
+  /// OK when the application is already gone; FAILED_PRECONDITION when it is
+  /// not DELETING (a stale outcome).
+  absl::Status RecordRelease(const std::string& name, const absl::Status& outcome);
+  /// Asks the scheduler again to release every DELETING application: call
+  /// once at start, so deletions a restart interrupted finish. Returns how
+  /// many were asked.
+  absl::StatusOr<int> ResumeReleases();
 
   /// The current state of `name` (empty = every application) and the
   /// revision it is at, read atomically with respect to writes.

@@ -12,10 +12,18 @@ absl::Status InMemoryPlacementScheduler::RequestPlacement(const v1::Application&
 }
 
 absl::Status InMemoryPlacementScheduler::ReleasePlacement(const std::string& application) {
-  absl::MutexLock lock(&mu_);
-  if (!failure_.ok()) return failure_;
-  releases_.push_back(application);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!failure_.ok()) return failure_;
+    releases_.push_back(application);
+  }
+  // Outside the lock: the sink writes to the application manager.
+  if (release_sink_) release_sink_(application, absl::OkStatus());
   return absl::OkStatus();
+}
+
+void InMemoryPlacementScheduler::CompleteReleasesWith(ReleaseSink sink) {
+  release_sink_ = std::move(sink);
 }
 
 std::vector<v1::Application> InMemoryPlacementScheduler::requests() const {

@@ -6,6 +6,7 @@
 #include <deque>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "acm/store/kv_application_store.h"
 #include "codeco/common/grpc_status.h"
@@ -146,7 +147,16 @@ struct OwnedDependencies {
         clusters(kv, clock, options.clusters),
         neighborhoods(kv, clusters, clock, options.neighborhoods),
         manager(store, *scheduler, clock, options.manager, &neighborhoods) {
+    auto record_release = [this](const std::string& name, const absl::Status& outcome) {
+      absl::Status recorded = manager.RecordRelease(name, outcome);
+      if (!recorded.ok()) {
+        log::Warn("release not recorded",
+                  {{"application", name}, {"error", std::string(recorded.message())}});
+      }
+    };
+    if (in_memory != nullptr) in_memory->CompleteReleasesWith(record_release);
     if (swm != nullptr) {
+      swm->SetReleaseSink(record_release);
       swm->SetSink([this](const std::string& name, int64_t spec_revision,
                           const PlacementResult& result) {
         auto recorded = manager.RecordPlacement(name, spec_revision, result);
@@ -156,6 +166,13 @@ struct OwnedDependencies {
         }
       });
     }
+    // Deletions a restart interrupted carry on.
+    absl::StatusOr<int> resumed = manager.ResumeReleases();
+    if (!resumed.ok()) {
+      log::Warn("deletions not resumed", {{"error", std::string(resumed.status().message())}});
+    } else if (*resumed > 0) {
+      log::Info("deletions resumed", {{"applications", absl::StrCat(*resumed)}});
+    }
   }
   // The SWM worker calls into the manager: stop it before members go.
   ~OwnedDependencies() {
@@ -163,15 +180,21 @@ struct OwnedDependencies {
   }
 
   std::unique_ptr<PlacementScheduler> MakeScheduler(const AcmServiceOptions& options) {
-    if (options.swm_channel == nullptr) return std::make_unique<InMemoryPlacementScheduler>();
-    auto made = std::make_unique<SwmPlacementScheduler>(options.swm_channel,
-                                                        options.placement_timeout);
+    if (options.swm_channel == nullptr) {
+      auto made = std::make_unique<InMemoryPlacementScheduler>();
+      in_memory = made.get();
+      return made;
+    }
+    auto made = std::make_unique<SwmPlacementScheduler>(
+        options.swm_channel, options.placement_timeout, options.release_retry_min,
+        options.release_retry_max);
     swm = made.get();
     return made;
   }
 
   KvApplicationStore store;
   SwmPlacementScheduler* swm = nullptr;  // owned by `scheduler` when set
+  InMemoryPlacementScheduler* in_memory = nullptr;  // owned by `scheduler` when set
   std::unique_ptr<PlacementScheduler> scheduler;
   ClusterRegistry clusters;
   NeighborhoodManager neighborhoods;

@@ -92,8 +92,12 @@ struct AcmServiceOptions {
   /// Channel to the hub's SWM; null keeps placements in memory (applications
   /// then stay PENDING).
   std::shared_ptr<grpc::Channel> swm_channel;
-  /// Deadline of one PlaceApplication call.
+  /// Deadline of one PlaceApplication or ReleaseApplication call.
   absl::Duration placement_timeout = absl::Seconds(60);
+  /// Wait before retrying a release SWM did not confirm; doubles each time. Default: 1 s.
+  absl::Duration release_retry_min = absl::Seconds(1);
+  /// Longest wait between release retries. Default: 30 s.
+  absl::Duration release_retry_max = absl::Seconds(30);
 };
 
 /// An AcmService owning its store (on `kv`, which must hold

@@ -1,8 +1,10 @@
 #include "acm/server/swm_placement_scheduler.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
 #include "codeco/swm/v1/plan.pb.h"
 #include "codeco/swm/v1/swm_service.grpc.pb.h"
@@ -10,14 +12,21 @@
 namespace codeco::acm {
 
 SwmPlacementScheduler::SwmPlacementScheduler(std::shared_ptr<grpc::Channel> channel,
-                                             absl::Duration timeout)
-    : channel_(std::move(channel)), timeout_(timeout) {
+                                             absl::Duration timeout,
+                                             absl::Duration release_retry_min,
+                                             absl::Duration release_retry_max)
+    : channel_(std::move(channel)),
+      timeout_(timeout),
+      retry_min_(release_retry_min),
+      retry_max_(std::max(release_retry_min, release_retry_max)) {
   thread_ = std::thread([this] { Loop(); });
 }
 
 SwmPlacementScheduler::~SwmPlacementScheduler() { Stop(); }
 
 void SwmPlacementScheduler::SetSink(PlacementSink sink) { sink_ = std::move(sink); }
+
+void SwmPlacementScheduler::SetReleaseSink(ReleaseSink sink) { release_sink_ = std::move(sink); }
 
 void SwmPlacementScheduler::Stop() {
   {
@@ -27,24 +36,47 @@ void SwmPlacementScheduler::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+const std::string& SwmPlacementScheduler::NameOf(const Request& request) {
+  return request.release ? request.name : request.application.metadata().name();
+}
+
 absl::Status SwmPlacementScheduler::RequestPlacement(const v1::Application& application,
                                                      const v1::Neighborhood& neighborhood) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("ACM is shutting down");
   // A newer request for the same application supersedes a queued one.
   for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-    if (it->application.metadata().name() == application.metadata().name()) {
+    if (!it->release && it->application.metadata().name() == application.metadata().name()) {
       queue_.erase(it);
       break;
     }
   }
-  queue_.push_back({application, neighborhood});
+  Request request;
+  request.application = application;
+  request.neighborhood = neighborhood;
+  queue_.push_back(std::move(request));
   return absl::OkStatus();
 }
 
 absl::Status SwmPlacementScheduler::ReleasePlacement(const std::string& application) {
-  return absl::UnimplementedError(
-      absl::StrCat("SWM has no release RPC yet; the pods of ", application, " stay until it has"));
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("ACM is shutting down");
+  // A placement still queued for the application is moot now.
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    it = !it->release && NameOf(*it) == application ? queue_.erase(it) : std::next(it);
+  }
+  for (Request& queued : queue_) {
+    if (queued.release && queued.name == application) {
+      queued.due = absl::InfinitePast();  // asked again: try now
+      return absl::OkStatus();
+    }
+  }
+  Request request;
+  request.release = true;
+  request.name = application;
+  request.backoff = retry_min_;
+  queue_.push_back(std::move(request));
+  return absl::OkStatus();
 }
 
 void SwmPlacementScheduler::Loop() {
@@ -52,19 +84,72 @@ void SwmPlacementScheduler::Loop() {
     Request request;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !queue_.empty();
-      };
-      mu_.Await(absl::Condition(&ready));
-      if (stopping_) return;
-      request = std::move(queue_.front());
-      queue_.pop_front();
+      while (true) {
+        if (stopping_) return;
+        // The first request that is due; else wait for the earliest retry or news.
+        const absl::Time now = absl::Now();
+        absl::Time earliest = absl::InfiniteFuture();
+        auto it = queue_.begin();
+        for (; it != queue_.end() && it->due > now; ++it) earliest = std::min(earliest, it->due);
+        if (it != queue_.end()) {
+          request = std::move(*it);
+          queue_.erase(it);
+          break;
+        }
+        const size_t size = queue_.size();
+        auto news = [this, size]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stopping_ || queue_.size() != size ||
+                 std::any_of(queue_.begin(), queue_.end(),
+                             [](const Request& r) { return r.due == absl::InfinitePast(); });
+        };
+        mu_.AwaitWithDeadline(absl::Condition(&news), earliest);
+      }
     }
-    PlacementResult result = Place(request);
-    if (sink_) {
-      sink_(request.application.metadata().name(), request.application.spec_revision(), result);
+    if (!request.release) {
+      PlacementResult result = Place(request);
+      if (sink_) {
+        sink_(request.application.metadata().name(), request.application.spec_revision(), result);
+      }
+      continue;
     }
+    absl::Status outcome = Release(request.name);
+    if (!outcome.ok()) {
+      log::Warn("release not confirmed; will retry",
+                {{"application", request.name},
+                 {"error", std::string(outcome.message())},
+                 {"retry_in", absl::FormatDuration(request.backoff)}});
+      absl::MutexLock lock(&mu_);
+      // Asked again meanwhile: that request carries on.
+      bool queued = std::any_of(queue_.begin(), queue_.end(), [&](const Request& r) {
+        return r.release && r.name == request.name;
+      });
+      if (!queued && !stopping_) {
+        request.due = absl::Now() + request.backoff;
+        request.backoff = std::min(request.backoff * 2, retry_max_);
+        queue_.push_back(request);
+      }
+    }
+    if (release_sink_) release_sink_(request.name, outcome);
   }
+}
+
+absl::Status SwmPlacementScheduler::Release(const std::string& application) {
+  swm::v1::ReleaseApplicationRequest release;
+  release.set_application(application);
+  // No request_id: releasing is idempotent, and a name may come back as a
+  // new application whose release must not be answered from the old one's.
+  swm::v1::ReleaseApplicationResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  grpc::Status status =
+      swm::v1::SwmService::NewStub(channel_)->ReleaseApplication(&context, release, &response);
+  if (!status.ok()) {
+    return absl::Status(FromGrpcStatus(status).code(),
+                        absl::StrCat("scheduler: ", status.error_message()));
+  }
+  log::Info("released", {{"application", application},
+                         {"actions", absl::StrCat(response.plan().actions_size())}});
+  return absl::OkStatus();
 }
 
 PlacementResult SwmPlacementScheduler::Place(const Request& request) {

@@ -1,8 +1,17 @@
 #pragma once
 // The PlacementScheduler that asks the hub's SWM over gRPC
-// (codeco.swm.v1.SwmService/PlaceApplication). Requests are queued and sent
-// from one worker thread, so Apply never waits on the scheduler; each answer
-// goes to the result sink (ApplicationManager::RecordPlacement).
+// (codeco.swm.v1.SwmService/PlaceApplication and ReleaseApplication).
+// Requests are queued and sent from one worker thread, in order, so Apply and
+// Delete never wait on the scheduler; each placement answer goes to the
+// placement sink (ApplicationManager::RecordPlacement), each release outcome
+// to the release sink (ApplicationManager::RecordRelease).
+//
+// A release SWM does not confirm (unreachable, deadline, an SWM without the
+// RPC yet) is retried with exponential backoff (release_retry_min doubling up
+// to release_retry_max) until it succeeds or the scheduler stops; the
+// application stays DELETING meanwhile, and after a restart
+// ApplicationManager::ResumeReleases queues it again, so no deletion is lost.
+// A release supersedes a queued placement of the same application.
 
 #include <deque>
 #include <functional>
@@ -26,34 +35,53 @@ using PlacementSink =
 /// PlacementScheduler over SWM's gRPC API.
 class SwmPlacementScheduler final : public PlacementScheduler {
  public:
-  /// Sends to SWM over `channel`; each call gets `timeout`.
-  SwmPlacementScheduler(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout);
+  /// Sends to SWM over `channel`; each call gets `timeout`; an unconfirmed
+  /// release is retried after `release_retry_min`, doubling up to `release_retry_max`.
+  SwmPlacementScheduler(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout,
+                        absl::Duration release_retry_min = absl::Seconds(1),
+                        absl::Duration release_retry_max = absl::Seconds(30));
   /// Stops the worker (pending requests are dropped; ACM asks again on the
   /// next apply).
   ~SwmPlacementScheduler() override;
 
-  /// Sets where answers go; call once, before the first request.
+  /// Sets where placement answers go; call once, before the first request.
   void SetSink(PlacementSink sink);
+  /// Sets where release outcomes go; call once, before the first request.
+  void SetReleaseSink(ReleaseSink sink);
   /// Stops the worker thread; idempotent.
   void Stop();
 
   absl::Status RequestPlacement(const v1::Application& application,
                                 const v1::Neighborhood& neighborhood) override;
-  /// SWM has no RPC to release an application's placement yet: UNIMPLEMENTED.
+  /// Queues SWM ReleaseApplication for `application` (retried until confirmed).
   absl::Status ReleasePlacement(const std::string& application) override;
 
  private:
   struct Request {
+    // False: a placement of `application`; true: a release of `name`.
+    bool release = false;
     v1::Application application;
     v1::Neighborhood neighborhood;
+    std::string name;
+    // Release retries: when the next attempt is due, and the wait after it fails.
+    absl::Time due = absl::InfinitePast();
+    absl::Duration backoff;
   };
   void Loop();
   PlacementResult Place(const Request& request);
+  absl::Status Release(const std::string& application);
+  // The name a request is about.
+  static const std::string& NameOf(const Request& request);
 
   std::shared_ptr<grpc::Channel> channel_;
   const absl::Duration timeout_;
+  const absl::Duration retry_min_;
+  const absl::Duration retry_max_;
   PlacementSink sink_;
+  ReleaseSink release_sink_;
   absl::Mutex mu_;
+  // Work in arrival order; a release waiting for its retry stays in place
+  // (so it still orders against later requests of the same application).
   std::deque<Request> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

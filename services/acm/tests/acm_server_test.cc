@@ -175,17 +175,19 @@ TEST_CASE("WatchApplication streams the current state then every change in order
     v1::DeleteApplicationRequest del;
     del.set_name("b");
     v1::DeleteApplicationResponse response;
-    REQUIRE(s.stub->DeleteApplication(&del_context, del, &response).ok());  // 4
+    // 4: DELETING; 5: gone (no scheduler here, so nothing to release).
+    REQUIRE(s.stub->DeleteApplication(&del_context, del, &response).ok());
   }
   std::vector<std::pair<common::v1::WatchEventType, int64_t>> seen;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 4; ++i) {
     REQUIRE(stream->Read(&event));
     seen.emplace_back(event.type(), event.application().metadata().revision());
   }
   REQUIRE(seen == std::vector<std::pair<common::v1::WatchEventType, int64_t>>{
                       {common::v1::WATCH_EVENT_TYPE_ADDED, 2},
                       {common::v1::WATCH_EVENT_TYPE_MODIFIED, 3},
-                      {common::v1::WATCH_EVENT_TYPE_DELETED, 4}});
+                      {common::v1::WATCH_EVENT_TYPE_MODIFIED, 4},
+                      {common::v1::WATCH_EVENT_TYPE_DELETED, 5}});
   context.TryCancel();
   while (stream->Read(&event)) {
   }

@@ -300,24 +300,129 @@ TEST_CASE("list pages by name and filters by phase and labels") {
   REQUIRE(f.manager.List(not_silver)->applications_size() == 3);
 }
 
-TEST_CASE("delete removes the application and its revisions and releases it") {
+TEST_CASE("delete removes the application and its revisions once the release is confirmed") {
   Fixture f;
   f.Apply(SmallCam("shop", "1"));
   f.Apply(SmallCam("shop", "2"));
   v1::DeleteApplicationRequest del;
   del.set_name("shop");
   del.set_request_id("d-1");
-  REQUIRE(f.manager.Delete(del).ok());
-  REQUIRE(f.manager.Delete(del).ok());  // retried with the same id: same answer
+  absl::StatusOr<v1::DeleteApplicationResponse> first = f.manager.Delete(del);
+  REQUIRE(first.ok());
+  REQUIRE(first->operation().kind() == "acm.DeleteApplication");
+  REQUIRE(first->operation().resource() == "applications/shop");
+  REQUIRE_FALSE(first->operation().id().empty());
+  absl::StatusOr<v1::DeleteApplicationResponse> again = f.manager.Delete(del);
+  REQUIRE(again.ok());  // retried with the same id: same answer
+  REQUIRE(again->operation().id() == first->operation().id());
   REQUIRE(f.scheduler.releases() == std::vector<std::string>{"shop"});
+
+  // Until the scheduler confirms, the application stays, DELETING.
   v1::GetApplicationRequest get;
   get.set_name("shop");
+  REQUIRE(f.manager.Get(get)->application().status().phase() == v1::APPLICATION_PHASE_DELETING);
+  REQUIRE(f.manager.Get(get)->application().status().operation_id() == first->operation().id());
+  REQUIRE(f.manager.Get(get)->application().spec_revision() == 2);
+
+  REQUIRE(f.manager.RecordRelease("shop", absl::OkStatus()).ok());
   REQUIRE(absl::IsNotFound(f.manager.Get(get).status()));
+  v1::ListApplicationRevisionsRequest revs;
+  revs.set_name("shop");
+  REQUIRE(absl::IsNotFound(f.manager.ListRevisions(revs).status()));
   del.set_request_id("");
   REQUIRE(absl::IsNotFound(f.manager.Delete(del).status()));
+  REQUIRE(f.manager.RecordRelease("shop", absl::OkStatus()).ok());  // late duplicate: no-op
 
   // Re-created, it starts over at spec revision 1.
   REQUIRE(f.Apply(SmallCam("shop", "3")).application().spec_revision() == 1);
+}
+
+TEST_CASE("a DELETING application waits for an unreachable scheduler and refuses updates") {
+  Fixture f;
+  f.Apply(SmallCam("shop", "1"));
+  int64_t before = *f.manager.CurrentRevision();
+  v1::DeleteApplicationRequest del;
+  del.set_name("shop");
+  REQUIRE(f.manager.Delete(del).ok());
+
+  // The scheduler reports it could not release: recorded once, still DELETING.
+  REQUIRE(f.manager.RecordRelease("shop", absl::UnavailableError("swm: connection refused")).ok());
+  v1::GetApplicationRequest get;
+  get.set_name("shop");
+  v1::Application app = f.manager.Get(get)->application();
+  REQUIRE(app.status().phase() == v1::APPLICATION_PHASE_DELETING);
+  REQUIRE(app.status().status() == v1::STATUS_LEVEL_WARNING);
+  REQUIRE_THAT(app.status().error_msg(), Catch::Contains("swm: connection refused"));
+  const int64_t revision = app.metadata().revision();
+  REQUIRE(f.manager.RecordRelease("shop", absl::UnavailableError("swm: connection refused")).ok());
+  REQUIRE(*f.manager.CurrentRevision() == revision);  // the same news is not a change
+
+  // Nothing else may change it meanwhile.
+  v1::ApplyApplicationRequest apply;
+  apply.set_cam_yaml(SmallCam("shop", "2"));
+  REQUIRE(absl::IsFailedPrecondition(f.manager.Apply(apply).status()));
+  v1::RollbackApplicationRequest rollback;
+  rollback.set_name("shop");
+  rollback.set_to_spec_revision(1);
+  REQUIRE(absl::IsFailedPrecondition(f.manager.Rollback(rollback).status()));
+  PlacementResult placed;
+  placed.placed = true;
+  REQUIRE(absl::IsFailedPrecondition(f.manager.RecordPlacement("shop", 1, placed).status()));
+
+  // Deleting again asks the scheduler again, under the same operation.
+  REQUIRE(f.manager.Delete(del).ok());
+  REQUIRE(f.scheduler.releases() == std::vector<std::string>{"shop", "shop"});
+
+  // Once released: one DELETED event, after the DELETING and warning ones, in order.
+  REQUIRE(f.manager.RecordRelease("shop", absl::OkStatus()).ok());
+  auto changes = f.manager.ReadChanges("shop", before, 100);
+  REQUIRE(changes.ok());
+  REQUIRE(changes->size() == 3);
+  REQUIRE((*changes)[0].type() == common::v1::WATCH_EVENT_TYPE_MODIFIED);
+  REQUIRE((*changes)[0].application().status().phase() == v1::APPLICATION_PHASE_DELETING);
+  REQUIRE((*changes)[1].application().status().status() == v1::STATUS_LEVEL_WARNING);
+  REQUIRE((*changes)[2].type() == common::v1::WATCH_EVENT_TYPE_DELETED);
+  REQUIRE((*changes)[2].application().metadata().revision() ==
+          (*changes)[1].application().metadata().revision() + 1);
+  // A release outcome for an application that is not DELETING is stale.
+  f.Apply(SmallCam("other", "1"));
+  REQUIRE(absl::IsFailedPrecondition(f.manager.RecordRelease("other", absl::OkStatus())));
+}
+
+TEST_CASE("a restarted manager asks again for the releases it had not seen confirmed") {
+  std::unique_ptr<KvStore> kv = NewInMemoryKvStore(ApplicationColumnFamilies());
+  SimulatedClock clock{absl::FromUnixSeconds(1'800'000'000)};
+  {
+    KvApplicationStore store{*kv};
+    InMemoryPlacementScheduler scheduler;
+    scheduler.SetFailure(absl::UnavailableError("shutting down"));
+    ApplicationManager manager{store, scheduler, clock};
+    for (const char* name : {"a", "b", "c"}) {
+      v1::ApplyApplicationRequest apply;
+      apply.set_cam_yaml(SmallCam(name, "1"));
+      REQUIRE(manager.Apply(apply).ok());
+    }
+    for (const char* name : {"a", "c"}) {
+      v1::DeleteApplicationRequest del;
+      del.set_name(name);
+      REQUIRE(manager.Delete(del).ok());  // accepted, though the scheduler refused to queue it
+    }
+  }
+  // "Restart": a new manager over the same store, with a scheduler that
+  // completes releases at once.
+  KvApplicationStore store{*kv};
+  InMemoryPlacementScheduler scheduler;
+  ApplicationManager manager{store, scheduler, clock};
+  scheduler.CompleteReleasesWith([&](const std::string& name, const absl::Status& outcome) {
+    REQUIRE(manager.RecordRelease(name, outcome).ok());
+  });
+  REQUIRE(*manager.ResumeReleases() == 2);
+  REQUIRE(scheduler.releases() == std::vector<std::string>{"a", "c"});
+  v1::ListApplicationsRequest list;
+  auto left = manager.List(list);
+  REQUIRE(left->applications_size() == 1);
+  REQUIRE(left->applications(0).metadata().name() == "b");
+  REQUIRE(*manager.ResumeReleases() == 0);
 }
 
 TEST_CASE("changes are read back in order per application or all and resumable") {
@@ -329,19 +434,22 @@ TEST_CASE("changes are read back in order per application or all and resumable")
   f.Apply(SmallCam("a", "2"));
   v1::DeleteApplicationRequest del;
   del.set_name("b");
-  REQUIRE(f.manager.Delete(del).ok());
-  REQUIRE(notified == 4);
+  REQUIRE(f.manager.Delete(del).ok());                           // 4: DELETING
+  REQUIRE(f.manager.RecordRelease("b", absl::OkStatus()).ok());  // 5: gone
+  REQUIRE(notified == 5);
   f.manager.RemoveListener(id);
   f.Apply(SmallCam("c", "1"));
-  REQUIRE(notified == 4);
+  REQUIRE(notified == 5);
 
   auto all = f.manager.ReadChanges("", 0, 100);
-  REQUIRE(all->size() == 5);
+  REQUIRE(all->size() == 6);
   for (size_t i = 0; i < all->size(); ++i) {
     REQUIRE((*all)[i].application().metadata().revision() == static_cast<int64_t>(i + 1));
   }
-  REQUIRE((*all)[3].type() == common::v1::WATCH_EVENT_TYPE_DELETED);
-  REQUIRE((*all)[3].application().metadata().name() == "b");
+  REQUIRE((*all)[3].type() == common::v1::WATCH_EVENT_TYPE_MODIFIED);
+  REQUIRE((*all)[3].application().status().phase() == v1::APPLICATION_PHASE_DELETING);
+  REQUIRE((*all)[4].type() == common::v1::WATCH_EVENT_TYPE_DELETED);
+  REQUIRE((*all)[4].application().metadata().name() == "b");
 
   auto a = f.manager.ReadChanges("a", 1, 100);
   REQUIRE(a->size() == 1);
@@ -353,7 +461,7 @@ TEST_CASE("changes are read back in order per application or all and resumable")
   REQUIRE((*limited)[1].application().metadata().revision() == 4);
 
   auto snapshot = f.manager.Snapshot("");
-  REQUIRE(snapshot->revision == 5);
+  REQUIRE(snapshot->revision == 6);
   REQUIRE(snapshot->applications.size() == 2);  // a and c
 }
 

@@ -1,0 +1,199 @@
+// DeleteApplication through a hub ACM whose SWM is a fake gRPC server: the
+// application stays DELETING while SWM cannot release it (UNIMPLEMENTED,
+// UNAVAILABLE), saying why, and goes once SWM confirms; an ACM restarted on
+// the same store carries on with deletions it had not finished.
+#include <atomic>
+#include <catch2/catch.hpp>
+
+#include "absl/strings/str_replace.h"
+#include "acm/server/acm_service.h"
+#include "acm/store/kv_application_store.h"
+#include "codeco/common/clock.h"
+#include "codeco/common/server.h"
+#include "codeco/swm/v1/swm_service.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+
+namespace codeco::acm {
+namespace {
+
+std::string SmallCam(const std::string& name) {
+  return absl::StrReplaceAll(R"(apiVersion: codeco.he-codeco.eu/v1alpha1
+kind: CodecoApp
+metadata: {name: NAME}
+spec:
+  appName: NAME
+  codecoapp-msspec:
+    - serviceName: web
+      podspec:
+        containers: [{name: web, image: "registry.example.org/web:1"}]
+)",
+                             {{"NAME", name}});
+}
+
+std::chrono::system_clock::time_point In(absl::Duration d) {
+  return absl::ToChronoTime(absl::Now() + d);
+}
+
+// An SWM whose ReleaseApplication answers `answer` (settable) and counts calls.
+class FakeSwm final : public swm::v1::SwmService::Service {
+ public:
+  grpc::Status ReleaseApplication(grpc::ServerContext*,
+                                  const swm::v1::ReleaseApplicationRequest* request,
+                                  swm::v1::ReleaseApplicationResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    released_.push_back(request->application());
+    return answer_;
+  }
+  void Answer(grpc::Status status) {
+    absl::MutexLock lock(&mu_);
+    answer_ = std::move(status);
+  }
+  size_t calls() {
+    absl::MutexLock lock(&mu_);
+    return released_.size();
+  }
+
+ private:
+  absl::Mutex mu_;
+  grpc::Status answer_ ABSL_GUARDED_BY(mu_) =
+      grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "ReleaseApplication lands later");
+  std::vector<std::string> released_ ABSL_GUARDED_BY(mu_);
+};
+
+std::unique_ptr<GrpcServer> Serve(grpc::Service* service, const std::string& name) {
+  GrpcServerOptions options;
+  options.service = name;
+  options.insecure = true;
+  options.services = {service};
+  auto started = GrpcServer::Start(options);
+  REQUIRE(started.ok());
+  return *std::move(started);
+}
+
+// A hub ACM over `kv`, asking the SWM at `swm`.
+struct Hub {
+  SimulatedClock clock{absl::FromUnixSeconds(1'800'000'000)};
+  std::unique_ptr<AcmServiceImpl> service;
+  std::unique_ptr<GrpcServer> server;
+  std::unique_ptr<v1::AcmService::Stub> stub;
+
+  Hub(KvStore& kv, const std::string& swm) {
+    AcmServiceOptions options;
+    options.swm_channel = grpc::CreateChannel(swm, grpc::InsecureChannelCredentials());
+    options.placement_timeout = absl::Seconds(5);
+    options.release_retry_min = absl::Milliseconds(20);
+    options.release_retry_max = absl::Milliseconds(100);
+    service = NewAcmService(kv, clock, options);
+    server = Serve(service.get(), "acm");
+    stub = v1::AcmService::NewStub(
+        grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+  }
+  ~Hub() { server->Shutdown(absl::Seconds(1)); }
+
+  // The application, or its gRPC error (NOT_FOUND once gone).
+  grpc::Status Get(const std::string& name, v1::Application* app) {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(10)));
+    v1::GetApplicationRequest request;
+    request.set_name(name);
+    v1::GetApplicationResponse response;
+    grpc::Status status = stub->GetApplication(&context, request, &response);
+    *app = response.application();
+    return status;
+  }
+
+  // Waits until `done` holds for `name`'s state; false if it never does.
+  template <typename Pred>
+  bool WaitFor(const std::string& name, Pred done) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < deadline) {
+      v1::Application app;
+      grpc::Status status = Get(name, &app);
+      if (done(status, app)) return true;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return false;
+  }
+};
+
+std::unique_ptr<KvStore> NewKv() {
+  auto families = ApplicationColumnFamilies();
+  families.push_back("clusters");
+  families.push_back("neighborhoods");
+  return NewInMemoryKvStore(families);
+}
+
+TEST_CASE("a deleted application stays DELETING until SWM confirms the release") {
+  FakeSwm swm;
+  auto swm_server = Serve(&swm, "swm");
+  auto kv = NewKv();
+  Hub hub(*kv, swm_server->address());
+  {
+    grpc::ClientContext context;
+    v1::ApplyApplicationRequest request;
+    request.set_cam_yaml(SmallCam("shop"));
+    v1::ApplyApplicationResponse response;
+    REQUIRE(hub.stub->ApplyApplication(&context, request, &response).ok());
+  }
+  {
+    grpc::ClientContext context;
+    v1::DeleteApplicationRequest request;
+    request.set_name("shop");
+    v1::DeleteApplicationResponse response;
+    REQUIRE(hub.stub->DeleteApplication(&context, request, &response).ok());
+    REQUIRE(response.operation().kind() == "acm.DeleteApplication");
+  }
+  // SWM without the RPC: the application says so and stays.
+  REQUIRE(hub.WaitFor("shop", [](const grpc::Status& s, const v1::Application& app) {
+    return s.ok() && app.status().error_msg().find("lands later") != std::string::npos;
+  }));
+  v1::Application app;
+  REQUIRE(hub.Get("shop", &app).ok());
+  REQUIRE(app.status().phase() == v1::APPLICATION_PHASE_DELETING);
+  REQUIRE(app.status().status() == v1::STATUS_LEVEL_WARNING);
+
+  // SWM away: the new reason replaces the old one; still DELETING, and retried.
+  swm.Answer(grpc::Status(grpc::StatusCode::UNAVAILABLE, "swm is restarting"));
+  REQUIRE(hub.WaitFor("shop", [](const grpc::Status& s, const v1::Application& app) {
+    return s.ok() && app.status().error_msg().find("restarting") != std::string::npos;
+  }));
+  const size_t calls = swm.calls();
+  REQUIRE(calls >= 2);
+
+  // SWM confirms: the application goes.
+  swm.Answer(grpc::Status::OK);
+  REQUIRE(hub.WaitFor("shop", [](const grpc::Status& s, const v1::Application&) {
+    return s.error_code() == grpc::StatusCode::NOT_FOUND;
+  }));
+  REQUIRE(swm.calls() > calls);
+}
+
+TEST_CASE("an ACM restarted on the same store finishes the deletions it had started") {
+  FakeSwm swm;
+  auto swm_server = Serve(&swm, "swm");
+  auto kv = NewKv();
+  {
+    Hub hub(*kv, swm_server->address());
+    grpc::ClientContext context;
+    v1::ApplyApplicationRequest request;
+    request.set_cam_yaml(SmallCam("shop"));
+    v1::ApplyApplicationResponse response;
+    REQUIRE(hub.stub->ApplyApplication(&context, request, &response).ok());
+    grpc::ClientContext del_context;
+    v1::DeleteApplicationRequest del;
+    del.set_name("shop");
+    v1::DeleteApplicationResponse deleted;
+    REQUIRE(hub.stub->DeleteApplication(&del_context, del, &deleted).ok());
+    REQUIRE(hub.WaitFor("shop", [](const grpc::Status& s, const v1::Application& app) {
+      return s.ok() && app.status().status() == v1::STATUS_LEVEL_WARNING;
+    }));
+  }  // the hub stops with the release unconfirmed
+  swm.Answer(grpc::Status::OK);
+  Hub restarted(*kv, swm_server->address());
+  REQUIRE(restarted.WaitFor("shop", [](const grpc::Status& s, const v1::Application&) {
+    return s.error_code() == grpc::StatusCode::NOT_FOUND;
+  }));
+}
+
+}  // namespace
+}  // namespace codeco::acm
