@@ -130,4 +130,16 @@ absl::Status PlanStore::Save(const pb::AssignmentPlan* plan,
   return kv_.Write(batch);
 }
 
+absl::Status PlanStore::SaveLmsEndpoint(const std::string& cluster, const std::string& lms) {
+  return kv_.Put(kOperationsFamily, "l/" + cluster, lms);
+}
+
+absl::StatusOr<std::optional<std::string>> PlanStore::LmsEndpoint(
+    const std::string& cluster) const {
+  absl::StatusOr<std::string> value = kv_.Get(kOperationsFamily, "l/" + cluster);
+  if (absl::IsNotFound(value.status())) return std::nullopt;
+  if (!value.ok()) return value.status();
+  return *value;
+}
+
 }  // namespace codeco::swm

@@ -7,6 +7,9 @@
 //               (newest revision first within an application)
 //   operations  o/<operation id>                                 -> common.v1.Operation
 //   operations  r/<request_id>                                   -> operation id
+//   operations  l/<cluster>                                      -> host:port of its LMS
+//               (learned from neighborhoods, so a restarted hub can still
+//               reach the clusters its plans placed on)
 // A placement's plan, operation and request index are written in one batch.
 
 #include <cstdint>
@@ -51,6 +54,11 @@ class PlanStore {
   /// `request_id` -> operation, atomically.
   absl::Status Save(const codeco::swm::v1::AssignmentPlan* plan,
                     const codeco::common::v1::Operation& operation, const std::string& request_id);
+
+  /// Remembers that `cluster`'s LMS is at `lms`.
+  absl::Status SaveLmsEndpoint(const std::string& cluster, const std::string& lms);
+  /// The LMS endpoint last saved for `cluster`, or nullopt.
+  absl::StatusOr<std::optional<std::string>> LmsEndpoint(const std::string& cluster) const;
 
   /// The plans-family key of (application, revision).
   static std::string PlanKey(const std::string& application, int64_t revision);

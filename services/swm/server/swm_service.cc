@@ -36,6 +36,19 @@ void SetError(const absl::Status& status, codeco::common::v1::Error* error) {
   error->set_message(std::string(status.message()));
 }
 
+constexpr char kReleaseKind[] = "swm.ReleaseApplication";
+
+// True when the application has pods under `plan`: a placement that is done,
+// or a removal that left some pods (its targets) behind.
+bool HoldsPods(const pb::AssignmentPlan& plan) {
+  if (plan.targets().empty()) return false;
+  if (plan.phase() == pb::PLAN_PHASE_DONE) return true;
+  for (const pb::PlanAction& a : plan.actions()) {
+    if (a.type() == pb::ACTION_TYPE_DELETE_POD) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 // The codeco_swm_* domain metrics, declared once.
@@ -116,11 +129,10 @@ void SwmServiceImpl::Work() {
   }
 }
 
-grpc::ServerUnaryReactor* SwmServiceImpl::PlaceApplication(
-    grpc::CallbackServerContext* context, const pb::PlaceApplicationRequest* request,
-    pb::PlaceApplicationResponse* response) {
+grpc::ServerUnaryReactor* SwmServiceImpl::OnWorker(grpc::CallbackServerContext* context,
+                                                   std::function<absl::Status(absl::Time)> work) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  bool queued = Submit([this, context, request, response, reactor] {
+  bool queued = Submit([context, reactor, work = std::move(work)] {
     if (context->IsCancelled()) {
       reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled while queued"));
       return;
@@ -133,15 +145,33 @@ grpc::ServerUnaryReactor* SwmServiceImpl::PlaceApplication(
     absl::Time deadline = context->deadline() == std::chrono::system_clock::time_point::max()
                               ? absl::InfiniteFuture()
                               : absl::FromChrono(context->deadline());
-    absl::StatusOr<Operation> op = Place(*request, deadline);
-    if (op.ok()) *response->mutable_operation() = std::move(*op);
-    reactor->Finish(ToGrpcStatus(op.status()));
+    reactor->Finish(ToGrpcStatus(work(deadline)));
   });
   if (!queued) {
     reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                                  "too many placements waiting; retry later"));
   }
   return reactor;
+}
+
+grpc::ServerUnaryReactor* SwmServiceImpl::PlaceApplication(
+    grpc::CallbackServerContext* context, const pb::PlaceApplicationRequest* request,
+    pb::PlaceApplicationResponse* response) {
+  return OnWorker(context, [this, request, response](absl::Time deadline) {
+    absl::StatusOr<Operation> op = Place(*request, deadline);
+    if (op.ok()) *response->mutable_operation() = std::move(*op);
+    return op.status();
+  });
+}
+
+grpc::ServerUnaryReactor* SwmServiceImpl::ReleaseApplication(
+    grpc::CallbackServerContext* context, const pb::ReleaseApplicationRequest* request,
+    pb::ReleaseApplicationResponse* response) {
+  return OnWorker(context, [this, request, response](absl::Time deadline) {
+    absl::StatusOr<pb::AssignmentPlan> plan = Release(*request, deadline);
+    if (plan.ok()) *response->mutable_plan() = std::move(*plan);
+    return plan.status();
+  });
 }
 
 grpc::ServerUnaryReactor* SwmServiceImpl::GetAssignmentPlan(
@@ -189,6 +219,15 @@ absl::StatusOr<SwmServiceImpl::ClusterRig*> SwmServiceImpl::RigFor(const std::st
   rig.executor = std::make_unique<LocalClusterExecutor>(clock_, *rig.runtime);
   ClusterRig& stored = rigs_[cluster];
   stored = std::move(rig);
+  // Remembered so that a restarted hub can still remove what it placed there.
+  absl::StatusOr<std::optional<std::string>> saved = plans_.LmsEndpoint(cluster);
+  if (!saved.ok() || saved->value_or("") != lms) {
+    absl::Status st = plans_.SaveLmsEndpoint(cluster, lms);
+    if (!st.ok()) {
+      log::Warn("cannot remember a cluster's LMS endpoint",
+                {{"cluster", cluster}, {"error", std::string(st.message())}});
+    }
+  }
   return &stored;
 }
 
@@ -229,8 +268,9 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
     ASSIGN_OR_RETURN(std::optional<Operation> seen,
                      plans_.OperationForRequest(request.request_id()));
     if (seen.has_value()) {
-      if (seen->resource() != resource) {
-        return InvalidFieldError("request_id", "already used for " + seen->resource());
+      if (seen->resource() != resource || seen->kind() != "swm.PlaceApplication") {
+        return InvalidFieldError("request_id", absl::StrCat("already used by ", seen->kind(),
+                                                            " for ", seen->resource()));
       }
       if (seen->has_error()) return StatusOf(seen->error());
       return *seen;
@@ -304,10 +344,13 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
   RETURN_IF_ERROR(federation.Validate());
 
   ASSIGN_OR_RETURN(std::optional<pb::AssignmentPlan> latest, plans_.Latest(app.name));
-  if (!request.dry_run() && latest.has_value() && latest->phase() == pb::PLAN_PHASE_DONE) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("application ", app.name, " is already placed by plan ", latest->id(),
-                     "; moving a placed application is MigrateWorkload's job"));
+  if (!request.dry_run() && latest.has_value() && HoldsPods(*latest)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "application ", app.name, " is ",
+        latest->phase() == pb::PLAN_PHASE_DONE ? "already placed" : "still being removed",
+        " by plan ", latest->id(),
+        "; moving a placed application is MigrateWorkload's job, removing it "
+        "ReleaseApplication's"));
   }
 
   InProcessL2Solver l2(registry_, nullptr);
@@ -418,6 +461,158 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
   if (!executed.ok()) return executed;
   if (metrics_ != nullptr) metrics_->placed.Increment(plan.targets.size());
   return op;
+}
+
+absl::StatusOr<SwmServiceImpl::ClusterRig*> SwmServiceImpl::RigForRelease(
+    const std::string& cluster) {
+  if (auto it = rigs_.find(cluster); it != rigs_.end()) return &it->second;
+  std::string lms;
+  if (directory_ != nullptr) {
+    absl::StatusOr<std::vector<ClusterEndpoint>> listed = directory_->ListClusters();
+    if (listed.ok()) {
+      for (const ClusterEndpoint& c : *listed) {
+        if (c.name == cluster) lms = c.lms;
+      }
+    }
+  }
+  if (lms.empty()) {
+    ASSIGN_OR_RETURN(std::optional<std::string> saved, plans_.LmsEndpoint(cluster));
+    lms = saved.value_or("");
+  }
+  if (lms.empty()) {
+    return absl::UnavailableError("no LMS endpoint known for cluster " + cluster);
+  }
+  return RigFor(cluster, lms);
+}
+
+absl::StatusOr<pb::AssignmentPlan> SwmServiceImpl::Release(
+    const pb::ReleaseApplicationRequest& request, absl::Time deadline) {
+  absl::MutexLock lock(&place_mu_);
+  absl::StatusOr<pb::AssignmentPlan> plan = ReleaseLocked(request, deadline);
+  for (auto& [name, rig] : rigs_) rig.runtime->SetDeadline(absl::InfiniteFuture());
+  return plan;
+}
+
+absl::StatusOr<pb::AssignmentPlan> SwmServiceImpl::ReleaseLocked(
+    const pb::ReleaseApplicationRequest& request, absl::Time deadline) {
+  if (request.application().empty()) return InvalidFieldError("application", "is required");
+  const std::string& app = request.application();
+  const std::string resource = "applications/" + app;
+  if (!request.request_id().empty()) {
+    ASSIGN_OR_RETURN(std::optional<Operation> seen,
+                     plans_.OperationForRequest(request.request_id()));
+    if (seen.has_value()) {
+      if (seen->resource() != resource || seen->kind() != kReleaseKind) {
+        return InvalidFieldError("request_id", absl::StrCat("already used by ", seen->kind(),
+                                                            " for ", seen->resource()));
+      }
+      pb::AssignmentPlan plan;
+      if (!seen->result().UnpackTo(&plan)) {
+        return absl::DataLossError("stored operation " + seen->id() + " has no plan");
+      }
+      return plan;
+    }
+  }
+  ASSIGN_OR_RETURN(std::optional<pb::AssignmentPlan> latest, plans_.Latest(app));
+  const absl::Time now = clock_.Now();
+  Operation op;
+  op.set_kind(kReleaseKind);
+  op.set_resource(resource);
+  op.set_request_id(request.request_id());
+  *op.mutable_create_time() = ToTimestamp(now);
+  op.set_done(true);
+  op.set_progress_percent(100);
+
+  pb::AssignmentPlan plan;
+  plan.set_application(app);
+  if (!latest.has_value() || !HoldsPods(*latest)) {
+    // Nothing placed: an empty plan, remembered only for the request_id.
+    if (!request.request_id().empty()) {
+      op.set_id(absl::StrCat("release/", app, "/request/", request.request_id()));
+      op.set_phase("Done");
+      op.mutable_result()->PackFrom(plan);
+      *op.mutable_update_time() = ToTimestamp(clock_.Now());
+      RETURN_IF_ERROR(plans_.Save(nullptr, op, request.request_id()));
+    }
+    return plan;
+  }
+
+  const int64_t revision = latest->plan_revision() + 1;
+  // A removal after a removal that left pods behind still releases the
+  // reservations of the placement those pods came from.
+  const int64_t placed_revision = latest->phase() == pb::PLAN_PHASE_DONE
+                                      ? latest->plan_revision()
+                                      : latest->incumbent_plan_revision();
+  op.set_id(absl::StrCat("release/", app, "/", revision));
+  plan.set_id(absl::StrCat(app, "/", revision));
+  plan.set_plan_revision(revision);
+  plan.set_spec_revision(latest->spec_revision());
+  plan.set_neighborhood_id(latest->neighborhood_id());
+  plan.set_operation_id(op.id());
+  plan.set_incumbent_plan_revision(placed_revision);
+  *plan.mutable_create_time() = ToTimestamp(now);
+
+  std::map<std::string, std::vector<const pb::WorkloadTarget*>> by_cluster;
+  for (const pb::WorkloadTarget& t : latest->targets()) by_cluster[t.cluster()].push_back(&t);
+  std::vector<std::string> failures;
+  for (const auto& [cluster, targets] : by_cluster) {
+    absl::StatusOr<ClusterRig*> rig = RigForRelease(cluster);
+    if (rig.ok()) (*rig)->runtime->SetDeadline(deadline);
+    bool cluster_ok = rig.ok();
+    for (const pb::WorkloadTarget* t : targets) {
+      pb::PlanAction* action = plan.add_actions();
+      action->set_index(plan.actions_size() - 1);
+      action->set_type(pb::ACTION_TYPE_DELETE_POD);
+      action->set_cluster(cluster);
+      action->set_workload(t->workload());
+      action->set_node(t->node());
+      action->set_pod(t->pod());
+      absl::Status deleted = rig.ok() ? (*rig)->runtime->DeletePod(t->pod()) : rig.status();
+      *action->mutable_update_time() = ToTimestamp(clock_.Now());
+      if (deleted.ok()) {
+        action->set_result(pb::ACTION_RESULT_SUCCEEDED);
+      } else if (absl::IsNotFound(deleted)) {
+        action->set_result(pb::ACTION_RESULT_SKIPPED);  // already gone
+      } else {
+        cluster_ok = false;
+        action->set_result(pb::ACTION_RESULT_FAILED);
+        SetError(deleted, action->mutable_error());
+        failures.push_back(absl::StrCat(t->pod(), " in ", cluster, ": ", deleted.message()));
+        *plan.add_targets() = *t;  // still there
+      }
+    }
+    // The placement's reservation: once its pods are gone nothing is held.
+    if (cluster_ok) {
+      absl::Status released =
+          (*rig)->executor->Release(absl::StrCat(app, "/", placed_revision, "/", cluster));
+      if (!released.ok()) {
+        log::Warn("cannot release a reservation after removing its pods",
+                  {{"cluster", cluster}, {"error", std::string(released.message())}});
+      }
+    }
+  }
+  absl::Status status = absl::OkStatus();
+  if (failures.empty()) {
+    plan.set_phase(pb::PLAN_PHASE_DONE);
+  } else {
+    plan.set_phase(pb::PLAN_PHASE_FAILED);
+    status = absl::UnavailableError(absl::StrCat(
+        "could not delete ", failures.size(), " pod(s) of application ", app, ": ",
+        absl::StrJoin(failures, "; "), "; the plan lists them; call ReleaseApplication again"));
+    SetError(status, plan.mutable_error());
+    SetError(status, op.mutable_error());
+  }
+  *plan.mutable_update_time() = ToTimestamp(clock_.Now());
+  op.set_phase(failures.empty() ? "Done" : "Failed");
+  if (failures.empty()) op.mutable_result()->PackFrom(plan);
+  *op.mutable_update_time() = ToTimestamp(clock_.Now());
+  // A failed removal does not claim the request_id: the same one retries it.
+  RETURN_IF_ERROR(plans_.Save(&plan, op, failures.empty() ? request.request_id() : ""));
+  log::Info(
+      "released application",
+      {{"application", app}, {"plan", plan.id()}, {"phase", pb::PlanPhase_Name(plan.phase())}});
+  if (!status.ok()) return status;
+  return plan;
 }
 
 void AddSwmConfig(ConfigSchema& schema) {

@@ -80,6 +80,10 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   grpc::ServerUnaryReactor* PlaceApplication(
       grpc::CallbackServerContext* context, const codeco::swm::v1::PlaceApplicationRequest* request,
       codeco::swm::v1::PlaceApplicationResponse* response) override;
+  grpc::ServerUnaryReactor* ReleaseApplication(
+      grpc::CallbackServerContext* context,
+      const codeco::swm::v1::ReleaseApplicationRequest* request,
+      codeco::swm::v1::ReleaseApplicationResponse* response) override;
   grpc::ServerUnaryReactor* GetAssignmentPlan(
       grpc::CallbackServerContext* context,
       const codeco::swm::v1::GetAssignmentPlanRequest* request,
@@ -98,6 +102,20 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
       const codeco::swm::v1::PlaceApplicationRequest& request,
       absl::Time deadline = absl::InfiniteFuture());
 
+  /// The removal itself, synchronously (what the worker runs for
+  /// ReleaseApplication): deletes the pods of the application's placed plan
+  /// in every cluster it is on, releases its reservations and stores a new
+  /// plan revision with one DeletePod action per pod (SUCCEEDED, or SKIPPED
+  /// when the pod was already gone) and no targets. An application with no
+  /// placement gives an empty plan (only `application` set) and stores no
+  /// plan. When a pod cannot be deleted the plan is stored FAILED with the
+  /// pods still there as targets, and the answer is UNAVAILABLE (retrying,
+  /// even with the same request_id, deletes what is left); a request_id
+  /// seen with a success answers that plan again.
+  absl::StatusOr<codeco::swm::v1::AssignmentPlan> Release(
+      const codeco::swm::v1::ReleaseApplicationRequest& request,
+      absl::Time deadline = absl::InfiniteFuture());
+
  private:
   struct ClusterRig {
     std::string lms;
@@ -106,10 +124,18 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   };
   absl::StatusOr<ClusterRig*> RigFor(const std::string& cluster, const std::string& lms)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
+  absl::StatusOr<ClusterRig*> RigForRelease(const std::string& cluster)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
+  absl::StatusOr<codeco::swm::v1::AssignmentPlan> ReleaseLocked(
+      const codeco::swm::v1::ReleaseApplicationRequest& request, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   absl::StatusOr<codeco::common::v1::Operation> PlaceLocked(
       const codeco::swm::v1::PlaceApplicationRequest& request, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   bool Submit(std::function<void()> task);
+  // Runs `work(deadline)` on the worker and finishes `context`'s call with it.
+  grpc::ServerUnaryReactor* OnWorker(grpc::CallbackServerContext* context,
+                                     std::function<absl::Status(absl::Time)> work);
   struct Metrics;
   std::unique_ptr<Metrics> metrics_;
   void Work();

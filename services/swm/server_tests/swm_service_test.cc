@@ -332,6 +332,71 @@ TEST_CASE("the hub's SWM places onto the codef clusters over gRPC") {
   CHECK(restarted.stub->GetAssignmentPlan(&missing_context, get, &got).error_code() ==
         grpc::StatusCode::NOT_FOUND);
 
+  // ReleaseApplication on the restarted hub (it learns the LMS endpoints from
+  // the directory): every pod is deleted and the removal is the newest plan.
+  auto release = [&](const std::string& app, const std::string& request_id,
+                     pb::ReleaseApplicationResponse* out) {
+    grpc::ClientContext release_context;
+    release_context.set_deadline(In(absl::Seconds(30)));
+    pb::ReleaseApplicationRequest r;
+    r.set_application(app);
+    r.set_request_id(request_id);
+    return restarted.stub->ReleaseApplication(&release_context, r, out);
+  };
+  pb::ReleaseApplicationResponse released;
+  status = release("", "rel-0", &released);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(absl::StrContains(status.error_message(), "application"));
+  CHECK(codef.TotalPods() == 5);
+  status = release("bookinfo", "rel-1", &released);
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  const pb::AssignmentPlan& removal = released.plan();
+  CHECK(removal.plan_revision() == 2);
+  CHECK(removal.phase() == pb::PLAN_PHASE_DONE);
+  CHECK(removal.targets().empty());
+  CHECK(removal.incumbent_plan_revision() == 1);
+  REQUIRE(removal.actions_size() == 5);
+  std::set<std::string> deleted;
+  for (const pb::PlanAction& a : removal.actions()) {
+    CHECK(a.type() == pb::ACTION_TYPE_DELETE_POD);
+    CHECK(a.result() == pb::ACTION_RESULT_SUCCEEDED);
+    deleted.insert(a.pod());
+  }
+  CHECK(deleted.size() == 5);
+  CHECK(codef.TotalPods() == 0);
+  grpc::ClientContext after_context;
+  after_context.set_deadline(In(absl::Seconds(10)));
+  get.set_application("bookinfo");
+  REQUIRE(restarted.stub->GetAssignmentPlan(&after_context, get, &got).ok());
+  CHECK(got.plan().id() == removal.id());
+  CHECK(got.plan().actions_size() == 5);
+
+  // The same request_id answers the same removal; a new one finds nothing left.
+  pb::ReleaseApplicationResponse again;
+  REQUIRE(release("bookinfo", "rel-1", &again).ok());
+  CHECK(again.plan().id() == removal.id());
+  REQUIRE(release("bookinfo", "rel-2", &again).ok());
+  CHECK(again.plan().actions().empty());
+  CHECK(again.plan().application() == "bookinfo");
+  // An application never placed: success, empty plan, no plan stored.
+  REQUIRE(release("nope", "rel-3", &again).ok());
+  CHECK(again.plan().actions().empty());
+  CHECK(again.plan().id().empty());
+  // A request_id of a placement cannot be reused for a removal.
+  status = release("bookinfo", "req-1", &again);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(absl::StrContains(status.error_message(), "request_id"));
+
+  // Released, the application can be placed again.
+  pb::PlaceApplicationResponse replaced;
+  grpc::ClientContext place_context;
+  place_context.set_deadline(In(absl::Seconds(60)));
+  status = restarted.stub->PlaceApplication(&place_context, Bookinfo("req-4"), &replaced);
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  CHECK(codef.TotalPods() == 5);
+
   codef.process.Stop(SIGTERM, absl::Now() + absl::Seconds(10));
   fs::remove_all(work);
 }
