@@ -1,27 +1,47 @@
-// codecoctl apply -f FILE [--dry-run] [-o table|yaml|json]
-// codecoctl get apps|clusters [-o table|json]
-// codecoctl describe app NAME
-// codecoctl delete app NAME
+// The application commands of codecoctl, all through the hub ACM:
+//   apply -f FILE [--dry-run] [-o table|yaml|json]
+//   get apps|clusters|neighborhoods [--cluster C]|revisions NAME [-o table|yaml|json]
+//   describe app NAME [-o table|yaml|json]
+//   delete app NAME
+//   rollback app NAME --to-revision N [-o table|yaml|json]
+//   watch app NAME | apps [--from-revision N] [-o table|yaml|json]
+// and the rendering they share (tables, YAML, JSON), kept free of I/O so the
+// tests call it directly.
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
-#include <set>
 #include <iostream>
+#include <set>
 #include <sstream>
+#include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "codeco/common/proto_util.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "cli.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/common/quantity.h"
 #include "codeco/swm/v1/swm_service.grpc.pb.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/duration.pb.h"
+#include "google/protobuf/timestamp.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "run_state.h"
+#include "yaml-cpp/yaml.h"
 
 namespace codeco::ctl {
 namespace {
 
-using codeco::acm::v1::AcmService;
+using acm::v1::AcmService;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
 
-// "PHASE_RUNNING" -> "Running" for enum names with a prefix.
+// "APPLICATION_PHASE_RUNNING" -> "Running" for enum names with a prefix.
 std::string Pretty(std::string name, const std::string& prefix) {
   if (name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
   for (size_t i = 0; i < name.size(); ++i) {
@@ -31,13 +51,206 @@ std::string Pretty(std::string name, const std::string& prefix) {
   return name;
 }
 
-std::string Json(const google::protobuf::Message& message) {
+std::string PhaseName(acm::v1::ApplicationPhase phase) {
+  if (phase == acm::v1::APPLICATION_PHASE_UNSPECIFIED) return "-";
+  return Pretty(acm::v1::ApplicationPhase_Name(phase), "APPLICATION_PHASE_");
+}
+
+std::string LevelName(acm::v1::StatusLevel level) {
+  if (level == acm::v1::STATUS_LEVEL_UNSPECIFIED) return "-";
+  return Pretty(acm::v1::StatusLevel_Name(level), "STATUS_LEVEL_");
+}
+
+std::string TimeText(const google::protobuf::Timestamp& ts) {
+  if (ts.seconds() == 0 && ts.nanos() == 0) return "-";
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
+                          absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos()),
+                          absl::UTCTimeZone());
+}
+
+// "ready/wanted" pods of an application: wanted is the larger of the
+// replicas the spec asks for and the placements the status lists.
+std::string ReadyText(const acm::v1::Application& app) {
+  int wanted = 0;
+  for (const auto& s : app.spec().services()) wanted += s.replicas();
+  int ready = 0;
+  for (const auto& p : app.status().placements()) ready += p.ready() ? 1 : 0;
+  wanted = std::max(wanted, app.status().placements_size());
+  return absl::StrCat(ready, "/", wanted);
+}
+
+// A string YAML would read back as something else (bool, null, number) or
+// that plain style cannot carry: emitted double-quoted.
+bool NeedsQuotes(const std::string& s) {
+  if (s.empty()) return true;
+  std::string lower = absl::AsciiStrToLower(s);
+  static const std::set<std::string> kSpecial = {"true", "false", "yes", "no", "on", "off",
+                                                 "null", "~",    "y",   "n"};
+  if (kSpecial.contains(lower)) return true;
+  double number;
+  if (absl::SimpleAtod(s, &number)) return true;
+  if (s.front() == ' ' || s.back() == ' ' || s.find('\n') != std::string::npos) return true;
+  return false;
+}
+
+void EmitString(YAML::Emitter& out, const std::string& s) {
+  // A block keeps multi-line text (a CAM) readable; "|" reads back with one
+  // final newline, so only text that ends in exactly one uses it.
+  if (s.find('\n') != std::string::npos && s.back() == '\n' &&
+      (s.size() < 2 || s[s.size() - 2] != '\n') && s.find('\t') == std::string::npos) {
+    out << YAML::Literal << s;
+  } else if (NeedsQuotes(s)) {
+    out << YAML::DoubleQuoted << s;
+  } else {
+    out << s;
+  }
+}
+
+void EmitMessage(YAML::Emitter& out, const Message& message);
+
+// One value of `field` (element `index` when repeated, else -1).
+void EmitValue(YAML::Emitter& out, const Message& message, const FieldDescriptor* field,
+               int index) {
+  const Reflection* r = message.GetReflection();
+  const bool rep = index >= 0;
+  switch (field->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32:
+      out << (rep ? r->GetRepeatedInt32(message, field, index) : r->GetInt32(message, field));
+      break;
+    case FieldDescriptor::CPPTYPE_INT64:
+      out << (rep ? r->GetRepeatedInt64(message, field, index) : r->GetInt64(message, field));
+      break;
+    case FieldDescriptor::CPPTYPE_UINT32:
+      out << (rep ? r->GetRepeatedUInt32(message, field, index) : r->GetUInt32(message, field));
+      break;
+    case FieldDescriptor::CPPTYPE_UINT64:
+      out << (rep ? r->GetRepeatedUInt64(message, field, index) : r->GetUInt64(message, field));
+      break;
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      out << (rep ? r->GetRepeatedDouble(message, field, index) : r->GetDouble(message, field));
+      break;
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      out << (rep ? r->GetRepeatedFloat(message, field, index) : r->GetFloat(message, field));
+      break;
+    case FieldDescriptor::CPPTYPE_BOOL:
+      out << (rep ? r->GetRepeatedBool(message, field, index) : r->GetBool(message, field));
+      break;
+    case FieldDescriptor::CPPTYPE_ENUM: {
+      const auto* value =
+          rep ? r->GetRepeatedEnum(message, field, index) : r->GetEnum(message, field);
+      out << value->name();
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_STRING: {
+      std::string s =
+          rep ? r->GetRepeatedString(message, field, index) : r->GetString(message, field);
+      if (field->type() == FieldDescriptor::TYPE_BYTES) {
+        out << YAML::Binary(reinterpret_cast<const unsigned char*>(s.data()), s.size());
+      } else {
+        EmitString(out, s);
+      }
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      EmitMessage(out, rep ? r->GetRepeatedMessage(message, field, index)
+                           : r->GetMessage(message, field));
+      break;
+  }
+}
+
+// The scalar key of a map entry, as text.
+std::string MapKey(const Message& entry) {
+  const FieldDescriptor* key = entry.GetDescriptor()->map_key();
+  const Reflection* r = entry.GetReflection();
+  switch (key->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_STRING:
+      return r->GetString(entry, key);
+    case FieldDescriptor::CPPTYPE_BOOL:
+      return r->GetBool(entry, key) ? "true" : "false";
+    case FieldDescriptor::CPPTYPE_INT32:
+      return absl::StrCat(r->GetInt32(entry, key));
+    case FieldDescriptor::CPPTYPE_INT64:
+      return absl::StrCat(r->GetInt64(entry, key));
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return absl::StrCat(r->GetUInt32(entry, key));
+    default:
+      return absl::StrCat(r->GetUInt64(entry, key));
+  }
+}
+
+void EmitMessage(YAML::Emitter& out, const Message& message) {
+  const auto* descriptor = message.GetDescriptor();
+  const std::string& type = descriptor->full_name();
+  if (type == "google.protobuf.Timestamp") {
+    out << TimeText(static_cast<const google::protobuf::Timestamp&>(message));
+    return;
+  }
+  if (type == "google.protobuf.Duration") {
+    const auto& d = static_cast<const google::protobuf::Duration&>(message);
+    out << absl::FormatDuration(absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos()));
+    return;
+  }
+  if (type == "google.protobuf.Any") {
+    // The packed type is not known here; name it (-o json shows the content).
+    const Reflection* r = message.GetReflection();
+    out << YAML::BeginMap << YAML::Key << "type_url" << YAML::Value
+        << r->GetString(message, descriptor->FindFieldByName("type_url")) << YAML::EndMap;
+    return;
+  }
+  std::vector<const FieldDescriptor*> fields;
+  message.GetReflection()->ListFields(message, &fields);
+  out << YAML::BeginMap;
+  for (const FieldDescriptor* field : fields) {
+    out << YAML::Key << field->name() << YAML::Value;
+    const Reflection* r = message.GetReflection();
+    if (field->is_map()) {
+      // Keys in order, so the output is stable.
+      std::vector<std::pair<std::string, int>> entries;
+      for (int i = 0; i < r->FieldSize(message, field); ++i) {
+        entries.emplace_back(MapKey(r->GetRepeatedMessage(message, field, i)), i);
+      }
+      std::sort(entries.begin(), entries.end());
+      const FieldDescriptor* value = field->message_type()->map_value();
+      out << YAML::BeginMap;
+      for (const auto& [key, i] : entries) {
+        out << YAML::Key;
+        EmitString(out, key);
+        out << YAML::Value;
+        EmitValue(out, r->GetRepeatedMessage(message, field, i), value, -1);
+      }
+      out << YAML::EndMap;
+    } else if (field->is_repeated()) {
+      out << YAML::BeginSeq;
+      for (int i = 0; i < r->FieldSize(message, field); ++i) EmitValue(out, message, field, i);
+      out << YAML::EndSeq;
+    } else {
+      EmitValue(out, message, field, -1);
+    }
+  }
+  out << YAML::EndMap;
+}
+
+// Columns padded to the widest cell, two spaces apart; the last is not padded.
+std::string Columns(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
   std::string out;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
+    }
+    out += line + "\n";
+  }
   return out;
+}
+
+std::string Print(const Message& message, Output output) {
+  return output == Output::kJson ? ToJson(message) + "\n" : ToYaml(message);
 }
 
 // The ACM address: --acm, else the federation's.
@@ -61,21 +274,200 @@ int Fail(const std::string& command, const std::string& message) {
   return 1;
 }
 
-void PrintPlacements(const acm::v1::Application& app) {
-  std::printf("  %-18s %-14s %-12s %-28s %s\n", "SERVICE", "CLUSTER", "NODE", "POD", "READY");
-  for (const auto& p : app.status().placements()) {
-    std::printf("  %-18s %-14s %-12s %-28s %s\n", p.service().c_str(), p.cluster().c_str(),
-                p.node().c_str(), p.pod().c_str(), p.ready() ? "yes" : "no");
+// "app NAME" (or "application NAME") positional arguments; empty on misuse.
+std::string AppName(const Args& args) {
+  if (args.positional.size() != 2) return "";
+  const std::string& kind = args.positional[0];
+  if (kind != "app" && kind != "application" && kind != "apps") return "";
+  return args.positional[1];
+}
+
+// A --flag holding a whole number >= `min`; the error names the flag.
+absl::StatusOr<int64_t> IntFlag(const Args& args, const std::string& name, int64_t min,
+                                const std::string& what) {
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(args.Get(name), &value) || value < min) {
+    return absl::InvalidArgumentError(absl::StrCat(FlagName(name), ": must be ", what, ", not \"",
+                                                   args.Get(name), "\""));
   }
+  return value;
+}
+
+// The channels of `app` with their expected latency against the bound, from
+// SWM's plan when the federation's SWM is known; empty otherwise.
+std::string PlanChannels(const acm::v1::Application& app, const Args& args) {
+  auto state = LoadRunState();
+  if (!state.ok() || state->swm.empty()) return "";
+  auto channel = ChannelTo(state->swm, args);
+  if (!channel.ok()) return "";
+  swm::v1::GetAssignmentPlanRequest request;
+  request.set_application(app.metadata().name());
+  swm::v1::GetAssignmentPlanResponse plan;
+  auto context = ContextWithTimeout(args, absl::Seconds(10));
+  grpc::Status s =
+      swm::v1::SwmService::NewStub(*channel)->GetAssignmentPlan(context.get(), request, &plan);
+  if (!s.ok() || plan.plan().channels_size() == 0) return "";
+  std::vector<std::vector<std::string>> rows = {
+      {"CHANNEL", "FROM -> TO", "PATH", "EXPECTED", "BOUND", "OK"}};
+  for (const auto& c : plan.plan().channels()) {
+    rows.push_back({c.channel(), c.from_workload() + " -> " + c.to_workload(),
+                    absl::StrJoin(c.clusters(), " -> "),
+                    FormatDurationNanos(c.expected_latency_ns()),
+                    c.max_delay_ns() == 0 ? "-" : FormatDurationNanos(c.max_delay_ns()),
+                    c.satisfied() ? "yes" : "NO"});
+  }
+  std::string out = absl::StrCat("Channels (plan ", plan.plan().id(), "):\n");
+  std::istringstream lines(Columns(rows));
+  for (std::string line; std::getline(lines, line);) out += "  " + line + "\n";
+  return out;
 }
 
 }  // namespace
 
+absl::StatusOr<Output> ParseOutput(const Args& args) {
+  if (!args.Has("o")) return Output::kTable;
+  const std::string value = args.Get("o");
+  if (value == "table" || value == "wide") return Output::kTable;
+  if (value == "yaml") return Output::kYaml;
+  if (value == "json") return Output::kJson;
+  return absl::InvalidArgumentError(
+      absl::StrCat("-o: must be table, yaml or json, not \"", value, "\""));
+}
+
+std::string ToJson(const Message& message, bool compact) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = !compact;
+  options.preserve_proto_field_names = true;
+  auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
+  if (!status.ok()) return absl::StrCat("{\"error\": \"", status.ToString(), "\"}");
+  if (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+std::string ToYaml(const Message& message) {
+  YAML::Emitter out;
+  EmitMessage(out, message);
+  return std::string(out.c_str()) + "\n";
+}
+
+std::string AppsTable(const acm::v1::ListApplicationsResponse& apps) {
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "PHASE", "STATUS", "READY", "REV", "PLACED ON"}};
+  for (const auto& app : apps.applications()) {
+    std::set<std::string> clusters;
+    for (const auto& p : app.status().placements()) clusters.insert(p.cluster());
+    rows.push_back({app.metadata().name(), PhaseName(app.status().phase()),
+                    LevelName(app.status().status()), ReadyText(app),
+                    absl::StrCat(app.spec_revision()),
+                    clusters.empty() ? "-" : absl::StrJoin(clusters, ",")});
+  }
+  return Columns(rows);
+}
+
+std::string ClustersTable(const acm::v1::ListClustersResponse& clusters) {
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "HEALTH", "TIER", "REGION", "NODES", "FREE CPU", "FREE MEM", "LAST HEARTBEAT"}};
+  for (const auto& c : clusters.clusters()) {
+    const auto& cap = c.capacity();
+    rows.push_back({c.metadata().name(),
+                    Pretty(acm::v1::ClusterHealth_Name(c.health()), "CLUSTER_HEALTH_"),
+                    TierName(c.cluster_labels().tier()),
+                    c.cluster_labels().region().empty() ? "-" : c.cluster_labels().region(),
+                    absl::StrCat(cap.ready_node_count(), "/", cap.node_count()),
+                    FormatCpu(cap.free().cpu_millicores()), FormatBytes(cap.free().memory_bytes()),
+                    TimeText(c.last_heartbeat_time())});
+  }
+  return Columns(rows);
+}
+
+std::string NeighborhoodsTable(const acm::v1::ListNeighborhoodsResponse& neighborhoods) {
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "APPLICATION", "REV", "MEMBERS", "CLASSES", "UPDATED"}};
+  for (const auto& nb : neighborhoods.neighborhoods()) {
+    std::vector<std::string> members;
+    for (const auto& m : nb.members()) members.push_back(m.cluster());
+    rows.push_back({nb.id(), nb.application(), absl::StrCat(nb.revision()),
+                    members.empty() ? "-" : absl::StrJoin(members, ","),
+                    nb.partition_classes().empty() ? "-" : absl::StrJoin(nb.partition_classes(), ","),
+                    TimeText(nb.update_time())});
+  }
+  return Columns(rows);
+}
+
+std::string RevisionsTable(const acm::v1::ListApplicationRevisionsResponse& revisions) {
+  std::vector<std::vector<std::string>> rows = {{"REVISION", "CREATED", "CAUSE", "REQUEST ID"}};
+  for (const auto& r : revisions.revisions()) {
+    rows.push_back({absl::StrCat(r.spec_revision()), TimeText(r.create_time()),
+                    r.change_cause().empty() ? "-" : r.change_cause(),
+                    r.request_id().empty() ? "-" : r.request_id()});
+  }
+  return Columns(rows);
+}
+
+std::string DescribeApp(const acm::v1::Application& app) {
+  const auto& status = app.status();
+  std::string out;
+  absl::StrAppendFormat(&out, "Name:           %s\n", app.metadata().name());
+  absl::StrAppendFormat(&out, "Revision:       %d\n", app.metadata().revision());
+  absl::StrAppendFormat(&out, "Spec revision:  %d\n", app.spec_revision());
+  absl::StrAppendFormat(&out, "Phase:          %s\n", PhaseName(status.phase()));
+  absl::StrAppendFormat(&out, "Status:         %s\n", LevelName(status.status()));
+  if (!status.error_msg().empty()) {
+    absl::StrAppendFormat(&out, "Message:        %s\n", status.error_msg());
+  }
+  absl::StrAppendFormat(&out, "Neighborhood:   %s\n",
+                        status.neighborhood_id().empty() ? "-" : status.neighborhood_id());
+  absl::StrAppendFormat(&out, "Ready:          %s\n", ReadyText(app));
+  out += "Services:\n";
+  for (const auto& s : app.spec().services()) {
+    absl::StrAppendFormat(&out, "  %-18s replicas %-3d cpu %-6s memory %s\n", s.name(),
+                          s.replicas(), FormatCpu(s.requests().cpu_millicores()),
+                          FormatBytes(s.requests().memory_bytes()));
+  }
+  out += "Placement:\n";
+  std::vector<std::vector<std::string>> rows = {{"SERVICE", "CLUSTER", "NODE", "POD", "READY"}};
+  for (const auto& p : status.placements()) {
+    rows.push_back({p.service(), p.cluster(), p.node().empty() ? "-" : p.node(),
+                    p.pod().empty() ? "-" : p.pod(), p.ready() ? "yes" : "no"});
+  }
+  std::istringstream lines(Columns(rows));
+  for (std::string line; std::getline(lines, line);) out += "  " + line + "\n";
+  return out;
+}
+
+std::string WatchHeader() {
+  return Columns({{"REVISION", "EVENT   ", "APPLICATION", "PHASE     ", "STATUS ", "READY",
+                   "MESSAGE"}});
+}
+
+std::string WatchLine(const acm::v1::WatchApplicationResponse& event, Output output) {
+  switch (output) {
+    case Output::kJson:
+      return ToJson(event, /*compact=*/true) + "\n";
+    case Output::kYaml:
+      return "---\n" + ToYaml(event);
+    case Output::kTable:
+      break;
+  }
+  const auto& app = event.application();
+  std::string type = Pretty(common::v1::WatchEventType_Name(event.type()), "WATCH_EVENT_TYPE_");
+  // The same widths as WatchHeader, so lines stay under their titles.
+  std::string message = app.status().error_msg();
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  return absl::StrFormat("%-8d  %-8s  %-11s  %-10s  %-7s  %-5s  %s\n", app.metadata().revision(),
+                         absl::AsciiStrToUpper(type), app.metadata().name(),
+                         PhaseName(app.status().phase()), LevelName(app.status().status()),
+                         ReadyText(app), message);
+}
+
 int RunApply(const Args& args) {
   std::string file = args.Get("f", args.Get("filename"));
   if (file.empty()) return Fail("apply", "-f FILE is required");
+  auto output = ParseOutput(args);
+  if (!output.ok()) return Fail("apply", std::string(output.status().message()));
   std::ifstream in(file);
-  if (!in) return Fail("apply", "cannot read " + file);
+  if (!in) return Fail("apply", "-f: cannot read " + file);
   std::stringstream text;
   text << in.rdbuf();
   auto stub = AcmStub(args);
@@ -92,8 +484,8 @@ int RunApply(const Args& args) {
               << status.error_message() << "\n";
     return 1;
   }
-  if (args.Get("o") == "json") {
-    std::cout << Json(response) << "\n";
+  if (*output != Output::kTable) {
+    std::cout << Print(response, *output);
     return 0;
   }
   const auto& app = response.application();
@@ -106,142 +498,212 @@ int RunApply(const Args& args) {
 }
 
 int RunGet(const Args& args) {
-  if (args.positional.size() != 1) return Fail("get", "usage: codecoctl get apps|clusters");
+  constexpr char kUsage[] = "usage: codecoctl get apps|clusters|neighborhoods|revisions NAME";
+  if (args.positional.empty()) return Fail("get", kUsage);
   const std::string& what = args.positional[0];
+  const bool revisions = what == "revisions" || what == "revision";
+  if (args.positional.size() != (revisions ? 2u : 1u)) return Fail("get", kUsage);
+  if (args.Has("cluster") && what.rfind("neighborhood", 0) != 0) {
+    return Fail("get", "--cluster: only applies to get neighborhoods");
+  }
+  auto output = ParseOutput(args);
+  if (!output.ok()) return Fail("get", std::string(output.status().message()));
   auto stub = AcmStub(args);
   if (!stub.ok()) return Fail("get", std::string(stub.status().message()));
+
+  // Every page, gathered into the first response.
+  auto list_all = [&](auto call, auto request, auto* all, auto items) -> grpc::Status {
+    while (true) {
+      request.set_page_size(1000);
+      std::remove_pointer_t<decltype(all)> page;
+      auto context = ContextWithTimeout(args, absl::Seconds(10));
+      grpc::Status status = ((**stub).*call)(context.get(), request, &page);
+      if (!status.ok()) return status;
+      for (auto& item : *items(page)) *items(*all)->Add() = std::move(item);
+      if (page.next_page_token().empty()) return grpc::Status::OK;
+      request.set_page_token(page.next_page_token());
+    }
+  };
+
   if (what == "apps" || what == "applications" || what == "app") {
-    acm::v1::ListApplicationsRequest request;
-    request.set_page_size(1000);
-    acm::v1::ListApplicationsResponse response;
-    auto context = ContextWithTimeout(args, absl::Seconds(10));
-    grpc::Status status = (*stub)->ListApplications(context.get(), request, &response);
+    acm::v1::ListApplicationsResponse all;
+    grpc::Status status = list_all(&AcmService::Stub::ListApplications,
+                                   acm::v1::ListApplicationsRequest(), &all,
+                                   [](auto& r) { return r.mutable_applications(); });
     if (!status.ok()) return Fail("get", status.error_message());
-    if (args.Get("o") == "json") {
-      std::cout << Json(response) << "\n";
-      return 0;
-    }
-    std::printf("%-20s %-11s %-8s %-9s %-6s %s\n", "NAME", "PHASE", "STATUS", "SERVICES", "REV",
-                "PLACED ON");
-    for (const auto& app : response.applications()) {
-      std::set<std::string> clusters;
-      for (const auto& p : app.status().placements()) clusters.insert(p.cluster());
-      std::string on;
-      for (const auto& c : clusters) on += (on.empty() ? "" : ",") + c;
-      std::printf("%-20s %-11s %-8s %-9d %-6ld %s\n", app.metadata().name().c_str(),
-                  Pretty(acm::v1::ApplicationPhase_Name(app.status().phase()), "APPLICATION_PHASE_")
-                      .c_str(),
-                  Pretty(acm::v1::StatusLevel_Name(app.status().status()), "STATUS_LEVEL_").c_str(),
-                  app.spec().services_size(), static_cast<long>(app.spec_revision()),
-                  on.empty() ? "-" : on.c_str());
-    }
+    std::cout << (*output == Output::kTable ? AppsTable(all) : Print(all, *output));
     return 0;
   }
   if (what == "clusters" || what == "cluster") {
-    acm::v1::ListClustersRequest request;
-    request.set_page_size(1000);
-    acm::v1::ListClustersResponse response;
-    auto context = ContextWithTimeout(args, absl::Seconds(10));
-    grpc::Status status = (*stub)->ListClusters(context.get(), request, &response);
+    acm::v1::ListClustersResponse all;
+    grpc::Status status = list_all(&AcmService::Stub::ListClusters,
+                                   acm::v1::ListClustersRequest(), &all,
+                                   [](auto& r) { return r.mutable_clusters(); });
     if (!status.ok()) return Fail("get", status.error_message());
-    if (args.Get("o") == "json") {
-      std::cout << Json(response) << "\n";
-      return 0;
-    }
-    std::printf("%-16s %-12s %-9s %-14s %-6s %-10s %-10s\n", "NAME", "HEALTH", "TIER", "REGION",
-                "NODES", "FREE CPU", "FREE MEM");
-    for (const auto& c : response.clusters()) {
-      const auto& cap = c.capacity();
-      std::printf("%-16s %-12s %-9s %-14s %-6d %-10s %-10s\n", c.metadata().name().c_str(),
-                  Pretty(acm::v1::ClusterHealth_Name(c.health()), "CLUSTER_HEALTH_").c_str(),
-                  TierName(c.cluster_labels().tier()).c_str(),
-                  c.cluster_labels().region().c_str(), cap.ready_node_count(),
-                  FormatCpu(cap.free().cpu_millicores()).c_str(),
-                  FormatBytes(cap.free().memory_bytes()).c_str());
-    }
+    std::cout << (*output == Output::kTable ? ClustersTable(all) : Print(all, *output));
     return 0;
   }
-  return Fail("get", "unknown resource \"" + what + "\" (apps, clusters)");
+  if (what == "neighborhoods" || what == "neighborhood" || what == "nb") {
+    acm::v1::ListNeighborhoodsRequest request;
+    request.set_cluster(args.Get("cluster"));
+    acm::v1::ListNeighborhoodsResponse all;
+    grpc::Status status =
+        list_all(&AcmService::Stub::ListNeighborhoods, request, &all,
+                 [](auto& r) { return r.mutable_neighborhoods(); });
+    if (!status.ok()) return Fail("get", status.error_message());
+    std::cout << (*output == Output::kTable ? NeighborhoodsTable(all) : Print(all, *output));
+    return 0;
+  }
+  if (revisions) {
+    acm::v1::ListApplicationRevisionsRequest request;
+    request.set_name(args.positional[1]);
+    acm::v1::ListApplicationRevisionsResponse all;
+    grpc::Status status =
+        list_all(&AcmService::Stub::ListApplicationRevisions, request, &all,
+                 [](auto& r) { return r.mutable_revisions(); });
+    if (!status.ok()) return Fail("get", status.error_message());
+    std::cout << (*output == Output::kTable ? RevisionsTable(all) : Print(all, *output));
+    return 0;
+  }
+  return Fail("get",
+              "unknown resource \"" + what + "\" (apps, clusters, neighborhoods, revisions NAME)");
 }
 
 int RunDescribe(const Args& args) {
-  if (args.positional.size() != 2 || args.positional[0] != "app") {
-    return Fail("describe", "usage: codecoctl describe app NAME");
-  }
+  std::string name = AppName(args);
+  if (name.empty()) return Fail("describe", "usage: codecoctl describe app NAME");
+  auto output = ParseOutput(args);
+  if (!output.ok()) return Fail("describe", std::string(output.status().message()));
   auto stub = AcmStub(args);
   if (!stub.ok()) return Fail("describe", std::string(stub.status().message()));
   acm::v1::GetApplicationRequest request;
-  request.set_name(args.positional[1]);
+  request.set_name(name);
   acm::v1::GetApplicationResponse response;
   auto context = ContextWithTimeout(args, absl::Seconds(10));
   grpc::Status status = (*stub)->GetApplication(context.get(), request, &response);
   if (!status.ok()) return Fail("describe", status.error_message());
-  const auto& app = response.application();
-  if (args.Get("o") == "json") {
-    std::cout << Json(app) << "\n";
+  if (*output != Output::kTable) {
+    std::cout << Print(response.application(), *output);
     return 0;
   }
-  std::printf("Name:           %s\n", app.metadata().name().c_str());
-  std::printf("Spec revision:  %ld\n", static_cast<long>(app.spec_revision()));
-  std::printf("Phase:          %s\n",
-              Pretty(acm::v1::ApplicationPhase_Name(app.status().phase()), "APPLICATION_PHASE_").c_str());
-  std::printf("Status:         %s\n",
-              Pretty(acm::v1::StatusLevel_Name(app.status().status()), "STATUS_LEVEL_").c_str());
-  if (!app.status().error_msg().empty()) std::printf("Message:        %s\n", app.status().error_msg().c_str());
-  std::printf("Neighborhood:   %s\n", app.status().neighborhood_id().c_str());
-  std::printf("Services:\n");
-  for (const auto& s : app.spec().services()) {
-    std::printf("  %-18s replicas %-3d cpu %-6s memory %s\n", s.name().c_str(), s.replicas(),
-                FormatCpu(s.requests().cpu_millicores()).c_str(),
-                FormatBytes(s.requests().memory_bytes()).c_str());
-  }
-  std::printf("Placement:\n");
-  PrintPlacements(app);
-
-  // Channel latencies against their bounds come from SWM's plan.
-  auto state = LoadRunState();
-  if (state.ok() && !state->swm.empty()) {
-    auto channel = ChannelTo(state->swm, args);
-    if (channel.ok()) {
-      swm::v1::GetAssignmentPlanRequest plan_request;
-      plan_request.set_application(app.metadata().name());
-      swm::v1::GetAssignmentPlanResponse plan;
-      auto plan_context = ContextWithTimeout(args, absl::Seconds(10));
-      grpc::Status s = swm::v1::SwmService::NewStub(*channel)->GetAssignmentPlan(
-          plan_context.get(), plan_request, &plan);
-      if (s.ok() && plan.plan().channels_size() > 0) {
-        std::printf("Channels (plan %s):\n", plan.plan().id().c_str());
-        std::printf("  %-18s %-30s %-26s %-10s %-10s %s\n", "CHANNEL", "FROM -> TO", "PATH",
-                    "EXPECTED", "BOUND", "OK");
-        for (const auto& c : plan.plan().channels()) {
-          std::string path;
-          for (const auto& cl : c.clusters()) path += (path.empty() ? "" : " -> ") + cl;
-          std::printf("  %-18s %-30s %-26s %-10s %-10s %s\n", c.channel().c_str(),
-                      (c.from_workload() + " -> " + c.to_workload()).c_str(), path.c_str(),
-                      FormatDurationNanos(c.expected_latency_ns()).c_str(),
-                      c.max_delay_ns() == 0 ? "-" : FormatDurationNanos(c.max_delay_ns()).c_str(),
-                      c.satisfied() ? "yes" : "NO");
-        }
-      }
-    }
-  }
+  std::cout << DescribeApp(response.application()) << PlanChannels(response.application(), args);
   return 0;
 }
 
 int RunDelete(const Args& args) {
-  if (args.positional.size() != 2 || args.positional[0] != "app") {
-    return Fail("delete", "usage: codecoctl delete app NAME");
-  }
+  std::string name = AppName(args);
+  if (name.empty()) return Fail("delete", "usage: codecoctl delete app NAME");
   auto stub = AcmStub(args);
   if (!stub.ok()) return Fail("delete", std::string(stub.status().message()));
   acm::v1::DeleteApplicationRequest request;
-  request.set_name(args.positional[1]);
+  request.set_name(name);
   acm::v1::DeleteApplicationResponse response;
   auto context = ContextWithTimeout(args, absl::Seconds(10));
   grpc::Status status = (*stub)->DeleteApplication(context.get(), request, &response);
   if (!status.ok()) return Fail("delete", status.error_message());
-  std::cout << "application/" << args.positional[1] << " deleted\n";
+  // The record goes once the scheduler has released the pods; say which it is.
+  acm::v1::GetApplicationRequest get;
+  get.set_name(name);
+  acm::v1::GetApplicationResponse still;
+  auto get_context = ContextWithTimeout(args, absl::Seconds(10));
+  grpc::Status s = (*stub)->GetApplication(get_context.get(), get, &still);
+  if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
+    std::cout << "application/" << name << " deleted\n";
+  } else {
+    std::cout << "application/" << name << " deleting (its pods are being released";
+    if (s.ok() && !still.application().status().error_msg().empty()) {
+      std::cout << ": " << still.application().status().error_msg();
+    }
+    std::cout << ")\n";
+  }
   return 0;
+}
+
+int RunRollback(const Args& args) {
+  std::string name = AppName(args);
+  if (name.empty()) return Fail("rollback", "usage: codecoctl rollback app NAME --to-revision N");
+  if (!args.Has("to-revision")) return Fail("rollback", "--to-revision: required");
+  auto to = IntFlag(args, "to-revision", 1, "a spec revision (1 or more)");
+  if (!to.ok()) return Fail("rollback", std::string(to.status().message()));
+  auto output = ParseOutput(args);
+  if (!output.ok()) return Fail("rollback", std::string(output.status().message()));
+  auto stub = AcmStub(args);
+  if (!stub.ok()) return Fail("rollback", std::string(stub.status().message()));
+  acm::v1::RollbackApplicationRequest request;
+  request.set_name(name);
+  request.set_to_spec_revision(*to);
+  acm::v1::RollbackApplicationResponse response;
+  auto context = ContextWithTimeout(args, absl::Seconds(30));
+  grpc::Status status = (*stub)->RollbackApplication(context.get(), request, &response);
+  if (!status.ok()) return Fail("rollback", status.error_message());
+  if (*output != Output::kTable) {
+    std::cout << Print(response, *output);
+    return 0;
+  }
+  std::cout << "application/" << name << " rolled back to spec revision " << *to
+            << " (now spec revision " << response.application().spec_revision() << ")\n";
+  return 0;
+}
+
+int RunWatch(const Args& args) {
+  constexpr char kUsage[] = "usage: codecoctl watch app NAME | apps [--from-revision N]";
+  std::string name;
+  if (args.positional.size() == 1 &&
+      (args.positional[0] == "apps" || args.positional[0] == "applications")) {
+    name = "";  // every application
+  } else {
+    name = AppName(args);
+    if (name.empty()) return Fail("watch", kUsage);
+  }
+  int64_t from = 0;
+  if (args.Has("from-revision")) {
+    auto parsed = IntFlag(args, "from-revision", 0, "a revision (0 or more)");
+    if (!parsed.ok()) return Fail("watch", std::string(parsed.status().message()));
+    from = *parsed;
+  }
+  auto output = ParseOutput(args);
+  if (!output.ok()) return Fail("watch", std::string(output.status().message()));
+  auto stub = AcmStub(args);
+  if (!stub.ok()) return Fail("watch", std::string(stub.status().message()));
+  if (!name.empty() && from == 0) {
+    // A typo should fail, not wait forever for an application that never comes.
+    acm::v1::GetApplicationRequest get;
+    get.set_name(name);
+    acm::v1::GetApplicationResponse got;
+    auto context = ContextWithTimeout(args, absl::Seconds(10));
+    grpc::Status s = (*stub)->GetApplication(context.get(), get, &got);
+    if (!s.ok()) return Fail("watch", s.error_message());
+  }
+  if (*output == Output::kTable) std::cout << WatchHeader() << std::flush;
+  // Reconnects after a lost connection (e.g. ACM restarted) from the last
+  // revision seen, so no change is missed or shown twice. Ctrl-C ends it.
+  absl::Duration backoff = absl::Milliseconds(250);
+  while (true) {
+    grpc::ClientContext context;
+    acm::v1::WatchApplicationRequest request;
+    request.set_name(name);
+    request.set_from_revision(from);
+    auto reader = (*stub)->WatchApplication(&context, request);
+    acm::v1::WatchApplicationResponse event;
+    while (reader->Read(&event)) {
+      backoff = absl::Milliseconds(250);
+      std::cout << WatchLine(event, *output) << std::flush;
+      from = std::max(from, event.application().metadata().revision());
+      if (!name.empty() && event.type() == common::v1::WATCH_EVENT_TYPE_DELETED) {
+        context.TryCancel();
+        reader->Finish().IgnoreError();
+        return 0;
+      }
+    }
+    grpc::Status status = reader->Finish();
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+      return Fail("watch", status.ok() ? "the server ended the stream" : status.error_message());
+    }
+    std::cerr << "codecoctl watch: " << status.error_message() << "; resuming from revision "
+              << from << "\n";
+    std::this_thread::sleep_for(absl::ToChronoNanoseconds(backoff));
+    backoff = std::min(backoff * 2, absl::Seconds(5));
+  }
 }
 
 }  // namespace codeco::ctl

@@ -17,6 +17,10 @@ std::string Args::Get(const std::string& name, const std::string& fallback) cons
   return it == flags.end() ? fallback : it->second;
 }
 
+std::string FlagName(const std::string& name) {
+  return name.size() == 1 ? "-" + name : "--" + name;
+}
+
 absl::StatusOr<Args> ParseArgs(int argc, char** argv, int first,
                                const std::set<std::string>& switches,
                                const std::set<std::string>& valued) {
@@ -42,12 +46,14 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv, int first,
       out.flags[name] = has_value ? value : "true";
     } else if (valued.contains(name)) {
       if (!has_value) {
-        if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat("--", name, ": needs a value"));
+        if (i + 1 >= argc) {
+          return absl::InvalidArgumentError(absl::StrCat(FlagName(name), ": needs a value"));
+        }
         value = argv[++i];
       }
       out.flags[name] = value;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, ": unknown flag"));
+      return absl::InvalidArgumentError(absl::StrCat(FlagName(name), ": unknown flag"));
     }
   }
   return out;

@@ -10,6 +10,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "codeco/acm/v1/acm_service.pb.h"
+#include "google/protobuf/message.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 
@@ -27,6 +29,9 @@ struct Args {
   /// True when the flag was given.
   bool Has(const std::string& name) const { return flags.contains(name); }
 };
+
+/// How a flag is spelled on the command line: "-o" for one letter, else "--name".
+std::string FlagName(const std::string& name);
 
 /// Parses argv[first..argc). `switches` are flags that take no value; every
 /// flag must be in `switches` or `valued`. Errors name the flag.
@@ -55,11 +60,50 @@ int RunDown(const Args& args);
 int RunFault(const Args& args);
 /// `codecoctl apply -f FILE`.
 int RunApply(const Args& args);
-/// `codecoctl get apps|clusters`.
+/// `codecoctl get apps|clusters|neighborhoods|revisions NAME`.
 int RunGet(const Args& args);
 /// `codecoctl describe app NAME`.
 int RunDescribe(const Args& args);
 /// `codecoctl delete app NAME`.
 int RunDelete(const Args& args);
+/// `codecoctl watch app NAME [--from-revision N]` (or `watch apps` for all).
+int RunWatch(const Args& args);
+/// `codecoctl rollback app NAME --to-revision N`.
+int RunRollback(const Args& args);
+
+// Rendering of ACM resources (apps.cc). Pure functions, so they are tested
+// without a server.
+
+/// How a command prints what it got (-o).
+enum class Output {
+  /// Aligned columns for people (the default).
+  kTable,
+  /// YAML: proto field names, enums by name, timestamps in RFC 3339.
+  kYaml,
+  /// JSON as protobuf's JSON mapping prints it, with proto field names.
+  kJson,
+};
+
+/// The -o flag of `args` (table when absent); INVALID_ARGUMENT naming -o otherwise.
+absl::StatusOr<Output> ParseOutput(const Args& args);
+/// `message` as JSON; indented, or on one line when `compact` (one event per line).
+std::string ToJson(const google::protobuf::Message& message, bool compact = false);
+/// `message` as one YAML document (a map), ending in a newline.
+std::string ToYaml(const google::protobuf::Message& message);
+/// `get apps` as a table.
+std::string AppsTable(const acm::v1::ListApplicationsResponse& apps);
+/// `get clusters` as a table.
+std::string ClustersTable(const acm::v1::ListClustersResponse& clusters);
+/// `get neighborhoods` as a table.
+std::string NeighborhoodsTable(const acm::v1::ListNeighborhoodsResponse& neighborhoods);
+/// `get revisions NAME` as a table.
+std::string RevisionsTable(const acm::v1::ListApplicationRevisionsResponse& revisions);
+/// `describe app NAME` as text (without the channels SWM's plan adds).
+std::string DescribeApp(const acm::v1::Application& app);
+/// The header line `watch` prints before table lines.
+std::string WatchHeader();
+/// One watch event as one line (table), one compact JSON line, or one YAML
+/// document that starts with "---".
+std::string WatchLine(const acm::v1::WatchApplicationResponse& event, Output output);
 
 }  // namespace codeco::ctl

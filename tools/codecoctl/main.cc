@@ -24,10 +24,16 @@ constexpr char kUsage[] =
     "      Change the emulated network and nodes at run time.\n"
     "\n"
     "applications (through the hub ACM; --acm ADDR overrides the federation's):\n"
-    "  apply -f FILE [--dry-run] [-o json]   create or update an application from a CAM\n"
-    "  get apps|clusters [-o json]           list applications or registered clusters\n"
+    "  apply -f FILE [--dry-run]             create or update an application from a CAM\n"
+    "  get apps|clusters                     list applications or registered clusters\n"
+    "  get neighborhoods [--cluster NAME]    list neighborhoods (those containing NAME)\n"
+    "  get revisions NAME                    the spec revisions of an application\n"
     "  describe app NAME                     spec, placement, channel latencies vs bounds\n"
-    "  delete app NAME                       delete an application\n"
+    "  delete app NAME                       delete an application (its pods are released)\n"
+    "  rollback app NAME --to-revision N     make spec revision N current again\n"
+    "  watch app NAME [--from-revision N]    one line per change until deleted or Ctrl-C\n"
+    "  watch apps [--from-revision N]        changes of every application\n"
+    "  -o table|yaml|json                    output of apply, get, describe, rollback, watch\n"
     "\n"
     "services:\n"
     "  health [ADDRESS] [--all] [--service NAME] [--timeout 5s]\n"
@@ -56,9 +62,11 @@ int main(int argc, char** argv) {
       {"up", {codeco::ctl::RunUp, {"insecure", "no-prometheus"}, {"scenario"}}},
       {"down", {codeco::ctl::RunDown, {}, {}}},
       {"apply", {codeco::ctl::RunApply, {"insecure", "dry-run"}, {"f", "filename", "o", "acm"}}},
-      {"get", {codeco::ctl::RunGet, {"insecure"}, {"o", "acm"}}},
+      {"get", {codeco::ctl::RunGet, {"insecure"}, {"o", "acm", "cluster"}}},
       {"describe", {codeco::ctl::RunDescribe, {"insecure"}, {"o", "acm"}}},
       {"delete", {codeco::ctl::RunDelete, {"insecure"}, {"acm"}}},
+      {"rollback", {codeco::ctl::RunRollback, {"insecure"}, {"o", "acm", "to-revision"}}},
+      {"watch", {codeco::ctl::RunWatch, {"insecure"}, {"o", "acm", "from-revision"}}},
       {"fault",
        {codeco::ctl::RunFault,
         {"cut", "heal", "fail", "recover", "partition"},

@@ -1,0 +1,174 @@
+// The codecoctl binary against a real codeco-acm process (hub, no SWM):
+// apply, get (apps, revisions, neighborhoods) in every output, rollback,
+// watch from a revision until the application is deleted, and the errors
+// that name a flag or a field.
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "process.h"
+#include "yaml-cpp/yaml.h"
+
+namespace codeco::ctl {
+namespace {
+
+namespace fs = std::filesystem;
+using codeco::testing::ChildProcess;
+using codeco::testing::CommandResult;
+using codeco::testing::RunCommand;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("codecoctl-apps-" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string WriteCam(const fs::path& dir, const std::string& name, const std::string& tag) {
+  fs::path file = dir / (name + "-" + tag + ".yaml");
+  std::ofstream(file) << absl::StrReplaceAll(R"(apiVersion: codeco.he-codeco.eu/v1alpha1
+kind: CodecoApp
+metadata: {name: NAME}
+spec:
+  appName: NAME
+  codecoapp-msspec:
+    - serviceName: web
+      podspec:
+        containers: [{name: web, image: "registry.example.org/web:TAG"}]
+)",
+                                             {{"NAME", name}, {"TAG", tag}});
+  return file.string();
+}
+
+struct Acm {
+  std::unique_ptr<ChildProcess> process;
+  std::string address;
+
+  explicit Acm(const fs::path& dir) {
+    process = std::make_unique<ChildProcess>(
+        std::vector<std::string>{std::string(CODECO_BIN_DIR) + "/codeco-acm", "--role", "hub",
+                                 "--insecure", "--listen", "127.0.0.1:0", "--metrics-listen",
+                                 "127.0.0.1:0", "--data-dir", (dir / "data").string()},
+        (dir / "acm.log").string());
+    std::optional<std::string> line = process->ReadLine(absl::Now() + absl::Seconds(60));
+    INFO("codeco-acm printed: " << line.value_or("<nothing>"));
+    REQUIRE(line.has_value());
+    std::smatch m;
+    REQUIRE(std::regex_search(*line, m, std::regex("listening on (127\\.0\\.0\\.1:[0-9]+)")));
+    address = m[1].str();
+  }
+};
+
+TEST_CASE("codecoctl applies and lists and rolls back and watches through a real ACM") {
+  TempDir dir;
+  Acm acm(dir.path);
+  // HOME in the temp dir: no federation run state leaks in.
+  auto ctl = [&](std::vector<std::string> words) {
+    std::vector<std::string> argv = {"/usr/bin/env", "HOME=" + dir.path.string(),
+                                     std::string(CODECO_BIN_DIR) + "/codecoctl"};
+    argv.insert(argv.end(), words.begin(), words.end());
+    argv.insert(argv.end(), {"--acm", acm.address, "--insecure"});
+    CommandResult result = RunCommand(argv, absl::Seconds(30));
+    UNSCOPED_INFO("codecoctl " << absl::StrJoin(words, " ") << " -> " << result.exit_code << "\n"
+                               << result.output);
+    return result;
+  };
+
+  CommandResult r = ctl({"apply", "-f", WriteCam(dir.path, "shop", "1")});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.output, Catch::Contains("application/shop created (spec revision 1)"));
+  REQUIRE(ctl({"apply", "-f", WriteCam(dir.path, "shop", "2")}).exit_code == 0);
+
+  // -o yaml and json read back; the table has the app.
+  r = ctl({"get", "apps", "-o", "yaml"});
+  REQUIRE(r.exit_code == 0);
+  YAML::Node apps = YAML::Load(r.output);
+  REQUIRE(apps["applications"][0]["metadata"]["name"].as<std::string>() == "shop");
+  REQUIRE(apps["applications"][0]["spec_revision"].as<int>() == 2);
+  r = ctl({"get", "apps", "-o", "json"});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(YAML::Load(r.output)["applications"][0]["status"]["phase"].as<std::string>() ==
+          "APPLICATION_PHASE_PENDING");
+  r = ctl({"get", "apps"});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.output, Catch::StartsWith("NAME") && Catch::Contains("shop") &&
+                             Catch::Contains("Pending"));
+  r = ctl({"describe", "app", "shop", "-o", "yaml"});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(YAML::Load(r.output)["spec"]["services"][0]["image"].as<std::string>() ==
+          "registry.example.org/web:2");
+  r = ctl({"get", "neighborhoods", "-o", "json"});
+  REQUIRE(r.exit_code == 0);  // none without clusters: an empty list, not an error
+  r = ctl({"get", "neighborhoods"});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.output, Catch::StartsWith("ID"));
+
+  // Revisions, then a rollback makes a third one with the first spec.
+  r = ctl({"get", "revisions", "shop"});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.output, Catch::Contains("apply"));
+  r = ctl({"rollback", "app", "shop", "--to-revision", "1"});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.output, Catch::Contains("rolled back to spec revision 1 (now spec revision 3)"));
+  r = ctl({"get", "revisions", "shop", "-o", "yaml"});
+  REQUIRE(r.exit_code == 0);
+  YAML::Node revs = YAML::Load(r.output)["revisions"];
+  REQUIRE(revs.size() == 3);
+  REQUIRE(revs[0]["change_cause"].as<std::string>() == "rollback to 1");
+
+  // Bad input names the flag or the field; nothing changes.
+  r = ctl({"rollback", "app", "shop", "--to-revision", "zero"});
+  REQUIRE(r.exit_code != 0);
+  REQUIRE_THAT(r.output, Catch::Contains("--to-revision: must be a spec revision"));
+  r = ctl({"rollback", "app", "shop", "--to-revision", "9"});
+  REQUIRE(r.exit_code != 0);
+  REQUIRE_THAT(r.output, Catch::Contains("to_spec_revision"));
+  r = ctl({"get", "apps", "-o", "xml"});
+  REQUIRE(r.exit_code != 0);
+  REQUIRE_THAT(r.output, Catch::Contains("-o: must be table, yaml or json"));
+  r = ctl({"watch", "app", "shop", "--from-revison", "1"});
+  REQUIRE(r.exit_code != 0);
+  REQUIRE_THAT(r.output, Catch::Contains("--from-revison: unknown flag"));
+  r = ctl({"watch", "app", "nope"});
+  REQUIRE(r.exit_code != 0);
+  REQUIRE_THAT(r.output, Catch::Contains("nope"));
+
+  // A watch from revision 1 replays every later change of shop, one line
+  // each in revision order, and ends by itself when shop is deleted.
+  std::vector<std::string> argv = {"/usr/bin/env", "HOME=" + dir.path.string(),
+                                   std::string(CODECO_BIN_DIR) + "/codecoctl", "watch", "app",
+                                   "shop", "--from-revision", "1", "--acm", acm.address,
+                                   "--insecure"};
+  ChildProcess watch(argv, (dir.path / "watch.err").string());
+  std::vector<std::string> lines;
+  auto read = [&] {
+    std::optional<std::string> line = watch.ReadLine(absl::Now() + absl::Seconds(30));
+    REQUIRE(line.has_value());
+    lines.push_back(*line);
+    return *line;
+  };
+  REQUIRE_THAT(read(), Catch::StartsWith("REVISION"));
+  REQUIRE_THAT(read(), Catch::StartsWith("2 ") && Catch::Contains("MODIFIED"));  // apply tag 2
+  REQUIRE_THAT(read(), Catch::StartsWith("3 ") && Catch::Contains("MODIFIED"));  // rollback
+  r = ctl({"delete", "app", "shop"});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(read(), Catch::StartsWith("4 ") && Catch::Contains("Deleting"));
+  REQUIRE_THAT(read(), Catch::StartsWith("5 ") && Catch::Contains("DELETED"));
+  REQUIRE_FALSE(watch.ReadLine(absl::Now() + absl::Seconds(30)).has_value());  // EOF: exited
+  REQUIRE(watch.Stop(SIGTERM, absl::Now() + absl::Seconds(10)) == 0);
+  REQUIRE_THAT(r.output, Catch::Contains("application/shop deleted"));
+  REQUIRE(ctl({"describe", "app", "shop"}).exit_code != 0);
+}
+
+}  // namespace
+}  // namespace codeco::ctl

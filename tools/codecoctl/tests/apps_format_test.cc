@@ -1,0 +1,180 @@
+// codecoctl's rendering of ACM resources, without a server: -o parsing, the
+// tables, YAML that reads back to the same values, JSON, and watch lines.
+#include <catch2/catch.hpp>
+
+#include "cli.h"
+#include "yaml-cpp/yaml.h"
+
+namespace codeco::ctl {
+namespace {
+
+Args WithOutput(const std::string& value) {
+  Args args;
+  args.flags["o"] = value;
+  return args;
+}
+
+acm::v1::Application Bookinfo() {
+  acm::v1::Application app;
+  app.mutable_metadata()->set_name("bookinfo");
+  app.mutable_metadata()->set_revision(12);
+  (*app.mutable_metadata()->mutable_labels())["team"] = "books";
+  (*app.mutable_metadata()->mutable_labels())["tier"] = "true";  // must stay a string
+  app.mutable_metadata()->mutable_create_time()->set_seconds(1'800'000'000);
+  app.set_spec_revision(3);
+  app.set_cam_yaml("apiVersion: codeco.he-codeco.eu/v1alpha1\nkind: CodecoApp\n");
+  auto* spec = app.mutable_spec();
+  spec->set_app_name("bookinfo");
+  spec->set_qos_class(acm::v1::QOS_CLASS_GOLD);
+  for (const char* name : {"productpage", "reviews"}) {
+    auto* s = spec->add_services();
+    s->set_name(name);
+    s->set_replicas(1);
+    s->mutable_requests()->set_cpu_millicores(500);
+  }
+  auto* status = app.mutable_status();
+  status->set_phase(acm::v1::APPLICATION_PHASE_DEPLOYING);
+  status->set_status(acm::v1::STATUS_LEVEL_WARNING);
+  status->set_error_msg("reviews-0: image pull failed\nretrying");
+  auto* p = status->add_placements();
+  p->set_service("productpage");
+  p->set_cluster("rennes");
+  p->set_node("worker-1");
+  p->set_pod("bookinfo-productpage-0");
+  p->set_ready(true);
+  p = status->add_placements();
+  p->set_service("reviews");
+  p->set_cluster("nantes");
+  p->set_node("worker-2");
+  p->set_pod("bookinfo-reviews-0");
+  return app;
+}
+
+TEST_CASE("output is a table by default and yaml or json on request and -o names itself when wrong") {
+  REQUIRE(*ParseOutput(Args()) == Output::kTable);
+  REQUIRE(*ParseOutput(WithOutput("table")) == Output::kTable);
+  REQUIRE(*ParseOutput(WithOutput("yaml")) == Output::kYaml);
+  REQUIRE(*ParseOutput(WithOutput("json")) == Output::kJson);
+  auto bad = ParseOutput(WithOutput("xml"));
+  REQUIRE(absl::IsInvalidArgument(bad.status()));
+  REQUIRE_THAT(std::string(bad.status().message()), Catch::StartsWith("-o: ") &&
+                                                        Catch::Contains("\"xml\""));
+}
+
+TEST_CASE("bad flags are refused naming the flag") {
+  std::vector<std::string> words = {"codecoctl", "watch", "app", "x", "--form-revision", "3"};
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  auto args = ParseArgs(static_cast<int>(argv.size()), argv.data(), 2, {"insecure"},
+                        {"o", "from-revision"});
+  REQUIRE_FALSE(args.ok());
+  REQUIRE_THAT(std::string(args.status().message()), Catch::StartsWith("--form-revision: "));
+
+  std::vector<std::string> short_words = {"codecoctl", "get", "apps", "-o"};
+  argv.clear();
+  for (auto& w : short_words) argv.push_back(w.data());
+  args = ParseArgs(static_cast<int>(argv.size()), argv.data(), 2, {}, {"o"});
+  REQUIRE_FALSE(args.ok());
+  REQUIRE_THAT(std::string(args.status().message()), Catch::StartsWith("-o: needs a value"));
+}
+
+TEST_CASE("YAML output reads back to the same values with enums by name") {
+  acm::v1::Application app = Bookinfo();
+  YAML::Node doc = YAML::Load(ToYaml(app));
+  REQUIRE(doc["metadata"]["name"].as<std::string>() == "bookinfo");
+  REQUIRE(doc["metadata"]["revision"].as<int64_t>() == 12);
+  REQUIRE(doc["metadata"]["labels"]["tier"].as<std::string>() == "true");
+  REQUIRE(doc["metadata"]["labels"]["tier"].Tag() == "!");  // quoted: a string, not a bool
+  REQUIRE(doc["metadata"]["create_time"].as<std::string>() == "2027-01-15T08:00:00Z");
+  REQUIRE(doc["spec"]["qos_class"].as<std::string>() == "QOS_CLASS_GOLD");
+  REQUIRE(doc["spec"]["services"].size() == 2);
+  REQUIRE(doc["spec"]["services"][1]["requests"]["cpu_millicores"].as<int64_t>() == 500);
+  REQUIRE(doc["status"]["placements"][0]["ready"].as<bool>());
+  REQUIRE_FALSE(doc["status"]["placements"][1]["ready"]);  // false is the default: left out
+  REQUIRE(doc["status"]["error_msg"].as<std::string>() == app.status().error_msg());
+  REQUIRE(doc["cam_yaml"].as<std::string>() == app.cam_yaml());
+  // An empty message is an empty map, still a document.
+  REQUIRE(YAML::Load(ToYaml(acm::v1::Application())).IsMap());
+}
+
+TEST_CASE("JSON output uses proto field names and compact JSON is one line") {
+  acm::v1::WatchApplicationResponse event;
+  event.set_type(common::v1::WATCH_EVENT_TYPE_MODIFIED);
+  *event.mutable_application() = Bookinfo();
+  std::string pretty = ToJson(event);
+  REQUIRE_THAT(pretty, Catch::Contains("\"spec_revision\"") &&
+                           Catch::Contains("\"WATCH_EVENT_TYPE_MODIFIED\""));
+  std::string line = WatchLine(event, Output::kJson);
+  REQUIRE(line.back() == '\n');
+  REQUIRE(line.find('\n') == line.size() - 1);
+  YAML::Node parsed = YAML::Load(line);  // JSON is YAML
+  REQUIRE(parsed["application"]["metadata"]["name"].as<std::string>() == "bookinfo");
+}
+
+TEST_CASE("tables list one row per resource under their headers") {
+  acm::v1::ListApplicationsResponse apps;
+  *apps.add_applications() = Bookinfo();
+  std::string table = AppsTable(apps);
+  REQUIRE_THAT(table, Catch::StartsWith("NAME "));
+  REQUIRE_THAT(table, Catch::Contains("bookinfo") && Catch::Contains("Deploying") &&
+                          Catch::Contains("Warning") && Catch::Contains("1/2") &&
+                          Catch::Contains("nantes,rennes"));
+  REQUIRE(std::count(table.begin(), table.end(), '\n') == 2);
+  // Columns line up: the second column starts at the same offset in every row.
+  size_t header = table.find("PHASE");
+  size_t row = table.find("Deploying") - (table.find('\n') + 1);
+  REQUIRE(header == row);
+
+  acm::v1::ListNeighborhoodsResponse nbs;
+  auto* nb = nbs.add_neighborhoods();
+  nb->set_id("nb-bookinfo");
+  nb->set_application("bookinfo");
+  nb->set_revision(2);
+  nb->add_members()->set_cluster("nantes");
+  nb->add_members()->set_cluster("rennes");
+  nb->add_partition_classes("edge/eu-west");
+  REQUIRE_THAT(NeighborhoodsTable(nbs), Catch::Contains("nb-bookinfo") &&
+                                            Catch::Contains("nantes,rennes") &&
+                                            Catch::Contains("edge/eu-west"));
+
+  acm::v1::ListApplicationRevisionsResponse revs;
+  auto* r = revs.add_revisions();
+  r->set_spec_revision(3);
+  r->set_change_cause("rollback to 1");
+  REQUIRE_THAT(RevisionsTable(revs), Catch::Contains("rollback to 1"));
+
+  acm::v1::ListClustersResponse clusters;
+  auto* c = clusters.add_clusters();
+  c->mutable_metadata()->set_name("rennes");
+  c->set_health(acm::v1::CLUSTER_HEALTH_UNREACHABLE);
+  c->mutable_capacity()->set_node_count(3);
+  c->mutable_capacity()->set_ready_node_count(2);
+  REQUIRE_THAT(ClustersTable(clusters), Catch::Contains("Unreachable") && Catch::Contains("2/3"));
+}
+
+TEST_CASE("describe shows status and every placement") {
+  std::string text = DescribeApp(Bookinfo());
+  REQUIRE_THAT(text, Catch::Contains("Phase:          Deploying") &&
+                         Catch::Contains("bookinfo-reviews-0") &&
+                         Catch::Contains("image pull failed"));
+}
+
+TEST_CASE("watch lines are one per event in table mode and YAML documents otherwise") {
+  acm::v1::WatchApplicationResponse event;
+  event.set_type(common::v1::WATCH_EVENT_TYPE_DELETED);
+  *event.mutable_application() = Bookinfo();
+  std::string line = WatchLine(event, Output::kTable);
+  REQUIRE(std::count(line.begin(), line.end(), '\n') == 1);  // the message's newline is flattened
+  REQUIRE_THAT(line, Catch::StartsWith("12 ") && Catch::Contains("DELETED") &&
+                         Catch::Contains("bookinfo"));
+  // Under the header's titles.
+  std::string header = WatchHeader();
+  REQUIRE(header.find("APPLICATION") == line.find("bookinfo"));
+  REQUIRE(header.find("PHASE") == line.find("Deploying"));
+  std::string yaml = WatchLine(event, Output::kYaml);
+  REQUIRE_THAT(yaml, Catch::StartsWith("---\n"));
+  REQUIRE(YAML::Load(yaml)["type"].as<std::string>() == "WATCH_EVENT_TYPE_DELETED");
+}
+
+}  // namespace
+}  // namespace codeco::ctl
