@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "codeco/common/status.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -423,6 +424,7 @@ absl::Status ApplicationManager::RecordRelease(const std::string& name,
       app->mutable_status()->clear_placements();
       commit.erase = name;
       commit.event.set_type(common::v1::WATCH_EVENT_TYPE_DELETED);
+      pod_failures_.erase(name);
     } else {
       std::string message =
           absl::StrCat("pods not released yet (retrying): ", outcome.message());
@@ -562,6 +564,7 @@ absl::StatusOr<v1::Application> ApplicationManager::RecordPlacement(const std::s
           absl::StrCat("application \"", name, "\" is being deleted"));
     }
     app = *std::move(current);
+    pod_failures_.erase(name);  // a new plan: its pods report afresh
     v1::ApplicationStatus& status = *app.mutable_status();
     status.clear_placements();
     status.set_observed_spec_revision(spec_revision);
@@ -607,6 +610,119 @@ absl::StatusOr<v1::Application> ApplicationManager::RecordPlacement(const std::s
   }
   Notify();
   return app;
+}
+
+void ApplicationManager::FoldPodStatus(v1::Application& app) const {
+  v1::ApplicationStatus& status = *app.mutable_status();
+  std::set<std::string> placed;
+  std::set<std::string> running;
+  int ready = 0;
+  for (const auto& p : status.placements()) {
+    placed.insert(p.service());
+    if (p.ready()) {
+      running.insert(p.service());
+      ++ready;
+    }
+  }
+  std::vector<std::string> problems;
+  std::string missing;
+  for (const auto& s : app.spec().services()) {
+    if (s.replicas() > 0 && !placed.count(s.name())) {
+      absl::StrAppend(&missing, missing.empty() ? "" : ", ", s.name());
+    }
+  }
+  if (!missing.empty()) problems.push_back(absl::StrCat("not placed: ", missing));
+  if (auto it = pod_failures_.find(app.metadata().name()); it != pod_failures_.end()) {
+    for (const auto& [cluster, failures] : it->second) {
+      problems.insert(problems.end(), failures.begin(), failures.end());
+    }
+  }
+  if (problems.empty() && ready == status.placements_size() && ready > 0) {
+    status.set_phase(v1::APPLICATION_PHASE_RUNNING);
+    status.set_status(v1::STATUS_LEVEL_OK);
+    status.set_error_msg("");
+  } else if (problems.empty()) {
+    status.set_phase(v1::APPLICATION_PHASE_DEPLOYING);
+    status.set_status(v1::STATUS_LEVEL_OK);
+    status.set_error_msg("");
+  } else {
+    // Every service still served by a running pod: a warning; else an error.
+    bool all_served = missing.empty();
+    for (const auto& service : placed) all_served = all_served && running.count(service);
+    status.set_phase(v1::APPLICATION_PHASE_DEGRADED);
+    status.set_status(all_served ? v1::STATUS_LEVEL_WARNING : v1::STATUS_LEVEL_ERROR);
+    status.set_error_msg(absl::StrJoin(problems, "; "));
+  }
+}
+
+absl::StatusOr<int> ApplicationManager::RecordPods(const std::string& cluster,
+                                                   const std::vector<PodReport>& pods) {
+  if (cluster.empty()) return InvalidFieldError("cluster", "required");
+  // application -> pod name -> report
+  std::map<std::string, std::map<std::string, const PodReport*>> reported;
+  for (const auto& pod : pods) reported[pod.application][pod.pod] = &pod;
+  int changed = 0;
+  {
+    absl::MutexLock lock(&write_mu_);
+    std::vector<v1::Application> placed_here;
+    RETURN_IF_ERROR(store_.List("", [&](const v1::Application& app) {
+      const auto phase = app.status().phase();
+      if (phase != v1::APPLICATION_PHASE_DEPLOYING && phase != v1::APPLICATION_PHASE_RUNNING &&
+          phase != v1::APPLICATION_PHASE_DEGRADED) {
+        return true;
+      }
+      for (const auto& p : app.status().placements()) {
+        if (p.cluster() == cluster) {
+          placed_here.push_back(app);
+          break;
+        }
+      }
+      return true;
+    }));
+    for (v1::Application& app : placed_here) {
+      const std::string& name = app.metadata().name();
+      const v1::ApplicationStatus before = app.status();
+      auto app_pods = reported.find(name);
+      std::vector<std::string> failures;
+      for (auto& p : *app.mutable_status()->mutable_placements()) {
+        if (p.cluster() != cluster) continue;
+        const PodReport* pod = nullptr;
+        if (app_pods != reported.end()) {
+          auto it = app_pods->second.find(p.pod());
+          if (it != app_pods->second.end()) pod = it->second;
+        }
+        p.set_ready(pod != nullptr && pod->phase == lms::v1::POD_PHASE_RUNNING);
+        if (pod != nullptr && !pod->node.empty()) p.set_node(pod->node);
+        if (pod != nullptr && pod->phase == lms::v1::POD_PHASE_FAILED) {
+          failures.push_back(absl::StrCat("pod ", p.pod(), " of ", p.service(), " failed on ",
+                                          cluster, "/", p.node(),
+                                          pod->message.empty() ? "" : ": ", pod->message));
+        }
+      }
+      if (failures.empty()) {
+        auto it = pod_failures_.find(name);
+        if (it != pod_failures_.end()) {
+          it->second.erase(cluster);
+          if (it->second.empty()) pod_failures_.erase(it);
+        }
+      } else {
+        pod_failures_[name][cluster] = std::move(failures);
+      }
+      FoldPodStatus(app);
+      if (MessageDifferencer::Equals(before, app.status())) continue;
+      ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
+      app.mutable_metadata()->set_revision(last + 1);
+      *app.mutable_metadata()->mutable_update_time() = NowProto();
+      ApplicationCommit commit;
+      commit.put = app;
+      commit.event.set_type(common::v1::WATCH_EVENT_TYPE_MODIFIED);
+      *commit.event.mutable_application() = app;
+      RETURN_IF_ERROR(CommitNext(commit));
+      ++changed;
+    }
+  }
+  if (changed > 0) Notify();
+  return changed;
 }
 
 absl::StatusOr<ApplicationSnapshot> ApplicationManager::Snapshot(const std::string& name) const {

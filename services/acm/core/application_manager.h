@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "acm/core/application_store.h"
 #include "acm/core/cam_parser.h"
+#include "acm/core/cluster_report.h"
 #include "acm/core/neighborhood_manager.h"
 #include "acm/core/placement_scheduler.h"
 #include "codeco/acm/v1/acm_service.pb.h"
@@ -90,6 +91,15 @@ class ApplicationManager {
   absl::StatusOr<v1::Application> RecordPlacement(const std::string& name, int64_t spec_revision,
                                                   const PlacementResult& result);
 
+  /// Folds the pods `cluster` reports (BuildPodReports of its LMS) into the
+  /// status of every placed application (DEPLOYING, RUNNING or DEGRADED)
+  /// with placements there: each placement's `ready` is whether its pod runs;
+  /// the application is RUNNING (OK) once every placement is ready, DEGRADED
+  /// with WARNING (every service still has a running pod) or ERROR (some
+  /// service has none) and the failed pods in error_msg when pods fail, else
+  /// DEPLOYING. A pod the cluster does not report is not ready. Each changed
+  /// application is one commit (a MODIFIED event); returns how many changed.
+  absl::StatusOr<int> RecordPods(const std::string& cluster, const std::vector<PodReport>& pods);
   /// Folds the scheduler's release outcome into a DELETING application: OK
   /// removes it (a DELETED event) and its neighborhood; an error is recorded
   /// in status.error_msg (once per distinct error) and the app stays DELETING.
@@ -135,6 +145,10 @@ class ApplicationManager {
   google::protobuf::Timestamp NowProto() const;
   int PageSize(int requested) const;
 
+  // Sets phase, status and error_msg of a placed application from its
+  // placements' readiness and the pod failures known for it.
+  void FoldPodStatus(v1::Application& app) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+
   ApplicationStore& store_;
   PlacementScheduler& scheduler_;
   Clock& clock_;
@@ -143,6 +157,10 @@ class ApplicationManager {
 
   // Serializes writes, so revisions are taken in order and snapshots are consistent.
   mutable absl::Mutex write_mu_;
+  // application -> cluster -> its failed pods, in words, from the last report
+  // of that cluster (memory only: the next reports rebuild it after a restart).
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> pod_failures_
+      ABSL_GUARDED_BY(write_mu_);
 
   absl::Mutex listeners_mu_;
   int next_listener_id_ ABSL_GUARDED_BY(listeners_mu_) = 1;

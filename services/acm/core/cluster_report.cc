@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
 
 namespace codeco::acm {
 namespace {
@@ -76,6 +77,21 @@ ClusterReport BuildClusterReport(const std::vector<lms::v1::Node>& nodes) {
     }
   }
   return report;
+}
+
+std::vector<PodReport> BuildPodReports(const std::vector<lms::v1::Pod>& pods) {
+  std::vector<PodReport> out;
+  for (const auto& pod : pods) {
+    auto app = pod.labels().find(kApplicationLabel);
+    if (app == pod.labels().end() || app->second.empty()) continue;
+    auto service = pod.labels().find(kServiceLabel);
+    out.push_back({app->second, service == pod.labels().end() ? "" : service->second, pod.name(),
+                   pod.node_name(), pod.phase(), pod.message()});
+  }
+  std::sort(out.begin(), out.end(), [](const PodReport& a, const PodReport& b) {
+    return std::tie(a.application, a.pod) < std::tie(b.application, b.pod);
+  });
+  return out;
 }
 
 }  // namespace codeco::acm

@@ -31,4 +31,29 @@ struct ClusterReport {
 /// most free CPU.
 ClusterReport BuildClusterReport(const std::vector<lms::v1::Node>& nodes);
 
+/// The pod labels SWM sets on the pods it creates (see SWM's convert.cc).
+inline constexpr char kApplicationLabel[] = "codeco.io/application";
+/// The service a pod runs (SWM's label).
+inline constexpr char kServiceLabel[] = "codeco.io/service";
+
+/// One pod of a placed application as the cluster's LMS reports it.
+struct PodReport {
+  /// Application (label codeco.io/application).
+  std::string application;
+  /// Service (label codeco.io/service).
+  std::string service;
+  /// Pod name, unique in the cluster.
+  std::string pod;
+  /// Node the pod is bound to.
+  std::string node;
+  /// Phase (Kubernetes semantics).
+  lms::v1::PodPhase phase = lms::v1::POD_PHASE_UNSPECIFIED;
+  /// Why the pod is in its phase, in words (e.g. why it failed).
+  std::string message;
+};
+
+/// The pods of placed applications (those labelled codeco.io/application),
+/// ordered by application then pod name; other pods are left out.
+std::vector<PodReport> BuildPodReports(const std::vector<lms::v1::Pod>& pods);
+
 }  // namespace codeco::acm

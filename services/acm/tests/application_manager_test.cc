@@ -5,6 +5,7 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <tuple>
 
 #include "absl/strings/str_replace.h"
 #include "acm/store/kv_application_store.h"
@@ -254,6 +255,100 @@ TEST_CASE("the scheduler's answer moves the phase and stale answers are refused"
   REQUIRE(f2->status().phase() == v1::APPLICATION_PHASE_FAILED);
   REQUIRE(f2->status().status() == v1::STATUS_LEVEL_ERROR);
   REQUIRE(f2->status().error_msg() == failed.message);
+}
+
+TEST_CASE("pod reports move a placed application to RUNNING and failures to WARNING or ERROR") {
+  Fixture f;
+  // Two services, web on two clusters and db on one.
+  std::string yaml = absl::StrReplaceAll(SmallCam("shop", "1"), {{"            image: registry.example.org/web:1\n",
+                                                                  "            image: registry.example.org/web:1\n"
+                                                                  "    - serviceName: db\n"
+                                                                  "      podspec:\n"
+                                                                  "        containers:\n"
+                                                                  "          - name: db\n"
+                                                                  "            image: registry.example.org/db:1\n"}});
+  f.Apply(yaml);
+  PlacementResult result;
+  result.placed = true;
+  result.plan_revision = 1;
+  for (auto [service, cluster, pod] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"web", "rennes", "shop-web-0"}, {"web", "nantes", "shop-web-1"},
+           {"db", "nantes", "shop-db-0"}}) {
+    v1::ServicePlacement p;
+    p.set_service(service);
+    p.set_cluster(cluster);
+    p.set_node("n1");
+    p.set_pod(pod);
+    result.placements.push_back(p);
+  }
+  REQUIRE(f.manager.RecordPlacement("shop", 1, result).ok());
+  auto status = [&] {
+    v1::GetApplicationRequest get;
+    get.set_name("shop");
+    return f.manager.Get(get)->application().status();
+  };
+  REQUIRE(status().phase() == v1::APPLICATION_PHASE_DEPLOYING);
+  auto pod = [](const std::string& name, const std::string& service, lms::v1::PodPhase phase,
+                const std::string& message = "") {
+    return PodReport{"shop", service, name, "n1", phase, message};
+  };
+
+  // rennes: its pod runs; nantes has not reported: still DEPLOYING, one ready.
+  REQUIRE(*f.manager.RecordPods("rennes", {pod("shop-web-0", "web", lms::v1::POD_PHASE_RUNNING)}) ==
+          1);
+  REQUIRE(status().phase() == v1::APPLICATION_PHASE_DEPLOYING);
+  REQUIRE(status().placements(0).ready());
+  // The same report again changes nothing (no event).
+  const int64_t revision = *f.manager.CurrentRevision();
+  REQUIRE(*f.manager.RecordPods("rennes", {pod("shop-web-0", "web", lms::v1::POD_PHASE_RUNNING)}) ==
+          0);
+  REQUIRE(*f.manager.CurrentRevision() == revision);
+
+  // nantes: both run -> RUNNING, OK.
+  REQUIRE(*f.manager.RecordPods("nantes", {pod("shop-web-1", "web", lms::v1::POD_PHASE_RUNNING),
+                                           pod("shop-db-0", "db", lms::v1::POD_PHASE_RUNNING)}) ==
+          1);
+  REQUIRE(status().phase() == v1::APPLICATION_PHASE_RUNNING);
+  REQUIRE(status().status() == v1::STATUS_LEVEL_OK);
+
+  // One web replica fails: web still runs in rennes -> WARNING, the pod named.
+  REQUIRE(*f.manager.RecordPods("nantes",
+                                {pod("shop-web-1", "web", lms::v1::POD_PHASE_FAILED, "OOMKilled"),
+                                 pod("shop-db-0", "db", lms::v1::POD_PHASE_RUNNING)}) == 1);
+  REQUIRE(status().phase() == v1::APPLICATION_PHASE_DEGRADED);
+  REQUIRE(status().status() == v1::STATUS_LEVEL_WARNING);
+  REQUIRE_THAT(status().error_msg(),
+               Catch::Contains("shop-web-1") && Catch::Contains("OOMKilled") &&
+                   Catch::Contains("nantes"));
+
+  // db's only pod fails too -> ERROR.
+  REQUIRE(*f.manager.RecordPods("nantes",
+                                {pod("shop-web-1", "web", lms::v1::POD_PHASE_FAILED, "OOMKilled"),
+                                 pod("shop-db-0", "db", lms::v1::POD_PHASE_FAILED, "CrashLoop")}) ==
+          1);
+  REQUIRE(status().status() == v1::STATUS_LEVEL_ERROR);
+  REQUIRE_THAT(status().error_msg(), Catch::Contains("shop-db-0"));
+
+  // Restarted and running again -> RUNNING, OK, no message.
+  REQUIRE(*f.manager.RecordPods("nantes", {pod("shop-web-1", "web", lms::v1::POD_PHASE_RUNNING),
+                                           pod("shop-db-0", "db", lms::v1::POD_PHASE_RUNNING)}) ==
+          1);
+  REQUIRE(status().phase() == v1::APPLICATION_PHASE_RUNNING);
+  REQUIRE(status().error_msg().empty());
+
+  // The watch log holds every step in order.
+  auto changes = f.manager.ReadChanges("shop", revision, 100);
+  std::vector<v1::ApplicationPhase> phases;
+  for (const auto& c : *changes) phases.push_back(c.application().status().phase());
+  REQUIRE(phases == std::vector<v1::ApplicationPhase>{
+                        v1::APPLICATION_PHASE_RUNNING, v1::APPLICATION_PHASE_DEGRADED,
+                        v1::APPLICATION_PHASE_DEGRADED, v1::APPLICATION_PHASE_RUNNING});
+
+  // A report for a cluster with none of its pods leaves them not ready.
+  REQUIRE(*f.manager.RecordPods("nantes", {}) == 1);
+  REQUIRE(status().phase() == v1::APPLICATION_PHASE_DEPLOYING);
+  REQUIRE(absl::IsInvalidArgument(f.manager.RecordPods("", {}).status()));
 }
 
 TEST_CASE("list pages by name and filters by phase and labels") {

@@ -51,3 +51,33 @@ TEST_CASE("a cluster-wide label needs every ready node to agree") {
 
 }  // namespace
 }  // namespace codeco::acm
+
+namespace codeco::acm {
+namespace {
+
+TEST_CASE("pod reports keep only the pods of placed applications with their phase") {
+  std::vector<lms::v1::Pod> pods(3);
+  pods[0].set_name("shop-web-1");
+  pods[0].set_node_name("worker-2");
+  pods[0].set_phase(lms::v1::POD_PHASE_FAILED);
+  pods[0].set_message("OOMKilled");
+  (*pods[0].mutable_labels())["codeco.io/application"] = "shop";
+  (*pods[0].mutable_labels())["codeco.io/service"] = "web";
+  pods[1].set_name("kube-proxy");  // not codeco's
+  pods[2].set_name("shop-web-0");
+  pods[2].set_node_name("worker-1");
+  pods[2].set_phase(lms::v1::POD_PHASE_RUNNING);
+  (*pods[2].mutable_labels())["codeco.io/application"] = "shop";
+  (*pods[2].mutable_labels())["codeco.io/service"] = "web";
+  std::vector<PodReport> reports = BuildPodReports(pods);
+  REQUIRE(reports.size() == 2);
+  REQUIRE(reports[0].pod == "shop-web-0");
+  REQUIRE(reports[0].phase == lms::v1::POD_PHASE_RUNNING);
+  REQUIRE(reports[1].pod == "shop-web-1");
+  REQUIRE(reports[1].service == "web");
+  REQUIRE(reports[1].node == "worker-2");
+  REQUIRE(reports[1].message == "OOMKilled");
+}
+
+}  // namespace
+}  // namespace codeco::acm
