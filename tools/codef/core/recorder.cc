@@ -10,10 +10,13 @@ namespace {
 
 const std::map<std::string, std::string>& Headers() {
   static const auto* headers = new std::map<std::string, std::string>{
-      {"node_usage", "time_s,cluster,node,cpu_millicores,memory_bytes,cpu_utilization"},
+      {"node_usage",
+       "time_s,cluster,node,cpu_millicores,memory_bytes,cpu_utilization,cpu_requested_millicores,"
+       "cpu_allocatable_millicores"},
       {"node_energy", "time_s,cluster,node,watts"},
       {"pod_phases", "time_s,cluster,pending,running,succeeded,failed"},
-      {"pending_pods", "time_s,pending"},
+      {"pending_pods",
+       "time_s,pending,unplaced,placed,unplaced_cpu_millicores,placed_cpu_millicores"},
       {"link_conditions", "time_s,from,to,one_way_latency_ns,bandwidth_bps,loss,cut"},
       {"placement", "time_s,cluster,node,pod,phase"},
   };
@@ -40,7 +43,8 @@ const char* PhaseName(codeco::lms::v1::PodPhase phase) {
 Recorder::Recorder(const RecordSpec& spec, Federation* federation)
     : spec_(spec), federation_(federation) {}
 
-std::map<std::string, std::string> Recorder::Sample(absl::Time now, absl::Time start) {
+std::map<std::string, std::string> Recorder::Sample(absl::Time now, absl::Time start,
+                                                    const UnplacedPods& unplaced) {
   auto wants = [&](const std::string& metric) {
     return std::find(spec_.metrics.begin(), spec_.metrics.end(), metric) != spec_.metrics.end();
   };
@@ -53,6 +57,8 @@ std::map<std::string, std::string> Recorder::Sample(absl::Time now, absl::Time s
   headers_written_ = true;
   std::string t = absl::StrFormat("%.3f", absl::ToDoubleSeconds(now - start));
   int64_t pending_total = 0;
+  int64_t placed_total = 0;
+  int64_t placed_cpu = 0;
   for (const std::string& cluster : federation_->ClusterNames()) {
     SynchronizedCluster* lms = federation_->FindLms(cluster);
     if (lms == nullptr) continue;
@@ -68,7 +74,9 @@ std::map<std::string, std::string> Recorder::Sample(absl::Time now, absl::Time s
                 capacity > 0 ? static_cast<double>(node.usage().cpu_millicores()) / capacity : 0;
             absl::StrAppend(&out["node_usage.csv"], t, ",", cluster, ",", node.name(), ",",
                             node.usage().cpu_millicores(), ",", node.usage().memory_bytes(), ",",
-                            absl::StrFormat("%.4f", utilization), "\n");
+                            absl::StrFormat("%.4f", utilization), ",",
+                            node.requested().cpu_millicores(), ",",
+                            node.allocatable().cpu_millicores(), "\n");
           }
           if (wants("node_energy")) {
             absl::StrAppend(&out["node_energy.csv"], t, ",", cluster, ",", node.name(), ",",
@@ -84,6 +92,13 @@ std::map<std::string, std::string> Recorder::Sample(absl::Time now, absl::Time s
         if (!pods.ok()) break;
         for (const auto& pod : pods->pods()) {
           phases[pod.phase()]++;
+          if (pod.phase() == codeco::lms::v1::POD_PHASE_PENDING ||
+              pod.phase() == codeco::lms::v1::POD_PHASE_RUNNING) {
+            ++placed_total;
+            for (const auto& container : pod.containers()) {
+              placed_cpu += container.requests().cpu_millicores();
+            }
+          }
           if (wants("placement")) {
             absl::StrAppend(&out["placement.csv"], t, ",", cluster, ",", pod.node_name(), ",",
                             pod.name(), ",", PhaseName(pod.phase()), "\n");
@@ -102,7 +117,11 @@ std::map<std::string, std::string> Recorder::Sample(absl::Time now, absl::Time s
       return 0;
     });
   }
-  if (wants("pending_pods")) absl::StrAppend(&out["pending_pods.csv"], t, ",", pending_total, "\n");
+  if (wants("pending_pods")) {
+    absl::StrAppend(&out["pending_pods.csv"], t, ",", pending_total + unplaced.count, ",",
+                    unplaced.count, ",", placed_total, ",", unplaced.cpu_millicores, ",",
+                    placed_cpu, "\n");
+  }
   if (wants("link_conditions")) {
     for (const std::string& from : federation_->ClusterNames()) {
       for (const std::string& to : federation_->ClusterNames()) {

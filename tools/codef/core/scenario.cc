@@ -562,6 +562,26 @@ void ReadTaskStream(const YAML::Node& node, const std::string& path,
       if (total <= 0) errors->Add(map.PathOf("locations"), "weights must not all be zero");
     }
   }
+  if (map.Has("clusters")) {
+    YAML::Node clusters = map.Get("clusters");
+    if (!clusters.IsSequence() || clusters.size() == 0) {
+      errors->Add(map.PathOf("clusters"), "must be a non-empty list of managed cluster names");
+    } else {
+      for (size_t i = 0; i < clusters.size(); ++i) {
+        std::string entry_path = IndexPath(map.PathOf("clusters"), i);
+        std::string name;
+        if (!ReadScalar(clusters[i], entry_path, errors, &name)) continue;
+        if (std::find(managed.begin(), managed.end(), name) == managed.end()) {
+          errors->Add(entry_path, absl::StrCat("unknown managed cluster \"", name, "\""));
+        } else if (std::find(spec->clusters.begin(), spec->clusters.end(), name) !=
+                   spec->clusters.end()) {
+          errors->Add(entry_path, absl::StrCat("duplicate cluster \"", name, "\""));
+        } else {
+          spec->clusters.push_back(name);
+        }
+      }
+    }
+  }
   if (map.Has("seed")) {
     int64_t seed = 0;
     if (ReadInt(map.Get("seed"), map.PathOf("seed"), errors, &seed)) {

@@ -109,6 +109,10 @@ struct TaskStreamSpec {
   /// Preferred cluster weights (cluster name -> weight); empty = uniform over
   /// the managed clusters.
   std::vector<std::pair<std::string, double>> locations;
+  /// Managed clusters the scheduler may place the tasks on, in file order
+  /// (empty = every managed cluster with nodes). Simulate mode honours it;
+  /// it lets a scenario keep a site aside (e.g. a cloud kept for bursting).
+  std::vector<std::string> clusters;
   /// Seed of the generator.
   uint64_t seed = 1;
 };

@@ -50,7 +50,9 @@ TEST_CASE("the recorder writes headers once and rows per sample") {
   REQUIRE(first.size() == 6);
   REQUIRE(first["pod_phases.csv"] ==
           "time_s,cluster,pending,running,succeeded,failed\n0.000,a,1,0,0,0\n");
-  REQUIRE(first["pending_pods.csv"] == "time_s,pending\n0.000,1\n");
+  REQUIRE(first["pending_pods.csv"] ==
+          "time_s,pending,unplaced,placed,unplaced_cpu_millicores,placed_cpu_millicores\n"
+          "0.000,1,0,1,0,1000\n");
   REQUIRE(first["node_energy.csv"] == "time_s,cluster,node,watts\n0.000,a,n,10.00\n");
   REQUIRE(absl::StrContains(first["link_conditions.csv"], "0.000,hub,a,4000000,1000000000,"));
   REQUIRE(absl::StrContains(first["placement.csv"], "0.000,a,n,web,Pending\n"));
@@ -58,9 +60,13 @@ TEST_CASE("the recorder writes headers once and rows per sample") {
   clock.Advance(absl::Seconds(10));
   auto second = recorder.Sample(clock.Now(), start);
   REQUIRE(second["pod_phases.csv"] == "10.000,a,0,1,0,0\n");
-  REQUIRE(second["node_usage.csv"] == "10.000,a,n,1000,1048576,0.5000\n");
+  REQUIRE(second["node_usage.csv"] == "10.000,a,n,1000,1048576,0.5000,1000,2000\n");
   REQUIRE(second["node_energy.csv"] == "10.000,a,n,20.00\n");
-  REQUIRE(second["pending_pods.csv"] == "10.000,0\n");
+  REQUIRE(second["pending_pods.csv"] == "10.000,0,0,1,0,1000\n");
+
+  // Pods a scheduler still holds count as pending and unplaced.
+  auto third = recorder.Sample(clock.Now(), start, UnplacedPods{.count = 2, .cpu_millicores = 700});
+  REQUIRE(third["pending_pods.csv"] == "10.000,2,2,1,700,1000\n");
 }
 
 }  // namespace

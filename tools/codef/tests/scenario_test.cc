@@ -163,6 +163,9 @@ TEST_CASE("the five-site example follows the mck8s study") {
   REQUIRE(scenario->LinkBetween("grenoble", "luxembourg")->one_way_latency_ns == 7'665'000);
   REQUIRE(scenario->workloads.task_stream.has_value());
   REQUIRE(scenario->workloads.task_stream->count == 1126);
+  // The study's first experiment places on the five sites; Nancy is for bursting.
+  REQUIRE(scenario->workloads.task_stream->clusters ==
+          std::vector<std::string>{"rennes", "nantes", "lille", "grenoble", "luxembourg"});
 }
 
 TEST_CASE("the edge-cloud continuum example has three tiers of about 20 clusters") {
