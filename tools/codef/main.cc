@@ -5,6 +5,14 @@
 // scenario's links; the control API (codeco.codef.v1.CodefService) injects
 // faults. Prints one line per cluster and "codef control listening on ADDR",
 // runs the scenario's fault timeline, and stops cleanly on SIGTERM or SIGINT.
+// With --record it writes the scenario's metrics as CSV and, at exit, the
+// experiment report (report.md + SVG plots) when `output.report` is on.
+//
+// `codef --simulate` instead runs the scenario in this process under a
+// virtual clock (tools/codef/sim): the scheduler's core places the task
+// stream, the fault timeline plays, and the CSV files and the report are
+// written to --out (default: the scenario's output.dir). No sockets.
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -13,6 +21,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "codeco/common/quantity.h"
 #include "absl/synchronization/notification.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/config.h"
@@ -24,7 +36,9 @@
 #include "lms_service.h"
 #include "nlohmann/json.hpp"
 #include "recorder.h"
+#include "report.h"
 #include "scenario.h"
+#include "simulation.h"
 #ifdef CODEF_HAVE_RELAY
 #include "relay_link_control.h"
 #endif
@@ -94,7 +108,245 @@ FileReader ReaderUnder(const std::string& base_dir) {
   };
 }
 
+absl::Status WriteTextFile(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc | std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path.string()));
+  return absl::OkStatus();
+}
+
+absl::Status WriteFiles(const fs::path& dir, const std::map<std::string, std::string>& files) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir.string()));
+  for (const auto& [name, text] : files) {
+    absl::Status status = WriteTextFile(dir / name, text);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+// ------------------------------------------------------------ simulate ---
+
+constexpr char kSimulateUsage[] =
+    "usage: codef --simulate --scenario FILE [--out DIR] [--policy NAME]...\n"
+    "             [--tick DURATION] [--duration DURATION]\n\n"
+    "Runs the scenario in this process under a virtual clock: the SWM core places the\n"
+    "task stream on the emulated clusters, the fault timeline plays, and the recorded\n"
+    "CSV files plus report.md and SVG plots (when output.report is on) go to DIR.\n\n"
+    "  --scenario FILE      scenario YAML (required)\n"
+    "  --out DIR            output directory (default: the scenario's output.dir);\n"
+    "                       with several --policy, one subdirectory per policy\n"
+    "  --policy NAME        placement policy, repeatable (default codeco): kubefed or an\n"
+    "                       SWM profile: ";
+
+struct SimulateFlags {
+  std::string scenario;
+  std::string out;
+  std::vector<std::string> policies;
+  absl::Duration tick = absl::Seconds(10);
+  absl::Duration duration = absl::ZeroDuration();
+  bool help = false;
+};
+
+absl::StatusOr<SimulateFlags> ParseSimulateFlags(int argc, char** argv) {
+  SimulateFlags flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--simulate") continue;
+    if (arg == "--help" || arg == "-h") {
+      flags.help = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", arg, "\""));
+    }
+    std::string name = arg.substr(2);
+    std::string value;
+    if (size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else if (name == "scenario" || name == "out" || name == "policy" || name == "tick" ||
+               name == "duration") {
+      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat("--", name, ": needs a value"));
+      value = argv[++i];
+    }
+    if (name == "scenario") {
+      flags.scenario = value;
+    } else if (name == "out") {
+      flags.out = value;
+    } else if (name == "policy") {
+      std::vector<std::string> known = SimulationPolicies();
+      if (std::find(known.begin(), known.end(), value) == known.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("--policy: unknown policy \"", value,
+                                                       "\" (one of ", absl::StrJoin(known, ", "),
+                                                       ")"));
+      }
+      if (std::find(flags.policies.begin(), flags.policies.end(), value) == flags.policies.end()) {
+        flags.policies.push_back(value);
+      }
+    } else if (name == "tick" || name == "duration") {
+      absl::StatusOr<int64_t> ns = ParseDurationNanos(value);
+      if (!ns.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", ns.status().message()));
+      }
+      if (name == "tick" && *ns <= 0) {
+        return absl::InvalidArgumentError("--tick: must be positive");
+      }
+      if (name == "duration" && *ns <= 0) {
+        return absl::InvalidArgumentError("--duration: must be positive");
+      }
+      (name == "tick" ? flags.tick : flags.duration) = absl::Nanoseconds(*ns);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown flag --", name, " (simulate mode: --scenario, --out, --policy, --tick, "
+          "--duration)"));
+    }
+  }
+  if (flags.policies.empty()) flags.policies.push_back("codeco");
+  if (!flags.help && flags.scenario.empty()) {
+    return absl::InvalidArgumentError("--scenario: is required");
+  }
+  return flags;
+}
+
+int RunSimulate(int argc, char** argv) {
+  absl::StatusOr<SimulateFlags> flags = ParseSimulateFlags(argc, argv);
+  if (!flags.ok()) {
+    std::cerr << "codef: " << flags.status().message() << "\n" << kSimulateUsage
+              << absl::StrJoin(SimulationPolicies(), ", ") << std::endl;
+    return 2;
+  }
+  if (flags->help) {
+    std::cout << kSimulateUsage << absl::StrJoin(SimulationPolicies(), ", ") << "\n"
+              << "  --tick DURATION      scheduling cycle (default 10s)\n"
+              << "  --duration DURATION  how long to simulate (default: the scenario's)\n";
+    return 0;
+  }
+  absl::StatusOr<Scenario> scenario = LoadScenarioFile(flags->scenario);
+  if (!scenario.ok()) {
+    std::cerr << "codef: " << flags->scenario << ":\n" << scenario.status().message() << std::endl;
+    return 2;
+  }
+  fs::path out_dir = flags->out.empty() ? fs::path(scenario->record.output_dir) : fs::path(flags->out);
+  std::string base_dir = fs::path(flags->scenario).parent_path().string();
+  std::vector<std::pair<std::string, RunSummary>> summaries;
+  for (const std::string& policy : flags->policies) {
+    SimulationOptions options{.policy = policy, .tick = flags->tick, .duration = flags->duration};
+    absl::Time wall_start = absl::Now();
+    absl::StatusOr<SimulationResult> result =
+        RunSimulation(*scenario, options, ReaderUnder(base_dir));
+    double wall_s = absl::ToDoubleSeconds(absl::Now() - wall_start);
+    if (!result.ok()) {
+      bool bad_input = absl::IsInvalidArgument(result.status());
+      std::cerr << "codef: " << (bad_input ? flags->scenario + ": " : "")
+                << result.status().message() << std::endl;
+      return bad_input ? 2 : 1;
+    }
+    fs::path dir = flags->policies.size() == 1 ? out_dir : out_dir / policy;
+    absl::Status written = WriteFiles(dir, result->csv);
+    absl::StatusOr<RecordedRun> run = ReadRecordedRun(result->csv);
+    if (!run.ok()) {
+      std::cerr << "codef: " << run.status().message() << std::endl;
+      return 1;
+    }
+    RunSummary summary = Summarize(*run);
+    summaries.emplace_back(policy, summary);
+    if (written.ok() && scenario->record.report) {
+      ReportContext context{.scenario = scenario->name,
+                            .mode = "simulate",
+                            .policy = policy,
+                            .duration_s = absl::ToDoubleSeconds(result->simulated),
+                            .wall_s = wall_s,
+                            .events = result->events,
+                            .notes = result->notes};
+      if (scenario->workloads.task_stream.has_value()) {
+        const TaskCounts& t = result->tasks;
+        context.tasks = t.generated;
+        context.extra_rows.push_back(
+            {"task pods", absl::StrCat(t.arrived, " arrived, ", t.pods_created, " bound, ",
+                                       t.completed, " jobs completed, ", t.pods_failed,
+                                       " failed with their node, ", t.waiting_at_end,
+                                       " waiting at the end")});
+        DemandFloor floor =
+            ComputeDemandFloor(result->generated_tasks, result->placement_capacity_millicores,
+                               absl::Nanoseconds(scenario->record.interval_ns), result->simulated);
+        context.extra_rows.push_back(
+            {"placement clusters",
+             absl::StrCat(absl::StrJoin(result->placement_clusters, ", "), " (",
+                          FormatCpu(result->placement_capacity_millicores), " CPUs)")});
+        context.extra_rows.push_back(
+            {"CPU demand peak; physical floor peak / mean",
+             absl::StrFormat("%.1f CPUs; %s / %s", floor.peak_demand_cpus,
+                             Percent(floor.floor_peak), Percent(floor.floor_mean))});
+      }
+      context.extra_rows.push_back(
+          {"scheduling tick; record interval",
+           absl::StrCat(FormatDurationNanos(absl::ToInt64Nanoseconds(flags->tick)), "; ",
+                        FormatDurationNanos(scenario->record.interval_ns))});
+      for (const auto& [file, text] : result->csv) context.csv_files.push_back(file);
+      written = WriteFiles(dir, BuildReport(context, *run, summary));
+    }
+    if (!written.ok()) {
+      std::cerr << "codef: " << written.message() << std::endl;
+      return 1;
+    }
+    std::cout << absl::StrFormat(
+                     "policy %s: simulated %s in %.2f s wall; %d tasks; pending pods peak %s mean "
+                     "%s; wrote %s",
+                     policy, FormatDurationNanos(absl::ToInt64Nanoseconds(result->simulated)),
+                     wall_s, result->tasks.generated, Percent(summary.pending_share_peak),
+                     Percent(summary.pending_share_mean), dir.string())
+              << std::endl;
+  }
+  if (flags->policies.size() > 1 && scenario->record.report) {
+    std::string md = absl::StrCat("# CODEF report: ", scenario->name, ", policies compared\n\n",
+                                  ComparePolicies(summaries), "\nPer policy: ");
+    std::vector<std::string> links;
+    for (const std::string& policy : flags->policies) {
+      links.push_back(absl::StrCat("[", policy, "](", policy, "/report.md)"));
+    }
+    absl::StrAppend(&md, absl::StrJoin(links, ", "), "\n");
+    absl::Status status = WriteTextFile(out_dir / "report.md", md);
+    if (!status.ok()) {
+      std::cerr << "codef: " << status.message() << std::endl;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// Emulate mode's report, from the CSV files --record wrote.
+absl::Status WriteEmulateReport(const Scenario& scenario, const fs::path& dir, double wall_s,
+                                const std::vector<std::string>& events) {
+  std::map<std::string, std::string> csv;
+  for (const std::string& metric : scenario.record.metrics) {
+    std::ifstream in(dir / (metric + ".csv"), std::ios::binary);
+    if (!in) continue;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    csv[metric + ".csv"] = ss.str();
+  }
+  absl::StatusOr<RecordedRun> run = ReadRecordedRun(csv);
+  if (!run.ok()) return run.status();
+  RunSummary summary = Summarize(*run);
+  ReportContext context{.scenario = scenario.name,
+                        .mode = "emulate",
+                        .duration_s = summary.last_time_s,
+                        .wall_s = wall_s,
+                        .events = events};
+  context.notes.push_back(
+      "emulate mode: codef does not see the scheduler's queue, so no pod is counted as waiting "
+      "for a node; \"pods not running yet\" counts the pods bound but still Pending");
+  for (const auto& [file, text] : csv) context.csv_files.push_back(file);
+  return WriteFiles(dir, BuildReport(context, *run, summary));
+}
+
 int Run(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--simulate") == 0) return RunSimulate(argc, argv);
+  }
   BlockTerminationSignals();
   ConfigSchema schema = CodefSchema();
   absl::StatusOr<ParsedFlags> flags = ParseFlags(argc, argv, schema);
@@ -105,7 +357,9 @@ int Run(int argc, char** argv) {
   if (flags->help) {
     std::cout
         << "usage: codef --scenario FILE [--state-dir DIR] [--control-listen HOST:PORT]\n"
-        << "             [--lms-port PORT] [--tick DURATION] [--record [--output-dir DIR]]\n\n"
+        << "             [--lms-port PORT] [--tick DURATION] [--record [--output-dir DIR]]\n"
+        << "       codef --simulate --scenario FILE [--out DIR] [--policy NAME]... (--simulate "
+           "--help)\n\n"
         << schema.HelpText();
     return 0;
   }
@@ -243,9 +497,13 @@ int Run(int argc, char** argv) {
   absl::Notification stop;
   absl::Duration tick = config->GetDuration("tick");
   if (tick <= absl::ZeroDuration()) tick = absl::Milliseconds(100);
+  std::vector<std::string> fault_events;  // written by the ticker, read after join
   std::thread ticker([&] {
     while (!stop.WaitForNotificationWithTimeout(tick)) {
-      for (const std::string& line : (*federation)->Tick()) log::Info("fault", {{"event", line}});
+      for (const std::string& line : (*federation)->Tick()) {
+        log::Info("fault", {{"event", line}});
+        fault_events.push_back(line);
+      }
       absl::Time now = RealClock::Default().Now();
       if (recorder != nullptr && now >= next_sample) {
         sample(now);
@@ -259,6 +517,19 @@ int Run(int argc, char** argv) {
   log::Info("stopping", {{"signal", absl::StrCat(signal_number)}});
   stop.Notify();
   ticker.join();
+  if (recorder != nullptr) {
+    for (auto& [file, out] : record_files) out->close();
+    if (scenario->record.report) {
+      absl::Status report = WriteEmulateReport(
+          *scenario, output_dir, absl::ToDoubleSeconds(RealClock::Default().Now() - start),
+          fault_events);
+      if (!report.ok()) {
+        log::Error("report failed", {{"error", std::string(report.message())}});
+      } else {
+        std::cout << "codef wrote " << (output_dir / "report.md").string() << std::endl;
+      }
+    }
+  }
   (*control_server)->Shutdown(absl::Seconds(1));
   for (auto& server : servers) server->Shutdown(absl::Seconds(1));
 #ifdef CODEF_HAVE_RELAY

@@ -1,10 +1,13 @@
 // The codef binary as a user starts it: on the five-site scenario it prints
 // one line per cluster and its control address, every cluster's LMS answers
 // ListNodes with the scenario's nodes, the control API lists the clusters,
-// and SIGTERM stops it cleanly.
+// and SIGTERM stops it cleanly, leaving the recorded CSV and the report.
+// `codef --simulate` on a small scenario writes CSV files that parse, the
+// report and its SVG plots; bad flags exit with code 2.
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +15,7 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "codeco/codef/v1/codef_service.grpc.pb.h"
 #include "codeco/lms/v1/lms_service.grpc.pb.h"
@@ -19,11 +23,21 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "process.h"
+#include "xml_check.h"
 
 namespace codeco::codef {
 namespace {
 
 namespace fs = std::filesystem;
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  INFO(path.string());
+  REQUIRE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 std::chrono::system_clock::time_point In(absl::Duration d) {
   return absl::ToChronoTime(absl::Now() + d);
@@ -149,7 +163,93 @@ TEST_CASE("codef hosts the five-site scenario and stops on SIGTERM") {
   for (std::string row; std::getline(energy, row);) ++rows;
   REQUIRE(rows >= 29);
   REQUIRE(fs::exists(work / "results" / "pod_phases.csv"));
+  // output.report is on: the report was written from the recorded CSV at exit.
+  std::ifstream report_file(work / "results" / "report.md");
+  std::stringstream report;
+  report << report_file.rdbuf();
+  REQUIRE(report.str().find("| mode | emulate |") != std::string::npos);
+  REQUIRE(report.str().find("| rennes | 0.0 % | 0.0 % |") != std::string::npos);
+  for (const char* svg : {"pending_pods.svg", "cpu_allocation.svg", "node_power.svg"}) {
+    REQUIRE(testing::CheckXml(ReadFile(work / "results" / svg)).error.empty());
+  }
   fs::remove_all(work);
+}
+
+// Checks that `text` is a CSV table: a header with `columns`, at least one
+// row, every row as wide as the header, a numeric first column.
+void CheckCsv(const std::string& text, const std::string& columns) {
+  std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
+  REQUIRE(lines.size() >= 2);
+  REQUIRE(lines[0] == columns);
+  size_t width = std::count(columns.begin(), columns.end(), ',') + 1;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    std::vector<std::string> cells = absl::StrSplit(lines[i], ',');
+    INFO(lines[i]);
+    REQUIRE(cells.size() == width);
+    double t = 0;
+    REQUIRE(absl::SimpleAtod(cells[0], &t));
+  }
+}
+
+TEST_CASE("codef --simulate writes the CSV files and the report of a small scenario") {
+  fs::path work = fs::temp_directory_path() / ("codef_simulate_test_" + std::to_string(getpid()));
+  fs::remove_all(work);
+  auto result = codeco::testing::RunCommand(
+      {std::string(CODECO_BIN_DIR) + "/codef", "--simulate", "--scenario",
+       std::string(CODEF_TESTDATA_DIR) + "/sim_small.yaml", "--out", (work / "out").string(),
+       "--policy", "kubefed", "--policy", "codeco"},
+      absl::Seconds(60));
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  REQUIRE(result.output.find("policy kubefed: simulated 1200s") != std::string::npos);
+  REQUIRE(result.output.find("policy codeco: simulated 1200s") != std::string::npos);
+  for (const char* policy : {"kubefed", "codeco"}) {
+    fs::path dir = work / "out" / policy;
+    INFO(dir.string());
+    CheckCsv(ReadFile(dir / "pending_pods.csv"),
+             "time_s,pending,unplaced,placed,unplaced_cpu_millicores,placed_cpu_millicores");
+    CheckCsv(ReadFile(dir / "node_usage.csv"),
+             "time_s,cluster,node,cpu_millicores,memory_bytes,cpu_utilization,"
+             "cpu_requested_millicores,cpu_allocatable_millicores");
+    CheckCsv(ReadFile(dir / "node_energy.csv"), "time_s,cluster,node,watts");
+    CheckCsv(ReadFile(dir / "pod_phases.csv"), "time_s,cluster,pending,running,succeeded,failed");
+    CheckCsv(ReadFile(dir / "placement.csv"), "time_s,cluster,node,pod,phase");
+    std::string report = ReadFile(dir / "report.md");
+    REQUIRE(report.find(std::string("| policy | ") + policy + " |") != std::string::npos);
+    REQUIRE(report.find("| tasks | 120 |") != std::string::npos);
+    REQUIRE(report.find("node_fail edge-a/worker-1: ok") != std::string::npos);
+    for (const char* svg : {"pending_pods.svg", "cpu_allocation.svg", "node_power.svg"}) {
+      INFO(svg);
+      REQUIRE(report.find(std::string("](") + svg + ")") != std::string::npos);
+      REQUIRE(testing::CheckXml(ReadFile(dir / svg)).error.empty());
+    }
+  }
+  std::string comparison = ReadFile(work / "out" / "report.md");
+  REQUIRE(comparison.find("| kubefed | ") != std::string::npos);
+  REQUIRE(comparison.find("[codeco](codeco/report.md)") != std::string::npos);
+  fs::remove_all(work);
+}
+
+TEST_CASE("codef --simulate rejects a bad flag with exit code 2") {
+  const std::string scenario = std::string(CODEF_TESTDATA_DIR) + "/sim_small.yaml";
+  auto bad_policy = codeco::testing::RunCommand(
+      {std::string(CODECO_BIN_DIR) + "/codef", "--simulate", "--scenario", scenario, "--policy",
+       "fastest"},
+      absl::Seconds(30));
+  REQUIRE(bad_policy.exit_code == 2);
+  REQUIRE(bad_policy.output.find("--policy: unknown policy \"fastest\"") != std::string::npos);
+  auto bad_tick = codeco::testing::RunCommand(
+      {std::string(CODECO_BIN_DIR) + "/codef", "--simulate", "--scenario", scenario, "--tick",
+       "soon"},
+      absl::Seconds(30));
+  REQUIRE(bad_tick.exit_code == 2);
+  REQUIRE(bad_tick.output.find("--tick: ") != std::string::npos);
+  auto unknown = codeco::testing::RunCommand(
+      {std::string(CODECO_BIN_DIR) + "/codef", "--simulate", "--scenario", scenario, "--lms-port",
+       "7"},
+      absl::Seconds(30));
+  REQUIRE(unknown.exit_code == 2);
+  REQUIRE(unknown.output.find("unknown flag --lms-port") != std::string::npos);
 }
 
 TEST_CASE("codef rejects a bad scenario with the field path and exit code 2") {

@@ -1,0 +1,432 @@
+#include "simulation.h"
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codeco/common/clock.h"
+#include "codeco/common/proto_util.h"
+#include "codeco/common/status.h"
+#include "emulated_cluster.h"
+#include "federation.h"
+#include "link_control.h"
+#include "recorder.h"
+#include "swm/core/solve.h"
+
+namespace codeco::codef {
+namespace {
+
+// Latency between two nodes of one cluster as the scheduler assumes it (the
+// scenario has no intra-cluster figure); the placement bench uses the same.
+constexpr int64_t kIntraClusterLatencyNs = 100'000;
+// A link without a bandwidth cap, as the scheduler sees it.
+constexpr int64_t kUnlimitedBandwidthBps = int64_t{1} << 50;
+// The metric families the report is built from.
+const char* const kReportMetrics[] = {"pending_pods", "node_usage", "node_energy"};
+// Label put on every pod of the task stream: the task it runs.
+constexpr char kTaskLabel[] = "codef.codeco.io/task";
+
+// Collects the terminal pod events of one cluster. Called with the cluster's
+// lock held, so it only records; the driver acts on them afterwards. The run
+// is single-threaded.
+class TerminalPodCollector final : public EventSubscriber {
+ public:
+  struct Terminal {
+    std::string pod;
+    bool succeeded = false;
+  };
+  void OnEvent(const WatchEvent& event) override {
+    if (!event.pod.has_value()) return;
+    auto phase = event.pod->phase();
+    if (phase == codeco::lms::v1::POD_PHASE_SUCCEEDED ||
+        phase == codeco::lms::v1::POD_PHASE_FAILED) {
+      terminal_.push_back({event.pod->name(), phase == codeco::lms::v1::POD_PHASE_SUCCEEDED});
+    }
+  }
+  std::vector<Terminal> Drain() { return std::exchange(terminal_, {}); }
+
+ private:
+  std::vector<Terminal> terminal_;
+};
+
+absl::Status CheckPolicy(const std::string& policy) {
+  if (policy == kKubefedPolicy) return absl::OkStatus();
+  if (swm::BuiltinProfile(policy).ok() && !policy.empty()) return absl::OkStatus();
+  return InvalidFieldError("policy", absl::StrCat("unknown policy \"", policy, "\" (one of ",
+                                                  absl::StrJoin(SimulationPolicies(), ", "), ")"));
+}
+
+// One simulated run: the state the event loop works on.
+class Simulation {
+ public:
+  Simulation(const Scenario& scenario, const SimulationOptions& options)
+      : scenario_(scenario),
+        options_(options),
+        kubefed_(options.policy == kKubefedPolicy),
+        // KubeFed leaves the node choice to the member cluster's scheduler,
+        // whose default (least allocated) is worst-fit.
+        profile_(kubefed_ ? "mck8s-worst-fit" : options.policy) {}
+
+  absl::StatusOr<SimulationResult> Run(const FileReader& read_file) {
+    const absl::Time start = clock_.Now();
+    ASSIGN_OR_RETURN(federation_,
+                     Federation::Create(scenario_, clock_, &links_, &archives_, read_file));
+    int64_t end_ns = absl::ToInt64Nanoseconds(options_.duration);
+    if (end_ns == 0) end_ns = scenario_.duration_ns;
+    const int64_t tick_ns = absl::ToInt64Nanoseconds(options_.tick);
+    const int64_t interval_ns = scenario_.record.interval_ns;
+    if (interval_ns <= 0) return InvalidFieldError("record.interval", "must be positive");
+
+    // Which clusters the tasks may use, and their capacity.
+    for (const ClusterSpec& cluster : scenario_.clusters) {
+      if (cluster.nodes.empty()) continue;
+      if (scenario_.workloads.task_stream.has_value() &&
+          !scenario_.workloads.task_stream->clusters.empty() &&
+          std::find(scenario_.workloads.task_stream->clusters.begin(),
+                    scenario_.workloads.task_stream->clusters.end(),
+                    cluster.name) == scenario_.workloads.task_stream->clusters.end()) {
+        continue;
+      }
+      result_.placement_clusters.push_back(cluster.name);
+      for (const NodeSpec& node : cluster.nodes) {
+        result_.placement_capacity_millicores += node.cpu_millicores;
+      }
+    }
+    if (scenario_.workloads.task_stream.has_value()) {
+      std::vector<std::string> managed;
+      for (const ClusterSpec& cluster : scenario_.clusters) managed.push_back(cluster.name);
+      tasks_ = GenerateTasks(*scenario_.workloads.task_stream, managed);
+    } else {
+      result_.notes.push_back("no workloads.task_stream: nothing to place");
+    }
+    if (!scenario_.workloads.cams.empty()) {
+      result_.notes.push_back(absl::StrCat(
+          "workloads.cams: ", scenario_.workloads.cams.size(),
+          " CAM file(s) not simulated; simulate mode places the task stream only (turning a "
+          "CAM into SWM's model is done by swm_server, which is not linked here)"));
+    }
+    attempts_.assign(tasks_.size(), 0);
+    result_.tasks.generated = static_cast<int64_t>(tasks_.size());
+
+    // Watch every cluster's pods for completions and failures.
+    for (const std::string& name : federation_->ClusterNames()) {
+      SynchronizedCluster* lms = federation_->FindLms(name);
+      if (lms == nullptr) continue;
+      auto collector = std::make_unique<TerminalPodCollector>();
+      RETURN_IF_ERROR(lms->Subscribe(/*nodes=*/false, "", collector.get()).status());
+      collectors_.push_back(std::move(collector));
+    }
+
+    RecordSpec record = scenario_.record;
+    for (const char* metric : kReportMetrics) {
+      if (std::find(record.metrics.begin(), record.metrics.end(), metric) ==
+          record.metrics.end()) {
+        record.metrics.push_back(metric);
+      }
+    }
+    Recorder recorder(record, federation_.get());
+
+    // Fault times (and the ends of load surges) the clock must stop at.
+    std::set<int64_t> fault_times;
+    for (const FaultSpec& fault : scenario_.faults) {
+      fault_times.insert(fault.at_ns);
+      if (fault.action == FaultAction::kLoadSurge && fault.duration_ns > 0) {
+        fault_times.insert(fault.at_ns + fault.duration_ns);
+      }
+    }
+
+    federation_->StartTimeline(start);
+    int64_t next_tick = 0;
+    int64_t next_sample = 0;
+    int64_t last_sample = -1;
+    size_t next_arrival = 0;
+    while (true) {
+      int64_t now_ns = std::min({next_tick, next_sample, end_ns});
+      if (!fault_times.empty()) now_ns = std::min(now_ns, *fault_times.begin());
+      clock_.SetTime(start + absl::Nanoseconds(now_ns));
+      for (std::string& line : federation_->Tick()) result_.events.push_back(std::move(line));
+      while (!fault_times.empty() && *fault_times.begin() <= now_ns) {
+        fault_times.erase(fault_times.begin());
+      }
+      HandleTerminalPods();
+      if (now_ns == next_tick) {
+        while (next_arrival < tasks_.size() && tasks_[next_arrival].at_ns <= now_ns) {
+          queue_.push_back(next_arrival++);
+          ++result_.tasks.arrived;
+        }
+        RETURN_IF_ERROR(ScheduleCycle());
+        next_tick += tick_ns;
+      }
+      if (now_ns == next_sample || (now_ns == end_ns && last_sample != end_ns)) {
+        UnplacedPods unplaced{.count = static_cast<int64_t>(queue_.size())};
+        for (size_t task : queue_) unplaced.cpu_millicores += tasks_[task].cpu_millicores;
+        for (const auto& [file, text] : recorder.Sample(clock_.Now(), start, unplaced)) {
+          result_.csv[file] += text;
+        }
+        last_sample = now_ns;
+        if (now_ns == next_sample) next_sample += interval_ns;
+      }
+      if (now_ns >= end_ns) break;
+    }
+    result_.tasks.waiting_at_end = static_cast<int64_t>(queue_.size());
+    result_.simulated = absl::Nanoseconds(end_ns);
+    result_.generated_tasks = tasks_;
+    if (!options_.keep_metrics.empty()) {
+      for (auto it = result_.csv.begin(); it != result_.csv.end();) {
+        std::string metric = it->first.substr(0, it->first.size() - 4);  // drop ".csv"
+        bool keep = std::find(options_.keep_metrics.begin(), options_.keep_metrics.end(),
+                              metric) != options_.keep_metrics.end();
+        it = keep ? std::next(it) : result_.csv.erase(it);
+      }
+    }
+    return std::move(result_);
+  }
+
+ private:
+  // Completed jobs leave; failed pods' tasks are queued again.
+  void HandleTerminalPods() {
+    for (const auto& collector : collectors_) {
+      for (const TerminalPodCollector::Terminal& t : collector->Drain()) {
+        auto it = live_.find(t.pod);
+        if (it == live_.end()) continue;
+        size_t task = it->second;
+        live_.erase(it);
+        if (t.succeeded) {
+          ++result_.tasks.completed;
+        } else {
+          ++result_.tasks.pods_failed;
+          ++attempts_[task];
+          queue_.push_back(task);
+        }
+      }
+    }
+  }
+
+  // The hub reaches a cluster through their link; without one (or with it
+  // cut, the cluster partitioned or the hub cut) it cannot place there.
+  bool Reachable(const std::string& cluster) const {
+    absl::StatusOr<LinkProperties> link = federation_->GetLink(scenario_.hub.name, cluster);
+    return link.ok() && !link->cut;
+  }
+
+  // The scheduler's view of the reachable clusters, read from their LMS.
+  swm::Federation Snapshot() const {
+    swm::Federation view;
+    std::vector<std::string> included;
+    for (const ClusterSpec& spec : scenario_.clusters) {
+      SynchronizedCluster* lms = federation_->FindLms(spec.name);
+      if (lms == nullptr || !Reachable(spec.name)) continue;
+      swm::Cluster cluster{.name = spec.name,
+                           .labels = {.region = spec.labels.region(),
+                                      .country = spec.labels.country(),
+                                      .tier = spec.labels.tier() == codeco::common::v1::TIER_UNSPECIFIED
+                                                  ? ""
+                                                  : TierName(spec.labels.tier()),
+                                      .provider = spec.labels.provider()},
+                           .intra_latency_ns = kIntraClusterLatencyNs};
+      lms->Run([&](EmulatedCluster& c) {
+        codeco::lms::v1::ListNodesRequest request;
+        request.set_page_size(1000);
+        do {
+          auto page = c.ListNodes(request);
+          if (!page.ok()) break;
+          for (const codeco::lms::v1::Node& node : page->nodes()) {
+            swm::Node n{.name = node.name(),
+                        .capacity = {node.allocatable().cpu_millicores(),
+                                     node.allocatable().memory_bytes(), node.allocatable().gpu()},
+                        .allocated = {node.requested().cpu_millicores(),
+                                      node.requested().memory_bytes(), node.requested().gpu()},
+                        .labels = {node.labels().begin(), node.labels().end()},
+                        .schedulable = node.condition() == codeco::lms::v1::NODE_CONDITION_READY &&
+                                       !node.unschedulable()};
+            cluster.nodes.push_back(std::move(n));
+          }
+          request.set_page_token(page->next_page_token());
+        } while (!request.page_token().empty());
+        return 0;
+      });
+      view.AddCluster(std::move(cluster));
+      included.push_back(spec.name);
+    }
+    for (const std::string& from : included) {
+      for (const std::string& to : included) {
+        if (from == to) continue;
+        absl::StatusOr<LinkProperties> link = federation_->GetLink(from, to);
+        if (!link.ok() || link->cut) continue;
+        int64_t bandwidth = link->bandwidth_bps > 0 ? link->bandwidth_bps : kUnlimitedBandwidthBps;
+        view.AddLink(swm::Link{.from = from,
+                               .to = to,
+                               .latency_ns = link->one_way_latency_ns,
+                               .free_bandwidth_bps = {bandwidth, bandwidth}});
+      }
+    }
+    return view;
+  }
+
+  static bool AnyNodeFits(const swm::Federation& view, const std::vector<std::string>& clusters,
+                          const swm::Resources& requests) {
+    for (const std::string& name : clusters) {
+      const swm::Cluster* cluster = view.FindCluster(name);
+      if (cluster == nullptr) continue;
+      for (const swm::Node& node : cluster->nodes) {
+        if (node.schedulable && node.Free().Fits(requests)) return true;
+      }
+    }
+    return false;
+  }
+
+  std::string PodName(size_t task) const {
+    return attempts_[task] == 0 ? tasks_[task].name
+                                : absl::StrCat(tasks_[task].name, "-r", attempts_[task]);
+  }
+
+  // Offers every queued task to the scheduler, oldest first.
+  absl::Status ScheduleCycle() {
+    HandleTerminalPods();
+    if (queue_.empty()) return absl::OkStatus();
+    swm::Federation view = Snapshot();
+    std::vector<std::string> placeable;
+    for (const std::string& name : result_.placement_clusters) {
+      if (view.FindCluster(name) != nullptr) placeable.push_back(name);
+    }
+    std::deque<size_t> still_waiting;
+    for (size_t index : queue_) {
+      const GeneratedTask& task = tasks_[index];
+      std::vector<std::string> neighborhood;
+      if (kubefed_) {
+        if (view.FindCluster(task.cluster) != nullptr) neighborhood = {task.cluster};
+      } else {
+        neighborhood = placeable;
+      }
+      if (neighborhood.empty()) {
+        still_waiting.push_back(index);
+        continue;
+      }
+      // Every built-in profile filters with NodeResourcesFit: when no node
+      // of the neighborhood has room, the scheduler cannot place the task,
+      // so it is not asked (the result is the same, much sooner).
+      const swm::Resources requests{task.cpu_millicores, task.memory_bytes, 0};
+      if (!AnyNodeFits(view, neighborhood, requests)) {
+        still_waiting.push_back(index);
+        continue;
+      }
+      std::string pod_name = PodName(index);
+      swm::Application app{.name = pod_name, .profile = profile_};
+      app.workloads.push_back(swm::Workload{.name = "task",
+                                            .service = "task",
+                                            .requests = requests,
+                                            .preferred_clusters = {task.cluster}});
+      ++result_.tasks.scheduler_calls;
+      absl::StatusOr<swm::PlacementResult> placed = coordinator_.Place(app, view, neighborhood);
+      if (!placed.ok()) {
+        return absl::InternalError(
+            absl::StrCat("scheduler failed on ", pod_name, ": ", placed.status().message()));
+      }
+      auto at = placed->placements.find("task");
+      if (at == placed->placements.end()) {
+        still_waiting.push_back(index);
+        continue;
+      }
+      codeco::lms::v1::Pod pod;
+      pod.set_name(pod_name);
+      pod.set_node_name(at->second.node);
+      (*pod.mutable_labels())[kTaskLabel] = task.name;
+      if (!task.long_running) {
+        (*pod.mutable_annotations())[kDurationAnnotation] = absl::StrCat(task.duration_ns, "ns");
+      }
+      auto* container = pod.add_containers();
+      container->set_name("task");
+      container->mutable_requests()->set_cpu_millicores(task.cpu_millicores);
+      container->mutable_requests()->set_memory_bytes(task.memory_bytes);
+      SynchronizedCluster* lms = federation_->FindLms(at->second.cluster);
+      absl::StatusOr<codeco::lms::v1::Pod> created =
+          lms == nullptr ? absl::NotFoundError("no LMS")
+                         : lms->Run([&](EmulatedCluster& c) { return c.CreatePod(pod, pod_name); });
+      if (!created.ok()) {
+        ++result_.tasks.rejected_by_lms;
+        still_waiting.push_back(index);
+        continue;
+      }
+      swm::ApplyPlacement(app, *placed, view);
+      live_[pod_name] = index;
+      ++result_.tasks.pods_created;
+    }
+    queue_ = std::move(still_waiting);
+    return absl::OkStatus();
+  }
+
+  const Scenario& scenario_;
+  const SimulationOptions& options_;
+  const bool kubefed_;
+  const std::string profile_;
+  SimulatedClock clock_;
+  InMemoryLinkControl links_;
+  InMemoryCheckpointArchiveStore archives_;
+  std::vector<std::unique_ptr<TerminalPodCollector>> collectors_;
+  // Declared after the collectors: destroyed first, so no event reaches a
+  // destroyed collector.
+  std::unique_ptr<Federation> federation_;
+  swm::PluginRegistry registry_ = swm::NewDefaultRegistry();
+  swm::InProcessL2Solver l2_{registry_, nullptr};
+  swm::Coordinator coordinator_{l2_, registry_, nullptr};
+  std::vector<GeneratedTask> tasks_;
+  std::vector<int> attempts_;
+  std::deque<size_t> queue_;
+  std::map<std::string, size_t> live_;
+  SimulationResult result_;
+};
+
+}  // namespace
+
+std::vector<std::string> SimulationPolicies() {
+  return {kKubefedPolicy,        "codeco",          "mck8s-worst-fit",
+          "mck8s-best-fit",      "mck8s-traffic-aware", "mck8s-cluster-affinity",
+          "lcm-two-tier"};
+}
+
+absl::StatusOr<SimulationResult> RunSimulation(const Scenario& scenario,
+                                               const SimulationOptions& options,
+                                               const FileReader& read_file) {
+  RETURN_IF_ERROR(CheckPolicy(options.policy));
+  if (options.tick <= absl::ZeroDuration()) return InvalidFieldError("tick", "must be positive");
+  if (options.duration < absl::ZeroDuration()) {
+    return InvalidFieldError("duration", "must not be negative");
+  }
+  if (options.duration == absl::ZeroDuration() && scenario.duration_ns <= 0) {
+    return InvalidFieldError("duration",
+                             "simulate mode needs the scenario's duration (or a --duration)");
+  }
+  Simulation simulation(scenario, options);
+  return simulation.Run(read_file);
+}
+
+DemandFloor ComputeDemandFloor(const std::vector<GeneratedTask>& tasks,
+                               int64_t capacity_millicores, absl::Duration interval,
+                               absl::Duration until) {
+  DemandFloor floor;
+  if (interval <= absl::ZeroDuration()) return floor;
+  const int64_t step = absl::ToInt64Nanoseconds(interval);
+  const int64_t end = absl::ToInt64Nanoseconds(until);
+  int samples = 0;
+  for (int64_t now = 0; now <= end; now += step) {
+    double demand = 0;
+    for (const GeneratedTask& task : tasks) {
+      bool running = task.at_ns <= now && (task.long_running || task.at_ns + task.duration_ns > now);
+      if (running) demand += static_cast<double>(task.cpu_millicores);
+    }
+    double capacity = static_cast<double>(capacity_millicores);
+    double share = demand > capacity ? (demand - capacity) / demand : 0;
+    floor.peak_demand_cpus = std::max(floor.peak_demand_cpus, demand / 1000);
+    floor.floor_peak = std::max(floor.floor_peak, share);
+    floor.floor_mean += share;
+    ++samples;
+  }
+  if (samples > 0) floor.floor_mean /= samples;
+  return floor;
+}
+
+}  // namespace codeco::codef

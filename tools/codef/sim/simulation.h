@@ -1,0 +1,129 @@
+#pragma once
+// CODEF simulate mode: runs a scenario in one process under a virtual clock.
+// The emulated clusters of codef_core (the Federation) host the pods; the
+// scheduler's core (swm_core's Coordinator with a built-in profile) places
+// the scenario's task stream on them; the fault timeline is applied at its
+// times; the Recorder is sampled every `record.interval`. Nothing here reads
+// the wall clock or opens a socket, so an hour of scenario runs in seconds
+// and the same scenario (same seed) always gives the same CSV.
+//
+// Discrete events, in time order (same instant: faults, then scheduling,
+// then the sample):
+//  - the fault timeline and the ends of load surges (Federation::Tick);
+//  - job completions, at their exact time inside the emulated LMS (a job is
+//    a task shorter than `long_running_after`; longer ones run to the end);
+//  - a scheduling cycle every `tick`: tasks that have arrived join the
+//    queue in arrival order; the queue (oldest first) is offered to the
+//    scheduler, which places each task on a node of a reachable cluster or
+//    leaves it waiting for the next cycle;
+//  - a record sample every `record.interval`, from the start to the end
+//    inclusive.
+// A pod that fails (its node failed) is recreated as a new attempt of its
+// task (`task-00042-r1`, full duration) and queued again, as a Job or
+// Deployment controller would. The hub places only on clusters its link
+// reaches: a cut link, a partitioned cluster or a cut hub keeps new pods
+// away (pods already running keep running).
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "scenario.h"
+#include "usage_profile.h"
+
+namespace codeco::codef {
+
+/// The baseline policy name: each task goes to its preferred cluster only
+/// (KubeFed-like: no look at other clusters' capacity) and waits there.
+inline constexpr char kKubefedPolicy[] = "kubefed";
+
+/// The policies simulate mode accepts: kKubefedPolicy and SWM's built-in
+/// profiles.
+std::vector<std::string> SimulationPolicies();
+
+/// Settings of one simulated run.
+struct SimulationOptions {
+  /// SWM built-in profile to place with ("codeco", "mck8s-worst-fit", ...)
+  /// or kKubefedPolicy. Default "codeco".
+  std::string policy = "codeco";
+  /// Scheduling cycle period. Default 10 s.
+  absl::Duration tick = absl::Seconds(10);
+  /// How long to simulate; zero = the scenario's `duration`. Default zero.
+  absl::Duration duration = absl::ZeroDuration();
+  /// Only these record files are kept in the result (e.g. the bench drops
+  /// placement.csv); empty = every file recorded. Default empty.
+  std::vector<std::string> keep_metrics;
+};
+
+/// What happened to the task stream during a run.
+struct TaskCounts {
+  /// Tasks in the stream.
+  int64_t generated = 0;
+  /// Tasks that arrived before the end.
+  int64_t arrived = 0;
+  /// Pods bound to a node (a task's retries count again).
+  int64_t pods_created = 0;
+  /// Jobs that succeeded.
+  int64_t completed = 0;
+  /// Pods that failed (their node failed).
+  int64_t pods_failed = 0;
+  /// Tasks still waiting for a node at the end.
+  int64_t waiting_at_end = 0;
+  /// Placements the LMS refused (the scheduler's view was stale); the task
+  /// stays queued.
+  int64_t rejected_by_lms = 0;
+  /// Calls to the scheduler.
+  int64_t scheduler_calls = 0;
+};
+
+/// The outcome of a simulated run.
+struct SimulationResult {
+  /// Per CSV file name ("pending_pods.csv"), its whole text.
+  std::map<std::string, std::string> csv;
+  /// How long was simulated.
+  absl::Duration simulated;
+  /// What happened to the tasks.
+  TaskCounts tasks;
+  /// The tasks of the stream (sorted by arrival), for demand analyses.
+  std::vector<GeneratedTask> generated_tasks;
+  /// Clusters the tasks may be placed on, in scenario order.
+  std::vector<std::string> placement_clusters;
+  /// Their CPU capacity, millicores.
+  int64_t placement_capacity_millicores = 0;
+  /// One line per fault applied ("at 10m: node_fail rennes/worker-2: ok").
+  std::vector<std::string> events;
+  /// Parts of the scenario this run did not act on, and why.
+  std::vector<std::string> notes;
+};
+
+/// Runs `scenario` under a virtual clock. `read_file` loads usage traces
+/// (may be empty). INVALID_ARGUMENT naming the field for a bad policy, tick
+/// or duration (e.g. a scenario without `duration` and no override).
+/// Always records pending_pods, node_usage and node_energy besides the
+/// scenario's `record.metrics`: the report is built from them.
+absl::StatusOr<SimulationResult> RunSimulation(const Scenario& scenario,
+                                               const SimulationOptions& options,
+                                               const FileReader& read_file);
+
+/// CPU demand of a task stream against a capacity, sampled every `interval`
+/// over [0, until].
+struct DemandFloor {
+  /// Highest CPU demand of running tasks (requests), in CPUs.
+  double peak_demand_cpus = 0;
+  /// Highest share of demand beyond the capacity (0-1): the pending CPU
+  /// share no policy can beat.
+  double floor_peak = 0;
+  /// Mean of that share over the samples.
+  double floor_mean = 0;
+};
+
+/// The physical floor of `tasks` (jobs run for their duration, long-running
+/// tasks to the end) on `capacity_millicores`.
+DemandFloor ComputeDemandFloor(const std::vector<GeneratedTask>& tasks,
+                               int64_t capacity_millicores, absl::Duration interval,
+                               absl::Duration until);
+
+}  // namespace codeco::codef

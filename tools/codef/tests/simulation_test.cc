@@ -1,0 +1,278 @@
+// Simulate mode on tiny scenarios: the scheduler respects capacity, jobs
+// finish and free their room, faults act at their time, partitions keep new
+// pods away, and a run repeats exactly for a seed.
+#include "simulation.h"
+
+#include <catch2/catch.hpp>
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "report.h"
+
+namespace codeco::codef {
+namespace {
+
+// Cluster a: two nodes of 1 CPU; cluster b: one node of 1 CPU. Eight jobs of
+// 500m, 2 minutes each, all arriving in the first second and preferring a.
+std::string TinyScenario(const std::string& faults, const std::string& extra_stream = "") {
+  return absl::StrCat(R"(
+name: tiny
+duration: 10m
+federation:
+  hub: {name: hub}
+  clusters:
+    - name: a
+      pod_start_delay: 0s
+      nodes: [{name: n, count: 2, capacity: {cpu: 1, memory: 1Gi},
+               energy: {idle_watts: 10, max_watts: 20}}]
+    - name: b
+      pod_start_delay: 0s
+      nodes: [{name: m, capacity: {cpu: 1, memory: 1Gi}, energy: {idle_watts: 10, max_watts: 20}}]
+links:
+  default: {rtt: 10ms, bandwidth: 1Gbps}
+workloads:
+  task_stream:
+    count: 8
+    window: 1s
+    duration: 2m
+    cpu: 500m
+    memory: 64Mi
+    locations: {a: 1}
+    seed: 7
+)",
+                      extra_stream, "faults: ", faults.empty() ? "[]" : "", "\n", faults, R"(
+record:
+  interval: 10s
+  metrics: [pending_pods, node_usage, pod_phases]
+)");
+}
+
+Scenario Parse(const std::string& yaml) {
+  absl::StatusOr<Scenario> scenario = ParseScenario(yaml, "");
+  INFO(scenario.status().ToString());
+  REQUIRE(scenario.ok());
+  return *scenario;
+}
+
+SimulationResult Simulate(const Scenario& scenario, const std::string& policy = "codeco") {
+  SimulationOptions options;
+  options.policy = policy;
+  absl::StatusOr<SimulationResult> result = RunSimulation(scenario, options, nullptr);
+  INFO(result.status().ToString());
+  REQUIRE(result.ok());
+  return *std::move(result);
+}
+
+// pending_pods.csv as time_s -> (unplaced, placed).
+std::map<int, std::pair<int, int>> Pending(const SimulationResult& result) {
+  std::map<int, std::pair<int, int>> out;
+  std::vector<std::string> lines = absl::StrSplit(result.csv.at("pending_pods.csv"), '\n',
+                                                  absl::SkipEmpty());
+  REQUIRE(lines.at(0) ==
+          "time_s,pending,unplaced,placed,unplaced_cpu_millicores,placed_cpu_millicores");
+  for (size_t i = 1; i < lines.size(); ++i) {
+    std::vector<std::string> cells = absl::StrSplit(lines[i], ',');
+    REQUIRE(cells.size() == 6);
+    double t = 0;
+    int unplaced = 0, placed = 0;
+    REQUIRE(absl::SimpleAtod(cells[0], &t));
+    REQUIRE(absl::SimpleAtoi(cells[2], &unplaced));
+    REQUIRE(absl::SimpleAtoi(cells[3], &placed));
+    out[static_cast<int>(t)] = {unplaced, placed};
+  }
+  return out;
+}
+
+// node_usage.csv as (time_s, "cluster/node") -> (requested, allocatable) CPU.
+std::map<std::pair<int, std::string>, std::pair<int64_t, int64_t>> NodeCpu(
+    const SimulationResult& result) {
+  std::map<std::pair<int, std::string>, std::pair<int64_t, int64_t>> out;
+  std::vector<std::string> lines =
+      absl::StrSplit(result.csv.at("node_usage.csv"), '\n', absl::SkipEmpty());
+  for (size_t i = 1; i < lines.size(); ++i) {
+    std::vector<std::string> cells = absl::StrSplit(lines[i], ',');
+    REQUIRE(cells.size() == 8);
+    double t = 0;
+    int64_t requested = 0, allocatable = 0;
+    REQUIRE(absl::SimpleAtod(cells[0], &t));
+    REQUIRE(absl::SimpleAtoi(cells[6], &requested));
+    REQUIRE(absl::SimpleAtoi(cells[7], &allocatable));
+    out[{static_cast<int>(t), cells[1] + "/" + cells[2]}] = {requested, allocatable};
+  }
+  return out;
+}
+
+TEST_CASE("simulate places up to capacity and the rest waits for the next tick") {
+  SimulationResult result = Simulate(Parse(TinyScenario("")));
+  auto pending = Pending(result);
+  // 61 samples: 0s to 600s every 10s.
+  REQUIRE(pending.size() == 61);
+  // At 0s nothing has arrived; at 10s six of eight fit (3 CPUs of 500m jobs).
+  REQUIRE(pending.at(0) == std::pair{0, 0});
+  REQUIRE(pending.at(10) == std::pair{2, 6});
+  for (const auto& [key, cpu] : NodeCpu(result)) {
+    INFO(key.first << " s " << key.second);
+    REQUIRE(cpu.first <= cpu.second);
+  }
+  REQUIRE(NodeCpu(result).at({10, "b/m"}).first == 1000);  // codeco bursts to b
+  REQUIRE(result.tasks.rejected_by_lms == 0);
+}
+
+TEST_CASE("simulate completes jobs after their duration and frees their capacity") {
+  SimulationResult result = Simulate(Parse(TinyScenario("")));
+  auto pending = Pending(result);
+  // Placed at 10s, the first six finish at 130s; the two waiting get their
+  // room at the 130s tick and finish at 250s.
+  REQUIRE(pending.at(120) == std::pair{2, 6});
+  REQUIRE(pending.at(130) == std::pair{0, 2});
+  REQUIRE(pending.at(240) == std::pair{0, 2});
+  REQUIRE(pending.at(250) == std::pair{0, 0});
+  REQUIRE(result.tasks.completed == 8);
+  REQUIRE(result.tasks.pods_created == 8);
+  REQUIRE(result.tasks.waiting_at_end == 0);
+}
+
+TEST_CASE("long-running tasks keep their capacity to the end") {
+  SimulationResult result = Simulate(Parse(TinyScenario("", "    long_running_after: 1m\n")));
+  auto pending = Pending(result);
+  REQUIRE(pending.at(600) == std::pair{2, 6});
+  REQUIRE(result.tasks.completed == 0);
+}
+
+TEST_CASE("the kubefed baseline keeps tasks in their preferred cluster") {
+  SimulationResult result = Simulate(Parse(TinyScenario("")), kKubefedPolicy);
+  auto pending = Pending(result);
+  // Only cluster a's 2 CPUs: four run, four wait, though b is idle.
+  REQUIRE(pending.at(10) == std::pair{4, 4});
+  REQUIRE(NodeCpu(result).at({10, "b/m"}).first == 0);
+  REQUIRE(pending.at(130) == std::pair{0, 4});
+}
+
+TEST_CASE("a node failure on the timeline takes effect at its time") {
+  SimulationResult result = Simulate(Parse(TinyScenario(R"(
+  - {at: 60s, action: node_fail, node: a/n-1}
+  - {at: 90s, action: node_recover, node: a/n-1}
+)")));
+  auto pending = Pending(result);
+  auto cpu = NodeCpu(result);
+  REQUIRE(pending.at(50) == std::pair{2, 6});
+  REQUIRE(cpu.at({50, "a/n-1"}).first == 1000);
+  // At 60s the two pods of a/n-1 fail and wait again with the two others.
+  REQUIRE(pending.at(60) == std::pair{4, 4});
+  REQUIRE(cpu.at({60, "a/n-1"}).first == 0);
+  REQUIRE(result.tasks.pods_failed == 2);
+  // At 90s the node is back and takes two of them.
+  REQUIRE(pending.at(80) == std::pair{4, 4});
+  REQUIRE(pending.at(90) == std::pair{2, 6});
+  REQUIRE(result.events.size() == 2);
+  REQUIRE(absl::StrContains(result.events[0], "node_fail a/n-1: ok"));
+  // The retried tasks run their full duration and everything completes.
+  REQUIRE(result.tasks.completed == 8);
+  REQUIRE(result.tasks.pods_created == 10);
+}
+
+TEST_CASE("a partitioned cluster gets no new pods until it heals") {
+  SimulationResult result = Simulate(Parse(TinyScenario(R"(
+  - {at: 0s, action: cluster_partition, cluster: b}
+  - {at: 30s, action: cluster_heal, cluster: b}
+)")));
+  auto pending = Pending(result);
+  auto cpu = NodeCpu(result);
+  REQUIRE(pending.at(20) == std::pair{4, 4});
+  REQUIRE(cpu.at({20, "b/m"}).first == 0);
+  REQUIRE(pending.at(30) == std::pair{2, 6});
+  REQUIRE(cpu.at({30, "b/m"}).first == 1000);
+}
+
+TEST_CASE("the same seed gives the same CSV and another seed does not") {
+  std::string random_stream = R"(
+name: seeded
+duration: 30m
+federation:
+  hub: {name: hub}
+  clusters:
+    - name: a
+      nodes: [{name: n, count: 3, capacity: {cpu: 2, memory: 4Gi}}]
+    - name: b
+      nodes: [{name: m, count: 2, capacity: {cpu: 2, memory: 4Gi}}]
+links:
+  default: {rtt: 10ms}
+workloads:
+  task_stream:
+    count: 200
+    window: 20m
+    duration: {distribution: lognormal, median: 3m, sigma: 1}
+    cpu: {distribution: choice, values: [100m, 250m, 500m, 1]}
+    memory: {distribution: uniform, min: 32Mi, max: 512Mi}
+    seed: SEED
+record:
+  interval: 30s
+  metrics: [pending_pods, node_usage, node_energy, pod_phases, placement]
+)";
+  auto with_seed = [&](const std::string& seed) {
+    std::string yaml = random_stream;
+    yaml.replace(yaml.find("SEED"), 4, seed);
+    return Simulate(Parse(yaml)).csv;
+  };
+  auto first = with_seed("11");
+  auto again = with_seed("11");
+  auto other = with_seed("12");
+  REQUIRE(first.size() == 5);
+  REQUIRE(first == again);
+  REQUIRE(first.at("placement.csv") != other.at("placement.csv"));
+}
+
+TEST_CASE("simulate rejects a bad policy and a scenario without duration") {
+  Scenario scenario = Parse(TinyScenario(""));
+  SimulationOptions options;
+  options.policy = "fastest";
+  auto bad_policy = RunSimulation(scenario, options, nullptr);
+  REQUIRE(absl::IsInvalidArgument(bad_policy.status()));
+  REQUIRE(absl::StrContains(bad_policy.status().message(), "policy: unknown policy \"fastest\""));
+
+  options.policy = "codeco";
+  options.tick = absl::ZeroDuration();
+  auto bad_tick = RunSimulation(scenario, options, nullptr);
+  REQUIRE(absl::StrContains(bad_tick.status().message(), "tick: must be positive"));
+
+  scenario.duration_ns = 0;
+  options.tick = absl::Seconds(10);
+  auto no_duration = RunSimulation(scenario, options, nullptr);
+  REQUIRE(absl::IsInvalidArgument(no_duration.status()));
+  REQUIRE(absl::StartsWith(no_duration.status().message(), "duration:"));
+  options.duration = absl::Minutes(1);
+  REQUIRE(RunSimulation(scenario, options, nullptr).ok());
+}
+
+TEST_CASE("the summary of a simulated run matches its CSV") {
+  SimulationResult result = Simulate(Parse(TinyScenario("")));
+  auto run = ReadRecordedRun(result.csv);
+  REQUIRE(run.ok());
+  RunSummary summary = Summarize(*run);
+  REQUIRE(summary.samples == 61);
+  // 2 of 8 wait from 10s to 120s: 12 samples at 25 %.
+  REQUIRE(summary.pending_share_peak == Approx(0.25));
+  REQUIRE(summary.pending_share_mean == Approx(12 * 0.25 / 61));
+  REQUIRE(summary.clusters.size() == 2);
+  REQUIRE(summary.clusters[0].cpu_allocated_peak == Approx(1.0));
+}
+
+TEST_CASE("the physical floor is the demand beyond capacity") {
+  std::vector<GeneratedTask> tasks = {
+      {.name = "a", .at_ns = 0, .cpu_millicores = 1500, .duration_ns = 60'000'000'000},
+      {.name = "b", .at_ns = 0, .cpu_millicores = 1500, .duration_ns = 30'000'000'000},
+      {.name = "c", .at_ns = 0, .cpu_millicores = 1000, .long_running = true},
+  };
+  // Capacity 2 CPUs; samples at 0, 30, 60, 90 s: demand 4, 2.5, 1, 1 CPUs.
+  DemandFloor floor =
+      ComputeDemandFloor(tasks, 2000, absl::Seconds(30), absl::Seconds(90));
+  REQUIRE(floor.peak_demand_cpus == Approx(4.0));
+  REQUIRE(floor.floor_peak == Approx(0.5));
+  REQUIRE(floor.floor_mean == Approx((0.5 + 0.2) / 4));
+}
+
+}  // namespace
+}  // namespace codeco::codef
