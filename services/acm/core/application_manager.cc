@@ -398,13 +398,97 @@ absl::StatusOr<v1::DeleteApplicationResponse> ApplicationManager::Delete(
   }
   if (committed) Notify();
   // Outside the lock: the scheduler may report back at once. A refusal here
-  // (e.g. shutting down) leaves the application DELETING; ResumeReleases
+  // (e.g. shutting down) leaves the application DELETING; Resume
   // asks again after a restart.
   absl::Status asked = scheduler_.ReleasePlacement(request.name());
   if (!asked.ok()) {
     RecordRelease(request.name(), asked).IgnoreError();
   }
   return response;
+}
+
+absl::StatusOr<std::vector<std::string>> ApplicationManager::MoveOffCluster(
+    const std::string& cluster, bool force) {
+  if (cluster.empty()) return InvalidFieldError("name", "required");
+  std::vector<std::pair<v1::Application, absl::StatusOr<v1::Neighborhood>>> moves;
+  std::vector<std::string> moved;
+  {
+    absl::MutexLock lock(&write_mu_);
+    std::vector<v1::Application> affected;
+    RETURN_IF_ERROR(store_.List("", [&](const v1::Application& app) {
+      if (app.status().phase() == v1::APPLICATION_PHASE_DELETING) return true;
+      bool here = std::any_of(app.status().placements().begin(), app.status().placements().end(),
+                              [&](const auto& p) { return p.cluster() == cluster; });
+      if (here) affected.push_back(app);
+      return true;
+    }));
+    if (neighborhoods_ != nullptr) {
+      // Applications not placed there yet but scoped to it.
+      RETURN_IF_ERROR(store_.List("", [&](const v1::Application& app) {
+        if (app.status().phase() == v1::APPLICATION_PHASE_DELETING) return true;
+        if (std::any_of(affected.begin(), affected.end(), [&](const v1::Application& a) {
+              return a.metadata().name() == app.metadata().name();
+            })) {
+          return true;
+        }
+        absl::StatusOr<std::optional<v1::Neighborhood>> nb =
+            neighborhoods_->Find(app.metadata().name());
+        if (nb.ok() && *nb &&
+            std::any_of((*nb)->members().begin(), (*nb)->members().end(),
+                        [&](const auto& m) { return m.cluster() == cluster; })) {
+          affected.push_back(app);
+        }
+        return true;
+      }));
+    }
+    // First choose for all, storing nothing, so a refusal leaves no trace.
+    std::string refused;
+    for (const v1::Application& app : affected) {
+      absl::StatusOr<v1::Neighborhood> nb =
+          neighborhoods_ != nullptr ? neighborhoods_->Preview(app.spec()) : v1::Neighborhood();
+      if (!nb.ok()) {
+        absl::StrAppend(&refused, "\n", app.metadata().name(), ": ", nb.status().message());
+      }
+      moves.emplace_back(app, std::move(nb));
+    }
+    if (!refused.empty() && !force) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "name: applications on cluster \"", cluster,
+          "\" have nowhere else to go (force removes it anyway):", refused));
+    }
+    for (auto& [app, nb] : moves) {
+      if (nb.ok() && neighborhoods_ != nullptr) nb = neighborhoods_->Assign(app.spec());
+      v1::ApplicationStatus& status = *app.mutable_status();
+      if (nb.ok()) {
+        status.set_phase(v1::APPLICATION_PHASE_MIGRATING);
+        status.set_error_msg(absl::StrCat("moving off cluster ", cluster, " (unregistered)"));
+        status.set_neighborhood_id(nb->id());
+      } else {
+        status.set_phase(v1::APPLICATION_PHASE_PENDING);
+        status.set_status(v1::STATUS_LEVEL_ERROR);
+        status.set_error_msg(absl::StrCat("cluster ", cluster,
+                                          " was unregistered; waiting for a neighborhood: ",
+                                          nb.status().message()));
+        status.clear_neighborhood_id();
+      }
+      ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
+      app.mutable_metadata()->set_revision(last + 1);
+      *app.mutable_metadata()->mutable_update_time() = NowProto();
+      ApplicationCommit commit;
+      commit.put = app;
+      commit.event.set_type(common::v1::WATCH_EVENT_TYPE_MODIFIED);
+      *commit.event.mutable_application() = app;
+      RETURN_IF_ERROR(CommitNext(commit));
+      moved.push_back(app.metadata().name());
+    }
+  }
+  if (!moved.empty()) Notify();
+  for (const auto& [app, nb] : moves) {
+    if (!nb.ok()) continue;
+    // Refused only while shutting down: Resume asks again at the next start.
+    scheduler_.RequestPlacement(app, *nb).IgnoreError();
+  }
+  return moved;
 }
 
 absl::Status ApplicationManager::RecordRelease(const std::string& name,
@@ -450,11 +534,14 @@ absl::Status ApplicationManager::RecordRelease(const std::string& name,
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> ApplicationManager::ResumeReleases() {
+absl::StatusOr<int> ApplicationManager::Resume() {
   std::vector<std::string> deleting;
+  std::vector<v1::Application> moving;
   RETURN_IF_ERROR(store_.List("", [&](const v1::Application& app) {
     if (app.status().phase() == v1::APPLICATION_PHASE_DELETING) {
       deleting.push_back(app.metadata().name());
+    } else if (app.status().phase() == v1::APPLICATION_PHASE_MIGRATING) {
+      moving.push_back(app);
     }
     return true;
   }));
@@ -462,7 +549,14 @@ absl::StatusOr<int> ApplicationManager::ResumeReleases() {
     absl::Status asked = scheduler_.ReleasePlacement(name);
     if (!asked.ok()) RecordRelease(name, asked).IgnoreError();
   }
-  return static_cast<int>(deleting.size());
+  for (const auto& app : moving) {
+    std::optional<v1::Neighborhood> nb;
+    if (neighborhoods_ != nullptr) {
+      ASSIGN_OR_RETURN(nb, neighborhoods_->Find(app.metadata().name()));
+    }
+    scheduler_.RequestPlacement(app, nb.value_or(v1::Neighborhood())).IgnoreError();
+  }
+  return static_cast<int>(deleting.size() + moving.size());
 }
 
 absl::StatusOr<v1::RollbackApplicationResponse> ApplicationManager::Rollback(

@@ -100,16 +100,24 @@ class ApplicationManager {
   /// DEPLOYING. A pod the cluster does not report is not ready. Each changed
   /// application is one commit (a MODIFIED event); returns how many changed.
   absl::StatusOr<int> RecordPods(const std::string& cluster, const std::vector<PodReport>& pods);
+  /// Moves every application off `cluster` (being unregistered, already
+  /// excluded from neighborhood selection): each one with a placement there
+  /// or a neighborhood containing it gets a neighborhood chosen again and is
+  /// asked to be placed again (phase MIGRATING until the scheduler answers).
+  /// Without `force`, FAILED_PRECONDITION naming every application that could
+  /// get no neighborhood, and nothing changes; with `force` those wait
+  /// PENDING for one. Returns the names of the applications moved.
+  absl::StatusOr<std::vector<std::string>> MoveOffCluster(const std::string& cluster, bool force);
   /// Folds the scheduler's release outcome into a DELETING application: OK
   /// removes it (a DELETED event) and its neighborhood; an error is recorded
   /// in status.error_msg (once per distinct error) and the app stays DELETING.
   /// OK when the application is already gone; FAILED_PRECONDITION when it is
   /// not DELETING (a stale outcome).
   absl::Status RecordRelease(const std::string& name, const absl::Status& outcome);
-  /// Asks the scheduler again to release every DELETING application: call
-  /// once at start, so deletions a restart interrupted finish. Returns how
-  /// many were asked.
-  absl::StatusOr<int> ResumeReleases();
+  /// Asks the scheduler again for what a restart may have interrupted: the
+  /// release of every DELETING application and the placement of every
+  /// MIGRATING one. Call once at start. Returns how many were asked.
+  absl::StatusOr<int> Resume();
 
   /// The current state of `name` (empty = every application) and the
   /// revision it is at, read atomically with respect to writes.

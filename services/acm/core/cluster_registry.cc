@@ -32,6 +32,17 @@ absl::Status ValidateCapacity(const common::v1::CapacitySummary& c, const std::s
 
 }  // namespace
 
+bool IsDraining(const v1::Cluster& cluster) {
+  auto it = cluster.metadata().labels().find(kDrainingLabel);
+  return it != cluster.metadata().labels().end() &&
+         (it->second == "true" || it->second == "force");
+}
+
+bool IsForcedDrain(const v1::Cluster& cluster) {
+  auto it = cluster.metadata().labels().find(kDrainingLabel);
+  return it != cluster.metadata().labels().end() && it->second == "force";
+}
+
 ClusterRegistry::ClusterRegistry(KvStore& kv, Clock& clock, ClusterRegistryOptions options)
     : kv_(kv), clock_(clock), options_(options) {}
 
@@ -77,6 +88,12 @@ absl::StatusOr<v1::RegisterClusterResponse> ClusterRegistry::Register(
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(std::optional<v1::Cluster> current, Load(name));
   v1::Cluster cluster = in;
+  // The agent does not know about a drain in progress: the mark stays.
+  cluster.mutable_metadata()->mutable_labels()->erase(kDrainingLabel);
+  if (current && IsDraining(*current)) {
+    (*cluster.mutable_metadata()->mutable_labels())[kDrainingLabel] =
+        current->metadata().labels().at(kDrainingLabel);
+  }
   cluster.mutable_metadata()->set_revision(current ? current->metadata().revision() + 1 : 1);
   *cluster.mutable_metadata()->mutable_create_time() =
       current ? current->metadata().create_time() : NowProto();
@@ -224,11 +241,35 @@ absl::StatusOr<v1::UnregisterClusterResponse> ClusterRegistry::Unregister(
   if (request.name().empty()) return InvalidFieldError("name", "required");
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(std::optional<v1::Cluster> cluster, Load(request.name()));
-  if (!cluster) return absl::NotFoundError(absl::StrCat("cluster \"", request.name(), "\""));
+  if (!cluster) {
+    return absl::NotFoundError(
+        absl::StrCat("name: cluster \"", request.name(), "\" is not registered"));
+  }
   RETURN_IF_ERROR(kv_.Delete(kClusters, request.name()));
   recovering_.erase(request.name());
   sequence_.erase(request.name());
   return v1::UnregisterClusterResponse();
+}
+
+absl::Status ClusterRegistry::SetDraining(const std::string& name, bool draining, bool force) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(std::optional<v1::Cluster> cluster, Load(name));
+  if (!cluster) {
+    return absl::NotFoundError(absl::StrCat("name: cluster \"", name, "\" is not registered"));
+  }
+  auto& labels = *cluster->mutable_metadata()->mutable_labels();
+  if (draining) {
+    const std::string value = force ? "force" : "true";
+    auto it = labels.find(kDrainingLabel);
+    if (it != labels.end() && it->second == value) return absl::OkStatus();
+    labels[kDrainingLabel] = value;
+  } else {
+    if (!IsDraining(*cluster)) return absl::OkStatus();
+    labels.erase(kDrainingLabel);
+  }
+  cluster->mutable_metadata()->set_revision(cluster->metadata().revision() + 1);
+  *cluster->mutable_metadata()->mutable_update_time() = NowProto();
+  return Save(*cluster);
 }
 
 absl::StatusOr<std::vector<v1::Cluster>> ClusterRegistry::All() const {

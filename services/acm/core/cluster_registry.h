@@ -22,6 +22,17 @@
 
 namespace codeco::acm {
 
+/// metadata.labels key set on a cluster being unregistered ("true", or
+/// "force" when it goes even if its applications have nowhere else to go):
+/// it takes no new work while its applications are re-placed, and keeps the
+/// mark across a restart (or a re-registration) until it is removed.
+inline constexpr char kDrainingLabel[] = "codeco.io/draining";
+
+/// True if `cluster` carries the draining mark.
+bool IsDraining(const v1::Cluster& cluster);
+/// True if `cluster`'s drain was forced.
+bool IsForcedDrain(const v1::Cluster& cluster);
+
 /// Settings of a ClusterRegistry.
 struct ClusterRegistryOptions {
   /// Interval at which agents are told to heartbeat. Default: 10 s.
@@ -50,9 +61,11 @@ class ClusterRegistry {
   absl::StatusOr<v1::GetClusterResponse> Get(const v1::GetClusterRequest& request) const;
   /// One page of clusters, filtered.
   absl::StatusOr<v1::ListClustersResponse> List(const v1::ListClustersRequest& request) const;
-  /// Removes a cluster.
+  /// Removes a cluster at once (ClusterDrainer drains it first).
   absl::StatusOr<v1::UnregisterClusterResponse> Unregister(
       const v1::UnregisterClusterRequest& request);
+  /// Sets (forced or not) or clears the draining mark of `name` (NOT_FOUND naming `name`).
+  absl::Status SetDraining(const std::string& name, bool draining, bool force = false);
   /// Marks clusters UNREACHABLE whose last heartbeat is older than
   /// miss_threshold intervals; returns the names that changed. Call periodically.
   absl::StatusOr<std::vector<std::string>> Sweep();

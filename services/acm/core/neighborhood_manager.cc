@@ -27,17 +27,44 @@ NeighborhoodManager::NeighborhoodManager(KvStore& kv, ClusterRegistry& clusters,
                                          NeighborhoodManagerOptions options)
     : kv_(kv), clusters_(clusters), clock_(clock), options_(options) {}
 
-absl::StatusOr<v1::Neighborhood> NeighborhoodManager::Assign(const v1::ApplicationSpec& spec) {
-  absl::MutexLock lock(&mu_);
+absl::StatusOr<v1::Neighborhood> NeighborhoodManager::SelectLocked(
+    const v1::ApplicationSpec& spec) {
   const absl::Time now = clock_.Now();
   if (now - partitioned_at_ >= options_.repartition_interval) {
     RETURN_IF_ERROR(clusters_.Sweep().status());
     ASSIGN_OR_RETURN(std::vector<v1::Cluster> all, clusters_.All());
+    // A draining cluster is on its way out: never a member of a new choice.
+    std::erase_if(all, [](const v1::Cluster& c) { return IsDraining(c); });
     composer_.Partition(std::move(all));
     partitioned_at_ = now;
   }
-  ASSIGN_OR_RETURN(v1::Neighborhood nb,
-                   composer_.Select(spec, {.max_members = options_.max_members}));
+  return composer_.Select(spec, {.max_members = options_.max_members});
+}
+
+void NeighborhoodManager::Repartition() {
+  absl::MutexLock lock(&mu_);
+  partitioned_at_ = absl::InfinitePast();
+}
+
+absl::StatusOr<v1::Neighborhood> NeighborhoodManager::Preview(const v1::ApplicationSpec& spec) {
+  absl::MutexLock lock(&mu_);
+  return SelectLocked(spec);
+}
+
+absl::StatusOr<std::optional<v1::Neighborhood>> NeighborhoodManager::Find(
+    const std::string& application) {
+  v1::GetNeighborhoodRequest request;
+  request.set_application(application);
+  absl::StatusOr<v1::GetNeighborhoodResponse> found = Get(request);
+  if (absl::IsNotFound(found.status())) return std::optional<v1::Neighborhood>();
+  RETURN_IF_ERROR(found.status());
+  return std::optional<v1::Neighborhood>(found->neighborhood());
+}
+
+absl::StatusOr<v1::Neighborhood> NeighborhoodManager::Assign(const v1::ApplicationSpec& spec) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_.Now();
+  ASSIGN_OR_RETURN(v1::Neighborhood nb, SelectLocked(spec));
   absl::StatusOr<std::string> stored = kv_.Get(kNeighborhoods, nb.id());
   int64_t revision = 1;
   if (stored.ok()) {

@@ -8,6 +8,7 @@
 // increments whenever the member set changes.
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -28,6 +29,10 @@ class NeighborhoodProvider {
   virtual ~NeighborhoodProvider() = default;
   /// Chooses (or re-chooses) and stores the neighborhood of `application`'s spec.
   virtual absl::StatusOr<v1::Neighborhood> Assign(const v1::ApplicationSpec& spec) = 0;
+  /// The neighborhood Assign would choose now, storing nothing.
+  virtual absl::StatusOr<v1::Neighborhood> Preview(const v1::ApplicationSpec& spec) = 0;
+  /// The stored neighborhood of `application`, or nullopt.
+  virtual absl::StatusOr<std::optional<v1::Neighborhood>> Find(const std::string& application) = 0;
   /// Forgets the neighborhood of `application` (deleted).
   virtual absl::Status Release(const std::string& application) = 0;
 };
@@ -50,7 +55,12 @@ class NeighborhoodManager final : public NeighborhoodProvider {
                       NeighborhoodManagerOptions options = {});
 
   absl::StatusOr<v1::Neighborhood> Assign(const v1::ApplicationSpec& spec) override;
+  absl::StatusOr<v1::Neighborhood> Preview(const v1::ApplicationSpec& spec) override;
+  absl::StatusOr<std::optional<v1::Neighborhood>> Find(const std::string& application) override;
   absl::Status Release(const std::string& application) override;
+  /// Rebuilds the similarity partition at the next Assign or Preview (the
+  /// registry changed in a way selection must see at once, e.g. a drain).
+  void Repartition();
 
   /// A neighborhood by id or by application.
   absl::StatusOr<v1::GetNeighborhoodResponse> Get(const v1::GetNeighborhoodRequest& request) const;
@@ -62,6 +72,10 @@ class NeighborhoodManager final : public NeighborhoodProvider {
   KvStore& kv_;
   ClusterRegistry& clusters_;
   Clock& clock_;
+  // Selects for `spec` from a partition no older than repartition_interval.
+  absl::StatusOr<v1::Neighborhood> SelectLocked(const v1::ApplicationSpec& spec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const NeighborhoodManagerOptions options_;
   absl::Mutex mu_;
   NeighborhoodComposer composer_ ABSL_GUARDED_BY(mu_);
@@ -75,7 +89,15 @@ class FixedNeighborhoodProvider final : public NeighborhoodProvider {
   explicit FixedNeighborhoodProvider(std::vector<std::string> clusters)
       : clusters_(std::move(clusters)) {}
   absl::StatusOr<v1::Neighborhood> Assign(const v1::ApplicationSpec& spec) override;
+  absl::StatusOr<v1::Neighborhood> Preview(const v1::ApplicationSpec& spec) override {
+    return Assign(spec);
+  }
+  absl::StatusOr<std::optional<v1::Neighborhood>> Find(const std::string& application) override {
+    return std::optional<v1::Neighborhood>();
+  }
   absl::Status Release(const std::string& application) override { return absl::OkStatus(); }
+  /// Replaces the members every later Assign gives.
+  void SetClusters(std::vector<std::string> clusters) { clusters_ = std::move(clusters); }
 
  private:
   std::vector<std::string> clusters_;

@@ -146,7 +146,8 @@ struct OwnedDependencies {
         scheduler(MakeScheduler(options)),
         clusters(kv, clock, options.clusters),
         neighborhoods(kv, clusters, clock, options.neighborhoods),
-        manager(store, *scheduler, clock, options.manager, &neighborhoods) {
+        manager(store, *scheduler, clock, options.manager, &neighborhoods),
+        drainer(clusters, neighborhoods, manager, clock) {
     auto record_release = [this](const std::string& name, const absl::Status& outcome) {
       absl::Status recorded = manager.RecordRelease(name, outcome);
       if (!recorded.ok()) {
@@ -166,12 +167,16 @@ struct OwnedDependencies {
         }
       });
     }
-    // Deletions a restart interrupted carry on.
-    absl::StatusOr<int> resumed = manager.ResumeReleases();
+    // Drains, deletions and moves a restart interrupted carry on.
+    absl::StatusOr<int> drained = drainer.Resume();
+    if (!drained.ok()) {
+      log::Warn("drains not resumed", {{"error", std::string(drained.status().message())}});
+    }
+    absl::StatusOr<int> resumed = manager.Resume();
     if (!resumed.ok()) {
-      log::Warn("deletions not resumed", {{"error", std::string(resumed.status().message())}});
+      log::Warn("interrupted work not resumed", {{"error", std::string(resumed.status().message())}});
     } else if (*resumed > 0) {
-      log::Info("deletions resumed", {{"applications", absl::StrCat(*resumed)}});
+      log::Info("interrupted work resumed", {{"applications", absl::StrCat(*resumed)}});
     }
   }
   // The SWM worker calls into the manager: stop it before members go.
@@ -199,6 +204,7 @@ struct OwnedDependencies {
   ClusterRegistry clusters;
   NeighborhoodManager neighborhoods;
   ApplicationManager manager;
+  ClusterDrainer drainer;
 };
 
 class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl {
@@ -206,7 +212,7 @@ class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl 
   OwningAcmService(KvStore& kv, Clock& clock, const AcmServiceOptions& options)
       : OwnedDependencies(kv, clock, options),
         AcmServiceImpl(OwnedDependencies::manager, OwnedDependencies::clusters,
-                       OwnedDependencies::neighborhoods) {}
+                       OwnedDependencies::neighborhoods, OwnedDependencies::drainer) {}
 };
 
 }  // namespace
@@ -290,7 +296,7 @@ grpc::ServerUnaryReactor* AcmServiceImpl::ListClusters(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* AcmServiceImpl::UnregisterCluster(
     grpc::CallbackServerContext* context, const v1::UnregisterClusterRequest* request,
     v1::UnregisterClusterResponse* response) {
-  return Answer(executor_, context, response, [=, this] { return clusters_.Unregister(*request); });
+  return Answer(executor_, context, response, [=, this] { return drainer_.Unregister(*request); });
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::GetNeighborhood(grpc::CallbackServerContext* context,

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "acm/core/application_manager.h"
+#include "acm/core/cluster_drainer.h"
 #include "acm/core/cluster_registry.h"
 #include "acm/core/neighborhood_manager.h"
 #include "codeco/common/executor.h"
@@ -20,15 +21,16 @@ namespace codeco::acm {
 /// AcmService over an ApplicationManager.
 class AcmServiceImpl : public v1::AcmService::CallbackService {
  public:
-  /// `manager`, `clusters` and `neighborhoods` must outlive the service.
-  /// Unary work runs on `worker_threads` threads with at most `max_queued`
-  /// calls waiting (more are answered RESOURCE_EXHAUSTED).
+  /// `manager`, `clusters`, `neighborhoods` and `drainer` must outlive the
+  /// service. Unary work runs on `worker_threads` threads with at most
+  /// `max_queued` calls waiting (more are answered RESOURCE_EXHAUSTED).
   AcmServiceImpl(ApplicationManager& manager, ClusterRegistry& clusters,
-                 NeighborhoodManager& neighborhoods, int worker_threads = 2,
-                 size_t max_queued = 1024)
+                 NeighborhoodManager& neighborhoods, ClusterDrainer& drainer,
+                 int worker_threads = 2, size_t max_queued = 1024)
       : manager_(manager),
         clusters_(clusters),
         neighborhoods_(neighborhoods),
+        drainer_(drainer),
         executor_(worker_threads, max_queued) {}
 
   grpc::ServerUnaryReactor* ApplyApplication(grpc::CallbackServerContext* context,
@@ -77,6 +79,7 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   ApplicationManager& manager_;
   ClusterRegistry& clusters_;
   NeighborhoodManager& neighborhoods_;
+  ClusterDrainer& drainer_;
   // Last member: destroyed first, so queued work still sees the rest.
   BoundedExecutor executor_;
 };

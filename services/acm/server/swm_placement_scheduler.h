@@ -10,7 +10,7 @@
 // RPC yet) is retried with exponential backoff (release_retry_min doubling up
 // to release_retry_max) until it succeeds or the scheduler stops; the
 // application stays DELETING meanwhile, and after a restart
-// ApplicationManager::ResumeReleases queues it again, so no deletion is lost.
+// ApplicationManager::Resume queues it again, so no deletion is lost.
 // A release supersedes a queued placement of the same application.
 
 #include <deque>

@@ -511,13 +511,13 @@ TEST_CASE("a restarted manager asks again for the releases it had not seen confi
   scheduler.CompleteReleasesWith([&](const std::string& name, const absl::Status& outcome) {
     REQUIRE(manager.RecordRelease(name, outcome).ok());
   });
-  REQUIRE(*manager.ResumeReleases() == 2);
+  REQUIRE(*manager.Resume() == 2);
   REQUIRE(scheduler.releases() == std::vector<std::string>{"a", "c"});
   v1::ListApplicationsRequest list;
   auto left = manager.List(list);
   REQUIRE(left->applications_size() == 1);
   REQUIRE(left->applications(0).metadata().name() == "b");
-  REQUIRE(*manager.ResumeReleases() == 0);
+  REQUIRE(*manager.Resume() == 0);
 }
 
 TEST_CASE("changes are read back in order per application or all and resumable") {
