@@ -23,12 +23,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
-#include "codeco/common/quantity.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/config.h"
 #include "codeco/common/logging.h"
+#include "codeco/common/quantity.h"
 #include "codeco/common/server.h"
 #include "codef_service.h"
 #include "federation.h"
@@ -169,7 +169,8 @@ absl::StatusOr<SimulateFlags> ParseSimulateFlags(int argc, char** argv) {
       name = name.substr(0, eq);
     } else if (name == "scenario" || name == "out" || name == "policy" || name == "tick" ||
                name == "duration") {
-      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat("--", name, ": needs a value"));
+      if (i + 1 >= argc)
+        return absl::InvalidArgumentError(absl::StrCat("--", name, ": needs a value"));
       value = argv[++i];
     }
     if (name == "scenario") {
@@ -179,9 +180,8 @@ absl::StatusOr<SimulateFlags> ParseSimulateFlags(int argc, char** argv) {
     } else if (name == "policy") {
       std::vector<std::string> known = SimulationPolicies();
       if (std::find(known.begin(), known.end(), value) == known.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("--policy: unknown policy \"", value,
-                                                       "\" (one of ", absl::StrJoin(known, ", "),
-                                                       ")"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--policy: unknown policy \"", value, "\" (one of ", absl::StrJoin(known, ", "), ")"));
       }
       if (std::find(flags.policies.begin(), flags.policies.end(), value) == flags.policies.end()) {
         flags.policies.push_back(value);
@@ -199,9 +199,10 @@ absl::StatusOr<SimulateFlags> ParseSimulateFlags(int argc, char** argv) {
       }
       (name == "tick" ? flags.tick : flags.duration) = absl::Nanoseconds(*ns);
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown flag --", name, " (simulate mode: --scenario, --out, --policy, --tick, "
-          "--duration)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag --", name,
+                       " (simulate mode: --scenario, --out, --policy, --tick, "
+                       "--duration)"));
     }
   }
   if (flags.policies.empty()) flags.policies.push_back("codeco");
@@ -214,8 +215,8 @@ absl::StatusOr<SimulateFlags> ParseSimulateFlags(int argc, char** argv) {
 int RunSimulate(int argc, char** argv) {
   absl::StatusOr<SimulateFlags> flags = ParseSimulateFlags(argc, argv);
   if (!flags.ok()) {
-    std::cerr << "codef: " << flags.status().message() << "\n" << kSimulateUsage
-              << absl::StrJoin(SimulationPolicies(), ", ") << std::endl;
+    std::cerr << "codef: " << flags.status().message() << "\n"
+              << kSimulateUsage << absl::StrJoin(SimulationPolicies(), ", ") << std::endl;
     return 2;
   }
   if (flags->help) {
@@ -229,7 +230,8 @@ int RunSimulate(int argc, char** argv) {
     std::cerr << "codef: " << flags->scenario << ":\n" << scenario.status().message() << std::endl;
     return 2;
   }
-  fs::path out_dir = flags->out.empty() ? fs::path(scenario->record.output_dir) : fs::path(flags->out);
+  fs::path out_dir =
+      flags->out.empty() ? fs::path(scenario->record.output_dir) : fs::path(flags->out);
   std::string base_dir = fs::path(flags->scenario).parent_path().string();
   std::vector<std::pair<std::string, RunSummary>> summaries;
   for (const std::string& policy : flags->policies) {
@@ -265,10 +267,10 @@ int RunSimulate(int argc, char** argv) {
         const TaskCounts& t = result->tasks;
         context.tasks = t.generated;
         context.extra_rows.push_back(
-            {"task pods", absl::StrCat(t.arrived, " arrived, ", t.pods_created, " bound, ",
-                                       t.completed, " jobs completed, ", t.pods_failed,
-                                       " failed with their node, ", t.waiting_at_end,
-                                       " waiting at the end")});
+            {"task pods",
+             absl::StrCat(t.arrived, " arrived, ", t.pods_created, " bound, ", t.completed,
+                          " jobs completed, ", t.pods_failed, " failed with their node, ",
+                          t.waiting_at_end, " waiting at the end")});
         DemandFloor floor =
             ComputeDemandFloor(result->generated_tasks, result->placement_capacity_millicores,
                                absl::Nanoseconds(scenario->record.interval_ns), result->simulated);

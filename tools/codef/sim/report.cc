@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "codeco/common/status.h"
 #include "svg_plot.h"
 
 namespace codeco::codef {
@@ -53,8 +54,8 @@ class CsvTable {
     double value = 0;
     const std::string& cell = Text(row, column);
     if (!absl::SimpleAtod(cell, &value) || !std::isfinite(value)) {
-      return absl::InvalidArgumentError(absl::StrCat(file_, ":", row + 2, ": column ", column,
-                                                     ": not a number: \"", cell, "\""));
+      return absl::InvalidArgumentError(
+          absl::StrCat(file_, ":", row + 2, ": column ", column, ": not a number: \"", cell, "\""));
     }
     return value;
   }
@@ -73,11 +74,6 @@ class CsvTable {
   std::map<std::string, size_t> column_;
   std::vector<std::vector<std::string>> rows_;
 };
-
-#define REPORT_ASSIGN_OR_RETURN(lhs, expr) \
-  auto lhs##_or = (expr);                  \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  auto lhs = *lhs##_or
 
 void NoteCluster(RecordedRun& run, const std::string& cluster) {
   if (std::find(run.clusters.begin(), run.clusters.end(), cluster) == run.clusters.end()) {
@@ -106,18 +102,18 @@ std::string Percent(double share) { return absl::StrFormat("%.1f %%", 100 * shar
 absl::StatusOr<RecordedRun> ReadRecordedRun(const std::map<std::string, std::string>& files) {
   RecordedRun run;
   if (auto it = files.find("pending_pods.csv"); it != files.end()) {
-    REPORT_ASSIGN_OR_RETURN(
-        table, CsvTable::Parse(it->first, it->second,
-                               {"time_s", "pending", "unplaced", "placed",
-                                "unplaced_cpu_millicores", "placed_cpu_millicores"}));
+    ASSIGN_OR_RETURN(CsvTable table,
+                     CsvTable::Parse(it->first, it->second,
+                                     {"time_s", "pending", "unplaced", "placed",
+                                      "unplaced_cpu_millicores", "placed_cpu_millicores"}));
     for (size_t r = 0; r < table.rows(); ++r) {
       PendingSample s;
-      REPORT_ASSIGN_OR_RETURN(t, table.Number(r, "time_s"));
-      REPORT_ASSIGN_OR_RETURN(pending, table.Integer(r, "pending"));
-      REPORT_ASSIGN_OR_RETURN(unplaced, table.Integer(r, "unplaced"));
-      REPORT_ASSIGN_OR_RETURN(placed, table.Integer(r, "placed"));
-      REPORT_ASSIGN_OR_RETURN(unplaced_cpu, table.Integer(r, "unplaced_cpu_millicores"));
-      REPORT_ASSIGN_OR_RETURN(placed_cpu, table.Integer(r, "placed_cpu_millicores"));
+      ASSIGN_OR_RETURN(double t, table.Number(r, "time_s"));
+      ASSIGN_OR_RETURN(int64_t pending, table.Integer(r, "pending"));
+      ASSIGN_OR_RETURN(int64_t unplaced, table.Integer(r, "unplaced"));
+      ASSIGN_OR_RETURN(int64_t placed, table.Integer(r, "placed"));
+      ASSIGN_OR_RETURN(int64_t unplaced_cpu, table.Integer(r, "unplaced_cpu_millicores"));
+      ASSIGN_OR_RETURN(int64_t placed_cpu, table.Integer(r, "placed_cpu_millicores"));
       s.time_s = t;
       s.pending = pending;
       s.unplaced = unplaced;
@@ -129,15 +125,15 @@ absl::StatusOr<RecordedRun> ReadRecordedRun(const std::map<std::string, std::str
     run.has_pending = true;
   }
   if (auto it = files.find("node_usage.csv"); it != files.end()) {
-    REPORT_ASSIGN_OR_RETURN(
-        table, CsvTable::Parse(it->first, it->second,
-                               {"time_s", "cluster", "cpu_requested_millicores",
-                                "cpu_allocatable_millicores"}));
+    ASSIGN_OR_RETURN(CsvTable table,
+                     CsvTable::Parse(it->first, it->second,
+                                     {"time_s", "cluster", "cpu_requested_millicores",
+                                      "cpu_allocatable_millicores"}));
     for (size_t r = 0; r < table.rows(); ++r) {
       const std::string& cluster = table.Text(r, "cluster");
-      REPORT_ASSIGN_OR_RETURN(t, table.Number(r, "time_s"));
-      REPORT_ASSIGN_OR_RETURN(requested, table.Integer(r, "cpu_requested_millicores"));
-      REPORT_ASSIGN_OR_RETURN(allocatable, table.Integer(r, "cpu_allocatable_millicores"));
+      ASSIGN_OR_RETURN(double t, table.Number(r, "time_s"));
+      ASSIGN_OR_RETURN(int64_t requested, table.Integer(r, "cpu_requested_millicores"));
+      ASSIGN_OR_RETURN(int64_t allocatable, table.Integer(r, "cpu_allocatable_millicores"));
       NoteCluster(run, cluster);
       std::vector<ClusterSample>& series = run.cpu[cluster];
       if (series.empty() || series.back().time_s != t) series.push_back({.time_s = t});
@@ -147,12 +143,12 @@ absl::StatusOr<RecordedRun> ReadRecordedRun(const std::map<std::string, std::str
     run.has_cpu = true;
   }
   if (auto it = files.find("node_energy.csv"); it != files.end()) {
-    REPORT_ASSIGN_OR_RETURN(table,
-                            CsvTable::Parse(it->first, it->second, {"time_s", "cluster", "watts"}));
+    ASSIGN_OR_RETURN(CsvTable table,
+                     CsvTable::Parse(it->first, it->second, {"time_s", "cluster", "watts"}));
     for (size_t r = 0; r < table.rows(); ++r) {
       const std::string& cluster = table.Text(r, "cluster");
-      REPORT_ASSIGN_OR_RETURN(t, table.Number(r, "time_s"));
-      REPORT_ASSIGN_OR_RETURN(watts, table.Number(r, "watts"));
+      ASSIGN_OR_RETURN(double t, table.Number(r, "time_s"));
+      ASSIGN_OR_RETURN(double watts, table.Number(r, "watts"));
       NoteCluster(run, cluster);
       auto& series = run.watts[cluster];
       if (series.empty() || series.back().first != t) series.push_back({t, 0.0});
@@ -169,8 +165,7 @@ RunSummary Summarize(const RecordedRun& run) {
     double live = static_cast<double>(s.unplaced + s.placed);
     double live_cpu = static_cast<double>(s.unplaced_cpu_millicores + s.placed_cpu_millicores);
     double share = live > 0 ? static_cast<double>(s.unplaced) / live : 0;
-    double cpu_share =
-        live_cpu > 0 ? static_cast<double>(s.unplaced_cpu_millicores) / live_cpu : 0;
+    double cpu_share = live_cpu > 0 ? static_cast<double>(s.unplaced_cpu_millicores) / live_cpu : 0;
     double not_running = live > 0 ? static_cast<double>(s.pending) / live : 0;
     summary.pending_share_peak = std::max(summary.pending_share_peak, share);
     summary.pending_cpu_share_peak = std::max(summary.pending_cpu_share_peak, cpu_share);
@@ -205,7 +200,8 @@ RunSummary Summarize(const RecordedRun& run) {
       const auto& w = it->second;
       for (size_t i = 0; i < w.size(); ++i) {
         c.watts_mean += w[i].second;
-        if (i > 0) c.energy_joules += (w[i].second + w[i - 1].second) / 2 * (w[i].first - w[i - 1].first);
+        if (i > 0)
+          c.energy_joules += (w[i].second + w[i - 1].second) / 2 * (w[i].first - w[i - 1].first);
       }
       c.watts_mean /= static_cast<double>(w.size());
       summary.energy_joules += c.energy_joules;
@@ -216,8 +212,7 @@ RunSummary Summarize(const RecordedRun& run) {
   return summary;
 }
 
-std::map<std::string, std::string> BuildReport(const ReportContext& context,
-                                               const RecordedRun& run,
+std::map<std::string, std::string> BuildReport(const ReportContext& context, const RecordedRun& run,
                                                const RunSummary& summary) {
   std::map<std::string, std::string> files;
   std::string md = absl::StrCat("# CODEF report: ", context.scenario, "\n\n");
@@ -230,8 +225,8 @@ std::map<std::string, std::string> BuildReport(const ReportContext& context,
   absl::StrAppend(&md, "| wall time | ",
                   context.wall_s.has_value() ? absl::StrFormat("%.2f s", *context.wall_s) : "-",
                   " |\n");
-  absl::StrAppend(&md, "| tasks | ",
-                  context.tasks.has_value() ? absl::StrCat(*context.tasks) : "-", " |\n");
+  absl::StrAppend(&md, "| tasks | ", context.tasks.has_value() ? absl::StrCat(*context.tasks) : "-",
+                  " |\n");
   for (const auto& [name, value] : context.extra_rows) {
     absl::StrAppend(&md, "| ", name, " | ", value, " |\n");
   }

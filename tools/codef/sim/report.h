@@ -138,8 +138,7 @@ struct ReportContext {
 /// report.md and its plots: file name -> content. Always "report.md"; plus
 /// "pending_pods.svg", "cpu_allocation.svg" and "node_power.svg" when the
 /// series behind them were recorded.
-std::map<std::string, std::string> BuildReport(const ReportContext& context,
-                                               const RecordedRun& run,
+std::map<std::string, std::string> BuildReport(const ReportContext& context, const RecordedRun& run,
                                                const RunSummary& summary);
 
 /// A Markdown table comparing runs of the same scenario under several

@@ -123,8 +123,7 @@ class Simulation {
 
     RecordSpec record = scenario_.record;
     for (const char* metric : kReportMetrics) {
-      if (std::find(record.metrics.begin(), record.metrics.end(), metric) ==
-          record.metrics.end()) {
+      if (std::find(record.metrics.begin(), record.metrics.end(), metric) == record.metrics.end()) {
         record.metrics.push_back(metric);
       }
     }
@@ -178,8 +177,8 @@ class Simulation {
     if (!options_.keep_metrics.empty()) {
       for (auto it = result_.csv.begin(); it != result_.csv.end();) {
         std::string metric = it->first.substr(0, it->first.size() - 4);  // drop ".csv"
-        bool keep = std::find(options_.keep_metrics.begin(), options_.keep_metrics.end(),
-                              metric) != options_.keep_metrics.end();
+        bool keep = std::find(options_.keep_metrics.begin(), options_.keep_metrics.end(), metric) !=
+                    options_.keep_metrics.end();
         it = keep ? std::next(it) : result_.csv.erase(it);
       }
     }
@@ -220,14 +219,15 @@ class Simulation {
     for (const ClusterSpec& spec : scenario_.clusters) {
       SynchronizedCluster* lms = federation_->FindLms(spec.name);
       if (lms == nullptr || !Reachable(spec.name)) continue;
-      swm::Cluster cluster{.name = spec.name,
-                           .labels = {.region = spec.labels.region(),
-                                      .country = spec.labels.country(),
-                                      .tier = spec.labels.tier() == codeco::common::v1::TIER_UNSPECIFIED
-                                                  ? ""
-                                                  : TierName(spec.labels.tier()),
-                                      .provider = spec.labels.provider()},
-                           .intra_latency_ns = kIntraClusterLatencyNs};
+      swm::Cluster cluster{
+          .name = spec.name,
+          .labels = {.region = spec.labels.region(),
+                     .country = spec.labels.country(),
+                     .tier = spec.labels.tier() == codeco::common::v1::TIER_UNSPECIFIED
+                                 ? ""
+                                 : TierName(spec.labels.tier()),
+                     .provider = spec.labels.provider()},
+          .intra_latency_ns = kIntraClusterLatencyNs};
       lms->Run([&](EmulatedCluster& c) {
         codeco::lms::v1::ListNodesRequest request;
         request.set_page_size(1000);
@@ -383,8 +383,9 @@ class Simulation {
 }  // namespace
 
 std::vector<std::string> SimulationPolicies() {
-  return {kKubefedPolicy,        "codeco",          "mck8s-worst-fit",
-          "mck8s-best-fit",      "mck8s-traffic-aware", "mck8s-cluster-affinity",
+  return {kKubefedPolicy,        "codeco",
+          "mck8s-worst-fit",     "mck8s-best-fit",
+          "mck8s-traffic-aware", "mck8s-cluster-affinity",
           "lcm-two-tier"};
 }
 
@@ -404,9 +405,8 @@ absl::StatusOr<SimulationResult> RunSimulation(const Scenario& scenario,
   return simulation.Run(read_file);
 }
 
-DemandFloor ComputeDemandFloor(const std::vector<GeneratedTask>& tasks,
-                               int64_t capacity_millicores, absl::Duration interval,
-                               absl::Duration until) {
+DemandFloor ComputeDemandFloor(const std::vector<GeneratedTask>& tasks, int64_t capacity_millicores,
+                               absl::Duration interval, absl::Duration until) {
   DemandFloor floor;
   if (interval <= absl::ZeroDuration()) return floor;
   const int64_t step = absl::ToInt64Nanoseconds(interval);
@@ -415,7 +415,8 @@ DemandFloor ComputeDemandFloor(const std::vector<GeneratedTask>& tasks,
   for (int64_t now = 0; now <= end; now += step) {
     double demand = 0;
     for (const GeneratedTask& task : tasks) {
-      bool running = task.at_ns <= now && (task.long_running || task.at_ns + task.duration_ns > now);
+      bool running =
+          task.at_ns <= now && (task.long_running || task.at_ns + task.duration_ns > now);
       if (running) demand += static_cast<double>(task.cpu_millicores);
     }
     double capacity = static_cast<double>(capacity_millicores);

@@ -122,8 +122,7 @@ struct DemandFloor {
 
 /// The physical floor of `tasks` (jobs run for their duration, long-running
 /// tasks to the end) on `capacity_millicores`.
-DemandFloor ComputeDemandFloor(const std::vector<GeneratedTask>& tasks,
-                               int64_t capacity_millicores, absl::Duration interval,
-                               absl::Duration until);
+DemandFloor ComputeDemandFloor(const std::vector<GeneratedTask>& tasks, int64_t capacity_millicores,
+                               absl::Duration interval, absl::Duration until);
 
 }  // namespace codeco::codef

@@ -176,11 +176,10 @@ std::string RenderLinePlot(const LinePlot& plot) {
     return area.bottom - (y - yr.lo) / (yr.hi - yr.lo) * (area.bottom - area.top);
   };
 
-  std::string svg = absl::StrCat(
-      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", plot.width, "\" height=\"",
-      plot.height, "\" viewBox=\"0 0 ", plot.width, " ", plot.height,
-      "\" font-family=\"sans-serif\" font-size=\"12\">\n");
+  std::string svg = absl::StrCat("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
+                                 "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", plot.width,
+                                 "\" height=\"", plot.height, "\" viewBox=\"0 0 ", plot.width, " ",
+                                 plot.height, "\" font-family=\"sans-serif\" font-size=\"12\">\n");
   absl::StrAppend(&svg, "<rect x=\"0\" y=\"0\" width=\"", plot.width, "\" height=\"", plot.height,
                   "\" fill=\"white\"/>\n");
   absl::StrAppend(&svg, "<text x=\"", Px((area.left + area.right) / 2), "\" y=\"22\"",
@@ -194,16 +193,15 @@ std::string RenderLinePlot(const LinePlot& plot) {
     absl::StrAppend(&svg, "<line class=\"grid\" x1=\"", x, "\" y1=\"", Px(area.top), "\" x2=\"", x,
                     "\" y2=\"", Px(area.bottom), "\" stroke=\"#e0e0e0\"/>\n");
     absl::StrAppend(&svg, "<text class=\"tick\" x=\"", x, "\" y=\"", Px(area.bottom + 16),
-                    "\" text-anchor=\"middle\">", EscapeXml(TickLabel(t, x_decimals)),
-                    "</text>\n");
+                    "\" text-anchor=\"middle\">", EscapeXml(TickLabel(t, x_decimals)), "</text>\n");
   }
   for (double t : y_ticks) {
     std::string y = Px(to_y(t));
     absl::StrAppend(&svg, "<line class=\"grid\" x1=\"", Px(area.left), "\" y1=\"", y, "\" x2=\"",
                     Px(area.right), "\" y2=\"", y, "\" stroke=\"#e0e0e0\"/>\n");
     absl::StrAppend(&svg, "<text class=\"tick\" x=\"", Px(area.left - 6), "\" y=\"",
-                    Px(to_y(t) + 4), "\" text-anchor=\"end\">",
-                    EscapeXml(TickLabel(t, y_decimals)), "</text>\n");
+                    Px(to_y(t) + 4), "\" text-anchor=\"end\">", EscapeXml(TickLabel(t, y_decimals)),
+                    "</text>\n");
   }
   // Axes.
   absl::StrAppend(&svg, "<line class=\"axis\" x1=\"", Px(area.left), "\" y1=\"", Px(area.bottom),
@@ -216,8 +214,9 @@ std::string RenderLinePlot(const LinePlot& plot) {
                   Px(plot.height - 12.0), "\" text-anchor=\"middle\">", EscapeXml(plot.x_label),
                   "</text>\n");
   const double y_mid = (area.top + area.bottom) / 2;
-  absl::StrAppend(&svg, "<text x=\"16\" y=\"", Px(y_mid), "\" text-anchor=\"middle\" transform=\"rotate(-90 16 ",
-                  Px(y_mid), ")\">", EscapeXml(plot.y_label), "</text>\n");
+  absl::StrAppend(&svg, "<text x=\"16\" y=\"", Px(y_mid),
+                  "\" text-anchor=\"middle\" transform=\"rotate(-90 16 ", Px(y_mid), ")\">",
+                  EscapeXml(plot.y_label), "</text>\n");
   if (!has_points) {
     absl::StrAppend(&svg, "<text x=\"", Px((area.left + area.right) / 2), "\" y=\"", Px(y_mid),
                     "\" text-anchor=\"middle\" fill=\"#888888\">no data</text>\n");
@@ -269,7 +268,8 @@ std::string RenderLinePlot(const LinePlot& plot) {
     flush();
     for (const auto& r : runs) {
       std::string points;
-      for (const auto& [x, y] : r) absl::StrAppend(&points, points.empty() ? "" : " ", Px(x), ",", Px(y));
+      for (const auto& [x, y] : r)
+        absl::StrAppend(&points, points.empty() ? "" : " ", Px(x), ",", Px(y));
       absl::StrAppend(&svg, "<polyline class=\"series\" fill=\"none\" stroke=\"", color,
                       "\" stroke-width=\"1.6\" points=\"", points, "\"/>\n");
     }
@@ -278,8 +278,8 @@ std::string RenderLinePlot(const LinePlot& plot) {
     absl::StrAppend(&svg, "<line class=\"legend\" x1=\"", Px(area.right + 12), "\" y1=\"", Px(ly),
                     "\" x2=\"", Px(area.right + 34), "\" y2=\"", Px(ly), "\" stroke=\"", color,
                     "\" stroke-width=\"3\"/>\n");
-    absl::StrAppend(&svg, "<text class=\"legend\" x=\"", Px(area.right + 40), "\" y=\"",
-                    Px(ly + 4), "\">", EscapeXml(s.label), "</text>\n");
+    absl::StrAppend(&svg, "<text class=\"legend\" x=\"", Px(area.right + 40), "\" y=\"", Px(ly + 4),
+                    "\">", EscapeXml(s.label), "</text>\n");
   }
   absl::StrAppend(&svg, "</svg>\n");
   return svg;

@@ -232,22 +232,20 @@ TEST_CASE("codef --simulate writes the CSV files and the report of a small scena
 
 TEST_CASE("codef --simulate rejects a bad flag with exit code 2") {
   const std::string scenario = std::string(CODEF_TESTDATA_DIR) + "/sim_small.yaml";
-  auto bad_policy = codeco::testing::RunCommand(
-      {std::string(CODECO_BIN_DIR) + "/codef", "--simulate", "--scenario", scenario, "--policy",
-       "fastest"},
-      absl::Seconds(30));
+  auto bad_policy =
+      codeco::testing::RunCommand({std::string(CODECO_BIN_DIR) + "/codef", "--simulate",
+                                   "--scenario", scenario, "--policy", "fastest"},
+                                  absl::Seconds(30));
   REQUIRE(bad_policy.exit_code == 2);
   REQUIRE(bad_policy.output.find("--policy: unknown policy \"fastest\"") != std::string::npos);
-  auto bad_tick = codeco::testing::RunCommand(
-      {std::string(CODECO_BIN_DIR) + "/codef", "--simulate", "--scenario", scenario, "--tick",
-       "soon"},
-      absl::Seconds(30));
+  auto bad_tick = codeco::testing::RunCommand({std::string(CODECO_BIN_DIR) + "/codef", "--simulate",
+                                               "--scenario", scenario, "--tick", "soon"},
+                                              absl::Seconds(30));
   REQUIRE(bad_tick.exit_code == 2);
   REQUIRE(bad_tick.output.find("--tick: ") != std::string::npos);
-  auto unknown = codeco::testing::RunCommand(
-      {std::string(CODECO_BIN_DIR) + "/codef", "--simulate", "--scenario", scenario, "--lms-port",
-       "7"},
-      absl::Seconds(30));
+  auto unknown = codeco::testing::RunCommand({std::string(CODECO_BIN_DIR) + "/codef", "--simulate",
+                                              "--scenario", scenario, "--lms-port", "7"},
+                                             absl::Seconds(30));
   REQUIRE(unknown.exit_code == 2);
   REQUIRE(unknown.output.find("unknown flag --lms-port") != std::string::npos);
 }

@@ -90,7 +90,8 @@ TEST_CASE("the report has the summary table the clusters the plots and the event
            "| wall time | 0.50 s |\n",
            "| tasks | 4 |\n",
            "| samples | 3 |\n",
-           "| pending pods (waiting for a node), peak / mean | 25.0 % / 8.3 % (at most 1 waiting) |\n",
+           "| pending pods (waiting for a node), peak / mean | 25.0 % / 8.3 % (at most 1 waiting) "
+           "|\n",
            "| pending CPU (requests waiting for a node), peak / mean | 25.0 % / 8.3 % |\n",
            "| energy (all nodes) | 1300 J |\n",
            "## Clusters\n",
@@ -119,10 +120,11 @@ TEST_CASE("the report has the summary table the clusters the plots and the event
 TEST_CASE("a report without recorded series says what is missing") {
   auto run = ReadRecordedRun({});
   REQUIRE(run.ok());
-  auto files = BuildReport(ReportContext{.scenario = "empty", .mode = "emulate"}, *run,
-                           Summarize(*run));
+  auto files =
+      BuildReport(ReportContext{.scenario = "empty", .mode = "emulate"}, *run, Summarize(*run));
   REQUIRE(files.size() == 1);
-  REQUIRE(absl::StrContains(files.at("report.md"), "| pending pods | not recorded (pending_pods) |"));
+  REQUIRE(
+      absl::StrContains(files.at("report.md"), "| pending pods | not recorded (pending_pods) |"));
   REQUIRE(absl::StrContains(files.at("report.md"), "| wall time | - |"));
   REQUIRE(absl::StrContains(files.at("report.md"), "| duration recorded |"));
 }
@@ -152,7 +154,8 @@ TEST_CASE("policies are compared in one table") {
   REQUIRE(run.ok());
   RunSummary s = Summarize(*run);
   std::string table = ComparePolicies({{"kubefed", s}, {"codeco", s}});
-  REQUIRE(absl::StrContains(table, "| kubefed | 25.0 % / 8.3 % | 25.0 % / 8.3 % | a 58 %, b 17 % | 1300 J |"));
+  REQUIRE(absl::StrContains(
+      table, "| kubefed | 25.0 % / 8.3 % | 25.0 % / 8.3 % | a 58 %, b 17 % | 1300 J |"));
   REQUIRE(absl::StrContains(table, "| codeco |"));
 }
 

@@ -69,8 +69,8 @@ SimulationResult Simulate(const Scenario& scenario, const std::string& policy = 
 // pending_pods.csv as time_s -> (unplaced, placed).
 std::map<int, std::pair<int, int>> Pending(const SimulationResult& result) {
   std::map<int, std::pair<int, int>> out;
-  std::vector<std::string> lines = absl::StrSplit(result.csv.at("pending_pods.csv"), '\n',
-                                                  absl::SkipEmpty());
+  std::vector<std::string> lines =
+      absl::StrSplit(result.csv.at("pending_pods.csv"), '\n', absl::SkipEmpty());
   REQUIRE(lines.at(0) ==
           "time_s,pending,unplaced,placed,unplaced_cpu_millicores,placed_cpu_millicores");
   for (size_t i = 1; i < lines.size(); ++i) {
@@ -267,8 +267,7 @@ TEST_CASE("the physical floor is the demand beyond capacity") {
       {.name = "c", .at_ns = 0, .cpu_millicores = 1000, .long_running = true},
   };
   // Capacity 2 CPUs; samples at 0, 30, 60, 90 s: demand 4, 2.5, 1, 1 CPUs.
-  DemandFloor floor =
-      ComputeDemandFloor(tasks, 2000, absl::Seconds(30), absl::Seconds(90));
+  DemandFloor floor = ComputeDemandFloor(tasks, 2000, absl::Seconds(30), absl::Seconds(90));
   REQUIRE(floor.peak_demand_cpus == Approx(4.0));
   REQUIRE(floor.floor_peak == Approx(0.5));
   REQUIRE(floor.floor_mean == Approx((0.5 + 0.2) / 4));

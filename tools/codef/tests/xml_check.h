@@ -79,14 +79,16 @@ inline XmlCheck CheckXml(const std::string& text) {
       if (p >= text.size()) return fail("unterminated tag <" + name + ">");
       if (text[p] == '>' || (text[p] == '/' && p + 1 < text.size() && text[p + 1] == '>')) break;
       size_t a = p;
-      while (p < text.size() && text[p] != '=' && !std::isspace(static_cast<unsigned char>(text[p])) &&
-             text[p] != '>') {
+      while (p < text.size() && text[p] != '=' &&
+             !std::isspace(static_cast<unsigned char>(text[p])) && text[p] != '>') {
         ++p;
       }
       std::string attr = text.substr(a, p - a);
-      if (attr.empty() || p >= text.size() || text[p] != '=') return fail("attribute without value");
+      if (attr.empty() || p >= text.size() || text[p] != '=')
+        return fail("attribute without value");
       ++p;
-      if (p >= text.size() || (text[p] != '"' && text[p] != '\'')) return fail("unquoted attribute");
+      if (p >= text.size() || (text[p] != '"' && text[p] != '\''))
+        return fail("unquoted attribute");
       char quote = text[p++];
       size_t v = p;
       while (p < text.size() && text[p] != quote) {
