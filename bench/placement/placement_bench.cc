@@ -1,5 +1,6 @@
 // Placement benchmarks: speed, the stateful-LCM simulation, the optimality
-// gap against CBC, the mck8s workload. Prints one summary table per section.
+// gap against CBC, the mck8s workload (run by CODEF's simulate mode on the
+// five-site scenario). Prints one summary table per section.
 //
 //   placement_bench [--quick] [--section=speed|lcm|gap|mck8s|all]
 //
@@ -16,9 +17,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "codeco/common/clock.h"
+#include "report.h"
+#include "scenario.h"
+#include "simulation.h"
 #include "swm/core/solve.h"
 #include "swm/milp/milp.h"
 #include "swm/testing/instances.h"
@@ -457,214 +462,96 @@ void RunGap(bool quick) {
 
 // ---------------------------------------------------------------- mck8s ---
 
-// The mck8s workload on the five-site Grid'5000 setup of that study: clusters
-// 1 and 5 have five workers of 4 CPU / 16 GB, clusters 2-4 five of 2 CPU /
-// 4 GB (70 CPUs). 1,126 tasks arrive over 60 minutes with the study's location
-// split; requests and durations are Google-trace-like (most tasks small, a
-// long tail; tasks longer than the run are services). A discrete-event run
-// under a SimulatedClock; pending pods are retried every scheduling tick.
-struct Task {
-  absl::Duration arrival;
-  absl::Duration duration;
-  int preferred;
-  Resources requests;
-};
-
-std::vector<Task> Mck8sTasks(uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  const int split[5] = {125, 362, 391, 163, 85};
-  std::vector<Task> tasks;
-  std::lognormal_distribution<double> job_minutes(std::log(12.0), 0.9);
-  const int64_t cpu_choices[] = {100, 200, 250, 500, 1000};
-  std::discrete_distribution<int> cpu_pick({30, 25, 20, 17, 8});
-  for (int c = 0; c < 5; ++c) {
-    for (int i = 0; i < split[c]; ++i) {
-      Task t;
-      t.arrival = absl::Seconds(std::uniform_real_distribution<double>(0, 3600)(rng));
-      bool service = std::uniform_real_distribution<double>(0, 1)(rng) < 0.22;
-      t.duration = service ? absl::Hours(10) : absl::Minutes(job_minutes(rng));
-      t.preferred = c;
-      int64_t cpu = cpu_choices[cpu_pick(rng)];
-      t.requests = {cpu, cpu * (int64_t{1} << 20) * 2, 0};  // 2 MiB per millicore
-      tasks.push_back(t);
-    }
-  }
-  std::sort(tasks.begin(), tasks.end(),
-            [](const Task& a, const Task& b) { return a.arrival < b.arrival; });
-  return tasks;
-}
-
-Federation Grid5000() {
-  Federation fed;
-  for (int c = 0; c < 5; ++c) {
-    bool big = c == 0 || c == 4;
-    Cluster cl{.name = absl::StrCat("cluster", c + 1), .intra_latency_ns = 100'000};
-    for (int n = 0; n < 5; ++n) {
-      cl.nodes.push_back(Node{.name = absl::StrCat("cluster", c + 1, "-w", n),
-                              .capacity = {big ? 4000 : 2000, (big ? 16 : 4) * kGi, 0}});
-    }
-    fed.AddCluster(std::move(cl));
-  }
-  const int lat_ms[5][5] = {{0, 4, 10, 12, 15},
-                            {4, 0, 8, 10, 13},
-                            {10, 8, 0, 3, 9},
-                            {12, 10, 3, 0, 9},
-                            {15, 13, 9, 9, 0}};
-  for (int a = 0; a < 5; ++a) {
-    for (int b = 0; b < 5; ++b) {
-      if (a == b) continue;
-      fed.AddLink(Link{.from = absl::StrCat("cluster", a + 1),
-                       .to = absl::StrCat("cluster", b + 1),
-                       .latency_ns = lat_ms[a][b] * kMs,
-                       .free_bandwidth_bps = {10'000'000'000, 10'000'000'000}});
-    }
-  }
-  return fed;
-}
-
-struct SimStats {
-  double peak_pending = 0, mean_pending = 0;          // share of pods
-  double peak_pending_cpu = 0, mean_pending_cpu = 0;  // share of requested CPU
-  std::vector<double> cpu_alloc;                      // mean allocated share per cluster
-};
-
-// `kubefed`: each task goes to its preferred cluster without a capacity
-// check and waits there; otherwise the coordinator places it anywhere with
-// `profile`.
-SimStats RunMck8sPolicy(const std::vector<Task>& tasks, const std::string& profile, bool kubefed,
-                        absl::Duration tick) {
-  Engine e;
-  SimulatedClock clock;
-  const absl::Time t0 = clock.Now();
-  Federation fed = Grid5000();
-  struct Live {
-    size_t task;
-    Placement at;
-  };
-  std::vector<Live> running;
-  std::vector<size_t> pending;
-  std::vector<bool> done(tasks.size(), false);
-  SimStats st;
-  st.cpu_alloc.assign(5, 0);
-  int samples = 0;
-  size_t next = 0;
-  auto place = [&](size_t i) {
-    const Task& t = tasks[i];
-    Workload w{.name = "t", .service = "t", .requests = t.requests};
-    w.preferred_clusters = {absl::StrCat("cluster", t.preferred + 1)};
-    Application app{.name = absl::StrCat("task", i), .workloads = {w}, .profile = profile};
-    std::vector<std::string> hood;
-    if (kubefed) hood = {w.preferred_clusters[0]};
-    auto r = e.coord.Place(app, fed, hood);
-    if (!r.ok() || r->placements.empty()) return false;
-    ApplyPlacement(app, *r, fed);
-    running.push_back({i, r->placements.at("t")});
-    return true;
-  };
-  for (absl::Time now = t0; now <= t0 + absl::Minutes(60); now += tick) {
-    clock.SetTime(now);
-    // Departures.
-    for (size_t k = 0; k < running.size();) {
-      const Task& t = tasks[running[k].task];
-      if (t0 + t.arrival + t.duration <= now) {
-        Cluster* c = fed.MutableCluster(running[k].at.cluster);
-        c->nodes[c->NodeIndex(running[k].at.node)].allocated -= t.requests;
-        running[k] = running.back();
-        running.pop_back();
-      } else {
-        ++k;
-      }
-    }
-    // Retry the pending, then the arrivals of this tick, in order.
-    std::vector<size_t> still;
-    for (size_t i : pending) {
-      if (!place(i)) still.push_back(i);
-    }
-    pending = std::move(still);
-    while (next < tasks.size() && t0 + tasks[next].arrival <= now) {
-      if (!place(next)) pending.push_back(next);
-      ++next;
-    }
-    // Sample.
-    double pend_cpu = 0, run_cpu = 0;
-    for (size_t i : pending) pend_cpu += static_cast<double>(tasks[i].requests.cpu_millis);
-    for (const Live& l : running) run_cpu += static_cast<double>(tasks[l.task].requests.cpu_millis);
-    size_t total = pending.size() + running.size();
-    double share = total ? static_cast<double>(pending.size()) / static_cast<double>(total) : 0;
-    double share_cpu = pend_cpu + run_cpu > 0 ? pend_cpu / (pend_cpu + run_cpu) : 0;
-    st.peak_pending = std::max(st.peak_pending, share);
-    st.peak_pending_cpu = std::max(st.peak_pending_cpu, share_cpu);
-    st.mean_pending += share;
-    st.mean_pending_cpu += share_cpu;
-    for (int c = 0; c < 5; ++c) {
-      const Cluster* cl = fed.FindCluster(absl::StrCat("cluster", c + 1));
-      st.cpu_alloc[c] += 1.0 - static_cast<double>(cl->Free().cpu_millis) /
-                                   static_cast<double>(cl->Capacity().cpu_millis);
-    }
-    ++samples;
-  }
-  st.mean_pending /= samples;
-  st.mean_pending_cpu /= samples;
-  for (double& a : st.cpu_alloc) a /= samples;
-  return st;
-}
-
-// Demand beyond the federation's 70 CPUs at each tick, as a share of demand.
-SimStats PhysicalFloor(const std::vector<Task>& tasks, absl::Duration tick) {
-  SimStats st;
-  int samples = 0;
-  for (absl::Duration now; now <= absl::Minutes(60); now += tick) {
-    double demand = 0;
-    for (const Task& t : tasks) {
-      if (t.arrival <= now && t.arrival + t.duration > now) {
-        demand += static_cast<double>(t.requests.cpu_millis);
-      }
-    }
-    double share = demand > 70000 ? (demand - 70000) / demand : 0;
-    st.peak_pending_cpu = std::max(st.peak_pending_cpu, share);
-    st.mean_pending_cpu += share;
-    ++samples;
-  }
-  st.mean_pending_cpu /= samples;
-  return st;
-}
-
+// The mck8s workload in CODEF simulate mode (tools/codef/sim): the five-site
+// Grid'5000 scenario of that study, examples/scenarios/grid5000-five-sites.yaml,
+// is the source of truth for the clusters (clusters 1 and 5: five workers of
+// 4 CPU / 16 GB; clusters 2-4: five of 2 CPU / 4 GB; 70 CPUs) and for the
+// task stream (1,126 Google-trace-like tasks over 60 minutes with the study's
+// location split). Each policy runs the same trace under a virtual clock;
+// pending pods are retried every scheduling tick and sampled at each tick.
 void RunMck8s(bool quick) {
-  std::printf("\n## mck8s workload (1,126 tasks over 60 min, five Grid'5000 sites, 70 CPUs)\n\n");
-  absl::Duration tick = quick ? absl::Seconds(60) : absl::Seconds(10);
-  std::vector<Task> tasks = Mck8sTasks(42);
-  double peak_demand = 0;
-  for (absl::Duration now; now <= absl::Minutes(60); now += absl::Minutes(1)) {
-    double d = 0;
-    for (const Task& t : tasks) {
-      if (t.arrival <= now && t.arrival + t.duration > now) d += t.requests.cpu_millis / 1000.0;
-    }
-    peak_demand = std::max(peak_demand, d);
+  const std::string path = std::string(PLACEMENT_BENCH_SCENARIO_DIR) + "/grid5000-five-sites.yaml";
+  absl::StatusOr<codef::Scenario> scenario = codef::LoadScenarioFile(path);
+  if (!scenario.ok() || !scenario->workloads.task_stream.has_value()) {
+    std::printf("error: %s: %s\n", path.c_str(),
+                scenario.ok() ? "no workloads.task_stream"
+                              : std::string(scenario.status().message()).c_str());
+    return;
   }
-  std::printf("peak CPU demand %.1f CPUs (capacity 70); scheduling tick %s\n\n", peak_demand,
-              absl::FormatDuration(tick).c_str());
-  std::printf(
-      "| policy | peak pending pods | mean pending pods | peak pending CPU | mean pending CPU"
-      " | mean CPU allocated c1/c2/c3/c4/c5 |\n|---|---|---|---|---|---|\n");
+  const codef::TaskStreamSpec& stream = *scenario->workloads.task_stream;
+  const absl::Duration tick = quick ? absl::Seconds(60) : absl::Seconds(10);
+  const absl::Duration window = absl::Nanoseconds(stream.start_ns + stream.window_ns);
+  // One sample per scheduling tick over the arrival window, as the study measures.
+  scenario->record.interval_ns = absl::ToInt64Nanoseconds(tick);
+  scenario->record.metrics = {"pending_pods", "node_usage"};
+
   struct Row {
     const char* name;
-    const char* profile;
-    bool kubefed;
+    const char* policy;
   };
-  for (const Row& r :
-       {Row{"KubeFed-like (preferred cluster, no capacity check)", "mck8s-worst-fit", true},
-        Row{"mck8s cluster-affinity + bursting", "mck8s-cluster-affinity", false},
-        Row{"mck8s worst-fit", "mck8s-worst-fit", false},
-        Row{"mck8s best-fit", "mck8s-best-fit", false}, Row{"codeco", "codeco", false}}) {
-    SimStats s = RunMck8sPolicy(tasks, r.profile, r.kubefed, tick);
-    std::printf("| %s | %.1f %% | %.1f %% | %.1f %% | %.1f %% | %.0f/%.0f/%.0f/%.0f/%.0f %% |\n",
-                r.name, 100 * s.peak_pending, 100 * s.mean_pending, 100 * s.peak_pending_cpu,
-                100 * s.mean_pending_cpu, 100 * s.cpu_alloc[0], 100 * s.cpu_alloc[1],
-                100 * s.cpu_alloc[2], 100 * s.cpu_alloc[3], 100 * s.cpu_alloc[4]);
+  const Row rows[] = {
+      {"KubeFed-like (preferred cluster, no capacity check)", codef::kKubefedPolicy},
+      {"mck8s cluster-affinity + bursting", "mck8s-cluster-affinity"},
+      {"mck8s worst-fit", "mck8s-worst-fit"},
+      {"mck8s best-fit", "mck8s-best-fit"},
+      {"codeco", "codeco"}};
+  std::vector<std::string> lines;
+  codef::DemandFloor floor;
+  std::vector<std::string> sites;
+  double capacity_cpus = 0;
+  for (const Row& r : rows) {
+    codef::SimulationOptions options{.policy = r.policy,
+                                     .tick = tick,
+                                     .duration = window,
+                                     .keep_metrics = scenario->record.metrics};
+    absl::Time t0 = absl::Now();
+    absl::StatusOr<codef::SimulationResult> result =
+        codef::RunSimulation(*scenario, options, nullptr);
+    double wall_s = absl::ToDoubleSeconds(absl::Now() - t0);
+    if (!result.ok()) {
+      std::printf("error: %s: %s\n", r.policy, std::string(result.status().message()).c_str());
+      return;
+    }
+    absl::StatusOr<codef::RecordedRun> run = codef::ReadRecordedRun(result->csv);
+    if (!run.ok()) {
+      std::printf("error: %s\n", std::string(run.status().message()).c_str());
+      return;
+    }
+    codef::RunSummary s = codef::Summarize(*run);
+    if (sites.empty()) {
+      sites = result->placement_clusters;
+      capacity_cpus = static_cast<double>(result->placement_capacity_millicores) / 1000;
+      floor = codef::ComputeDemandFloor(result->generated_tasks,
+                                        result->placement_capacity_millicores, tick, window);
+    }
+    std::string alloc;
+    for (const std::string& site : sites) {
+      for (const codef::ClusterSummary& c : s.clusters) {
+        if (c.name == site) {
+          absl::StrAppend(&alloc, alloc.empty() ? "" : "/",
+                          absl::StrFormat("%.0f", 100 * c.cpu_allocated_mean));
+        }
+      }
+    }
+    lines.push_back(absl::StrFormat(
+        "| %s | %.1f %% | %.1f %% | %.1f %% | %.1f %% | %s %% | %.2f s |", r.name,
+        100 * s.pending_share_peak, 100 * s.pending_share_mean, 100 * s.pending_cpu_share_peak,
+        100 * s.pending_cpu_share_mean, alloc, wall_s));
   }
-  SimStats floor = PhysicalFloor(tasks, tick);
-  std::printf("| physical floor (CPU demand beyond 70 CPUs) | - | - | %.1f %% | %.1f %% | - |\n",
-              100 * floor.peak_pending_cpu, 100 * floor.mean_pending_cpu);
+  std::printf(
+      "\n## mck8s workload (CODEF simulate mode, %s: %lld tasks over %s, %s, %.0f CPUs)\n\n",
+      "examples/scenarios/grid5000-five-sites.yaml", static_cast<long long>(stream.count),
+      absl::FormatDuration(window).c_str(), absl::StrJoin(sites, "/").c_str(), capacity_cpus);
+  std::printf("peak CPU demand %.1f CPUs (capacity %.0f); scheduling tick %s\n\n",
+              floor.peak_demand_cpus, capacity_cpus, absl::FormatDuration(tick).c_str());
+  std::printf(
+      "| policy | peak pending pods | mean pending pods | peak pending CPU | mean pending CPU"
+      " | mean CPU allocated %s | simulate wall time |\n|---|---|---|---|---|---|---|\n",
+      absl::StrJoin(sites, "/").c_str());
+  for (const std::string& line : lines) std::printf("%s\n", line.c_str());
+  std::printf(
+      "| physical floor (CPU demand beyond %.0f CPUs) | - | - | %.1f %% | %.1f %% | - | - |\n",
+      capacity_cpus, 100 * floor.floor_peak, 100 * floor.floor_mean);
 }
 
 }  // namespace
