@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/metrics.h"
@@ -290,6 +291,12 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
   Federation federation;
   std::vector<std::string> neighborhood;
   std::vector<std::string> unreachable;
+  struct MemberRead {
+    ClusterEndpoint endpoint;
+    ClusterRig* rig = nullptr;
+    absl::StatusOr<std::vector<Node>> nodes = absl::UnknownError("not read");
+  };
+  std::vector<MemberRead> reads(members.size());
   for (int i = 0; i < members.size(); ++i) {
     const std::string& name = members[i].cluster();
     ClusterEndpoint endpoint = known.count(name) ? known[name] : ClusterEndpoint{.name = name};
@@ -307,21 +314,40 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
                           absl::StrCat("cluster ", name, ": ", rig.status().message()));
     }
     (*rig)->runtime->SetDeadline(deadline);
-    absl::StatusOr<std::vector<Node>> nodes = (*rig)->runtime->ListNodes();
-    if (!nodes.ok()) {
+    reads[i].endpoint = std::move(endpoint);
+    reads[i].rig = *rig;
+  }
+  // The members' LMS are read concurrently (a few at a time).
+  {
+    absl::BlockingCounter done(static_cast<int>(reads.size()));
+    for (MemberRead& read : reads) {
+      bool queued = readers_.Submit([&read, &done] {
+        read.nodes = read.rig->runtime->ListNodes();
+        done.DecrementCount();
+      });
+      if (!queued) {
+        read.nodes = read.rig->runtime->ListNodes();
+        done.DecrementCount();
+      }
+    }
+    done.Wait();
+  }
+  for (MemberRead& read : reads) {
+    const std::string& name = read.endpoint.name;
+    if (!read.nodes.ok()) {
       if (absl::Now() >= deadline) {
         return absl::DeadlineExceededError(
             absl::StrCat("deadline passed while reading cluster ", name, "; nothing was reserved"));
       }
       // A member that does not answer is left out; the others may still do.
       log::Warn("cluster left out of a placement: its LMS does not answer",
-                {{"cluster", name}, {"error", std::string(nodes.status().message())}});
-      unreachable.push_back(absl::StrCat(name, " (", nodes.status().message(), ")"));
+                {{"cluster", name}, {"error", std::string(read.nodes.status().message())}});
+      unreachable.push_back(absl::StrCat(name, " (", read.nodes.status().message(), ")"));
       continue;
     }
     federation.AddCluster(Cluster{.name = name,
-                                  .labels = endpoint.labels,
-                                  .nodes = std::move(*nodes),
+                                  .labels = read.endpoint.labels,
+                                  .nodes = std::move(*read.nodes),
                                   .intra_latency_ns = options_.intra_cluster_latency_ns});
     neighborhood.push_back(name);
   }
@@ -333,9 +359,18 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
     for (const std::string& from : neighborhood) {
       for (const std::string& to : neighborhood) {
         if (from == to) continue;
+        const absl::Time now = clock_.Now();
+        auto cached = link_cache_.find({from, to});
+        if (cached != link_cache_.end() && now - cached->second.read_at < options_.link_cache_ttl) {
+          if (cached->second.link.has_value()) federation.AddLink(*cached->second.link);
+          continue;
+        }
         absl::StatusOr<std::optional<Link>> link = links_->GetLink(from, to);
         if (!link.ok()) {
           return absl::UnavailableError("link source: " + std::string(link.status().message()));
+        }
+        if (options_.link_cache_ttl > absl::ZeroDuration()) {
+          link_cache_[{from, to}] = CachedLink{*link, now};
         }
         if (link->has_value()) federation.AddLink(**link);
       }
@@ -628,6 +663,11 @@ void AddSwmConfig(ConfigSchema& schema) {
               .type = ConfigType::kDuration,
               .default_value = "60s",
               .help = "how long a reservation outlives a hub that vanished mid-plan"});
+  schema.Add({.path = "swm.link_cache_ttl",
+              .type = ConfigType::kDuration,
+              .default_value = "0s",
+              .help = "how long the hub reuses a link read from the link source across "
+                      "placements (0s: read every link for every placement)"});
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
@@ -644,6 +684,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
   SwmServiceOptions options;
   options.lms_timeout = context.config.raw.GetDuration("swm.lms_timeout");
   options.reservation_lease = context.config.raw.GetDuration("swm.reservation_lease");
+  options.link_cache_ttl = context.config.raw.GetDuration("swm.link_cache_ttl");
   std::shared_ptr<CodefDirectory> directory;
   if (context.config.raw.Has("swm.codef_control")) {
     // The control API is local to the emulator host: no egress relay.

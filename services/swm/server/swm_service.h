@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "absl/time/time.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/config.h"
+#include "codeco/common/executor.h"
 #include "codeco/common/kv_store.h"
 #include "codeco/common/peer_channels.h"
 #include "codeco/common/server.h"
@@ -55,6 +57,12 @@ struct SwmServiceOptions {
   absl::Duration reservation_lease = absl::Seconds(60);
   /// Node-to-node latency assumed inside every cluster, ns. Default: 100 us.
   int64_t intra_cluster_latency_ns = 100'000;
+  /// How long a link read from the LinkSource is reused by later placements
+  /// (each pair of members is one call, so 100 members are 9,900 calls).
+  /// Reservations re-check capacity in the clusters, but a stale link may let
+  /// a channel bound be planned on old figures: keep it short. Default: 0
+  /// (every placement reads every link).
+  absl::Duration link_cache_ttl = absl::ZeroDuration();
   /// Placements allowed to wait for the worker. Default: 64.
   size_t max_queued_placements = 64;
   /// Coordinator settings. Default: the core's.
@@ -150,6 +158,14 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
 
   absl::Mutex place_mu_;
   std::map<std::string, ClusterRig> rigs_ ABSL_GUARDED_BY(place_mu_);
+  struct CachedLink {
+    std::optional<Link> link;
+    absl::Time read_at;
+  };
+  std::map<std::pair<std::string, std::string>, CachedLink> link_cache_ ABSL_GUARDED_BY(place_mu_);
+
+  // Reads the members' LMS concurrently during a placement.
+  BoundedExecutor readers_{8, 1024};
 
   absl::Mutex queue_mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(queue_mu_);
@@ -158,7 +174,7 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
 };
 
 /// Declares the swm.* configuration keys (swm.codef_control, swm.lms_timeout,
-/// swm.reservation_lease).
+/// swm.reservation_lease, swm.link_cache_ttl).
 void AddSwmConfig(ConfigSchema& schema);
 
 /// The services codeco-swm serves for `context`: on the hub the
