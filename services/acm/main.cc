@@ -2,11 +2,12 @@
 // serves the user-facing API and asks SWM (acm.swm) for placements; in a
 // managed cluster it also runs the agent that registers the cluster with the
 // hub ACM (federation.hub_acm) and heartbeats what its LMS (federation.lms)
-// reports.
+// reports, keeping local copies of its neighborhoods and assignments.
 #include <iterator>
 
 #include "acm/server/acm_service.h"
 #include "acm/server/cluster_agent.h"
+#include "acm/core/local_copies.h"
 #include "acm/store/kv_application_store.h"
 #include "codeco/common/server.h"
 #include "codeco/common/status.h"
@@ -15,7 +16,8 @@ namespace {
 
 std::vector<std::string> ColumnFamilies() {
   std::vector<std::string> families = codeco::acm::ApplicationColumnFamilies();
-  for (const char* f : {"clusters", "neighborhoods", "operations"}) families.push_back(f);
+  for (const auto& f : codeco::acm::LocalCopyColumnFamilies()) families.push_back(f);
+  for (const char* f : {"clusters", "operations"}) families.push_back(f);
   return families;
 }
 
@@ -46,11 +48,15 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
       return codeco::InvalidFieldError("federation.lms",
                                        "required in a managed cluster that reports to a hub");
     }
+    // The agent keeps the local copies in step with the hub; the service
+    // takes pushes into them and serves GetNeighborhood from them.
+    options.local_copies =
+        std::make_shared<codeco::acm::LocalCopies>(context.store, config.cluster);
     context.background.push_back(std::make_unique<codeco::acm::ClusterAgent>(
         codeco::acm::ClusterAgentOptions{config.cluster, config.hub_acm, config.lms,
                                          config.lms_plaintext,
                                          config.raw.GetDuration("acm.heartbeat_interval")},
-        context.peers));
+        context.peers, options.local_copies));
   }
   std::vector<std::unique_ptr<grpc::Service>> services;
   services.push_back(codeco::acm::NewAcmService(context.store, context.clock, options));
@@ -67,6 +73,5 @@ int main(int argc, char** argv) {
        .add_config = AddConfig,
        .make_services = MakeServices,
        .unimplemented_notes = {{"codeco.acm.v1.AcmService",
-                                "the MC agent's Push* and the operation RPCs of ACM land "
-                                "with issue #4"}}});
+                                "the operation RPCs of ACM land with issue #4"}}});
 }

@@ -212,7 +212,8 @@ class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl 
   OwningAcmService(KvStore& kv, Clock& clock, const AcmServiceOptions& options)
       : OwnedDependencies(kv, clock, options),
         AcmServiceImpl(OwnedDependencies::manager, OwnedDependencies::clusters,
-                       OwnedDependencies::neighborhoods, OwnedDependencies::drainer) {}
+                       OwnedDependencies::neighborhoods, OwnedDependencies::drainer,
+                       options.local_copies) {}
 };
 
 }  // namespace
@@ -309,6 +310,32 @@ grpc::ServerUnaryReactor* AcmServiceImpl::ListNeighborhoods(
     grpc::CallbackServerContext* context, const v1::ListNeighborhoodsRequest* request,
     v1::ListNeighborhoodsResponse* response) {
   return Answer(executor_, context, response, [=, this] { return neighborhoods_.List(*request); });
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::PushNeighborhood(
+    grpc::CallbackServerContext* context, const v1::PushNeighborhoodRequest* request,
+    v1::PushNeighborhoodResponse* response) {
+  return Answer(executor_, context, response,
+                [=, this]() -> absl::StatusOr<v1::PushNeighborhoodResponse> {
+                  if (local_copies_ == nullptr) {
+                    return absl::FailedPreconditionError(
+                        "PushNeighborhood is served by a managed cluster's ACM, not the hub's");
+                  }
+                  return local_copies_->PushNeighborhood(*request);
+                });
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::PushAssignment(
+    grpc::CallbackServerContext* context, const v1::PushAssignmentRequest* request,
+    v1::PushAssignmentResponse* response) {
+  return Answer(executor_, context, response,
+                [=, this]() -> absl::StatusOr<v1::PushAssignmentResponse> {
+                  if (local_copies_ == nullptr) {
+                    return absl::FailedPreconditionError(
+                        "PushAssignment is served by a managed cluster's ACM, not the hub's");
+                  }
+                  return local_copies_->PushAssignment(*request);
+                });
 }
 
 std::unique_ptr<AcmServiceImpl> NewAcmService(KvStore& kv, Clock& clock,

@@ -1,14 +1,16 @@
 #pragma once
 // The gRPC AcmService (callback API): translates requests to the core's
 // ApplicationManager and its answers back, mapping errors with ToGrpcStatus.
-// Application, cluster registry and neighborhood RPCs are served; the MC
-// agent's Push* and the operation RPCs still answer UNIMPLEMENTED.
+// Application, cluster registry and neighborhood RPCs are served, and in a
+// managed cluster Push* (into its local copies); the operation RPCs still
+// answer UNIMPLEMENTED.
 
 #include <memory>
 
 #include "acm/core/application_manager.h"
 #include "acm/core/cluster_drainer.h"
 #include "acm/core/cluster_registry.h"
+#include "acm/core/local_copies.h"
 #include "acm/core/neighborhood_manager.h"
 #include "codeco/common/executor.h"
 #include "grpcpp/channel.h"
@@ -24,13 +26,18 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   /// `manager`, `clusters`, `neighborhoods` and `drainer` must outlive the
   /// service. Unary work runs on `worker_threads` threads with at most
   /// `max_queued` calls waiting (more are answered RESOURCE_EXHAUSTED).
+  /// `local_copies` is set in a managed cluster (it serves PushNeighborhood
+  /// and PushAssignment into them); on the hub it is null and those answer
+  /// FAILED_PRECONDITION.
   AcmServiceImpl(ApplicationManager& manager, ClusterRegistry& clusters,
                  NeighborhoodManager& neighborhoods, ClusterDrainer& drainer,
-                 int worker_threads = 2, size_t max_queued = 1024)
+                 std::shared_ptr<LocalCopies> local_copies = nullptr, int worker_threads = 2,
+                 size_t max_queued = 1024)
       : manager_(manager),
         clusters_(clusters),
         neighborhoods_(neighborhoods),
         drainer_(drainer),
+        local_copies_(std::move(local_copies)),
         executor_(worker_threads, max_queued) {}
 
   grpc::ServerUnaryReactor* ApplyApplication(grpc::CallbackServerContext* context,
@@ -74,12 +81,19 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   grpc::ServerUnaryReactor* ListNeighborhoods(grpc::CallbackServerContext* context,
                                               const v1::ListNeighborhoodsRequest* request,
                                               v1::ListNeighborhoodsResponse* response) override;
+  grpc::ServerUnaryReactor* PushNeighborhood(grpc::CallbackServerContext* context,
+                                             const v1::PushNeighborhoodRequest* request,
+                                             v1::PushNeighborhoodResponse* response) override;
+  grpc::ServerUnaryReactor* PushAssignment(grpc::CallbackServerContext* context,
+                                           const v1::PushAssignmentRequest* request,
+                                           v1::PushAssignmentResponse* response) override;
 
  private:
   ApplicationManager& manager_;
   ClusterRegistry& clusters_;
   NeighborhoodManager& neighborhoods_;
   ClusterDrainer& drainer_;
+  const std::shared_ptr<LocalCopies> local_copies_;
   // Last member: destroyed first, so queued work still sees the rest.
   BoundedExecutor executor_;
 };
@@ -95,6 +109,9 @@ struct AcmServiceOptions {
   /// Channel to the hub's SWM; null keeps placements in memory (applications
   /// then stay PENDING).
   std::shared_ptr<grpc::Channel> swm_channel;
+  /// A managed cluster's local copies (set by the MC's main, shared with its
+  /// agent); null on the hub.
+  std::shared_ptr<LocalCopies> local_copies;
   /// Deadline of one PlaceApplication or ReleaseApplication call.
   absl::Duration placement_timeout = absl::Seconds(60);
   /// Wait before retrying a release SWM did not confirm; doubles each time. Default: 1 s.
@@ -104,7 +121,7 @@ struct AcmServiceOptions {
 };
 
 /// An AcmService owning its store (on `kv`, which must hold
-/// ApplicationColumnFamilies(), "clusters" and "neighborhoods"), its manager,
+/// ApplicationColumnFamilies(), "clusters" and LocalCopyColumnFamilies()), its manager,
 /// its cluster registry, its neighborhood manager and its scheduler port (SWM
 /// over gRPC when options.swm_channel is set, else the in-memory one, with
 /// which applications stay PENDING). `kv` and `clock` must outlive it.

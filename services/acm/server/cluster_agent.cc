@@ -4,6 +4,7 @@
 #include "acm/core/cluster_report.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
 #include "codeco/common/logging.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/common/service_config.h"
 #include "codeco/lms/v1/lms_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -20,8 +21,12 @@ std::unique_ptr<grpc::ClientContext> ContextFor(absl::Duration timeout) {
 
 }  // namespace
 
-ClusterAgent::ClusterAgent(ClusterAgentOptions options, PeerChannels& peers)
-    : options_(std::move(options)), peers_(peers), interval_(options_.interval) {
+ClusterAgent::ClusterAgent(ClusterAgentOptions options, PeerChannels& peers,
+                           std::shared_ptr<LocalCopies> copies)
+    : options_(std::move(options)),
+      peers_(peers),
+      copies_(std::move(copies)),
+      interval_(options_.interval) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -113,8 +118,21 @@ bool ClusterAgent::ReportOnce() {
               {{"hub", options_.hub_acm}, {"nodes", absl::StrCat(nodes.size())}});
     return true;
   }
+  // Copies first, so the heartbeat reports what the cluster holds now; a
+  // failed sync keeps the old copies and still heartbeats.
+  if (copies_ != nullptr) SyncCopies(*hub);
   v1::HeartbeatRequest request;
   request.set_cluster_name(options_.cluster);
+  if (copies_ != nullptr) {
+    auto neighborhoods = copies_->NeighborhoodRevisions();
+    if (neighborhoods.ok()) {
+      for (const auto& [id, rev] : *neighborhoods) (*request.mutable_neighborhood_revisions())[id] = rev;
+    }
+    auto assignments = copies_->AssignmentRevisions();
+    if (assignments.ok()) {
+      for (const auto& [app, rev] : *assignments) (*request.mutable_assignment_revisions())[app] = rev;
+    }
+  }
   *request.mutable_capacity() = report.capacity;
   *request.mutable_cluster_labels() = report.labels;
   request.set_health(report.capacity.ready_node_count() > 0 ? v1::CLUSTER_HEALTH_READY
@@ -128,6 +146,58 @@ bool ClusterAgent::ReportOnce() {
   }
   if (response.reregister_required()) registered_ = false;
   if (response.heartbeat_interval_ns() > 0) interval_ = absl::Nanoseconds(response.heartbeat_interval_ns());
+  return true;
+}
+
+bool ClusterAgent::SyncCopies(v1::AcmService::Stub& hub) {
+  std::vector<v1::Neighborhood> neighborhoods;
+  std::string token;
+  do {
+    v1::ListNeighborhoodsRequest request;
+    request.set_cluster(options_.cluster);
+    request.set_page_size(1000);
+    request.set_page_token(token);
+    v1::ListNeighborhoodsResponse response;
+    grpc::Status status =
+        hub.ListNeighborhoods(ContextFor(options_.call_timeout).get(), request, &response);
+    if (!status.ok()) {
+      log::Warn("agent: ListNeighborhoods failed; copies kept",
+                {{"hub", options_.hub_acm}, {"error", status.error_message()}});
+      return false;
+    }
+    neighborhoods.insert(neighborhoods.end(), response.neighborhoods().begin(),
+                         response.neighborhoods().end());
+    token = response.next_page_token();
+  } while (!token.empty());
+  std::vector<v1::Application> apps;
+  token.clear();
+  do {
+    v1::ListApplicationsRequest request;
+    request.set_page_size(1000);
+    request.set_page_token(token);
+    v1::ListApplicationsResponse response;
+    grpc::Status status =
+        hub.ListApplications(ContextFor(options_.call_timeout).get(), request, &response);
+    if (!status.ok()) {
+      log::Warn("agent: ListApplications failed; copies kept",
+                {{"hub", options_.hub_acm}, {"error", status.error_message()}});
+      return false;
+    }
+    apps.insert(apps.end(), response.applications().begin(), response.applications().end());
+    token = response.next_page_token();
+  } while (!token.empty());
+  auto nb = copies_->SyncNeighborhoods(neighborhoods);
+  auto assigned = copies_->SyncAssignments(
+      AssignmentsFor(options_.cluster, apps, ToProtoTimestamp(absl::Now())));
+  if (!nb.ok() || !assigned.ok()) {
+    log::Warn("agent: local copies not stored",
+              {{"error", std::string((!nb.ok() ? nb.status() : assigned.status()).message())}});
+    return false;
+  }
+  if (*nb + *assigned > 0) {
+    log::Info("agent: local copies updated", {{"neighborhoods", absl::StrCat(*nb)},
+                                              {"assignments", absl::StrCat(*assigned)}});
+  }
   return true;
 }
 

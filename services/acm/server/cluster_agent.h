@@ -2,7 +2,12 @@
 // The managed-cluster side of ACM: registers its cluster with the hub ACM and
 // heartbeats a capacity summary read from the cluster's LMS, re-registering
 // when the hub asks (e.g. after the hub lost its state or the cluster was
-// marked unreachable). Runs on its own thread until stopped.
+// marked unreachable). Before each heartbeat it brings the cluster's local
+// copies in step with the hub (the neighborhoods containing the cluster, and
+// its part of each application placed on it, from the hub's
+// ListNeighborhoods and ListApplications) and reports their revisions in the
+// heartbeat. While the hub is away the copies stay as they were. Runs on its
+// own thread until stopped.
 
 #include <memory>
 #include <string>
@@ -11,6 +16,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "acm/core/local_copies.h"
+#include "codeco/acm/v1/acm_service.grpc.pb.h"
 #include "codeco/common/peer_channels.h"
 #include "codeco/common/server.h"
 #include "grpcpp/channel.h"
@@ -36,8 +43,9 @@ struct ClusterAgentOptions {
 /// Registers and heartbeats until Stop().
 class ClusterAgent final : public BackgroundWork {
  public:
-  /// Starts the agent thread; `peers` must outlive the agent.
-  ClusterAgent(ClusterAgentOptions options, PeerChannels& peers);
+  /// Starts the agent thread; `peers` must outlive the agent; `copies` may be null.
+  ClusterAgent(ClusterAgentOptions options, PeerChannels& peers,
+               std::shared_ptr<LocalCopies> copies = nullptr);
   ~ClusterAgent() override;
   void Stop() override;
 
@@ -45,9 +53,12 @@ class ClusterAgent final : public BackgroundWork {
   void Loop();
   /// One report to the hub; false when it failed (logged).
   bool ReportOnce();
+  /// Brings the local copies in step with the hub; false when it failed (logged).
+  bool SyncCopies(v1::AcmService::Stub& hub);
 
   const ClusterAgentOptions options_;
   PeerChannels& peers_;
+  const std::shared_ptr<LocalCopies> copies_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<grpc::Channel> lms_channel_;  // loop thread only; made on first use
