@@ -470,6 +470,14 @@ absl::StatusOr<codeco::lms::v1::ListPodsResponse> EmulatedCluster::ListPods(
   return out;
 }
 
+void EmulatedCluster::VisitPods(const std::function<void(const Pod&)>& visit) const {
+  for (const auto& [name, pod] : pods_) visit(pod->pod);
+}
+
+void EmulatedCluster::VisitNodes(const std::function<void(const Node&)>& visit) const {
+  for (const auto& [name, node] : nodes_) visit(node.node);
+}
+
 absl::StatusOr<std::pair<std::vector<WatchEvent>, int64_t>> EmulatedCluster::EventsSince(
     const std::string& resource_version, bool nodes) const {
   std::vector<WatchEvent> events;

@@ -152,6 +152,12 @@ class EmulatedCluster {
   /// Pods by name, one page.
   absl::StatusOr<codeco::lms::v1::ListPodsResponse> ListPods(
       const codeco::lms::v1::ListPodsRequest& request) const;
+  /// Calls `visit` with every pod as stored, in name order, without copying
+  /// (for samplers that only read; do not call back into the cluster).
+  void VisitPods(const std::function<void(const codeco::lms::v1::Pod&)>& visit) const;
+  /// Calls `visit` with every node as stored (capacity, allocatable,
+  /// requested, condition, labels), in name order, without usage or power.
+  void VisitNodes(const std::function<void(const codeco::lms::v1::Node&)>& visit) const;
   /// Deletes a pod at once and frees its resources; returns its last state.
   absl::StatusOr<codeco::lms::v1::Pod> DeletePod(const std::string& name);
   /// Usage of a node and of each of its running pods, and its power.

@@ -56,6 +56,7 @@ std::map<std::string, std::string> Recorder::Sample(absl::Time now, absl::Time s
   }
   headers_written_ = true;
   std::string t = absl::StrFormat("%.3f", absl::ToDoubleSeconds(now - start));
+  const bool wants_placement = wants("placement");
   int64_t pending_total = 0;
   int64_t placed_total = 0;
   int64_t placed_cpu = 0;
@@ -85,27 +86,20 @@ std::map<std::string, std::string> Recorder::Sample(absl::Time now, absl::Time s
         }
       }
       std::map<codeco::lms::v1::PodPhase, int64_t> phases;
-      codeco::lms::v1::ListPodsRequest pods_request;
-      pods_request.set_page_size(1000);
-      do {
-        auto pods = c.ListPods(pods_request);
-        if (!pods.ok()) break;
-        for (const auto& pod : pods->pods()) {
-          phases[pod.phase()]++;
-          if (pod.phase() == codeco::lms::v1::POD_PHASE_PENDING ||
-              pod.phase() == codeco::lms::v1::POD_PHASE_RUNNING) {
-            ++placed_total;
-            for (const auto& container : pod.containers()) {
-              placed_cpu += container.requests().cpu_millicores();
-            }
-          }
-          if (wants("placement")) {
-            absl::StrAppend(&out["placement.csv"], t, ",", cluster, ",", pod.node_name(), ",",
-                            pod.name(), ",", PhaseName(pod.phase()), "\n");
+      c.VisitPods([&](const codeco::lms::v1::Pod& pod) {
+        phases[pod.phase()]++;
+        if (pod.phase() == codeco::lms::v1::POD_PHASE_PENDING ||
+            pod.phase() == codeco::lms::v1::POD_PHASE_RUNNING) {
+          ++placed_total;
+          for (const auto& container : pod.containers()) {
+            placed_cpu += container.requests().cpu_millicores();
           }
         }
-        pods_request.set_page_token(pods->next_page_token());
-      } while (!pods_request.page_token().empty());
+        if (wants_placement) {
+          absl::StrAppend(&out["placement.csv"], t, ",", cluster, ",", pod.node_name(), ",",
+                          pod.name(), ",", PhaseName(pod.phase()), "\n");
+        }
+      });
       if (wants("pod_phases")) {
         absl::StrAppend(&out["pod_phases.csv"], t, ",", cluster, ",",
                         phases[codeco::lms::v1::POD_PHASE_PENDING], ",",

@@ -229,24 +229,17 @@ class Simulation {
                      .provider = spec.labels.provider()},
           .intra_latency_ns = kIntraClusterLatencyNs};
       lms->Run([&](EmulatedCluster& c) {
-        codeco::lms::v1::ListNodesRequest request;
-        request.set_page_size(1000);
-        do {
-          auto page = c.ListNodes(request);
-          if (!page.ok()) break;
-          for (const codeco::lms::v1::Node& node : page->nodes()) {
-            swm::Node n{.name = node.name(),
+        c.VisitNodes([&](const codeco::lms::v1::Node& node) {
+          cluster.nodes.push_back(
+              swm::Node{.name = node.name(),
                         .capacity = {node.allocatable().cpu_millicores(),
                                      node.allocatable().memory_bytes(), node.allocatable().gpu()},
                         .allocated = {node.requested().cpu_millicores(),
                                       node.requested().memory_bytes(), node.requested().gpu()},
                         .labels = {node.labels().begin(), node.labels().end()},
                         .schedulable = node.condition() == codeco::lms::v1::NODE_CONDITION_READY &&
-                                       !node.unschedulable()};
-            cluster.nodes.push_back(std::move(n));
-          }
-          request.set_page_token(page->next_page_token());
-        } while (!request.page_token().empty());
+                                       !node.unschedulable()});
+        });
         return 0;
       });
       view.AddCluster(std::move(cluster));
