@@ -18,7 +18,16 @@ constexpr double kMarginBottom = 52;
 constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
+// Vertical distance between two legend entries.
+constexpr double kLegendRow = 16;
+
 std::string Px(double v) { return absl::StrFormat("%.2f", v); }
+
+// The picture's height: as asked, or taller when the legend needs it.
+int EffectiveHeight(const LinePlot& plot) {
+  double legend_bottom = kMarginTop + 8 + kLegendRow * static_cast<double>(plot.series.size());
+  return std::max(plot.height, static_cast<int>(std::ceil(legend_bottom + kMarginBottom)));
+}
 
 // Decimals that show a tick step exactly enough.
 int DecimalsFor(double step) {
@@ -93,7 +102,7 @@ PlotArea PlotAreaOf(const LinePlot& plot) {
   return PlotArea{.left = kMarginLeft,
                   .top = kMarginTop,
                   .right = std::max(kMarginLeft + 10, plot.width - kMarginRight),
-                  .bottom = std::max(kMarginTop + 10, plot.height - kMarginBottom)};
+                  .bottom = std::max(kMarginTop + 10, EffectiveHeight(plot) - kMarginBottom)};
 }
 
 std::string EscapeXml(std::string_view text) {
@@ -155,6 +164,7 @@ std::vector<double> NiceTicks(double lo, double hi, int max_ticks) {
 
 std::string RenderLinePlot(const LinePlot& plot) {
   const PlotArea area = PlotAreaOf(plot);
+  const int height = EffectiveHeight(plot);
   double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
   for (const PlotSeries& s : plot.series) {
     for (const auto& [x, y] : s.points) {
@@ -178,9 +188,9 @@ std::string RenderLinePlot(const LinePlot& plot) {
 
   std::string svg = absl::StrCat("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
                                  "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", plot.width,
-                                 "\" height=\"", plot.height, "\" viewBox=\"0 0 ", plot.width, " ",
-                                 plot.height, "\" font-family=\"sans-serif\" font-size=\"12\">\n");
-  absl::StrAppend(&svg, "<rect x=\"0\" y=\"0\" width=\"", plot.width, "\" height=\"", plot.height,
+                                 "\" height=\"", height, "\" viewBox=\"0 0 ", plot.width, " ",
+                                 height, "\" font-family=\"sans-serif\" font-size=\"12\">\n");
+  absl::StrAppend(&svg, "<rect x=\"0\" y=\"0\" width=\"", plot.width, "\" height=\"", height,
                   "\" fill=\"white\"/>\n");
   absl::StrAppend(&svg, "<text x=\"", Px((area.left + area.right) / 2), "\" y=\"22\"",
                   " text-anchor=\"middle\" font-size=\"15\">", EscapeXml(plot.title), "</text>\n");
@@ -211,7 +221,7 @@ std::string RenderLinePlot(const LinePlot& plot) {
                   "\" x2=\"", Px(area.left), "\" y2=\"", Px(area.bottom),
                   "\" stroke=\"black\"/>\n");
   absl::StrAppend(&svg, "<text x=\"", Px((area.left + area.right) / 2), "\" y=\"",
-                  Px(plot.height - 12.0), "\" text-anchor=\"middle\">", EscapeXml(plot.x_label),
+                  Px(height - 12.0), "\" text-anchor=\"middle\">", EscapeXml(plot.x_label),
                   "</text>\n");
   const double y_mid = (area.top + area.bottom) / 2;
   absl::StrAppend(&svg, "<text x=\"16\" y=\"", Px(y_mid),
@@ -274,7 +284,7 @@ std::string RenderLinePlot(const LinePlot& plot) {
                       "\" stroke-width=\"1.6\" points=\"", points, "\"/>\n");
     }
     // Legend entry.
-    double ly = area.top + 8 + 18.0 * static_cast<double>(i);
+    double ly = area.top + 8 + kLegendRow * static_cast<double>(i);
     absl::StrAppend(&svg, "<line class=\"legend\" x1=\"", Px(area.right + 12), "\" y1=\"", Px(ly),
                     "\" x2=\"", Px(area.right + 34), "\" y2=\"", Px(ly), "\" stroke=\"", color,
                     "\" stroke-width=\"3\"/>\n");

@@ -36,7 +36,7 @@ struct LinePlot {
   std::optional<double> x_min, x_max, y_min, y_max;
   /// Size of the whole picture, pixels (default 760 x 380).
   int width = 760;
-  /// Height, pixels.
+  /// Height, pixels; taller when the legend needs more room.
   int height = 380;
 };
 

@@ -99,6 +99,31 @@ TEST_CASE("series are clipped to the plot area") {
   REQUIRE(polylines == 3);
 }
 
+TEST_CASE("a long legend makes the picture taller and stays inside it") {
+  LinePlot plot{.title = "many"};
+  for (int i = 0; i < 30; ++i) {
+    plot.series.push_back({.label = "cluster-" + std::to_string(i), .points = {{0, 1}, {1, i}}});
+  }
+  std::string svg = RenderLinePlot(plot);
+  auto check = CheckXml(svg);
+  REQUIRE(check.error.empty());
+  double height = 0;
+  for (const auto& [tag, attrs] : check.attributes) {
+    if (tag == "svg") REQUIRE(absl::SimpleAtod(attrs.at("height"), &height));
+  }
+  REQUIRE(height > plot.height);
+  int legend_entries = 0;
+  for (const auto& [tag, attrs] : check.attributes) {
+    if (tag != "text" || attrs.count("class") == 0 || attrs.at("class") != "legend") continue;
+    ++legend_entries;
+    double y = 0;
+    REQUIRE(absl::SimpleAtod(attrs.at("y"), &y));
+    REQUIRE(y < height);
+    REQUIRE(y <= PlotAreaOf(plot).bottom + 4);
+  }
+  REQUIRE(legend_entries == 30);
+}
+
 TEST_CASE("an empty plot still has axes and says there is no data") {
   LinePlot plot{.title = "nothing"};
   plot.series.push_back({.label = "empty"});
