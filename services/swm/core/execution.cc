@@ -294,7 +294,7 @@ absl::Status PlanExecutor::ReserveAll(AssignmentPlan& plan, std::vector<std::str
   }
   std::map<std::string, std::vector<ReservationItem>> by_cluster;
   for (const WorkloadTarget& t : plan.targets) {
-    by_cluster[t.cluster].push_back(ReservationItem{t.pod, t.node, t.requests});
+    by_cluster[t.cluster].push_back(ReservationItem{t.pod, t.node, t.requests, t.workload});
   }
   for (const auto& [cluster, items] : by_cluster) {
     if (!clusters_.count(cluster)) {

@@ -78,9 +78,10 @@ AssignmentPlan BuildPlan(const Application& app, const PlacementResult& result, 
 
 /// One pod a reservation covers.
 struct ReservationItem {
-  std::string pod;     ///< Pod name.
-  std::string node;    ///< Node it is bound to.
-  Resources requests;  ///< What it needs.
+  std::string pod;       ///< Pod name.
+  std::string node;      ///< Node it is bound to.
+  Resources requests;    ///< What it needs.
+  std::string workload;  ///< Workload the pod runs ("" when not known).
 };
 
 /// The cluster side of the two-phase commit. Every call is idempotent and

@@ -1,10 +1,10 @@
 #include "swm/server/codef_directory.h"
-#include "codeco/common/proto_util.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "codeco/common/grpc_status.h"
+#include "codeco/common/proto_util.h"
 
 namespace codeco::swm {
 namespace {

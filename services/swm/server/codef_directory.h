@@ -38,5 +38,4 @@ class CodefDirectory final : public ClusterDirectory, public LinkSource {
   CodefDirectoryOptions options_;
 };
 
-
 }  // namespace codeco::swm

@@ -1,11 +1,11 @@
 #include "swm/server/convert.h"
-#include "codeco/common/proto_util.h"
 
 #include <map>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
 
 namespace codeco::swm {

@@ -3,8 +3,12 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
@@ -12,8 +16,10 @@
 #include "codeco/common/status.h"
 #include "prometheus/counter.h"
 #include "prometheus/histogram.h"
+#include "swm/server/cluster_service.h"
 #include "swm/server/codef_directory.h"
 #include "swm/server/convert.h"
+#include "swm/server/remote_cluster.h"
 
 namespace codeco::swm {
 namespace {
@@ -217,7 +223,15 @@ absl::StatusOr<SwmServiceImpl::ClusterRig*> SwmServiceImpl::RigFor(const std::st
   rig.runtime = std::make_unique<LmsPodRuntime>(
       std::move(channel),
       LmsPodRuntimeOptions{.cluster = cluster, .call_timeout = options_.lms_timeout});
-  rig.executor = std::make_unique<LocalClusterExecutor>(clock_, *rig.runtime);
+  if (auto mc = options_.cluster_endpoints.find(cluster); mc != options_.cluster_endpoints.end()) {
+    PeerChannels& peers = options_.mc_channels != nullptr ? *options_.mc_channels : *channels_;
+    ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> swm, peers.Get(mc->second));
+    rig.executor = std::make_unique<RemoteClusterExecutor>(std::move(swm), options_.mc_timeout);
+  } else {
+    auto local = std::make_unique<LocalClusterExecutor>(clock_, *rig.runtime);
+    rig.local = local.get();
+    rig.executor = std::move(local);
+  }
   ClusterRig& stored = rigs_[cluster];
   stored = std::move(rig);
   // Remembered so that a restarted hub can still remove what it placed there.
@@ -388,7 +402,15 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
         "ReleaseApplication's"));
   }
 
-  InProcessL2Solver l2(registry_, nullptr);
+  InProcessL2Solver in_process(registry_, nullptr);
+  std::map<std::string, std::shared_ptr<grpc::Channel>> mcs;
+  for (const std::string& name : neighborhood) {
+    auto mc = options_.cluster_endpoints.find(name);
+    if (mc == options_.cluster_endpoints.end()) continue;
+    PeerChannels& peers = options_.mc_channels != nullptr ? *options_.mc_channels : *channels_;
+    ASSIGN_OR_RETURN(mcs[name], peers.Get(mc->second));
+  }
+  RemoteL2Solver l2(std::move(mcs), in_process, options_.mc_timeout);
   Coordinator coordinator(l2, registry_, nullptr, options_.coordinator);
   ASSIGN_OR_RETURN(PlacementResult result, coordinator.Place(app, federation, neighborhood));
   if (result.unplaced.empty()) {
@@ -481,7 +503,8 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
   absl::Status executed = executor.Execute(plan);
   for (const WorkloadTarget& t : plan.targets) rigs_[t.cluster].runtime->ClearPodTemplate(t.pod);
   for (const std::string& name : neighborhood) {
-    absl::Status synced = rigs_[name].executor->Sync();
+    if (rigs_[name].local == nullptr) continue;  // an MC swm watches its own pods
+    absl::Status synced = rigs_[name].local->Sync();
     if (!synced.ok()) {
       log::Warn("cannot read pods after a plan",
                 {{"cluster", name}, {"error", std::string(synced.message())}});
@@ -668,23 +691,78 @@ void AddSwmConfig(ConfigSchema& schema) {
               .default_value = "0s",
               .help = "how long the hub reuses a link read from the link source across "
                       "placements (0s: read every link for every placement)"});
+  schema.Add({.path = "swm.cluster_endpoints",
+              .type = ConfigType::kString,
+              .help = "hub: the MC swm of each cluster that has one, as "
+                      "cluster=host:port[,cluster=host:port...]; those clusters solve their own "
+                      "L2 and hold reservations; the others are driven through their LMS"});
+  schema.Add({.path = "swm.mc_timeout",
+              .type = ConfigType::kDuration,
+              .default_value = "10s",
+              .help = "hub: deadline of each call to an MC swm"});
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ParseClusterEndpoints(const std::string& text) {
+  std::map<std::string, std::string> out;
+  if (absl::StripAsciiWhitespace(text).empty()) return out;
+  std::vector<std::string> entries = absl::StrSplit(text, ',');
+  for (size_t i = 0; i < entries.size(); ++i) {
+    std::string entry(absl::StripAsciiWhitespace(entries[i]));
+    std::vector<std::string> kv = absl::StrSplit(entry, absl::MaxSplits('=', 1));
+    auto bad = [&](const std::string& why) {
+      return InvalidFieldError(
+          "swm.cluster_endpoints",
+          absl::StrCat("entry ", i + 1, " \"", entry, "\": ", why, " (want cluster=host:port)"));
+    };
+    if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) return bad("not cluster=host:port");
+    size_t colon = kv[1].rfind(':');
+    int port = 0;
+    if (colon == std::string::npos || colon == 0 ||
+        !absl::SimpleAtoi(kv[1].substr(colon + 1), &port) || port <= 0 || port > 65535) {
+      return bad("the address needs a host and a port 1-65535");
+    }
+    if (!out.emplace(kv[0], kv[1]).second) return bad("cluster " + kv[0] + " listed twice");
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
     ServiceContext& context) {
   std::vector<std::unique_ptr<grpc::Service>> services;
-  if (context.config.role != Role::kHub) {
-    services.push_back(std::make_unique<pb::SwmService::CallbackService>());
-    return services;
-  }
   // Channels to the clusters' LMS: plaintext when they are CODEF's.
   PeerChannelOptions lms_options = PeerChannelOptionsFrom(context.config);
   lms_options.insecure = lms_options.insecure || context.config.lms_plaintext;
+  if (context.config.role != Role::kHub) {
+    // The MC role: L2 and the two-phase commit for this cluster, on its LMS.
+    if (context.config.lms.empty()) {
+      return InvalidFieldError("lms", "the MC role of swm needs its cluster's LMS (host:port)");
+    }
+    if (context.config.cluster.empty()) {
+      return InvalidFieldError("cluster", "the MC role of swm needs its cluster's name");
+    }
+    // The cluster's own LMS is local: no egress relay.
+    lms_options.egress_proxy.clear();
+    ASSIGN_OR_RETURN(std::unique_ptr<PeerChannels> local, PeerChannels::Create(lms_options));
+    ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, local->Get(context.config.lms));
+    ClusterServiceOptions options{.cluster = context.config.cluster};
+    options.reservations.default_lease = context.config.raw.GetDuration("swm.reservation_lease");
+    auto lms = std::make_unique<LmsPodRuntime>(
+        std::move(channel),
+        LmsPodRuntimeOptions{.cluster = context.config.cluster,
+                             .call_timeout = context.config.raw.GetDuration("swm.lms_timeout")});
+    services.push_back(std::make_unique<SwmClusterServiceImpl>(context.store, context.clock,
+                                                               std::move(lms), options));
+    return services;
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<PeerChannels> channels, PeerChannels::Create(lms_options));
   SwmServiceOptions options;
   options.lms_timeout = context.config.raw.GetDuration("swm.lms_timeout");
   options.reservation_lease = context.config.raw.GetDuration("swm.reservation_lease");
   options.link_cache_ttl = context.config.raw.GetDuration("swm.link_cache_ttl");
+  ASSIGN_OR_RETURN(options.cluster_endpoints,
+                   ParseClusterEndpoints(context.config.raw.GetString("swm.cluster_endpoints")));
+  options.mc_timeout = context.config.raw.GetDuration("swm.mc_timeout");
+  options.mc_channels = &context.peers;
   std::shared_ptr<CodefDirectory> directory;
   if (context.config.raw.Has("swm.codef_control")) {
     // The control API is local to the emulator host: no egress relay.

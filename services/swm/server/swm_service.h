@@ -63,6 +63,16 @@ struct SwmServiceOptions {
   /// a channel bound be planned on old figures: keep it short. Default: 0
   /// (every placement reads every link).
   absl::Duration link_cache_ttl = absl::ZeroDuration();
+  /// The MC swm of each cluster that has one (cluster -> host:port): such a
+  /// cluster solves its own L2 (SolveCluster) and runs its side of the
+  /// two-phase commit (Reserve/Commit/Release) with its durable ledger;
+  /// the others are solved here and driven through their LMS. Default: none.
+  std::map<std::string, std::string> cluster_endpoints;
+  /// Channels to the MC swm endpoints (mTLS identity, egress proxy); not
+  /// owned. Null: the LMS channels. Default: null.
+  PeerChannels* mc_channels = nullptr;
+  /// Deadline of each call to an MC swm. Default: 10 s.
+  absl::Duration mc_timeout = absl::Seconds(10);
   /// Placements allowed to wait for the worker. Default: 64.
   size_t max_queued_placements = 64;
   /// Coordinator settings. Default: the core's.
@@ -128,7 +138,8 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   struct ClusterRig {
     std::string lms;
     std::unique_ptr<LmsPodRuntime> runtime;
-    std::unique_ptr<LocalClusterExecutor> executor;
+    std::unique_ptr<ClusterExecutor> executor;
+    LocalClusterExecutor* local = nullptr;  // executor, when the hub drives the LMS itself
   };
   absl::StatusOr<ClusterRig*> RigFor(const std::string& cluster, const std::string& lms)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
@@ -174,12 +185,18 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
 };
 
 /// Declares the swm.* configuration keys (swm.codef_control, swm.lms_timeout,
-/// swm.reservation_lease, swm.link_cache_ttl).
+/// swm.reservation_lease, swm.link_cache_ttl, swm.cluster_endpoints,
+/// swm.mc_timeout).
 void AddSwmConfig(ConfigSchema& schema);
 
+/// Parses swm.cluster_endpoints ("cluster=host:port,cluster=host:port"):
+/// INVALID_ARGUMENT naming the key and the bad entry.
+absl::StatusOr<std::map<std::string, std::string>> ParseClusterEndpoints(const std::string& text);
+
 /// The services codeco-swm serves for `context`: on the hub the
-/// SwmServiceImpl (with a CodefDirectory when swm.codef_control is set); on
-/// an MC the generated service (every RPC UNIMPLEMENTED for now).
+/// SwmServiceImpl (with a CodefDirectory when swm.codef_control is set, and
+/// the MC swm of the clusters in swm.cluster_endpoints); on an MC the
+/// SwmClusterServiceImpl over the cluster's LMS (the `lms` key, required).
 absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
     ServiceContext& context);
 

@@ -1,0 +1,298 @@
+#include "swm/server/cluster_reservations.h"
+
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "codeco/common/status.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "swm/server/convert.h"
+
+namespace codeco::swm {
+namespace {
+
+namespace pb = codeco::swm::v1;
+
+absl::Time FromTimestamp(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
+bool SameItems(const pb::Reservation& stored, const pb::ReserveRequest& request) {
+  if (stored.items_size() != request.items_size()) return false;
+  for (int i = 0; i < stored.items_size(); ++i) {
+    if (!google::protobuf::util::MessageDifferencer::Equals(stored.items(i), request.items(i))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Resources ToResources(const codeco::common::v1::ResourceQuantities& q) {
+  return Resources{q.cpu_millicores(), q.memory_bytes(), q.gpu()};
+}
+
+bool IsTombstone(const pb::Reservation& r) {
+  return r.state() == pb::RESERVATION_STATE_RELEASED || r.state() == pb::RESERVATION_STATE_EXPIRED;
+}
+
+}  // namespace
+
+std::string ReservedPodName(const std::string& application, const std::string& workload) {
+  return application + "-" + workload;
+}
+
+ClusterReservations::ClusterReservations(KvStore& kv, const Clock& clock, LmsPodRuntime& lms,
+                                         ClusterReservationsOptions options)
+    : kv_(kv), clock_(clock), lms_(lms), options_(std::move(options)) {}
+
+absl::Status ClusterReservations::Write(const pb::Reservation& reservation) {
+  return kv_.Put(kReservationsFamily, "r/" + reservation.id(), reservation.SerializeAsString());
+}
+
+absl::StatusOr<std::vector<ClusterReservations::Live>> ClusterReservations::LiveLocked() {
+  const absl::Time now = clock_.Now();
+  std::vector<Live> live;
+  KvWriteBatch batch;
+  absl::Status parse = absl::OkStatus();
+  RETURN_IF_ERROR(kv_.Scan(
+      kReservationsFamily, {.prefix = "r/"}, [&](std::string_view key, std::string_view value) {
+        pb::Reservation r;
+        if (!r.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+          parse = absl::DataLossError("stored reservation " + std::string(key) + " does not parse");
+          return false;
+        }
+        if (IsTombstone(r)) {
+          if (FromTimestamp(r.update_time()) + options_.tombstone_ttl <= now) {
+            batch.Delete(kReservationsFamily, std::string(key));
+          }
+          return true;
+        }
+        if (r.state() == pb::RESERVATION_STATE_RESERVED && FromTimestamp(r.expire_time()) <= now) {
+          r.set_state(pb::RESERVATION_STATE_EXPIRED);
+          *r.mutable_update_time() = ToTimestamp(now);
+          batch.Put(kReservationsFamily, std::string(key), r.SerializeAsString());
+          return true;
+        }
+        live.push_back(Live{std::move(r), false});
+        return true;
+      }));
+  RETURN_IF_ERROR(parse);
+  for (Live& l : live) {
+    if (l.reservation.state() != pb::RESERVATION_STATE_COMMITTED) continue;
+    absl::StatusOr<std::string> seen = kv_.Get(kReservationsFamily, "s/" + l.reservation.id());
+    if (seen.ok()) {
+      l.all_seen = true;
+    } else if (!absl::IsNotFound(seen.status())) {
+      return seen.status();
+    }
+  }
+  if (!batch.empty()) RETURN_IF_ERROR(kv_.Write(batch));
+  return live;
+}
+
+absl::StatusOr<std::vector<Node>> ClusterReservations::NodesWithHoldsLocked() {
+  ASSIGN_OR_RETURN(std::vector<Node> nodes, lms_.ListNodes());
+  ASSIGN_OR_RETURN(std::vector<PodInfo> pods, lms_.ListPods());
+  ASSIGN_OR_RETURN(std::vector<Live> live, LiveLocked());
+  std::set<std::string> present;
+  for (const PodInfo& p : pods) present.insert(p.name);
+  std::map<std::string, Resources> held;
+  KvWriteBatch latch;
+  for (const Live& l : live) {
+    if (l.all_seen) continue;
+    bool all_present = true;
+    for (const pb::ReservedItem& item : l.reservation.items()) {
+      if (present.count(ReservedPodName(l.reservation.application(), item.workload()))) continue;
+      all_present = false;
+      held[item.node()] += ToResources(item.resources());
+    }
+    // A committed reservation whose pods are all in the LMS stops counting
+    // for good: the LMS counts them from now on (and a pod deleted later
+    // frees its room).
+    if (all_present && l.reservation.state() == pb::RESERVATION_STATE_COMMITTED) {
+      latch.Put(kReservationsFamily, "s/" + l.reservation.id(), "");
+    }
+  }
+  if (!latch.empty()) RETURN_IF_ERROR(kv_.Write(latch));
+  for (Node& n : nodes) {
+    if (auto it = held.find(n.name); it != held.end()) n.allocated += it->second;
+  }
+  return nodes;
+}
+
+absl::StatusOr<std::vector<Node>> ClusterReservations::NodesWithHolds() {
+  absl::MutexLock lock(&mu_);
+  return NodesWithHoldsLocked();
+}
+
+absl::StatusOr<std::optional<pb::Reservation>> ClusterReservations::GetLocked(
+    const std::string& id) {
+  absl::StatusOr<std::string> value = kv_.Get(kReservationsFamily, "r/" + id);
+  if (absl::IsNotFound(value.status())) return std::nullopt;
+  if (!value.ok()) return value.status();
+  pb::Reservation r;
+  if (!r.ParseFromString(*value)) {
+    return absl::DataLossError("stored reservation r/" + id + " does not parse");
+  }
+  if (r.state() == pb::RESERVATION_STATE_RESERVED &&
+      FromTimestamp(r.expire_time()) <= clock_.Now()) {
+    r.set_state(pb::RESERVATION_STATE_EXPIRED);
+    *r.mutable_update_time() = ToTimestamp(clock_.Now());
+    RETURN_IF_ERROR(Write(r));
+  }
+  return r;
+}
+
+absl::StatusOr<std::optional<pb::Reservation>> ClusterReservations::Get(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  return GetLocked(id);
+}
+
+absl::StatusOr<pb::Reservation> ClusterReservations::Reserve(const pb::ReserveRequest& request) {
+  FieldErrors errors;
+  if (request.reservation_id().empty()) errors.Add("reservation_id", "is required");
+  if (request.application().empty()) errors.Add("application", "is required");
+  if (request.items().empty()) errors.Add("items", "must hold at least one item");
+  if (request.lease_duration_ns() < 0) errors.Add("lease_duration_ns", "must not be negative");
+  std::set<std::string> workloads;
+  for (int i = 0; i < request.items_size(); ++i) {
+    const pb::ReservedItem& item = request.items(i);
+    std::string path = absl::StrCat("items[", i, "]");
+    if (item.workload().empty()) {
+      errors.Add(path + ".workload", "is required");
+    } else if (!workloads.insert(item.workload()).second) {
+      errors.Add(path + ".workload", "duplicate workload \"" + item.workload() + "\"");
+    }
+    if (item.node().empty()) errors.Add(path + ".node", "is required");
+    const auto& q = item.resources();
+    if (q.cpu_millicores() < 0 || q.memory_bytes() < 0 || q.gpu() < 0) {
+      errors.Add(path + ".resources", "must not be negative");
+    }
+  }
+  RETURN_IF_ERROR(errors.ToStatus());
+
+  absl::MutexLock lock(&mu_);
+  const std::string& id = request.reservation_id();
+  ASSIGN_OR_RETURN(std::optional<pb::Reservation> known, GetLocked(id));
+  if (known.has_value()) {
+    if (IsTombstone(*known)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("reservation ", id, " was ",
+                       known->state() == pb::RESERVATION_STATE_RELEASED ? "released" : "expired",
+                       "; reserve again under a new id"));
+    }
+    if (known->application() != request.application() || !SameItems(*known, request)) {
+      return InvalidFieldError("reservation_id", "already used for other items");
+    }
+    return *known;
+  }
+
+  ASSIGN_OR_RETURN(std::vector<Node> nodes, NodesWithHoldsLocked());
+  std::map<std::string, Resources> want;
+  for (const pb::ReservedItem& item : request.items()) {
+    want[item.node()] += ToResources(item.resources());
+  }
+  for (const auto& [node_name, need] : want) {
+    const Node* node = nullptr;
+    for (const Node& n : nodes) {
+      if (n.name == node_name) node = &n;
+    }
+    if (node == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cluster ", options_.cluster, " has no node ", node_name));
+    }
+    if (!node->schedulable) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("node ", node_name, " of cluster ", options_.cluster, " is unschedulable"));
+    }
+    Resources free = node->Free();
+    if (!free.Fits(need)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "node ", node_name, " of cluster ", options_.cluster, " has no room left: needs ",
+          need.cpu_millis, "m CPU and ", need.memory_bytes, " B memory, ", free.cpu_millis,
+          "m and ", free.memory_bytes, " B free after reservations"));
+    }
+  }
+  absl::Duration lease = request.lease_duration_ns() == 0
+                             ? options_.default_lease
+                             : absl::Nanoseconds(request.lease_duration_ns());
+  lease = std::min(lease, options_.max_lease);
+  const absl::Time now = clock_.Now();
+  pb::Reservation r;
+  r.set_id(id);
+  r.set_application(request.application());
+  r.set_plan_revision(request.plan_revision());
+  r.set_cluster(options_.cluster);
+  *r.mutable_items() = request.items();
+  r.set_state(pb::RESERVATION_STATE_RESERVED);
+  r.set_lease_duration_ns(absl::ToInt64Nanoseconds(lease));
+  *r.mutable_expire_time() = ToTimestamp(now + lease);
+  *r.mutable_create_time() = ToTimestamp(now);
+  *r.mutable_update_time() = ToTimestamp(now);
+  RETURN_IF_ERROR(Write(r));
+  return r;
+}
+
+absl::StatusOr<pb::Reservation> ClusterReservations::Commit(const std::string& id) {
+  if (id.empty()) return InvalidFieldError("reservation_id", "is required");
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(std::optional<pb::Reservation> known, GetLocked(id));
+  if (!known.has_value()) return absl::NotFoundError("no reservation " + id);
+  if (known->state() == pb::RESERVATION_STATE_COMMITTED) return *known;
+  if (IsTombstone(*known)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("reservation ", id, " was ",
+                     known->state() == pb::RESERVATION_STATE_RELEASED ? "released" : "expired",
+                     " before the commit"));
+  }
+  for (const pb::ReservedItem& item : known->items()) {
+    codeco::lms::v1::Pod pod;
+    pod.set_name(ReservedPodName(known->application(), item.workload()));
+    auto& labels = *pod.mutable_labels();
+    labels["codeco.io/application"] = known->application();
+    labels["codeco.io/workload"] = item.workload();
+    labels["codeco.io/plan-revision"] = absl::StrCat(known->plan_revision());
+    labels["codeco.io/reservation"] = absl::StrReplaceAll(id, {{"/", "."}});
+    pod.add_containers()->set_name("main");
+    // The LMS remembers request ids: a retried commit does not create twice.
+    lms_.SetPodTemplate(pod, absl::StrCat("swm/", id, "/", pod.name()));
+    absl::Status created =
+        lms_.CreatePod(PodInfo{pod.name(), item.node(), ToResources(item.resources())});
+    lms_.ClearPodTemplate(pod.name());
+    if (!created.ok() && !absl::IsAlreadyExists(created)) {
+      return absl::Status(created.code(), absl::StrCat("committing ", id, ": creating pod ",
+                                                       pod.name(), ": ", created.message()));
+    }
+  }
+  known->set_state(pb::RESERVATION_STATE_COMMITTED);
+  *known->mutable_update_time() = ToTimestamp(clock_.Now());
+  RETURN_IF_ERROR(Write(*known));
+  return *known;
+}
+
+absl::StatusOr<std::optional<pb::Reservation>> ClusterReservations::Release(const std::string& id) {
+  if (id.empty()) return InvalidFieldError("reservation_id", "is required");
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(std::optional<pb::Reservation> known, GetLocked(id));
+  if (!known.has_value()) return std::nullopt;
+  if (known->state() == pb::RESERVATION_STATE_RELEASED) return known;
+  // Pods exist after a commit, or after one that failed half-way.
+  for (const pb::ReservedItem& item : known->items()) {
+    absl::Status deleted = lms_.DeletePod(ReservedPodName(known->application(), item.workload()));
+    if (!deleted.ok() && !absl::IsNotFound(deleted)) {
+      return absl::Status(deleted.code(), absl::StrCat("releasing ", id, ": ", deleted.message()));
+    }
+  }
+  known->set_state(pb::RESERVATION_STATE_RELEASED);
+  *known->mutable_update_time() = ToTimestamp(clock_.Now());
+  KvWriteBatch batch;
+  batch.Put(kReservationsFamily, "r/" + id, known->SerializeAsString());
+  batch.Delete(kReservationsFamily, "s/" + id);
+  RETURN_IF_ERROR(kv_.Write(batch));
+  return known;
+}
+
+}  // namespace codeco::swm

@@ -1,0 +1,98 @@
+#pragma once
+// The reservation ledger of one managed cluster's swm (the MC role), kept in
+// the service's KvStore so that an swm killed with SIGKILL and started again
+// still holds every reservation it acknowledged. Reservations count against
+// the capacity of their nodes until their pods are seen in the LMS; a
+// reservation not committed when its lease runs out (on the injected clock)
+// is given back. Commit creates the pods through the cluster's LMS.
+//
+// Key layout (family "reservations", values are serialized codeco protos):
+//   r/<reservation id>  -> swm.v1.Reservation: RESERVED or COMMITTED, or a
+//                          RELEASED / EXPIRED tombstone kept `tombstone_ttl`
+//                          so that a late retry cannot bring it back
+//   s/<reservation id>  -> "" once every pod of a committed reservation was
+//                          seen in the LMS (from then on the LMS counts them)
+// A reservation's pod for item `workload` is "<application>-<workload>", as
+// the hub names pods.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "codeco/common/clock.h"
+#include "codeco/common/kv_store.h"
+#include "codeco/swm/v1/swm_service.pb.h"
+#include "swm/core/model.h"
+#include "swm/lms/lms_pod_runtime.h"
+
+namespace codeco::swm {
+
+/// Column family of the MC's reservation ledger.
+inline constexpr char kReservationsFamily[] = "reservations";
+
+/// Settings of a ClusterReservations.
+struct ClusterReservationsOptions {
+  /// Name of the cluster (put on every reservation). Default: empty.
+  std::string cluster;
+  /// Lease of a Reserve that asks for none. Default: 60 s.
+  absl::Duration default_lease = absl::Seconds(60);
+  /// Longest lease granted (longer requests are cut to it). Default: 10 min.
+  absl::Duration max_lease = absl::Minutes(10);
+  /// How long a released or expired reservation is remembered. Default: 1 h.
+  absl::Duration tombstone_ttl = absl::Hours(1);
+};
+
+/// One cluster's durable reservations over its LMS. Thread-safe.
+class ClusterReservations {
+ public:
+  /// Keeps records in `kv` (with the "reservations" family), reads time from
+  /// `clock` and drives pods through `lms`; all three must outlive it.
+  ClusterReservations(KvStore& kv, const Clock& clock, LmsPodRuntime& lms,
+                      ClusterReservationsOptions options = {});
+
+  /// The LMS's nodes with `allocated` raised by what live reservations hold
+  /// on each (items whose pod the LMS does not show yet).
+  absl::StatusOr<std::vector<Node>> NodesWithHolds();
+  /// Holds the items of `request` (INVALID_ARGUMENT naming the field for bad
+  /// input; FAILED_PRECONDITION naming the node when one lacks room, or when
+  /// the id was released or expired). The same id with the same items
+  /// answers the stored reservation again.
+  absl::StatusOr<codeco::swm::v1::Reservation> Reserve(
+      const codeco::swm::v1::ReserveRequest& request);
+  /// Creates the reservation's pods and makes it COMMITTED (its lease no
+  /// longer applies). NOT_FOUND for an unknown id, FAILED_PRECONDITION when
+  /// it was released or expired; OK again once committed.
+  absl::StatusOr<codeco::swm::v1::Reservation> Commit(const std::string& id);
+  /// Deletes whatever pods the reservation created and marks it RELEASED.
+  /// nullopt for an unknown id; the tombstone again for a released one.
+  absl::StatusOr<std::optional<codeco::swm::v1::Reservation>> Release(const std::string& id);
+  /// The reservation `id` as stored now (expired ones as EXPIRED), or nullopt.
+  absl::StatusOr<std::optional<codeco::swm::v1::Reservation>> Get(const std::string& id);
+
+ private:
+  struct Live {
+    codeco::swm::v1::Reservation reservation;
+    bool all_seen = false;
+  };
+  // Every live reservation, turning lapsed leases into EXPIRED tombstones and
+  // dropping old tombstones on the way.
+  absl::StatusOr<std::vector<Live>> LiveLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::optional<codeco::swm::v1::Reservation>> GetLocked(const std::string& id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::vector<Node>> NodesWithHoldsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Write(const codeco::swm::v1::Reservation& reservation);
+
+  KvStore& kv_;
+  const Clock& clock_;
+  LmsPodRuntime& lms_;
+  ClusterReservationsOptions options_;
+  absl::Mutex mu_;  // serialises check-then-write
+};
+
+/// The pod name of reservation item `workload` of `application`.
+std::string ReservedPodName(const std::string& application, const std::string& workload);
+
+}  // namespace codeco::swm

@@ -1,0 +1,118 @@
+#include "swm/server/cluster_service.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "codeco/common/grpc_status.h"
+#include "codeco/common/status.h"
+#include "swm/server/remote_cluster.h"
+
+namespace codeco::swm {
+namespace {
+
+namespace pb = codeco::swm::v1;
+
+}  // namespace
+
+SwmClusterServiceImpl::SwmClusterServiceImpl(KvStore& store, const Clock& clock,
+                                             std::unique_ptr<LmsPodRuntime> lms,
+                                             ClusterServiceOptions options)
+    : clock_(clock),
+      lms_(std::move(lms)),
+      options_(std::move(options)),
+      reservations_(store, clock, *lms_,
+                    [this] {
+                      ClusterReservationsOptions r = options_.reservations;
+                      r.cluster = options_.cluster;
+                      return r;
+                    }()),
+      registry_(NewDefaultRegistry()),
+      heuristic_(std::make_unique<InProcessL2Solver>(registry_, nullptr)),
+      executor_(options_.threads, options_.max_queued) {}
+
+SwmClusterServiceImpl::~SwmClusterServiceImpl() = default;
+
+grpc::ServerUnaryReactor* SwmClusterServiceImpl::Run(grpc::CallbackServerContext* context,
+                                                     std::function<absl::Status()> work) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  bool queued = executor_.Submit([context, reactor, work = std::move(work)] {
+    if (context->IsCancelled()) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled while queued"));
+      return;
+    }
+    reactor->Finish(ToGrpcStatus(work()));
+  });
+  if (!queued) {
+    reactor->Finish(
+        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many calls waiting; retry later"));
+  }
+  return reactor;
+}
+
+absl::StatusOr<pb::SolveClusterResponse> SwmClusterServiceImpl::Solve(
+    const pb::SolveClusterRequest& request) {
+  const absl::Time start = clock_.Now();
+  if (request.cluster() != options_.cluster) {
+    return InvalidFieldError("cluster", "this swm solves for cluster \"" + options_.cluster +
+                                            "\", not \"" + request.cluster() + "\"");
+  }
+  ASSIGN_OR_RETURN(std::vector<Node> nodes, reservations_.NodesWithHolds());
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<McSolve> solve,
+      FromSolveClusterRequest(request, Cluster{.name = options_.cluster, .nodes = nodes},
+                              options_.intra_cluster_latency_ns));
+  absl::StatusOr<L2Result> result;
+  if (options_.l2 != nullptr) {
+    result = options_.l2->Solve(solve->request);
+  } else {
+    absl::MutexLock lock(&l2_mu_);
+    result = heuristic_->Solve(solve->request);
+  }
+  if (!result.ok()) return result.status();
+  pb::SolveClusterResponse response = ToSolveClusterResponse(*solve, *result);
+  response.set_solve_duration_ns(absl::ToInt64Nanoseconds(clock_.Now() - start));
+  return response;
+}
+
+grpc::ServerUnaryReactor* SwmClusterServiceImpl::SolveCluster(
+    grpc::CallbackServerContext* context, const pb::SolveClusterRequest* request,
+    pb::SolveClusterResponse* response) {
+  return Run(context, [this, request, response] {
+    absl::StatusOr<pb::SolveClusterResponse> solved = Solve(*request);
+    if (solved.ok()) *response = std::move(*solved);
+    return solved.status();
+  });
+}
+
+grpc::ServerUnaryReactor* SwmClusterServiceImpl::Reserve(grpc::CallbackServerContext* context,
+                                                         const pb::ReserveRequest* request,
+                                                         pb::ReserveResponse* response) {
+  return Run(context, [this, request, response] {
+    absl::StatusOr<pb::Reservation> r = reservations_.Reserve(*request);
+    if (r.ok()) *response->mutable_reservation() = std::move(*r);
+    return r.status();
+  });
+}
+
+grpc::ServerUnaryReactor* SwmClusterServiceImpl::Commit(grpc::CallbackServerContext* context,
+                                                        const pb::CommitRequest* request,
+                                                        pb::CommitResponse* response) {
+  return Run(context, [this, request, response] {
+    absl::StatusOr<pb::Reservation> r = reservations_.Commit(request->reservation_id());
+    if (r.ok()) *response->mutable_reservation() = std::move(*r);
+    return r.status();
+  });
+}
+
+grpc::ServerUnaryReactor* SwmClusterServiceImpl::Release(grpc::CallbackServerContext* context,
+                                                         const pb::ReleaseRequest* request,
+                                                         pb::ReleaseResponse* response) {
+  return Run(context, [this, request, response] {
+    absl::StatusOr<std::optional<pb::Reservation>> r =
+        reservations_.Release(request->reservation_id());
+    if (r.ok() && r->has_value()) *response->mutable_reservation() = std::move(**r);
+    return r.status();
+  });
+}
+
+}  // namespace codeco::swm

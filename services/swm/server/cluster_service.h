@@ -1,0 +1,88 @@
+#pragma once
+// codeco.swm.v1.SwmService for the MC role on the callback API: the L2
+// solver and executor of this process's own cluster.
+//
+// SolveCluster places the hub's pending workloads on this cluster's nodes as
+// its LMS reports them, minus what live reservations hold (remote_cluster.h
+// says how the request maps onto the core's L2 solve). Reserve, Commit and
+// Release run the cluster's side of the two-phase commit over the durable
+// ledger of cluster_reservations.h: a reservation is in RocksDB (WAL) before
+// Reserve answers, Commit creates its pods on the LMS. Work runs on a bounded
+// executor, never on gRPC's threads; a full queue answers RESOURCE_EXHAUSTED.
+
+#include <memory>
+#include <string>
+
+#include "absl/time/time.h"
+#include "codeco/common/clock.h"
+#include "codeco/common/executor.h"
+#include "codeco/common/kv_store.h"
+#include "codeco/swm/v1/swm_service.grpc.pb.h"
+#include "swm/core/plugins.h"
+#include "swm/core/solve.h"
+#include "swm/lms/lms_pod_runtime.h"
+#include "swm/server/cluster_reservations.h"
+
+namespace codeco::swm {
+
+/// Settings of the MC role.
+struct ClusterServiceOptions {
+  /// This cluster's name (SolveCluster refuses requests for another). Required.
+  std::string cluster;
+  /// Node-to-node latency assumed inside every cluster, ns. Default: 100 us.
+  int64_t intra_cluster_latency_ns = 100'000;
+  /// Ledger settings (default lease, longest lease, tombstones).
+  ClusterReservationsOptions reservations;
+  /// Threads serving the RPCs. Default: 4.
+  int threads = 4;
+  /// Calls allowed to wait for a thread. Default: 256.
+  size_t max_queued = 256;
+  /// L2 solver for SolveCluster; null = the heuristic (InProcessL2Solver).
+  /// Not owned; must outlive the service.
+  L2Solver* l2 = nullptr;
+};
+
+/// The MC's SwmService. Thread-safe.
+class SwmClusterServiceImpl final : public codeco::swm::v1::SwmService::CallbackService {
+ public:
+  /// Keeps reservations in `store` ("reservations" family), reads time from
+  /// `clock` (both must outlive it) and drives the cluster's LMS through `lms`.
+  SwmClusterServiceImpl(KvStore& store, const Clock& clock, std::unique_ptr<LmsPodRuntime> lms,
+                        ClusterServiceOptions options);
+  /// Finishes the queued calls.
+  ~SwmClusterServiceImpl() override;
+
+  grpc::ServerUnaryReactor* SolveCluster(grpc::CallbackServerContext* context,
+                                         const codeco::swm::v1::SolveClusterRequest* request,
+                                         codeco::swm::v1::SolveClusterResponse* response) override;
+  grpc::ServerUnaryReactor* Reserve(grpc::CallbackServerContext* context,
+                                    const codeco::swm::v1::ReserveRequest* request,
+                                    codeco::swm::v1::ReserveResponse* response) override;
+  grpc::ServerUnaryReactor* Commit(grpc::CallbackServerContext* context,
+                                   const codeco::swm::v1::CommitRequest* request,
+                                   codeco::swm::v1::CommitResponse* response) override;
+  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* context,
+                                    const codeco::swm::v1::ReleaseRequest* request,
+                                    codeco::swm::v1::ReleaseResponse* response) override;
+
+  /// SolveCluster itself, synchronously.
+  absl::StatusOr<codeco::swm::v1::SolveClusterResponse> Solve(
+      const codeco::swm::v1::SolveClusterRequest& request);
+  /// The ledger (for tests and inspection).
+  ClusterReservations& reservations() { return reservations_; }
+
+ private:
+  grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
+                                std::function<absl::Status()> work);
+
+  const Clock& clock_;
+  std::unique_ptr<LmsPodRuntime> lms_;
+  ClusterServiceOptions options_;
+  ClusterReservations reservations_;
+  PluginRegistry registry_;
+  absl::Mutex l2_mu_;  // the in-process solver caches frameworks
+  std::unique_ptr<InProcessL2Solver> heuristic_ ABSL_GUARDED_BY(l2_mu_);
+  BoundedExecutor executor_;
+};
+
+}  // namespace codeco::swm

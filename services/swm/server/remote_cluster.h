@@ -1,0 +1,95 @@
+#pragma once
+// The two-layer path between the hub's swm and each managed cluster's swm:
+// the core's L2Solver and ClusterExecutor ports over SwmService's MC RPCs
+// (SolveCluster, Reserve/Commit/Release), and the translation of an L2 solve
+// to and from SolveClusterRequest/Response used by both sides.
+//
+// How the core's L2 request travels in SolveClusterRequest:
+//   - workloads: the pending ones, in queue order;
+//   - channels: every channel with an end among them, one per workload pair
+//     (from_service / to_service carry the workload names: the hub has
+//     already expanded service channels per replica);
+//   - placed: every workload placed so far, with its cluster and node;
+//   - unvisited: aggregates of the other clusters the solve needs (peers
+//     hosting placed workloads, origins, and the next unvisited clusters),
+//     each with the direct link from the solving cluster (taken as the
+//     latency both ways) — plus one entry for the solving cluster itself,
+//     which carries its labels (the MC knows its nodes, not its labels).
+//     Clusters hosting none of `placed` are the ones not visited yet;
+//   - intents: the application's hard constraints (the same on every workload);
+//   - relax_soft_constraints: the reconsideration round (no deferral then).
+// SolveClusterResponse: assignments (workload -> node), unplaced with reasons;
+// a workload left for a better unvisited cluster is unplaced with a reason
+// starting with kDeferredReason.
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "codeco/swm/v1/swm_service.grpc.pb.h"
+#include "grpcpp/channel.h"
+#include "swm/core/execution.h"
+#include "swm/core/solve.h"
+
+namespace codeco::swm {
+
+/// Reason prefix of a workload an MC leaves for a better unvisited cluster.
+inline constexpr char kDeferredReason[] = "deferred: a cluster not visited yet scores higher";
+
+/// The SolveClusterRequest for core request `request` (see the file comment).
+codeco::swm::v1::SolveClusterRequest ToSolveClusterRequest(const L2Request& request,
+                                                           const std::string& plan_id);
+
+/// The core L2 solve an MC runs for `request`, with `self` (its own nodes,
+/// reservations counted) as the solving cluster and `intra_latency_ns` as
+/// every cluster's internal latency. INVALID_ARGUMENT naming the field for
+/// bad input.
+struct McSolve {
+  Application app;    ///< Pending and placed workloads with their channels.
+  L2Request request;  ///< The solve; request.app points at `app`.
+};
+/// Builds the McSolve (held by pointer: the request points into it).
+absl::StatusOr<std::unique_ptr<McSolve>> FromSolveClusterRequest(
+    const codeco::swm::v1::SolveClusterRequest& request, Cluster self, int64_t intra_latency_ns);
+
+/// The answer an MC gives for `result` of `solve`.
+codeco::swm::v1::SolveClusterResponse ToSolveClusterResponse(const McSolve& solve,
+                                                             const L2Result& result);
+
+/// The core result of an MC's answer.
+L2Result FromSolveClusterResponse(const codeco::swm::v1::SolveClusterResponse& response);
+
+/// L2 over the MC swm of each cluster that has one, in process for the others.
+class RemoteL2Solver final : public L2Solver {
+ public:
+  /// `endpoints` maps a cluster to the channel of its swm; `local` solves
+  /// the clusters without one and must outlive this. Calls end after `timeout`.
+  RemoteL2Solver(std::map<std::string, std::shared_ptr<grpc::Channel>> endpoints, L2Solver& local,
+                 absl::Duration timeout);
+  absl::StatusOr<L2Result> Solve(const L2Request& request) override;
+
+ private:
+  std::map<std::string, std::unique_ptr<codeco::swm::v1::SwmService::Stub>> stubs_;
+  L2Solver& local_;
+  absl::Duration timeout_;
+};
+
+/// A cluster's side of the two-phase commit, run by its MC swm over gRPC.
+/// Reservation ids must be ReservationId()'s "<application>/<revision>/<cluster>".
+class RemoteClusterExecutor final : public ClusterExecutor {
+ public:
+  /// Calls the swm behind `channel`; every call ends after `timeout`.
+  RemoteClusterExecutor(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout);
+  absl::Status Reserve(const std::string& reservation_id, const std::vector<ReservationItem>& items,
+                       absl::Duration lease) override;
+  absl::Status Commit(const std::string& reservation_id) override;
+  absl::Status Release(const std::string& reservation_id) override;
+
+ private:
+  std::unique_ptr<codeco::swm::v1::SwmService::Stub> stub_;
+  absl::Duration timeout_;
+};
+
+}  // namespace codeco::swm

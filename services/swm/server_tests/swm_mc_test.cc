@@ -1,0 +1,361 @@
+// The two-layer path over real gRPC on loopback: two managed clusters, each
+// with CODEF's emulated LMS and its own MC swm (SwmClusterServiceImpl with a
+// durable ledger), and the hub's swm configured with their endpoints. The
+// hub's placement is solved by the MCs (SolveCluster), reserved and committed
+// through them (pods in the LMS, COMMITTED reservations in their ledgers) and
+// removed through them; the MC RPCs on their own keep their contracts
+// (idempotency, capacity counted until pods are seen, lease expiry on the
+// injected clock, field paths for bad input).
+#include <catch2/catch.hpp>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "codeco/common/clock.h"
+#include "codeco/common/kv_store.h"
+#include "codeco/common/peer_channels.h"
+#include "codeco/common/server.h"
+#include "codeco/lms/v1/lms_service.grpc.pb.h"
+#include "federation.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "link_control.h"
+#include "lms_service.h"
+#include "scenario.h"
+#include "swm/server/cluster_reservations.h"
+#include "swm/server/cluster_service.h"
+#include "swm/server/plan_store.h"
+#include "swm/server/swm_service.h"
+
+namespace codeco::swm {
+namespace {
+
+namespace lms = codeco::lms::v1;
+namespace pb = codeco::swm::v1;
+
+constexpr int64_t kMi = int64_t{1} << 20;
+
+constexpr char kScenario[] = R"(
+name: two-layer
+federation:
+  hub: {name: hub}
+  clusters:
+    - name: a-edge
+      labels: {tier: edge, country: FR}
+      nodes: [{name: n, count: 2, capacity: {cpu: 2, memory: 4Gi}}]
+    - name: b-edge
+      labels: {tier: edge, country: FR}
+      nodes: [{name: n, count: 2, capacity: {cpu: 2, memory: 4Gi}}]
+)";
+
+std::unique_ptr<GrpcServer> Serve(grpc::Service* service) {
+  GrpcServerOptions options;
+  options.service = "test";
+  options.insecure = true;
+  options.services = {service};
+  auto server = GrpcServer::Start(options);
+  REQUIRE(server.ok());
+  return std::move(*server);
+}
+
+std::chrono::system_clock::time_point In(absl::Duration d) {
+  return absl::ToChronoTime(absl::Now() + d);
+}
+
+// The real heuristic, counting the solves it is asked for.
+class CountingL2 final : public L2Solver {
+ public:
+  absl::StatusOr<L2Result> Solve(const L2Request& request) override {
+    absl::MutexLock lock(&mu_);
+    ++calls_;
+    return inner_.Solve(request);
+  }
+  int calls() {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  PluginRegistry registry_ = NewDefaultRegistry();
+  InProcessL2Solver inner_{registry_, nullptr};
+  int calls_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// One managed cluster: its emulated LMS and its MC swm, both on loopback.
+struct Member {
+  Member(codef::Federation& federation, const std::string& name, const Clock& clock)
+      : name(name), kv(NewInMemoryKvStore({kReservationsFamily})) {
+    lms_service = std::make_unique<codef::EmulatedLmsService>(federation.FindLms(name));
+    lms_server = Serve(lms_service.get());
+    auto runtime = std::make_unique<LmsPodRuntime>(
+        grpc::CreateChannel(lms_server->address(), grpc::InsecureChannelCredentials()),
+        LmsPodRuntimeOptions{.cluster = name});
+    service = std::make_unique<SwmClusterServiceImpl>(
+        *kv, clock, std::move(runtime), ClusterServiceOptions{.cluster = name, .l2 = &l2});
+    swm_server = Serve(service.get());
+    stub = pb::SwmService::NewStub(
+        grpc::CreateChannel(swm_server->address(), grpc::InsecureChannelCredentials()));
+    lms_stub = lms::LmsService::NewStub(
+        grpc::CreateChannel(lms_server->address(), grpc::InsecureChannelCredentials()));
+  }
+  ~Member() {
+    swm_server->Shutdown(absl::Seconds(5));
+    lms_server->Shutdown(absl::Seconds(5));
+  }
+
+  std::set<std::string> Pods() {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(10)));
+    lms::ListPodsResponse response;
+    REQUIRE(lms_stub->ListPods(&context, {}, &response).ok());
+    std::set<std::string> names;
+    for (const auto& p : response.pods()) names.insert(p.name());
+    return names;
+  }
+
+  std::string name;
+  CountingL2 l2;
+  std::unique_ptr<KvStore> kv;
+  std::unique_ptr<codef::EmulatedLmsService> lms_service;
+  std::unique_ptr<GrpcServer> lms_server;
+  std::unique_ptr<SwmClusterServiceImpl> service;
+  std::unique_ptr<GrpcServer> swm_server;
+  std::unique_ptr<pb::SwmService::Stub> stub;
+  std::unique_ptr<lms::LmsService::Stub> lms_stub;
+};
+
+struct Testbed {
+  Testbed() : clock(absl::FromUnixSeconds(1'800'000'000)) {
+    auto scenario = codef::ParseScenario(kScenario, "");
+    REQUIRE(scenario.ok());
+    auto created = codef::Federation::Create(*scenario, clock, &links, &archives, nullptr);
+    REQUIRE(created.ok());
+    federation = std::move(*created);
+    a = std::make_unique<Member>(*federation, "a-edge", clock);
+    b = std::make_unique<Member>(*federation, "b-edge", clock);
+  }
+  SimulatedClock clock;
+  codef::InMemoryLinkControl links;
+  codef::InMemoryCheckpointArchiveStore archives;
+  std::unique_ptr<codef::Federation> federation;
+  std::unique_ptr<Member> a;
+  std::unique_ptr<Member> b;
+};
+
+pb::ReserveRequest ReserveOf(const std::string& id, const std::string& node, int64_t cpu) {
+  pb::ReserveRequest r;
+  r.set_reservation_id(id);
+  r.set_application("app");
+  r.set_plan_revision(1);
+  r.set_lease_duration_ns(absl::ToInt64Nanoseconds(absl::Seconds(30)));
+  pb::ReservedItem* item = r.add_items();
+  item->set_workload("w-" + id);
+  item->set_node(node);
+  item->mutable_resources()->set_cpu_millicores(cpu);
+  item->mutable_resources()->set_memory_bytes(64 * kMi);
+  return r;
+}
+
+TEST_CASE("the hub places and removes through the MC swm of each cluster") {
+  Testbed bed;
+  auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  auto channels = PeerChannels::Create({.insecure = true});
+  REQUIRE(channels.ok());
+  SwmServiceOptions options;
+  options.cluster_endpoints = {{"a-edge", bed.a->swm_server->address()},
+                               {"b-edge", bed.b->swm_server->address()}};
+  SwmServiceImpl hub(*kv, bed.clock, std::move(*channels), nullptr, nullptr, options);
+  auto hub_server = Serve(&hub);
+  auto stub = pb::SwmService::NewStub(
+      grpc::CreateChannel(hub_server->address(), grpc::InsecureChannelCredentials()));
+
+  // Three 1.5-CPU replicas need three of the four 2-CPU nodes: both clusters.
+  pb::PlaceApplicationRequest request;
+  request.set_request_id("place-1");
+  auto* spec = request.mutable_application()->mutable_spec();
+  spec->set_app_name("batch");
+  auto* s = spec->add_services();
+  s->set_name("worker");
+  s->set_image("busybox");
+  s->set_replicas(3);
+  s->mutable_requests()->set_cpu_millicores(1500);
+  s->mutable_requests()->set_memory_bytes(64 * kMi);
+  for (Member* m : {bed.a.get(), bed.b.get()}) {
+    auto* member = request.mutable_neighborhood()->add_members();
+    member->set_cluster(m->name);
+    (*member->mutable_endpoints())["lms"] = m->lms_server->address();
+  }
+  grpc::ClientContext context;
+  context.set_deadline(In(absl::Seconds(30)));
+  pb::PlaceApplicationResponse response;
+  grpc::Status status = stub->PlaceApplication(&context, request, &response);
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  pb::AssignmentPlan plan;
+  REQUIRE(response.operation().result().UnpackTo(&plan));
+  CHECK(plan.phase() == pb::PLAN_PHASE_DONE);
+  REQUIRE(plan.targets_size() == 3);
+  CHECK(bed.a->l2.calls() + bed.b->l2.calls() >= 2);  // both clusters solved their part
+  std::set<std::string> clusters;
+  for (const auto& t : plan.targets()) {
+    clusters.insert(t.cluster());
+    Member* m = t.cluster() == "a-edge" ? bed.a.get() : bed.b.get();
+    CHECK(m->Pods().count(t.pod()) == 1);
+  }
+  CHECK(clusters.size() == 2);
+  for (Member* m : {bed.a.get(), bed.b.get()}) {
+    auto r = m->service->reservations().Get("batch/1/" + m->name);
+    REQUIRE(r.ok());
+    REQUIRE(r->has_value());
+    CHECK((*r)->state() == pb::RESERVATION_STATE_COMMITTED);
+  }
+
+  // Removal goes through the same MCs: pods gone, reservations released.
+  grpc::ClientContext release_context;
+  release_context.set_deadline(In(absl::Seconds(30)));
+  pb::ReleaseApplicationRequest release;
+  release.set_application("batch");
+  release.set_request_id("release-1");
+  pb::ReleaseApplicationResponse released;
+  status = stub->ReleaseApplication(&release_context, release, &released);
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  CHECK(released.plan().actions_size() == 3);
+  CHECK(bed.a->Pods().empty());
+  CHECK(bed.b->Pods().empty());
+  for (Member* m : {bed.a.get(), bed.b.get()}) {
+    auto r = m->service->reservations().Get("batch/1/" + m->name);
+    REQUIRE(r.ok());
+    REQUIRE(r->has_value());
+    CHECK((*r)->state() == pb::RESERVATION_STATE_RELEASED);
+  }
+  hub_server->Shutdown(absl::Seconds(5));
+}
+
+TEST_CASE("an MC swm holds reservations against capacity until their lease runs out") {
+  Testbed bed;
+  Member& a = *bed.a;
+  auto call = [&](auto method, const auto& request, auto* response) {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(10)));
+    return ((*a.stub).*method)(&context, request, response);
+  };
+  std::vector<std::string> names;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(10)));
+    lms::ListNodesResponse nodes;
+    REQUIRE(a.lms_stub->ListNodes(&context, {}, &nodes).ok());
+    for (const auto& n : nodes.nodes()) names.push_back(n.name());
+  }
+  REQUIRE(names.size() == 2);
+  const std::string node = names[0];
+  const std::string other = names[1];
+
+  // Bad input names the fields; nothing is held.
+  pb::ReserveRequest bad = ReserveOf("r0", "", -1);
+  bad.clear_application();
+  pb::ReserveResponse reserved;
+  grpc::Status status = call(&pb::SwmService::Stub::Reserve, bad, &reserved);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(absl::StrContains(status.error_message(), "application"));
+  CHECK(absl::StrContains(status.error_message(), "items[0].node"));
+  CHECK(absl::StrContains(status.error_message(), "items[0].resources"));
+
+  // r1 takes 1.5 of the node's 2 CPUs; the same id again answers the same one.
+  status = call(&pb::SwmService::Stub::Reserve, ReserveOf("r1", node, 1500), &reserved);
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  CHECK(reserved.reservation().state() == pb::RESERVATION_STATE_RESERVED);
+  const auto created = reserved.reservation().create_time();
+  bed.clock.Advance(absl::Seconds(1));
+  pb::ReserveResponse again;
+  REQUIRE(call(&pb::SwmService::Stub::Reserve, ReserveOf("r1", node, 1500), &again).ok());
+  CHECK(again.reservation().create_time().seconds() == created.seconds());
+  // Other items under the same id are refused.
+  status = call(&pb::SwmService::Stub::Reserve, ReserveOf("r1", node, 100), &again);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+
+  // It counts: a second 1-CPU reservation on that node does not fit, and the
+  // L2 solve of the MC does not put a 1-CPU workload there either.
+  status = call(&pb::SwmService::Stub::Reserve, ReserveOf("r2", node, 1000), &again);
+  CHECK(status.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK(absl::StrContains(status.error_message(), node));
+  pb::SolveClusterRequest solve;
+  solve.set_cluster("a-edge");
+  for (int i = 0; i < 2; ++i) {
+    pb::Workload* w = solve.add_workloads();
+    w->set_name("big-" + std::to_string(i));
+    w->set_application("other");
+    w->mutable_requests()->set_cpu_millicores(1000);
+  }
+  pb::SolveClusterResponse solved;
+  status = call(&pb::SwmService::Stub::SolveCluster, solve, &solved);
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  REQUIRE(solved.assignments_size() == 1);  // only the other node has room
+  CHECK(solved.assignments(0).node() != node);
+  CHECK(solved.unplaced_size() == 1);
+  solve.set_cluster("b-edge");
+  CHECK(call(&pb::SwmService::Stub::SolveCluster, solve, &solved).error_code() ==
+        grpc::StatusCode::INVALID_ARGUMENT);
+
+  // Commit creates the pod; once the LMS shows it the reservation stops
+  // counting on its own (the LMS counts the pod).
+  pb::CommitRequest commit;
+  commit.set_reservation_id("r1");
+  pb::CommitResponse committed;
+  REQUIRE(call(&pb::SwmService::Stub::Commit, commit, &committed).ok());
+  CHECK(committed.reservation().state() == pb::RESERVATION_STATE_COMMITTED);
+  CHECK(a.Pods().count("app-w-r1") == 1);
+  REQUIRE(call(&pb::SwmService::Stub::Commit, commit, &committed).ok());  // idempotent
+  CHECK(a.Pods().size() == 1);
+
+  // A reservation not committed before its lease runs out is given back.
+  status = call(&pb::SwmService::Stub::Reserve, ReserveOf("r3", other, 1500), &again);
+  REQUIRE(status.ok());
+  CHECK(call(&pb::SwmService::Stub::Reserve, ReserveOf("r4", other, 1000), &again).error_code() ==
+        grpc::StatusCode::FAILED_PRECONDITION);
+  bed.clock.Advance(absl::Seconds(31));
+  REQUIRE(call(&pb::SwmService::Stub::Reserve, ReserveOf("r4", other, 1000), &again).ok());
+  commit.set_reservation_id("r3");
+  status = call(&pb::SwmService::Stub::Commit, commit, &committed);
+  CHECK(status.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK(absl::StrContains(status.error_message(), "expired"));
+  // The committed r1 has no lease: it is still there.
+  auto r1 = a.service->reservations().Get("r1");
+  REQUIRE(r1.ok());
+  REQUIRE(r1->has_value());
+  CHECK((*r1)->state() == pb::RESERVATION_STATE_COMMITTED);
+
+  // Release deletes the pod; unknown ids are fine; a released id stays released.
+  pb::ReleaseRequest release;
+  release.set_reservation_id("r1");
+  pb::ReleaseResponse gone;
+  REQUIRE(call(&pb::SwmService::Stub::Release, release, &gone).ok());
+  CHECK(gone.reservation().state() == pb::RESERVATION_STATE_RELEASED);
+  CHECK(a.Pods().empty());
+  release.set_reservation_id("never-seen");
+  REQUIRE(call(&pb::SwmService::Stub::Release, release, &gone).ok());
+  CHECK(!gone.has_reservation());
+  CHECK(call(&pb::SwmService::Stub::Reserve, ReserveOf("r1", node, 1500), &again).error_code() ==
+        grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_CASE("swm.cluster_endpoints is parsed and bad entries are named") {
+  auto ok = ParseClusterEndpoints("a=127.0.0.1:7001, b=host.example:7002");
+  REQUIRE(ok.ok());
+  CHECK(ok->size() == 2);
+  CHECK(ok->at("b") == "host.example:7002");
+  CHECK(ParseClusterEndpoints("")->empty());
+  for (const char* bad : {"a", "a=127.0.0.1", "a=:80", "a=h:0", "a=h:1,a=h:2", "=h:1"}) {
+    auto parsed = ParseClusterEndpoints(bad);
+    INFO(bad);
+    CHECK(absl::IsInvalidArgument(parsed.status()));
+    CHECK(absl::StrContains(parsed.status().message(), "swm.cluster_endpoints"));
+  }
+}
+
+}  // namespace
+}  // namespace codeco::swm
