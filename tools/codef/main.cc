@@ -138,8 +138,10 @@ constexpr char kSimulateUsage[] =
     "  --scenario FILE      scenario YAML (required)\n"
     "  --out DIR            output directory (default: the scenario's output.dir);\n"
     "                       with several --policy, one subdirectory per policy\n"
-    "  --policy NAME        placement policy, repeatable (default codeco): kubefed or an\n"
-    "                       SWM profile: ";
+    "  --policy NAME        placement policy, repeatable (default codeco); one of\n"
+    "                       POLICIES\n"
+    "  --tick DURATION      scheduling cycle (default 10s)\n"
+    "  --duration DURATION  how long to simulate (default: the scenario's)\n";
 
 struct SimulateFlags {
   std::string scenario;
@@ -215,14 +217,14 @@ absl::StatusOr<SimulateFlags> ParseSimulateFlags(int argc, char** argv) {
 int RunSimulate(int argc, char** argv) {
   absl::StatusOr<SimulateFlags> flags = ParseSimulateFlags(argc, argv);
   if (!flags.ok()) {
-    std::cerr << "codef: " << flags.status().message() << "\n"
-              << kSimulateUsage << absl::StrJoin(SimulationPolicies(), ", ") << std::endl;
+    std::cerr << "codef: " << flags.status().message() << "\n(codef --simulate --help for usage)"
+              << std::endl;
     return 2;
   }
   if (flags->help) {
-    std::cout << kSimulateUsage << absl::StrJoin(SimulationPolicies(), ", ") << "\n"
-              << "  --tick DURATION      scheduling cycle (default 10s)\n"
-              << "  --duration DURATION  how long to simulate (default: the scenario's)\n";
+    std::string usage = kSimulateUsage;
+    usage.replace(usage.find("POLICIES"), 8, absl::StrJoin(SimulationPolicies(), ", "));
+    std::cout << usage;
     return 0;
   }
   absl::StatusOr<Scenario> scenario = LoadScenarioFile(flags->scenario);

@@ -247,6 +247,15 @@ TEST_CASE("simulate rejects a bad policy and a scenario without duration") {
   REQUIRE(RunSimulation(scenario, options, nullptr).ok());
 }
 
+TEST_CASE("every listed policy runs and places the tiny stream") {
+  Scenario scenario = Parse(TinyScenario(""));
+  for (const std::string& policy : SimulationPolicies()) {
+    INFO(policy);
+    SimulationResult result = Simulate(scenario, policy);
+    REQUIRE(result.tasks.completed == 8);
+  }
+}
+
 TEST_CASE("the summary of a simulated run matches its CSV") {
   SimulationResult result = Simulate(Parse(TinyScenario("")));
   auto run = ReadRecordedRun(result.csv);
