@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <deque>
-#include <limits>
 #include <memory>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
