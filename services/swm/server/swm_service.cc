@@ -735,7 +735,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
   if (context.config.role != Role::kHub) {
     // The MC role: L2 and the two-phase commit for this cluster, on its LMS.
     if (context.config.lms.empty()) {
-      return InvalidFieldError("lms", "the MC role of swm needs its cluster's LMS (host:port)");
+      return InvalidFieldError("federation.lms", "the MC role of swm needs its cluster's LMS (host:port)");
     }
     if (context.config.cluster.empty()) {
       return InvalidFieldError("cluster", "the MC role of swm needs its cluster's name");
