@@ -5,9 +5,9 @@
 // reports, keeping local copies of its neighborhoods and assignments.
 #include <iterator>
 
+#include "acm/core/local_copies.h"
 #include "acm/server/acm_service.h"
 #include "acm/server/cluster_agent.h"
-#include "acm/core/local_copies.h"
 #include "acm/store/kv_application_store.h"
 #include "codeco/common/server.h"
 #include "codeco/common/status.h"
@@ -22,6 +22,7 @@ std::vector<std::string> ColumnFamilies() {
 }
 
 void AddConfig(codeco::ConfigSchema& schema) {
+  // clang-format off
   schema
       .Add({"acm.swm", codeco::ConfigType::kAddress, "", {}, false,
             "hub: the hub SWM's address; placements are asked there (empty: applications "
@@ -29,7 +30,13 @@ void AddConfig(codeco::ConfigSchema& schema) {
       .Add({"acm.placement_timeout", codeco::ConfigType::kDuration, "60s", {}, false,
             "hub: deadline of one placement request to SWM"})
       .Add({"acm.heartbeat_interval", codeco::ConfigType::kDuration, "5s", {}, false,
-            "mc: time between the agent's heartbeats to the hub"});
+            "mc: time between the agent's heartbeats to the hub"})
+      .Add({"acm.reevaluate_after", codeco::ConfigType::kDuration, "5m", {}, false,
+            "hub: a cluster silent this long (UNREACHABLE) has its applications moved to a "
+            "neighborhood without it (0: never)"})
+      .Add({"acm.reevaluate_interval", codeco::ConfigType::kDuration, "10s", {}, false,
+            "hub: how often long-unreachable clusters are looked for"});
+  // clang-format on
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
@@ -38,6 +45,11 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
 
   codeco::acm::AcmServiceOptions options;
   options.placement_timeout = config.raw.GetDuration("acm.placement_timeout");
+  if (config.role == codeco::Role::kHub &&
+      config.raw.GetDuration("acm.reevaluate_after") > absl::ZeroDuration()) {
+    options.reevaluate_after = config.raw.GetDuration("acm.reevaluate_after");
+    options.reevaluate_interval = config.raw.GetDuration("acm.reevaluate_interval");
+  }
   if (config.role == codeco::Role::kHub && config.raw.Has("acm.swm")) {
     auto channel = context.peers.Get(config.raw.GetString("acm.swm"));
     if (!channel.ok()) return channel.status();
@@ -72,6 +84,6 @@ int main(int argc, char** argv) {
        .column_families = ColumnFamilies(),
        .add_config = AddConfig,
        .make_services = MakeServices,
-       .unimplemented_notes = {{"codeco.acm.v1.AcmService",
-                                "the operation RPCs of ACM land with issue #4"}}});
+       .unimplemented_notes = {
+           {"codeco.acm.v1.AcmService", "the operation RPCs of ACM land with issue #4"}}});
 }

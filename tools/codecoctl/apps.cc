@@ -84,8 +84,8 @@ std::string ReadyText(const acm::v1::Application& app) {
 bool NeedsQuotes(const std::string& s) {
   if (s.empty()) return true;
   std::string lower = absl::AsciiStrToLower(s);
-  static const std::set<std::string> kSpecial = {"true", "false", "yes", "no", "on", "off",
-                                                 "null", "~",    "y",   "n"};
+  static const std::set<std::string> kSpecial = {"true", "false", "yes", "no", "on",
+                                                 "off",  "null",  "~",   "y",  "n"};
   if (kSpecial.contains(lower)) return true;
   double number;
   if (absl::SimpleAtod(s, &number)) return true;
@@ -152,8 +152,8 @@ void EmitValue(YAML::Emitter& out, const Message& message, const FieldDescriptor
       break;
     }
     case FieldDescriptor::CPPTYPE_MESSAGE:
-      EmitMessage(out, rep ? r->GetRepeatedMessage(message, field, index)
-                           : r->GetMessage(message, field));
+      EmitMessage(
+          out, rep ? r->GetRepeatedMessage(message, field, index) : r->GetMessage(message, field));
       break;
   }
 }
@@ -287,8 +287,8 @@ absl::StatusOr<int64_t> IntFlag(const Args& args, const std::string& name, int64
                                 const std::string& what) {
   int64_t value = 0;
   if (!absl::SimpleAtoi(args.Get(name), &value) || value < min) {
-    return absl::InvalidArgumentError(absl::StrCat(FlagName(name), ": must be ", what, ", not \"",
-                                                   args.Get(name), "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat(FlagName(name), ": must be ", what, ", not \"", args.Get(name), "\""));
   }
   return value;
 }
@@ -387,10 +387,11 @@ std::string NeighborhoodsTable(const acm::v1::ListNeighborhoodsResponse& neighbo
   for (const auto& nb : neighborhoods.neighborhoods()) {
     std::vector<std::string> members;
     for (const auto& m : nb.members()) members.push_back(m.cluster());
-    rows.push_back({nb.id(), nb.application(), absl::StrCat(nb.revision()),
-                    members.empty() ? "-" : absl::StrJoin(members, ","),
-                    nb.partition_classes().empty() ? "-" : absl::StrJoin(nb.partition_classes(), ","),
-                    TimeText(nb.update_time())});
+    rows.push_back(
+        {nb.id(), nb.application(), absl::StrCat(nb.revision()),
+         members.empty() ? "-" : absl::StrJoin(members, ","),
+         nb.partition_classes().empty() ? "-" : absl::StrJoin(nb.partition_classes(), ","),
+         TimeText(nb.update_time())});
   }
   return Columns(rows);
 }
@@ -437,8 +438,8 @@ std::string DescribeApp(const acm::v1::Application& app) {
 }
 
 std::string WatchHeader() {
-  return Columns({{"REVISION", "EVENT   ", "APPLICATION", "PHASE     ", "STATUS ", "READY",
-                   "MESSAGE"}});
+  return Columns(
+      {{"REVISION", "EVENT   ", "APPLICATION", "PHASE     ", "STATUS ", "READY", "MESSAGE"}});
 }
 
 std::string WatchLine(const acm::v1::WatchApplicationResponse& event, Output output) {
@@ -490,8 +491,9 @@ int RunApply(const Args& args) {
   }
   const auto& app = response.application();
   std::cout << "application/" << app.metadata().name()
-            << (args.Has("dry-run") ? " validated (dry run)"
-                                    : response.created() ? " created" : " configured")
+            << (args.Has("dry-run")  ? " validated (dry run)"
+                : response.created() ? " created"
+                                     : " configured")
             << " (spec revision " << app.spec_revision() << ")\n";
   for (const auto& w : response.warnings()) std::cout << "warning: " << w << "\n";
   return 0;
@@ -527,18 +529,17 @@ int RunGet(const Args& args) {
 
   if (what == "apps" || what == "applications" || what == "app") {
     acm::v1::ListApplicationsResponse all;
-    grpc::Status status = list_all(&AcmService::Stub::ListApplications,
-                                   acm::v1::ListApplicationsRequest(), &all,
-                                   [](auto& r) { return r.mutable_applications(); });
+    grpc::Status status =
+        list_all(&AcmService::Stub::ListApplications, acm::v1::ListApplicationsRequest(), &all,
+                 [](auto& r) { return r.mutable_applications(); });
     if (!status.ok()) return Fail("get", status.error_message());
     std::cout << (*output == Output::kTable ? AppsTable(all) : Print(all, *output));
     return 0;
   }
   if (what == "clusters" || what == "cluster") {
     acm::v1::ListClustersResponse all;
-    grpc::Status status = list_all(&AcmService::Stub::ListClusters,
-                                   acm::v1::ListClustersRequest(), &all,
-                                   [](auto& r) { return r.mutable_clusters(); });
+    grpc::Status status = list_all(&AcmService::Stub::ListClusters, acm::v1::ListClustersRequest(),
+                                   &all, [](auto& r) { return r.mutable_clusters(); });
     if (!status.ok()) return Fail("get", status.error_message());
     std::cout << (*output == Output::kTable ? ClustersTable(all) : Print(all, *output));
     return 0;
@@ -547,9 +548,8 @@ int RunGet(const Args& args) {
     acm::v1::ListNeighborhoodsRequest request;
     request.set_cluster(args.Get("cluster"));
     acm::v1::ListNeighborhoodsResponse all;
-    grpc::Status status =
-        list_all(&AcmService::Stub::ListNeighborhoods, request, &all,
-                 [](auto& r) { return r.mutable_neighborhoods(); });
+    grpc::Status status = list_all(&AcmService::Stub::ListNeighborhoods, request, &all,
+                                   [](auto& r) { return r.mutable_neighborhoods(); });
     if (!status.ok()) return Fail("get", status.error_message());
     std::cout << (*output == Output::kTable ? NeighborhoodsTable(all) : Print(all, *output));
     return 0;
@@ -558,9 +558,8 @@ int RunGet(const Args& args) {
     acm::v1::ListApplicationRevisionsRequest request;
     request.set_name(args.positional[1]);
     acm::v1::ListApplicationRevisionsResponse all;
-    grpc::Status status =
-        list_all(&AcmService::Stub::ListApplicationRevisions, request, &all,
-                 [](auto& r) { return r.mutable_revisions(); });
+    grpc::Status status = list_all(&AcmService::Stub::ListApplicationRevisions, request, &all,
+                                   [](auto& r) { return r.mutable_revisions(); });
     if (!status.ok()) return Fail("get", status.error_message());
     std::cout << (*output == Output::kTable ? RevisionsTable(all) : Print(all, *output));
     return 0;

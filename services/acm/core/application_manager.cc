@@ -1,5 +1,4 @@
 #include "acm/core/application_manager.h"
-#include "codeco/common/proto_util.h"
 
 #include <algorithm>
 #include <set>
@@ -7,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -408,15 +408,21 @@ absl::StatusOr<v1::DeleteApplicationResponse> ApplicationManager::Delete(
 }
 
 absl::StatusOr<std::vector<std::string>> ApplicationManager::MoveOffCluster(
-    const std::string& cluster, bool force) {
+    const std::string& cluster, StuckApplications stuck, const std::string& why) {
   if (cluster.empty()) return InvalidFieldError("name", "required");
   std::vector<std::pair<v1::Application, absl::StatusOr<v1::Neighborhood>>> moves;
   std::vector<std::string> moved;
   {
     absl::MutexLock lock(&write_mu_);
     std::vector<v1::Application> affected;
+    // Re-evaluation leaves an application already moving to finish its move.
+    auto skip = [&](const v1::Application& app) {
+      const auto phase = app.status().phase();
+      return phase == v1::APPLICATION_PHASE_DELETING ||
+             (stuck == StuckApplications::kLeave && phase == v1::APPLICATION_PHASE_MIGRATING);
+    };
     RETURN_IF_ERROR(store_.List("", [&](const v1::Application& app) {
-      if (app.status().phase() == v1::APPLICATION_PHASE_DELETING) return true;
+      if (skip(app)) return true;
       bool here = std::any_of(app.status().placements().begin(), app.status().placements().end(),
                               [&](const auto& p) { return p.cluster() == cluster; });
       if (here) affected.push_back(app);
@@ -425,7 +431,7 @@ absl::StatusOr<std::vector<std::string>> ApplicationManager::MoveOffCluster(
     if (neighborhoods_ != nullptr) {
       // Applications not placed there yet but scoped to it.
       RETURN_IF_ERROR(store_.List("", [&](const v1::Application& app) {
-        if (app.status().phase() == v1::APPLICATION_PHASE_DELETING) return true;
+        if (skip(app)) return true;
         if (std::any_of(affected.begin(), affected.end(), [&](const v1::Application& a) {
               return a.metadata().name() == app.metadata().name();
             })) {
@@ -451,24 +457,26 @@ absl::StatusOr<std::vector<std::string>> ApplicationManager::MoveOffCluster(
       }
       moves.emplace_back(app, std::move(nb));
     }
-    if (!refused.empty() && !force) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "name: applications on cluster \"", cluster,
-          "\" have nowhere else to go (force removes it anyway):", refused));
+    if (!refused.empty() && stuck == StuckApplications::kRefuse) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("name: applications on cluster \"", cluster,
+                       "\" have nowhere else to go (force removes it anyway):", refused));
+    }
+    if (stuck == StuckApplications::kLeave) {
+      std::erase_if(moves, [](const auto& move) { return !move.second.ok(); });
     }
     for (auto& [app, nb] : moves) {
       if (nb.ok() && neighborhoods_ != nullptr) nb = neighborhoods_->Assign(app.spec());
       v1::ApplicationStatus& status = *app.mutable_status();
       if (nb.ok()) {
         status.set_phase(v1::APPLICATION_PHASE_MIGRATING);
-        status.set_error_msg(absl::StrCat("moving off cluster ", cluster, " (unregistered)"));
+        status.set_error_msg(absl::StrCat("moving off cluster ", cluster, " (", why, ")"));
         status.set_neighborhood_id(nb->id());
       } else {
         status.set_phase(v1::APPLICATION_PHASE_PENDING);
         status.set_status(v1::STATUS_LEVEL_ERROR);
-        status.set_error_msg(absl::StrCat("cluster ", cluster,
-                                          " was unregistered; waiting for a neighborhood: ",
-                                          nb.status().message()));
+        status.set_error_msg(absl::StrCat("cluster ", cluster, " ", why,
+                                          "; waiting for a neighborhood: ", nb.status().message()));
         status.clear_neighborhood_id();
       }
       ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
@@ -510,8 +518,7 @@ absl::Status ApplicationManager::RecordRelease(const std::string& name,
       commit.event.set_type(common::v1::WATCH_EVENT_TYPE_DELETED);
       pod_failures_.erase(name);
     } else {
-      std::string message =
-          absl::StrCat("pods not released yet (retrying): ", outcome.message());
+      std::string message = absl::StrCat("pods not released yet (retrying): ", outcome.message());
       if (app->status().error_msg() == message) return absl::OkStatus();  // no news
       app->mutable_status()->set_status(v1::STATUS_LEVEL_WARNING);
       app->mutable_status()->set_error_msg(message);
@@ -789,8 +796,8 @@ absl::StatusOr<int> ApplicationManager::RecordPods(const std::string& cluster,
         if (pod != nullptr && !pod->node.empty()) p.set_node(pod->node);
         if (pod != nullptr && pod->phase == lms::v1::POD_PHASE_FAILED) {
           failures.push_back(absl::StrCat("pod ", p.pod(), " of ", p.service(), " failed on ",
-                                          cluster, "/", p.node(),
-                                          pod->message.empty() ? "" : ": ", pod->message));
+                                          cluster, "/", p.node(), pod->message.empty() ? "" : ": ",
+                                          pod->message));
         }
       }
       if (failures.empty()) {

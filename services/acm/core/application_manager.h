@@ -57,6 +57,17 @@ struct ApplicationSnapshot {
   std::vector<v1::Application> applications;
 };
 
+/// What MoveOffCluster does with applications that have nowhere else to go.
+enum class StuckApplications {
+  /// FAILED_PRECONDITION naming them, and nothing changes (a drain without force).
+  kRefuse,
+  /// They wait PENDING for a neighborhood (a forced drain).
+  kPend,
+  /// They stay as they are and only the others move; applications already
+  /// MIGRATING are left to finish (re-evaluation after sustained degradation).
+  kLeave,
+};
+
 /// The hub's application lifecycle.
 class ApplicationManager {
  public:
@@ -100,14 +111,16 @@ class ApplicationManager {
   /// DEPLOYING. A pod the cluster does not report is not ready. Each changed
   /// application is one commit (a MODIFIED event); returns how many changed.
   absl::StatusOr<int> RecordPods(const std::string& cluster, const std::vector<PodReport>& pods);
-  /// Moves every application off `cluster` (being unregistered, already
-  /// excluded from neighborhood selection): each one with a placement there
-  /// or a neighborhood containing it gets a neighborhood chosen again and is
-  /// asked to be placed again (phase MIGRATING until the scheduler answers).
-  /// Without `force`, FAILED_PRECONDITION naming every application that could
-  /// get no neighborhood, and nothing changes; with `force` those wait
-  /// PENDING for one. Returns the names of the applications moved.
-  absl::StatusOr<std::vector<std::string>> MoveOffCluster(const std::string& cluster, bool force);
+  /// Moves every application off `cluster` (unregistered or long
+  /// unreachable, already excluded from neighborhood selection): each one
+  /// with a placement there or a neighborhood containing it gets a
+  /// neighborhood chosen again and is asked to be placed again (phase
+  /// MIGRATING until the scheduler answers; `why` goes into error_msg).
+  /// `stuck` says what happens to those that can get no neighborhood. Returns
+  /// the names of the applications moved.
+  absl::StatusOr<std::vector<std::string>> MoveOffCluster(const std::string& cluster,
+                                                          StuckApplications stuck,
+                                                          const std::string& why);
   /// Folds the scheduler's release outcome into a DELETING application: OK
   /// removes it (a DELETED event) and its neighborhood; an error is recorded
   /// in status.error_msg (once per distinct error) and the app stays DELETING.

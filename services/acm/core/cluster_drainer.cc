@@ -14,8 +14,9 @@ absl::StatusOr<v1::UnregisterClusterResponse> ClusterDrainer::Unregister(
   // NOT_FOUND (naming the field) when the cluster is not registered.
   RETURN_IF_ERROR(clusters_.SetDraining(name, true, request.force()));
   neighborhoods_.Repartition();
-  absl::StatusOr<std::vector<std::string>> moved =
-      applications_.MoveOffCluster(name, request.force());
+  absl::StatusOr<std::vector<std::string>> moved = applications_.MoveOffCluster(
+      name, request.force() ? StuckApplications::kPend : StuckApplications::kRefuse,
+      "unregistered");
   if (!moved.ok()) {
     // Nothing moved: the cluster stays as it was.
     clusters_.SetDraining(name, false).IgnoreError();
@@ -59,6 +60,33 @@ absl::StatusOr<int> ClusterDrainer::Resume() {
     ++removed;
   }
   return removed;
+}
+
+absl::StatusOr<std::vector<std::string>> ClusterDrainer::ReevaluateDegraded(
+    absl::Duration unreachable_for) {
+  RETURN_IF_ERROR(clusters_.Sweep().status());
+  ASSIGN_OR_RETURN(std::vector<v1::Cluster> all, clusters_.All());
+  const absl::Time now = clock_.Now();
+  std::vector<std::string> down;
+  for (const v1::Cluster& c : all) {
+    if (c.health() != v1::CLUSTER_HEALTH_UNREACHABLE || IsDraining(c)) continue;
+    const auto& beat = c.last_heartbeat_time();
+    absl::Time last = absl::FromUnixSeconds(beat.seconds()) + absl::Nanoseconds(beat.nanos());
+    if (now - last >= unreachable_for) down.push_back(c.metadata().name());
+  }
+  std::vector<std::string> moved;
+  if (down.empty()) return moved;
+  // Selection must see the clusters as unreachable now, not as partitioned earlier.
+  neighborhoods_.Repartition();
+  for (const std::string& name : down) {
+    ASSIGN_OR_RETURN(
+        std::vector<std::string> off,
+        applications_.MoveOffCluster(
+            name, StuckApplications::kLeave,
+            absl::StrCat("unreachable for more than ", absl::FormatDuration(unreachable_for))));
+    moved.insert(moved.end(), off.begin(), off.end());
+  }
+  return moved;
 }
 
 }  // namespace codeco::acm

@@ -5,10 +5,14 @@
 // it and is placed again, and only then is the cluster removed. Without
 // `force`, a cluster whose applications have nowhere else to go stays (its
 // mark cleared) and the call answers FAILED_PRECONDITION naming them.
+// The same move, without removal, re-evaluates the neighborhoods of
+// applications on a cluster that stays unreachable too long.
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "acm/core/application_manager.h"
 #include "acm/core/cluster_registry.h"
 #include "acm/core/neighborhood_manager.h"
@@ -37,6 +41,13 @@ class ClusterDrainer {
   /// Finishes the drains a restart interrupted (clusters still marked). Call
   /// once at start; returns how many clusters it removed.
   absl::StatusOr<int> Resume();
+  /// Re-evaluates the neighborhoods of applications on clusters UNREACHABLE
+  /// whose last heartbeat is at least `unreachable_for` old: each such
+  /// application that can get a neighborhood without them is placed again
+  /// (MIGRATING); one that cannot stays as it is; one already MIGRATING is
+  /// left to finish. The clusters stay registered (they may come back).
+  /// Call periodically; returns the applications moved.
+  absl::StatusOr<std::vector<std::string>> ReevaluateDegraded(absl::Duration unreachable_for);
 
  private:
   ClusterRegistry& clusters_;

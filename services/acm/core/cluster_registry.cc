@@ -1,11 +1,11 @@
 #include "acm/core/cluster_registry.h"
-#include "codeco/common/proto_util.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "acm/core/application_manager.h"
 #include "acm/core/cam_parser.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
 
 namespace codeco::acm {
@@ -34,8 +34,7 @@ absl::Status ValidateCapacity(const common::v1::CapacitySummary& c, const std::s
 
 bool IsDraining(const v1::Cluster& cluster) {
   auto it = cluster.metadata().labels().find(kDrainingLabel);
-  return it != cluster.metadata().labels().end() &&
-         (it->second == "true" || it->second == "force");
+  return it != cluster.metadata().labels().end() && (it->second == "true" || it->second == "force");
 }
 
 bool IsForcedDrain(const v1::Cluster& cluster) {

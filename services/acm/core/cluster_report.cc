@@ -1,9 +1,10 @@
 #include "acm/core/cluster_report.h"
-#include "codeco/common/proto_util.h"
 
 #include <algorithm>
 #include <optional>
 #include <tuple>
+
+#include "codeco/common/proto_util.h"
 
 namespace codeco::acm {
 namespace {

@@ -107,9 +107,8 @@ absl::StatusOr<v1::PushAssignmentResponse> LocalCopies::PushAssignment(
   const v1::ClusterAssignment& a = request.assignment();
   if (a.application().empty()) return InvalidFieldError("assignment.application", "required");
   if (a.cluster() != cluster_) {
-    return InvalidFieldError("assignment.cluster",
-                             absl::StrCat("this is cluster \"", cluster_, "\", not \"",
-                                          a.cluster(), "\""));
+    return InvalidFieldError("assignment.cluster", absl::StrCat("this is cluster \"", cluster_,
+                                                                "\", not \"", a.cluster(), "\""));
   }
   if (a.plan_revision() < 0) {
     return InvalidFieldError("assignment.plan_revision", "must not be negative");

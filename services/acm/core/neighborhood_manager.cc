@@ -1,9 +1,9 @@
 #include "acm/core/neighborhood_manager.h"
-#include "codeco/common/proto_util.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
 
 namespace codeco::acm {

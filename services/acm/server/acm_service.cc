@@ -1,15 +1,16 @@
 #include "acm/server/acm_service.h"
 
-#include "acm/server/swm_placement_scheduler.h"
-#include "codeco/common/logging.h"
-
 #include <deque>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "acm/server/swm_placement_scheduler.h"
 #include "acm/store/kv_application_store.h"
 #include "codeco/common/grpc_status.h"
+#include "codeco/common/logging.h"
 #include "codeco/common/status.h"
 
 namespace codeco::acm {
@@ -162,8 +163,8 @@ struct OwnedDependencies {
                           const PlacementResult& result) {
         auto recorded = manager.RecordPlacement(name, spec_revision, result);
         if (!recorded.ok()) {
-          log::Warn("placement not recorded", {{"application", name},
-                                               {"error", std::string(recorded.status().message())}});
+          log::Warn("placement not recorded",
+                    {{"application", name}, {"error", std::string(recorded.status().message())}});
         }
       });
     }
@@ -174,14 +175,46 @@ struct OwnedDependencies {
     }
     absl::StatusOr<int> resumed = manager.Resume();
     if (!resumed.ok()) {
-      log::Warn("interrupted work not resumed", {{"error", std::string(resumed.status().message())}});
+      log::Warn("interrupted work not resumed",
+                {{"error", std::string(resumed.status().message())}});
     } else if (*resumed > 0) {
       log::Info("interrupted work resumed", {{"applications", absl::StrCat(*resumed)}});
     }
+    if (options.reevaluate_interval > absl::ZeroDuration()) {
+      maintenance = std::thread([this, interval = options.reevaluate_interval,
+                                 after = options.reevaluate_after] { Maintain(interval, after); });
+    }
   }
-  // The SWM worker calls into the manager: stop it before members go.
+  // The SWM worker and the maintenance thread call into the manager: stop
+  // them before members go.
   ~OwnedDependencies() {
+    {
+      absl::MutexLock lock(&maintenance_mu);
+      stopping = true;
+    }
+    if (maintenance.joinable()) maintenance.join();
     if (swm != nullptr) swm->Stop();
+  }
+
+  // Every `interval`: re-evaluates the neighborhoods of applications on
+  // clusters unreachable for `after` or more.
+  void Maintain(absl::Duration interval, absl::Duration after) {
+    while (true) {
+      {
+        absl::MutexLock lock(&maintenance_mu);
+        auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(maintenance_mu) { return stopping; };
+        maintenance_mu.AwaitWithTimeout(absl::Condition(&stop), interval);
+        if (stopping) return;
+      }
+      absl::StatusOr<std::vector<std::string>> moved = drainer.ReevaluateDegraded(after);
+      if (!moved.ok()) {
+        log::Warn("neighborhood re-evaluation failed",
+                  {{"error", std::string(moved.status().message())}});
+      } else if (!moved->empty()) {
+        log::Info("applications moved off unreachable clusters",
+                  {{"applications", absl::StrJoin(*moved, ",")}});
+      }
+    }
   }
 
   std::unique_ptr<PlacementScheduler> MakeScheduler(const AcmServiceOptions& options) {
@@ -198,13 +231,16 @@ struct OwnedDependencies {
   }
 
   KvApplicationStore store;
-  SwmPlacementScheduler* swm = nullptr;  // owned by `scheduler` when set
+  SwmPlacementScheduler* swm = nullptr;             // owned by `scheduler` when set
   InMemoryPlacementScheduler* in_memory = nullptr;  // owned by `scheduler` when set
   std::unique_ptr<PlacementScheduler> scheduler;
   ClusterRegistry clusters;
   NeighborhoodManager neighborhoods;
   ApplicationManager manager;
   ClusterDrainer drainer;
+  absl::Mutex maintenance_mu;
+  bool stopping ABSL_GUARDED_BY(maintenance_mu) = false;
+  std::thread maintenance;
 };
 
 class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl {
@@ -325,9 +361,9 @@ grpc::ServerUnaryReactor* AcmServiceImpl::PushNeighborhood(
                 });
 }
 
-grpc::ServerUnaryReactor* AcmServiceImpl::PushAssignment(
-    grpc::CallbackServerContext* context, const v1::PushAssignmentRequest* request,
-    v1::PushAssignmentResponse* response) {
+grpc::ServerUnaryReactor* AcmServiceImpl::PushAssignment(grpc::CallbackServerContext* context,
+                                                         const v1::PushAssignmentRequest* request,
+                                                         v1::PushAssignmentResponse* response) {
   return Answer(executor_, context, response,
                 [=, this]() -> absl::StatusOr<v1::PushAssignmentResponse> {
                   if (local_copies_ == nullptr) {

@@ -114,6 +114,12 @@ struct AcmServiceOptions {
   std::shared_ptr<LocalCopies> local_copies;
   /// Deadline of one PlaceApplication or ReleaseApplication call.
   absl::Duration placement_timeout = absl::Seconds(60);
+  /// How often the hub re-evaluates neighborhoods on long-unreachable
+  /// clusters; zero (the default) never does.
+  absl::Duration reevaluate_interval = absl::ZeroDuration();
+  /// How long a cluster must have been silent (UNREACHABLE) before its
+  /// applications are moved to a neighborhood without it. Default: 5 min.
+  absl::Duration reevaluate_after = absl::Minutes(5);
   /// Wait before retrying a release SWM did not confirm; doubles each time. Default: 1 s.
   absl::Duration release_retry_min = absl::Seconds(1);
   /// Longest wait between release retries. Default: 30 s.

@@ -74,9 +74,11 @@ bool ClusterAgent::ReportOnce() {
     lms::v1::ListNodesRequest request;
     request.set_page_token(token);
     lms::v1::ListNodesResponse response;
-    grpc::Status status = lms->ListNodes(ContextFor(options_.call_timeout).get(), request, &response);
+    grpc::Status status =
+        lms->ListNodes(ContextFor(options_.call_timeout).get(), request, &response);
     if (!status.ok()) {
-      log::Warn("agent: LMS ListNodes failed", {{"lms", options_.lms}, {"error", status.error_message()}});
+      log::Warn("agent: LMS ListNodes failed",
+                {{"lms", options_.lms}, {"error", status.error_message()}});
       return false;
     }
     nodes.insert(nodes.end(), response.nodes().begin(), response.nodes().end());
@@ -86,7 +88,8 @@ bool ClusterAgent::ReportOnce() {
 
   auto hub_channel = peers_.Get(options_.hub_acm);
   if (!hub_channel.ok()) {
-    log::Warn("agent: no channel to the hub", {{"error", std::string(hub_channel.status().message())}});
+    log::Warn("agent: no channel to the hub",
+              {{"error", std::string(hub_channel.status().message())}});
     return false;
   }
   auto hub = v1::AcmService::NewStub(*hub_channel);
@@ -101,12 +104,14 @@ bool ClusterAgent::ReportOnce() {
     for (const auto& [key, value] : report.cluster_labels) {
       (*cluster->mutable_metadata()->mutable_labels())[key] = value;
     }
-    request.set_request_id(absl::StrCat(options_.cluster, "-register-", absl::ToUnixNanos(absl::Now())));
+    request.set_request_id(
+        absl::StrCat(options_.cluster, "-register-", absl::ToUnixNanos(absl::Now())));
     v1::RegisterClusterResponse response;
     grpc::Status status =
         hub->RegisterCluster(ContextFor(options_.call_timeout).get(), request, &response);
     if (!status.ok()) {
-      log::Warn("agent: register failed", {{"hub", options_.hub_acm}, {"error", status.error_message()}});
+      log::Warn("agent: register failed",
+                {{"hub", options_.hub_acm}, {"error", status.error_message()}});
       return false;
     }
     registered_ = true;
@@ -126,11 +131,13 @@ bool ClusterAgent::ReportOnce() {
   if (copies_ != nullptr) {
     auto neighborhoods = copies_->NeighborhoodRevisions();
     if (neighborhoods.ok()) {
-      for (const auto& [id, rev] : *neighborhoods) (*request.mutable_neighborhood_revisions())[id] = rev;
+      for (const auto& [id, rev] : *neighborhoods)
+        (*request.mutable_neighborhood_revisions())[id] = rev;
     }
     auto assignments = copies_->AssignmentRevisions();
     if (assignments.ok()) {
-      for (const auto& [app, rev] : *assignments) (*request.mutable_assignment_revisions())[app] = rev;
+      for (const auto& [app, rev] : *assignments)
+        (*request.mutable_assignment_revisions())[app] = rev;
     }
   }
   *request.mutable_capacity() = report.capacity;
@@ -141,11 +148,13 @@ bool ClusterAgent::ReportOnce() {
   v1::HeartbeatResponse response;
   grpc::Status status = hub->Heartbeat(ContextFor(options_.call_timeout).get(), request, &response);
   if (!status.ok()) {
-    log::Warn("agent: heartbeat failed", {{"hub", options_.hub_acm}, {"error", status.error_message()}});
+    log::Warn("agent: heartbeat failed",
+              {{"hub", options_.hub_acm}, {"error", status.error_message()}});
     return false;
   }
   if (response.reregister_required()) registered_ = false;
-  if (response.heartbeat_interval_ns() > 0) interval_ = absl::Nanoseconds(response.heartbeat_interval_ns());
+  if (response.heartbeat_interval_ns() > 0)
+    interval_ = absl::Nanoseconds(response.heartbeat_interval_ns());
   return true;
 }
 
@@ -195,8 +204,8 @@ bool ClusterAgent::SyncCopies(v1::AcmService::Stub& hub) {
     return false;
   }
   if (*nb + *assigned > 0) {
-    log::Info("agent: local copies updated", {{"neighborhoods", absl::StrCat(*nb)},
-                                              {"assignments", absl::StrCat(*assigned)}});
+    log::Info("agent: local copies updated",
+              {{"neighborhoods", absl::StrCat(*nb)}, {"assignments", absl::StrCat(*assigned)}});
   }
   return true;
 }

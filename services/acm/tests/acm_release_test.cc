@@ -55,8 +55,8 @@ class FakeSwm final : public swm::v1::SwmService::Service {
 
  private:
   absl::Mutex mu_;
-  grpc::Status answer_ ABSL_GUARDED_BY(mu_) =
-      grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "ReleaseApplication lands later");
+  grpc::Status answer_ ABSL_GUARDED_BY(mu_) = grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                                           "ReleaseApplication lands later");
   std::vector<std::string> released_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,6 +1,7 @@
 // UnregisterCluster drains: the cluster is marked, its applications get a
 // neighborhood without it and are placed again, then it goes; a refusal
 // (nowhere else to go, no force) changes nothing; a restart finishes a drain.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "absl/strings/str_replace.h"
@@ -191,6 +192,62 @@ TEST_CASE("a restarted hub finishes a drain and the moves it had started") {
   REQUIRE(again.scheduler.requests().size() == 1);
   REQUIRE(again.scheduler.neighborhoods()[0].members_size() == 1);
   REQUIRE(again.scheduler.neighborhoods()[0].members(0).cluster() == "edge-2");
+}
+
+TEST_CASE("applications move off a cluster unreachable for longer than the limit") {
+  auto kv = NewKv();
+  SimulatedClock clock(absl::FromUnixSeconds(1'800'000'000));
+  Hub hub(*kv, clock);
+  hub.AddCluster("edge-1");
+  hub.AddCluster("edge-2");
+  hub.PlaceOn("shop", "edge-1");
+  hub.PlaceOn("lonely", "edge-1");
+  auto beat = [&](const std::string& name) {
+    v1::HeartbeatRequest hb;
+    hb.set_cluster_name(name);
+    REQUIRE(hub.registry.Heartbeat(hb).ok());
+  };
+  // edge-1 falls silent; edge-2 keeps beating. 50 s silent: unreachable, not yet long enough.
+  for (int i = 0; i < 5; ++i) {
+    clock.Advance(absl::Seconds(10));
+    beat("edge-2");
+  }
+  REQUIRE(hub.drainer.ReevaluateDegraded(absl::Minutes(2))->empty());
+  REQUIRE(hub.Get("shop").status().phase() == v1::APPLICATION_PHASE_DEPLOYING);
+  for (int i = 0; i < 8; ++i) {
+    clock.Advance(absl::Seconds(10));
+    beat("edge-2");
+  }
+  // 130 s silent: shop moves to a neighborhood without edge-1.
+  auto moved = hub.drainer.ReevaluateDegraded(absl::Minutes(2));
+  REQUIRE(moved.ok());
+  REQUIRE(std::find(moved->begin(), moved->end(), "shop") != moved->end());
+  v1::Application shop = hub.Get("shop");
+  REQUIRE(shop.status().phase() == v1::APPLICATION_PHASE_MIGRATING);
+  REQUIRE_THAT(shop.status().error_msg(), Catch::Contains("unreachable"));
+  const v1::Neighborhood nb = hub.scheduler.neighborhoods().back();
+  for (const auto& m : nb.members()) REQUIRE(m.cluster() != "edge-1");
+  // The cluster stays registered (it may come back), and a second pass
+  // leaves the moving application alone.
+  REQUIRE(hub.Registered("edge-1"));
+  const size_t asked = hub.scheduler.requests().size();
+  REQUIRE(hub.drainer.ReevaluateDegraded(absl::Minutes(2))->empty());
+  REQUIRE(hub.scheduler.requests().size() == asked);
+}
+
+TEST_CASE("an application with nowhere else to go stays when its cluster is long unreachable") {
+  auto kv = NewKv();
+  SimulatedClock clock(absl::FromUnixSeconds(1'800'000'000));
+  Hub hub(*kv, clock);
+  hub.AddCluster("only");
+  hub.PlaceOn("shop", "only");
+  const int64_t revision = *hub.manager.CurrentRevision();
+  clock.Advance(absl::Minutes(10));
+  auto moved = hub.drainer.ReevaluateDegraded(absl::Minutes(2));
+  REQUIRE(moved.ok());
+  REQUIRE(moved->empty());
+  REQUIRE(*hub.manager.CurrentRevision() == revision);
+  REQUIRE(hub.scheduler.requests().size() == 1);
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
 // An MC's local copies: pushes only move forward, bad pushes name the field
 // and store nothing, a sync makes the copies exactly the hub's, and a new
 // instance over the same store (a restart) has them all.
+#include "acm/core/local_copies.h"
+
 #include <catch2/catch.hpp>
 
-#include "acm/core/local_copies.h"
 #include "codeco/common/kv_store.h"
 
 namespace codeco::acm {
@@ -117,8 +118,8 @@ TEST_CASE("a cluster's assignments are its pods with their services and channels
   app.mutable_status()->set_plan_revision(7);
   app.mutable_status()->set_observed_spec_revision(2);
   app.mutable_status()->set_neighborhood_id("nb-shop");
-  for (auto [service, cluster] : std::vector<std::pair<std::string, std::string>>{
-           {"web", "edge-1"}, {"db", "edge-2"}}) {
+  for (auto [service, cluster] :
+       std::vector<std::pair<std::string, std::string>>{{"web", "edge-1"}, {"db", "edge-2"}}) {
     auto* s = app.mutable_spec()->add_services();
     s->set_name(service);
     auto* p = app.mutable_status()->add_placements();

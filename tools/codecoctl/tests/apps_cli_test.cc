@@ -101,8 +101,8 @@ TEST_CASE("codecoctl applies and lists and rolls back and watches through a real
           "APPLICATION_PHASE_PENDING");
   r = ctl({"get", "apps"});
   REQUIRE(r.exit_code == 0);
-  REQUIRE_THAT(r.output, Catch::StartsWith("NAME") && Catch::Contains("shop") &&
-                             Catch::Contains("Pending"));
+  REQUIRE_THAT(r.output,
+               Catch::StartsWith("NAME") && Catch::Contains("shop") && Catch::Contains("Pending"));
   r = ctl({"describe", "app", "shop", "-o", "yaml"});
   REQUIRE(r.exit_code == 0);
   REQUIRE(YAML::Load(r.output)["spec"]["services"][0]["image"].as<std::string>() ==
@@ -145,9 +145,16 @@ TEST_CASE("codecoctl applies and lists and rolls back and watches through a real
 
   // A watch from revision 1 replays every later change of shop, one line
   // each in revision order, and ends by itself when shop is deleted.
-  std::vector<std::string> argv = {"/usr/bin/env", "HOME=" + dir.path.string(),
-                                   std::string(CODECO_BIN_DIR) + "/codecoctl", "watch", "app",
-                                   "shop", "--from-revision", "1", "--acm", acm.address,
+  std::vector<std::string> argv = {"/usr/bin/env",
+                                   "HOME=" + dir.path.string(),
+                                   std::string(CODECO_BIN_DIR) + "/codecoctl",
+                                   "watch",
+                                   "app",
+                                   "shop",
+                                   "--from-revision",
+                                   "1",
+                                   "--acm",
+                                   acm.address,
                                    "--insecure"};
   ChildProcess watch(argv, (dir.path / "watch.err").string());
   std::vector<std::string> lines;

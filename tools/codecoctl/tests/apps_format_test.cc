@@ -50,15 +50,16 @@ acm::v1::Application Bookinfo() {
   return app;
 }
 
-TEST_CASE("output is a table by default and yaml or json on request and -o names itself when wrong") {
+TEST_CASE(
+    "output is a table by default and yaml or json on request and -o names itself when wrong") {
   REQUIRE(*ParseOutput(Args()) == Output::kTable);
   REQUIRE(*ParseOutput(WithOutput("table")) == Output::kTable);
   REQUIRE(*ParseOutput(WithOutput("yaml")) == Output::kYaml);
   REQUIRE(*ParseOutput(WithOutput("json")) == Output::kJson);
   auto bad = ParseOutput(WithOutput("xml"));
   REQUIRE(absl::IsInvalidArgument(bad.status()));
-  REQUIRE_THAT(std::string(bad.status().message()), Catch::StartsWith("-o: ") &&
-                                                        Catch::Contains("\"xml\""));
+  REQUIRE_THAT(std::string(bad.status().message()),
+               Catch::StartsWith("-o: ") && Catch::Contains("\"xml\""));
 }
 
 TEST_CASE("bad flags are refused naming the flag") {
@@ -165,8 +166,8 @@ TEST_CASE("watch lines are one per event in table mode and YAML documents otherw
   *event.mutable_application() = Bookinfo();
   std::string line = WatchLine(event, Output::kTable);
   REQUIRE(std::count(line.begin(), line.end(), '\n') == 1);  // the message's newline is flattened
-  REQUIRE_THAT(line, Catch::StartsWith("12 ") && Catch::Contains("DELETED") &&
-                         Catch::Contains("bookinfo"));
+  REQUIRE_THAT(
+      line, Catch::StartsWith("12 ") && Catch::Contains("DELETED") && Catch::Contains("bookinfo"));
   // Under the header's titles.
   std::string header = WatchHeader();
   REQUIRE(header.find("APPLICATION") == line.find("bookinfo"));
