@@ -178,23 +178,23 @@ bool ClusterAgent::SyncCopies(v1::AcmService::Stub& hub) {
                          response.neighborhoods().end());
     token = response.next_page_token();
   } while (!token.empty());
+  // An application is placed only inside its neighborhood: read just the
+  // applications of the neighborhoods this cluster is in (not every one).
   std::vector<v1::Application> apps;
-  token.clear();
-  do {
-    v1::ListApplicationsRequest request;
-    request.set_page_size(1000);
-    request.set_page_token(token);
-    v1::ListApplicationsResponse response;
+  for (const auto& nb : neighborhoods) {
+    v1::GetApplicationRequest request;
+    request.set_name(nb.application());
+    v1::GetApplicationResponse response;
     grpc::Status status =
-        hub.ListApplications(ContextFor(options_.call_timeout).get(), request, &response);
+        hub.GetApplication(ContextFor(options_.call_timeout).get(), request, &response);
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND) continue;  // just deleted
     if (!status.ok()) {
-      log::Warn("agent: ListApplications failed; copies kept",
+      log::Warn("agent: GetApplication failed; copies kept",
                 {{"hub", options_.hub_acm}, {"error", status.error_message()}});
       return false;
     }
-    apps.insert(apps.end(), response.applications().begin(), response.applications().end());
-    token = response.next_page_token();
-  } while (!token.empty());
+    apps.push_back(response.application());
+  }
   auto nb = copies_->SyncNeighborhoods(neighborhoods);
   auto assigned = copies_->SyncAssignments(
       AssignmentsFor(options_.cluster, apps, ToProtoTimestamp(absl::Now())));

@@ -5,8 +5,8 @@
 // marked unreachable). Before each heartbeat it brings the cluster's local
 // copies in step with the hub (the neighborhoods containing the cluster, and
 // its part of each application placed on it, from the hub's
-// ListNeighborhoods and ListApplications) and reports their revisions in the
-// heartbeat. While the hub is away the copies stay as they were. Runs on its
+// ListNeighborhoods and GetApplication of each of those neighborhoods'
+// applications) and reports their revisions in the heartbeat. While the hub is away the copies stay as they were. Runs on its
 // own thread until stopped.
 
 #include <memory>
