@@ -27,7 +27,10 @@ SwmClusterServiceImpl::SwmClusterServiceImpl(KvStore& store, const Clock& clock,
                       return r;
                     }()),
       registry_(NewDefaultRegistry()),
-      heuristic_(std::make_unique<InProcessL2Solver>(registry_, nullptr)),
+      own_l2_(options_.exact_l2.max_nodes > 0
+                  ? std::unique_ptr<L2Solver>(std::make_unique<milp::ExactL2Solver>(
+                        registry_, nullptr, options_.exact_l2))
+                  : std::make_unique<InProcessL2Solver>(registry_, nullptr)),
       executor_(options_.threads, options_.max_queued) {}
 
 SwmClusterServiceImpl::~SwmClusterServiceImpl() = default;
@@ -66,7 +69,7 @@ absl::StatusOr<pb::SolveClusterResponse> SwmClusterServiceImpl::Solve(
     result = options_.l2->Solve(solve->request);
   } else {
     absl::MutexLock lock(&l2_mu_);
-    result = heuristic_->Solve(solve->request);
+    result = own_l2_->Solve(solve->request);
   }
   if (!result.ok()) return result.status();
   pb::SolveClusterResponse response = ToSolveClusterResponse(*solve, *result);

@@ -21,6 +21,7 @@
 #include "swm/core/plugins.h"
 #include "swm/core/solve.h"
 #include "swm/lms/lms_pod_runtime.h"
+#include "swm/milp/exact_l2.h"
 #include "swm/server/cluster_reservations.h"
 
 namespace codeco::swm {
@@ -37,8 +38,11 @@ struct ClusterServiceOptions {
   int threads = 4;
   /// Calls allowed to wait for a thread. Default: 256.
   size_t max_queued = 256;
-  /// L2 solver for SolveCluster; null = the heuristic (InProcessL2Solver).
-  /// Not owned; must outlive the service.
+  /// When SolveCluster solves exactly with CBC (small clusters and batches;
+  /// max_nodes 0 = never). Default: never.
+  milp::ExactL2Options exact_l2{.max_nodes = 0};
+  /// L2 solver for SolveCluster, replacing the above; null = the service's
+  /// own (exact or heuristic). Not owned; must outlive the service.
   L2Solver* l2 = nullptr;
 };
 
@@ -81,7 +85,7 @@ class SwmClusterServiceImpl final : public codeco::swm::v1::SwmService::Callback
   ClusterReservations reservations_;
   PluginRegistry registry_;
   absl::Mutex l2_mu_;  // the in-process solver caches frameworks
-  std::unique_ptr<InProcessL2Solver> heuristic_ ABSL_GUARDED_BY(l2_mu_);
+  std::unique_ptr<L2Solver> own_l2_ ABSL_GUARDED_BY(l2_mu_);
   BoundedExecutor executor_;
 };
 

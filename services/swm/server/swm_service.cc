@@ -410,7 +410,9 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
     PeerChannels& peers = options_.mc_channels != nullptr ? *options_.mc_channels : *channels_;
     ASSIGN_OR_RETURN(mcs[name], peers.Get(mc->second));
   }
-  RemoteL2Solver l2(std::move(mcs), in_process, options_.mc_timeout);
+  milp::ExactL2Solver exact(registry_, nullptr, options_.exact_l2);
+  L2Solver& local = options_.exact_l2.max_nodes > 0 ? static_cast<L2Solver&>(exact) : in_process;
+  RemoteL2Solver l2(std::move(mcs), local, options_.mc_timeout);
   Coordinator coordinator(l2, registry_, nullptr, options_.coordinator);
   ASSIGN_OR_RETURN(PlacementResult result, coordinator.Place(app, federation, neighborhood));
   if (result.unplaced.empty()) {
@@ -696,6 +698,19 @@ void AddSwmConfig(ConfigSchema& schema) {
               .help = "hub: the MC swm of each cluster that has one, as "
                       "cluster=host:port[,cluster=host:port...]; those clusters solve their own "
                       "L2 and hold reservations; the others are driven through their LMS"});
+  schema.Add({.path = "swm.exact_l2_max_nodes",
+              .type = ConfigType::kInt,
+              .default_value = "0",
+              .help = "solve a cluster's L2 exactly with CBC when it has at most this many "
+                      "schedulable nodes (0: never; the heuristic always)"});
+  schema.Add({.path = "swm.exact_l2_max_workloads",
+              .type = ConfigType::kInt,
+              .default_value = "8",
+              .help = "largest batch of workloads the exact L2 takes (larger ones: heuristic)"});
+  schema.Add({.path = "swm.exact_l2_time_limit",
+              .type = ConfigType::kDuration,
+              .default_value = "500ms",
+              .help = "CBC's time limit per exact L2 solve (the heuristic answers after it)"});
   schema.Add({.path = "swm.mc_timeout",
               .type = ConfigType::kDuration,
               .default_value = "10s",
@@ -732,10 +747,22 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
   // Channels to the clusters' LMS: plaintext when they are CODEF's.
   PeerChannelOptions lms_options = PeerChannelOptionsFrom(context.config);
   lms_options.insecure = lms_options.insecure || context.config.lms_plaintext;
+  const Config& raw = context.config.raw;
+  milp::ExactL2Options exact_l2{
+      .max_nodes = static_cast<int>(raw.GetInt("swm.exact_l2_max_nodes")),
+      .max_workloads = static_cast<int>(raw.GetInt("swm.exact_l2_max_workloads")),
+      .time_limit = raw.GetDuration("swm.exact_l2_time_limit")};
+  if (exact_l2.max_nodes < 0) {
+    return InvalidFieldError("swm.exact_l2_max_nodes", "must not be negative");
+  }
+  if (exact_l2.max_workloads < 1) {
+    return InvalidFieldError("swm.exact_l2_max_workloads", "must be at least 1");
+  }
   if (context.config.role != Role::kHub) {
     // The MC role: L2 and the two-phase commit for this cluster, on its LMS.
     if (context.config.lms.empty()) {
-      return InvalidFieldError("federation.lms", "the MC role of swm needs its cluster's LMS (host:port)");
+      return InvalidFieldError("federation.lms",
+                               "the MC role of swm needs its cluster's LMS (host:port)");
     }
     if (context.config.cluster.empty()) {
       return InvalidFieldError("cluster", "the MC role of swm needs its cluster's name");
@@ -744,7 +771,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
     lms_options.egress_proxy.clear();
     ASSIGN_OR_RETURN(std::unique_ptr<PeerChannels> local, PeerChannels::Create(lms_options));
     ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, local->Get(context.config.lms));
-    ClusterServiceOptions options{.cluster = context.config.cluster};
+    ClusterServiceOptions options{.cluster = context.config.cluster, .exact_l2 = exact_l2};
     options.reservations.default_lease = context.config.raw.GetDuration("swm.reservation_lease");
     auto lms = std::make_unique<LmsPodRuntime>(
         std::move(channel),
@@ -762,6 +789,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
   ASSIGN_OR_RETURN(options.cluster_endpoints,
                    ParseClusterEndpoints(context.config.raw.GetString("swm.cluster_endpoints")));
   options.mc_timeout = context.config.raw.GetDuration("swm.mc_timeout");
+  options.exact_l2 = exact_l2;
   options.mc_channels = &context.peers;
   std::shared_ptr<CodefDirectory> directory;
   if (context.config.raw.Has("swm.codef_control")) {

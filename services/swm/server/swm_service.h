@@ -44,6 +44,7 @@
 #include "swm/core/plugins.h"
 #include "swm/core/solve.h"
 #include "swm/lms/lms_pod_runtime.h"
+#include "swm/milp/exact_l2.h"
 #include "swm/server/federation_source.h"
 #include "swm/server/plan_store.h"
 
@@ -73,6 +74,10 @@ struct SwmServiceOptions {
   PeerChannels* mc_channels = nullptr;
   /// Deadline of each call to an MC swm. Default: 10 s.
   absl::Duration mc_timeout = absl::Seconds(10);
+  /// When the hub solves a cluster's L2 exactly with CBC (clusters it drives
+  /// through their LMS; small clusters and batches; max_nodes 0 = never).
+  /// Default: never.
+  milp::ExactL2Options exact_l2{.max_nodes = 0};
   /// Placements allowed to wait for the worker. Default: 64.
   size_t max_queued_placements = 64;
   /// Coordinator settings. Default: the core's.
@@ -186,7 +191,8 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
 
 /// Declares the swm.* configuration keys (swm.codef_control, swm.lms_timeout,
 /// swm.reservation_lease, swm.link_cache_ttl, swm.cluster_endpoints,
-/// swm.mc_timeout).
+/// swm.mc_timeout, swm.exact_l2_max_nodes, swm.exact_l2_max_workloads,
+/// swm.exact_l2_time_limit).
 void AddSwmConfig(ConfigSchema& schema);
 
 /// Parses swm.cluster_endpoints ("cluster=host:port,cluster=host:port"):
