@@ -2,7 +2,7 @@
 //   apply -f FILE [--dry-run] [-o table|yaml|json]
 //   get apps|clusters|neighborhoods [--cluster C]|revisions NAME [-o table|yaml|json]
 //   describe app NAME [-o table|yaml|json]
-//   delete app NAME
+//   delete app NAME | cluster NAME [--force]
 //   rollback app NAME --to-revision N [-o table|yaml|json]
 //   watch app NAME | apps [--from-revision N] [-o table|yaml|json]
 // and the rendering they share (tables, YAML, JSON), kept free of I/O so the
@@ -322,6 +322,22 @@ std::string PlanChannels(const acm::v1::Application& app, const Args& args) {
   return out;
 }
 
+// `delete cluster NAME [--force]`: UnregisterCluster, which drains it first.
+int DeleteCluster(const std::string& name, const Args& args) {
+  auto stub = AcmStub(args);
+  if (!stub.ok()) return Fail("delete", std::string(stub.status().message()));
+  acm::v1::UnregisterClusterRequest request;
+  request.set_name(name);
+  request.set_force(args.Has("force"));
+  acm::v1::UnregisterClusterResponse response;
+  auto context = ContextWithTimeout(args, absl::Seconds(60));
+  grpc::Status status = (*stub)->UnregisterCluster(context.get(), request, &response);
+  if (!status.ok()) return Fail("delete", status.error_message());
+  std::cout << "cluster/" << name << " drained and removed (" << response.operation().phase()
+            << ")\n";
+  return 0;
+}
+
 }  // namespace
 
 absl::StatusOr<Output> ParseOutput(const Args& args) {
@@ -590,8 +606,13 @@ int RunDescribe(const Args& args) {
 }
 
 int RunDelete(const Args& args) {
+  if (args.positional.size() == 2 &&
+      (args.positional[0] == "cluster" || args.positional[0] == "clusters")) {
+    return DeleteCluster(args.positional[1], args);
+  }
+  if (args.Has("force")) return Fail("delete", "--force: only applies to delete cluster");
   std::string name = AppName(args);
-  if (name.empty()) return Fail("delete", "usage: codecoctl delete app NAME");
+  if (name.empty()) return Fail("delete", "usage: codecoctl delete app NAME | cluster NAME");
   auto stub = AcmStub(args);
   if (!stub.ok()) return Fail("delete", std::string(stub.status().message()));
   acm::v1::DeleteApplicationRequest request;

@@ -64,7 +64,7 @@ int RunApply(const Args& args);
 int RunGet(const Args& args);
 /// `codecoctl describe app NAME`.
 int RunDescribe(const Args& args);
-/// `codecoctl delete app NAME`.
+/// `codecoctl delete app NAME | cluster NAME [--force]`.
 int RunDelete(const Args& args);
 /// `codecoctl watch app NAME [--from-revision N]` (or `watch apps` for all).
 int RunWatch(const Args& args);

@@ -30,6 +30,7 @@ constexpr char kUsage[] =
     "  get revisions NAME                    the spec revisions of an application\n"
     "  describe app NAME                     spec, placement, channel latencies vs bounds\n"
     "  delete app NAME                       delete an application (its pods are released)\n"
+    "  delete cluster NAME [--force]         move its applications elsewhere, then unregister it\n"
     "  rollback app NAME --to-revision N     make spec revision N current again\n"
     "  watch app NAME [--from-revision N]    one line per change until deleted or Ctrl-C\n"
     "  watch apps [--from-revision N]        changes of every application\n"
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
       {"apply", {codeco::ctl::RunApply, {"insecure", "dry-run"}, {"f", "filename", "o", "acm"}}},
       {"get", {codeco::ctl::RunGet, {"insecure"}, {"o", "acm", "cluster"}}},
       {"describe", {codeco::ctl::RunDescribe, {"insecure"}, {"o", "acm"}}},
-      {"delete", {codeco::ctl::RunDelete, {"insecure"}, {"acm"}}},
+      {"delete", {codeco::ctl::RunDelete, {"insecure", "force"}, {"acm"}}},
       {"rollback", {codeco::ctl::RunRollback, {"insecure"}, {"o", "acm", "to-revision"}}},
       {"watch", {codeco::ctl::RunWatch, {"insecure"}, {"o", "acm", "from-revision"}}},
       {"fault",

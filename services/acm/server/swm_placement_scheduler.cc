@@ -155,6 +155,18 @@ absl::Status SwmPlacementScheduler::Release(const std::string& application) {
 PlacementResult SwmPlacementScheduler::Place(const Request& request) {
   PlacementResult result;
   result.neighborhood_id = request.neighborhood.id();
+  const std::string& name = request.application.metadata().name();
+  if (request.application.status().plan_revision() > 0) {
+    // Placed before (a changed spec, or moving off a cluster): SWM places an
+    // application only once, so its pods go first. Until SWM's
+    // MigrateWorkload exists this is a redeploy, with a gap.
+    absl::Status released = Release(name);
+    if (!released.ok()) {
+      result.message = absl::StrCat("the current placement could not be released to place again: ",
+                                    released.message());
+      return result;
+    }
+  }
   swm::v1::PlaceApplicationRequest place;
   *place.mutable_application() = request.application;
   *place.mutable_neighborhood() = request.neighborhood;
@@ -190,7 +202,8 @@ PlacementResult SwmPlacementScheduler::Place(const Request& request) {
     result.placements.push_back(placement);
   }
   std::string unplaced;
-  for (const auto& u : plan.unplaced()) absl::StrAppend(&unplaced, "\n", u.workload(), ": ", u.reason());
+  for (const auto& u : plan.unplaced())
+    absl::StrAppend(&unplaced, "\n", u.workload(), ": ", u.reason());
   result.placed = plan.unplaced().empty() && !plan.targets().empty();
   if (!result.placed) {
     result.message = unplaced.empty() ? "nothing placed" : absl::StrCat("unplaced:", unplaced);

@@ -12,6 +12,12 @@
 // application stays DELETING meanwhile, and after a restart
 // ApplicationManager::Resume queues it again, so no deletion is lost.
 // A release supersedes a queued placement of the same application.
+//
+// SWM places an application only once (PlaceApplication refuses one that
+// holds pods; moving pods is MigrateWorkload's job, not implemented yet), so
+// placing an application that was placed before (status.plan_revision > 0:
+// a changed spec, or a move off an unregistered or unreachable cluster)
+// releases it first, then places it: a redeploy, with a gap in service.
 
 #include <deque>
 #include <functional>

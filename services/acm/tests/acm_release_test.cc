@@ -16,7 +16,7 @@
 namespace codeco::acm {
 namespace {
 
-std::string SmallCam(const std::string& name) {
+std::string SmallCam(const std::string& name, const std::string& tag = "1") {
   return absl::StrReplaceAll(R"(apiVersion: codeco.he-codeco.eu/v1alpha1
 kind: CodecoApp
 metadata: {name: NAME}
@@ -25,9 +25,9 @@ spec:
   codecoapp-msspec:
     - serviceName: web
       podspec:
-        containers: [{name: web, image: "registry.example.org/web:1"}]
+        containers: [{name: web, image: "registry.example.org/web:TAG"}]
 )",
-                             {{"NAME", name}});
+                             {{"NAME", name}, {"TAG", tag}});
 }
 
 std::chrono::system_clock::time_point In(absl::Duration d) {
@@ -42,7 +42,34 @@ class FakeSwm final : public swm::v1::SwmService::Service {
                                   swm::v1::ReleaseApplicationResponse* response) override {
     absl::MutexLock lock(&mu_);
     released_.push_back(request->application());
+    log_.push_back("release " + request->application());
     return answer_;
+  }
+  // Places every service on edge-1 under the next plan revision.
+  grpc::Status PlaceApplication(grpc::ServerContext*,
+                                const swm::v1::PlaceApplicationRequest* request,
+                                swm::v1::PlaceApplicationResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    const std::string& name = request->application().metadata().name();
+    log_.push_back("place " + name);
+    swm::v1::AssignmentPlan plan;
+    plan.set_application(name);
+    plan.set_plan_revision(static_cast<int64_t>(log_.size()));
+    for (const auto& s : request->application().spec().services()) {
+      auto* t = plan.add_targets();
+      t->set_service(s.name());
+      t->set_cluster("edge-1");
+      t->set_node("worker-1");
+      t->set_pod(name + "-" + s.name() + "-0");
+    }
+    response->mutable_operation()->set_done(true);
+    response->mutable_operation()->mutable_result()->PackFrom(plan);
+    return grpc::Status::OK;
+  }
+  // Every call in order: "place APP" or "release APP".
+  std::vector<std::string> log() {
+    absl::MutexLock lock(&mu_);
+    return log_;
   }
   void Answer(grpc::Status status) {
     absl::MutexLock lock(&mu_);
@@ -58,6 +85,7 @@ class FakeSwm final : public swm::v1::SwmService::Service {
   grpc::Status answer_ ABSL_GUARDED_BY(mu_) = grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                                                            "ReleaseApplication lands later");
   std::vector<std::string> released_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> log_ ABSL_GUARDED_BY(mu_);
 };
 
 std::unique_ptr<GrpcServer> Serve(grpc::Service* service, const std::string& name) {
@@ -193,6 +221,44 @@ TEST_CASE("an ACM restarted on the same store finishes the deletions it had star
   REQUIRE(restarted.WaitFor("shop", [](const grpc::Status& s, const v1::Application&) {
     return s.error_code() == grpc::StatusCode::NOT_FOUND;
   }));
+}
+
+TEST_CASE("an application placed before is released then placed again") {
+  FakeSwm swm;
+  swm.Answer(grpc::Status::OK);
+  auto swm_server = Serve(&swm, "swm");
+  auto kv = NewKv();
+  Hub hub(*kv, swm_server->address());
+  {
+    // A member for the neighborhood, so the scheduler is asked at all.
+    grpc::ClientContext context;
+    v1::RegisterClusterRequest request;
+    request.mutable_cluster()->mutable_metadata()->set_name("edge-1");
+    request.mutable_cluster()->set_role(v1::CLUSTER_ROLE_MC);
+    request.mutable_cluster()->mutable_capacity()->mutable_largest_free_node()->set_cpu_millicores(
+        4000);
+    v1::RegisterClusterResponse response;
+    REQUIRE(hub.stub->RegisterCluster(&context, request, &response).ok());
+  }
+  auto apply = [&](const std::string& tag) {
+    grpc::ClientContext context;
+    v1::ApplyApplicationRequest request;
+    request.set_cam_yaml(SmallCam("shop", tag));
+    v1::ApplyApplicationResponse response;
+    REQUIRE(hub.stub->ApplyApplication(&context, request, &response).ok());
+  };
+  apply("1");
+  REQUIRE(hub.WaitFor("shop", [](const grpc::Status& s, const v1::Application& app) {
+    return s.ok() && app.status().phase() == v1::APPLICATION_PHASE_DEPLOYING;
+  }));
+  REQUIRE(swm.log() == std::vector<std::string>{"place shop"});
+  // A changed spec: SWM places an application once, so ACM releases it first.
+  apply("2");
+  REQUIRE(hub.WaitFor("shop", [](const grpc::Status& s, const v1::Application& app) {
+    return s.ok() && app.spec_revision() == 2 && app.status().observed_spec_revision() == 2 &&
+           app.status().phase() == v1::APPLICATION_PHASE_DEPLOYING;
+  }));
+  REQUIRE(swm.log() == std::vector<std::string>{"place shop", "release shop", "place shop"});
 }
 
 }  // namespace

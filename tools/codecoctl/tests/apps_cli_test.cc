@@ -139,6 +139,12 @@ TEST_CASE("codecoctl applies and lists and rolls back and watches through a real
   r = ctl({"watch", "app", "shop", "--from-revison", "1"});
   REQUIRE(r.exit_code != 0);
   REQUIRE_THAT(r.output, Catch::Contains("--from-revison: unknown flag"));
+  r = ctl({"delete", "cluster", "atlantis"});
+  REQUIRE(r.exit_code != 0);
+  REQUIRE_THAT(r.output, Catch::Contains("name: cluster \"atlantis\" is not registered"));
+  r = ctl({"delete", "app", "shop", "--force"});
+  REQUIRE(r.exit_code != 0);
+  REQUIRE_THAT(r.output, Catch::Contains("--force: only applies to delete cluster"));
   r = ctl({"watch", "app", "nope"});
   REQUIRE(r.exit_code != 0);
   REQUIRE_THAT(r.output, Catch::Contains("nope"));
