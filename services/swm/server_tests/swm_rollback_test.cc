@@ -2,10 +2,12 @@
 // over gRPC) places three replicas over a CODEF-emulated cluster and a cluster
 // whose LMS refuses to create pods; the pods already created in the first are
 // deleted, the answer is ABORTED naming the broken cluster, and the stored
-// plan is ROLLED_BACK. Member LMS endpoints come from the neighborhood.
+// plan is ROLLED_BACK. Member LMS endpoints come from the neighborhood. A
+// removal whose pods cannot be deleted is stored FAILED and finished by a retry.
 #include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/peer_channels.h"
 #include "codeco/common/server.h"
@@ -71,6 +73,68 @@ class BrokenLms final : public lms::LmsService::CallbackService {
     reactor->Finish(status);
     return reactor;
   }
+};
+
+// An LMS with one 4-CPU node that keeps pods in memory and refuses to delete
+// them while `refuse_deletes` is set (a kubelet away during a removal).
+class FlakyLms final : public lms::LmsService::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* context,
+                                      const lms::ListNodesRequest*,
+                                      lms::ListNodesResponse* response) override {
+    lms::Node* node = response->add_nodes();
+    node->set_name("f-node");
+    node->mutable_allocatable()->set_cpu_millicores(4000);
+    node->mutable_allocatable()->set_memory_bytes(int64_t{8} << 30);
+    node->set_condition(lms::NODE_CONDITION_READY);
+    return Finish(context, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ListPods(grpc::CallbackServerContext* context,
+                                     const lms::ListPodsRequest*,
+                                     lms::ListPodsResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, pod] : pods_) *response->add_pods() = pod;
+    return Finish(context, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* CreatePod(grpc::CallbackServerContext* context,
+                                      const lms::CreatePodRequest* request,
+                                      lms::CreatePodResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    pods_[request->pod().name()] = request->pod();
+    *response->mutable_pod() = request->pod();
+    return Finish(context, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* DeletePod(grpc::CallbackServerContext* context,
+                                      const lms::DeletePodRequest* request,
+                                      lms::DeletePodResponse*) override {
+    absl::MutexLock lock(&mu_);
+    if (refuse_deletes_) {
+      return Finish(context, grpc::Status(grpc::StatusCode::UNAVAILABLE, "kubelet away"));
+    }
+    if (pods_.erase(request->name()) == 0) {
+      return Finish(context, grpc::Status(grpc::StatusCode::NOT_FOUND, "no pod"));
+    }
+    return Finish(context, grpc::Status::OK);
+  }
+  void RefuseDeletes(bool refuse) {
+    absl::MutexLock lock(&mu_);
+    refuse_deletes_ = refuse;
+  }
+  size_t PodCount() {
+    absl::MutexLock lock(&mu_);
+    return pods_.size();
+  }
+
+ private:
+  static grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
+                                          const grpc::Status& status) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(status);
+    return reactor;
+  }
+  absl::Mutex mu_;
+  std::map<std::string, lms::Pod> pods_ ABSL_GUARDED_BY(mu_);
+  bool refuse_deletes_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 std::unique_ptr<GrpcServer> Serve(grpc::Service* service) {
@@ -232,6 +296,64 @@ TEST_CASE("a member whose LMS does not answer is left out of the placement") {
   // Nobody answers: UNAVAILABLE.
   request.mutable_neighborhood()->mutable_members()->RemoveLast();
   CHECK(absl::IsUnavailable(service.Place(request).status()));
+}
+
+TEST_CASE("a removal that cannot delete a pod is stored FAILED and retried") {
+  FlakyLms flaky;
+  auto lms_server = Serve(&flaky);
+  SimulatedClock clock(absl::FromUnixSeconds(1'800'000'000));
+  auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  auto channels = PeerChannels::Create({.insecure = true});
+  REQUIRE(channels.ok());
+  SwmServiceImpl service(*kv, clock, std::move(*channels), nullptr, nullptr);
+
+  pb::PlaceApplicationRequest request;
+  auto* spec = request.mutable_application()->mutable_spec();
+  spec->set_app_name("web");
+  auto* svc = spec->add_services();
+  svc->set_name("front");
+  svc->set_replicas(2);
+  svc->mutable_requests()->set_cpu_millicores(500);
+  auto* member = request.mutable_neighborhood()->add_members();
+  member->set_cluster("f");
+  (*member->mutable_endpoints())["lms"] = lms_server->address();
+  auto placed = service.Place(request);
+  INFO(placed.status().message());
+  REQUIRE(placed.ok());
+  REQUIRE(flaky.PodCount() == 2);
+
+  flaky.RefuseDeletes(true);
+  pb::ReleaseApplicationRequest release;
+  release.set_application("web");
+  release.set_request_id("rm-1");
+  auto failed = service.Release(release);
+  CHECK(absl::IsUnavailable(failed.status()));
+  CHECK(absl::StrContains(failed.status().message(), "web-front-"));
+  PlanStore plans(*kv);
+  auto stored = plans.Get("web", 0);
+  REQUIRE(stored.ok());
+  CHECK(stored->plan_revision() == 2);
+  CHECK(stored->phase() == pb::PLAN_PHASE_FAILED);
+  CHECK(stored->targets_size() == 2);  // both pods are still there
+  for (const auto& a : stored->actions()) CHECK(a.result() == pb::ACTION_RESULT_FAILED);
+  // Placing again is refused while pods of the application remain.
+  CHECK(absl::IsFailedPrecondition(service.Place(request).status()));
+
+  // The kubelet is back: the same request_id retries and finishes the removal.
+  flaky.RefuseDeletes(false);
+  auto done = service.Release(release);
+  INFO(done.status().message());
+  REQUIRE(done.ok());
+  CHECK(done->phase() == pb::PLAN_PHASE_DONE);
+  CHECK(done->plan_revision() == 3);
+  CHECK(done->incumbent_plan_revision() == 1);
+  CHECK(done->actions_size() == 2);
+  CHECK(done->targets().empty());
+  CHECK(flaky.PodCount() == 0);
+  auto again = service.Release(release);
+  REQUIRE(again.ok());
+  CHECK(again->id() == done->id());
+  lms_server->Shutdown(absl::Seconds(5));
 }
 
 }  // namespace
