@@ -1,8 +1,10 @@
 // codeco-swm in the MC role killed with SIGKILL and started again on the same
 // data keeps every reservation it acknowledged: the held one still counts
 // against its node until its lease runs out, the committed one stays
-// committed with its pod. The cluster's LMS is CODEF's emulated LMS, served
-// by this test on loopback; the swm is a child process.
+// committed with its pod. Then a hub codeco-swm given the MC's endpoint
+// (swm.cluster_endpoints) places and removes an application through it. The
+// cluster's LMS is CODEF's emulated LMS, served by this test on loopback; both
+// swm are child processes.
 #include <signal.h>
 #include <unistd.h>
 
@@ -45,20 +47,41 @@ std::chrono::system_clock::time_point In(absl::Duration d) {
   return absl::ToChronoTime(absl::Now() + d);
 }
 
-// codeco-swm --role mc on `data`, reaching the LMS at `lms`.
+// codeco-swm --role mc on `data`, reaching the LMS at `lms` (or, with
+// `hub_args`, --role hub with those extra arguments).
 struct McSwm {
-  McSwm(const fs::path& work, const std::string& lms_address)
-      : process({std::string(CODECO_BIN_DIR) + "/codeco-swm", "--role", "mc", "--cluster", "edge",
-                 "--insecure", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-                 "--data-dir", (work / "data").string(), "--federation.lms", lms_address,
-                 "--federation.lms-plaintext"},
-                (work / "swm.log").string()) {
+  McSwm(const fs::path& work, const std::string& lms_address,
+        const std::vector<std::string>& hub_args = {})
+      : process(Args(work, lms_address, hub_args), (work / "swm.log").string()) {
     std::optional<std::string> line = process.ReadLine(absl::Now() + absl::Seconds(30));
     INFO("codeco-swm printed: " << line.value_or("<nothing>"));
     REQUIRE(line.has_value());
     std::smatch m;
     REQUIRE(std::regex_search(*line, m, std::regex("listening on (127\\.0\\.0\\.1:[0-9]+)")));
-    stub = pb::SwmService::NewStub(grpc::CreateChannel(m[1], grpc::InsecureChannelCredentials()));
+    address = m[1];
+    stub =
+        pb::SwmService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  }
+
+  static std::vector<std::string> Args(const fs::path& work, const std::string& lms_address,
+                                       const std::vector<std::string>& hub_args) {
+    bool hub = !hub_args.empty();
+    std::vector<std::string> args = {std::string(CODECO_BIN_DIR) + "/codeco-swm",
+                                     "--role",
+                                     hub ? "hub" : "mc",
+                                     "--cluster",
+                                     hub ? "hub" : "edge",
+                                     "--insecure",
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--metrics-listen",
+                                     "127.0.0.1:0",
+                                     "--data-dir",
+                                     (work / (hub ? "hub-data" : "data")).string(),
+                                     "--federation.lms-plaintext"};
+    if (!hub) args.insert(args.end(), {"--federation.lms", lms_address});
+    args.insert(args.end(), hub_args.begin(), hub_args.end());
+    return args;
   }
 
   grpc::Status Reserve(const std::string& id, const std::string& node, int64_t cpu,
@@ -86,10 +109,11 @@ struct McSwm {
   }
 
   codeco::testing::ChildProcess process;
+  std::string address;
   std::unique_ptr<pb::SwmService::Stub> stub;
 };
 
-TEST_CASE("an MC swm killed with SIGKILL keeps its acknowledged reservations") {
+TEST_CASE("an MC swm killed with SIGKILL keeps its reservations and then serves a hub swm") {
   for (const char* v : {"http_proxy", "https_proxy", "grpc_proxy", "HTTP_PROXY", "HTTPS_PROXY"}) {
     unsetenv(v);
   }
@@ -184,6 +208,55 @@ TEST_CASE("an MC swm killed with SIGKILL keeps its acknowledged reservations") {
   CHECK(absl::StrContains(status.error_message(), "expired"));
   CHECK(pods().count("app-held") == 0);
 
+  // The two-layer path with real processes: a hub codeco-swm configured
+  // with this MC's endpoint places through it (the MC labels the pods it
+  // creates with its reservation) and removes through it.
+  McSwm hub(work, "", {"--set", "swm.cluster_endpoints=edge=" + second.address});
+  pb::PlaceApplicationRequest place;
+  place.set_request_id("p-1");
+  auto* spec = place.mutable_application()->mutable_spec();
+  spec->set_app_name("web");
+  auto* svc = spec->add_services();
+  svc->set_name("front");
+  svc->set_replicas(1);
+  svc->mutable_requests()->set_cpu_millicores(200);
+  auto* member = place.mutable_neighborhood()->add_members();
+  member->set_cluster("edge");
+  (*member->mutable_endpoints())["lms"] = (*lms_server)->address();
+  grpc::ClientContext place_context;
+  place_context.set_deadline(In(absl::Seconds(30)));
+  pb::PlaceApplicationResponse placed;
+  status = hub.stub->PlaceApplication(&place_context, place, &placed);
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  bool by_mc = false;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(10)));
+    lms::ListPodsResponse listed;
+    REQUIRE(lms_stub->ListPods(&context, {}, &listed).ok());
+    for (const auto& p : listed.pods()) {
+      if (p.name() != "web-front-0") continue;
+      auto it = p.labels().find("codeco.io/reservation");
+      by_mc = it != p.labels().end() && it->second == "web.1.edge";
+    }
+  }
+  CHECK(by_mc);
+  grpc::ClientContext release_context;
+  release_context.set_deadline(In(absl::Seconds(30)));
+  pb::ReleaseApplicationRequest release;
+  release.set_application("web");
+  pb::ReleaseApplicationResponse released;
+  status = hub.stub->ReleaseApplication(&release_context, release, &released);
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  CHECK(pods().count("web-front-0") == 0);
+  // The MC marked the reservation released: the id cannot be reserved again.
+  pb::ReserveResponse reused;
+  CHECK(second.Reserve("web/1/edge", nodes[0], 100, lease, &reused).error_code() ==
+        grpc::StatusCode::FAILED_PRECONDITION);
+
+  hub.process.Stop(SIGTERM, absl::Now() + absl::Seconds(10));
   second.process.Stop(SIGTERM, absl::Now() + absl::Seconds(10));
   (*lms_server)->Shutdown(absl::Seconds(5));
   fs::remove_all(work);
