@@ -331,10 +331,22 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
     reads[i].endpoint = std::move(endpoint);
     reads[i].rig = *rig;
   }
-  // The members' LMS are read concurrently (a few at a time).
+  // The members' LMS are read concurrently (a few at a time), unless a node
+  // view read less than swm.node_view_ttl ago can be reused.
   {
-    absl::BlockingCounter done(static_cast<int>(reads.size()));
+    const absl::Time now = clock_.Now();
+    std::vector<MemberRead*> to_read;
     for (MemberRead& read : reads) {
+      auto cached = node_cache_.find(read.endpoint.name);
+      if (cached != node_cache_.end() && now - cached->second.read_at < options_.node_view_ttl) {
+        read.nodes = cached->second.nodes;
+      } else {
+        to_read.push_back(&read);
+      }
+    }
+    absl::BlockingCounter done(static_cast<int>(to_read.size()));
+    for (MemberRead* read_ptr : to_read) {
+      MemberRead& read = *read_ptr;
       bool queued = readers_.Submit([&read, &done] {
         read.nodes = read.rig->runtime->ListNodes();
         done.DecrementCount();
@@ -345,6 +357,11 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
       }
     }
     done.Wait();
+    if (options_.node_view_ttl > absl::ZeroDuration()) {
+      for (MemberRead* read : to_read) {
+        if (read->nodes.ok()) node_cache_[read->endpoint.name] = CachedNodes{*read->nodes, now};
+      }
+    }
   }
   for (MemberRead& read : reads) {
     const std::string& name = read.endpoint.name;
@@ -503,7 +520,10 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
   }
   PlanExecutor executor(executors, options_.reservation_lease);
   absl::Status executed = executor.Execute(plan);
-  for (const WorkloadTarget& t : plan.targets) rigs_[t.cluster].runtime->ClearPodTemplate(t.pod);
+  for (const WorkloadTarget& t : plan.targets) {
+    rigs_[t.cluster].runtime->ClearPodTemplate(t.pod);
+    node_cache_.erase(t.cluster);  // the plan changed it: read it again next time
+  }
   for (const std::string& name : neighborhood) {
     if (rigs_[name].local == nullptr) continue;  // an MC swm watches its own pods
     absl::Status synced = rigs_[name].local->Sync();
@@ -641,6 +661,7 @@ absl::StatusOr<pb::AssignmentPlan> SwmServiceImpl::ReleaseLocked(
         *plan.add_targets() = *t;  // still there
       }
     }
+    node_cache_.erase(cluster);
     // The placement's reservation: once its pods are gone nothing is held.
     if (cluster_ok) {
       absl::Status released =
@@ -693,6 +714,12 @@ void AddSwmConfig(ConfigSchema& schema) {
               .default_value = "0s",
               .help = "how long the hub reuses a link read from the link source across "
                       "placements (0s: read every link for every placement)"});
+  schema.Add({.path = "swm.node_view_ttl",
+              .type = ConfigType::kDuration,
+              .default_value = "0s",
+              .help = "how long the hub reuses a member's nodes read from its LMS across "
+                      "placements (clusters a plan changed are read again; Reserve re-checks "
+                      "room in the cluster); 0s: read for every placement"});
   schema.Add({.path = "swm.cluster_endpoints",
               .type = ConfigType::kString,
               .help = "hub: the MC swm of each cluster that has one, as "
@@ -786,6 +813,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
   options.lms_timeout = context.config.raw.GetDuration("swm.lms_timeout");
   options.reservation_lease = context.config.raw.GetDuration("swm.reservation_lease");
   options.link_cache_ttl = context.config.raw.GetDuration("swm.link_cache_ttl");
+  options.node_view_ttl = context.config.raw.GetDuration("swm.node_view_ttl");
   ASSIGN_OR_RETURN(options.cluster_endpoints,
                    ParseClusterEndpoints(context.config.raw.GetString("swm.cluster_endpoints")));
   options.mc_timeout = context.config.raw.GetDuration("swm.mc_timeout");

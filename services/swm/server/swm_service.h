@@ -64,6 +64,12 @@ struct SwmServiceOptions {
   /// a channel bound be planned on old figures: keep it short. Default: 0
   /// (every placement reads every link).
   absl::Duration link_cache_ttl = absl::ZeroDuration();
+  /// How long the nodes read from a member's LMS are reused by later
+  /// placements. A plan (or removal) that touched a cluster drops its view;
+  /// changes made by others meanwhile are not seen, but Reserve re-checks
+  /// room in the cluster, so a stale view can fail a plan (ABORTED, rolled
+  /// back), never overcommit a node. Default: 0 (read for every placement).
+  absl::Duration node_view_ttl = absl::ZeroDuration();
   /// The MC swm of each cluster that has one (cluster -> host:port): such a
   /// cluster solves its own L2 (SolveCluster) and runs its side of the
   /// two-phase commit (Reserve/Commit/Release) with its durable ledger;
@@ -179,6 +185,11 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
     absl::Time read_at;
   };
   std::map<std::pair<std::string, std::string>, CachedLink> link_cache_ ABSL_GUARDED_BY(place_mu_);
+  struct CachedNodes {
+    std::vector<Node> nodes;
+    absl::Time read_at;
+  };
+  std::map<std::string, CachedNodes> node_cache_ ABSL_GUARDED_BY(place_mu_);
 
   // Reads the members' LMS concurrently during a placement.
   BoundedExecutor readers_{8, 1024};
@@ -190,7 +201,7 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
 };
 
 /// Declares the swm.* configuration keys (swm.codef_control, swm.lms_timeout,
-/// swm.reservation_lease, swm.link_cache_ttl, swm.cluster_endpoints,
+/// swm.reservation_lease, swm.link_cache_ttl, swm.node_view_ttl, swm.cluster_endpoints,
 /// swm.mc_timeout, swm.exact_l2_max_nodes, swm.exact_l2_max_workloads,
 /// swm.exact_l2_time_limit).
 void AddSwmConfig(ConfigSchema& schema);

@@ -356,5 +356,90 @@ TEST_CASE("a removal that cannot delete a pod is stored FAILED and retried") {
   lms_server->Shutdown(absl::Seconds(5));
 }
 
+TEST_CASE("a reused node view never overcommits a node") {
+  SimulatedClock clock(absl::FromUnixSeconds(1'800'000'000));
+  codef::InMemoryLinkControl links;
+  codef::InMemoryCheckpointArchiveStore archives;
+  auto scenario = codef::ParseScenario(kScenario, "");
+  REQUIRE(scenario.ok());
+  auto federation = codef::Federation::Create(*scenario, clock, &links, &archives, nullptr);
+  REQUIRE(federation.ok());
+  codef::EmulatedLmsService edge_service((*federation)->FindLms("a-edge"));
+  auto edge = Serve(&edge_service);
+  auto lms_stub = lms::LmsService::NewStub(
+      grpc::CreateChannel(edge->address(), grpc::InsecureChannelCredentials()));
+  auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  auto channels = PeerChannels::Create({.insecure = true});
+  REQUIRE(channels.ok());
+  SwmServiceOptions options;
+  options.node_view_ttl = absl::Minutes(1);
+  SwmServiceImpl service(*kv, clock, std::move(*channels), nullptr, nullptr, options);
+
+  auto app = [&](const std::string& name, bool dry_run) {
+    pb::PlaceApplicationRequest request;
+    request.set_dry_run(dry_run);
+    auto* spec = request.mutable_application()->mutable_spec();
+    spec->set_app_name(name);
+    auto* svc = spec->add_services();
+    svc->set_name("w");
+    svc->mutable_requests()->set_cpu_millicores(1500);
+    auto* member = request.mutable_neighborhood()->add_members();
+    member->set_cluster("a-edge");
+    (*member->mutable_endpoints())["lms"] = edge->address();
+    return request;
+  };
+  auto pod_count = [&] {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(10)));
+    lms::ListPodsResponse response;
+    REQUIRE(lms_stub->ListPods(&context, {}, &response).ok());
+    return response.pods_size();
+  };
+
+  // The first placement takes one of the two 2-CPU nodes; its cluster's view
+  // is dropped after the plan, so a dry run reads (and keeps) the new state.
+  REQUIRE(service.Place(app("first", false)).ok());
+  REQUIRE(service.Place(app("probe", true)).ok());
+  // Someone else fills the other node behind the hub's back.
+  std::string free_node;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(10)));
+    lms::ListPodsResponse pods;
+    REQUIRE(lms_stub->ListPods(&context, {}, &pods).ok());
+    REQUIRE(pods.pods_size() == 1);
+    grpc::ClientContext nodes_context;
+    nodes_context.set_deadline(In(absl::Seconds(10)));
+    lms::ListNodesResponse nodes;
+    REQUIRE(lms_stub->ListNodes(&nodes_context, {}, &nodes).ok());
+    for (const auto& n : nodes.nodes()) {
+      if (n.name() != pods.pods(0).node_name()) free_node = n.name();
+    }
+  }
+  REQUIRE(!free_node.empty());
+  lms::CreatePodRequest other;
+  other.mutable_pod()->set_name("someone-else");
+  other.mutable_pod()->set_node_name(free_node);
+  auto* c = other.mutable_pod()->add_containers();
+  c->set_name("main");
+  c->mutable_requests()->set_cpu_millicores(1500);
+  grpc::ClientContext create_context;
+  create_context.set_deadline(In(absl::Seconds(10)));
+  lms::CreatePodResponse created;
+  REQUIRE(lms_stub->CreatePod(&create_context, other, &created).ok());
+  REQUIRE(pod_count() == 2);
+
+  // The hub's view is stale: it plans onto the filled node, the cluster's
+  // reservation check refuses, the plan is rolled back and nothing is added.
+  auto stale = service.Place(app("second", false));
+  INFO(stale.status().message());
+  CHECK(absl::IsAborted(stale.status()));
+  CHECK(pod_count() == 2);
+  // Read again (that cluster's view was dropped): no room, said as such.
+  auto fresh = service.Place(app("third", false));
+  CHECK(absl::IsFailedPrecondition(fresh.status()));
+  CHECK(pod_count() == 2);
+}
+
 }  // namespace
 }  // namespace codeco::swm
