@@ -106,6 +106,11 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
     if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
     options.local_endpoints = {host};
   }
+  // With a fixed port NetMA can probe itself to measure its call overhead.
+  if (const std::string& listen = context.config.listen;
+      !listen.empty() && listen.substr(listen.rfind(':') + 1) != "0") {
+    options.self_address = listen;
+  }
   options.monitor.probe.interval = raw.GetDuration("netma.probe_interval");
   options.monitor.probe.timeout = raw.GetDuration("netma.probe_timeout");
   options.monitor.probe.bulk_bytes = raw.GetInt("netma.bulk_bytes");

@@ -32,6 +32,10 @@ void LinkEstimator::Record(const ProbeSample& sample) {
   }
   consecutive_failures_ = 0;
   failed_ = false;
+  recent_rtts_ns_.push_back(absl::ToInt64Nanoseconds(sample.rtt));
+  while (static_cast<int>(recent_rtts_ns_.size()) > options_.recent_size) {
+    recent_rtts_ns_.pop_front();
+  }
   double rtt = absl::ToDoubleNanoseconds(sample.rtt);
   rtt_ema_ns_ = has_rtt_ ? options_.ema_alpha * rtt + (1 - options_.ema_alpha) * rtt_ema_ns_ : rtt;
   has_rtt_ = true;
@@ -44,6 +48,14 @@ void LinkEstimator::Record(const ProbeSample& sample) {
                                    : last_flow_energy_;
     has_energy_ = true;
   }
+}
+
+int64_t LinkEstimator::RecentMedianRttNs() const {
+  if (recent_rtts_ns_.empty()) return 0;
+  std::vector<int64_t> sorted(recent_rtts_ns_.begin(), recent_rtts_ns_.end());
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
 }
 
 int64_t LinkEstimator::RttPercentileNs(double quantile) const {

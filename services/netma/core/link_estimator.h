@@ -33,6 +33,10 @@ struct LinkEstimatorOptions {
   double ema_alpha = 0.2;
   /// Probes kept for p50/p99 and loss. Default 64.
   int window_size = 64;
+  /// Successful probes whose median is the path RTT. Default 5: one spike
+  /// (or two) does not move it, and a lasting change shows in full after
+  /// three probes.
+  int recent_size = 5;
   /// Bulk (throughput) samples kept; throughput is their byte-weighted mean. Default 4.
   int throughput_window = 4;
   /// Consecutive failed probes after which the link is down. Default 3.
@@ -72,6 +76,8 @@ class LinkEstimator {
   int64_t rtt_ema_ns() const { return static_cast<int64_t>(rtt_ema_ns_ + 0.5); }
   /// Median RTT over the window's successful probes, nanoseconds (0 if none).
   int64_t RttPercentileNs(double quantile) const;
+  /// Median of the last `recent_size` successful RTTs, nanoseconds (0 if none).
+  int64_t RecentMedianRttNs() const;
   /// Byte-weighted throughput over the retained bulk samples, bits/s (0 if none).
   int64_t throughput_bps() const;
   /// Share of failed probes in the window, 0-1.
@@ -108,6 +114,7 @@ class LinkEstimator {
   LinkEstimatorOptions options_;
   std::deque<WindowEntry> window_;
   std::deque<BulkEntry> bulk_;
+  std::deque<int64_t> recent_rtts_ns_;  // last recent_size successful RTTs
   double rtt_ema_ns_ = 0;
   bool has_rtt_ = false;
   int consecutive_failures_ = 0;

@@ -32,6 +32,7 @@ absl::Status ValidateMonitorOptions(const MonitorOptions& options) {
     errors.Add("link.energy_alpha", "must be in (0, 1]");
   }
   if (link.window_size < 1) errors.Add("link.window_size", "must be at least 1");
+  if (link.recent_size < 1) errors.Add("link.recent_size", "must be at least 1");
   if (link.throughput_window < 1) errors.Add("link.throughput_window", "must be at least 1");
   if (link.failure_threshold < 1) errors.Add("link.failure_threshold", "must be at least 1");
   if (link.power.static_watts < 0) errors.Add("link.power.static_watts", "must not be negative");
@@ -102,6 +103,18 @@ void NetworkMonitor::RecordResult(const ProbeTask& task,
   }
 }
 
+void NetworkMonitor::RecordLocalOverhead(absl::Duration rtt) {
+  overhead_samples_ns_.push_back(absl::ToInt64Nanoseconds(rtt));
+  while (overhead_samples_ns_.size() > kOverheadSamples) overhead_samples_ns_.pop_front();
+}
+
+int64_t NetworkMonitor::LocalOverheadNs() const {
+  if (overhead_samples_ns_.empty()) return 0;
+  std::vector<int64_t> sorted(overhead_samples_ns_.begin(), overhead_samples_ns_.end());
+  std::sort(sorted.begin(), sorted.end());
+  return sorted[sorted.size() / 2];
+}
+
 int NetworkMonitor::RunDueProbes(Prober& prober) {
   std::vector<ProbeTask> tasks = TakeDueProbes();
   for (const ProbeTask& task : tasks) RecordResult(task, prober.Probe(task));
@@ -119,6 +132,9 @@ std::vector<LinkMetrics> NetworkMonitor::Links() const {
     m.set_rtt_ema_ns(link.rtt_ema_ns());
     m.set_rtt_p50_ns(link.RttPercentileNs(0.5));
     m.set_rtt_p99_ns(link.RttPercentileNs(0.99));
+    const int64_t overhead = LocalOverheadNs();
+    m.set_local_overhead_ns(overhead);
+    m.set_path_rtt_ns(std::max<int64_t>(link.RecentMedianRttNs() - overhead, 0));
     m.set_throughput_bps(link.throughput_bps());
     m.set_loss_ratio(link.loss_ratio());
     m.set_sample_count(link.window_count());

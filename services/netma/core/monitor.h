@@ -5,6 +5,7 @@
 // (link failures, packet loss, node net failures, egress bandwidth, degree,
 // latency EMA, flow and link energy). Reads time only from the injected Clock.
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -45,6 +46,11 @@ class NetworkMonitor {
   void SetPeers(const std::vector<Peer>& peers);
   /// The probes due now (see ProbeScheduler::TakeDue).
   std::vector<ProbeTask> TakeDueProbes();
+  /// Folds in one round trip of this NetMA to itself (no network path): the
+  /// cost of the calls themselves, which path_rtt_ns leaves out.
+  void RecordLocalOverhead(absl::Duration rtt);
+  /// The median of the recent self round trips, nanoseconds (0 before any).
+  int64_t LocalOverheadNs() const;
   /// When the next probe is due.
   absl::Time NextProbeDue() const { return scheduler_.NextDue(); }
   /// Folds in the outcome of `task`, completed now.
@@ -72,6 +78,9 @@ class NetworkMonitor {
   const Clock& clock_;
   ProbeScheduler scheduler_;
   std::map<std::string, LinkEstimator> links_;  // by peer cluster
+  /// Self round trips kept for the overhead median.
+  static constexpr size_t kOverheadSamples = 16;
+  std::deque<int64_t> overhead_samples_ns_;
   double flow_energy_ema_ = 0;
   bool has_flow_energy_ = false;
 };

@@ -69,6 +69,12 @@ class Prober {
   };
   /// Measures one sample; may block up to task.timeout.
   virtual absl::StatusOr<Result> Probe(const ProbeTask& task) = 0;
+  /// One round trip of the same call to this NetMA itself, without any
+  /// network path: the overhead every sample carries. UNIMPLEMENTED when the
+  /// prober cannot reach itself (then nothing is subtracted).
+  virtual absl::StatusOr<absl::Duration> ProbeSelf(absl::Duration timeout) {
+    return absl::UnimplementedError("this prober does not probe itself");
+  }
 };
 
 /// Decides which peer is due. Not thread-safe.

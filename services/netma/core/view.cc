@@ -7,6 +7,17 @@
 
 namespace codeco::netma {
 
+namespace {
+
+// The RTT a link's delay cost uses: the robust path estimate when the
+// measuring NetMA sent one, else (an older peer's summary) the EMA.
+int64_t PathRttNs(const codeco::netma::v1::LinkMetrics& l) {
+  if (l.path_rtt_ns() > 0 || l.local_overhead_ns() > 0) return l.path_rtt_ns();
+  return l.rtt_ema_ns();
+}
+
+}  // namespace
+
 using codeco::netma::v1::LinkMetrics;
 using codeco::netma::v1::NetworkTopology;
 using google::protobuf::util::TimeUtil;
@@ -84,7 +95,7 @@ absl::StatusOr<NetworkTopology> NetworkView::Topology(const std::string& neighbo
       double share =
           service_class == codeco::common::v1::SERVICE_CLASS_ASSURED ? options_.assured_share : 1;
       cap->set_bandwidth_bps(static_cast<int64_t>(static_cast<double>(l.throughput_bps()) * share));
-      cap->set_latency_ns(l.rtt_ema_ns() / 2);
+      cap->set_latency_ns(PathRttNs(l) / 2);
       cap->set_loss_ratio(l.loss_ratio());
       cap->set_energy_joules_per_byte(l.energy_joules_per_byte());
     }
@@ -124,7 +135,7 @@ absl::StatusOr<codeco::netma::v1::CostMap> NetworkView::CostMap(
   std::vector<LinkCost> costs;
   for (const LinkMetrics& l : links) {
     if (l.failed() || l.rtt_ema_ns() == 0) continue;  // no path (yet), no cost
-    costs.push_back(LinkCost{l.source_cluster(), l.target_cluster(), l.rtt_ema_ns() / 2,
+    costs.push_back(LinkCost{l.source_cluster(), l.target_cluster(), PathRttNs(l) / 2,
                              l.throughput_bps(), l.loss_ratio(), l.energy_joules_per_byte()});
   }
   return BuildCostMap(network_map, costs, request.metric(), request.mode(),

@@ -18,6 +18,9 @@ namespace {
 // established channel, bytes each way; added to message sizes for overhead accounting.
 constexpr int64_t kCallOverheadBytes = 120;
 
+// The shortest upload time a bulk sample can resolve.
+constexpr absl::Duration kBulkResolution = absl::Milliseconds(1);
+
 absl::Duration Since(std::chrono::steady_clock::time_point start) {
   return absl::FromChrono(std::chrono::steady_clock::now() - start);
 }
@@ -26,8 +29,12 @@ absl::Duration Since(std::chrono::steady_clock::time_point start) {
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> PeerChannels::Get(const std::string& address) {
   absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
   auto it = channels_.find(address);
-  if (it != channels_.end()) return it->second;
+  if (it != channels_.end() && (options_.max_channel_age <= absl::ZeroDuration() ||
+                                now - it->second.created < options_.max_channel_age)) {
+    return it->second.channel;
+  }
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (options_.insecure) {
     creds = grpc::InsecureChannelCredentials();
@@ -42,8 +49,11 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> PeerChannels::Get(const std::stri
   }
   // Probes must not wait out a reconnect backoff longer than their interval.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // A distinct channel (no subchannel sharing with the one it replaces), so
+  // renewing really opens a new connection.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   auto channel = grpc::CreateCustomChannel(address, creds, args);
-  channels_[address] = channel;
+  channels_[address] = {channel, now};
   return channel;
 }
 
@@ -84,11 +94,33 @@ absl::StatusOr<Prober::Result> GrpcProber::Probe(const ProbeTask& task) {
     result.wire_bytes += 2 * kCallOverheadBytes + static_cast<int64_t>(bulk.ByteSizeLong()) +
                          static_cast<int64_t>(ack.ByteSizeLong());
     // The upload takes the call time minus one round trip (the request's
-    // first byte out and the answer back); never less than a microsecond.
+    // first byte out and the answer back). Below a millisecond that
+    // difference is timing noise, so a faster sample only says the link
+    // carries at least bulk_bytes per millisecond (raise netma.bulk_bytes to
+    // measure faster links).
     result.bulk_bytes = ack.received_bytes();
-    result.bulk_duration = std::max(elapsed - result.rtt, absl::Microseconds(1));
+    result.bulk_duration = std::max(elapsed - result.rtt, kBulkResolution);
   }
   return result;
+}
+
+absl::StatusOr<absl::Duration> GrpcProber::ProbeSelf(absl::Duration timeout) {
+  if (self_address_.empty()) return absl::UnimplementedError("no self address to probe");
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, self_channels_.Get(self_address_));
+  auto deadline = std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout);
+  if (!channel->WaitForConnected(deadline)) {
+    return absl::UnavailableError(absl::StrCat("self at ", self_address_, ": not connected"));
+  }
+  grpc::ClientContext context;
+  context.set_deadline(deadline);
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  auto start = std::chrono::steady_clock::now();
+  grpc::Status status =
+      grpc::health::v1::Health::NewStub(channel)->Check(&context, request, &response);
+  absl::Duration rtt = Since(start);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return rtt;
 }
 
 absl::StatusOr<PeerSummaryExchange::Reply> GrpcSummaryExchange::Exchange(

@@ -11,6 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "codeco/common/service_config.h"
 #include "codeco/netma/v1/netma_service.grpc.pb.h"
 #include "grpcpp/channel.h"
@@ -27,6 +28,10 @@ struct PeerChannelOptions {
   TlsFiles tls;
   /// HTTP CONNECT proxy "host:port" for every channel (empty: direct).
   std::string http_proxy;
+  /// A channel older than this is replaced by a new one (a new connection)
+  /// at its next use, so probes measure the path and not the history of one
+  /// long-lived connection. Zero: never. Default 1 min.
+  absl::Duration max_channel_age = absl::Minutes(1);
 };
 
 /// Channels to peer NetMAs, one per address. Thread-safe.
@@ -34,24 +39,36 @@ class PeerChannels {
  public:
   /// Channels made with `options`.
   explicit PeerChannels(PeerChannelOptions options) : options_(std::move(options)) {}
-  /// The channel to `address`, created on first use.
+  /// The channel to `address`, created on first use and renewed once older
+  /// than options.max_channel_age.
   absl::StatusOr<std::shared_ptr<grpc::Channel>> Get(const std::string& address);
 
  private:
+  /// A channel and when it was made.
+  struct Made {
+    std::shared_ptr<grpc::Channel> channel;
+    absl::Time created;
+  };
   PeerChannelOptions options_;
   absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Made> channels_ ABSL_GUARDED_BY(mu_);
 };
 
 /// Prober over gRPC. Thread-safe; probes to different peers may run at once.
 class GrpcProber final : public Prober {
  public:
-  /// Probes through `channels` (not owned).
-  explicit GrpcProber(PeerChannels& channels) : channels_(channels) {}
+  /// Probes peers through `channels` (not owned) and itself at
+  /// `self_address` over `self_channels` (direct, no proxy; empty address:
+  /// ProbeSelf is UNIMPLEMENTED).
+  GrpcProber(PeerChannels& channels, PeerChannels& self_channels, std::string self_address)
+      : channels_(channels), self_channels_(self_channels), self_address_(std::move(self_address)) {}
   absl::StatusOr<Result> Probe(const ProbeTask& task) override;
+  absl::StatusOr<absl::Duration> ProbeSelf(absl::Duration timeout) override;
 
  private:
   PeerChannels& channels_;
+  PeerChannels& self_channels_;
+  std::string self_address_;
 };
 
 /// The port the probe loop uses to swap neighborhood summaries with a peer.

@@ -51,6 +51,9 @@ struct NetmaServerOptions {
   std::map<std::string, std::vector<std::string>> neighborhoods;
   /// Endpoints (IP addresses or prefixes) of this cluster's ALTO PID.
   std::vector<std::string> local_endpoints;
+  /// This NetMA's own gRPC address (host:port) for the self probe that
+  /// measures call overhead; empty: no self probe, nothing subtracted.
+  std::string self_address;
   /// Virtual-link controller instances (hub). Default one, "idco-0".
   std::vector<std::string> controllers = {"idco-0"};
   /// How often summaries are exchanged with neighborhood peers. Default 10 s.
@@ -141,6 +144,7 @@ class NetmaServer final : public codeco::netma::v1::NetmaService::CallbackServic
   NetmaServerOptions options_;
   const Clock& clock_;
   std::unique_ptr<PeerChannels> channels_;
+  std::unique_ptr<PeerChannels> self_channels_;  // direct, for the self probe
   std::unique_ptr<Prober> prober_;
   std::unique_ptr<PeerSummaryExchange> exchange_;
   std::unique_ptr<VirtualLinkRepository> repository_;

@@ -136,5 +136,22 @@ TEST_CASE("linear power model: static power over transmission time plus a per-by
   REQUIRE(link.probe_bytes() == 200);
 }
 
+TEST_CASE("the recent median ignores a spike and follows a lasting step after three probes") {
+  LinkEstimator link(LinkEstimatorOptions{});
+  absl::Time t = absl::UnixEpoch();
+  for (int i = 0; i < 5; ++i) link.Record(Ok(t += absl::Seconds(5), absl::Milliseconds(10)));
+  link.Record(Ok(t += absl::Seconds(5), absl::Milliseconds(90)));  // one spike
+  REQUIRE(link.RecentMedianRttNs() == 10'000'000);
+  REQUIRE(link.rtt_ema_ns() > 20'000'000);  // the EMA is dragged by it
+  for (int i = 0; i < 5; ++i) link.Record(Ok(t += absl::Seconds(5), absl::Milliseconds(10)));
+  link.Record(Ok(t += absl::Seconds(5), absl::Milliseconds(50)));
+  link.Record(Ok(t += absl::Seconds(5), absl::Milliseconds(50)));
+  REQUIRE(link.RecentMedianRttNs() == 10'000'000);
+  link.Record(Ok(t += absl::Seconds(5), absl::Milliseconds(50)));  // third probe of the step
+  REQUIRE(link.RecentMedianRttNs() == 50'000'000);
+  link.Record(Fail(t += absl::Seconds(5)));  // failures do not count
+  REQUIRE(link.RecentMedianRttNs() == 50'000'000);
+}
+
 }  // namespace
 }  // namespace codeco::netma

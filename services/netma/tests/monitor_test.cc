@@ -83,6 +83,22 @@ struct Fixture {
   std::unique_ptr<NetworkMonitor> monitor;
 };
 
+TEST_CASE("the path RTT leaves out the measured local call overhead") {
+  Fixture f;
+  f.prober.Set("b", {.rtt = absl::Milliseconds(20), .bps = 10'000'000});
+  f.prober.Set("c", {.rtt = absl::Microseconds(300), .bps = 10'000'000});
+  f.Run(absl::Seconds(10));
+  auto links = f.monitor->Links();
+  REQUIRE(links[0].path_rtt_ns() == 20'000'000);  // nothing measured yet: nothing subtracted
+  for (int us : {400, 500, 600}) f.monitor->RecordLocalOverhead(absl::Microseconds(us));
+  REQUIRE(f.monitor->LocalOverheadNs() == 500'000);
+  links = f.monitor->Links();
+  REQUIRE(links[0].path_rtt_ns() == 19'500'000);
+  REQUIRE(links[0].local_overhead_ns() == 500'000);
+  REQUIRE(links[0].rtt_ema_ns() == 20'000'000);  // the raw figures stay raw
+  REQUIRE(links[1].path_rtt_ns() == 0);          // never below zero
+}
+
 TEST_CASE("the monitor measures every peer but itself") {
   Fixture f;
   f.prober.Set("b", {.rtt = absl::Milliseconds(20), .bps = 10'000'000});

@@ -394,16 +394,22 @@ TEST_CASE("plaintext and wrong-CA peers cannot connect or probe") {
   // The real prober fails against the server with either.
   for (bool insecure : {true, false}) {
     PeerChannels channels({.insecure = insecure, .tls = foreign});
-    GrpcProber prober(channels);
+    GrpcProber prober(channels, channels, "");
     ProbeTask task{{"mc1", mc1.server->address()}, 1024, absl::Seconds(2)};
     REQUIRE_FALSE(prober.Probe(task).ok());
   }
   PeerChannels good({.tls = pki.Files("a", "mc2")});
-  GrpcProber prober(good);
+  GrpcProber prober(good, good, "");
   auto result = prober.Probe({{"mc1", mc1.server->address()}, 1024, absl::Seconds(5)});
   REQUIRE(result.ok());
   REQUIRE(result->bulk_bytes == 1024);
   REQUIRE(result->rtt > absl::ZeroDuration());
+  REQUIRE(prober.ProbeSelf(absl::Seconds(5)).status().code() == absl::StatusCode::kUnimplemented);
+  // A NetMA that knows its own address measures its call overhead.
+  GrpcProber self_aware(good, good, mc1.server->address());
+  absl::StatusOr<absl::Duration> self = self_aware.ProbeSelf(absl::Seconds(5));
+  REQUIRE(self.ok());
+  REQUIRE(*self > absl::ZeroDuration());
 }
 
 TEST_CASE("probes and exchanges go through the egress relay (HTTP CONNECT) when configured") {
@@ -412,7 +418,7 @@ TEST_CASE("probes and exchanges go through the egress relay (HTTP CONNECT) when 
   Node mc1("mc1", Role::kManagedCluster, &mc1_tls, {{"nb1", {"mc1", "mc2"}}}, false);
   ConnectProxy proxy;
   PeerChannels channels({.tls = pki.Files("a", "mc2"), .http_proxy = proxy.address()});
-  GrpcProber prober(channels);
+  GrpcProber prober(channels, channels, "");
   auto result = prober.Probe({{"mc1", mc1.server->address()}, 4096, absl::Seconds(10)});
   REQUIRE(result.ok());
   REQUIRE(result->bulk_bytes == 4096);
@@ -498,12 +504,18 @@ TEST_CASE("virtual links on the hub over gRPC survive a restart") {
     REQUIRE(bad.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
     REQUIRE_THAT(bad.error_message(), Catch::Contains("virtual_link.target_endpoint"));
 
-    // MC-only RPCs answer FAILED_PRECONDITION on the hub.
+    // The hub serves cost maps too (its view is the whole federation's).
     context = Context();
     v1::GetCostMapRequest cost_request;
     cost_request.set_metric(v1::COST_METRIC_DELAY);
     v1::GetCostMapResponse cost;
-    REQUIRE(stub->GetCostMap(context.get(), cost_request, &cost).error_code() ==
+    REQUIRE(stub->GetCostMap(context.get(), cost_request, &cost).ok());
+    // MC-only RPCs answer FAILED_PRECONDITION on the hub.
+    context = Context();
+    v1::ExchangeSummaryRequest exchange;
+    exchange.mutable_summary()->set_cluster("hub");
+    v1::ExchangeSummaryResponse exchanged;
+    REQUIRE(stub->ExchangeSummary(context.get(), exchange, &exchanged).error_code() ==
             grpc::StatusCode::FAILED_PRECONDITION);
   }
   {
