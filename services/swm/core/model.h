@@ -121,6 +121,7 @@ struct Workload {
   int availability_kpi = 0;                     ///< Required availability, 0-100.
   std::vector<std::string> allowed_regions;     ///< Hard: empty = any region.
   std::vector<std::string> allowed_countries;   ///< Hard: empty = any country.
+  std::string data_locality;                    ///< Hard: region or cluster of its data ("" = any).
   std::string origin_cluster;                   ///< Where its users are ("" = none).
   int64_t max_latency_to_origin_ns = 0;         ///< Hard bound to the origin (0 = none).
   std::vector<std::string> preferred_clusters;  ///< mck8s cluster affinity (soft).

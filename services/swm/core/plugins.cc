@@ -144,6 +144,10 @@ class AllowedLocations final : public FilterPlugin {
             w.allowed_countries.end()) {
       return PluginStatus::Unschedulable("country \"" + l.country + "\" not allowed");
     }
+    if (!w.data_locality.empty() && w.data_locality != c.cluster->name &&
+        w.data_locality != l.region) {
+      return PluginStatus::Unschedulable("its data lives in \"" + w.data_locality + "\"");
+    }
     return PluginStatus::Success();
   }
 };

@@ -180,6 +180,7 @@ absl::StatusOr<Application> ToCoreApplication(const acm::Application& app,
           .allowed_regions = {intents.allowed_regions().begin(), intents.allowed_regions().end()},
           .allowed_countries = {intents.allowed_countries().begin(),
                                 intents.allowed_countries().end()},
+          .data_locality = s.data_locality(),
           .preferred_clusters = {spec.placement().preferred_clusters().begin(),
                                  spec.placement().preferred_clusters().end()}};
       if (intents.max_latency_to_origin_ns() > 0) {

@@ -19,6 +19,7 @@
 #include "swm/server/cluster_service.h"
 #include "swm/server/codef_directory.h"
 #include "swm/server/convert.h"
+#include "swm/server/netma_link_source.h"
 #include "swm/server/remote_cluster.h"
 
 namespace codeco::swm {
@@ -701,6 +702,10 @@ void AddSwmConfig(ConfigSchema& schema) {
               .type = ConfigType::kAddress,
               .help = "host:port of the CODEF control API, the cluster directory and link "
                       "source of the hub (empty: LMS endpoints only from the neighborhood)"});
+  schema.Add({.path = "swm.netma",
+              .type = ConfigType::kAddress,
+              .help = "host:port of the hub's NetMA: links are planned with its measured "
+                      "latency and bandwidth (configured conditions where nothing is measured)"});
   schema.Add({.path = "swm.lms_timeout",
               .type = ConfigType::kDuration,
               .default_value = "10s",
@@ -830,8 +835,17 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
     directory = std::make_shared<CodefDirectory>(
         std::move(channel), CodefDirectoryOptions{.call_timeout = options.lms_timeout});
   }
+  std::shared_ptr<LinkSource> links = directory;
+  if (context.config.raw.Has("swm.netma")) {
+    // The hub's NetMA runs on the hub's own address: no egress relay (PeerChannels skips it).
+    ASSIGN_OR_RETURN(std::unique_ptr<PeerChannels> netma_channels,
+                     PeerChannels::Create(PeerChannelOptionsFrom(context.config)));
+    ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                     netma_channels->Get(context.config.raw.GetString("swm.netma")));
+    links = std::make_shared<NetmaLinkSource>(std::move(channel), directory, context.clock);
+  }
   services.push_back(std::make_unique<SwmServiceImpl>(context.store, context.clock,
-                                                      std::move(channels), directory, directory,
+                                                      std::move(channels), directory, links,
                                                       options, &context.metrics));
   return services;
 }

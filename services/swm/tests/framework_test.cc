@@ -189,6 +189,26 @@ TEST_CASE("AllowedLocations and OriginLatency are hard constraints") {
   CHECK(sel.scores[2] < 0);  // ny: region us not allowed
 }
 
+TEST_CASE("data locality keeps a workload in the cluster or region of its data") {
+  Federation fed;
+  fed.AddCluster(MakeCluster("paris", 1, 4000, 8 * kGi, "eu", "FR"));
+  fed.AddCluster(MakeCluster("berlin", 1, 4000, 8 * kGi, "eu", "DE"));
+  fed.AddCluster(MakeCluster("ny", 1, 4000, 8 * kGi, "us", "US"));
+  Workload w = MakeWorkload("w", 100);
+  w.data_locality = "berlin";
+  NodeRun by_cluster(fed, OneWorkloadApp(w), ProfileWith({{.name = "AllowedLocations"}}));
+  Selection sel = by_cluster.RunClusters("w");
+  CHECK(sel.scores[0] < 0);
+  CHECK(sel.scores[1] >= 0);
+  CHECK(sel.scores[2] < 0);
+  w.data_locality = "eu";
+  NodeRun by_region(fed, OneWorkloadApp(w), ProfileWith({{.name = "AllowedLocations"}}));
+  sel = by_region.RunClusters("w");
+  CHECK(sel.scores[0] >= 0);
+  CHECK(sel.scores[1] >= 0);
+  CHECK(sel.scores[2] < 0);
+}
+
 TEST_CASE("ChannelConstraints checks latency single hop and bandwidth against placed peers") {
   Federation fed;
   fed.AddCluster(MakeCluster("a", 2, 4000, 8 * kGi));
