@@ -72,6 +72,11 @@ ConfigSchema CodefSchema() {
               .help = "write the scenario's record.metrics as CSV files"});
   schema.Add(
       {.path = "output_dir", .help = "where --record writes (default: the scenario's output.dir)"});
+  schema.Add({.path = "relay_realtime",
+              .type = ConfigType::kBool,
+              .default_value = "true",
+              .help = "run the link emulator's connection threads under SCHED_FIFO so a busy "
+                      "machine delays releases less (skipped without CAP_SYS_NICE)"});
   schema.Add({.path = "log.level",
               .type = ConfigType::kEnum,
               .default_value = "info",
@@ -401,7 +406,9 @@ int Run(int argc, char** argv) {
 
   std::map<std::string, std::string> relays;
 #ifdef CODEF_HAVE_RELAY
-  LinkEmulator emulator;
+  LinkEmulatorOptions emulator_options;
+  emulator_options.realtime_priority = config->GetBool("relay_realtime");
+  LinkEmulator emulator(emulator_options);
   for (const auto& [name, ip] : clusters) {
     absl::StatusOr<std::string> relay = emulator.AddCluster(name, ip, ip + ":0");
     if (!relay.ok()) return fail(relay.status());
