@@ -1,11 +1,37 @@
 #include "federation_plan.h"
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
 namespace codeco::ctl {
 namespace {
 
+// The one neighborhood NetMAs probe and share summaries in: everyone.
+constexpr char kNetmaNeighborhood[] = "federation";
+
+// NetMA's listen address, peers and neighborhood for `cluster`.
+void AddNetmaMesh(const ClusterEndpoint& cluster, const std::vector<ClusterEndpoint>& clusters,
+                  ProcessSpec& spec) {
+  if (cluster.netma_address.empty()) return;
+  std::vector<std::string> peers, members;
+  for (const ClusterEndpoint& c : clusters) {
+    if (c.netma_address.empty()) continue;
+    members.push_back(c.name);
+    if (c.name != cluster.name) peers.push_back(c.name + "=" + c.netma_address);
+  }
+  for (size_t i = 0; i + 1 < spec.args.size(); ++i) {
+    if (spec.args[i] == "--listen") spec.args[i + 1] = cluster.netma_address;
+  }
+  spec.args.insert(spec.args.end(),
+                   {"--netma.peers", absl::StrJoin(peers, ","), "--netma.neighborhoods",
+                    absl::StrCat(kNetmaNeighborhood, "=", absl::StrJoin(members, ",")),
+                    // Summaries as often as probes, so the hub's view lags by one interval.
+                    "--netma.summary-interval", "5s"});
+}
+
 ProcessSpec Plan(const ClusterEndpoint& cluster, const std::string& service, bool hub,
                  const SecuritySettings& security, const std::string& data_dir,
-                 const std::string& hub_acm) {
+                 const std::string& hub_acm, const std::vector<ClusterEndpoint>& clusters) {
   ProcessSpec spec;
   spec.name = cluster.name + "/" + service;
   spec.cluster = cluster.name;
@@ -34,6 +60,10 @@ ProcessSpec Plan(const ClusterEndpoint& cluster, const std::string& service, boo
   // CODEF's LMS endpoints and control API are plaintext on loopback.
   spec.args.push_back("--federation.lms-plaintext");
   if (!hub_acm.empty()) spec.args.insert(spec.args.end(), {"--federation.hub-acm", hub_acm});
+  if (service == "netma") AddNetmaMesh(cluster, clusters, spec);
+  if (service == "swm" && hub && !cluster.netma_address.empty()) {
+    spec.args.insert(spec.args.end(), {"--set", "swm.netma=" + cluster.netma_address});
+  }
   return spec;
 }
 
@@ -51,11 +81,14 @@ const std::vector<std::string>& ManagedClusterServices() {
   return kServices;
 }
 
-std::vector<ProcessSpec> PlanHub(const ClusterEndpoint& hub, const SecuritySettings& security,
-                                 const std::string& data_dir) {
+std::vector<ProcessSpec> PlanHub(const std::vector<ClusterEndpoint>& clusters,
+                                 const SecuritySettings& security, const std::string& data_dir) {
   std::vector<ProcessSpec> out;
-  for (const auto& service : HubServices()) {
-    out.push_back(Plan(hub, service, /*hub=*/true, security, data_dir, ""));
+  for (const auto& cluster : clusters) {
+    if (!cluster.is_hub) continue;
+    for (const auto& service : HubServices()) {
+      out.push_back(Plan(cluster, service, /*hub=*/true, security, data_dir, "", clusters));
+    }
   }
   return out;
 }
@@ -68,7 +101,7 @@ std::vector<ProcessSpec> PlanManagedClusters(const std::vector<ClusterEndpoint>&
   for (const auto& cluster : clusters) {
     if (cluster.is_hub) continue;
     for (const auto& service : ManagedClusterServices()) {
-      out.push_back(Plan(cluster, service, /*hub=*/false, security, data_dir, hub_acm));
+      out.push_back(Plan(cluster, service, /*hub=*/false, security, data_dir, hub_acm, clusters));
     }
   }
   return out;

@@ -19,6 +19,9 @@ struct ClusterEndpoint {
   std::string lms_address;
   /// Its egress relay (HTTP CONNECT proxy) address; empty when none.
   std::string relay_address;
+  /// Where its NetMA will listen (host:port, chosen before anything starts so
+  /// every NetMA can be told its peers); empty: an ephemeral port and no peers.
+  std::string netma_address;
 };
 
 /// How every service process authenticates.
@@ -50,12 +53,14 @@ const std::vector<std::string>& HubServices();
 /// The services every managed cluster runs, in start order.
 const std::vector<std::string>& ManagedClusterServices();
 
-/// The processes of the hub (when `hub_acm` is empty) or of the managed
-/// clusters (which register with `hub_acm`). Data lives under
-/// `data_dir/<cluster>/<service>`.
-std::vector<ProcessSpec> PlanHub(const ClusterEndpoint& hub, const SecuritySettings& security,
-                                 const std::string& data_dir);
-/// The processes of every non-hub cluster in `clusters`.
+/// The processes of the hub cluster of `clusters` (the one with is_hub).
+/// Data lives under `data_dir/<cluster>/<service>`. Every cluster's NetMA
+/// probes every other cluster's NetMA (one neighborhood, "federation"), and
+/// the hub's SWM plans with what the hub's NetMA measured.
+std::vector<ProcessSpec> PlanHub(const std::vector<ClusterEndpoint>& clusters,
+                                 const SecuritySettings& security, const std::string& data_dir);
+/// The processes of every non-hub cluster in `clusters`, which register with
+/// the hub ACM at `hub_acm`.
 std::vector<ProcessSpec> PlanManagedClusters(const std::vector<ClusterEndpoint>& clusters,
                                              const std::string& hub_acm,
                                              const SecuritySettings& security,

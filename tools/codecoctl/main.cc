@@ -5,6 +5,7 @@
 #include <set>
 
 #include "cli.h"
+#include "network.h"
 
 namespace {
 
@@ -35,6 +36,11 @@ constexpr char kUsage[] =
     "  watch app NAME [--from-revision N]    one line per change until deleted or Ctrl-C\n"
     "  watch apps [--from-revision N]        changes of every application\n"
     "  -o table|yaml|json                    output of apply, get, describe, rollback, watch\n"
+    "\n"
+    "network (the hub NetMA's measurements; --cluster NAME asks that cluster's NetMA):\n"
+    "  get costmap [--metric delay|bandwidth|loss|energy] [-o json]\n"
+    "      The ALTO cost map between clusters (-o json: the RFC 7285 document).\n"
+    "  get links [-o json]                   measured links: RTT EMA/p50/p99, loss, age\n"
     "\n"
     "services:\n"
     "  health [ADDRESS] [--all] [--service NAME] [--timeout 5s]\n"
@@ -73,17 +79,25 @@ int main(int argc, char** argv) {
         {"cut", "heal", "fail", "recover", "partition"},
         {"rtt", "latency", "bandwidth", "loss", "codef"}}},
   };
+  // `get costmap|links` read NetMA, not ACM.
+  const bool network = command == "get" && argc > 2 &&
+                       (std::strcmp(argv[2], "costmap") == 0 || std::strcmp(argv[2], "links") == 0);
+  const Command get_network = {codeco::ctl::RunGetNetwork,
+                               {"insecure"},
+                               {"o", "metric", "cluster", "netma", "neighborhood"}};
   auto it = commands.find(command);
-  if (it == commands.end()) {
+  if (network) it = commands.end();
+  const Command* chosen = network ? &get_network : it == commands.end() ? nullptr : &it->second;
+  if (chosen == nullptr) {
     std::cerr << "codecoctl: unknown command \"" << command << "\"\n" << kUsage;
     return 2;
   }
-  std::set<std::string> valued = it->second.valued;
+  std::set<std::string> valued = chosen->valued;
   valued.insert(connection.begin(), connection.end());
-  auto args = codeco::ctl::ParseArgs(argc, argv, 2, it->second.switches, valued);
+  auto args = codeco::ctl::ParseArgs(argc, argv, 2, chosen->switches, valued);
   if (!args.ok()) {
     std::cerr << "codecoctl " << command << ": " << args.status().message() << "\n";
     return 2;
   }
-  return it->second.run(*args);
+  return chosen->run(*args);
 }

@@ -20,7 +20,7 @@ std::string StateFilePath() { return CodecoHome() + "/state.json"; }
 
 absl::Status SaveRunState(const RunState& state) {
   nlohmann::json j = {{"scenario", state.scenario},   {"run_dir", state.run_dir},
-                      {"acm", state.acm},             {"swm", state.swm},             {"codef_control", state.codef_control},
+                      {"acm", state.acm},             {"swm", state.swm}, {"netma", state.netma},             {"codef_control", state.codef_control},
                       {"prometheus", state.prometheus}, {"insecure", state.insecure},
                       {"ca_file", state.ca_file},     {"cert_file", state.cert_file},
                       {"key_file", state.key_file},   {"processes", nlohmann::json::array()}};
@@ -59,6 +59,7 @@ absl::StatusOr<RunState> LoadRunState() {
     state.run_dir = j.value("run_dir", "");
     state.acm = j.value("acm", "");
     state.swm = j.value("swm", "");
+    state.netma = j.value("netma", "");
     state.codef_control = j.value("codef_control", "");
     state.prometheus = j.value("prometheus", "");
     state.insecure = j.value("insecure", false);

@@ -38,6 +38,8 @@ struct RunState {
   std::string acm;
   /// Where the hub SWM listens (assignment plans).
   std::string swm;
+  /// Where the hub NetMA listens (the federation's measured network).
+  std::string netma;
   /// CODEF's control API address.
   std::string codef_control;
   /// Prometheus URL, empty when not started.

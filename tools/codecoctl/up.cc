@@ -273,6 +273,8 @@ void Upper::PrintSummary(absl::Duration took) const {
                 c.relay_endpoint().empty() ? "-" : c.relay_endpoint().c_str());
   }
   std::printf("\nACM (the API):  %s\n", state_.acm.c_str());
+  std::printf("NetMA (hub):    %s (codecoctl get links | get costmap --metric delay)\n",
+              state_.netma.c_str());
   std::printf("CODEF control:  %s\n", state_.codef_control.c_str());
   if (!state_.prometheus.empty()) std::printf("Prometheus:     %s\n", state_.prometheus.c_str());
   std::printf("Run directory:  %s (logs/, data/, certs/)\n", state_.run_dir.c_str());
@@ -335,7 +337,14 @@ int Upper::Run() {
   if (auto s = ListClusters(); !s.ok()) return fail(s);
   SecuritySettings security{state_.insecure, state_.run_dir + "/certs"};
   std::string data = state_.run_dir + "/data";
-  std::vector<ProcessSpec> hub = PlanHub(clusters_.front(), security, data);
+  // NetMAs learn their peers from flags, so their ports are chosen up front.
+  for (ClusterEndpoint& c : clusters_) {
+    auto port = FreePort(c.service_ip);
+    if (!port.ok()) return fail(port.status());
+    c.netma_address = absl::StrCat(c.service_ip, ":", *port);
+  }
+  state_.netma = clusters_.front().netma_address;
+  std::vector<ProcessSpec> hub = PlanHub(clusters_, security, data);
   if (!state_.insecure) {
     std::vector<ProcessSpec> all = hub;
     auto mcs = PlanManagedClusters(clusters_, "", security, data);

@@ -26,7 +26,7 @@ const std::vector<ClusterEndpoint> kClusters = {
 };
 
 TEST_CASE("the hub runs its four services on its own IP with mTLS") {
-  auto hub = PlanHub(kClusters[0], {false, "/run/certs"}, "/run/data");
+  auto hub = PlanHub(kClusters, {false, "/run/certs"}, "/run/data");
   REQUIRE(hub.size() == HubServices().size());
   REQUIRE(hub.back().name == "hub/acm");
   REQUIRE(hub.back().binary == "codeco-acm");
@@ -80,6 +80,44 @@ TEST_CASE("the run state round-trips through its file") {
   RemoveRunState();
   REQUIRE(LoadRunState().status().code() == absl::StatusCode::kNotFound);
   std::filesystem::remove_all(home);
+}
+
+TEST_CASE("every NetMA probes every other cluster and the hub SWM plans with the hub NetMA") {
+  std::vector<ClusterEndpoint> clusters = kClusters;
+  clusters[0].netma_address = "127.0.1.1:7401";
+  clusters[1].netma_address = "127.0.2.1:7402";
+  clusters[2].netma_address = "127.0.3.1:7403";
+  auto hub = PlanHub(clusters, {true, ""}, "/d");
+  auto mcs = PlanManagedClusters(clusters, "127.0.1.1:4000", {true, ""}, "/d");
+  const ProcessSpec* hub_netma = nullptr;
+  const ProcessSpec* hub_swm = nullptr;
+  const ProcessSpec* nantes_netma = nullptr;
+  for (const auto& spec : hub) {
+    if (spec.service == "netma") hub_netma = &spec;
+    if (spec.service == "swm") hub_swm = &spec;
+  }
+  for (const auto& spec : mcs) {
+    if (spec.name == "nantes/netma") nantes_netma = &spec;
+    if (spec.name == "rennes/swm") REQUIRE_FALSE(HasPair(spec.args, "--set", "swm.netma=127.0.2.1:7402"));
+  }
+  REQUIRE(hub_netma != nullptr);
+  REQUIRE(hub_swm != nullptr);
+  REQUIRE(nantes_netma != nullptr);
+  REQUIRE(HasPair(hub_netma->args, "--listen", "127.0.1.1:7401"));
+  REQUIRE(HasPair(hub_netma->args, "--netma.peers", "rennes=127.0.2.1:7402,nantes=127.0.3.1:7403"));
+  REQUIRE(HasPair(nantes_netma->args, "--listen", "127.0.3.1:7403"));
+  REQUIRE(HasPair(nantes_netma->args, "--netma.peers", "hub=127.0.1.1:7401,rennes=127.0.2.1:7402"));
+  REQUIRE(HasPair(nantes_netma->args, "--netma.neighborhoods", "federation=hub,rennes,nantes"));
+  REQUIRE(HasPair(hub_swm->args, "--set", "swm.netma=127.0.1.1:7401"));
+}
+
+TEST_CASE("without chosen NetMA addresses NetMA gets an ephemeral port and no peers") {
+  auto hub = PlanHub(kClusters, {true, ""}, "/d");
+  for (const auto& spec : hub) {
+    INFO(spec.name);
+    REQUIRE(HasPair(spec.args, "--listen", "127.0.1.1:0"));
+    REQUIRE(std::find(spec.args.begin(), spec.args.end(), "--netma.peers") == spec.args.end());
+  }
 }
 
 }  // namespace
