@@ -1,13 +1,18 @@
 // `codecoctl up` on the five-site Grid'5000 scenario brings up the emulator,
 // the hub and every cluster's services (mTLS) and Prometheus; later commands
 // find the federation without flags; a link fault goes through; `codecoctl
-// down` leaves no process behind.
+// down` leaves no process behind. NetMA measures every link of the scenario
+// through the link emulator, the hub's cost map matches the emulated RTTs, and
+// a degraded link shows in it and is avoided by the scheduler's next plan.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <regex>
 #include <thread>
@@ -16,6 +21,7 @@
 
 #include "nlohmann/json.hpp"
 #include "process.h"
+#include "yaml-cpp/yaml.h"
 
 namespace codeco::testing {
 namespace {
@@ -54,6 +60,22 @@ bool Alive(int pid) {
   std::getline(stat, line);
   size_t paren = line.rfind(')');
   return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z';
+}
+
+// Waits up to a minute until `count` clusters' agents have registered with
+// the hub ACM and are Ready.
+bool WaitUntilClustersReady(size_t count) {
+  for (absl::Time end = absl::Now() + absl::Seconds(60); absl::Now() < end;) {
+    CommandResult clusters = RunCommand({kCtl, "get", "clusters"}, absl::Seconds(30));
+    size_t ready = 0;
+    for (size_t at = clusters.output.find(" Ready "); at != std::string::npos;
+         at = clusters.output.find(" Ready ", at + 1)) {
+      ++ready;
+    }
+    if (ready == count) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  return false;
 }
 
 TEST_CASE("codecoctl up brings the five-site federation up and down cleanly") {
@@ -119,18 +141,7 @@ TEST_CASE("codecoctl up brings the five-site federation up and down cleanly") {
   // The real bookinfo CodecoApp, applied unchanged through ACM, ends placed:
   // the clusters' agents register, CNC picks a neighborhood, SWM places every
   // service on a node of an emulated cluster within its channel bounds.
-  bool registered = false;
-  for (absl::Time end = absl::Now() + absl::Seconds(60); !registered && absl::Now() < end;) {
-    CommandResult clusters = RunCommand({kCtl, "get", "clusters"}, absl::Seconds(30));
-    size_t ready = 0;
-    for (size_t at = clusters.output.find(" Ready "); at != std::string::npos;
-         at = clusters.output.find(" Ready ", at + 1)) {
-      ++ready;
-    }
-    registered = ready == 6;
-    if (!registered) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  }
-  REQUIRE(registered);
+  REQUIRE(WaitUntilClustersReady(6));
   CommandResult apply = RunCommand(
       {kCtl, "apply", "-f", std::string(CODECO_SOURCE_DIR) + "/examples/cams/bookinfo.yaml"},
       absl::Seconds(30));
@@ -167,6 +178,178 @@ TEST_CASE("codecoctl up brings the five-site federation up and down cleanly") {
     REQUIRE_FALSE(Alive(pid));
   }
   REQUIRE_FALSE(fs::exists(home.path / "state.json"));
+}
+
+// Every ordered pair of clusters in the scenario -> its configured RTT, ms.
+std::map<std::pair<std::string, std::string>, double> ScenarioRtts() {
+  YAML::Node scenario = YAML::LoadFile(kScenario);
+  std::vector<std::string> clusters = {scenario["federation"]["hub"]["name"].as<std::string>()};
+  for (const auto& c : scenario["federation"]["clusters"]) {
+    clusters.push_back(c["name"].as<std::string>());
+  }
+  auto ms = [](const std::string& text) {
+    REQUIRE(text.size() > 2);
+    REQUIRE(text.substr(text.size() - 2) == "ms");
+    return std::stod(text.substr(0, text.size() - 2));
+  };
+  std::map<std::pair<std::string, std::string>, double> rtt;
+  double fallback = ms(scenario["links"]["default"]["rtt"].as<std::string>());
+  for (const auto& a : clusters) {
+    for (const auto& b : clusters) {
+      if (a != b) rtt[{a, b}] = fallback;
+    }
+  }
+  for (const auto& entry : scenario["links"]["matrix"]) {
+    std::string a = entry["between"][0].as<std::string>();
+    std::string b = entry["between"][1].as<std::string>();
+    rtt[{a, b}] = rtt[{b, a}] = ms(entry["rtt"].as<std::string>());
+  }
+  return rtt;
+}
+
+// The hub NetMA's delay cost map (one-way ns) through `codecoctl get costmap
+// -o json`, the RFC 7285 document; empty when it cannot be read.
+std::map<std::pair<std::string, std::string>, double> DelayCostMap() {
+  CommandResult r = RunCommand({kCtl, "get", "costmap", "--metric", "delay", "-o", "json"},
+                               absl::Seconds(30));
+  std::map<std::pair<std::string, std::string>, double> out;
+  if (r.exit_code != 0) return out;
+  nlohmann::json doc = nlohmann::json::parse(r.output, nullptr, false);
+  if (doc.is_discarded() || !doc.contains("cost-map")) return out;
+  for (const auto& [source, row] : doc["cost-map"].items()) {
+    for (const auto& [destination, cost] : row.items()) {
+      out[{source, destination}] = cost.get<double>();
+    }
+  }
+  return out;
+}
+
+// The cluster each service of `app` is placed on (empty until placed).
+std::map<std::string, std::string> PlacedClusters(const std::string& app) {
+  CommandResult r = RunCommand({kCtl, "get", "apps", "-o", "json"}, absl::Seconds(30));
+  std::map<std::string, std::string> out;
+  nlohmann::json doc = nlohmann::json::parse(r.output, nullptr, false);
+  if (r.exit_code != 0 || doc.is_discarded()) return out;
+  for (const auto& a : doc.value("applications", nlohmann::json::array())) {
+    if (a["metadata"].value("name", "") != app) continue;
+    for (const auto& p : a["status"].value("placements", nlohmann::json::array())) {
+      if (!p.value("cluster", "").empty()) out[p.value("service", "")] = p.value("cluster", "");
+    }
+  }
+  return out;
+}
+
+// Applies examples/cams/sensor-fusion.yaml as application `name` and waits
+// until both services are placed; returns where.
+std::map<std::string, std::string> ApplySensorFusion(const std::string& name,
+                                                     const fs::path& dir) {
+  std::ifstream in(std::string(CODECO_SOURCE_DIR) + "/examples/cams/sensor-fusion.yaml");
+  std::string cam((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (size_t at = cam.find("sensor-fusion"); at != std::string::npos;
+       at = cam.find("sensor-fusion", at + name.size())) {
+    cam.replace(at, std::string("sensor-fusion").size(), name);
+  }
+  fs::path file = dir / (name + ".yaml");
+  std::ofstream(file) << cam;
+  CommandResult apply = RunCommand({kCtl, "apply", "-f", file.string()}, absl::Seconds(30));
+  INFO(apply.output);
+  REQUIRE(apply.exit_code == 0);
+  std::map<std::string, std::string> placed;
+  for (absl::Time end = absl::Now() + absl::Seconds(90);
+       placed.size() < 2 && absl::Now() < end;) {
+    placed = PlacedClusters(name);
+    if (placed.size() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  CommandResult describe = RunCommand({kCtl, "describe", "app", name}, absl::Seconds(30));
+  INFO(describe.output);
+  REQUIRE(placed.size() == 2);
+  REQUIRE(placed["sensor"] == "lille");
+  REQUIRE(describe.output.find(" NO\n") == std::string::npos);  // channel within its bound
+  return placed;
+}
+
+TEST_CASE("NetMA measures the five-site links and the scheduler avoids a degraded one") {
+  Home home;
+  CommandResult up = RunCommand({kCtl, "up", "--scenario", kScenario, "--no-prometheus"},
+                                absl::Minutes(3));
+  INFO(up.output);
+  REQUIRE(up.exit_code == 0);
+  REQUIRE_THAT(up.output, Catch::Contains("NetMA (hub):"));
+  const auto rtts = ScenarioRtts();
+
+  // Every directed link appears in the hub's cost map, within 10 % (or 1 ms)
+  // of the emulated RTT. Early samples carry start-up noise that the EMA
+  // decays, so the map is read until it matches or two minutes pass.
+  std::map<std::pair<std::string, std::string>, double> costs;
+  double worst_error_ms = 0;
+  std::string worst_link;
+  bool matched = false;
+  for (absl::Time end = absl::Now() + absl::Minutes(2); !matched && absl::Now() < end;) {
+    costs = DelayCostMap();
+    matched = costs.size() == rtts.size();
+    worst_error_ms = 0;
+    for (const auto& [link, rtt_ms] : rtts) {
+      auto it = costs.find(link);
+      if (it == costs.end()) {
+        matched = false;
+        continue;
+      }
+      double measured_rtt_ms = 2 * it->second / 1e6;
+      double error_ms = std::abs(measured_rtt_ms - rtt_ms);
+      if (error_ms > std::max(0.1 * rtt_ms, 1.0)) matched = false;
+      if (error_ms > worst_error_ms) {
+        worst_error_ms = error_ms;
+        worst_link = link.first + "->" + link.second;
+      }
+    }
+    if (!matched) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  INFO("cost map entries " << costs.size() << " of " << rtts.size() << ", worst error "
+                           << worst_error_ms << " ms on " << worst_link);
+  REQUIRE(matched);
+  WARN("cost map vs emulated RTT: " << costs.size() << " links, worst error " << worst_error_ms
+                                    << " ms (" << worst_link << ")");
+  CommandResult links = RunCommand({kCtl, "get", "links"}, absl::Seconds(30));
+  INFO(links.output);
+  REQUIRE(links.exit_code == 0);
+  REQUIRE_THAT(links.output, Catch::Contains("RTT-EMA"));
+  REQUIRE_THAT(links.output, Catch::Contains("lille"));
+  CommandResult bad = RunCommand({kCtl, "get", "costmap", "--metric", "jitter"}, absl::Seconds(30));
+  REQUIRE(bad.exit_code != 0);
+  REQUIRE_THAT(bad.output, Catch::Contains("--metric"));
+
+  // The clusters register; a pipeline whose channel must leave Lille is placed
+  // on one of the two clusters close enough to it.
+  REQUIRE(WaitUntilClustersReady(6));
+  std::map<std::string, std::string> first = ApplySensorFusion("sensor-fusion", home.path);
+  const std::string used = first["fusion"];
+  REQUIRE((used == "luxembourg" || used == "nancy-cloud"));
+
+  // Degrade the link it uses beyond the channel's 8 ms; the hub's cost map
+  // shows it after at most three of Lille's probes.
+  const double before_ns = costs[{"lille", used}];
+  CommandResult degrade =
+      RunCommand({kCtl, "fault", "link", "lille", used, "--rtt", "60ms"}, absl::Seconds(30));
+  INFO(degrade.output);
+  REQUIRE(degrade.exit_code == 0);
+  absl::Time degraded_at = absl::Now();
+  double after_ns = before_ns;
+  for (absl::Time end = absl::Now() + absl::Minutes(1);
+       after_ns < before_ns + 2e6 && absl::Now() < end;) {
+    auto now = DelayCostMap();
+    if (now.count({"lille", used})) after_ns = now[{"lille", used}];
+    if (after_ns < before_ns + 2e6) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  REQUIRE(after_ns >= before_ns + 2e6);
+  WARN("degraded link lille->" << used << " visible in the hub cost map after "
+                               << absl::ToDoubleSeconds(absl::Now() - degraded_at)
+                               << " s (probe interval 5 s): " << before_ns / 1e6 << " -> "
+                               << after_ns / 1e6 << " ms one way");
+
+  // The next plan for the same pipeline avoids the degraded link.
+  std::map<std::string, std::string> second = ApplySensorFusion("sensor-fusion-2", home.path);
+  CHECK(second["fusion"] != used);
+  CHECK((second["fusion"] == "luxembourg" || second["fusion"] == "nancy-cloud"));
 }
 
 TEST_CASE("codecoctl up refuses a missing scenario") {
