@@ -107,6 +107,7 @@ pb::SolveClusterRequest ToSolveClusterRequest(const L2Request& req, const std::s
     *p->mutable_requests() = ToQuantities(w.requests);
     p->set_stateful(w.stateful);
     p->set_availability_kpi(w.availability_kpi);
+    p->set_data_locality(w.data_locality);
   }
   for (const Channel& ch : app.channels) {
     if (!pending.count(ch.from) && !pending.count(ch.to)) continue;
@@ -234,7 +235,8 @@ absl::StatusOr<std::unique_ptr<McSolve>> FromSolveClusterRequest(
         .availability_kpi = w.availability_kpi(),
         .allowed_regions = {intents.allowed_regions().begin(), intents.allowed_regions().end()},
         .allowed_countries = {intents.allowed_countries().begin(),
-                              intents.allowed_countries().end()}};
+                              intents.allowed_countries().end()},
+        .data_locality = w.data_locality()};
     if (intents.max_latency_to_origin_ns() > 0) {
       core.origin_cluster = intents.origin();
       core.max_latency_to_origin_ns = intents.max_latency_to_origin_ns();

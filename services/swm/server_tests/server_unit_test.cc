@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "swm/server/convert.h"
 #include "swm/server/plan_store.h"
+#include "swm/server/remote_cluster.h"
 
 namespace codeco::swm {
 namespace {
@@ -161,6 +162,20 @@ TEST_CASE("the plan store keeps plans newest first and pages through them") {
   CHECK_FALSE(store.OperationForRequest("req-z")->has_value());
   CHECK(store.GetOperation("place/a/1")->resource() == "applications/a");
   CHECK(absl::IsNotFound(store.GetOperation("place/x/1").status()));
+}
+
+TEST_CASE("an MC's solve request keeps each workload's data locality") {
+  Application app{.name = "pipeline",
+                  .workloads = {{.name = "sensor-0", .service = "sensor", .data_locality = "lille"}}};
+  L2Request request{.app = &app, .cluster = {.name = "grenoble"}, .pending = {"sensor-0"}};
+  pb::SolveClusterRequest wire = ToSolveClusterRequest(request, "plan-1");
+  REQUIRE(wire.workloads_size() == 1);
+  CHECK(wire.workloads(0).data_locality() == "lille");
+  absl::StatusOr<std::unique_ptr<McSolve>> solve =
+      FromSolveClusterRequest(wire, Cluster{.name = "grenoble"}, 100'000);
+  REQUIRE(solve.ok());
+  REQUIRE_FALSE((*solve)->app.workloads.empty());
+  CHECK((*solve)->app.workloads[0].data_locality == "lille");
 }
 
 }  // namespace
