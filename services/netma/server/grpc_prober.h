@@ -58,8 +58,8 @@ class PeerChannels {
 class GrpcProber final : public Prober {
  public:
   /// Probes peers through `channels` (not owned) and itself at
-  /// `self_address` over `self_channels` (direct, no proxy; empty address:
-  /// ProbeSelf is UNIMPLEMENTED).
+  /// `self_address` over `self_channels` (empty address: ProbeSelf is
+  /// UNIMPLEMENTED).
   GrpcProber(PeerChannels& channels, PeerChannels& self_channels, std::string self_address)
       : channels_(channels), self_channels_(self_channels), self_address_(std::move(self_address)) {}
   absl::StatusOr<Result> Probe(const ProbeTask& task) override;

@@ -148,12 +148,11 @@ absl::StatusOr<std::unique_ptr<NetmaServer>> NetmaServer::Create(
   auto view = std::make_unique<NetworkView>(*monitor, *federation, o.view, clock);
   view->SetEndpoints(o.cluster, o.local_endpoints);
   s->channels_ = std::make_unique<PeerChannels>(o.channels);
-  PeerChannelOptions direct = o.channels;
-  direct.http_proxy.clear();  // the self probe measures the calls, not a path
-  s->self_channels_ = std::make_unique<PeerChannels>(direct);
+  // The self probe takes the same way out as the peers' probes (through the
+  // egress proxy, which does not delay traffic inside a cluster), so what it
+  // measures is exactly the overhead they carry.
   s->prober_ = prober ? std::move(prober)
-                      : std::make_unique<GrpcProber>(*s->channels_, *s->self_channels_,
-                                                     o.self_address);
+                      : std::make_unique<GrpcProber>(*s->channels_, *s->channels_, o.self_address);
   s->exchange_ =
       exchange ? std::move(exchange)
                : std::make_unique<GrpcSummaryExchange>(*s->channels_, o.monitor.probe.timeout);

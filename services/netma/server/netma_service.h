@@ -144,7 +144,6 @@ class NetmaServer final : public codeco::netma::v1::NetmaService::CallbackServic
   NetmaServerOptions options_;
   const Clock& clock_;
   std::unique_ptr<PeerChannels> channels_;
-  std::unique_ptr<PeerChannels> self_channels_;  // direct, for the self probe
   std::unique_ptr<Prober> prober_;
   std::unique_ptr<PeerSummaryExchange> exchange_;
   std::unique_ptr<VirtualLinkRepository> repository_;
