@@ -9,6 +9,30 @@ namespace {
 // The one neighborhood NetMAs probe and share summaries in: everyone.
 constexpr char kNetmaNeighborhood[] = "federation";
 
+// Makes `spec` listen on `address` instead of an ephemeral port.
+void SetListen(const std::string& address, ProcessSpec& spec) {
+  for (size_t i = 0; i + 1 < spec.args.size(); ++i) {
+    if (spec.args[i] == "--listen") spec.args[i + 1] = address;
+  }
+}
+
+// The hub SWM's two sources beyond CODEF: the hub NetMA's measured links, and
+// the managed clusters' SWMs for the L2 solve and reservations.
+void AddSwmLayers(const ClusterEndpoint& hub, const std::vector<ClusterEndpoint>& clusters,
+                  ProcessSpec& spec) {
+  if (!hub.netma_address.empty()) {
+    spec.args.insert(spec.args.end(), {"--set", "swm.netma=" + hub.netma_address});
+  }
+  std::vector<std::string> members;
+  for (const ClusterEndpoint& c : clusters) {
+    if (!c.is_hub && !c.swm_address.empty()) members.push_back(c.name + "=" + c.swm_address);
+  }
+  if (!members.empty()) {
+    spec.args.insert(spec.args.end(),
+                     {"--set", "swm.cluster_endpoints=" + absl::StrJoin(members, ",")});
+  }
+}
+
 // NetMA's listen address, peers and neighborhood for `cluster`.
 void AddNetmaMesh(const ClusterEndpoint& cluster, const std::vector<ClusterEndpoint>& clusters,
                   ProcessSpec& spec) {
@@ -19,9 +43,7 @@ void AddNetmaMesh(const ClusterEndpoint& cluster, const std::vector<ClusterEndpo
     members.push_back(c.name);
     if (c.name != cluster.name) peers.push_back(c.name + "=" + c.netma_address);
   }
-  for (size_t i = 0; i + 1 < spec.args.size(); ++i) {
-    if (spec.args[i] == "--listen") spec.args[i + 1] = cluster.netma_address;
-  }
+  SetListen(cluster.netma_address, spec);
   spec.args.insert(spec.args.end(),
                    {"--netma.peers", absl::StrJoin(peers, ","), "--netma.neighborhoods",
                     absl::StrCat(kNetmaNeighborhood, "=", absl::StrJoin(members, ",")),
@@ -61,8 +83,9 @@ ProcessSpec Plan(const ClusterEndpoint& cluster, const std::string& service, boo
   spec.args.push_back("--federation.lms-plaintext");
   if (!hub_acm.empty()) spec.args.insert(spec.args.end(), {"--federation.hub-acm", hub_acm});
   if (service == "netma") AddNetmaMesh(cluster, clusters, spec);
-  if (service == "swm" && hub && !cluster.netma_address.empty()) {
-    spec.args.insert(spec.args.end(), {"--set", "swm.netma=" + cluster.netma_address});
+  if (service == "swm" && hub) AddSwmLayers(cluster, clusters, spec);
+  if (service == "swm" && !hub && !cluster.swm_address.empty()) {
+    SetListen(cluster.swm_address, spec);
   }
   return spec;
 }

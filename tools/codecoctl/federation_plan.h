@@ -22,6 +22,10 @@ struct ClusterEndpoint {
   /// Where its NetMA will listen (host:port, chosen before anything starts so
   /// every NetMA can be told its peers); empty: an ephemeral port and no peers.
   std::string netma_address;
+  /// Where its SWM will listen (host:port, chosen before anything starts so
+  /// the hub's SWM can drive every managed cluster's SWM); empty: an
+  /// ephemeral port, and the hub drives the cluster through its LMS.
+  std::string swm_address;
 };
 
 /// How every service process authenticates.
@@ -55,8 +59,9 @@ const std::vector<std::string>& ManagedClusterServices();
 
 /// The processes of the hub cluster of `clusters` (the one with is_hub).
 /// Data lives under `data_dir/<cluster>/<service>`. Every cluster's NetMA
-/// probes every other cluster's NetMA (one neighborhood, "federation"), and
-/// the hub's SWM plans with what the hub's NetMA measured.
+/// probes every other cluster's NetMA (one neighborhood, "federation"), the
+/// hub's SWM plans with what the hub's NetMA measured, and it solves and
+/// reserves in each managed cluster through that cluster's SWM.
 std::vector<ProcessSpec> PlanHub(const std::vector<ClusterEndpoint>& clusters,
                                  const SecuritySettings& security, const std::string& data_dir);
 /// The processes of every non-hub cluster in `clusters`, which register with

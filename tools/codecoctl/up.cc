@@ -337,11 +337,16 @@ int Upper::Run() {
   if (auto s = ListClusters(); !s.ok()) return fail(s);
   SecuritySettings security{state_.insecure, state_.run_dir + "/certs"};
   std::string data = state_.run_dir + "/data";
-  // NetMAs learn their peers from flags, so their ports are chosen up front.
+  // NetMAs learn their peers, and the hub SWM the clusters' SWMs, from
+  // flags, so those ports are chosen up front.
   for (ClusterEndpoint& c : clusters_) {
-    auto port = FreePort(c.service_ip);
-    if (!port.ok()) return fail(port.status());
-    c.netma_address = absl::StrCat(c.service_ip, ":", *port);
+    auto netma_port = FreePort(c.service_ip);
+    if (!netma_port.ok()) return fail(netma_port.status());
+    c.netma_address = absl::StrCat(c.service_ip, ":", *netma_port);
+    if (c.is_hub) continue;
+    auto swm_port = FreePort(c.service_ip);
+    if (!swm_port.ok()) return fail(swm_port.status());
+    c.swm_address = absl::StrCat(c.service_ip, ":", *swm_port);
   }
   state_.netma = clusters_.front().netma_address;
   std::vector<ProcessSpec> hub = PlanHub(clusters_, security, data);

@@ -87,6 +87,7 @@ TEST_CASE("every NetMA probes every other cluster and the hub SWM plans with the
   clusters[0].netma_address = "127.0.1.1:7401";
   clusters[1].netma_address = "127.0.2.1:7402";
   clusters[2].netma_address = "127.0.3.1:7403";
+  clusters[1].swm_address = "127.0.2.1:7502";
   auto hub = PlanHub(clusters, {true, ""}, "/d");
   auto mcs = PlanManagedClusters(clusters, "127.0.1.1:4000", {true, ""}, "/d");
   const ProcessSpec* hub_netma = nullptr;
@@ -98,7 +99,11 @@ TEST_CASE("every NetMA probes every other cluster and the hub SWM plans with the
   }
   for (const auto& spec : mcs) {
     if (spec.name == "nantes/netma") nantes_netma = &spec;
-    if (spec.name == "rennes/swm") REQUIRE_FALSE(HasPair(spec.args, "--set", "swm.netma=127.0.2.1:7402"));
+    if (spec.name == "rennes/swm") {
+      REQUIRE_FALSE(HasPair(spec.args, "--set", "swm.netma=127.0.2.1:7402"));
+      REQUIRE(HasPair(spec.args, "--listen", "127.0.2.1:7502"));
+    }
+    if (spec.name == "nantes/swm") REQUIRE(HasPair(spec.args, "--listen", "127.0.3.1:0"));
   }
   REQUIRE(hub_netma != nullptr);
   REQUIRE(hub_swm != nullptr);
@@ -109,6 +114,9 @@ TEST_CASE("every NetMA probes every other cluster and the hub SWM plans with the
   REQUIRE(HasPair(nantes_netma->args, "--netma.peers", "hub=127.0.1.1:7401,rennes=127.0.2.1:7402"));
   REQUIRE(HasPair(nantes_netma->args, "--netma.neighborhoods", "federation=hub,rennes,nantes"));
   REQUIRE(HasPair(hub_swm->args, "--set", "swm.netma=127.0.1.1:7401"));
+  // Only rennes has a chosen SWM address: the hub drives it through its SWM,
+  // nantes through its LMS.
+  REQUIRE(HasPair(hub_swm->args, "--set", "swm.cluster_endpoints=rennes=127.0.2.1:7502"));
 }
 
 TEST_CASE("without chosen NetMA addresses NetMA gets an ephemeral port and no peers") {
