@@ -166,6 +166,16 @@ TEST_CASE("codecoctl up brings the five-site federation up and down cleanly") {
                    " +(rennes|nantes|lille|grenoble|luxembourg|nancy-cloud) +\\S+ +bookinfo-")));
   }
   REQUIRE(describe.output.find(" NO\n") == std::string::npos);  // every channel within bound
+  // The clusters' agents report the pods running: the application is Running.
+  bool running = false;
+  std::string apps;
+  for (absl::Time end = absl::Now() + absl::Seconds(60); !running && absl::Now() < end;) {
+    apps = RunCommand({kCtl, "get", "apps"}, absl::Seconds(30)).output;
+    running = std::regex_search(apps, std::regex("\\nbookinfo +Running +Ok"));
+    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  INFO(apps);
+  REQUIRE(running);
 
   // A second up while one runs is refused.
   REQUIRE(RunCommand({kCtl, "up", "--scenario", kScenario}, absl::Seconds(30)).exit_code != 0);
@@ -207,11 +217,14 @@ std::map<std::pair<std::string, std::string>, double> ScenarioRtts() {
   return rtt;
 }
 
-// The hub NetMA's delay cost map (one-way ns) through `codecoctl get costmap
-// -o json`, the RFC 7285 document; empty when it cannot be read.
-std::map<std::pair<std::string, std::string>, double> DelayCostMap() {
-  CommandResult r = RunCommand({kCtl, "get", "costmap", "--metric", "delay", "-o", "json"},
-                               absl::Seconds(30));
+// A NetMA's delay cost map (one-way ns) through `codecoctl get costmap -o
+// json`, the RFC 7285 document: the hub's, or `cluster`'s. Empty when it
+// cannot be read.
+std::map<std::pair<std::string, std::string>, double> DelayCostMap(
+    const std::string& cluster = "") {
+  std::vector<std::string> argv = {kCtl, "get", "costmap", "--metric", "delay", "-o", "json"};
+  if (!cluster.empty()) argv.insert(argv.end(), {"--cluster", cluster});
+  CommandResult r = RunCommand(argv, absl::Seconds(30));
   std::map<std::pair<std::string, std::string>, double> out;
   if (r.exit_code != 0) return out;
   nlohmann::json doc = nlohmann::json::parse(r.output, nullptr, false);
@@ -325,26 +338,34 @@ TEST_CASE("NetMA measures the five-site links and the scheduler avoids a degrade
   const std::string used = first["fusion"];
   REQUIRE((used == "luxembourg" || used == "nancy-cloud"));
 
-  // Degrade the link it uses beyond the channel's 8 ms; the hub's cost map
-  // shows it after at most three of Lille's probes.
+  // Degrade the link it uses beyond the channel's 8 ms; Lille's cost map
+  // shows it at the third probe after the change, the hub's at the next
+  // summary exchange.
   const double before_ns = costs[{"lille", used}];
   CommandResult degrade =
       RunCommand({kCtl, "fault", "link", "lille", used, "--rtt", "60ms"}, absl::Seconds(30));
   INFO(degrade.output);
   REQUIRE(degrade.exit_code == 0);
   absl::Time degraded_at = absl::Now();
-  double after_ns = before_ns;
+  std::map<std::string, double> after_ns = {{"lille", before_ns}, {"", before_ns}};
+  std::map<std::string, double> seen_after_s;
   for (absl::Time end = absl::Now() + absl::Minutes(1);
-       after_ns < before_ns + 2e6 && absl::Now() < end;) {
-    auto now = DelayCostMap();
-    if (now.count({"lille", used})) after_ns = now[{"lille", used}];
-    if (after_ns < before_ns + 2e6) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+       seen_after_s.size() < 2 && absl::Now() < end;) {
+    for (const std::string view : {"lille", ""}) {
+      if (seen_after_s.count(view)) continue;
+      auto now = DelayCostMap(view);
+      if (now.count({"lille", used})) after_ns[view] = now[{"lille", used}];
+      if (after_ns[view] >= before_ns + 2e6) {
+        seen_after_s[view] = absl::ToDoubleSeconds(absl::Now() - degraded_at);
+      }
+    }
+    if (seen_after_s.size() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  REQUIRE(after_ns >= before_ns + 2e6);
-  WARN("degraded link lille->" << used << " visible in the hub cost map after "
-                               << absl::ToDoubleSeconds(absl::Now() - degraded_at)
-                               << " s (probe interval 5 s): " << before_ns / 1e6 << " -> "
-                               << after_ns / 1e6 << " ms one way");
+  REQUIRE(seen_after_s.size() == 2);
+  WARN("degraded link lille->" << used << " (probe interval 5 s): "
+                               << before_ns / 1e6 << " -> " << after_ns["lille"] / 1e6
+                               << " ms one way in Lille's cost map after " << seen_after_s["lille"]
+                               << " s, in the hub's after " << seen_after_s[""] << " s");
 
   // The next plan for the same pipeline avoids the degraded link.
   std::map<std::string, std::string> second = ApplySensorFusion("sensor-fusion-2", home.path);

@@ -76,7 +76,8 @@ demo() {
   echo "== codecoctl apply -f examples/cams/bookinfo.yaml"
   "$ctl" apply -f "$cam"
   for i in $(seq 1 120); do
-    "$ctl" get apps 2>/dev/null | grep -q '^bookinfo .*Pending' || break
+    # Placed, then Running once the clusters' agents report its pods running.
+    "$ctl" get apps 2>/dev/null | grep -qE '^bookinfo +(Running|Degraded|Failed)' && break
     sleep 0.5
   done
   echo

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "acm/core/cluster_report.h"
 #include "acm/server/swm_placement_scheduler.h"
 #include "acm/store/kv_application_store.h"
 #include "codeco/common/grpc_status.h"
@@ -305,7 +306,25 @@ grpc::ServerUnaryReactor* AcmServiceImpl::RegisterCluster(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* AcmServiceImpl::Heartbeat(grpc::CallbackServerContext* context,
                                                     const v1::HeartbeatRequest* request,
                                                     v1::HeartbeatResponse* response) {
-  return Answer(executor_, context, response, [=, this] { return clusters_.Heartbeat(*request); });
+  return Answer(executor_, context, response,
+                [=, this]() -> absl::StatusOr<v1::HeartbeatResponse> {
+                  ASSIGN_OR_RETURN(v1::HeartbeatResponse answer, clusters_.Heartbeat(*request));
+                  if (request->pods_reported() && !answer.reregister_required()) {
+                    std::vector<PodReport> pods;
+                    for (const v1::PodReport& p : request->pods()) {
+                      pods.push_back({p.application(), p.service(), p.pod(), p.node(), p.phase(),
+                                      p.message()});
+                    }
+                    // Readiness is a view: a failure here must not fail the heartbeat.
+                    absl::StatusOr<int> changed = manager_.RecordPods(request->cluster_name(), pods);
+                    if (!changed.ok()) {
+                      log::Warn("recording pod readiness failed",
+                                {{"cluster", request->cluster_name()},
+                                 {"error", std::string(changed.status().message())}});
+                    }
+                  }
+                  return answer;
+                });
 }
 
 // Reads bring health up to date first, so a silent cluster shows UNREACHABLE

@@ -85,6 +85,25 @@ bool ClusterAgent::ReportOnce() {
     token = response.next_page_token();
   } while (!token.empty());
   ClusterReport report = BuildClusterReport(nodes);
+  // The pods of placed applications, for the hub's readiness view; a failed
+  // list only leaves readiness as it was.
+  std::vector<lms::v1::Pod> pods;
+  bool pods_listed = true;
+  token.clear();
+  do {
+    lms::v1::ListPodsRequest request;
+    request.set_page_token(token);
+    lms::v1::ListPodsResponse response;
+    grpc::Status status = lms->ListPods(ContextFor(options_.call_timeout).get(), request, &response);
+    if (!status.ok()) {
+      log::Warn("agent: LMS ListPods failed",
+                {{"lms", options_.lms}, {"error", status.error_message()}});
+      pods_listed = false;
+      break;
+    }
+    pods.insert(pods.end(), response.pods().begin(), response.pods().end());
+    token = response.next_page_token();
+  } while (!token.empty());
 
   auto hub_channel = peers_.Get(options_.hub_acm);
   if (!hub_channel.ok()) {
@@ -145,6 +164,18 @@ bool ClusterAgent::ReportOnce() {
   request.set_health(report.capacity.ready_node_count() > 0 ? v1::CLUSTER_HEALTH_READY
                                                             : v1::CLUSTER_HEALTH_DEGRADED);
   request.set_sequence(++sequence_);
+  request.set_pods_reported(pods_listed);
+  if (pods_listed) {
+    for (const PodReport& p : BuildPodReports(pods)) {
+      v1::PodReport* out = request.add_pods();
+      out->set_application(p.application);
+      out->set_service(p.service);
+      out->set_pod(p.pod);
+      out->set_node(p.node);
+      out->set_phase(p.phase);
+      out->set_message(p.message);
+    }
+  }
   v1::HeartbeatResponse response;
   grpc::Status status = hub->Heartbeat(ContextFor(options_.call_timeout).get(), request, &response);
   if (!status.ok()) {
