@@ -186,9 +186,9 @@ TEST_CASE("all six services start and answer health reflection and metrics") {
     auto channel = grpc::CreateChannel(running[0].address, grpc::InsecureChannelCredentials());
     grpc::ClientContext context;
     context.set_deadline(In(absl::Seconds(10)));
-    codeco::acm::v1::PushAssignmentResponse response;
-    grpc::Status status = codeco::acm::v1::AcmService::NewStub(channel)->PushAssignment(
-        &context, codeco::acm::v1::PushAssignmentRequest(), &response);
+    codeco::acm::v1::GetOperationResponse response;
+    grpc::Status status = codeco::acm::v1::AcmService::NewStub(channel)->GetOperation(
+        &context, codeco::acm::v1::GetOperationRequest(), &response);
     REQUIRE(status.error_code() == grpc::StatusCode::UNIMPLEMENTED);
     REQUIRE_THAT(status.error_message(), Catch::Contains("is not implemented yet"));
     REQUIRE_THAT(status.error_message(), Catch::Contains("issue #4"));
