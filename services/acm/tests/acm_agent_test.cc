@@ -14,13 +14,12 @@
 #include "codeco/common/server.h"
 #include "codeco/lms/v1/lms_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
+#include "acm_test_util.h"
 
 namespace codeco::acm {
 namespace {
 
-std::chrono::system_clock::time_point In(absl::Duration d) {
-  return absl::ToChronoTime(absl::Now() + d);
-}
+using testing::In;
 
 // An LMS with one ready node.
 class FakeLms final : public lms::v1::LmsService::Service {

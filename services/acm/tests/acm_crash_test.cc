@@ -13,36 +13,22 @@
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "process.h"
+#include "acm_test_util.h"
 
 namespace codeco::acm {
 namespace {
 
+using testing::In;
+using testing::SmallCam;
+
 namespace fs = std::filesystem;
 using codeco::testing::ChildProcess;
-
-std::chrono::system_clock::time_point In(absl::Duration d) {
-  return absl::ToChronoTime(absl::Now() + d);
-}
 
 std::string Bookinfo() {
   std::ifstream in(fs::path(ACM_EXAMPLES_DIR) / "bookinfo.yaml");
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-std::string SmallCam(const std::string& name, int tag) {
-  return absl::StrReplaceAll(R"(apiVersion: codeco.he-codeco.eu/v1alpha1
-kind: CodecoApp
-metadata: {name: NAME}
-spec:
-  appName: NAME
-  codecoapp-msspec:
-    - serviceName: web
-      podspec:
-        containers: [{name: web, image: "registry.example.org/web:TAG"}]
-)",
-                             {{"NAME", name}, {"TAG", std::to_string(tag)}});
 }
 
 struct TempDir {
@@ -119,7 +105,7 @@ TEST_CASE("SIGKILL and restart lose nothing acknowledged and watchers resume wit
     apply(Bookinfo(), "bookinfo-1");
     for (int round = 1; round <= 3; ++round) {
       for (int i = 0; i < 5; ++i) {
-        apply(SmallCam("app-" + std::to_string(i), round), "");
+        apply(SmallCam("app-" + std::to_string(i), std::to_string(round)), "");
       }
     }
     v1::WatchApplicationResponse event;
@@ -210,7 +196,7 @@ TEST_CASE("SIGKILL and restart lose nothing acknowledged and watchers resume wit
   {
     grpc::ClientContext context;
     v1::ApplyApplicationRequest request;
-    request.set_cam_yaml(SmallCam("after-restart", 1));
+    request.set_cam_yaml(SmallCam("after-restart", "1"));
     v1::ApplyApplicationResponse response;
     REQUIRE(acm.stub->ApplyApplication(&context, request, &response).ok());
     REQUIRE(response.application().metadata().revision() == last_revision + 1);

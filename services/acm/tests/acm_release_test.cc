@@ -12,27 +12,13 @@
 #include "codeco/common/server.h"
 #include "codeco/swm/v1/swm_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
+#include "acm_test_util.h"
 
 namespace codeco::acm {
 namespace {
 
-std::string SmallCam(const std::string& name, const std::string& tag = "1") {
-  return absl::StrReplaceAll(R"(apiVersion: codeco.he-codeco.eu/v1alpha1
-kind: CodecoApp
-metadata: {name: NAME}
-spec:
-  appName: NAME
-  codecoapp-msspec:
-    - serviceName: web
-      podspec:
-        containers: [{name: web, image: "registry.example.org/web:TAG"}]
-)",
-                             {{"NAME", name}, {"TAG", tag}});
-}
-
-std::chrono::system_clock::time_point In(absl::Duration d) {
-  return absl::ToChronoTime(absl::Now() + d);
-}
+using testing::In;
+using testing::SmallCam;
 
 // An SWM whose ReleaseApplication answers `answer` (settable) and counts calls.
 class FakeSwm final : public swm::v1::SwmService::Service {

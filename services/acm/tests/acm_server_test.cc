@@ -13,9 +13,13 @@
 #include "codeco/common/clock.h"
 #include "codeco/common/server.h"
 #include "grpcpp/create_channel.h"
+#include "acm_test_util.h"
 
 namespace codeco::acm {
 namespace {
+
+using testing::In;
+using testing::SmallCam;
 
 namespace fs = std::filesystem;
 using Stub = v1::AcmService::Stub;
@@ -25,24 +29,6 @@ std::string Bookinfo() {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-std::string SmallCam(const std::string& name, const std::string& tag) {
-  return absl::StrReplaceAll(R"(apiVersion: codeco.he-codeco.eu/v1alpha1
-kind: CodecoApp
-metadata: {name: NAME}
-spec:
-  appName: NAME
-  codecoapp-msspec:
-    - serviceName: web
-      podspec:
-        containers: [{name: web, image: "registry.example.org/web:TAG"}]
-)",
-                             {{"NAME", name}, {"TAG", tag}});
-}
-
-std::chrono::system_clock::time_point In(absl::Duration d) {
-  return absl::ToChronoTime(absl::Now() + d);
 }
 
 struct Server {

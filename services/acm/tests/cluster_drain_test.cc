@@ -9,23 +9,12 @@
 #include "acm/store/kv_application_store.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/kv_store.h"
+#include "acm_test_util.h"
 
 namespace codeco::acm {
 namespace {
 
-std::string SmallCam(const std::string& name) {
-  return absl::StrReplaceAll(R"(apiVersion: codeco.he-codeco.eu/v1alpha1
-kind: CodecoApp
-metadata: {name: NAME}
-spec:
-  appName: NAME
-  codecoapp-msspec:
-    - serviceName: web
-      podspec:
-        containers: [{name: web, image: "registry.example.org/web:1"}]
-)",
-                             {{"NAME", name}});
-}
+using testing::SmallCam;
 
 std::unique_ptr<KvStore> NewKv() {
   auto families = ApplicationColumnFamilies();
