@@ -177,6 +177,32 @@ TEST_CASE("codecoctl up brings the five-site federation up and down cleanly") {
   INFO(apps);
   REQUIRE(running);
 
+  // Deleting releases the pods everywhere: the application goes, and applying
+  // it again places it again (SWM refuses while pods of it remain).
+  CommandResult deleted = RunCommand({kCtl, "delete", "app", "bookinfo"}, absl::Seconds(30));
+  INFO(deleted.output);
+  REQUIRE(deleted.exit_code == 0);
+  bool gone = false;
+  for (absl::Time end = absl::Now() + absl::Seconds(60); !gone && absl::Now() < end;) {
+    apps = RunCommand({kCtl, "get", "apps"}, absl::Seconds(30)).output;
+    gone = apps.find("\nbookinfo ") == std::string::npos;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  INFO(apps);
+  REQUIRE(gone);
+  REQUIRE(RunCommand({kCtl, "apply", "-f", std::string(CODECO_SOURCE_DIR) +
+                                               "/examples/cams/bookinfo.yaml"},
+                     absl::Seconds(30))
+              .exit_code == 0);
+  bool placed_again = false;
+  for (absl::Time end = absl::Now() + absl::Seconds(90); !placed_again && absl::Now() < end;) {
+    describe = RunCommand({kCtl, "describe", "app", "bookinfo"}, absl::Seconds(30));
+    placed_again = describe.output.find("Channels (plan bookinfo/") != std::string::npos;
+    if (!placed_again) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  INFO(describe.output);
+  REQUIRE(placed_again);
+
   // A second up while one runs is refused.
   REQUIRE(RunCommand({kCtl, "up", "--scenario", kScenario}, absl::Seconds(30)).exit_code != 0);
 
