@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -107,6 +108,21 @@ FileReader ReaderUnder(const std::string& base_dir) {
     }
     std::ifstream in(full);
     if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", full.string()));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+}
+
+// The scenario's own CAM files (paths it names, already resolved) besides
+// what `traces` may read; simulate mode places those applications.
+FileReader ReaderWithCams(const Scenario& scenario, FileReader traces) {
+  std::set<std::string> cams;
+  for (const CamRef& ref : scenario.workloads.cams) cams.insert(ref.file);
+  return [cams, traces](const std::string& path) -> absl::StatusOr<std::string> {
+    if (!cams.contains(path)) return traces(path);
+    std::ifstream in(path);
+    if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
@@ -245,7 +261,7 @@ int RunSimulate(int argc, char** argv) {
     SimulationOptions options{.policy = policy, .tick = flags->tick, .duration = flags->duration};
     absl::Time wall_start = absl::Now();
     absl::StatusOr<SimulationResult> result =
-        RunSimulation(*scenario, options, ReaderUnder(base_dir));
+        RunSimulation(*scenario, options, ReaderWithCams(*scenario, ReaderUnder(base_dir)));
     double wall_s = absl::ToDoubleSeconds(absl::Now() - wall_start);
     if (!result.ok()) {
       bool bad_input = absl::IsInvalidArgument(result.status());

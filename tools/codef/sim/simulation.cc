@@ -16,6 +16,8 @@
 #include "link_control.h"
 #include "recorder.h"
 #include "swm/core/solve.h"
+#include "swm/server/convert.h"
+#include "acm/core/cam_parser.h"
 
 namespace codeco::codef {
 namespace {
@@ -103,12 +105,7 @@ class Simulation {
     } else {
       result_.notes.push_back("no workloads.task_stream: nothing to place");
     }
-    if (!scenario_.workloads.cams.empty()) {
-      result_.notes.push_back(absl::StrCat(
-          "workloads.cams: ", scenario_.workloads.cams.size(),
-          " CAM file(s) not simulated; simulate mode places the task stream only (turning a "
-          "CAM into SWM's model is done by swm_server, which is not linked here)"));
-    }
+    RETURN_IF_ERROR(LoadCams(read_file));
     attempts_.assign(tasks_.size(), 0);
     result_.tasks.generated = static_cast<int64_t>(tasks_.size());
 
@@ -157,6 +154,7 @@ class Simulation {
           queue_.push_back(next_arrival++);
           ++result_.tasks.arrived;
         }
+        RETURN_IF_ERROR(PlaceDueCams(now_ns));
         RETURN_IF_ERROR(ScheduleCycle());
         next_tick += tick_ns;
       }
@@ -277,6 +275,93 @@ class Simulation {
                                 : absl::StrCat(tasks_[task].name, "-r", attempts_[task]);
   }
 
+  // Reads and validates the scenario's CAM files (an application each).
+  absl::Status LoadCams(const FileReader& read_file) {
+    for (size_t i = 0; i < scenario_.workloads.cams.size(); ++i) {
+      const CamRef& ref = scenario_.workloads.cams[i];
+      const std::string field = absl::StrCat("workloads.cams[", i, "]");
+      if (!read_file) return InvalidFieldError(field, "no file reader to load " + ref.file);
+      absl::StatusOr<std::string> text = read_file(ref.file);
+      if (!text.ok()) return InvalidFieldError(field, std::string(text.status().message()));
+      absl::StatusOr<acm::ParsedCam> parsed = acm::ParseCam(*text);
+      if (!parsed.ok()) {
+        return InvalidFieldError(field, absl::StrCat(ref.file, ": ", parsed.status().message()));
+      }
+      PendingCam cam{.at_ns = ref.at_ns, .file = ref.file};
+      *cam.app.mutable_spec() = parsed->spec;
+      cam.app.mutable_metadata()->set_name(parsed->spec.app_name());
+      cams_.push_back(std::move(cam));
+    }
+    return absl::OkStatus();
+  }
+
+  // Places every CAM application that is due and not placed yet, whole or
+  // not at all (a partial placement waits for the next tick), on every
+  // managed cluster the hub reaches; its pods are long-running.
+  absl::Status PlaceDueCams(int64_t now_ns) {
+    for (PendingCam& cam : cams_) {
+      if (cam.placed || cam.at_ns > now_ns) continue;
+      swm::Federation view = Snapshot();
+      std::set<std::string> neighborhood;
+      for (const ClusterSpec& spec : scenario_.clusters) {
+        if (view.FindCluster(spec.name) != nullptr) neighborhood.insert(spec.name);
+      }
+      absl::StatusOr<swm::Application> app = swm::ToCoreApplication(cam.app, neighborhood);
+      if (!app.ok()) {
+        return InvalidFieldError("workloads.cams", absl::StrCat(cam.file, ": ",
+                                                                app.status().message()));
+      }
+      app->profile = profile_;
+      const std::string name = swm::ApplicationName(cam.app);
+      absl::StatusOr<swm::PlacementResult> placed = coordinator_.Place(
+          *app, view, std::vector<std::string>(neighborhood.begin(), neighborhood.end()));
+      if (!placed.ok()) {
+        return absl::InternalError(
+            absl::StrCat("scheduler failed on ", name, ": ", placed.status().message()));
+      }
+      if (!placed->unplaced.empty()) {
+        if (!cam.reported_waiting) {
+          result_.notes.push_back(absl::StrCat("application ", name, " (", cam.file,
+                                               ") waits: ", placed->unplaced.begin()->first, ": ",
+                                               placed->unplaced.begin()->second));
+          cam.reported_waiting = true;
+        }
+        continue;
+      }
+      std::vector<std::string> where;
+      for (const swm::Workload& w : app->workloads) {
+        const swm::Placement& at = placed->placements.at(w.name);
+        swm::WorkloadTarget target{.workload = w.name,
+                                   .service = w.service,
+                                   .cluster = at.cluster,
+                                   .node = at.node,
+                                   .pod = absl::StrCat(name, "-", w.name),
+                                   .requests = w.requests};
+        codeco::lms::v1::Pod pod = swm::PodTemplate(cam.app, target, /*plan_revision=*/1);
+        // What was placed is what the pod requests (as SWM's LMS runtime does).
+        auto* requests = pod.mutable_containers(0)->mutable_requests();
+        requests->set_cpu_millicores(w.requests.cpu_millis);
+        requests->set_memory_bytes(w.requests.memory_bytes);
+        requests->set_gpu(w.requests.gpu);
+        SynchronizedCluster* lms = federation_->FindLms(at.cluster);
+        absl::StatusOr<codeco::lms::v1::Pod> created =
+            lms == nullptr ? absl::NotFoundError("no LMS")
+                           : lms->Run([&](EmulatedCluster& c) { return c.CreatePod(pod, pod.name()); });
+        if (!created.ok()) {
+          return absl::InternalError(absl::StrCat("creating pod ", pod.name(), " of ", name,
+                                                  ": ", created.status().message()));
+        }
+        where.push_back(absl::StrCat(w.name, " on ", at.cluster, "/", at.node));
+      }
+      swm::ApplyPlacement(*app, *placed, view);
+      cam.placed = true;
+      ++result_.applications_placed;
+      result_.notes.push_back(absl::StrCat("application ", name, " placed at ", now_ns / 1'000'000'000,
+                                           " s: ", absl::StrJoin(where, ", ")));
+    }
+    return absl::OkStatus();
+  }
+
   // Offers every queued task to the scheduler, oldest first.
   absl::Status ScheduleCycle() {
     HandleTerminalPods();
@@ -368,6 +453,15 @@ class Simulation {
   swm::Coordinator coordinator_{l2_, registry_, nullptr};
   std::vector<GeneratedTask> tasks_;
   std::vector<int> attempts_;
+  /// A CAM application of the scenario, and whether it is placed.
+  struct PendingCam {
+    int64_t at_ns = 0;               ///< When it is applied.
+    std::string file;                ///< Where it came from.
+    acm::v1::Application app;        ///< The parsed application.
+    bool placed = false;             ///< Its pods exist.
+    bool reported_waiting = false;   ///< A note already says why it waits.
+  };
+  std::vector<PendingCam> cams_;
   std::deque<size_t> queue_;
   std::map<std::string, size_t> live_;
   SimulationResult result_;

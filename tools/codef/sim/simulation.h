@@ -95,7 +95,10 @@ struct SimulationResult {
   int64_t placement_capacity_millicores = 0;
   /// One line per fault applied ("at 10m: node_fail rennes/worker-2: ok").
   std::vector<std::string> events;
-  /// Parts of the scenario this run did not act on, and why.
+  /// CAM applications (workloads.cams) placed whole, their pods created.
+  int64_t applications_placed = 0;
+  /// Where each CAM application went, parts of the scenario this run did not
+  /// act on, and why.
   std::vector<std::string> notes;
 };
 

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "report.h"
 
@@ -223,6 +224,76 @@ record:
   REQUIRE(first.size() == 5);
   REQUIRE(first == again);
   REQUIRE(first.at("placement.csv") != other.at("placement.csv"));
+}
+
+TEST_CASE("a CAM of the scenario is placed whole at its time with its data locality") {
+  const std::string cam = R"(apiVersion: codeco.io/v1
+kind: CodecoApp
+metadata: {name: pipe}
+spec:
+  appName: pipe
+  codecoapp-msspec:
+    - serviceName: sensor
+      dataLocality: b
+      podspec:
+        containers: [{name: s, image: "example.org/s:1", resources: {requests: {cpu: 500m, memory: 64Mi}}}]
+      serviceChannels:
+        - channelName: readings
+          otherService: {appName: pipe, serviceName: fusion, port: 9000}
+          serviceClass: BESTEFFORT
+          advancedChannelSettings: {maxDelay: 20ms}
+    - serviceName: fusion
+      podspec:
+        containers: [{name: f, image: "example.org/f:1", resources: {requests: {cpu: 1500m, memory: 64Mi}}}]
+)";
+  Scenario scenario = Parse(R"(
+name: cams
+duration: 3m
+federation:
+  hub: {name: hub}
+  clusters:
+    - name: a
+      pod_start_delay: 0s
+      nodes: [{name: n, capacity: {cpu: 2, memory: 1Gi}}]
+    - name: b
+      pod_start_delay: 0s
+      nodes: [{name: m, capacity: {cpu: 1, memory: 1Gi}}]
+links:
+  default: {rtt: 10ms, bandwidth: 1Gbps}
+workloads:
+  cams: [{file: /scenario/pipe.yaml, at: 1m}]
+record:
+  interval: 10s
+  metrics: [node_usage]
+)");
+  SimulationOptions options;
+  options.policy = "codeco";
+  FileReader files = [&](const std::string& path) -> absl::StatusOr<std::string> {
+    if (path == "/scenario/pipe.yaml") return cam;
+    return absl::NotFoundError(path);
+  };
+  absl::StatusOr<SimulationResult> result = RunSimulation(scenario, options, files);
+  INFO(result.status().ToString());
+  REQUIRE(result.ok());
+  CHECK(result->applications_placed == 1);
+  std::string notes = absl::StrJoin(result->notes, "\n");
+  INFO(notes);
+  // The sensor stays with its data in b; fusion needs more than b has left.
+  CHECK_THAT(notes, Catch::Contains("sensor-0 on b/m"));
+  CHECK_THAT(notes, Catch::Contains("fusion-0 on a/n"));
+  auto cpu = NodeCpu(*result);
+  CHECK(cpu.at({50, "b/m"}).first == 0);  // not applied before 1 m
+  CHECK(cpu.at({70, "b/m"}).first == 500);
+  CHECK(cpu.at({70, "a/n"}).first == 1500);
+
+  // A CAM that does not parse is refused with its field path.
+  const std::string broken = "apiVersion: codeco.io/v1\nkind: CodecoApp\nspec: {}\n";
+  FileReader bad_files = [&](const std::string&) -> absl::StatusOr<std::string> {
+    return broken;
+  };
+  absl::StatusOr<SimulationResult> refused = RunSimulation(scenario, options, bad_files);
+  REQUIRE(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(refused.status().message()), Catch::Contains("workloads.cams[0]"));
 }
 
 TEST_CASE("simulate rejects a bad policy and a scenario without duration") {
