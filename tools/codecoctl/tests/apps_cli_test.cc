@@ -11,10 +11,10 @@
 #include <thread>
 
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "process.h"
 #include "yaml-cpp/yaml.h"
+#include "acm_test_util.h"
 
 namespace codeco::ctl {
 namespace {
@@ -36,17 +36,7 @@ struct TempDir {
 
 std::string WriteCam(const fs::path& dir, const std::string& name, const std::string& tag) {
   fs::path file = dir / (name + "-" + tag + ".yaml");
-  std::ofstream(file) << absl::StrReplaceAll(R"(apiVersion: codeco.he-codeco.eu/v1alpha1
-kind: CodecoApp
-metadata: {name: NAME}
-spec:
-  appName: NAME
-  codecoapp-msspec:
-    - serviceName: web
-      podspec:
-        containers: [{name: web, image: "registry.example.org/web:TAG"}]
-)",
-                                             {{"NAME", name}, {"TAG", tag}});
+  std::ofstream(file) << acm::testing::SmallCam(name, tag);
   return file.string();
 }
 
