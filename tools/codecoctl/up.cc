@@ -32,6 +32,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Where the ports of the NetMAs and the managed clusters' SWMs (which must be
+// known before they start) are looked for on each cluster's IP: below the
+// kernel's ephemeral range (32768-60999), so the many processes that bind
+// port 0 meanwhile cannot be handed one of them.
+constexpr int kNetmaPortsFrom = 17400;
+constexpr int kSwmPortsFrom = 17500;
+
 // A process started by this command, its state entry and where it logs.
 struct Started {
   RunProcess process;
@@ -340,11 +347,11 @@ int Upper::Run() {
   // NetMAs learn their peers, and the hub SWM the clusters' SWMs, from
   // flags, so those ports are chosen up front.
   for (ClusterEndpoint& c : clusters_) {
-    auto netma_port = FreePort(c.service_ip);
+    auto netma_port = FreePort(c.service_ip, kNetmaPortsFrom);
     if (!netma_port.ok()) return fail(netma_port.status());
     c.netma_address = absl::StrCat(c.service_ip, ":", *netma_port);
     if (c.is_hub) continue;
-    auto swm_port = FreePort(c.service_ip);
+    auto swm_port = FreePort(c.service_ip, kSwmPortsFrom);
     if (!swm_port.ok()) return fail(swm_port.status());
     c.swm_address = absl::StrCat(c.service_ip, ":", *swm_port);
   }

@@ -1,3 +1,8 @@
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -6,6 +11,7 @@
 #include <random>
 
 #include "federation_plan.h"
+#include "launcher.h"
 #include "run_state.h"
 
 namespace codeco::ctl {
@@ -126,6 +132,25 @@ TEST_CASE("without chosen NetMA addresses NetMA gets an ephemeral port and no pe
     REQUIRE(HasPair(spec.args, "--listen", "127.0.1.1:0"));
     REQUIRE(std::find(spec.args.begin(), spec.args.end(), "--netma.peers") == spec.args.end());
   }
+}
+
+TEST_CASE("FreePort from a base skips ports in use and stays in its range") {
+  // Hold the first free port at or above 27400 on 127.0.0.1.
+  absl::StatusOr<int> first = FreePort("127.0.0.1", 27400);
+  REQUIRE(first.ok());
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(*first));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  absl::StatusOr<int> next = FreePort("127.0.0.1", 27400);
+  close(fd);
+  REQUIRE(next.ok());
+  CHECK(*next > *first);
+  CHECK(*next < 27400 + 1000);
+  CHECK(FreePort("not-an-ip", 27400).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
