@@ -163,7 +163,7 @@ double ProcessCpuSeconds() {
 void BM_ProbeOverhead(benchmark::State& state) {
   CountingForwarder forwarder(g_peer_addresses[0]);
   PeerChannels channels({.insecure = true});
-  GrpcProber prober(channels, channels, "");
+  GrpcProber prober(channels, "");
   MonitorOptions defaults;
   defaults.probe.bulk_every = static_cast<int>(state.range(0));  // 6 is the default
   ProbeScheduler scheduler(defaults.probe);
@@ -261,7 +261,7 @@ void ProbeRound(benchmark::State& state, Prober& prober, bool parallel) {
 
 void BM_ProbeRound20Peers(benchmark::State& state) {
   PeerChannels channels({.insecure = true});
-  GrpcProber prober(channels, channels, "");
+  GrpcProber prober(channels, "");
   ProbeRound(state, prober, true);
 }
 BENCHMARK(BM_ProbeRound20Peers)->Iterations(60)->Unit(benchmark::kMillisecond)->UseRealTime();

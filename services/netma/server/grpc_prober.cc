@@ -106,7 +106,7 @@ absl::StatusOr<Prober::Result> GrpcProber::Probe(const ProbeTask& task) {
 
 absl::StatusOr<absl::Duration> GrpcProber::ProbeSelf(absl::Duration timeout) {
   if (self_address_.empty()) return absl::UnimplementedError("no self address to probe");
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, self_channels_.Get(self_address_));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, channels_.Get(self_address_));
   auto deadline = std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout);
   if (!channel->WaitForConnected(deadline)) {
     return absl::UnavailableError(absl::StrCat("self at ", self_address_, ": not connected"));

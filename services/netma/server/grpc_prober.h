@@ -57,17 +57,15 @@ class PeerChannels {
 /// Prober over gRPC. Thread-safe; probes to different peers may run at once.
 class GrpcProber final : public Prober {
  public:
-  /// Probes peers through `channels` (not owned) and itself at
-  /// `self_address` over `self_channels` (empty address: ProbeSelf is
-  /// UNIMPLEMENTED).
-  GrpcProber(PeerChannels& channels, PeerChannels& self_channels, std::string self_address)
-      : channels_(channels), self_channels_(self_channels), self_address_(std::move(self_address)) {}
+  /// Probes peers, and itself at `self_address` the same way (empty:
+  /// ProbeSelf is UNIMPLEMENTED), through `channels` (not owned).
+  GrpcProber(PeerChannels& channels, std::string self_address)
+      : channels_(channels), self_address_(std::move(self_address)) {}
   absl::StatusOr<Result> Probe(const ProbeTask& task) override;
   absl::StatusOr<absl::Duration> ProbeSelf(absl::Duration timeout) override;
 
  private:
   PeerChannels& channels_;
-  PeerChannels& self_channels_;
   std::string self_address_;
 };
 

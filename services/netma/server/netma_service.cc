@@ -152,7 +152,7 @@ absl::StatusOr<std::unique_ptr<NetmaServer>> NetmaServer::Create(
   // egress proxy, which does not delay traffic inside a cluster), so what it
   // measures is exactly the overhead they carry.
   s->prober_ = prober ? std::move(prober)
-                      : std::make_unique<GrpcProber>(*s->channels_, *s->channels_, o.self_address);
+                      : std::make_unique<GrpcProber>(*s->channels_, o.self_address);
   s->exchange_ =
       exchange ? std::move(exchange)
                : std::make_unique<GrpcSummaryExchange>(*s->channels_, o.monitor.probe.timeout);

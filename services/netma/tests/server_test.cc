@@ -394,19 +394,19 @@ TEST_CASE("plaintext and wrong-CA peers cannot connect or probe") {
   // The real prober fails against the server with either.
   for (bool insecure : {true, false}) {
     PeerChannels channels({.insecure = insecure, .tls = foreign});
-    GrpcProber prober(channels, channels, "");
+    GrpcProber prober(channels, "");
     ProbeTask task{{"mc1", mc1.server->address()}, 1024, absl::Seconds(2)};
     REQUIRE_FALSE(prober.Probe(task).ok());
   }
   PeerChannels good({.tls = pki.Files("a", "mc2")});
-  GrpcProber prober(good, good, "");
+  GrpcProber prober(good, "");
   auto result = prober.Probe({{"mc1", mc1.server->address()}, 1024, absl::Seconds(5)});
   REQUIRE(result.ok());
   REQUIRE(result->bulk_bytes == 1024);
   REQUIRE(result->rtt > absl::ZeroDuration());
   REQUIRE(prober.ProbeSelf(absl::Seconds(5)).status().code() == absl::StatusCode::kUnimplemented);
   // A NetMA that knows its own address measures its call overhead.
-  GrpcProber self_aware(good, good, mc1.server->address());
+  GrpcProber self_aware(good, mc1.server->address());
   absl::StatusOr<absl::Duration> self = self_aware.ProbeSelf(absl::Seconds(5));
   REQUIRE(self.ok());
   REQUIRE(*self > absl::ZeroDuration());
@@ -418,7 +418,7 @@ TEST_CASE("probes and exchanges go through the egress relay (HTTP CONNECT) when 
   Node mc1("mc1", Role::kManagedCluster, &mc1_tls, {{"nb1", {"mc1", "mc2"}}}, false);
   ConnectProxy proxy;
   PeerChannels channels({.tls = pki.Files("a", "mc2"), .http_proxy = proxy.address()});
-  GrpcProber prober(channels, channels, "");
+  GrpcProber prober(channels, "");
   auto result = prober.Probe({{"mc1", mc1.server->address()}, 4096, absl::Seconds(10)});
   REQUIRE(result.ok());
   REQUIRE(result->bulk_bytes == 4096);
