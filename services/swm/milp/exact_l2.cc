@@ -4,12 +4,12 @@
 #include <tuple>
 #include <vector>
 
-#include "CbcModel.hpp"
-#include "CoinPackedMatrix.hpp"
+#include "CoinError.hpp"
+#include "CoinFinite.hpp"
 #include "CoinPackedVector.hpp"
-#include "OsiClpSolverInterface.hpp"
 #include "absl/strings/str_cat.h"
 #include "codeco/common/status.h"
+#include "swm/milp/cbc_solve.h"
 #include "swm/milp/milp.h"
 
 namespace codeco::swm::milp {
@@ -199,23 +199,12 @@ absl::StatusOr<std::optional<L2Result>> ExactL2Solver::SolveExactly(const L2Requ
   // heuristic's, never a crash of the service.
   std::map<std::string, int> chosen;
   try {
-    CoinPackedMatrix matrix(false, 0, 0);
-    matrix.setDimensions(0, static_cast<int>(obj.size()));
-    for (const CoinPackedVector& r : rows) matrix.appendRow(r);
-    OsiClpSolverInterface solver;
-    solver.messageHandler()->setLogLevel(0);
-    solver.loadProblem(matrix, col_lb.data(), col_ub.data(), obj.data(), row_lb.data(),
-                       row_ub.data());
-    for (size_t i = 0; i < integer.size(); ++i) {
-      if (integer[i]) solver.setInteger(static_cast<int>(i));
-    }
-    CbcModel model(solver);
-    model.setLogLevel(0);
-    model.messageHandler()->setLogLevel(0);
-    model.setMaximumSeconds(absl::ToDoubleSeconds(options_.time_limit));
-    model.branchAndBound();
-    const double* sol = model.bestSolution();
-    if (sol == nullptr) return std::nullopt;  // no answer in time: the heuristic's turn
+    CbcAnswer answer = SolveWithCbc(
+        RowProgram{std::move(col_lb), std::move(col_ub), std::move(obj), std::move(integer),
+                   std::move(rows), std::move(row_lb), std::move(row_ub)},
+        absl::ToDoubleSeconds(options_.time_limit));
+    if (answer.solution.empty()) return std::nullopt;  // no answer in time: the heuristic's turn
+    const std::vector<double>& sol = answer.solution;
     for (int w = 0; w < W; ++w) {
       for (int n = 0; n < N; ++n) {
         if (x[w][n] >= 0 && sol[x[w][n]] > 0.5) chosen[batch[w]->name] = n;

@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "CbcModel.hpp"
-#include "CoinPackedMatrix.hpp"
+#include "CoinFinite.hpp"
 #include "CoinPackedVector.hpp"
-#include "OsiClpSolverInterface.hpp"
 #include "codeco/common/status.h"
+#include "swm/milp/cbc_solve.h"
 #include "swm/core/plugins.h"
 
 namespace codeco::swm::milp {
@@ -80,8 +79,6 @@ absl::StatusOr<MilpResult> SolveExact(const Application& app, const Federation& 
       x[w][n] = add_col(0, 1, -kPlacedWeight, true);  // CBC minimises
     }
   }
-  CoinPackedMatrix matrix(false, 0, 0);
-  matrix.setDimensions(0, 0);
   std::vector<double> row_lb, row_ub;
   std::vector<CoinPackedVector> rows;
   auto add_row = [&](CoinPackedVector row, double lb, double ub) {
@@ -161,23 +158,13 @@ absl::StatusOr<MilpResult> SolveExact(const Application& app, const Federation& 
     result.optimal = true;
     return result;
   }
-  matrix.setDimensions(0, static_cast<int>(obj.size()));
-  for (const CoinPackedVector& r : rows) matrix.appendRow(r);
-  OsiClpSolverInterface solver;
-  solver.messageHandler()->setLogLevel(0);
-  solver.loadProblem(matrix, col_lb.data(), col_ub.data(), obj.data(), row_lb.data(),
-                     row_ub.data());
-  for (size_t i = 0; i < integer.size(); ++i) {
-    if (integer[i]) solver.setInteger(static_cast<int>(i));
-  }
-  CbcModel model(solver);
-  model.setLogLevel(0);
-  model.messageHandler()->setLogLevel(0);
-  model.setMaximumSeconds(options.time_limit_seconds);
-  model.branchAndBound();
-  const double* sol = model.bestSolution();
-  if (sol == nullptr) return absl::InternalError("CBC found no solution");
-  result.optimal = model.isProvenOptimal();
+  CbcAnswer answer = SolveWithCbc(
+      RowProgram{std::move(col_lb), std::move(col_ub), std::move(obj), std::move(integer),
+                 std::move(rows), std::move(row_lb), std::move(row_ub)},
+      options.time_limit_seconds);
+  if (answer.solution.empty()) return absl::InternalError("CBC found no solution");
+  const std::vector<double>& sol = answer.solution;
+  result.optimal = answer.optimal;
   for (int w = 0; w < W; ++w) {
     for (int n = 0; n < N; ++n) {
       if (x[w][n] >= 0 && sol[x[w][n]] > 0.5) {
