@@ -2,6 +2,9 @@
 # The one entry point for developers and CI.
 #
 #   scripts/dev.sh test     install deps, configure, build, run every test (ctest)
+#   scripts/dev.sh test --sanitize address,undefined | --sanitize thread
+#                           the same suite built with sanitizers, in build-asan/ or
+#                           build-tsan/; the first report fails the test that hit it
 #   scripts/dev.sh demo     install deps, build, run the main job: a five-site emulated
 #                           federation, bookinfo applied and placed (--once: stop it after)
 #   scripts/dev.sh build    install deps, configure and build
@@ -10,28 +13,77 @@
 #   scripts/dev.sh lint     buf lint on the contracts
 #   scripts/dev.sh deps     only install dependencies
 #
-# Environment: BUILD_DIR (default build), CODECO_SANITIZE=1 for ASan+UBSan,
+# Environment: BUILD_DIR (default build, build-asan or build-tsan),
 # JOBS (default: number of cores).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR_SET="${BUILD_DIR:-}"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 JOBS="${JOBS:-$(nproc)}"
 BUF="$ROOT/tools/node/node_modules/.bin/buf"
 # Relative paths in ccache's hash let several build directories share hits.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}"
+# Debug builds would otherwise hash the working directory too, so a fresh clone
+# (CI) could never reuse what another checkout compiled.
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 
 deps() { "$ROOT/scripts/install-deps.sh"; }
 
+# Sanitizers of this run: empty, "address,undefined" or "thread" (--sanitize).
+SANITIZE=""
+# Where sanitized processes write their reports (set with --sanitize).
+REPORTS=""
+
 configure() {
-  local sanitize=OFF
-  [ "${CODECO_SANITIZE:-0}" = "1" ] && sanitize=ON
   local generator=()
   command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-  if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
-    cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DCODECO_SANITIZE="$sanitize"
+  local extra=()
+  if [ -n "$SANITIZE" ]; then
+    # Sanitized builds are for finding bugs, not for speed: -O1 keeps them fast
+    # enough, -g1 keeps line numbers in reports at a fraction of full debug
+    # info's compile and link time, and benchmarks are left out.
+    extra=(-DCMAKE_BUILD_TYPE=Sanitize "-DCMAKE_CXX_FLAGS_SANITIZE=-O1 -g1"
+           "-DCMAKE_C_FLAGS_SANITIZE=-O1 -g1" -DCODECO_BUILD_BENCH=OFF)
+  else
+    extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
   fi
+  if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+    cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" "${extra[@]}" -DCODECO_SANITIZE="$SANITIZE"
+  fi
+}
+
+# Parses `--sanitize LIST`: picks the sanitizer build directory and the
+# runtime options that stop at the first report.
+sanitize_from_args() {
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --sanitize) [ $# -ge 2 ] || { echo "dev.sh: --sanitize needs address,undefined or thread" >&2; exit 2; }
+                  SANITIZE="$2"; shift 2 ;;
+      --sanitize=*) SANITIZE="${1#--sanitize=}"; shift ;;
+      *) echo "dev.sh: unknown test flag: $1" >&2; exit 2 ;;
+    esac
+  done
+  case "$SANITIZE" in
+    "") return ;;
+    address,undefined|undefined,address|address|undefined)
+      [ "$SANITIZE" = "undefined,address" ] && SANITIZE="address,undefined"
+      BUILD_DIR="${BUILD_DIR_SET:-$ROOT/build-asan}" ;;
+    thread) BUILD_DIR="${BUILD_DIR_SET:-$ROOT/build-tsan}" ;;
+    *) echo "dev.sh: --sanitize takes address,undefined or thread, not '$SANITIZE'" >&2; exit 2 ;;
+  esac
+  local supp="$ROOT/scripts/sanitizers"
+  # Every sanitized process, the tests' own and the servers they start, writes
+  # its report to a file here (log_path), so a report in a child process that
+  # its test never looks at still fails the run (see run_tests).
+  REPORTS="$BUILD_DIR/sanitizer-reports"
+  local log="log_path=$REPORTS/report"
+  # halt_on_error: the first report ends the process with a non-zero code, so
+  # the test (or the server a test started, whose exit the test checks) fails.
+  export ASAN_OPTIONS="$log:halt_on_error=1:abort_on_error=0:detect_leaks=1:detect_stack_use_after_return=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+  export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+  export UBSAN_OPTIONS="$log:halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+  export TSAN_OPTIONS="$log:halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 }
 
 build() {
@@ -43,10 +95,21 @@ build() {
 }
 
 run_tests() {
-  local start=$SECONDS
+  local start=$SECONDS status=0
+  if [ -n "$REPORTS" ]; then rm -rf "$REPORTS"; mkdir -p "$REPORTS"; fi
   # Two at a time: tests start real servers, and CI has two cores.
-  (cd "$BUILD_DIR" && ctest --output-on-failure -j 2 --timeout 300)
+  (cd "$BUILD_DIR" && ctest --output-on-failure -j 2 --timeout 300) || status=$?
   echo "dev.sh: tests took $((SECONDS - start)) s"
+  if [ -n "$REPORTS" ] && [ -n "$(ls -A "$REPORTS")" ]; then
+    local f
+    for f in "$REPORTS"/*; do
+      echo "== sanitizer report $(basename "$f")"
+      head -c 20000 "$f"
+    done
+    echo "dev.sh: $(ls "$REPORTS" | wc -l) sanitizer report(s) ($SANITIZE) in $REPORTS"
+    [ "$status" = 0 ] && status=1
+  fi
+  return "$status"
 }
 
 # The main job: an emulated five-site federation (CODEF), the hub's and every
@@ -130,7 +193,7 @@ shift || true
 case "$cmd" in
   deps) deps ;;
   build) deps; build ;;
-  test) deps; build; run_tests ;;
+  test) sanitize_from_args "$@"; deps; build; run_tests ;;
   demo) deps; build; demo "$@" ;;
   bench) deps; bench "$@" ;;
   lint) deps; (cd "$ROOT/proto" && "$BUF" lint) && echo "buf lint: clean" ;;

@@ -1,0 +1,270 @@
+// ThreadSanitizer support for Debian's prebuilt Abseil (compiled into the
+// build only with CODECO_SANITIZE=thread).
+//
+// absl::Mutex, absl::CondVar and absl::Notification live in
+// libabsl_synchronization.so, which is not instrumented: ThreadSanitizer sees
+// neither their atomics nor their futex waits, so every access that an
+// absl::Mutex protects would be reported as a race. This file interposes the
+// library's out-of-line entry points: each definition below calls the real
+// function (found with dlsym(RTLD_NEXT)) and tells ThreadSanitizer what it did
+// through the mutex annotation interface. An executable's definition wins over
+// a shared library's at dynamic link time, so calls from codeco's code, from
+// Abseil's inline helpers (absl::MutexLock) and from gRPC all come here.
+//
+// A linker anchor (codeco_tsan_absl_sync_anchor, forced undefined by
+// libs/common's CMakeLists) pulls this object out of codeco_common_core into
+// every executable that links it.
+
+#ifndef __SANITIZE_THREAD__
+#error "tsan_absl_sync.cc is for ThreadSanitizer builds only (CODECO_SANITIZE=thread)"
+#endif
+
+#include <dlfcn.h>
+#include <sanitizer/tsan_interface.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+
+extern "C" {
+/// Referenced by `-Wl,--undefined` so the linker keeps this object.
+int codeco_tsan_absl_sync_anchor = 0;
+}
+
+namespace {
+
+#define CODECO_STR2(x) #x
+#define CODECO_STR(x) CODECO_STR2(x)
+
+/// Whether the member function is const (its mangled name starts _ZNK).
+enum class Constness { kNonConst, kConst };
+
+/// The mangled-name prefix of namespace absl::<inline namespace>, e.g.
+/// "_ZN4absl7debian3".
+std::string AbslPrefix(Constness constness) {
+  const std::string inline_ns = CODECO_STR(ABSL_OPTION_INLINE_NAMESPACE_NAME);
+  return std::string(constness == Constness::kConst ? "_ZNK" : "_ZN") + "4absl" +
+         std::to_string(inline_ns.size()) + inline_ns;
+}
+
+/// The real (library) definition of the function whose mangled name is the
+/// absl prefix followed by `rest`; aborts when it cannot be found, since a
+/// silent fallback would hide every race.
+template <typename Fn>
+Fn Real(const char* rest, Constness constness = Constness::kNonConst) {
+  const std::string name = AbslPrefix(constness) + rest;
+  void* symbol = dlsym(RTLD_NEXT, name.c_str());
+  if (symbol == nullptr) {
+    std::fprintf(stderr, "tsan_absl_sync: cannot find %s in Abseil\n", name.c_str());
+    std::abort();
+  }
+  return reinterpret_cast<Fn>(symbol);
+}
+
+using MutexFn = void (*)(absl::Mutex*);
+using MutexBoolFn = bool (*)(absl::Mutex*);
+using MutexCondFn = void (*)(absl::Mutex*, const absl::Condition&);
+using MutexCondDurationFn = bool (*)(absl::Mutex*, const absl::Condition&, absl::Duration);
+using MutexCondTimeFn = bool (*)(absl::Mutex*, const absl::Condition&, absl::Time);
+using CondVarWaitFn = void (*)(absl::CondVar*, absl::Mutex*);
+using CondVarWaitDurationFn = bool (*)(absl::CondVar*, absl::Mutex*, absl::Duration);
+using CondVarWaitTimeFn = bool (*)(absl::CondVar*, absl::Mutex*, absl::Time);
+using NotifyFn = void (*)(absl::Notification*);
+using WaitFn = void (*)(const absl::Notification*);
+using WaitDurationFn = bool (*)(const absl::Notification*, absl::Duration);
+using WaitTimeFn = bool (*)(const absl::Notification*, absl::Time);
+
+// Annotations for a call that may release and re-acquire a held mutex.
+void BeforeWait(void* mu) {
+  __tsan_mutex_pre_unlock(mu, 0);
+  __tsan_mutex_post_unlock(mu, 0);
+}
+void AfterWait(void* mu) {
+  __tsan_mutex_pre_lock(mu, 0);
+  __tsan_mutex_post_lock(mu, 0, 0);
+}
+
+/// Mirrors absl::Notification's layout to find its atomic flag, which the
+/// inline HasBeenNotified() reads with acquire order in instrumented code.
+struct NotificationLayout {
+  absl::Mutex mutex;
+  std::atomic<bool> notified_yet;
+};
+static_assert(sizeof(NotificationLayout) == sizeof(absl::Notification));
+
+void* NotifiedFlag(const absl::Notification* n) {
+  return const_cast<char*>(reinterpret_cast<const char*>(n) +
+                           offsetof(NotificationLayout, notified_yet));
+}
+
+}  // namespace
+
+namespace absl {
+ABSL_NAMESPACE_BEGIN
+
+void Mutex::Lock() {
+  static const auto real = Real<MutexFn>("5Mutex4LockEv");
+  __tsan_mutex_pre_lock(this, 0);
+  real(this);
+  __tsan_mutex_post_lock(this, 0, 0);
+}
+
+void Mutex::ReaderLock() {
+  static const auto real = Real<MutexFn>("5Mutex10ReaderLockEv");
+  __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
+  real(this);
+  __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
+}
+
+bool Mutex::TryLock() {
+  static const auto real = Real<MutexBoolFn>("5Mutex7TryLockEv");
+  __tsan_mutex_pre_lock(this, __tsan_mutex_try_lock);
+  const bool locked = real(this);
+  __tsan_mutex_post_lock(this, __tsan_mutex_try_lock | (locked ? 0 : __tsan_mutex_try_lock_failed),
+                         0);
+  return locked;
+}
+
+bool Mutex::ReaderTryLock() {
+  static const auto real = Real<MutexBoolFn>("5Mutex13ReaderTryLockEv");
+  const unsigned flags = __tsan_mutex_read_lock | __tsan_mutex_try_lock;
+  __tsan_mutex_pre_lock(this, flags);
+  const bool locked = real(this);
+  __tsan_mutex_post_lock(this, flags | (locked ? 0 : __tsan_mutex_try_lock_failed), 0);
+  return locked;
+}
+
+void Mutex::Unlock() {
+  static const auto real = Real<MutexFn>("5Mutex6UnlockEv");
+  __tsan_mutex_pre_unlock(this, 0);
+  real(this);
+  __tsan_mutex_post_unlock(this, 0);
+}
+
+void Mutex::ReaderUnlock() {
+  static const auto real = Real<MutexFn>("5Mutex12ReaderUnlockEv");
+  __tsan_mutex_pre_unlock(this, __tsan_mutex_read_lock);
+  real(this);
+  __tsan_mutex_post_unlock(this, __tsan_mutex_read_lock);
+}
+
+void Mutex::LockWhen(const Condition& cond) {
+  static const auto real = Real<MutexCondFn>("5Mutex8LockWhenERKNS0_9ConditionE");
+  __tsan_mutex_pre_lock(this, 0);
+  real(this, cond);
+  __tsan_mutex_post_lock(this, 0, 0);
+}
+
+void Mutex::ReaderLockWhen(const Condition& cond) {
+  static const auto real = Real<MutexCondFn>("5Mutex14ReaderLockWhenERKNS0_9ConditionE");
+  __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
+  real(this, cond);
+  __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
+}
+
+bool Mutex::LockWhenWithTimeout(const Condition& cond, absl::Duration timeout) {
+  static const auto real =
+      Real<MutexCondDurationFn>("5Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  __tsan_mutex_pre_lock(this, 0);
+  const bool result = real(this, cond, timeout);
+  __tsan_mutex_post_lock(this, 0, 0);
+  return result;
+}
+
+bool Mutex::LockWhenWithDeadline(const Condition& cond, absl::Time deadline) {
+  static const auto real =
+      Real<MutexCondTimeFn>("5Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  __tsan_mutex_pre_lock(this, 0);
+  const bool result = real(this, cond, deadline);
+  __tsan_mutex_post_lock(this, 0, 0);
+  return result;
+}
+
+void Mutex::Await(const Condition& cond) {
+  static const auto real = Real<MutexCondFn>("5Mutex5AwaitERKNS0_9ConditionE");
+  BeforeWait(this);
+  real(this, cond);
+  AfterWait(this);
+}
+
+bool Mutex::AwaitWithTimeout(const Condition& cond, absl::Duration timeout) {
+  static const auto real =
+      Real<MutexCondDurationFn>("5Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  BeforeWait(this);
+  const bool result = real(this, cond, timeout);
+  AfterWait(this);
+  return result;
+}
+
+bool Mutex::AwaitWithDeadline(const Condition& cond, absl::Time deadline) {
+  static const auto real =
+      Real<MutexCondTimeFn>("5Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  BeforeWait(this);
+  const bool result = real(this, cond, deadline);
+  AfterWait(this);
+  return result;
+}
+
+void CondVar::Wait(Mutex* mu) {
+  static const auto real = Real<CondVarWaitFn>("7CondVar4WaitEPNS0_5MutexE");
+  BeforeWait(mu);
+  real(this, mu);
+  AfterWait(mu);
+}
+
+bool CondVar::WaitWithTimeout(Mutex* mu, absl::Duration timeout) {
+  static const auto real =
+      Real<CondVarWaitDurationFn>("7CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE");
+  BeforeWait(mu);
+  const bool result = real(this, mu, timeout);
+  AfterWait(mu);
+  return result;
+}
+
+bool CondVar::WaitWithDeadline(Mutex* mu, absl::Time deadline) {
+  static const auto real =
+      Real<CondVarWaitTimeFn>("7CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE");
+  BeforeWait(mu);
+  const bool result = real(this, mu, deadline);
+  AfterWait(mu);
+  return result;
+}
+
+void Notification::Notify() {
+  static const auto real = Real<NotifyFn>("12Notification6NotifyEv");
+  __tsan_release(this);
+  __tsan_release(NotifiedFlag(this));
+  real(this);
+}
+
+void Notification::WaitForNotification() const {
+  static const auto real = Real<WaitFn>("12Notification19WaitForNotificationEv", Constness::kConst);
+  real(this);
+  __tsan_acquire(const_cast<Notification*>(this));
+}
+
+bool Notification::WaitForNotificationWithTimeout(absl::Duration timeout) const {
+  static const auto real =
+      Real<WaitDurationFn>("12Notification30WaitForNotificationWithTimeoutENS0_8DurationE",
+                           Constness::kConst);
+  const bool notified = real(this, timeout);
+  if (notified) __tsan_acquire(const_cast<Notification*>(this));
+  return notified;
+}
+
+bool Notification::WaitForNotificationWithDeadline(absl::Time deadline) const {
+  static const auto real =
+      Real<WaitTimeFn>("12Notification31WaitForNotificationWithDeadlineENS0_4TimeE",
+                       Constness::kConst);
+  const bool notified = real(this, deadline);
+  if (notified) __tsan_acquire(const_cast<Notification*>(this));
+  return notified;
+}
+
+ABSL_NAMESPACE_END
+}  // namespace absl
