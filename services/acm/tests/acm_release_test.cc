@@ -254,7 +254,7 @@ TEST_CASE("an application placed before is released then placed again") {
   REQUIRE(swm.log() == std::vector<std::string>{"place shop", "release shop", "place shop"});
 }
 
-TEST_CASE("WatchOperation streams a delete until it is done; Get/ListOperations answer") {
+TEST_CASE("WatchOperation streams a delete until it is done and Get/ListOperations answer") {
   FakeSwm swm;
   auto swm_server = Serve(&swm, "swm");
   auto kv = NewKv();
