@@ -555,6 +555,9 @@ int RunApply(const Args& args) {
   if (file.empty()) return Fail("apply", "-f FILE is required");
   auto output = ParseOutput(args);
   if (!output.ok()) return Fail("apply", std::string(output.status().message()));
+  if (args.Has("wait") && *output != Output::kTable) {
+    return Fail("apply", "--wait: prints progress lines, so it goes with -o table only");
+  }
   std::ifstream in(file);
   if (!in) return Fail("apply", "-f: cannot read " + file);
   std::stringstream text;

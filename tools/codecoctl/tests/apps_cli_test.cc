@@ -196,6 +196,9 @@ TEST_CASE("codecoctl follows and shows ACM's operations") {
   REQUIRE_THAT(r.output, Catch::Contains("--wait: lost operation apply-shop-1"));
   REQUIRE(r.output.find("\r") == std::string::npos);
 
+  r = ctl({"apply", "-f", WriteCam(dir.path, "shop", "2"), "--wait", "-o", "json"});
+  REQUIRE(r.exit_code == 1);
+  REQUIRE_THAT(r.output, Catch::Contains("--wait: prints progress lines"));
   r = ctl({"get", "operation", "apply-shop-1", "-o", "yaml"});
   REQUIRE(r.exit_code == 0);
   YAML::Node op = YAML::Load(r.output);
