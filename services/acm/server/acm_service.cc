@@ -365,7 +365,9 @@ class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl 
       : OwnedDependencies(kv, clock, options),
         AcmServiceImpl(OwnedDependencies::manager, OwnedDependencies::clusters,
                        OwnedDependencies::neighborhoods, OwnedDependencies::drainer,
-                       options.local_copies) {}
+                       options.local_copies) {
+    SetMaxOperationWatchers(options.max_operation_watchers);
+  }
 };
 
 }  // namespace
@@ -428,7 +430,7 @@ grpc::ServerUnaryReactor* AcmServiceImpl::ListOperations(grpc::CallbackServerCon
 grpc::ServerWriteReactor<v1::WatchOperationResponse>* AcmServiceImpl::WatchOperation(
     grpc::CallbackServerContext* context, const v1::WatchOperationRequest* request) {
   return new OperationWatchReactor(manager_, request->id(), operation_watchers_,
-                                   kMaxOperationWatchers);
+                                   max_operation_watchers_);
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::RegisterCluster(grpc::CallbackServerContext* context,

@@ -3,8 +3,8 @@
 // ApplicationManager and its answers back, mapping errors with ToGrpcStatus.
 // Application, cluster registry and neighborhood RPCs are served, and in a
 // managed cluster Push* (into its local copies), and the operations ACM
-// starts (Get/List/WatchOperation; at most kMaxOperationWatchers watches at
-// once, more are answered RESOURCE_EXHAUSTED).
+// starts (Get/List/WatchOperation; past a cap of open watches, more are
+// answered RESOURCE_EXHAUSTED).
 
 #include <atomic>
 #include <memory>
@@ -98,8 +98,8 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   grpc::ServerWriteReactor<v1::WatchOperationResponse>* WatchOperation(
       grpc::CallbackServerContext* context, const v1::WatchOperationRequest* request) override;
 
-  /// Most WatchOperation streams open at once.
-  static constexpr int kMaxOperationWatchers = 256;
+  /// Sets how many WatchOperation streams may be open at once (default 256).
+  void SetMaxOperationWatchers(int max) { max_operation_watchers_ = max; }
 
  private:
   ApplicationManager& manager_;
@@ -107,8 +107,9 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   NeighborhoodManager& neighborhoods_;
   ClusterDrainer& drainer_;
   const std::shared_ptr<LocalCopies> local_copies_;
-  // WatchOperation streams open.
+  // WatchOperation streams open, and how many may be.
   std::atomic<int> operation_watchers_{0};
+  int max_operation_watchers_ = 256;
   // Last member: destroyed first, so queued work still sees the rest.
   BoundedExecutor executor_;
 };
@@ -143,6 +144,8 @@ struct AcmServiceOptions {
   /// with the scheduler: retries that are due and answers that never came
   /// (ApplicationManager::Reconcile); zero never does. Default: 1 s.
   absl::Duration reconcile_interval = absl::Seconds(1);
+  /// Most WatchOperation streams open at once. Default: 256.
+  int max_operation_watchers = 256;
 };
 
 /// An AcmService owning its store (on `kv`, which must hold

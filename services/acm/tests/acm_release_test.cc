@@ -98,8 +98,9 @@ struct Hub {
   std::unique_ptr<GrpcServer> server;
   std::unique_ptr<v1::AcmService::Stub> stub;
 
-  Hub(KvStore& kv, const std::string& swm) {
+  Hub(KvStore& kv, const std::string& swm, int max_operation_watchers = 256) {
     AcmServiceOptions options;
+    options.max_operation_watchers = max_operation_watchers;
     options.swm_channel = grpc::CreateChannel(swm, grpc::InsecureChannelCredentials());
     options.placement_timeout = absl::Seconds(5);
     options.release_retry_min = absl::Milliseconds(20);
@@ -342,6 +343,60 @@ TEST_CASE("WatchOperation streams a delete until it is done and Get/ListOperatio
     REQUIRE(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
     REQUIRE_THAT(status.error_message(), Catch::StartsWith("id"));
   }
+}
+
+TEST_CASE("operation watches past the cap are RESOURCE_EXHAUSTED until one closes") {
+  FakeSwm swm;  // never confirms a release: the delete stays in flight
+  auto swm_server = Serve(&swm, "swm");
+  auto kv = NewKv();
+  Hub hub(*kv, swm_server->address(), /*max_operation_watchers=*/1);
+  {
+    grpc::ClientContext context;
+    v1::ApplyApplicationRequest request;
+    request.set_cam_yaml(SmallCam("shop"));
+    v1::ApplyApplicationResponse response;
+    REQUIRE(hub.stub->ApplyApplication(&context, request, &response).ok());
+  }
+  v1::WatchOperationRequest watch;
+  {
+    grpc::ClientContext context;
+    v1::DeleteApplicationRequest request;
+    request.set_name("shop");
+    v1::DeleteApplicationResponse response;
+    REQUIRE(hub.stub->DeleteApplication(&context, request, &response).ok());
+    watch.set_id(response.operation().id());
+  }
+  v1::WatchOperationResponse event;
+  auto first_context = std::make_unique<grpc::ClientContext>();
+  first_context->set_deadline(In(absl::Seconds(60)));
+  auto first = hub.stub->WatchOperation(first_context.get(), watch);
+  REQUIRE(first->Read(&event));
+  {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(30)));
+    auto second = hub.stub->WatchOperation(&context, watch);
+    REQUIRE_FALSE(second->Read(&event));
+    REQUIRE(second->Finish().error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  first_context->TryCancel();
+  while (first->Read(&event)) {
+  }
+  first->Finish();
+  // The slot frees once the server has seen the first one go.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  bool admitted = false;
+  while (!admitted && absl::Now() < deadline) {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(30)));
+    auto again = hub.stub->WatchOperation(&context, watch);
+    admitted = again->Read(&event);
+    context.TryCancel();
+    while (again->Read(&event)) {
+    }
+    again->Finish();
+    if (!admitted) absl::SleepFor(absl::Milliseconds(10));
+  }
+  REQUIRE(admitted);
 }
 
 }  // namespace
