@@ -647,8 +647,10 @@ absl::StatusOr<int> ApplicationManager::Reconcile() {
     absl::MutexLock lock(&write_mu_);
     const absl::Time now = clock_.Now();
     std::set<std::string> intents;
+    std::set<std::string> named_operations;
     RETURN_IF_ERROR(store_.List("", [&](const v1::Application& app) {
       const std::string& name = app.metadata().name();
+      named_operations.insert(app.status().operation_id());
       const auto phase = app.status().phase();
       const bool release = phase == v1::APPLICATION_PHASE_DELETING;
       // PENDING without a neighborhood waits for one (a later apply or cluster change).
@@ -664,6 +666,20 @@ absl::StatusOr<int> ApplicationManager::Reconcile() {
       return true;
     }));
     std::erase_if(attempts_, [&](const auto& entry) { return !intents.count(entry.first); });
+    if (now >= next_prune_) {
+      next_prune_ = now + absl::Minutes(1);
+      std::vector<std::string> expired;
+      RETURN_IF_ERROR(store_.ListOperations([&](const common::v1::Operation& op) {
+        const absl::Time changed = absl::FromUnixSeconds(op.update_time().seconds()) +
+                                   absl::Nanoseconds(op.update_time().nanos());
+        if (op.done() && changed + options_.operation_retention <= now &&
+            !named_operations.count(op.id())) {
+          expired.push_back(op.id());
+        }
+        return true;
+      }));
+      RETURN_IF_ERROR(store_.DeleteOperations(expired));
+    }
   }
   for (const auto& app : releases) {
     absl::Status asked = scheduler_.ReleasePlacement(app.metadata().name(), ReleaseRequestId(app));

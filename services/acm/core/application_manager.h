@@ -59,6 +59,10 @@ struct ApplicationManagerOptions {
   /// A request sent with no answer recorded this long is sent again by
   /// Reconcile (the answer was lost, e.g. the scheduler restarted). Default: 5 min.
   absl::Duration answer_timeout = absl::Minutes(5);
+  /// A done operation is deleted this long after it last changed, unless an
+  /// application still names it in status.operation_id (Reconcile looks at
+  /// most once a minute). Default: 7 days.
+  absl::Duration operation_retention = absl::Hours(24 * 7);
 };
 
 /// The scheduler's answer for one spec revision of an application.
@@ -168,7 +172,9 @@ class ApplicationManager {
   /// One reconcile pass: sends the placement or release each stored intent
   /// (PENDING with a neighborhood, MIGRATING, DELETING) calls for, unless a
   /// request is in flight (sent less than answer_timeout ago) or its retry
-  /// is not due yet on the clock. Call periodically. Returns how many were sent.
+  /// is not due yet on the clock; and, at most once a minute, deletes the
+  /// operations past operation_retention. Call periodically. Returns how
+  /// many requests were sent.
   absl::StatusOr<int> Reconcile();
 
   /// GetOperation: an operation ACM answered apply, rollback, delete or
@@ -261,6 +267,8 @@ class ApplicationManager {
   };
   std::map<std::string, Attempt> attempts_ ABSL_GUARDED_BY(write_mu_);
   Backoff backoff_ ABSL_GUARDED_BY(write_mu_);
+  // When Reconcile next deletes old operations.
+  absl::Time next_prune_ ABSL_GUARDED_BY(write_mu_) = absl::InfinitePast();
 
   absl::Mutex listeners_mu_;
   int next_listener_id_ ABSL_GUARDED_BY(listeners_mu_) = 1;

@@ -87,6 +87,8 @@ class ApplicationStore {
   /// Stores `operation` on its own, outside the change log (an operation
   /// that changes no application, e.g. UnregisterCluster's).
   virtual absl::Status PutOperation(const common::v1::Operation& operation) = 0;
+  /// Removes the operations `ids` (absent ones are ignored), in one write.
+  virtual absl::Status DeleteOperations(const std::vector<std::string>& ids) = 0;
 };
 
 }  // namespace codeco::acm

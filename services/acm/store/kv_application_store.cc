@@ -186,6 +186,13 @@ absl::Status KvApplicationStore::ListOperations(
   return decode_error;
 }
 
+absl::Status KvApplicationStore::DeleteOperations(const std::vector<std::string>& ids) {
+  if (ids.empty()) return absl::OkStatus();
+  KvWriteBatch batch;
+  for (const auto& id : ids) batch.Delete(kOperations, id);
+  return kv_.Write(batch);
+}
+
 absl::Status KvApplicationStore::PutOperation(const common::v1::Operation& operation) {
   if (operation.id().empty()) return InvalidFieldError("operation.id", "required");
   KvWriteBatch batch;

@@ -56,6 +56,7 @@ class KvApplicationStore final : public ApplicationStore {
   absl::Status ListOperations(
       const std::function<bool(const common::v1::Operation&)>& visitor) const override;
   absl::Status PutOperation(const common::v1::Operation& operation) override;
+  absl::Status DeleteOperations(const std::vector<std::string>& ids) override;
 
  private:
   KvStore& kv_;

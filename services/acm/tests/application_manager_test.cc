@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -945,6 +946,42 @@ TEST_CASE("operations end failed, superseded or deleted, and list newest first")
   list.set_page_token("bogus");
   REQUIRE_THAT(std::string(f.manager.ListOperations(list).status().message()),
                Catch::StartsWith("page_token"));
+}
+
+TEST_CASE("done operations go after the retention unless an application still names them") {
+  Fixture f;
+  f.scheduler.CompleteReleasesWith([&](const std::string& name, const absl::Status& outcome) {
+    REQUIRE(f.manager.RecordRelease(name, outcome).ok());
+  });
+  std::string superseded = f.Apply(SmallCam("shop", "1")).operation().id();
+  std::string active = f.Apply(SmallCam("shop", "2")).operation().id();
+  std::string failed = f.Apply(SmallCam("cart", "1")).operation().id();
+  PlacementResult refused;
+  refused.error = absl::InvalidArgumentError("no such image");
+  REQUIRE(f.manager.RecordPlacement("cart", 1, refused).ok());
+  f.Apply(SmallCam("gone", "1"));
+  v1::DeleteApplicationRequest del;
+  del.set_name("gone");
+  std::string deleted = f.manager.Delete(del)->operation().id();
+  auto ids = [&] {
+    absl::StatusOr<v1::ListOperationsResponse> listed =
+        f.manager.ListOperations(v1::ListOperationsRequest());
+    REQUIRE(listed.ok());
+    std::set<std::string> out;
+    for (const auto& op : listed->operations()) out.insert(op.id());
+    return out;
+  };
+  REQUIRE(ids().size() == 5);
+  f.clock.Advance(absl::Hours(24 * 7) - absl::Seconds(1));
+  REQUIRE(f.manager.Reconcile().ok());
+  REQUIRE(ids().size() == 5);  // not old enough yet
+  f.clock.Advance(absl::Minutes(1));
+  REQUIRE(f.manager.Reconcile().ok());
+  // The superseded and the delete operation go; cart's failed one stays while
+  // cart names it, and shop's is not done.
+  REQUIRE(ids() == std::set<std::string>{active, failed});
+  REQUIRE(!ids().count(superseded));
+  REQUIRE(!ids().count(deleted));
 }
 
 }  // namespace
