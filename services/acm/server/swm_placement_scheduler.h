@@ -12,9 +12,8 @@
 // A release SWM does not confirm (unreachable, deadline, an SWM without the
 // RPC yet) is retried with capped exponential backoff with jitter
 // (release_retry_min growing up to release_retry_max) until it succeeds or
-// the scheduler stops; the
-// application stays DELETING meanwhile, and after a restart
-// ApplicationManager::Resume queues it again, so no deletion is lost.
+// the scheduler stops; the application stays DELETING meanwhile, and after a
+// restart ApplicationManager::Reconcile queues it again, so no deletion is lost.
 // A release supersedes a queued placement of the same application.
 //
 // SWM places an application only once (PlaceApplication refuses one that
