@@ -83,7 +83,5 @@ int main(int argc, char** argv) {
       {.name = "acm",
        .column_families = ColumnFamilies(),
        .add_config = AddConfig,
-       .make_services = MakeServices,
-       .unimplemented_notes = {
-           {"codeco.acm.v1.AcmService", "the operation RPCs of ACM land with issue #4"}}});
+       .make_services = MakeServices});
 }

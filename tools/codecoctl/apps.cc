@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <unistd.h>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -340,6 +341,35 @@ int DeleteCluster(const std::string& name, const Args& args) {
 
 }  // namespace
 
+std::string OperationLine(const common::v1::Operation& op) {
+  std::string state;
+  if (op.done()) {
+    state = op.has_error() && op.error().code() != common::v1::ERROR_CODE_UNSPECIFIED
+                ? absl::StrCat("failed: ", op.error().message())
+                : "done";
+  }
+  std::string phase = op.phase();
+  std::replace(phase.begin(), phase.end(), '\n', ' ');
+  std::replace(state.begin(), state.end(), '\n', ' ');
+  return absl::StrCat(op.id(), "  ", absl::StrFormat("%3d%%", op.progress_percent()), "  ", phase,
+                      state.empty() ? "" : "  ", state);
+}
+
+std::string OperationsTable(const acm::v1::ListOperationsResponse& operations) {
+  std::string out = absl::StrFormat("%-32s  %-24s  %-24s  %-4s  %s\n", "ID", "KIND", "RESOURCE",
+                                    "%", "STATE");
+  for (const auto& op : operations.operations()) {
+    std::string state = !op.done() ? op.phase()
+                        : op.has_error() && op.error().code() != 0
+                            ? absl::StrCat("failed: ", op.error().message())
+                            : absl::StrCat("done: ", op.phase());
+    std::replace(state.begin(), state.end(), '\n', ' ');
+    absl::StrAppend(&out, absl::StrFormat("%-32s  %-24s  %-24s  %3d%%  %s\n", op.id(), op.kind(),
+                                          op.resource(), op.progress_percent(), state));
+  }
+  return out;
+}
+
 absl::StatusOr<Output> ParseOutput(const Args& args) {
   if (!args.Has("o")) return Output::kTable;
   const std::string value = args.Get("o");
@@ -478,11 +508,56 @@ std::string WatchLine(const acm::v1::WatchApplicationResponse& event, Output out
                          ReadyText(app), message);
 }
 
+// Follows operation `first` with WatchOperation until it is done: one line
+// that updates in place on a terminal, one line per change otherwise.
+// 0 when it succeeded; 1 (the error on stderr) when it failed or the stream broke.
+static int WaitForOperation(AcmService::Stub& stub, const common::v1::Operation& first,
+                     const Args& args) {
+  const bool tty = ::isatty(STDOUT_FILENO) == 1;
+  auto show = [&](const common::v1::Operation& op) {
+    if (tty) {
+      std::cout << "\r\033[K" << OperationLine(op) << std::flush;
+    } else {
+      std::cout << OperationLine(op) << "\n" << std::flush;
+    }
+  };
+  common::v1::Operation last = first;
+  show(last);
+  if (!last.done()) {
+    auto context = ContextWithTimeout(args, absl::Minutes(10));
+    acm::v1::WatchOperationRequest request;
+    request.set_id(first.id());
+    auto stream = stub.WatchOperation(context.get(), request);
+    acm::v1::WatchOperationResponse event;
+    while (stream->Read(&event)) {
+      if (event.operation().SerializeAsString() != last.SerializeAsString()) {
+        last = event.operation();
+        show(last);
+      }
+    }
+    grpc::Status status = stream->Finish();
+    if (tty) std::cout << "\n";
+    if (!last.done()) {
+      return Fail("apply", absl::StrCat("--wait: lost operation ", first.id(), " before it was done (",
+                                        status.error_message(), ")"));
+    }
+  } else if (tty) {
+    std::cout << "\n";
+  }
+  if (last.has_error() && last.error().code() != common::v1::ERROR_CODE_UNSPECIFIED) {
+    return Fail("apply", absl::StrCat("operation ", last.id(), " failed: ", last.error().message()));
+  }
+  return 0;
+}
+
 int RunApply(const Args& args) {
   std::string file = args.Get("f", args.Get("filename"));
   if (file.empty()) return Fail("apply", "-f FILE is required");
   auto output = ParseOutput(args);
   if (!output.ok()) return Fail("apply", std::string(output.status().message()));
+  if (args.Has("wait") && *output != Output::kTable) {
+    return Fail("apply", "--wait: prints progress lines, so it goes with -o table only");
+  }
   std::ifstream in(file);
   if (!in) return Fail("apply", "-f: cannot read " + file);
   std::stringstream text;
@@ -512,15 +587,22 @@ int RunApply(const Args& args) {
                                      : " configured")
             << " (spec revision " << app.spec_revision() << ")\n";
   for (const auto& w : response.warnings()) std::cout << "warning: " << w << "\n";
-  return 0;
+  if (!args.Has("wait") || args.Has("dry-run")) return 0;
+  if (!response.has_operation()) {
+    std::cout << "nothing to wait for: the spec did not change\n";
+    return 0;
+  }
+  return WaitForOperation(**stub, response.operation(), args);
 }
 
 int RunGet(const Args& args) {
-  constexpr char kUsage[] = "usage: codecoctl get apps|clusters|neighborhoods|revisions NAME";
+  constexpr char kUsage[] =
+      "usage: codecoctl get apps|clusters|neighborhoods|revisions NAME|operations|operation ID";
   if (args.positional.empty()) return Fail("get", kUsage);
   const std::string& what = args.positional[0];
   const bool revisions = what == "revisions" || what == "revision";
-  if (args.positional.size() != (revisions ? 2u : 1u)) return Fail("get", kUsage);
+  const bool named = revisions || what == "operation" || what == "op";
+  if (args.positional.size() != (named ? 2u : 1u)) return Fail("get", kUsage);
   if (args.Has("cluster") && what.rfind("neighborhood", 0) != 0) {
     return Fail("get", "--cluster: only applies to get neighborhoods");
   }
@@ -568,6 +650,26 @@ int RunGet(const Args& args) {
                                    [](auto& r) { return r.mutable_neighborhoods(); });
     if (!status.ok()) return Fail("get", status.error_message());
     std::cout << (*output == Output::kTable ? NeighborhoodsTable(all) : Print(all, *output));
+    return 0;
+  }
+  if (what == "operations") {
+    acm::v1::ListOperationsResponse all;
+    grpc::Status status =
+        list_all(&AcmService::Stub::ListOperations, acm::v1::ListOperationsRequest(), &all,
+                 [](auto& r) { return r.mutable_operations(); });
+    if (!status.ok()) return Fail("get", status.error_message());
+    std::cout << (*output == Output::kTable ? OperationsTable(all) : Print(all, *output));
+    return 0;
+  }
+  if (what == "operation" || what == "op") {
+    acm::v1::GetOperationRequest request;
+    request.set_id(args.positional[1]);
+    acm::v1::GetOperationResponse got;
+    auto context = ContextWithTimeout(args, absl::Seconds(10));
+    grpc::Status status = (*stub)->GetOperation(context.get(), request, &got);
+    if (!status.ok()) return Fail("get", status.error_message());
+    std::cout << (*output == Output::kTable ? OperationLine(got.operation()) + "\n"
+                                            : Print(got.operation(), *output));
     return 0;
   }
   if (revisions) {

@@ -58,9 +58,9 @@ int RunUp(const Args& args);
 int RunDown(const Args& args);
 /// `codecoctl fault`.
 int RunFault(const Args& args);
-/// `codecoctl apply -f FILE`.
+/// `codecoctl apply -f FILE [--wait]`.
 int RunApply(const Args& args);
-/// `codecoctl get apps|clusters|neighborhoods|revisions NAME`.
+/// `codecoctl get apps|clusters|neighborhoods|revisions NAME|operations|operation ID`.
 int RunGet(const Args& args);
 /// `codecoctl describe app NAME`.
 int RunDescribe(const Args& args);
@@ -100,6 +100,11 @@ std::string NeighborhoodsTable(const acm::v1::ListNeighborhoodsResponse& neighbo
 std::string RevisionsTable(const acm::v1::ListApplicationRevisionsResponse& revisions);
 /// `describe app NAME` as text (without the channels SWM's plan adds).
 std::string DescribeApp(const acm::v1::Application& app);
+/// One line (no newline) saying where `op` stands: id, percent, phase, and
+/// "done" or "failed: <error>" once done.
+std::string OperationLine(const common::v1::Operation& op);
+/// `get operations` as a table.
+std::string OperationsTable(const acm::v1::ListOperationsResponse& operations);
 /// The header line `watch` prints before table lines.
 std::string WatchHeader();
 /// One watch event as one line (table), one compact JSON line, or one YAML

@@ -25,10 +25,12 @@ constexpr char kUsage[] =
     "      Change the emulated network and nodes at run time.\n"
     "\n"
     "applications (through the hub ACM; --acm ADDR overrides the federation's):\n"
-    "  apply -f FILE [--dry-run]             create or update an application from a CAM\n"
+    "  apply -f FILE [--dry-run] [--wait]    create or update an application from a CAM;\n"
+    "                                        --wait follows its operation until done\n"
     "  get apps|clusters                     list applications or registered clusters\n"
     "  get neighborhoods [--cluster NAME]    list neighborhoods (those containing NAME)\n"
     "  get revisions NAME                    the spec revisions of an application\n"
+    "  get operations | operation ID         ACM's operations (apply, delete, ...) / one\n"
     "  describe app NAME                     spec, placement, channel latencies vs bounds\n"
     "  delete app NAME                       delete an application (its pods are released)\n"
     "  delete cluster NAME [--force]         move its applications elsewhere, then unregister it\n"
@@ -68,7 +70,8 @@ int main(int argc, char** argv) {
       {"health", {codeco::ctl::RunHealth, {"insecure", "all"}, {"service"}}},
       {"up", {codeco::ctl::RunUp, {"insecure", "no-prometheus"}, {"scenario"}}},
       {"down", {codeco::ctl::RunDown, {}, {}}},
-      {"apply", {codeco::ctl::RunApply, {"insecure", "dry-run"}, {"f", "filename", "o", "acm"}}},
+      {"apply",
+       {codeco::ctl::RunApply, {"insecure", "dry-run", "wait"}, {"f", "filename", "o", "acm"}}},
       {"get", {codeco::ctl::RunGet, {"insecure"}, {"o", "acm", "cluster"}}},
       {"describe", {codeco::ctl::RunDescribe, {"insecure"}, {"o", "acm"}}},
       {"delete", {codeco::ctl::RunDelete, {"insecure", "force"}, {"acm"}}},

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/numbers.h"
+#include "acm/core/application_operations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codeco/common/proto_util.h"
@@ -93,7 +95,8 @@ ApplicationManager::ApplicationManager(ApplicationStore& store, PlacementSchedul
       scheduler_(scheduler),
       clock_(clock),
       neighborhoods_(neighborhoods),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      backoff_(options_.placement_retry, options_.retry_seed) {}
 
 google::protobuf::Timestamp ApplicationManager::NowProto() const {
   return ToProtoTimestamp(clock_.Now());
@@ -117,7 +120,74 @@ absl::StatusOr<std::optional<std::string>> ApplicationManager::CheckRequest(
 absl::Status ApplicationManager::CommitNext(ApplicationCommit& commit) {
   ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
   commit.revision = last + 1;
+  RETURN_IF_ERROR(FoldOperationLocked(commit));
   return store_.Commit(commit);
+}
+
+absl::Status ApplicationManager::FoldOperationLocked(ApplicationCommit& commit) {
+  const v1::Application& app = commit.put ? *commit.put : commit.event.application();
+  const std::string& id = app.status().operation_id();
+  if (id.empty()) return absl::OkStatus();
+  auto it = std::find_if(commit.operations.begin(), commit.operations.end(),
+                         [&](const common::v1::Operation& op) { return op.id() == id; });
+  if (it != commit.operations.end()) {
+    FoldIntoOperation(app, commit.erase.has_value(), NowProto(), *it);
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(std::optional<common::v1::Operation> stored, store_.GetOperation(id));
+  if (!stored) return absl::OkStatus();
+  if (FoldIntoOperation(app, commit.erase.has_value(), NowProto(), *stored)) {
+    commit.operations.push_back(*std::move(stored));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplicationManager::SupersedeLocked(const std::string& id, const std::string& by,
+                                                 ApplicationCommit& commit) {
+  if (id.empty() || id == by) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::optional<common::v1::Operation> stored, store_.GetOperation(id));
+  if (stored && SupersedeOperation(by, NowProto(), *stored)) {
+    commit.operations.push_back(*std::move(stored));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplicationManager::CommitModified(v1::Application& app) {
+  ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
+  app.mutable_metadata()->set_revision(last + 1);
+  *app.mutable_metadata()->mutable_update_time() = NowProto();
+  ApplicationCommit commit;
+  commit.put = app;
+  commit.event.set_type(common::v1::WATCH_EVENT_TYPE_MODIFIED);
+  *commit.event.mutable_application() = app;
+  return CommitNext(commit);
+}
+
+void ApplicationManager::MarkSentLocked(const std::string& name) {
+  attempts_[name].due = clock_.Now() + options_.answer_timeout;
+}
+
+absl::Time ApplicationManager::ScheduleRetryLocked(const std::string& name) {
+  Attempt& attempt = attempts_[name];
+  ++attempt.failures;
+  attempt.due = clock_.Now() + backoff_.Delay(attempt.failures);
+  return attempt.due;
+}
+
+void ApplicationManager::SendPlacement(const v1::Application& app,
+                                       const v1::Neighborhood& neighborhood) {
+  {
+    absl::MutexLock lock(&write_mu_);
+    MarkSentLocked(app.metadata().name());
+  }
+  absl::Status asked = scheduler_.RequestPlacement(app, neighborhood, PlacementRequestId(app));
+  if (asked.ok()) return;
+  // Refused (e.g. shutting down): recorded as a transient error, so a later
+  // Reconcile asks again.
+  PlacementResult refused;
+  refused.error =
+      IsTransientSchedulerError(asked) ? asked : absl::UnavailableError(asked.message());
+  RecordPlacement(app.metadata().name(), app.spec_revision(), refused).IgnoreError();
 }
 
 void ApplicationManager::Notify() {
@@ -269,6 +339,15 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
     rev.set_request_id(request.request_id());
     rev.set_change_cause(change_cause);
     commit.spec_revision = std::move(rev);
+    if (!request.dry_run()) {
+      const bool rollback = change_cause != "apply";
+      const std::string op_id = absl::StrCat(rollback ? "rollback-" : "apply-", name, "-", revision);
+      if (current) RETURN_IF_ERROR(SupersedeLocked(current->status().operation_id(), op_id, commit));
+      status.set_operation_id(op_id);
+      commit.operations.push_back(NewApplicationOperation(
+          op_id, rollback ? kRollbackOperationKind : kApplyOperationKind, name,
+          request.request_id(), NowProto()));
+    }
   }
   *response.mutable_application() = app;
   if (request.dry_run()) return response;
@@ -277,17 +356,30 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
   commit.event.set_type(current ? common::v1::WATCH_EVENT_TYPE_MODIFIED
                                 : common::v1::WATCH_EVENT_TYPE_ADDED);
   *commit.event.mutable_application() = app;
+  if (spec_changed) {
+    // The operation as it stands after this commit, in the answer (and its replay).
+    RETURN_IF_ERROR(FoldOperationLocked(commit));
+    for (const auto& op : commit.operations) {
+      if (op.id() == app.status().operation_id()) *response.mutable_operation() = op;
+    }
+  }
   if (!record.key.empty()) {
     commit.request = {record.key, StoredRequest{record.fingerprint, record.encode(response)}};
   }
   RETURN_IF_ERROR(CommitNext(commit));
   if (spec_changed && (neighborhoods_ == nullptr || neighborhood)) {
-    absl::Status asked =
-        scheduler_.RequestPlacement(app, neighborhood.value_or(v1::Neighborhood()));
+    // The intent is stored with the commit above; this is only the first try.
+    MarkSentLocked(name);
+    absl::Status asked = scheduler_.RequestPlacement(app, neighborhood.value_or(v1::Neighborhood()),
+                                                     PlacementRequestId(app));
     if (!asked.ok()) {
+      absl::Time next = ScheduleRetryLocked(name);
       response.add_warnings(
-          absl::StrCat("scheduler not reached, placement will be retried: ", asked.ToString()));
+          absl::StrCat("scheduler not reached (", asked.ToString(), "); placement retried at ",
+                       absl::FormatTime(absl::RFC3339_sec, next, absl::UTCTimeZone())));
     }
+  } else if (spec_changed) {
+    attempts_.erase(name);
   }
   return response;
 }
@@ -353,6 +445,7 @@ absl::StatusOr<v1::DeleteApplicationResponse> ApplicationManager::Delete(
   }
   v1::DeleteApplicationResponse response;
   bool committed = false;
+  std::string release_id;
   {
     absl::MutexLock lock(&write_mu_);
     if (!key.empty()) {
@@ -366,41 +459,52 @@ absl::StatusOr<v1::DeleteApplicationResponse> ApplicationManager::Delete(
     if (!app) return absl::NotFoundError(absl::StrCat("application \"", request.name(), "\""));
     RETURN_IF_ERROR(CheckExpectedRevision(request.expected_revision(), app, "expected_revision"));
     common::v1::Operation& op = *response.mutable_operation();
-    op.set_kind("acm.DeleteApplication");
-    op.set_resource(absl::StrCat("applications/", request.name()));
-    op.set_phase("releasing the application's pods");
-    op.set_request_id(request.request_id());
     if (app->status().phase() == v1::APPLICATION_PHASE_DELETING) {
       // Already on its way out: the same operation, and the scheduler asked again below.
-      op.set_id(app->status().operation_id());
-      *op.mutable_create_time() = app->metadata().update_time();
+      ASSIGN_OR_RETURN(std::optional<common::v1::Operation> stored,
+                       store_.GetOperation(app->status().operation_id()));
+      if (stored) {
+        op = *std::move(stored);
+      } else {  // deleted before operations were stored
+        op = NewApplicationOperation(app->status().operation_id(), kDeleteOperationKind,
+                                     request.name(), request.request_id(),
+                                     app->metadata().update_time());
+        FoldIntoOperation(*app, false, app->metadata().update_time(), op);
+      }
     } else {
       ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
       const int64_t revision = last + 1;
-      op.set_id(absl::StrCat("delete-", request.name(), "-", revision));
-      *op.mutable_create_time() = NowProto();
+      op = NewApplicationOperation(absl::StrCat("delete-", request.name(), "-", revision),
+                                   kDeleteOperationKind, request.name(), request.request_id(),
+                                   NowProto());
       app->mutable_metadata()->set_revision(revision);
       *app->mutable_metadata()->mutable_update_time() = NowProto();
       v1::ApplicationStatus& status = *app->mutable_status();
       status.set_phase(v1::APPLICATION_PHASE_DELETING);
       status.set_error_msg("");
-      status.set_operation_id(op.id());
       ApplicationCommit commit;
+      RETURN_IF_ERROR(SupersedeLocked(status.operation_id(), op.id(), commit));
+      status.set_operation_id(op.id());
       commit.put = *app;
       commit.event.set_type(common::v1::WATCH_EVENT_TYPE_MODIFIED);
       *commit.event.mutable_application() = *app;
+      commit.operations.push_back(op);
+      RETURN_IF_ERROR(FoldOperationLocked(commit));
+      op = commit.operations.back();
       if (!key.empty()) {
         commit.request = {key, StoredRequest{fingerprint, response.SerializeAsString()}};
       }
       RETURN_IF_ERROR(CommitNext(commit));
       committed = true;
     }
+    release_id = ReleaseRequestId(*app);
+    MarkSentLocked(request.name());
   }
   if (committed) Notify();
   // Outside the lock: the scheduler may report back at once. A refusal here
-  // (e.g. shutting down) leaves the application DELETING; Resume
-  // asks again after a restart.
-  absl::Status asked = scheduler_.ReleasePlacement(request.name());
+  // (e.g. shutting down) leaves the application DELETING; Reconcile asks
+  // again (at the latest after a restart).
+  absl::Status asked = scheduler_.ReleasePlacement(request.name(), release_id);
   if (!asked.ok()) {
     RecordRelease(request.name(), asked).IgnoreError();
   }
@@ -479,22 +583,15 @@ absl::StatusOr<std::vector<std::string>> ApplicationManager::MoveOffCluster(
                                           "; waiting for a neighborhood: ", nb.status().message()));
         status.clear_neighborhood_id();
       }
-      ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
-      app.mutable_metadata()->set_revision(last + 1);
-      *app.mutable_metadata()->mutable_update_time() = NowProto();
-      ApplicationCommit commit;
-      commit.put = app;
-      commit.event.set_type(common::v1::WATCH_EVENT_TYPE_MODIFIED);
-      *commit.event.mutable_application() = app;
-      RETURN_IF_ERROR(CommitNext(commit));
+      RETURN_IF_ERROR(CommitModified(app));
+      attempts_.erase(app.metadata().name());  // a new intent: its attempts start afresh
       moved.push_back(app.metadata().name());
     }
   }
   if (!moved.empty()) Notify();
   for (const auto& [app, nb] : moves) {
     if (!nb.ok()) continue;
-    // Refused only while shutting down: Resume asks again at the next start.
-    scheduler_.RequestPlacement(app, *nb).IgnoreError();
+    SendPlacement(app, *nb);
   }
   return moved;
 }
@@ -541,29 +638,63 @@ absl::Status ApplicationManager::RecordRelease(const std::string& name,
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> ApplicationManager::Resume() {
-  std::vector<std::string> deleting;
-  std::vector<v1::Application> moving;
-  RETURN_IF_ERROR(store_.List("", [&](const v1::Application& app) {
-    if (app.status().phase() == v1::APPLICATION_PHASE_DELETING) {
-      deleting.push_back(app.metadata().name());
-    } else if (app.status().phase() == v1::APPLICATION_PHASE_MIGRATING) {
-      moving.push_back(app);
+absl::StatusOr<int> ApplicationManager::Resume() { return Reconcile(); }
+
+absl::StatusOr<int> ApplicationManager::Reconcile() {
+  std::vector<v1::Application> releases;
+  std::vector<v1::Application> placements;
+  {
+    absl::MutexLock lock(&write_mu_);
+    const absl::Time now = clock_.Now();
+    std::set<std::string> intents;
+    std::set<std::string> named_operations;
+    RETURN_IF_ERROR(store_.List("", [&](const v1::Application& app) {
+      const std::string& name = app.metadata().name();
+      named_operations.insert(app.status().operation_id());
+      const auto phase = app.status().phase();
+      const bool release = phase == v1::APPLICATION_PHASE_DELETING;
+      // PENDING without a neighborhood waits for one (a later apply or cluster change).
+      const bool place = phase == v1::APPLICATION_PHASE_MIGRATING ||
+                         (phase == v1::APPLICATION_PHASE_PENDING &&
+                          (neighborhoods_ == nullptr || !app.status().neighborhood_id().empty()));
+      if (!release && !place) return true;
+      intents.insert(name);
+      auto it = attempts_.find(name);
+      if (it != attempts_.end() && it->second.due > now) return true;
+      MarkSentLocked(name);
+      (release ? releases : placements).push_back(app);
+      return true;
+    }));
+    std::erase_if(attempts_, [&](const auto& entry) { return !intents.count(entry.first); });
+    if (now >= next_prune_) {
+      next_prune_ = now + absl::Minutes(1);
+      std::vector<std::string> expired;
+      RETURN_IF_ERROR(store_.ListOperations([&](const common::v1::Operation& op) {
+        const absl::Time changed = absl::FromUnixSeconds(op.update_time().seconds()) +
+                                   absl::Nanoseconds(op.update_time().nanos());
+        if (op.done() && changed + options_.operation_retention <= now &&
+            !named_operations.count(op.id())) {
+          expired.push_back(op.id());
+        }
+        return true;
+      }));
+      RETURN_IF_ERROR(store_.DeleteOperations(expired));
     }
-    return true;
-  }));
-  for (const auto& name : deleting) {
-    absl::Status asked = scheduler_.ReleasePlacement(name);
-    if (!asked.ok()) RecordRelease(name, asked).IgnoreError();
   }
-  for (const auto& app : moving) {
+  for (const auto& app : releases) {
+    absl::Status asked = scheduler_.ReleasePlacement(app.metadata().name(), ReleaseRequestId(app));
+    if (!asked.ok()) RecordRelease(app.metadata().name(), asked).IgnoreError();
+  }
+  for (const auto& app : placements) {
     std::optional<v1::Neighborhood> nb;
     if (neighborhoods_ != nullptr) {
-      ASSIGN_OR_RETURN(nb, neighborhoods_->Find(app.metadata().name()));
+      absl::StatusOr<std::optional<v1::Neighborhood>> found =
+          neighborhoods_->Find(app.metadata().name());
+      if (found.ok()) nb = *std::move(found);
     }
-    scheduler_.RequestPlacement(app, nb.value_or(v1::Neighborhood())).IgnoreError();
+    SendPlacement(app, nb.value_or(v1::Neighborhood()));
   }
-  return static_cast<int>(deleting.size() + moving.size());
+  return static_cast<int>(releases.size() + placements.size());
 }
 
 absl::StatusOr<v1::RollbackApplicationResponse> ApplicationManager::Rollback(
@@ -610,12 +741,14 @@ absl::StatusOr<v1::RollbackApplicationResponse> ApplicationManager::Rollback(
     RequestRecord record{key, fingerprint, [](const v1::ApplyApplicationResponse& applied) {
                            v1::RollbackApplicationResponse r;
                            *r.mutable_application() = applied.application();
+                           if (applied.has_operation()) *r.mutable_operation() = applied.operation();
                            return r.SerializeAsString();
                          }};
     ASSIGN_OR_RETURN(
         v1::ApplyApplicationResponse applied,
         ApplyLocked(apply, absl::StrCat("rollback to ", request.to_spec_revision()), record));
     *response.mutable_application() = applied.application();
+    if (applied.has_operation()) *response.mutable_operation() = applied.operation();
   }
   Notify();
   return response;
@@ -665,49 +798,66 @@ absl::StatusOr<v1::Application> ApplicationManager::RecordPlacement(const std::s
           absl::StrCat("application \"", name, "\" is being deleted"));
     }
     app = *std::move(current);
-    pod_failures_.erase(name);  // a new plan: its pods report afresh
-    v1::ApplicationStatus& status = *app.mutable_status();
-    status.clear_placements();
-    status.set_observed_spec_revision(spec_revision);
-    status.set_plan_revision(result.plan_revision);
-    status.set_neighborhood_id(result.neighborhood_id);
-    if (!result.placed) {
-      status.set_phase(v1::APPLICATION_PHASE_FAILED);
-      status.set_status(v1::STATUS_LEVEL_ERROR);
-      status.set_error_msg(result.message.empty() ? "placement failed" : result.message);
+    const auto phase = app.status().phase();
+    const bool waiting =
+        phase == v1::APPLICATION_PHASE_PENDING || phase == v1::APPLICATION_PHASE_MIGRATING;
+    if (IsTransientSchedulerError(result.error)) {
+      if (!waiting) return app;  // a late retry's error; the answer is in already
+      absl::Time next = ScheduleRetryLocked(name);
+      v1::ApplicationStatus& status = *app.mutable_status();
+      status.set_status(v1::STATUS_LEVEL_WARNING);
+      status.set_error_msg(
+          absl::StrCat("placement not confirmed, the scheduler could not answer (",
+                       absl::StatusCodeToString(result.error.code()), ": ", result.error.message(),
+                       "); attempt ", attempts_[name].failures, " failed, next attempt at ",
+                       absl::FormatTime(absl::RFC3339_sec, next, absl::UTCTimeZone())));
+      RETURN_IF_ERROR(CommitModified(app));
     } else {
-      std::set<std::string> placed;
-      bool all_ready = true;
-      for (const auto& p : result.placements) {
-        *status.add_placements() = p;
-        placed.insert(p.service());
-        all_ready = all_ready && p.ready();
-      }
-      std::string missing;
-      for (const auto& s : app.spec().services()) {
-        if (s.replicas() > 0 && !placed.count(s.name())) {
-          absl::StrAppend(&missing, missing.empty() ? "" : ", ", s.name());
+      attempts_.erase(name);
+      pod_failures_.erase(name);  // a new plan: its pods report afresh
+      v1::ApplicationStatus& status = *app.mutable_status();
+      status.clear_placements();
+      status.set_observed_spec_revision(spec_revision);
+      status.set_plan_revision(result.plan_revision);
+      status.set_neighborhood_id(result.neighborhood_id);
+      if (!result.error.ok()) {
+        // The scheduler's definitive answer (e.g. INVALID_ARGUMENT, FAILED_PRECONDITION).
+        status.set_phase(v1::APPLICATION_PHASE_FAILED);
+        status.set_status(v1::STATUS_LEVEL_ERROR);
+        status.set_error_msg(
+            absl::StrCat("scheduler: ", absl::StatusCodeToString(result.error.code()), ": ",
+                         result.error.message()));
+      } else if (!result.placed) {
+        status.set_phase(v1::APPLICATION_PHASE_FAILED);
+        status.set_status(v1::STATUS_LEVEL_ERROR);
+        status.set_error_msg(result.message.empty() ? "placement failed" : result.message);
+      } else {
+        std::set<std::string> placed;
+        bool all_ready = true;
+        for (const auto& p : result.placements) {
+          *status.add_placements() = p;
+          placed.insert(p.service());
+          all_ready = all_ready && p.ready();
+        }
+        std::string missing;
+        for (const auto& s : app.spec().services()) {
+          if (s.replicas() > 0 && !placed.count(s.name())) {
+            absl::StrAppend(&missing, missing.empty() ? "" : ", ", s.name());
+          }
+        }
+        if (!missing.empty()) {
+          status.set_phase(v1::APPLICATION_PHASE_DEGRADED);
+          status.set_status(v1::STATUS_LEVEL_WARNING);
+          status.set_error_msg(absl::StrCat("not placed: ", missing));
+        } else {
+          status.set_phase(all_ready ? v1::APPLICATION_PHASE_RUNNING
+                                     : v1::APPLICATION_PHASE_DEPLOYING);
+          status.set_status(v1::STATUS_LEVEL_OK);
+          status.set_error_msg(result.message);
         }
       }
-      if (!missing.empty()) {
-        status.set_phase(v1::APPLICATION_PHASE_DEGRADED);
-        status.set_status(v1::STATUS_LEVEL_WARNING);
-        status.set_error_msg(absl::StrCat("not placed: ", missing));
-      } else {
-        status.set_phase(all_ready ? v1::APPLICATION_PHASE_RUNNING
-                                   : v1::APPLICATION_PHASE_DEPLOYING);
-        status.set_status(v1::STATUS_LEVEL_OK);
-        status.set_error_msg(result.message);
-      }
+      RETURN_IF_ERROR(CommitModified(app));
     }
-    ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
-    app.mutable_metadata()->set_revision(last + 1);
-    *app.mutable_metadata()->mutable_update_time() = NowProto();
-    ApplicationCommit commit;
-    commit.put = app;
-    commit.event.set_type(common::v1::WATCH_EVENT_TYPE_MODIFIED);
-    *commit.event.mutable_application() = app;
-    RETURN_IF_ERROR(CommitNext(commit));
   }
   Notify();
   return app;
@@ -811,19 +961,63 @@ absl::StatusOr<int> ApplicationManager::RecordPods(const std::string& cluster,
       }
       FoldPodStatus(app);
       if (MessageDifferencer::Equals(before, app.status())) continue;
-      ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
-      app.mutable_metadata()->set_revision(last + 1);
-      *app.mutable_metadata()->mutable_update_time() = NowProto();
-      ApplicationCommit commit;
-      commit.put = app;
-      commit.event.set_type(common::v1::WATCH_EVENT_TYPE_MODIFIED);
-      *commit.event.mutable_application() = app;
-      RETURN_IF_ERROR(CommitNext(commit));
+      RETURN_IF_ERROR(CommitModified(app));
       ++changed;
     }
   }
   if (changed > 0) Notify();
   return changed;
+}
+
+absl::StatusOr<v1::GetOperationResponse> ApplicationManager::GetOperation(
+    const v1::GetOperationRequest& request) const {
+  if (request.id().empty()) return InvalidFieldError("id", "required");
+  ASSIGN_OR_RETURN(std::optional<common::v1::Operation> op, store_.GetOperation(request.id()));
+  if (!op) return absl::NotFoundError(absl::StrCat("id: no operation \"", request.id(), "\""));
+  v1::GetOperationResponse response;
+  *response.mutable_operation() = *std::move(op);
+  return response;
+}
+
+absl::StatusOr<v1::ListOperationsResponse> ApplicationManager::ListOperations(
+    const v1::ListOperationsRequest& request) const {
+  if (request.page_size() < 0) return InvalidFieldError("page_size", "must not be negative");
+  std::vector<common::v1::Operation> ops;
+  RETURN_IF_ERROR(store_.ListOperations([&](const common::v1::Operation& op) {
+    if (!request.kind().empty() && op.kind() != request.kind()) return true;
+    if (!request.resource().empty() && op.resource() != request.resource()) return true;
+    if (request.active_only() && op.done()) return true;
+    ops.push_back(op);
+    return true;
+  }));
+  // Newest first; the id breaks ties, so pages are stable.
+  auto key = [](const common::v1::Operation& op) {
+    return std::make_tuple(op.create_time().seconds(), op.create_time().nanos(), op.id());
+  };
+  std::sort(ops.begin(), ops.end(), [&](const auto& a, const auto& b) { return key(a) > key(b); });
+  size_t start = 0;
+  if (!request.page_token().empty()) {
+    auto it = std::find_if(ops.begin(), ops.end(),
+                           [&](const auto& op) { return op.id() == request.page_token(); });
+    if (it == ops.end()) return InvalidFieldError("page_token", "not a token this server issued");
+    start = static_cast<size_t>(it - ops.begin()) + 1;
+  }
+  const size_t page = PageSize(request.page_size());
+  v1::ListOperationsResponse response;
+  for (size_t i = start; i < ops.size(); ++i) {
+    if (static_cast<size_t>(response.operations_size()) == page) {
+      response.set_next_page_token(response.operations(response.operations_size() - 1).id());
+      break;
+    }
+    *response.add_operations() = std::move(ops[i]);
+  }
+  return response;
+}
+
+absl::Status ApplicationManager::RecordOperation(const common::v1::Operation& operation) {
+  RETURN_IF_ERROR(store_.PutOperation(operation));
+  Notify();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ApplicationSnapshot> ApplicationManager::Snapshot(const std::string& name) const {

@@ -4,6 +4,23 @@
 // revision history, the change log watchers read, and the scheduler's answers
 // folded into status. Pure logic over two ports (ApplicationStore,
 // PlacementScheduler) and a Clock; thread-safe, with writes serialized.
+//
+// Durable placement intent: the stored application is its own intent. Apply
+// commits the new spec revision and the application PENDING at that revision
+// in one store write; MoveOffCluster commits it MIGRATING; Delete commits it
+// DELETING with its operation id. Until the scheduler's answer is recorded
+// the intent stands, and Reconcile (at start, then periodically) asks the
+// scheduler again for every PENDING (with a neighborhood), MIGRATING and
+// DELETING application that has no request in flight, with the same
+// request_id, so an acknowledged apply is placed even if ACM dies right after
+// it, and never placed twice.
+//
+// Retries: a scheduler that cannot answer (IsTransientSchedulerError) never
+// fails an application. It stays in its phase with status WARNING and an
+// error_msg naming the error and the next attempt time; the next attempt is
+// due after a capped exponential backoff with jitter (BackoffPolicy) measured
+// on the injected clock. Only the scheduler's definitive answers (unplaced
+// workloads, INVALID_ARGUMENT, FAILED_PRECONDITION...) make it FAILED.
 
 #include <cstdint>
 #include <functional>
@@ -21,6 +38,7 @@
 #include "acm/core/neighborhood_manager.h"
 #include "acm/core/placement_scheduler.h"
 #include "codeco/acm/v1/acm_service.pb.h"
+#include "codeco/common/backoff.h"
 #include "codeco/common/clock.h"
 
 namespace codeco::acm {
@@ -33,6 +51,18 @@ struct ApplicationManagerOptions {
   int default_page_size = 100;
   /// Largest page size honoured. Default: 1000.
   int max_page_size = 1000;
+  /// Waits between placement attempts the scheduler could not answer.
+  /// Default: 1 s doubling up to 60 s, 20% jitter.
+  BackoffPolicy placement_retry{.initial = absl::Seconds(1), .max = absl::Seconds(60)};
+  /// Seed of the retry jitter. Default: 1.
+  uint64_t retry_seed = 1;
+  /// A request sent with no answer recorded this long is sent again by
+  /// Reconcile (the answer was lost, e.g. the scheduler restarted). Default: 5 min.
+  absl::Duration answer_timeout = absl::Minutes(5);
+  /// A done operation is deleted this long after it last changed, unless an
+  /// application still names it in status.operation_id (Reconcile looks at
+  /// most once a minute). Default: 7 days.
+  absl::Duration operation_retention = absl::Hours(24 * 7);
 };
 
 /// The scheduler's answer for one spec revision of an application.
@@ -47,6 +77,10 @@ struct PlacementResult {
   int64_t plan_revision = 0;
   /// Neighborhood the placement was made in.
   std::string neighborhood_id;
+  /// Not OK when the scheduler gave no plan: a transient error
+  /// (IsTransientSchedulerError) is retried, any other is its answer and
+  /// fails the application. `placed` and `placements` are then unused.
+  absl::Status error;
 };
 
 /// A consistent view for a watcher: the state at `revision`.
@@ -98,7 +132,10 @@ class ApplicationManager {
       const v1::ListApplicationRevisionsRequest& request) const;
 
   /// Folds the scheduler's answer for `spec_revision` into the status.
-  /// FAILED_PRECONDITION when the spec moved on since (a stale answer).
+  /// FAILED_PRECONDITION when the spec moved on since (a stale answer). A
+  /// transient `result.error` keeps a PENDING or MIGRATING application in its
+  /// phase, WARNING, with the next attempt scheduled (see Reconcile); on an
+  /// application no longer waiting for a placement it changes nothing.
   absl::StatusOr<v1::Application> RecordPlacement(const std::string& name, int64_t spec_revision,
                                                   const PlacementResult& result);
 
@@ -129,8 +166,28 @@ class ApplicationManager {
   absl::Status RecordRelease(const std::string& name, const absl::Status& outcome);
   /// Asks the scheduler again for what a restart may have interrupted: the
   /// release of every DELETING application and the placement of every
-  /// MIGRATING one. Call once at start. Returns how many were asked.
+  /// MIGRATING one and every PENDING one with a neighborhood. Call once at
+  /// start (it is the first Reconcile). Returns how many were asked.
   absl::StatusOr<int> Resume();
+  /// One reconcile pass: sends the placement or release each stored intent
+  /// (PENDING with a neighborhood, MIGRATING, DELETING) calls for, unless a
+  /// request is in flight (sent less than answer_timeout ago) or its retry
+  /// is not due yet on the clock; and, at most once a minute, deletes the
+  /// operations past operation_retention. Call periodically. Returns how
+  /// many requests were sent.
+  absl::StatusOr<int> Reconcile();
+
+  /// GetOperation: an operation ACM answered apply, rollback, delete or
+  /// unregister with, as stored. NOT_FOUND (naming `id`) when unknown.
+  absl::StatusOr<v1::GetOperationResponse> GetOperation(
+      const v1::GetOperationRequest& request) const;
+  /// ListOperations: newest first, filtered by kind, resource and
+  /// active_only, paged.
+  absl::StatusOr<v1::ListOperationsResponse> ListOperations(
+      const v1::ListOperationsRequest& request) const;
+  /// Stores an operation that changes no application (UnregisterCluster's)
+  /// and tells the listeners.
+  absl::Status RecordOperation(const common::v1::Operation& operation);
 
   /// The current state of `name` (empty = every application) and the
   /// revision it is at, read atomically with respect to writes.
@@ -162,6 +219,24 @@ class ApplicationManager {
   absl::StatusOr<std::optional<std::string>> CheckRequest(const std::string& key,
                                                           const std::string& fingerprint) const;
   absl::Status CommitNext(ApplicationCommit& commit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Adds to `commit` the operation of the application it writes (its
+  // status.operation_id), brought in step with it.
+  absl::Status FoldOperationLocked(ApplicationCommit& commit)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Adds to `commit` operation `id`, ended as superseded by `by` (unless done).
+  absl::Status SupersedeLocked(const std::string& id, const std::string& by,
+                               ApplicationCommit& commit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Stamps `app` with the next revision and the time, and commits it with a
+  // MODIFIED event.
+  absl::Status CommitModified(v1::Application& app) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Notes that a request for `name` was just sent: Reconcile leaves it alone
+  // for answer_timeout.
+  void MarkSentLocked(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Counts a failed attempt for `name` and returns when the next one is due.
+  absl::Time ScheduleRetryLocked(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Sends a placement of `app` (outside write_mu_); a refusal is recorded as
+  // a transient error.
+  void SendPlacement(const v1::Application& app, const v1::Neighborhood& neighborhood);
   void Notify();
   google::protobuf::Timestamp NowProto() const;
   int PageSize(int requested) const;
@@ -182,6 +257,18 @@ class ApplicationManager {
   // of that cluster (memory only: the next reports rebuild it after a restart).
   std::map<std::string, std::map<std::string, std::vector<std::string>>> pod_failures_
       ABSL_GUARDED_BY(write_mu_);
+  // Requests outstanding per application (memory only: after a restart every
+  // stored intent is sent again, with the same request_id).
+  struct Attempt {
+    // Failed attempts in a row.
+    int failures = 0;
+    // When Reconcile sends again: the retry time, or the answer deadline.
+    absl::Time due = absl::InfinitePast();
+  };
+  std::map<std::string, Attempt> attempts_ ABSL_GUARDED_BY(write_mu_);
+  Backoff backoff_ ABSL_GUARDED_BY(write_mu_);
+  // When Reconcile next deletes old operations.
+  absl::Time next_prune_ ABSL_GUARDED_BY(write_mu_) = absl::InfinitePast();
 
   absl::Mutex listeners_mu_;
   int next_listener_id_ ABSL_GUARDED_BY(listeners_mu_) = 1;

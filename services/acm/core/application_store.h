@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "codeco/acm/v1/acm_service.pb.h"
+#include "codeco/common/v1/operation.pb.h"
 
 namespace codeco::acm {
 
@@ -43,6 +44,8 @@ struct ApplicationCommit {
   v1::WatchApplicationResponse event;
   /// Idempotency record: key (e.g. "apply/<request_id>") and content.
   std::optional<std::pair<std::string, StoredRequest>> request;
+  /// Operations created or changed by this commit (stored under their id).
+  std::vector<common::v1::Operation> operations;
 };
 
 /// Where applications, their spec revisions and their change log live.
@@ -75,6 +78,17 @@ class ApplicationStore {
       const std::function<bool(const v1::WatchApplicationResponse&)>& visitor) const = 0;
   /// Applies `commit` atomically; `commit.revision` must be LastRevision() + 1.
   virtual absl::Status Commit(const ApplicationCommit& commit) = 0;
+  /// The operation `id`, or nullopt.
+  virtual absl::StatusOr<std::optional<common::v1::Operation>> GetOperation(
+      const std::string& id) const = 0;
+  /// Visits every stored operation (in id order) until the visitor returns false.
+  virtual absl::Status ListOperations(
+      const std::function<bool(const common::v1::Operation&)>& visitor) const = 0;
+  /// Stores `operation` on its own, outside the change log (an operation
+  /// that changes no application, e.g. UnregisterCluster's).
+  virtual absl::Status PutOperation(const common::v1::Operation& operation) = 0;
+  /// Removes the operations `ids` (absent ones are ignored), in one write.
+  virtual absl::Status DeleteOperations(const std::vector<std::string>& ids) = 0;
 };
 
 }  // namespace codeco::acm

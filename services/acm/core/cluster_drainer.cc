@@ -41,6 +41,8 @@ absl::StatusOr<v1::UnregisterClusterResponse> ClusterDrainer::Unregister(
   op.set_request_id(request.request_id());
   *op.mutable_create_time() = now;
   *op.mutable_update_time() = now;
+  // Stored, so GetOperation answers for it like for the others.
+  RETURN_IF_ERROR(applications_.RecordOperation(op));
   return response;
 }
 

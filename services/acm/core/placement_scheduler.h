@@ -8,6 +8,10 @@
 // records the requests (tests, and a hub with no scheduler wired, whose
 // applications then honestly stay PENDING and whose releases, having no pods
 // to remove, complete at once).
+//
+// Every request carries a request_id that is stable for what it asks
+// (PlacementRequestId, ReleaseRequestId), so one resent after an ACM restart
+// or a lost answer is answered by the scheduler from the first, not done twice.
 
 #include <functional>
 #include <string>
@@ -26,15 +30,32 @@ class PlacementScheduler {
  public:
   virtual ~PlacementScheduler() = default;
   /// Asks for a placement of `application` at its spec_revision within
-  /// `neighborhood`. Returns once the request is accepted, not placed.
+  /// `neighborhood`, under idempotency key `request_id`. Returns once the
+  /// request is accepted, not placed.
   virtual absl::Status RequestPlacement(const v1::Application& application,
-                                        const v1::Neighborhood& neighborhood) = 0;
+                                        const v1::Neighborhood& neighborhood,
+                                        const std::string& request_id) = 0;
   /// The application is being deleted: release its reservations and remove
   /// its pods. Returns once the request is accepted; the outcome comes later
   /// through ApplicationManager::RecordRelease. Idempotent: asking again for
   /// an application already released (or never placed) succeeds.
-  virtual absl::Status ReleasePlacement(const std::string& application) = 0;
+  /// `request_id` is the idempotency key of this release.
+  virtual absl::Status ReleasePlacement(const std::string& application,
+                                        const std::string& request_id) = 0;
 };
+
+/// The idempotency key of placing `application` as it stands: its uid, spec
+/// revision and the plan revision it is placed from (a move off a cluster
+/// places the same spec again, from a newer plan).
+std::string PlacementRequestId(const v1::Application& application);
+/// The idempotency key of releasing `application` for the delete operation
+/// in its status.operation_id.
+std::string ReleaseRequestId(const v1::Application& application);
+/// True for the scheduler errors worth retrying (UNAVAILABLE,
+/// DEADLINE_EXCEEDED, ABORTED, RESOURCE_EXHAUSTED, INTERNAL, CANCELLED,
+/// UNKNOWN): the scheduler could not answer, which says nothing about the
+/// application. Any other code is the scheduler's answer.
+bool IsTransientSchedulerError(const absl::Status& status);
 
 /// Where a scheduler reports the outcome of a release: application name and
 /// OK once its pods are gone, else why not yet (the scheduler retries).
@@ -44,9 +65,13 @@ using ReleaseSink = std::function<void(const std::string&, const absl::Status&)>
 class InMemoryPlacementScheduler final : public PlacementScheduler {
  public:
   absl::Status RequestPlacement(const v1::Application& application,
-                                const v1::Neighborhood& neighborhood) override;
-  absl::Status ReleasePlacement(const std::string& application) override;
+                                const v1::Neighborhood& neighborhood,
+                                const std::string& request_id) override;
+  absl::Status ReleasePlacement(const std::string& application,
+                                const std::string& request_id) override;
 
+  /// The request_id of each placement request, in order.
+  std::vector<std::string> request_ids() const;
   /// Applications asked for, in order.
   std::vector<v1::Application> requests() const;
   /// The neighborhood of each request, in order.
@@ -63,6 +88,7 @@ class InMemoryPlacementScheduler final : public PlacementScheduler {
   ReleaseSink release_sink_;
   mutable absl::Mutex mu_;
   std::vector<v1::Application> requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> request_ids_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::Neighborhood> neighborhoods_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> releases_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);

@@ -140,6 +140,101 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchApplicationR
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// Streams one operation: its current state, then each change (read again
+// after every commit the manager reports), and ends after the state with
+// done = true. One write in flight at a time; counted in `watchers`.
+class OperationWatchReactor final : public grpc::ServerWriteReactor<v1::WatchOperationResponse> {
+ public:
+  OperationWatchReactor(ApplicationManager& manager, const std::string& id,
+                        std::atomic<int>& watchers, int max_watchers)
+      : manager_(manager), id_(id), watchers_(watchers) {
+    absl::MutexLock lock(&mu_);
+    if (watchers_.fetch_add(1) >= max_watchers) {
+      FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                "acm: too many operation watches open"));
+      return;
+    }
+    if (id_.empty()) {
+      FinishLocked(ToGrpcStatus(InvalidFieldError("id", "required")));
+      return;
+    }
+    listener_ = manager_.AddListener([this] { Poke(); });
+    PumpLocked();
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "client gone"));
+      return;
+    }
+    sent_ = true;
+    if (pending_.operation().done()) {
+      FinishLocked(grpc::Status::OK);
+      return;
+    }
+    PumpLocked();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    if (!writing_) FinishLocked(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    if (listener_ != 0) manager_.RemoveListener(listener_);
+    watchers_.fetch_sub(1);
+    delete this;
+  }
+
+ private:
+  void Poke() {
+    absl::MutexLock lock(&mu_);
+    PumpLocked();
+  }
+
+  // Reads the operation and writes it when it changed since the last write.
+  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || writing_) return;
+    if (cancelled_) {
+      FinishLocked(grpc::Status::CANCELLED);
+      return;
+    }
+    v1::GetOperationRequest get;
+    get.set_id(id_);
+    absl::StatusOr<v1::GetOperationResponse> got = manager_.GetOperation(get);
+    if (!got.ok()) {
+      FinishLocked(ToGrpcStatus(got.status()));
+      return;
+    }
+    if (sent_ && got->operation().SerializeAsString() == pending_.operation().SerializeAsString()) {
+      return;
+    }
+    *pending_.mutable_operation() = got->operation();
+    writing_ = true;
+    StartWrite(&pending_);
+  }
+
+  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(status);
+  }
+
+  ApplicationManager& manager_;
+  const std::string id_;
+  std::atomic<int>& watchers_;
+  int listener_ = 0;
+  absl::Mutex mu_;
+  v1::WatchOperationResponse pending_ ABSL_GUARDED_BY(mu_);
+  bool sent_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 // The member-from-base idiom: the dependencies are built before the service
 // that refers to them.
 struct OwnedDependencies {
@@ -185,6 +280,24 @@ struct OwnedDependencies {
       maintenance = std::thread([this, interval = options.reevaluate_interval,
                                  after = options.reevaluate_after] { Maintain(interval, after); });
     }
+    if (options.reconcile_interval > absl::ZeroDuration()) {
+      reconciler = std::thread([this, interval = options.reconcile_interval] {
+        while (!WaitStopping(interval)) {
+          absl::Status passed = manager.Reconcile().status();
+          if (!passed.ok()) {
+            log::Warn("reconcile pass failed", {{"error", std::string(passed.message())}});
+          }
+        }
+      });
+    }
+  }
+
+  // Waits `interval` or until stopping; true when stopping.
+  bool WaitStopping(absl::Duration interval) {
+    absl::MutexLock lock(&maintenance_mu);
+    auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(maintenance_mu) { return stopping; };
+    maintenance_mu.AwaitWithTimeout(absl::Condition(&stop), interval);
+    return stopping;
   }
   // The SWM worker and the maintenance thread call into the manager: stop
   // them before members go.
@@ -194,6 +307,7 @@ struct OwnedDependencies {
       stopping = true;
     }
     if (maintenance.joinable()) maintenance.join();
+    if (reconciler.joinable()) reconciler.join();
     if (swm != nullptr) swm->Stop();
   }
 
@@ -242,6 +356,7 @@ struct OwnedDependencies {
   absl::Mutex maintenance_mu;
   bool stopping ABSL_GUARDED_BY(maintenance_mu) = false;
   std::thread maintenance;
+  std::thread reconciler;
 };
 
 class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl {
@@ -250,7 +365,9 @@ class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl 
       : OwnedDependencies(kv, clock, options),
         AcmServiceImpl(OwnedDependencies::manager, OwnedDependencies::clusters,
                        OwnedDependencies::neighborhoods, OwnedDependencies::drainer,
-                       options.local_copies) {}
+                       options.local_copies) {
+    SetMaxOperationWatchers(options.max_operation_watchers);
+  }
 };
 
 }  // namespace
@@ -295,6 +412,25 @@ grpc::ServerUnaryReactor* AcmServiceImpl::ListApplicationRevisions(
 grpc::ServerWriteReactor<v1::WatchApplicationResponse>* AcmServiceImpl::WatchApplication(
     grpc::CallbackServerContext* context, const v1::WatchApplicationRequest* request) {
   return new WatchReactor(manager_, *request);
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::GetOperation(grpc::CallbackServerContext* context,
+                                                       const v1::GetOperationRequest* request,
+                                                       v1::GetOperationResponse* response) {
+  return Answer(executor_, context, response, [=, this] { return manager_.GetOperation(*request); });
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::ListOperations(grpc::CallbackServerContext* context,
+                                                         const v1::ListOperationsRequest* request,
+                                                         v1::ListOperationsResponse* response) {
+  return Answer(executor_, context, response,
+                [=, this] { return manager_.ListOperations(*request); });
+}
+
+grpc::ServerWriteReactor<v1::WatchOperationResponse>* AcmServiceImpl::WatchOperation(
+    grpc::CallbackServerContext* context, const v1::WatchOperationRequest* request) {
+  return new OperationWatchReactor(manager_, request->id(), operation_watchers_,
+                                   max_operation_watchers_);
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::RegisterCluster(grpc::CallbackServerContext* context,

@@ -2,9 +2,11 @@
 // The gRPC AcmService (callback API): translates requests to the core's
 // ApplicationManager and its answers back, mapping errors with ToGrpcStatus.
 // Application, cluster registry and neighborhood RPCs are served, and in a
-// managed cluster Push* (into its local copies); the operation RPCs still
-// answer UNIMPLEMENTED.
+// managed cluster Push* (into its local copies), and the operations ACM
+// starts (Get/List/WatchOperation; past a cap of open watches, more are
+// answered RESOURCE_EXHAUSTED).
 
+#include <atomic>
 #include <memory>
 
 #include "acm/core/application_manager.h"
@@ -87,6 +89,17 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   grpc::ServerUnaryReactor* PushAssignment(grpc::CallbackServerContext* context,
                                            const v1::PushAssignmentRequest* request,
                                            v1::PushAssignmentResponse* response) override;
+  grpc::ServerUnaryReactor* GetOperation(grpc::CallbackServerContext* context,
+                                         const v1::GetOperationRequest* request,
+                                         v1::GetOperationResponse* response) override;
+  grpc::ServerUnaryReactor* ListOperations(grpc::CallbackServerContext* context,
+                                           const v1::ListOperationsRequest* request,
+                                           v1::ListOperationsResponse* response) override;
+  grpc::ServerWriteReactor<v1::WatchOperationResponse>* WatchOperation(
+      grpc::CallbackServerContext* context, const v1::WatchOperationRequest* request) override;
+
+  /// Sets how many WatchOperation streams may be open at once (default 256).
+  void SetMaxOperationWatchers(int max) { max_operation_watchers_ = max; }
 
  private:
   ApplicationManager& manager_;
@@ -94,6 +107,9 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   NeighborhoodManager& neighborhoods_;
   ClusterDrainer& drainer_;
   const std::shared_ptr<LocalCopies> local_copies_;
+  // WatchOperation streams open, and how many may be.
+  std::atomic<int> operation_watchers_{0};
+  int max_operation_watchers_ = 256;
   // Last member: destroyed first, so queued work still sees the rest.
   BoundedExecutor executor_;
 };
@@ -124,6 +140,12 @@ struct AcmServiceOptions {
   absl::Duration release_retry_min = absl::Seconds(1);
   /// Longest wait between release retries. Default: 30 s.
   absl::Duration release_retry_max = absl::Seconds(30);
+  /// How often stored intents (PENDING, MIGRATING, DELETING) are reconciled
+  /// with the scheduler: retries that are due and answers that never came
+  /// (ApplicationManager::Reconcile); zero never does. Default: 1 s.
+  absl::Duration reconcile_interval = absl::Seconds(1);
+  /// Most WatchOperation streams open at once. Default: 256.
+  int max_operation_watchers = 256;
 };
 
 /// An AcmService owning its store (on `kv`, which must hold

@@ -17,8 +17,9 @@ SwmPlacementScheduler::SwmPlacementScheduler(std::shared_ptr<grpc::Channel> chan
                                              absl::Duration release_retry_max)
     : channel_(std::move(channel)),
       timeout_(timeout),
-      retry_min_(release_retry_min),
-      retry_max_(std::max(release_retry_min, release_retry_max)) {
+      release_backoff_(BackoffPolicy{.initial = release_retry_min,
+                                     .max = std::max(release_retry_min, release_retry_max)},
+                       /*seed=*/1) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -41,7 +42,8 @@ const std::string& SwmPlacementScheduler::NameOf(const Request& request) {
 }
 
 absl::Status SwmPlacementScheduler::RequestPlacement(const v1::Application& application,
-                                                     const v1::Neighborhood& neighborhood) {
+                                                     const v1::Neighborhood& neighborhood,
+                                                     const std::string& request_id) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("ACM is shutting down");
   // A newer request for the same application supersedes a queued one.
@@ -54,11 +56,13 @@ absl::Status SwmPlacementScheduler::RequestPlacement(const v1::Application& appl
   Request request;
   request.application = application;
   request.neighborhood = neighborhood;
+  request.request_id = request_id;
   queue_.push_back(std::move(request));
   return absl::OkStatus();
 }
 
-absl::Status SwmPlacementScheduler::ReleasePlacement(const std::string& application) {
+absl::Status SwmPlacementScheduler::ReleasePlacement(const std::string& application,
+                                                     const std::string& request_id) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("ACM is shutting down");
   // A placement still queued for the application is moot now.
@@ -74,7 +78,7 @@ absl::Status SwmPlacementScheduler::ReleasePlacement(const std::string& applicat
   Request request;
   request.release = true;
   request.name = application;
-  request.backoff = retry_min_;
+  request.request_id = request_id;
   queue_.push_back(std::move(request));
   return absl::OkStatus();
 }
@@ -112,20 +116,20 @@ void SwmPlacementScheduler::Loop() {
       }
       continue;
     }
-    absl::Status outcome = Release(request.name);
+    absl::Status outcome = Release(request.name, request.request_id);
     if (!outcome.ok()) {
+      absl::MutexLock lock(&mu_);
+      const absl::Duration wait = release_backoff_.Delay(++request.failures);
       log::Warn("release not confirmed; will retry",
                 {{"application", request.name},
                  {"error", std::string(outcome.message())},
-                 {"retry_in", absl::FormatDuration(request.backoff)}});
-      absl::MutexLock lock(&mu_);
+                 {"retry_in", absl::FormatDuration(wait)}});
       // Asked again meanwhile: that request carries on.
       bool queued = std::any_of(queue_.begin(), queue_.end(), [&](const Request& r) {
         return r.release && r.name == request.name;
       });
       if (!queued && !stopping_) {
-        request.due = absl::Now() + request.backoff;
-        request.backoff = std::min(request.backoff * 2, retry_max_);
+        request.due = absl::Now() + wait;
         queue_.push_back(request);
       }
     }
@@ -133,11 +137,13 @@ void SwmPlacementScheduler::Loop() {
   }
 }
 
-absl::Status SwmPlacementScheduler::Release(const std::string& application) {
+absl::Status SwmPlacementScheduler::Release(const std::string& application,
+                                            const std::string& request_id) {
   swm::v1::ReleaseApplicationRequest release;
   release.set_application(application);
-  // No request_id: releasing is idempotent, and a name may come back as a
-  // new application whose release must not be answered from the old one's.
+  // The key names the application's uid, so a name that comes back as a new
+  // application is not answered from the old one's release.
+  release.set_request_id(request_id);
   swm::v1::ReleaseApplicationResponse response;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
@@ -160,30 +166,34 @@ PlacementResult SwmPlacementScheduler::Place(const Request& request) {
     // Placed before (a changed spec, or moving off a cluster): SWM places an
     // application only once, so its pods go first. Until SWM's
     // MigrateWorkload exists this is a redeploy, with a gap.
-    absl::Status released = Release(name);
+    absl::Status released = Release(name, absl::StrCat(request.request_id, "/release-first"));
     if (!released.ok()) {
-      result.message = absl::StrCat("the current placement could not be released to place again: ",
-                                    released.message());
+      result.error = absl::Status(
+          released.code(), absl::StrCat("the current placement could not be released to place "
+                                        "again: ",
+                                        released.message()));
       return result;
     }
   }
   swm::v1::PlaceApplicationRequest place;
   *place.mutable_application() = request.application;
   *place.mutable_neighborhood() = request.neighborhood;
+  place.set_request_id(request.request_id);
   swm::v1::PlaceApplicationResponse response;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
   grpc::Status status =
       swm::v1::SwmService::NewStub(channel_)->PlaceApplication(&context, place, &response);
   if (!status.ok()) {
-    result.message = absl::StrCat("scheduler: ", status.error_message());
-    log::Warn("placement failed", {{"application", request.application.metadata().name()},
-                                   {"error", status.error_message()}});
+    result.error = FromGrpcStatus(status);
+    log::Warn("placement not answered", {{"application", request.application.metadata().name()},
+                                         {"error", status.error_message()}});
     return result;
   }
   const auto& operation = response.operation();
   if (operation.has_error() && operation.error().code() != 0) {
-    result.message = absl::StrCat("scheduler: ", operation.error().message());
+    result.error = absl::Status(static_cast<absl::StatusCode>(operation.error().code()),
+                                operation.error().message());
     return result;
   }
   swm::v1::AssignmentPlan plan;

@@ -6,11 +6,14 @@
 // placement sink (ApplicationManager::RecordPlacement), each release outcome
 // to the release sink (ApplicationManager::RecordRelease).
 //
+// Every call carries the request's request_id, so SWM answers a resent one
+// from the first. A placement SWM could not answer (unreachable, deadline)
+// goes to the sink as PlacementResult::error; the ApplicationManager retries.
 // A release SWM does not confirm (unreachable, deadline, an SWM without the
-// RPC yet) is retried with exponential backoff (release_retry_min doubling up
-// to release_retry_max) until it succeeds or the scheduler stops; the
-// application stays DELETING meanwhile, and after a restart
-// ApplicationManager::Resume queues it again, so no deletion is lost.
+// RPC yet) is retried with capped exponential backoff with jitter
+// (release_retry_min growing up to release_retry_max) until it succeeds or
+// the scheduler stops; the application stays DELETING meanwhile, and after a
+// restart ApplicationManager::Reconcile queues it again, so no deletion is lost.
 // A release supersedes a queued placement of the same application.
 //
 // SWM places an application only once (PlaceApplication refuses one that
@@ -30,6 +33,7 @@
 #include "absl/time/time.h"
 #include "acm/core/application_manager.h"
 #include "acm/core/placement_scheduler.h"
+#include "codeco/common/backoff.h"
 #include "grpcpp/channel.h"
 
 namespace codeco::acm {
@@ -58,9 +62,11 @@ class SwmPlacementScheduler final : public PlacementScheduler {
   void Stop();
 
   absl::Status RequestPlacement(const v1::Application& application,
-                                const v1::Neighborhood& neighborhood) override;
+                                const v1::Neighborhood& neighborhood,
+                                const std::string& request_id) override;
   /// Queues SWM ReleaseApplication for `application` (retried until confirmed).
-  absl::Status ReleasePlacement(const std::string& application) override;
+  absl::Status ReleasePlacement(const std::string& application,
+                                const std::string& request_id) override;
 
  private:
   struct Request {
@@ -69,23 +75,24 @@ class SwmPlacementScheduler final : public PlacementScheduler {
     v1::Application application;
     v1::Neighborhood neighborhood;
     std::string name;
-    // Release retries: when the next attempt is due, and the wait after it fails.
+    // Idempotency key sent to SWM.
+    std::string request_id;
+    // Release retries: when the next attempt is due, and the failures so far.
     absl::Time due = absl::InfinitePast();
-    absl::Duration backoff;
+    int failures = 0;
   };
   void Loop();
   PlacementResult Place(const Request& request);
-  absl::Status Release(const std::string& application);
+  absl::Status Release(const std::string& application, const std::string& request_id);
   // The name a request is about.
   static const std::string& NameOf(const Request& request);
 
   std::shared_ptr<grpc::Channel> channel_;
   const absl::Duration timeout_;
-  const absl::Duration retry_min_;
-  const absl::Duration retry_max_;
   PlacementSink sink_;
   ReleaseSink release_sink_;
   absl::Mutex mu_;
+  Backoff release_backoff_ ABSL_GUARDED_BY(mu_);
   // Work in arrival order; a release waiting for its retry stays in place
   // (so it still orders against later requests of the same application).
   std::deque<Request> queue_ ABSL_GUARDED_BY(mu_);

@@ -12,6 +12,7 @@ constexpr char kApplications[] = "applications";
 constexpr char kRevisions[] = "application_revisions";
 constexpr char kEvents[] = "application_events";
 constexpr char kRequests[] = "application_requests";
+constexpr char kOperations[] = "application_operations";
 constexpr char kDefault[] = "default";
 constexpr char kLastRevisionKey[] = "acm/last_revision";
 
@@ -32,7 +33,7 @@ absl::StatusOr<Message> Decode(std::string_view bytes, std::string_view what) {
 }  // namespace
 
 std::vector<std::string> ApplicationColumnFamilies() {
-  return {kApplications, kRevisions, kEvents, kRequests};
+  return {kApplications, kRevisions, kEvents, kRequests, kOperations};
 }
 
 KvApplicationStore::KvApplicationStore(KvStore& kv, KvApplicationStoreOptions options)
@@ -154,7 +155,48 @@ absl::Status KvApplicationStore::Commit(const ApplicationCommit& commit) {
     batch.Put(kRequests, "f/" + commit.request->first, commit.request->second.fingerprint);
     batch.Put(kRequests, "r/" + commit.request->first, commit.request->second.response);
   }
+  for (const auto& op : commit.operations) {
+    if (op.id().empty()) return absl::InternalError("an operation needs an id");
+    batch.Put(kOperations, op.id(), op.SerializeAsString());
+  }
   batch.Put(kDefault, kLastRevisionKey, absl::StrCat(commit.revision));
+  return kv_.Write(batch);
+}
+
+absl::StatusOr<std::optional<common::v1::Operation>> KvApplicationStore::GetOperation(
+    const std::string& id) const {
+  absl::StatusOr<std::string> bytes = kv_.Get(kOperations, id);
+  if (absl::IsNotFound(bytes.status())) return std::optional<common::v1::Operation>();
+  RETURN_IF_ERROR(bytes.status());
+  ASSIGN_OR_RETURN(common::v1::Operation op, Decode<common::v1::Operation>(*bytes, "operation"));
+  return std::optional<common::v1::Operation>(std::move(op));
+}
+
+absl::Status KvApplicationStore::ListOperations(
+    const std::function<bool(const common::v1::Operation&)>& visitor) const {
+  absl::Status decode_error;
+  RETURN_IF_ERROR(kv_.Scan(kOperations, {}, [&](std::string_view, std::string_view value) {
+    auto op = Decode<common::v1::Operation>(value, "operation");
+    if (!op.ok()) {
+      decode_error = op.status();
+      return false;
+    }
+    return visitor(*op);
+  }));
+  return decode_error;
+}
+
+absl::Status KvApplicationStore::DeleteOperations(const std::vector<std::string>& ids) {
+  if (ids.empty()) return absl::OkStatus();
+  KvWriteBatch batch;
+  for (const auto& id : ids) batch.Delete(kOperations, id);
+  return kv_.Write(batch);
+}
+
+absl::Status KvApplicationStore::PutOperation(const common::v1::Operation& operation) {
+  if (operation.id().empty()) return InvalidFieldError("operation.id", "required");
+  KvWriteBatch batch;
+  batch.Put(kOperations, operation.id(), operation.SerializeAsString());
   return kv_.Write(batch);
 }
 

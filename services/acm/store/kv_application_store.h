@@ -7,6 +7,7 @@
 //   application_events    <revision, 20 digits>           -> WatchApplicationResponse
 //   application_requests  f/<kind>/<request_id>           -> request fingerprint
 //   application_requests  r/<kind>/<request_id>           -> the serialized response
+//   application_operations <operation id>                 -> codeco.common.v1.Operation
 //   default               acm/last_revision               -> decimal revision
 // Every commit is one KvWriteBatch, so a crash leaves either all of it or none.
 // Events older than `max_events` revisions are deleted in the commit that
@@ -50,6 +51,12 @@ class KvApplicationStore final : public ApplicationStore {
       int64_t after,
       const std::function<bool(const v1::WatchApplicationResponse&)>& visitor) const override;
   absl::Status Commit(const ApplicationCommit& commit) override;
+  absl::StatusOr<std::optional<common::v1::Operation>> GetOperation(
+      const std::string& id) const override;
+  absl::Status ListOperations(
+      const std::function<bool(const common::v1::Operation&)>& visitor) const override;
+  absl::Status PutOperation(const common::v1::Operation& operation) override;
+  absl::Status DeleteOperations(const std::vector<std::string>& ids) override;
 
  private:
   KvStore& kv_;

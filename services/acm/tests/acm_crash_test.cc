@@ -1,17 +1,25 @@
 // codeco-acm killed with SIGKILL and started again on the same data
 // directory: every acknowledged application, spec revision and change is
-// back, and a watcher resumes from its last revision without gaps.
+// back, and a watcher resumes from its last revision without gaps; and every
+// apply acknowledged while SWM was unreachable is placed exactly once after
+// the restart (an SWM served by the test, idempotent by request_id as SWM is).
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <regex>
 #include <sstream>
 
 #include "absl/strings/str_replace.h"
+#include "absl/synchronization/mutex.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
+#include "codeco/swm/v1/swm_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
 #include "process.h"
 #include "acm_test_util.h"
 
@@ -45,12 +53,12 @@ struct Acm {
   std::unique_ptr<ChildProcess> process;
   std::unique_ptr<v1::AcmService::Stub> stub;
 
-  explicit Acm(const fs::path& dir) {
-    process = std::make_unique<ChildProcess>(
-        std::vector<std::string>{std::string(CODECO_BIN_DIR) + "/codeco-acm", "--role", "hub",
-                                 "--insecure", "--listen", "127.0.0.1:0", "--metrics-listen",
-                                 "127.0.0.1:0", "--data-dir", (dir / "data").string()},
-        (dir / "acm.log").string());
+  explicit Acm(const fs::path& dir, const std::string& swm = "") {
+    std::vector<std::string> argv{std::string(CODECO_BIN_DIR) + "/codeco-acm", "--role", "hub",
+                                  "--insecure", "--listen", "127.0.0.1:0", "--metrics-listen",
+                                  "127.0.0.1:0", "--data-dir", (dir / "data").string()};
+    if (!swm.empty()) argv.insert(argv.end(), {"--set", "acm.swm=" + swm});
+    process = std::make_unique<ChildProcess>(argv, (dir / "acm.log").string());
     std::optional<std::string> line = process->ReadLine(absl::Now() + absl::Seconds(60));
     INFO("codeco-acm printed: " << line.value_or("<nothing>"));
     REQUIRE(line.has_value());
@@ -212,6 +220,184 @@ TEST_CASE("SIGKILL and restart lose nothing acknowledged and watchers resume wit
   }
   stream->Finish();
   REQUIRE(acm.process->Stop(SIGTERM, absl::Now() + absl::Seconds(30)) == 0);
+}
+
+// An SWM that answers UNAVAILABLE while down; once up it places every
+// service on edge-1 and, as SWM does, answers a request_id it has seen from
+// its first answer. Counts the placements it really made per application.
+class FakeSwm final : public swm::v1::SwmService::Service {
+ public:
+  grpc::Status PlaceApplication(grpc::ServerContext*,
+                                const swm::v1::PlaceApplicationRequest* request,
+                                swm::v1::PlaceApplicationResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    const std::string& name = request->application().metadata().name();
+    ids_[name].insert(request->request_id());
+    if (down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "swm is down");
+    auto seen = answers_.find(request->request_id());
+    if (request->request_id().empty() || seen == answers_.end()) {
+      ++placed_[name];
+      swm::v1::AssignmentPlan plan;
+      plan.set_application(name);
+      plan.set_plan_revision(++plans_);
+      for (const auto& s : request->application().spec().services()) {
+        auto* t = plan.add_targets();
+        t->set_service(s.name());
+        t->set_cluster("edge-1");
+        t->set_node("worker-1");
+        t->set_pod(name + "-" + s.name() + "-0");
+      }
+      response->mutable_operation()->set_done(true);
+      response->mutable_operation()->mutable_result()->PackFrom(plan);
+      answers_[request->request_id()] = *response;
+      return grpc::Status::OK;
+    }
+    *response = seen->second;
+    return grpc::Status::OK;
+  }
+  void SetDown(bool down) {
+    absl::MutexLock lock(&mu_);
+    down_ = down;
+  }
+  // Placements made, per application.
+  std::map<std::string, int> placed() {
+    absl::MutexLock lock(&mu_);
+    return placed_;
+  }
+  // The request_ids each application was asked under.
+  std::map<std::string, std::set<std::string>> ids() {
+    absl::MutexLock lock(&mu_);
+    return ids_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool down_ ABSL_GUARDED_BY(mu_) = true;
+  int64_t plans_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, swm::v1::PlaceApplicationResponse> answers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> placed_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::set<std::string>> ids_ ABSL_GUARDED_BY(mu_);
+};
+
+v1::Application GetApp(v1::AcmService::Stub& stub, const std::string& name) {
+  grpc::ClientContext context;
+  context.set_deadline(In(absl::Seconds(10)));
+  v1::GetApplicationRequest request;
+  request.set_name(name);
+  v1::GetApplicationResponse response;
+  grpc::Status status = stub.GetApplication(&context, request, &response);
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  return response.application();
+}
+
+// Reads `name` until `done` holds for it or `wait` passed; returns the last read.
+template <typename Pred>
+v1::Application Await(v1::AcmService::Stub& stub, const std::string& name, absl::Duration wait,
+                      Pred done) {
+  const absl::Time deadline = absl::Now() + wait;
+  v1::Application app = GetApp(stub, name);
+  while (!done(app) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+    app = GetApp(stub, name);
+  }
+  return app;
+}
+
+common::v1::Operation GetOp(v1::AcmService::Stub& stub, const std::string& id) {
+  grpc::ClientContext context;
+  context.set_deadline(In(absl::Seconds(10)));
+  v1::GetOperationRequest request;
+  request.set_id(id);
+  v1::GetOperationResponse response;
+  grpc::Status status = stub.GetOperation(&context, request, &response);
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  return response.operation();
+}
+
+TEST_CASE("applies acknowledged while SWM is down are placed exactly once after SIGKILL") {
+  TempDir dir;
+  FakeSwm swm;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&swm);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  REQUIRE(server != nullptr);
+  const std::string swm_address = "127.0.0.1:" + std::to_string(port);
+
+  std::map<std::string, std::string> operations;  // application -> its apply operation
+  {
+    Acm acm(dir.path, swm_address);
+    for (const char* name : {"edge-1", "edge-2", "cloud-1"}) {
+      grpc::ClientContext context;
+      v1::RegisterClusterRequest request;
+      request.mutable_cluster()->mutable_metadata()->set_name(name);
+      request.mutable_cluster()->set_role(v1::CLUSTER_ROLE_MC);
+      request.mutable_cluster()->mutable_cluster_labels()->set_region("eu-west");
+      auto* free = request.mutable_cluster()->mutable_capacity()->mutable_largest_free_node();
+      free->set_cpu_millicores(4000);
+      free->set_memory_bytes(int64_t{8} << 30);
+      v1::RegisterClusterResponse response;
+      REQUIRE(acm.stub->RegisterCluster(&context, request, &response).ok());
+    }
+    for (int i = 0; i < 6; ++i) {
+      grpc::ClientContext context;
+      context.set_deadline(In(absl::Seconds(30)));
+      v1::ApplyApplicationRequest request;
+      request.set_cam_yaml(SmallCam("app-" + std::to_string(i), "1"));
+      v1::ApplyApplicationResponse response;
+      grpc::Status status = acm.stub->ApplyApplication(&context, request, &response);
+      INFO(status.error_message());
+      REQUIRE(status.ok());
+      REQUIRE(response.operation().kind() == "acm.ApplyApplication");
+      operations[response.application().metadata().name()] = response.operation().id();
+      if (i == 2) {
+        // The first ones were tried and not answered: retrying, not FAILED.
+        v1::Application app = Await(*acm.stub, "app-0", absl::Seconds(30), [](const auto& a) {
+          return a.status().status() == v1::STATUS_LEVEL_WARNING;
+        });
+        INFO(app.DebugString());
+        REQUIRE(app.status().phase() == v1::APPLICATION_PHASE_PENDING);
+        REQUIRE_THAT(app.status().error_msg(),
+                     Catch::Contains("UNAVAILABLE") && Catch::Contains("next attempt at"));
+        common::v1::Operation op = GetOp(*acm.stub, operations["app-0"]);
+        REQUIRE_FALSE(op.done());
+        REQUIRE_THAT(op.phase(), Catch::Contains("UNAVAILABLE"));
+      }
+    }
+    // Killed right after the last acknowledgement.
+    REQUIRE(acm.process->Stop(SIGKILL, absl::Now() + absl::Seconds(30)) == 128 + SIGKILL);
+  }
+  swm.SetDown(false);
+  Acm acm(dir.path, swm_address);
+  // Every acknowledged apply ends placed; the operations say so.
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  for (const auto& [name, op_id] : operations) {
+    v1::Application app = Await(*acm.stub, name, deadline - absl::Now(), [](const auto& a) {
+      return a.status().phase() == v1::APPLICATION_PHASE_DEPLOYING;
+    });
+    INFO(app.DebugString());
+    REQUIRE(app.status().phase() == v1::APPLICATION_PHASE_DEPLOYING);
+    REQUIRE(app.status().status() == v1::STATUS_LEVEL_OK);
+    REQUIRE(app.status().placements_size() == 1);
+    common::v1::Operation op = GetOp(*acm.stub, op_id);
+    REQUIRE(op.progress_percent() == 80);
+    REQUIRE(op.phase() == "placed; waiting for pods");
+  }
+  // Placed exactly once each, always asked under one request_id.
+  std::map<std::string, int> placed = swm.placed();
+  std::map<std::string, std::set<std::string>> ids = swm.ids();
+  REQUIRE(placed.size() == operations.size());
+  for (const auto& [name, count] : placed) {
+    INFO(name);
+    REQUIRE(count == 1);
+    REQUIRE(ids[name].size() == 1);
+    REQUIRE_FALSE(ids[name].begin()->empty());
+  }
+  REQUIRE(acm.process->Stop(SIGTERM, absl::Now() + absl::Seconds(30)) == 0);
+  server->Shutdown(In(absl::Seconds(1)));
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ class FakeSwm final : public swm::v1::SwmService::Service {
                                   swm::v1::ReleaseApplicationResponse* response) override {
     absl::MutexLock lock(&mu_);
     released_.push_back(request->application());
+    release_ids_.push_back(request->request_id());
     log_.push_back("release " + request->application());
     return answer_;
   }
@@ -65,12 +66,18 @@ class FakeSwm final : public swm::v1::SwmService::Service {
     absl::MutexLock lock(&mu_);
     return released_.size();
   }
+  // The request_id of each ReleaseApplication, in order.
+  std::vector<std::string> release_ids() {
+    absl::MutexLock lock(&mu_);
+    return release_ids_;
+  }
 
  private:
   absl::Mutex mu_;
   grpc::Status answer_ ABSL_GUARDED_BY(mu_) = grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                                                            "ReleaseApplication lands later");
   std::vector<std::string> released_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> release_ids_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> log_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -91,8 +98,9 @@ struct Hub {
   std::unique_ptr<GrpcServer> server;
   std::unique_ptr<v1::AcmService::Stub> stub;
 
-  Hub(KvStore& kv, const std::string& swm) {
+  Hub(KvStore& kv, const std::string& swm, int max_operation_watchers = 256) {
     AcmServiceOptions options;
+    options.max_operation_watchers = max_operation_watchers;
     options.swm_channel = grpc::CreateChannel(swm, grpc::InsecureChannelCredentials());
     options.placement_timeout = absl::Seconds(5);
     options.release_retry_min = absl::Milliseconds(20);
@@ -245,6 +253,150 @@ TEST_CASE("an application placed before is released then placed again") {
            app.status().phase() == v1::APPLICATION_PHASE_DEPLOYING;
   }));
   REQUIRE(swm.log() == std::vector<std::string>{"place shop", "release shop", "place shop"});
+}
+
+TEST_CASE("WatchOperation streams a delete until it is done and Get/ListOperations answer") {
+  FakeSwm swm;
+  auto swm_server = Serve(&swm, "swm");
+  auto kv = NewKv();
+  Hub hub(*kv, swm_server->address());
+  {
+    grpc::ClientContext context;
+    v1::ApplyApplicationRequest request;
+    request.set_cam_yaml(SmallCam("shop"));
+    v1::ApplyApplicationResponse response;
+    REQUIRE(hub.stub->ApplyApplication(&context, request, &response).ok());
+  }
+  std::string op_id;
+  {
+    grpc::ClientContext context;
+    v1::DeleteApplicationRequest request;
+    request.set_name("shop");
+    v1::DeleteApplicationResponse response;
+    REQUIRE(hub.stub->DeleteApplication(&context, request, &response).ok());
+    op_id = response.operation().id();
+  }
+  grpc::ClientContext watch_context;
+  watch_context.set_deadline(In(absl::Seconds(60)));
+  v1::WatchOperationRequest watch;
+  watch.set_id(op_id);
+  auto stream = hub.stub->WatchOperation(&watch_context, watch);
+  v1::WatchOperationResponse event;
+  REQUIRE(stream->Read(&event));
+  REQUIRE(event.operation().id() == op_id);
+  REQUIRE_FALSE(event.operation().done());
+  REQUIRE_THAT(event.operation().phase(), Catch::StartsWith("releasing the application's pods"));
+  // SWM confirms: the stream shows the operation done, then ends by itself.
+  swm.Answer(grpc::Status::OK);
+  common::v1::Operation last;
+  while (stream->Read(&event)) last = event.operation();
+  REQUIRE(stream->Finish().ok());
+  REQUIRE(last.done());
+  REQUIRE(last.phase() == "deleted");
+  REQUIRE(last.progress_percent() == 100);
+  // Every release asked under the delete's one request_id.
+  std::vector<std::string> ids = swm.release_ids();
+  REQUIRE_FALSE(ids.empty());
+  REQUIRE(ids.front() == ids.back());
+  REQUIRE_THAT(ids.front(), Catch::EndsWith("/release/" + op_id));
+
+  {
+    grpc::ClientContext context;
+    v1::GetOperationRequest request;
+    request.set_id(op_id);
+    v1::GetOperationResponse response;
+    REQUIRE(hub.stub->GetOperation(&context, request, &response).ok());
+    REQUIRE(response.operation().SerializeAsString() == last.SerializeAsString());
+  }
+  {
+    grpc::ClientContext context;
+    v1::ListOperationsRequest request;
+    request.set_kind("acm.DeleteApplication");
+    v1::ListOperationsResponse response;
+    REQUIRE(hub.stub->ListOperations(&context, request, &response).ok());
+    REQUIRE(response.operations_size() == 1);
+    REQUIRE(response.operations(0).id() == op_id);
+  }
+  {
+    grpc::ClientContext context;
+    v1::GetOperationRequest request;
+    request.set_id("nope");
+    v1::GetOperationResponse response;
+    grpc::Status status = hub.stub->GetOperation(&context, request, &response);
+    REQUIRE(status.error_code() == grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    // A watch of a done operation sends it once and ends; an empty id is refused.
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(30)));
+    auto again = hub.stub->WatchOperation(&context, watch);
+    REQUIRE(again->Read(&event));
+    REQUIRE(event.operation().done());
+    REQUIRE_FALSE(again->Read(&event));
+    REQUIRE(again->Finish().ok());
+    grpc::ClientContext bad_context;
+    bad_context.set_deadline(In(absl::Seconds(30)));
+    v1::WatchOperationRequest bad;
+    auto refused = hub.stub->WatchOperation(&bad_context, bad);
+    REQUIRE_FALSE(refused->Read(&event));
+    grpc::Status status = refused->Finish();
+    REQUIRE(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    REQUIRE_THAT(status.error_message(), Catch::StartsWith("id"));
+  }
+}
+
+TEST_CASE("operation watches past the cap are RESOURCE_EXHAUSTED until one closes") {
+  FakeSwm swm;  // never confirms a release: the delete stays in flight
+  auto swm_server = Serve(&swm, "swm");
+  auto kv = NewKv();
+  Hub hub(*kv, swm_server->address(), /*max_operation_watchers=*/1);
+  {
+    grpc::ClientContext context;
+    v1::ApplyApplicationRequest request;
+    request.set_cam_yaml(SmallCam("shop"));
+    v1::ApplyApplicationResponse response;
+    REQUIRE(hub.stub->ApplyApplication(&context, request, &response).ok());
+  }
+  v1::WatchOperationRequest watch;
+  {
+    grpc::ClientContext context;
+    v1::DeleteApplicationRequest request;
+    request.set_name("shop");
+    v1::DeleteApplicationResponse response;
+    REQUIRE(hub.stub->DeleteApplication(&context, request, &response).ok());
+    watch.set_id(response.operation().id());
+  }
+  v1::WatchOperationResponse event;
+  auto first_context = std::make_unique<grpc::ClientContext>();
+  first_context->set_deadline(In(absl::Seconds(60)));
+  auto first = hub.stub->WatchOperation(first_context.get(), watch);
+  REQUIRE(first->Read(&event));
+  {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(30)));
+    auto second = hub.stub->WatchOperation(&context, watch);
+    REQUIRE_FALSE(second->Read(&event));
+    REQUIRE(second->Finish().error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  first_context->TryCancel();
+  while (first->Read(&event)) {
+  }
+  first->Finish();
+  // The slot frees once the server has seen the first one go.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  bool admitted = false;
+  while (!admitted && absl::Now() < deadline) {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(30)));
+    auto again = hub.stub->WatchOperation(&context, watch);
+    admitted = again->Read(&event);
+    context.TryCancel();
+    while (again->Read(&event)) {
+    }
+    again->Finish();
+    if (!admitted) absl::SleepFor(absl::Milliseconds(10));
+  }
+  REQUIRE(admitted);
 }
 
 }  // namespace

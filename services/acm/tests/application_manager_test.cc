@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -511,8 +512,11 @@ TEST_CASE("a restarted manager asks again for the releases it had not seen confi
   scheduler.CompleteReleasesWith([&](const std::string& name, const absl::Status& outcome) {
     REQUIRE(manager.RecordRelease(name, outcome).ok());
   });
-  REQUIRE(*manager.Resume() == 2);
+  // The two releases, and the placement of "b" whose request was refused.
+  REQUIRE(*manager.Resume() == 3);
   REQUIRE(scheduler.releases() == std::vector<std::string>{"a", "c"});
+  REQUIRE(scheduler.requests().size() == 1);
+  REQUIRE(scheduler.requests()[0].metadata().name() == "b");
   v1::ListApplicationsRequest list;
   auto left = manager.List(list);
   REQUIRE(left->applications_size() == 1);
@@ -650,6 +654,334 @@ TEST_CASE("the neighborhood manager selects from the registry and keeps revision
   v1::GetNeighborhoodRequest get;
   get.set_application("shop");
   REQUIRE(absl::IsNotFound(neighborhoods.Get(get).status()));
+}
+
+// The status of `name` in `manager`.
+v1::ApplicationStatus StatusOf(ApplicationManager& manager, const std::string& name) {
+  v1::GetApplicationRequest get;
+  get.set_name(name);
+  absl::StatusOr<v1::GetApplicationResponse> got = manager.Get(get);
+  REQUIRE(got.ok());
+  return got->application().status();
+}
+
+PlacementResult PlacedOn(const std::string& cluster) {
+  PlacementResult placed;
+  placed.placed = true;
+  placed.plan_revision = 1;
+  v1::ServicePlacement p;
+  p.set_service("web");
+  p.set_cluster(cluster);
+  p.set_node("n1");
+  p.set_pod("web-0");
+  placed.placements.push_back(p);
+  return placed;
+}
+
+TEST_CASE("a scheduler that cannot answer is retried with backoff on the clock, never FAILED") {
+  Fixture f;
+  f.Apply(SmallCam("shop", "1"));
+  REQUIRE(f.scheduler.request_ids().size() == 1);
+  const std::string request_id = f.scheduler.request_ids()[0];
+  REQUIRE(request_id == PlacementRequestId(f.scheduler.requests()[0]));
+  // In flight: a reconcile pass does not ask again.
+  REQUIRE(*f.manager.Reconcile() == 0);
+
+  for (absl::StatusCode code :
+       {absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded,
+        absl::StatusCode::kAborted, absl::StatusCode::kResourceExhausted,
+        absl::StatusCode::kInternal}) {
+    PlacementResult unanswered;
+    unanswered.error = absl::Status(code, "connection refused");
+    REQUIRE(f.manager.RecordPlacement("shop", 1, unanswered).ok());
+    v1::ApplicationStatus status = StatusOf(f.manager, "shop");
+    INFO(status.error_msg());
+    REQUIRE(status.phase() == v1::APPLICATION_PHASE_PENDING);
+    REQUIRE(status.status() == v1::STATUS_LEVEL_WARNING);
+    REQUIRE_THAT(status.error_msg(), Catch::Contains(absl::StatusCodeToString(code)));
+    REQUIRE_THAT(status.error_msg(), Catch::Contains("connection refused"));
+    REQUIRE_THAT(status.error_msg(), Catch::Contains("next attempt at 2027-01-15T"));
+    // Not due yet: nothing is sent; once the longest wait (60 s) passed, it is.
+    const size_t sent = f.scheduler.requests().size();
+    REQUIRE(*f.manager.Reconcile() == 0);
+    f.clock.Advance(absl::Seconds(61));
+    REQUIRE(*f.manager.Reconcile() == 1);
+    REQUIRE(f.scheduler.requests().size() == sent + 1);
+    REQUIRE(f.scheduler.request_ids().back() == request_id);  // the same request, resent
+  }
+  // The answer arrives: placed, and nothing more is asked.
+  REQUIRE(f.manager.RecordPlacement("shop", 1, PlacedOn("edge-1")).ok());
+  REQUIRE(StatusOf(f.manager, "shop").phase() == v1::APPLICATION_PHASE_DEPLOYING);
+  REQUIRE(StatusOf(f.manager, "shop").status() == v1::STATUS_LEVEL_OK);
+  f.clock.Advance(absl::Hours(1));
+  REQUIRE(*f.manager.Reconcile() == 0);
+  // A late transient error changes nothing.
+  PlacementResult late;
+  late.error = absl::UnavailableError("late");
+  REQUIRE(f.manager.RecordPlacement("shop", 1, late).ok());
+  REQUIRE(StatusOf(f.manager, "shop").phase() == v1::APPLICATION_PHASE_DEPLOYING);
+}
+
+TEST_CASE("the waits between retries grow, with jitter, up to the cap") {
+  Fixture f;
+  f.Apply(SmallCam("shop", "1"));
+  absl::Duration previous = absl::ZeroDuration();
+  for (int attempt = 1; attempt <= 10; ++attempt) {
+    PlacementResult unanswered;
+    unanswered.error = absl::UnavailableError("down");
+    REQUIRE(f.manager.RecordPlacement("shop", 1, unanswered).ok());
+    // Find the wait by stepping the clock one second at a time.
+    absl::Duration waited = absl::ZeroDuration();
+    while (*f.manager.Reconcile() == 0) {
+      f.clock.Advance(absl::Seconds(1));
+      waited += absl::Seconds(1);
+      REQUIRE(waited <= absl::Seconds(61));
+    }
+    INFO("attempt " << attempt << " waited " << absl::FormatDuration(waited));
+    REQUIRE(waited <= absl::Seconds(60));
+    if (attempt <= 4) REQUIRE(waited >= previous);  // 1, 2, 4, 8 s less up to 20%
+    if (attempt >= 8) REQUIRE(waited >= absl::Seconds(48));  // capped at 60 s less 20%
+    previous = waited;
+  }
+}
+
+TEST_CASE("a definitive scheduler answer fails the application with the reason") {
+  Fixture f;
+  f.Apply(SmallCam("shop", "1"));
+  PlacementResult refused;
+  refused.error = absl::InvalidArgumentError("application.spec.services[0]: no such image");
+  REQUIRE(f.manager.RecordPlacement("shop", 1, refused).ok());
+  v1::ApplicationStatus status = StatusOf(f.manager, "shop");
+  REQUIRE(status.phase() == v1::APPLICATION_PHASE_FAILED);
+  REQUIRE(status.status() == v1::STATUS_LEVEL_ERROR);
+  REQUIRE_THAT(status.error_msg(), Catch::Contains("INVALID_ARGUMENT"));
+  REQUIRE_THAT(status.error_msg(), Catch::Contains("no such image"));
+  f.clock.Advance(absl::Hours(1));
+  REQUIRE(*f.manager.Reconcile() == 0);
+
+  f.Apply(SmallCam("other", "1"));
+  PlacementResult unplaced;
+  unplaced.error = absl::FailedPreconditionError("unplaced: web: no node with 4 CPUs free");
+  REQUIRE(f.manager.RecordPlacement("other", 1, unplaced).ok());
+  REQUIRE(StatusOf(f.manager, "other").phase() == v1::APPLICATION_PHASE_FAILED);
+}
+
+TEST_CASE("a refused request is retried and an unanswered one is sent again after the timeout") {
+  Fixture f;
+  f.scheduler.SetFailure(absl::UnavailableError("scheduler queue closed"));
+  v1::ApplyApplicationResponse applied = f.Apply(SmallCam("shop", "1"));
+  REQUIRE(applied.application().status().phase() == v1::APPLICATION_PHASE_PENDING);
+  REQUIRE_THAT(applied.warnings(0), Catch::Contains("placement retried at"));
+  REQUIRE(f.scheduler.requests().empty());
+  f.scheduler.SetFailure(absl::OkStatus());
+  REQUIRE(*f.manager.Reconcile() == 0);
+  f.clock.Advance(absl::Seconds(61));
+  REQUIRE(*f.manager.Reconcile() == 1);
+  REQUIRE(f.scheduler.requests().size() == 1);
+  // No answer ever comes: asked again once answer_timeout (5 min) passed.
+  f.clock.Advance(absl::Minutes(4));
+  REQUIRE(*f.manager.Reconcile() == 0);
+  f.clock.Advance(absl::Minutes(1));
+  REQUIRE(*f.manager.Reconcile() == 1);
+  REQUIRE(f.scheduler.request_ids()[0] == f.scheduler.request_ids()[1]);
+}
+
+TEST_CASE("every acknowledged intent is sent again after a restart, with the same request_id") {
+  std::unique_ptr<KvStore> kv = NewInMemoryKvStore(ApplicationColumnFamilies());
+  SimulatedClock clock{absl::FromUnixSeconds(1'800'000'000)};
+  std::vector<std::string> first_ids;
+  {
+    KvApplicationStore store{*kv};
+    InMemoryPlacementScheduler scheduler;
+    ApplicationManager manager{store, scheduler, clock};
+    for (const char* name : {"a", "b", "c"}) {
+      v1::ApplyApplicationRequest apply;
+      apply.set_cam_yaml(SmallCam(name, "1"));
+      REQUIRE(manager.Apply(apply).ok());
+    }
+    // "b" changes spec: its intent is now spec revision 2.
+    v1::ApplyApplicationRequest apply;
+    apply.set_cam_yaml(SmallCam("b", "2"));
+    REQUIRE(manager.Apply(apply).ok());
+    // "c" is placed before the crash.
+    REQUIRE(manager.RecordPlacement("c", 1, PlacedOn("edge-1")).ok());
+    first_ids = scheduler.request_ids();
+  }
+  KvApplicationStore store{*kv};
+  InMemoryPlacementScheduler scheduler;
+  ApplicationManager manager{store, scheduler, clock};
+  REQUIRE(*manager.Resume() == 2);
+  std::vector<std::string> names;
+  for (const auto& app : scheduler.requests()) names.push_back(app.metadata().name());
+  REQUIRE(names == std::vector<std::string>{"a", "b"});
+  REQUIRE(scheduler.requests()[1].spec_revision() == 2);
+  // The same keys as before the restart: the scheduler answers them from the first.
+  REQUIRE(scheduler.request_ids()[0] == first_ids[0]);
+  REQUIRE(scheduler.request_ids()[1] == first_ids[3]);
+  REQUIRE(first_ids[1] != first_ids[3]);
+  REQUIRE(*manager.Reconcile() == 0);
+}
+
+common::v1::Operation OperationOf(ApplicationManager& manager, const std::string& id) {
+  v1::GetOperationRequest get;
+  get.set_id(id);
+  absl::StatusOr<v1::GetOperationResponse> got = manager.GetOperation(get);
+  INFO(got.status().ToString());
+  REQUIRE(got.ok());
+  return got->operation();
+}
+
+TEST_CASE("an apply's operation follows the application to running, durably") {
+  std::unique_ptr<KvStore> kv = NewInMemoryKvStore(ApplicationColumnFamilies());
+  SimulatedClock clock{absl::FromUnixSeconds(1'800'000'000)};
+  KvApplicationStore store{*kv};
+  InMemoryPlacementScheduler scheduler;
+  ApplicationManager manager{store, scheduler, clock};
+  v1::ApplyApplicationRequest apply;
+  apply.set_cam_yaml(SmallCam("shop", "1"));
+  apply.set_request_id("first");
+  absl::StatusOr<v1::ApplyApplicationResponse> applied = manager.Apply(apply);
+  REQUIRE(applied.ok());
+  const common::v1::Operation& op = applied->operation();
+  REQUIRE(op.id() == "apply-shop-1");
+  REQUIRE(op.kind() == "acm.ApplyApplication");
+  REQUIRE(op.resource() == "applications/shop");
+  REQUIRE(op.request_id() == "first");
+  REQUIRE(op.progress_percent() == 40);
+  REQUIRE(op.phase() == "placing");
+  REQUIRE_FALSE(op.done());
+  REQUIRE(applied->application().status().operation_id() == op.id());
+  // The replayed answer carries the operation too.
+  REQUIRE(manager.Apply(apply)->operation().id() == op.id());
+
+  PlacementResult unanswered;
+  unanswered.error = absl::UnavailableError("swm down");
+  REQUIRE(manager.RecordPlacement("shop", 1, unanswered).ok());
+  REQUIRE_THAT(OperationOf(manager, op.id()).phase(),
+               Catch::Contains("UNAVAILABLE") && Catch::Contains("next attempt at"));
+
+  REQUIRE(manager.RecordPlacement("shop", 1, PlacedOn("edge-1")).ok());
+  common::v1::Operation placed = OperationOf(manager, op.id());
+  REQUIRE(placed.progress_percent() == 80);
+  REQUIRE(placed.phase() == "placed; waiting for pods");
+  REQUIRE_FALSE(placed.done());
+
+  REQUIRE(*manager.RecordPods("edge-1", {PodReport{"shop", "web", "web-0", "n1",
+                                                   lms::v1::POD_PHASE_RUNNING, ""}}) == 1);
+  common::v1::Operation running = OperationOf(manager, op.id());
+  REQUIRE(running.done());
+  REQUIRE(running.progress_percent() == 100);
+  REQUIRE(running.phase() == "running");
+  REQUIRE_FALSE(running.has_error());
+  v1::Application result;
+  REQUIRE(running.result().UnpackTo(&result));
+  REQUIRE(result.status().phase() == v1::APPLICATION_PHASE_RUNNING);
+
+  // A second manager on the same store (a restart) reads the same operation.
+  InMemoryPlacementScheduler again;
+  ApplicationManager restarted{store, again, clock};
+  REQUIRE(OperationOf(restarted, op.id()).SerializeAsString() == running.SerializeAsString());
+}
+
+TEST_CASE("operations end failed, superseded or deleted, and list newest first") {
+  Fixture f;
+  f.scheduler.CompleteReleasesWith([&](const std::string& name, const absl::Status& outcome) {
+    REQUIRE(f.manager.RecordRelease(name, outcome).ok());
+  });
+  std::string first = f.Apply(SmallCam("shop", "1")).operation().id();
+  f.clock.Advance(absl::Seconds(1));
+  std::string second = f.Apply(SmallCam("shop", "2")).operation().id();
+  REQUIRE(first != second);
+  common::v1::Operation superseded = OperationOf(f.manager, first);
+  REQUIRE(superseded.done());
+  REQUIRE(superseded.error().code() == common::v1::ERROR_CODE_ABORTED);
+  REQUIRE(superseded.error().message() == "superseded by " + second);
+
+  PlacementResult refused;
+  refused.error = absl::FailedPreconditionError("no node fits web");
+  REQUIRE(f.manager.RecordPlacement("shop", 2, refused).ok());
+  common::v1::Operation failed = OperationOf(f.manager, second);
+  REQUIRE(failed.done());
+  REQUIRE(failed.error().code() == common::v1::ERROR_CODE_FAILED_PRECONDITION);
+  REQUIRE_THAT(failed.error().message(), Catch::Contains("no node fits web"));
+
+  f.clock.Advance(absl::Seconds(1));
+  f.Apply(SmallCam("cart", "1"));
+  f.clock.Advance(absl::Seconds(1));
+  v1::DeleteApplicationRequest del;
+  del.set_name("shop");
+  absl::StatusOr<v1::DeleteApplicationResponse> deleted = f.manager.Delete(del);
+  REQUIRE(deleted.ok());
+  common::v1::Operation gone = OperationOf(f.manager, deleted->operation().id());
+  REQUIRE(gone.kind() == "acm.DeleteApplication");
+  REQUIRE(gone.done());
+  REQUIRE(gone.phase() == "deleted");
+  REQUIRE(gone.progress_percent() == 100);
+
+  v1::ListOperationsRequest list;
+  absl::StatusOr<v1::ListOperationsResponse> all = f.manager.ListOperations(list);
+  REQUIRE(all.ok());
+  std::vector<std::string> ids;
+  for (const auto& op : all->operations()) ids.push_back(op.id());
+  REQUIRE(ids == std::vector<std::string>{gone.id(), "apply-cart-4", second, first});
+  list.set_active_only(true);
+  REQUIRE(f.manager.ListOperations(list)->operations_size() == 1);  // cart's apply
+  list.set_active_only(false);
+  list.set_kind("acm.ApplyApplication");
+  list.set_page_size(2);
+  absl::StatusOr<v1::ListOperationsResponse> page = f.manager.ListOperations(list);
+  REQUIRE(page->operations_size() == 2);
+  REQUIRE(page->next_page_token() == second);
+  list.set_page_token(page->next_page_token());
+  page = f.manager.ListOperations(list);
+  REQUIRE(page->operations_size() == 1);
+  REQUIRE(page->operations(0).id() == first);
+  REQUIRE(page->next_page_token().empty());
+
+  v1::GetOperationRequest get;
+  get.set_id("apply-nope-1");
+  absl::Status missing = f.manager.GetOperation(get).status();
+  REQUIRE(absl::IsNotFound(missing));
+  REQUIRE_THAT(std::string(missing.message()), Catch::StartsWith("id: "));
+  list.set_page_token("bogus");
+  REQUIRE_THAT(std::string(f.manager.ListOperations(list).status().message()),
+               Catch::StartsWith("page_token"));
+}
+
+TEST_CASE("done operations go after the retention unless an application still names them") {
+  Fixture f;
+  f.scheduler.CompleteReleasesWith([&](const std::string& name, const absl::Status& outcome) {
+    REQUIRE(f.manager.RecordRelease(name, outcome).ok());
+  });
+  std::string superseded = f.Apply(SmallCam("shop", "1")).operation().id();
+  std::string active = f.Apply(SmallCam("shop", "2")).operation().id();
+  std::string failed = f.Apply(SmallCam("cart", "1")).operation().id();
+  PlacementResult refused;
+  refused.error = absl::InvalidArgumentError("no such image");
+  REQUIRE(f.manager.RecordPlacement("cart", 1, refused).ok());
+  f.Apply(SmallCam("gone", "1"));
+  v1::DeleteApplicationRequest del;
+  del.set_name("gone");
+  std::string deleted = f.manager.Delete(del)->operation().id();
+  auto ids = [&] {
+    absl::StatusOr<v1::ListOperationsResponse> listed =
+        f.manager.ListOperations(v1::ListOperationsRequest());
+    REQUIRE(listed.ok());
+    std::set<std::string> out;
+    for (const auto& op : listed->operations()) out.insert(op.id());
+    return out;
+  };
+  REQUIRE(ids().size() == 5);
+  f.clock.Advance(absl::Hours(24 * 7) - absl::Seconds(1));
+  REQUIRE(f.manager.Reconcile().ok());
+  REQUIRE(ids().size() == 5);  // not old enough yet
+  f.clock.Advance(absl::Minutes(1));
+  REQUIRE(f.manager.Reconcile().ok());
+  // The superseded and the delete operation go; cart's failed one stays while
+  // cart names it, and shop's is not done.
+  REQUIRE(ids() == std::set<std::string>{active, failed});
+  REQUIRE(!ids().count(superseded));
+  REQUIRE(!ids().count(deleted));
 }
 
 }  // namespace

@@ -173,5 +173,56 @@ TEST_CASE("codecoctl applies and lists and rolls back and watches through a real
   REQUIRE(ctl({"describe", "app", "shop"}).exit_code != 0);
 }
 
+TEST_CASE("codecoctl follows and shows ACM's operations") {
+  TempDir dir;
+  Acm acm(dir.path);
+  auto ctl = [&](std::vector<std::string> words) {
+    std::vector<std::string> argv = {"/usr/bin/env", "HOME=" + dir.path.string(),
+                                     std::string(CODECO_BIN_DIR) + "/codecoctl"};
+    argv.insert(argv.end(), words.begin(), words.end());
+    argv.insert(argv.end(), {"--acm", acm.address, "--insecure"});
+    CommandResult result = RunCommand(argv, absl::Seconds(30));
+    UNSCOPED_INFO("codecoctl " << absl::StrJoin(words, " ") << " -> " << result.exit_code << "\n"
+                               << result.output);
+    return result;
+  };
+  // No cluster and no SWM behind this ACM: the apply's operation never ends, so --wait
+  // prints where it stands (plain lines: stdout is not a terminal) and fails
+  // when its --timeout ends the stream.
+  CommandResult r = ctl({"apply", "-f", WriteCam(dir.path, "shop", "1"), "--wait", "--timeout", "2s"});
+  REQUIRE(r.exit_code == 1);
+  REQUIRE_THAT(r.output, Catch::Contains("application/shop created (spec revision 1)"));
+  REQUIRE_THAT(r.output, Catch::Contains("apply-shop-1   20%  waiting for a neighborhood"));
+  REQUIRE_THAT(r.output, Catch::Contains("--wait: lost operation apply-shop-1"));
+  REQUIRE(r.output.find("\r") == std::string::npos);
+
+  r = ctl({"apply", "-f", WriteCam(dir.path, "shop", "2"), "--wait", "-o", "json"});
+  REQUIRE(r.exit_code == 1);
+  REQUIRE_THAT(r.output, Catch::Contains("--wait: prints progress lines"));
+  r = ctl({"get", "operation", "apply-shop-1", "-o", "yaml"});
+  REQUIRE(r.exit_code == 0);
+  YAML::Node op = YAML::Load(r.output);
+  REQUIRE(op["kind"].as<std::string>() == "acm.ApplyApplication");
+  REQUIRE(op["resource"].as<std::string>() == "applications/shop");
+  r = ctl({"get", "operation", "apply-shop-1"});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.output, Catch::StartsWith("apply-shop-1   20%  waiting for a neighborhood"));
+
+  // A delete's operation is done at once here (nothing placed to release).
+  REQUIRE(ctl({"delete", "app", "shop"}).exit_code == 0);
+  r = ctl({"get", "operations"});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.output, Catch::StartsWith("ID"));
+  REQUIRE_THAT(r.output, Catch::Contains("acm.DeleteApplication") &&
+                             Catch::Contains("done: deleted") &&
+                             Catch::Contains("failed: superseded by delete-shop-"));
+  r = ctl({"get", "operation", "nope"});
+  REQUIRE(r.exit_code == 1);
+  REQUIRE_THAT(r.output, Catch::Contains("id: no operation \"nope\""));
+  r = ctl({"get", "operation"});
+  REQUIRE(r.exit_code == 1);
+  REQUIRE_THAT(r.output, Catch::Contains("usage: codecoctl get"));
+}
+
 }  // namespace
 }  // namespace codeco::ctl

@@ -177,5 +177,34 @@ TEST_CASE("watch lines are one per event in table mode and YAML documents otherw
   REQUIRE(YAML::Load(yaml)["type"].as<std::string>() == "WATCH_EVENT_TYPE_DELETED");
 }
 
+TEST_CASE("an operation prints as one line: id, percent, phase, then done or failed") {
+  common::v1::Operation op;
+  op.set_id("apply-shop-3");
+  op.set_progress_percent(40);
+  op.set_phase("neighborhood nb-shop chosen; placing:\nretrying");
+  REQUIRE(OperationLine(op) == "apply-shop-3   40%  neighborhood nb-shop chosen; placing: retrying");
+  op.set_done(true);
+  op.set_progress_percent(100);
+  op.set_phase("running");
+  REQUIRE(OperationLine(op) == "apply-shop-3  100%  running  done");
+  op.mutable_error()->set_code(common::v1::ERROR_CODE_FAILED_PRECONDITION);
+  op.mutable_error()->set_message("no node fits web");
+  REQUIRE(OperationLine(op) == "apply-shop-3  100%  running  failed: no node fits web");
+
+  acm::v1::ListOperationsResponse ops;
+  *ops.add_operations() = op;
+  op.set_id("delete-cart-9");
+  op.set_kind("acm.DeleteApplication");
+  op.clear_error();
+  op.set_phase("deleted");
+  *ops.add_operations() = op;
+  std::string table = OperationsTable(ops);
+  REQUIRE_THAT(table, Catch::StartsWith("ID "));
+  REQUIRE(std::count(table.begin(), table.end(), '\n') == 3);
+  REQUIRE_THAT(table, Catch::Contains("failed: no node fits web") &&
+                          Catch::Contains("done: deleted") &&
+                          Catch::Contains("acm.DeleteApplication"));
+}
+
 }  // namespace
 }  // namespace codeco::ctl
