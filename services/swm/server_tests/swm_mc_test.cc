@@ -400,6 +400,72 @@ TEST_CASE("the hub places and removes through the MC swm of each cluster") {
   hub_server->Shutdown(absl::Seconds(5));
 }
 
+// A placement request for `replicas` 1.5-CPU replicas of "worker" in
+// application `app`, both members given by their swm endpoint only.
+pb::PlaceApplicationRequest PlaceThroughSwm(Testbed& bed, const std::string& app, int replicas) {
+  pb::PlaceApplicationRequest request;
+  auto* spec = request.mutable_application()->mutable_spec();
+  spec->set_app_name(app);
+  auto* s = spec->add_services();
+  s->set_name("worker");
+  s->set_image("busybox");
+  s->set_replicas(replicas);
+  s->mutable_requests()->set_cpu_millicores(1500);
+  s->mutable_requests()->set_memory_bytes(64 * kMi);
+  for (Member* m : {bed.a.get(), bed.b.get()}) {
+    auto* member = request.mutable_neighborhood()->add_members();
+    member->set_cluster(m->name);
+    (*member->mutable_endpoints())["swm"] = m->swm_server->address();
+  }
+  return request;
+}
+
+TEST_CASE("the hub removes only through the MCs' Release even after its restart") {
+  Testbed bed;
+  auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  {
+    auto channels = PeerChannels::Create({.insecure = true});
+    REQUIRE(channels.ok());
+    SwmServiceImpl hub(*kv, bed.clock, std::move(*channels), nullptr, nullptr);
+    auto placed = hub.Place(PlaceThroughSwm(bed, "batch", 2));
+    INFO(placed.status());
+    REQUIRE(placed.ok());
+  }
+  // A new hub on the same store, told nothing: it finds the MCs it placed
+  // through (remembered from the neighborhood) and releases there.
+  auto channels = PeerChannels::Create({.insecure = true});
+  REQUIRE(channels.ok());
+  SwmServiceImpl hub(*kv, bed.clock, std::move(*channels), nullptr, nullptr);
+  pb::ReleaseApplicationRequest release;
+  release.set_application("batch");
+  auto removed = hub.Release(release);
+  INFO(removed.status());
+  REQUIRE(removed.ok());
+  REQUIRE(removed->actions_size() == 2);
+  for (const auto& action : removed->actions()) {
+    CHECK(action.result() == pb::ACTION_RESULT_SUCCEEDED);
+  }
+  CHECK(bed.a->Pods().empty());
+  CHECK(bed.b->Pods().empty());
+
+  // With one MC down, its pods stay (the hub does not delete them itself):
+  // its actions FAIL, the answer is UNAVAILABLE, and the pods stay targets.
+  auto placed = hub.Place(PlaceThroughSwm(bed, "again", 3));
+  INFO(placed.status());
+  REQUIRE(placed.ok());
+  const size_t on_a = bed.a->Pods().size();
+  REQUIRE(on_a > 0);
+  bed.a->swm_server->Shutdown(absl::Seconds(5));
+  release.set_application("again");
+  removed = hub.Release(release);
+  CHECK(absl::IsUnavailable(removed.status()));
+  CHECK(absl::StrContains(removed.status().message(), "a-edge"));
+  CHECK(bed.a->Pods().size() == on_a);
+  CHECK(bed.b->Pods().empty());
+  auto plan = hub.Release(release);  // still UNAVAILABLE: a-edge's swm is gone
+  CHECK(absl::IsUnavailable(plan.status()));
+}
+
 TEST_CASE("an MC swm holds reservations against capacity until their lease runs out") {
   Testbed bed;
   Member& a = *bed.a;
