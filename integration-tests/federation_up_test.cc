@@ -157,7 +157,10 @@ TEST_CASE("codecoctl up brings the five-site federation up and down cleanly") {
   bool placed = false;
   for (absl::Time end = absl::Now() + absl::Seconds(90); !placed && absl::Now() < end;) {
     describe = RunCommand({kCtl, "describe", "app", "bookinfo"}, absl::Seconds(30));
-    placed = describe.output.find("Channels (plan bookinfo/") != std::string::npos;
+    // The channels come from SWM's stored plan, the status from ACM once
+    // PlaceApplication has answered it: wait for both.
+    placed = describe.output.find("Channels (plan bookinfo/") != std::string::npos &&
+             describe.output.find("Status:         Ok") != std::string::npos;
     if (!placed) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
   INFO(describe.output);
