@@ -4,6 +4,9 @@
 // down` leaves no process behind. NetMA measures every link of the scenario
 // through the link emulator, the hub's cost map matches the emulated RTTs, and
 // a degraded link shows in it and is avoided by the scheduler's next plan.
+// Pods an MC's SWM creates carry the CAM's template (image, command, args,
+// ports, env) and the codeco.io/plan and /reservation labels, read back from
+// the emulated clusters' LMS.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -19,6 +22,9 @@
 
 #include "absl/time/clock.h"
 
+#include "codeco/lms/v1/lms_service.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 #include "nlohmann/json.hpp"
 #include "process.h"
 #include "yaml-cpp/yaml.h"
@@ -151,7 +157,10 @@ TEST_CASE("codecoctl up brings the five-site federation up and down cleanly") {
   bool placed = false;
   for (absl::Time end = absl::Now() + absl::Seconds(90); !placed && absl::Now() < end;) {
     describe = RunCommand({kCtl, "describe", "app", "bookinfo"}, absl::Seconds(30));
-    placed = describe.output.find("Channels (plan bookinfo/") != std::string::npos;
+    // The channels come from SWM's stored plan, the status from ACM once
+    // PlaceApplication has answered it: wait for both.
+    placed = describe.output.find("Channels (plan bookinfo/") != std::string::npos &&
+             describe.output.find("Status:         Ok") != std::string::npos;
     if (!placed) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
   INFO(describe.output);
@@ -397,6 +406,147 @@ TEST_CASE("NetMA measures the five-site links and the scheduler avoids a degrade
   std::map<std::string, std::string> second = ApplySensorFusion("sensor-fusion-2", home.path);
   CHECK(second["fusion"] != used);
   CHECK((second["fusion"] == "luxembourg" || second["fusion"] == "nancy-cloud"));
+}
+
+// Each cluster's LMS endpoint, from the table `codecoctl up` prints
+// (CLUSTER TIER REGION NODES IP LMS RELAY).
+std::map<std::string, std::string> LmsEndpoints(const std::string& up_output) {
+  std::map<std::string, std::string> out;
+  // A cluster row: ... IP (no port), then the LMS (host:port).
+  std::regex row(R"(\n(\S+) [^\n]*? 127\.[0-9.]+ +(127\.[0-9.]+:\d+) )");
+  for (auto it = std::sregex_iterator(up_output.begin(), up_output.end(), row);
+       it != std::sregex_iterator(); ++it) {
+    out[(*it)[1]] = (*it)[2];
+  }
+  return out;
+}
+
+// The pods of application `app` in the LMS at `lms` (CODEF's: plaintext).
+std::vector<codeco::lms::v1::Pod> PodsOf(const std::string& lms, const std::string& app) {
+  auto stub = codeco::lms::v1::LmsService::NewStub(
+      grpc::CreateChannel(lms, grpc::InsecureChannelCredentials()));
+  codeco::lms::v1::ListPodsRequest request;
+  (*request.mutable_label_selector()->mutable_match_labels())["codeco.io/application"] = app;
+  codeco::lms::v1::ListPodsResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  grpc::Status status = stub->ListPods(&context, request, &response);
+  INFO(lms << ": " << status.error_message());
+  REQUIRE(status.ok());
+  return {response.pods().begin(), response.pods().end()};
+}
+
+constexpr char kTemplateCam[] = R"(apiVersion: codeco.io/v1
+kind: CodecoApp
+metadata:
+  name: tmpl-shop
+spec:
+  appName: tmpl-shop
+  performanceProfile: latency
+  codecoapp-msspec:
+    - serviceName: web
+      podspec:
+        containers:
+          - name: web
+            image: registry.example/shop/web:3.1
+            command: ["/srv/web"]
+            args: ["--listen", ":8080"]
+            ports:
+              - {containerPort: 8080, name: http}
+              - {containerPort: 9090, name: metrics, protocol: TCP}
+            env:
+              - {name: MODE, value: production}
+              - {name: LOG_LEVEL, value: debug}
+            resources:
+              requests: {cpu: 200m, memory: 128Mi}
+              limits: {cpu: 500m, memory: 256Mi}
+    - serviceName: cache
+      podspec:
+        containers:
+          - name: cache
+            image: registry.example/shop/cache:7
+            ports:
+              - {containerPort: 6379, name: redis}
+            env:
+              - {name: MAXMEMORY, value: 64mb}
+            resources:
+              requests: {cpu: 100m, memory: 64Mi}
+)";
+
+TEST_CASE(
+    "pods an MC's SWM creates through codecoctl up carry the CAM's template and plan labels") {
+  Home home;
+  CommandResult up =
+      RunCommand({kCtl, "up", "--scenario", kScenario, "--no-prometheus"}, absl::Minutes(3));
+  INFO(up.output);
+  REQUIRE(up.exit_code == 0);
+  const std::map<std::string, std::string> lms = LmsEndpoints(up.output);
+  REQUIRE(lms.size() >= 6);
+  REQUIRE(WaitUntilClustersReady(6));
+
+  fs::path cam = home.path / "tmpl-shop.yaml";
+  std::ofstream(cam) << kTemplateCam;
+  CommandResult apply = RunCommand({kCtl, "apply", "-f", cam.string()}, absl::Seconds(30));
+  INFO(apply.output);
+  REQUIRE(apply.exit_code == 0);
+  std::map<std::string, std::string> placed;
+  for (absl::Time end = absl::Now() + absl::Seconds(90); placed.size() < 2 && absl::Now() < end;) {
+    placed = PlacedClusters("tmpl-shop");
+    if (placed.size() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  REQUIRE(placed.size() == 2);
+
+  // What each service's container must be, exactly.
+  struct Want {
+    std::string image;
+    std::vector<std::string> command, args;
+    std::map<std::string, int> ports;  // name -> number
+    std::map<std::string, std::string> env;
+  };
+  const std::map<std::string, Want> want = {
+      {"web",
+       {"registry.example/shop/web:3.1",
+        {"/srv/web"},
+        {"--listen", ":8080"},
+        {{"http", 8080}, {"metrics", 9090}},
+        {{"MODE", "production"}, {"LOG_LEVEL", "debug"}}}},
+      {"cache",
+       {"registry.example/shop/cache:7", {}, {}, {{"redis", 6379}}, {{"MAXMEMORY", "64mb"}}}}};
+  std::map<std::string, int> seen;
+  for (const auto& [cluster, endpoint] : lms) {
+    for (const codeco::lms::v1::Pod& pod : PodsOf(endpoint, "tmpl-shop")) {
+      INFO("pod " << pod.name() << " in " << cluster);
+      const std::string service = pod.labels().at("codeco.io/service");
+      REQUIRE(want.count(service) == 1);
+      ++seen[service];
+      CHECK(placed[service] == cluster);
+      // Labelled with its plan and reservation, so a reconciler can match it.
+      const std::string plan = "tmpl-shop." + pod.labels().at("codeco.io/plan-revision");
+      CHECK(pod.labels().at("codeco.io/plan") == plan);
+      CHECK(pod.labels().at("codeco.io/reservation") == plan + "." + cluster);
+      REQUIRE(pod.containers_size() == 1);
+      const codeco::lms::v1::Container& c = pod.containers(0);
+      const Want& w = want.at(service);
+      CHECK(c.image() == w.image);
+      CHECK(std::vector<std::string>(c.command().begin(), c.command().end()) == w.command);
+      CHECK(std::vector<std::string>(c.args().begin(), c.args().end()) == w.args);
+      std::map<std::string, int> ports;
+      for (const auto& p : c.ports()) ports[p.name()] = p.port();
+      CHECK(ports == w.ports);
+      CHECK(std::map<std::string, std::string>(c.env().begin(), c.env().end()) == w.env);
+    }
+  }
+  CHECK(seen == std::map<std::string, int>{{"web", 1}, {"cache", 1}});
+
+  // Deleting the application removes the pods through the MCs' Release.
+  REQUIRE(RunCommand({kCtl, "delete", "app", "tmpl-shop"}, absl::Seconds(30)).exit_code == 0);
+  size_t left = 1;
+  for (absl::Time end = absl::Now() + absl::Seconds(60); left > 0 && absl::Now() < end;) {
+    left = 0;
+    for (const auto& [cluster, endpoint] : lms) left += PodsOf(endpoint, "tmpl-shop").size();
+    if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  CHECK(left == 0);
 }
 
 TEST_CASE("codecoctl up refuses a missing scenario") {

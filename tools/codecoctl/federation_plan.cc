@@ -16,8 +16,10 @@ void SetListen(const std::string& address, ProcessSpec& spec) {
   }
 }
 
-// The hub SWM's two sources beyond CODEF: the hub NetMA's measured links, and
-// the managed clusters' SWMs for the L2 solve and reservations.
+// The hub SWM's two sources: the hub NetMA's measured links (one topology
+// read per placement), and the managed clusters' SWMs for their nodes, the L2
+// solve, reservations and releases (until ACM's registry carries each
+// cluster's "swm" endpoint into the neighborhood, the hub is told them here).
 void AddSwmLayers(const ClusterEndpoint& hub, const std::vector<ClusterEndpoint>& clusters,
                   ProcessSpec& spec) {
   if (!hub.netma_address.empty()) {

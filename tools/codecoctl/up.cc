@@ -363,14 +363,11 @@ int Upper::Run() {
     all.insert(all.end(), mcs.begin(), mcs.end());
     if (auto s = IssueCertificates(all); !s.ok()) return fail(s);
   }
-  // The hub's SWM (and the others) first; ACM then learns where SWM is.
+  // The hub's SWM (and the others) first; ACM then learns where SWM is. The
+  // hub's SWM reaches every managed cluster through that cluster's SWM and
+  // plans with NetMA's topology: CODEF's control API is not on its path.
   ProcessSpec hub_acm = hub.back();
   hub.pop_back();
-  for (auto& spec : hub) {
-    if (spec.service == "swm") {
-      spec.args.insert(spec.args.end(), {"--set", "swm.codef_control=" + state_.codef_control});
-    }
-  }
   if (auto s = StartServices(hub); !s.ok()) return fail(s);
   for (const auto& p : state_.processes) {
     if (p.name == clusters_.front().name + "/swm") state_.swm = p.grpc;

@@ -53,10 +53,17 @@ absl::Status LmsPodRuntime::Wrap(const grpc::Status& status, const std::string& 
       s.code(), absl::StrCat("LMS of cluster ", options_.cluster, ": ", what, ": ", s.message()));
 }
 
-absl::StatusOr<std::vector<lms::Pod>> LmsPodRuntime::ListLmsPods() {
+absl::StatusOr<std::vector<lms::Pod>> LmsPodRuntime::ListPodsLabelled(const std::string& key,
+                                                                      const std::string& value) {
+  return ListLmsPods(key, value);
+}
+
+absl::StatusOr<std::vector<lms::Pod>> LmsPodRuntime::ListLmsPods(const std::string& key,
+                                                                 const std::string& value) {
   std::vector<lms::Pod> pods;
   lms::ListPodsRequest request;
   request.set_page_size(options_.page_size);
+  if (!key.empty()) (*request.mutable_label_selector()->mutable_match_labels())[key] = value;
   do {
     lms::ListPodsResponse response;
     grpc::Status status = stub_->ListPods(NewContext().get(), request, &response);
@@ -119,17 +126,27 @@ void LmsPodRuntime::ClearPodTemplate(const std::string& name) {
 }
 
 absl::Status LmsPodRuntime::CreatePod(const PodInfo& pod) {
-  lms::CreatePodRequest request;
-  lms::Pod* out = request.mutable_pod();
+  lms::Pod from;
+  std::string request_id;
   {
     absl::MutexLock lock(&mu_);
     if (auto it = templates_.find(pod.name); it != templates_.end()) {
-      *out = it->second.pod;
-      request.set_request_id(it->second.request_id);
+      from = it->second.pod;
+      request_id = it->second.request_id;
     }
   }
-  out->set_name(pod.name);
-  out->set_node_name(pod.node);
+  from.set_name(pod.name);
+  return CreatePodFrom(std::move(from), pod.node, pod.requests, request_id);
+}
+
+absl::Status LmsPodRuntime::CreatePodFrom(lms::Pod pod, const std::string& node,
+                                          const Resources& requests,
+                                          const std::string& request_id) {
+  lms::CreatePodRequest request;
+  request.set_request_id(request_id);
+  lms::Pod* out = request.mutable_pod();
+  *out = std::move(pod);
+  out->set_node_name(node);
   if (out->containers().empty()) out->add_containers()->set_name("main");
   // The plan's requests are what was reserved: they go on the first
   // container, the others' are cleared so the pod asks for exactly that.
@@ -137,14 +154,15 @@ absl::Status LmsPodRuntime::CreatePod(const PodInfo& pod) {
     auto* r = out->mutable_containers(i)->mutable_requests();
     r->Clear();
     if (i == 0) {
-      r->set_cpu_millicores(pod.requests.cpu_millis);
-      r->set_memory_bytes(pod.requests.memory_bytes);
-      r->set_gpu(pod.requests.gpu);
+      r->set_cpu_millicores(requests.cpu_millis);
+      r->set_memory_bytes(requests.memory_bytes);
+      r->set_gpu(requests.gpu);
     }
   }
+  const std::string name = out->name();
   lms::CreatePodResponse response;
   grpc::Status status = stub_->CreatePod(NewContext().get(), request, &response);
-  if (!status.ok()) return Wrap(status, "CreatePod " + pod.name);
+  if (!status.ok()) return Wrap(status, "CreatePod " + name);
   return absl::OkStatus();
 }
 

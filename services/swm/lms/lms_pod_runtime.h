@@ -49,7 +49,16 @@ class LmsPodRuntime final : public PodRuntime {
   absl::Status CreatePod(const PodInfo& pod) override;
   /// Deletes the pod; NOT_FOUND if there is none.
   absl::Status DeletePod(const std::string& name) override;
+  /// Creates exactly `pod` (name, labels, containers) bound to `node`, its
+  /// first container requesting `requests` (the others nothing), with
+  /// `request_id` so that a retry is harmless (the LMS remembers ids after
+  /// the pod is gone). A pod without containers gets one named "main".
+  absl::Status CreatePodFrom(codeco::lms::v1::Pod pod, const std::string& node,
+                             const Resources& requests, const std::string& request_id);
 
+  /// The LMS's pods whose label `key` is `value`, whole (containers, labels).
+  absl::StatusOr<std::vector<codeco::lms::v1::Pod>> ListPodsLabelled(const std::string& key,
+                                                                     const std::string& value);
   /// Registers the LMS pod to create for pod `pod.name()` (containers,
   /// labels, annotations) and the request_id to create it with (unique per
   /// plan: the LMS remembers ids after the pod is gone); node and requests
@@ -63,7 +72,8 @@ class LmsPodRuntime final : public PodRuntime {
 
  private:
   std::unique_ptr<grpc::ClientContext> NewContext();
-  absl::StatusOr<std::vector<codeco::lms::v1::Pod>> ListLmsPods();
+  absl::StatusOr<std::vector<codeco::lms::v1::Pod>> ListLmsPods(const std::string& key = "",
+                                                                const std::string& value = "");
   absl::Status Wrap(const grpc::Status& status, const std::string& what) const;
 
   std::unique_ptr<codeco::lms::v1::LmsService::Stub> stub_;

@@ -38,6 +38,57 @@ bool IsTombstone(const pb::Reservation& r) {
   return r.state() == pb::RESERVATION_STATE_RELEASED || r.state() == pb::RESERVATION_STATE_EXPIRED;
 }
 
+// The checks of items[i].pod (at `path`) of a ReserveRequest.
+void CheckPodTemplate(const pb::ReserveRequest& request, const pb::ReservedItem& item,
+                      const std::string& path, FieldErrors& errors) {
+  if (!item.has_pod()) {
+    errors.Add(path, "is required (the pod Commit creates: containers, labels)");
+    return;
+  }
+  const codeco::lms::v1::Pod& pod = item.pod();
+  if (!request.application().empty() && !item.workload().empty()) {
+    const std::string want = ReservedPodName(request.application(), item.workload());
+    if (pod.name() != want) {
+      errors.Add(path + ".name", "must be \"" + want + "\", not \"" + pod.name() + "\"");
+    }
+  }
+  if (!pod.node_name().empty() && pod.node_name() != item.node()) {
+    errors.Add(path + ".node_name", "must be empty or the item's node \"" + item.node() + "\"");
+  }
+  const std::pair<const char*, std::string> wanted_labels[] = {
+      {kPlanLabel, LabelValue(absl::StrCat(request.application(), "/", request.plan_revision()))},
+      {kReservationLabel, LabelValue(request.reservation_id())}};
+  for (const auto& [key, value] : wanted_labels) {
+    auto it = pod.labels().find(key);
+    if (it == pod.labels().end() || it->second != value) {
+      errors.Add(absl::StrCat(path, ".labels[\"", key, "\"]"),
+                 absl::StrCat("must be \"", value, "\""));
+    }
+  }
+  if (pod.containers().empty()) errors.Add(path + ".containers", "must list a container");
+  std::set<std::string> names;
+  for (int c = 0; c < pod.containers_size(); ++c) {
+    const codeco::lms::v1::Container& container = pod.containers(c);
+    const std::string at = absl::StrCat(path, ".containers[", c, "]");
+    if (container.name().empty()) {
+      errors.Add(at + ".name", "is required");
+    } else if (!names.insert(container.name()).second) {
+      errors.Add(at + ".name", "duplicate container \"" + container.name() + "\"");
+    }
+    if (container.image().empty()) errors.Add(at + ".image", "is required");
+    for (int k = 0; k < container.ports_size(); ++k) {
+      int port = container.ports(k).port();
+      if (port < 1 || port > 65535) {
+        errors.Add(absl::StrCat(at, ".ports[", k, "].port"), "must be 1-65535");
+      }
+    }
+    const auto& l = container.limits();
+    if (l.cpu_millicores() < 0 || l.memory_bytes() < 0 || l.gpu() < 0) {
+      errors.Add(at + ".limits", "must not be negative");
+    }
+  }
+}
+
 }  // namespace
 
 std::string ReservedPodName(const std::string& application, const std::string& workload) {
@@ -171,6 +222,7 @@ absl::StatusOr<pb::Reservation> ClusterReservations::Reserve(const pb::ReserveRe
     if (q.cpu_millicores() < 0 || q.memory_bytes() < 0 || q.gpu() < 0) {
       errors.Add(path + ".resources", "must not be negative");
     }
+    CheckPodTemplate(request, item, path + ".pod", errors);
   }
   RETURN_IF_ERROR(errors.ToStatus());
 
@@ -249,22 +301,14 @@ absl::StatusOr<pb::Reservation> ClusterReservations::Commit(const std::string& i
                      " before the commit"));
   }
   for (const pb::ReservedItem& item : known->items()) {
-    codeco::lms::v1::Pod pod;
-    pod.set_name(ReservedPodName(known->application(), item.workload()));
-    auto& labels = *pod.mutable_labels();
-    labels["codeco.io/application"] = known->application();
-    labels["codeco.io/workload"] = item.workload();
-    labels["codeco.io/plan-revision"] = absl::StrCat(known->plan_revision());
-    labels["codeco.io/reservation"] = absl::StrReplaceAll(id, {{"/", "."}});
-    pod.add_containers()->set_name("main");
-    // The LMS remembers request ids: a retried commit does not create twice.
-    lms_.SetPodTemplate(pod, absl::StrCat("swm/", id, "/", pod.name()));
-    absl::Status created =
-        lms_.CreatePod(PodInfo{pod.name(), item.node(), ToResources(item.resources())});
-    lms_.ClearPodTemplate(pod.name());
+    // The stored template, as the hub sent it; the LMS remembers request ids,
+    // so a retried commit does not create twice.
+    const std::string& pod = item.pod().name();
+    absl::Status created = lms_.CreatePodFrom(
+        item.pod(), item.node(), ToResources(item.resources()), absl::StrCat("swm/", id, "/", pod));
     if (!created.ok() && !absl::IsAlreadyExists(created)) {
-      return absl::Status(created.code(), absl::StrCat("committing ", id, ": creating pod ",
-                                                       pod.name(), ": ", created.message()));
+      return absl::Status(created.code(), absl::StrCat("committing ", id, ": creating pod ", pod,
+                                                       ": ", created.message()));
     }
   }
   known->set_state(pb::RESERVATION_STATE_COMMITTED);
@@ -279,10 +323,26 @@ absl::StatusOr<std::optional<pb::Reservation>> ClusterReservations::Release(cons
   ASSIGN_OR_RETURN(std::optional<pb::Reservation> known, GetLocked(id));
   if (!known.has_value()) return std::nullopt;
   if (known->state() == pb::RESERVATION_STATE_RELEASED) return known;
-  // Pods exist after a commit, or after one that failed half-way.
+  // Pods exist after a commit, or after one that failed half-way: the
+  // items' pods and any pod the LMS shows labelled with this reservation.
+  std::set<std::string> pods;
   for (const pb::ReservedItem& item : known->items()) {
-    absl::Status deleted = lms_.DeletePod(ReservedPodName(known->application(), item.workload()));
-    if (!deleted.ok() && !absl::IsNotFound(deleted)) {
+    pods.insert(ReservedPodName(known->application(), item.workload()));
+  }
+  ASSIGN_OR_RETURN(std::vector<codeco::lms::v1::Pod> labelled,
+                   lms_.ListPodsLabelled(kReservationLabel, LabelValue(id)));
+  for (const codeco::lms::v1::Pod& p : labelled) pods.insert(p.name());
+  std::set<std::string> already(known->deleted_pods().begin(), known->deleted_pods().end());
+  for (const std::string& pod : pods) {
+    absl::Status deleted = lms_.DeletePod(pod);
+    if (deleted.ok()) {
+      if (already.insert(pod).second) known->add_deleted_pods(pod);
+    } else if (!absl::IsNotFound(deleted)) {
+      // What was deleted so far is kept: a retry reports it too.
+      absl::Status kept = Write(*known);
+      if (!kept.ok()) {
+        return absl::Status(kept.code(), absl::StrCat("releasing ", id, ": ", kept.message()));
+      }
       return absl::Status(deleted.code(), absl::StrCat("releasing ", id, ": ", deleted.message()));
     }
   }

@@ -4,7 +4,12 @@
 // still holds every reservation it acknowledged. Reservations count against
 // the capacity of their nodes until their pods are seen in the LMS; a
 // reservation not committed when its lease runs out (on the injected clock)
-// is given back. Commit creates the pods through the cluster's LMS.
+// is given back. Each item carries the pod to create (ReservedItem.pod: the
+// hub's template from the application model, with the codeco.io/plan and
+// codeco.io/reservation labels), stored with the reservation, so a Commit
+// after a restart creates exactly what the hub asked for. Commit creates the
+// pods through the cluster's LMS; Release deletes them (the items' pods and
+// any pod labelled with the reservation) and records which it deleted.
 //
 // Key layout (family "reservations", values are serialized codeco protos):
 //   r/<reservation id>  -> swm.v1.Reservation: RESERVED or COMMITTED, or a
@@ -56,17 +61,21 @@ class ClusterReservations {
   /// The LMS's nodes with `allocated` raised by what live reservations hold
   /// on each (items whose pod the LMS does not show yet).
   absl::StatusOr<std::vector<Node>> NodesWithHolds();
-  /// Holds the items of `request` (INVALID_ARGUMENT naming the field for bad
-  /// input; FAILED_PRECONDITION naming the node when one lacks room, or when
-  /// the id was released or expired). The same id with the same items
-  /// answers the stored reservation again.
+  /// Holds the items of `request` and stores their pod templates
+  /// (INVALID_ARGUMENT naming the field for bad input, a missing or
+  /// inconsistent items[i].pod among them; FAILED_PRECONDITION naming the
+  /// node when one lacks room, or when the id was released or expired). The
+  /// same id with the same items answers the stored reservation again.
   absl::StatusOr<codeco::swm::v1::Reservation> Reserve(
       const codeco::swm::v1::ReserveRequest& request);
   /// Creates the reservation's pods and makes it COMMITTED (its lease no
   /// longer applies). NOT_FOUND for an unknown id, FAILED_PRECONDITION when
   /// it was released or expired; OK again once committed.
   absl::StatusOr<codeco::swm::v1::Reservation> Commit(const std::string& id);
-  /// Deletes whatever pods the reservation created and marks it RELEASED.
+  /// Deletes whatever pods the reservation created (its items' pods and any
+  /// pod labelled codeco.io/reservation with its id) and marks it RELEASED
+  /// with deleted_pods listing them. A failure part-way keeps what was
+  /// deleted in the record, so a retry finishes and reports every pod.
   /// nullopt for an unknown id; the tombstone again for a released one.
   absl::StatusOr<std::optional<codeco::swm::v1::Reservation>> Release(const std::string& id);
   /// The reservation `id` as stored now (expired ones as EXPIRED), or nullopt.

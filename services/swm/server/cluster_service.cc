@@ -1,5 +1,6 @@
 #include "swm/server/cluster_service.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -115,6 +116,45 @@ grpc::ServerUnaryReactor* SwmClusterServiceImpl::Release(grpc::CallbackServerCon
         reservations_.Release(request->reservation_id());
     if (r.ok() && r->has_value()) *response->mutable_reservation() = std::move(**r);
     return r.status();
+  });
+}
+
+absl::StatusOr<pb::GetClusterViewResponse> SwmClusterServiceImpl::View(
+    const pb::GetClusterViewRequest& request) {
+  FieldErrors errors;
+  if (request.cluster() != options_.cluster) {
+    errors.Add("cluster", "this swm serves cluster \"" + options_.cluster + "\", not \"" +
+                              request.cluster() + "\"");
+  }
+  if (request.page_size() < 0) errors.Add("page_size", "must not be negative");
+  RETURN_IF_ERROR(errors.ToStatus());
+  ASSIGN_OR_RETURN(std::vector<Node> nodes, reservations_.NodesWithHolds());
+  std::sort(nodes.begin(), nodes.end(),
+            [](const Node& a, const Node& b) { return a.name < b.name; });
+  const size_t page = request.page_size() == 0 ? 500 : static_cast<size_t>(request.page_size());
+  pb::GetClusterViewResponse response;
+  response.set_cluster(options_.cluster);
+  // The token is the last node name of the previous page.
+  auto it =
+      std::upper_bound(nodes.begin(), nodes.end(), request.page_token(),
+                       [](const std::string& token, const Node& n) { return token < n.name; });
+  if (request.page_token().empty()) it = nodes.begin();
+  for (; it != nodes.end() && static_cast<size_t>(response.nodes_size()) < page; ++it) {
+    *response.add_nodes() = ToClusterNode(*it);
+  }
+  if (it != nodes.end() && response.nodes_size() > 0) {
+    response.set_next_page_token(response.nodes(response.nodes_size() - 1).name());
+  }
+  return response;
+}
+
+grpc::ServerUnaryReactor* SwmClusterServiceImpl::GetClusterView(
+    grpc::CallbackServerContext* context, const pb::GetClusterViewRequest* request,
+    pb::GetClusterViewResponse* response) {
+  return Run(context, [this, request, response] {
+    absl::StatusOr<pb::GetClusterViewResponse> view = View(*request);
+    if (view.ok()) *response = std::move(*view);
+    return view.status();
   });
 }
 

@@ -68,10 +68,18 @@ class SwmClusterServiceImpl final : public codeco::swm::v1::SwmService::Callback
   grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* context,
                                     const codeco::swm::v1::ReleaseRequest* request,
                                     codeco::swm::v1::ReleaseResponse* response) override;
+  grpc::ServerUnaryReactor* GetClusterView(
+      grpc::CallbackServerContext* context, const codeco::swm::v1::GetClusterViewRequest* request,
+      codeco::swm::v1::GetClusterViewResponse* response) override;
 
   /// SolveCluster itself, synchronously.
   absl::StatusOr<codeco::swm::v1::SolveClusterResponse> Solve(
       const codeco::swm::v1::SolveClusterRequest& request);
+  /// GetClusterView itself, synchronously: the LMS's nodes with what the
+  /// ledger holds added, by name, one page after `request.page_token`
+  /// (INVALID_ARGUMENT naming the field for another cluster or a bad page).
+  absl::StatusOr<codeco::swm::v1::GetClusterViewResponse> View(
+      const codeco::swm::v1::GetClusterViewRequest& request);
   /// The ledger (for tests and inspection).
   ClusterReservations& reservations() { return reservations_; }
 

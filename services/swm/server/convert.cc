@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
 
@@ -240,18 +241,27 @@ absl::StatusOr<Application> ToCoreApplication(const acm::Application& app,
   return out;
 }
 
+std::string LabelValue(const std::string& id) { return absl::StrReplaceAll(id, {{"/", "."}}); }
+
 codeco::lms::v1::Pod PodTemplate(const acm::Application& app, const WorkloadTarget& target,
                                  int64_t plan_revision) {
   codeco::lms::v1::Pod pod;
   pod.set_name(target.pod);
+  const std::string app_name = ApplicationName(app);
   auto& labels = *pod.mutable_labels();
-  labels["codeco.io/application"] = ApplicationName(app);
+  labels["codeco.io/application"] = app_name;
   labels["codeco.io/service"] = target.service;
   labels["codeco.io/workload"] = target.workload;
   labels["codeco.io/plan-revision"] = absl::StrCat(plan_revision);
+  labels[kPlanLabel] = LabelValue(absl::StrCat(app_name, "/", plan_revision));
+  labels[kReservationLabel] =
+      LabelValue(absl::StrCat(app_name, "/", plan_revision, "/", target.cluster));
   pod.set_node_name(target.node);
   auto* c = pod.add_containers();
   c->set_name(target.service);
+  c->mutable_requests()->set_cpu_millicores(target.requests.cpu_millis);
+  c->mutable_requests()->set_memory_bytes(target.requests.memory_bytes);
+  c->mutable_requests()->set_gpu(target.requests.gpu);
   for (const acm::ServiceSpec& s : app.spec().services()) {
     if (s.name() != target.service) continue;
     c->set_image(s.image());

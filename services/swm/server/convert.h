@@ -33,8 +33,22 @@ absl::StatusOr<Application> ToCoreApplication(const codeco::acm::v1::Application
 /// The application's name: spec.app_name, else metadata.name.
 std::string ApplicationName(const codeco::acm::v1::Application& app);
 
-/// The LMS pod that runs workload `target` of `app` (container from the
-/// service spec, labels codeco.io/application, /service, /workload, /plan).
+/// Pod label naming the plan a pod was created by (value: LabelValue of the
+/// plan id "<application>/<revision>").
+inline constexpr char kPlanLabel[] = "codeco.io/plan";
+/// Pod label naming the reservation a pod was created under (value:
+/// LabelValue of the reservation id "<application>/<revision>/<cluster>").
+inline constexpr char kReservationLabel[] = "codeco.io/reservation";
+
+/// `id` as a label value: every "/" written "." ("shop/3/edge" ->
+/// "shop.3.edge"), so that a reconciler can match pods to plans.
+std::string LabelValue(const std::string& id);
+
+/// The LMS pod that runs workload `target` of `app` in `target.cluster`
+/// under plan `plan_revision`: one container from the service spec (image,
+/// command, args, env, ports, limits; requests = target.requests) and the
+/// labels codeco.io/application, /service, /workload, /plan-revision, /plan
+/// and /reservation.
 codeco::lms::v1::Pod PodTemplate(const codeco::acm::v1::Application& app,
                                  const WorkloadTarget& target, int64_t plan_revision);
 

@@ -1,10 +1,12 @@
 #include "swm/server/netma_link_source.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "codeco/common/logging.h"
+#include "codeco/common/status.h"
 
 namespace codeco::swm {
 
@@ -67,6 +69,33 @@ absl::StatusOr<std::optional<Link>> NetmaLinkSource::GetLink(const std::string& 
   }
   if (fallback_ == nullptr) return std::nullopt;
   return fallback_->GetLink(from, to);
+}
+
+absl::StatusOr<std::vector<Link>> NetmaLinkSource::ListLinks(
+    const std::vector<std::string>& clusters) {
+  std::vector<Link> out;
+  std::set<std::pair<std::string, std::string>> unmeasured;
+  {
+    absl::MutexLock lock(&mu_);
+    RefreshLocked();
+    for (const std::string& from : clusters) {
+      for (const std::string& to : clusters) {
+        if (from == to) continue;
+        auto it = measured_.find(absl::StrCat(from, "->", to));
+        if (it == measured_.end()) {
+          unmeasured.insert({from, to});
+        } else if (!it->second.failed) {
+          out.push_back(it->second.link);
+        }
+      }
+    }
+  }
+  if (unmeasured.empty() || fallback_ == nullptr) return out;
+  ASSIGN_OR_RETURN(std::vector<Link> configured, fallback_->ListLinks(clusters));
+  for (Link& l : configured) {
+    if (unmeasured.count({l.from, l.to})) out.push_back(std::move(l));
+  }
+  return out;
 }
 
 }  // namespace codeco::swm

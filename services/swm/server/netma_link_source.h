@@ -41,6 +41,10 @@ class NetmaLinkSource final : public LinkSource {
 
   absl::StatusOr<std::optional<Link>> GetLink(const std::string& from,
                                               const std::string& to) override;
+  /// One GetNetworkTopology read (at most once per `refresh`) for every
+  /// pair; the fallback is asked once, with ListLinks, only when some pair is
+  /// not measured.
+  absl::StatusOr<std::vector<Link>> ListLinks(const std::vector<std::string>& clusters) override;
 
  private:
   /// What NetMA says about one directed link.

@@ -142,4 +142,16 @@ absl::StatusOr<std::optional<std::string>> PlanStore::LmsEndpoint(
   return *value;
 }
 
+absl::Status PlanStore::SaveSwmEndpoint(const std::string& cluster, const std::string& swm) {
+  return kv_.Put(kOperationsFamily, "m/" + cluster, swm);
+}
+
+absl::StatusOr<std::optional<std::string>> PlanStore::SwmEndpoint(
+    const std::string& cluster) const {
+  absl::StatusOr<std::string> value = kv_.Get(kOperationsFamily, "m/" + cluster);
+  if (absl::IsNotFound(value.status())) return std::nullopt;
+  if (!value.ok()) return value.status();
+  return *value;
+}
+
 }  // namespace codeco::swm

@@ -10,6 +10,8 @@
 //   operations  l/<cluster>                                      -> host:port of its LMS
 //               (learned from neighborhoods, so a restarted hub can still
 //               reach the clusters its plans placed on)
+//   operations  m/<cluster>                                      -> host:port of its MC swm
+//               (the same, for clusters with an swm of their own)
 // A placement's plan, operation and request index are written in one batch.
 
 #include <cstdint>
@@ -59,6 +61,11 @@ class PlanStore {
   absl::Status SaveLmsEndpoint(const std::string& cluster, const std::string& lms);
   /// The LMS endpoint last saved for `cluster`, or nullopt.
   absl::StatusOr<std::optional<std::string>> LmsEndpoint(const std::string& cluster) const;
+  /// Remembers that `cluster`'s MC swm is at `swm` (so that a restarted hub
+  /// still removes through it).
+  absl::Status SaveSwmEndpoint(const std::string& cluster, const std::string& swm);
+  /// The MC swm endpoint last saved for `cluster`, or nullopt.
+  absl::StatusOr<std::optional<std::string>> SwmEndpoint(const std::string& cluster) const;
 
   /// The plans-family key of (application, revision).
   static std::string PlanKey(const std::string& application, int64_t revision);

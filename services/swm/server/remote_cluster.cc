@@ -1,5 +1,6 @@
 #include "swm/server/remote_cluster.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 #include <vector>
@@ -344,6 +345,64 @@ L2Result FromSolveClusterResponse(const pb::SolveClusterResponse& response) {
   return out;
 }
 
+pb::ClusterNode ToClusterNode(const Node& node) {
+  pb::ClusterNode out;
+  out.set_name(node.name);
+  out.mutable_labels()->insert(node.labels.begin(), node.labels.end());
+  *out.mutable_capacity() = ToQuantities(node.capacity);
+  *out.mutable_allocated() = ToQuantities(node.allocated);
+  out.set_schedulable(node.schedulable);
+  return out;
+}
+
+Node FromClusterNode(const pb::ClusterNode& node) {
+  Node out{.name = node.name(),
+           .capacity = ToResources(node.capacity()),
+           .allocated = ToResources(node.allocated()),
+           .schedulable = node.schedulable()};
+  for (const auto& [key, value] : node.labels()) out.labels[key] = value;
+  return out;
+}
+
+ClusterLabels LabelsFromNodes(const std::vector<Node>& nodes) {
+  ClusterLabels out;
+  for (const auto& [key, field] : {std::pair{"codeco.io/region", &ClusterLabels::region},
+                                   std::pair{"codeco.io/country", &ClusterLabels::country},
+                                   std::pair{"codeco.io/tier", &ClusterLabels::tier},
+                                   std::pair{"codeco.io/provider", &ClusterLabels::provider}}) {
+    for (const Node& n : nodes) {
+      auto it = n.labels.find(key);
+      if (it == n.labels.end() || it->second.empty()) continue;
+      out.*field = it->second;
+      break;
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<Node>> ReadClusterView(const std::shared_ptr<grpc::Channel>& channel,
+                                                  const std::string& cluster,
+                                                  absl::Duration timeout, absl::Time deadline) {
+  auto stub = pb::SwmService::NewStub(channel);
+  pb::GetClusterViewRequest request;
+  request.set_cluster(cluster);
+  std::vector<Node> nodes;
+  do {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(std::min(absl::Now() + timeout, deadline)));
+    pb::GetClusterViewResponse response;
+    grpc::Status status = stub->GetClusterView(&context, request, &response);
+    if (!status.ok()) {
+      absl::Status s = FromGrpcStatus(status);
+      return absl::Status(
+          s.code(), absl::StrCat("swm of cluster ", cluster, ": GetClusterView: ", s.message()));
+    }
+    for (const pb::ClusterNode& n : response.nodes()) nodes.push_back(FromClusterNode(n));
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return nodes;
+}
+
 RemoteL2Solver::RemoteL2Solver(std::map<std::string, std::shared_ptr<grpc::Channel>> endpoints,
                                L2Solver& local, absl::Duration timeout)
     : local_(local), timeout_(timeout) {
@@ -368,8 +427,10 @@ absl::StatusOr<L2Result> RemoteL2Solver::Solve(const L2Request& request) {
 }
 
 RemoteClusterExecutor::RemoteClusterExecutor(std::shared_ptr<grpc::Channel> channel,
-                                             absl::Duration timeout)
-    : stub_(pb::SwmService::NewStub(std::move(channel))), timeout_(timeout) {}
+                                             absl::Duration timeout, PodTemplates templates)
+    : stub_(pb::SwmService::NewStub(std::move(channel))),
+      timeout_(timeout),
+      templates_(std::move(templates)) {}
 
 absl::Status RemoteClusterExecutor::Reserve(const std::string& reservation_id,
                                             const std::vector<ReservationItem>& items,
@@ -390,6 +451,12 @@ absl::Status RemoteClusterExecutor::Reserve(const std::string& reservation_id,
     p->set_workload(item.workload.empty() ? item.pod : item.workload);
     p->set_node(item.node);
     *p->mutable_resources() = ToQuantities(item.requests);
+    auto it = templates_.find(item.pod);
+    if (it == templates_.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("reservation ", reservation_id, ": no pod template for pod ", item.pod));
+    }
+    *p->mutable_pod() = it->second;
   }
   pb::ReserveResponse response;
   return FromGrpcStatus(stub_->Reserve(Within(timeout_).get(), request, &response));
@@ -403,11 +470,18 @@ absl::Status RemoteClusterExecutor::Commit(const std::string& reservation_id) {
 }
 
 absl::Status RemoteClusterExecutor::Release(const std::string& reservation_id) {
+  return ReleaseReporting(reservation_id, "released by the hub").status();
+}
+
+absl::StatusOr<std::optional<pb::Reservation>> RemoteClusterExecutor::ReleaseReporting(
+    const std::string& reservation_id, const std::string& reason) {
   pb::ReleaseRequest request;
   request.set_reservation_id(reservation_id);
-  request.set_reason("released by the hub");
+  request.set_reason(reason);
   pb::ReleaseResponse response;
-  return FromGrpcStatus(stub_->Release(Within(timeout_).get(), request, &response));
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->Release(Within(timeout_).get(), request, &response)));
+  if (!response.has_reservation()) return std::nullopt;
+  return response.reservation();
 }
 
 }  // namespace codeco::swm

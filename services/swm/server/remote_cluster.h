@@ -24,7 +24,9 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -61,6 +63,23 @@ codeco::swm::v1::SolveClusterResponse ToSolveClusterResponse(const McSolve& solv
 /// The core result of an MC's answer.
 L2Result FromSolveClusterResponse(const codeco::swm::v1::SolveClusterResponse& response);
 
+/// The GetClusterView form of a core node.
+codeco::swm::v1::ClusterNode ToClusterNode(const Node& node);
+/// The core node of a GetClusterView entry.
+Node FromClusterNode(const codeco::swm::v1::ClusterNode& node);
+
+/// A cluster's well-known labels from its nodes' codeco.io/region,
+/// /country, /tier and /provider labels (the first node carrying each), the
+/// rule ACM's cluster agent registers them by.
+ClusterLabels LabelsFromNodes(const std::vector<Node>& nodes);
+
+/// Every node of `cluster` as its MC swm (behind `channel`) sees it, page by
+/// page through GetClusterView; each call ends by `deadline` at the latest
+/// and after `timeout`. Errors name the cluster.
+absl::StatusOr<std::vector<Node>> ReadClusterView(const std::shared_ptr<grpc::Channel>& channel,
+                                                  const std::string& cluster,
+                                                  absl::Duration timeout, absl::Time deadline);
+
 /// L2 over the MC swm of each cluster that has one, in process for the others.
 class RemoteL2Solver final : public L2Solver {
  public:
@@ -76,20 +95,35 @@ class RemoteL2Solver final : public L2Solver {
   absl::Duration timeout_;
 };
 
+/// The pod to create for each pod name of a plan (PodTemplate's).
+using PodTemplates = std::map<std::string, codeco::lms::v1::Pod>;
+
 /// A cluster's side of the two-phase commit, run by its MC swm over gRPC.
 /// Reservation ids must be ReservationId()'s "<application>/<revision>/<cluster>".
+/// Every ReserveRequest item carries its pod's template (ReservedItem.pod);
+/// the MC stores it with the reservation and creates the pod from it.
 class RemoteClusterExecutor final : public ClusterExecutor {
  public:
   /// Calls the swm behind `channel`; every call ends after `timeout`.
-  RemoteClusterExecutor(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout);
+  /// `templates` holds the pod of every item Reserve will be given (none
+  /// needed for an executor that only releases).
+  RemoteClusterExecutor(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout,
+                        PodTemplates templates = {});
+  /// FAILED_PRECONDITION naming the pod when an item has no template.
   absl::Status Reserve(const std::string& reservation_id, const std::vector<ReservationItem>& items,
                        absl::Duration lease) override;
   absl::Status Commit(const std::string& reservation_id) override;
   absl::Status Release(const std::string& reservation_id) override;
+  /// Release, answering the MC's record: state RELEASED with deleted_pods
+  /// (the pods this or an earlier release deleted), or nullopt when the MC
+  /// knows no reservation `reservation_id`.
+  absl::StatusOr<std::optional<codeco::swm::v1::Reservation>> ReleaseReporting(
+      const std::string& reservation_id, const std::string& reason);
 
  private:
   std::unique_ptr<codeco::swm::v1::SwmService::Stub> stub_;
   absl::Duration timeout_;
+  PodTemplates templates_;
 };
 
 }  // namespace codeco::swm

@@ -217,22 +217,16 @@ grpc::ServerUnaryReactor* SwmServiceImpl::GetOperation(grpc::CallbackServerConte
 absl::StatusOr<SwmServiceImpl::ClusterRig*> SwmServiceImpl::RigFor(const std::string& cluster,
                                                                    const std::string& lms) {
   auto it = rigs_.find(cluster);
-  if (it != rigs_.end() && it->second.lms == lms) return &it->second;
+  if (it != rigs_.end() && it->second.mc == nullptr && it->second.lms == lms) return &it->second;
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, channels_->Get(lms));
   ClusterRig rig;
   rig.lms = lms;
   rig.runtime = std::make_unique<LmsPodRuntime>(
       std::move(channel),
       LmsPodRuntimeOptions{.cluster = cluster, .call_timeout = options_.lms_timeout});
-  if (auto mc = options_.cluster_endpoints.find(cluster); mc != options_.cluster_endpoints.end()) {
-    PeerChannels& peers = options_.mc_channels != nullptr ? *options_.mc_channels : *channels_;
-    ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> swm, peers.Get(mc->second));
-    rig.executor = std::make_unique<RemoteClusterExecutor>(std::move(swm), options_.mc_timeout);
-  } else {
-    auto local = std::make_unique<LocalClusterExecutor>(clock_, *rig.runtime);
-    rig.local = local.get();
-    rig.executor = std::move(local);
-  }
+  auto local = std::make_unique<LocalClusterExecutor>(clock_, *rig.runtime);
+  rig.local = local.get();
+  rig.executor = std::move(local);
   ClusterRig& stored = rigs_[cluster];
   stored = std::move(rig);
   // Remembered so that a restarted hub can still remove what it placed there.
@@ -247,12 +241,39 @@ absl::StatusOr<SwmServiceImpl::ClusterRig*> SwmServiceImpl::RigFor(const std::st
   return &stored;
 }
 
+absl::StatusOr<SwmServiceImpl::ClusterRig*> SwmServiceImpl::RigForMc(const std::string& cluster,
+                                                                     const std::string& swm) {
+  auto it = rigs_.find(cluster);
+  if (it != rigs_.end() && it->second.mc_address == swm) return &it->second;
+  PeerChannels& peers = options_.mc_channels != nullptr ? *options_.mc_channels : *channels_;
+  ClusterRig rig;
+  rig.mc_address = swm;
+  ASSIGN_OR_RETURN(rig.mc, peers.Get(swm));
+  auto remote = std::make_unique<RemoteClusterExecutor>(rig.mc, options_.mc_timeout);
+  rig.remote = remote.get();
+  rig.executor = std::move(remote);
+  ClusterRig& stored = rigs_[cluster];
+  stored = std::move(rig);
+  // Remembered so that a restarted hub can still remove what it placed there.
+  absl::StatusOr<std::optional<std::string>> saved = plans_.SwmEndpoint(cluster);
+  if (!saved.ok() || saved->value_or("") != swm) {
+    absl::Status st = plans_.SaveSwmEndpoint(cluster, swm);
+    if (!st.ok()) {
+      log::Warn("cannot remember a cluster's swm endpoint",
+                {{"cluster", cluster}, {"error", std::string(st.message())}});
+    }
+  }
+  return &stored;
+}
+
 absl::StatusOr<Operation> SwmServiceImpl::Place(const pb::PlaceApplicationRequest& request,
                                                 absl::Time deadline) {
   absl::MutexLock lock(&place_mu_);
   const absl::Time start = absl::Now();
   absl::StatusOr<Operation> op = PlaceLocked(request, deadline);
-  for (auto& [name, rig] : rigs_) rig.runtime->SetDeadline(absl::InfiniteFuture());
+  for (auto& [name, rig] : rigs_) {
+    if (rig.runtime != nullptr) rig.runtime->SetDeadline(absl::InfiniteFuture());
+  }
   if (metrics_ != nullptr) {
     metrics_->placements.Add({{"code", absl::StatusCodeToString(op.status().code())}}).Increment();
     metrics_->duration.Observe(absl::ToDoubleSeconds(absl::Now() - start));
@@ -294,9 +315,18 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
   }
   ASSIGN_OR_RETURN(Application app, ToCoreApplication(request.application(), names));
 
-  // Where each member's LMS is: its own endpoints first, then the directory.
+  // How each member is reached: through its MC swm (the neighborhood's
+  // endpoints["swm"], which ACM copies from its registry, else
+  // swm.cluster_endpoints), or, for a cluster without one, through its LMS
+  // (endpoints["lms"], else the testbed directory).
   std::map<std::string, ClusterEndpoint> known;
-  if (directory_ != nullptr) {
+  bool need_directory = false;
+  for (const auto& member : members) {
+    if (!member.endpoints().count("swm") && !options_.cluster_endpoints.count(member.cluster())) {
+      need_directory = true;
+    }
+  }
+  if (directory_ != nullptr && need_directory) {
     absl::StatusOr<std::vector<ClusterEndpoint>> listed = directory_->ListClusters();
     if (!listed.ok()) {
       return absl::UnavailableError("cluster directory: " + std::string(listed.status().message()));
@@ -315,25 +345,34 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
   for (int i = 0; i < members.size(); ++i) {
     const std::string& name = members[i].cluster();
     ClusterEndpoint endpoint = known.count(name) ? known[name] : ClusterEndpoint{.name = name};
+    std::string swm;
+    if (auto it = members[i].endpoints().find("swm"); it != members[i].endpoints().end()) {
+      swm = it->second;
+    } else if (auto mc = options_.cluster_endpoints.find(name);
+               mc != options_.cluster_endpoints.end()) {
+      swm = mc->second;
+    }
     if (auto it = members[i].endpoints().find("lms"); it != members[i].endpoints().end()) {
       endpoint.lms = it->second;
     }
-    if (endpoint.lms.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("neighborhood.members[", i, "].cluster: no LMS endpoint known for cluster ",
-                       name, (known.count(name) ? " (it has no nodes)" : " (unknown cluster)")));
+    if (swm.empty() && endpoint.lms.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "neighborhood.members[", i, "].endpoints: no swm or LMS endpoint known for cluster ",
+          name, (known.count(name) ? " (it has no nodes)" : " (unknown cluster)")));
     }
-    absl::StatusOr<ClusterRig*> rig = RigFor(name, endpoint.lms);
+    absl::StatusOr<ClusterRig*> rig =
+        swm.empty() ? RigFor(name, endpoint.lms) : RigForMc(name, swm);
     if (!rig.ok()) {
       return absl::Status(rig.status().code(),
                           absl::StrCat("cluster ", name, ": ", rig.status().message()));
     }
-    (*rig)->runtime->SetDeadline(deadline);
+    if ((*rig)->runtime != nullptr) (*rig)->runtime->SetDeadline(deadline);
     reads[i].endpoint = std::move(endpoint);
     reads[i].rig = *rig;
   }
-  // The members' LMS are read concurrently (a few at a time), unless a node
-  // view read less than swm.node_view_ttl ago can be reused.
+  // The members are read concurrently (a few at a time) — a member with an
+  // swm through its GetClusterView, the others through their LMS — unless a
+  // node view read less than swm.node_view_ttl ago can be reused.
   {
     const absl::Time now = clock_.Now();
     std::vector<MemberRead*> to_read;
@@ -346,14 +385,22 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
       }
     }
     absl::BlockingCounter done(static_cast<int>(to_read.size()));
+    const absl::Duration mc_timeout = options_.mc_timeout;
+    auto read_one = [mc_timeout, deadline](MemberRead& read) {
+      if (read.rig->mc != nullptr) {
+        read.nodes = ReadClusterView(read.rig->mc, read.endpoint.name, mc_timeout, deadline);
+      } else {
+        read.nodes = read.rig->runtime->ListNodes();
+      }
+    };
     for (MemberRead* read_ptr : to_read) {
       MemberRead& read = *read_ptr;
-      bool queued = readers_.Submit([&read, &done] {
-        read.nodes = read.rig->runtime->ListNodes();
+      bool queued = readers_.Submit([&read, &done, &read_one] {
+        read_one(read);
         done.DecrementCount();
       });
       if (!queued) {
-        read.nodes = read.rig->runtime->ListNodes();
+        read_one(read);
         done.DecrementCount();
       }
     }
@@ -372,39 +419,57 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
             absl::StrCat("deadline passed while reading cluster ", name, "; nothing was reserved"));
       }
       // A member that does not answer is left out; the others may still do.
-      log::Warn("cluster left out of a placement: its LMS does not answer",
+      log::Warn("cluster left out of a placement: it does not answer",
                 {{"cluster", name}, {"error", std::string(read.nodes.status().message())}});
       unreachable.push_back(absl::StrCat(name, " (", read.nodes.status().message(), ")"));
       continue;
     }
+    // A member's labels: the directory's (testbed), else its nodes' own.
+    ClusterLabels labels = known.count(name) ? read.endpoint.labels : LabelsFromNodes(*read.nodes);
     federation.AddCluster(Cluster{.name = name,
-                                  .labels = read.endpoint.labels,
+                                  .labels = std::move(labels),
                                   .nodes = std::move(*read.nodes),
                                   .intra_latency_ns = options_.intra_cluster_latency_ns});
     neighborhood.push_back(name);
   }
   if (neighborhood.empty()) {
-    return absl::UnavailableError("no member cluster's LMS answers: " +
-                                  absl::StrJoin(unreachable, ", "));
+    return absl::UnavailableError("no member cluster answers: " + absl::StrJoin(unreachable, ", "));
   }
   if (links_ != nullptr) {
+    // The links among the members in one read of the link source (NetMA's
+    // topology: one call), unless every pair was read less than
+    // swm.link_cache_ttl ago.
+    const absl::Time now = clock_.Now();
+    bool fresh = options_.link_cache_ttl > absl::ZeroDuration();
+    for (const std::string& from : neighborhood) {
+      for (const std::string& to : neighborhood) {
+        if (from == to || !fresh) continue;
+        auto cached = link_cache_.find({from, to});
+        fresh =
+            cached != link_cache_.end() && now - cached->second.read_at < options_.link_cache_ttl;
+      }
+    }
+    if (!fresh) {
+      absl::StatusOr<std::vector<Link>> listed = links_->ListLinks(neighborhood);
+      if (!listed.ok()) {
+        return absl::UnavailableError("link source: " + std::string(listed.status().message()));
+      }
+      for (const std::string& from : neighborhood) {
+        for (const std::string& to : neighborhood) {
+          if (from != to) link_cache_[{from, to}] = CachedLink{std::nullopt, now};
+        }
+      }
+      for (const Link& l : *listed) {
+        if (auto it = link_cache_.find({l.from, l.to}); it != link_cache_.end()) {
+          it->second.link = l;
+        }
+      }
+    }
     for (const std::string& from : neighborhood) {
       for (const std::string& to : neighborhood) {
         if (from == to) continue;
-        const absl::Time now = clock_.Now();
-        auto cached = link_cache_.find({from, to});
-        if (cached != link_cache_.end() && now - cached->second.read_at < options_.link_cache_ttl) {
-          if (cached->second.link.has_value()) federation.AddLink(*cached->second.link);
-          continue;
-        }
-        absl::StatusOr<std::optional<Link>> link = links_->GetLink(from, to);
-        if (!link.ok()) {
-          return absl::UnavailableError("link source: " + std::string(link.status().message()));
-        }
-        if (options_.link_cache_ttl > absl::ZeroDuration()) {
-          link_cache_[{from, to}] = CachedLink{*link, now};
-        }
-        if (link->has_value()) federation.AddLink(**link);
+        const CachedLink& cached = link_cache_[{from, to}];
+        if (cached.link.has_value()) federation.AddLink(*cached.link);
       }
     }
   }
@@ -423,10 +488,7 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
   InProcessL2Solver in_process(registry_, nullptr);
   std::map<std::string, std::shared_ptr<grpc::Channel>> mcs;
   for (const std::string& name : neighborhood) {
-    auto mc = options_.cluster_endpoints.find(name);
-    if (mc == options_.cluster_endpoints.end()) continue;
-    PeerChannels& peers = options_.mc_channels != nullptr ? *options_.mc_channels : *channels_;
-    ASSIGN_OR_RETURN(mcs[name], peers.Get(mc->second));
+    if (rigs_[name].mc != nullptr) mcs[name] = rigs_[name].mc;
   }
   milp::ExactL2Solver exact(registry_, nullptr, options_.exact_l2);
   L2Solver& local = options_.exact_l2.max_nodes > 0 ? static_cast<L2Solver&>(exact) : in_process;
@@ -512,17 +574,34 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceLocked(const pb::PlaceApplication
         "the caller's deadline passed before the plan ran; nothing was reserved");
   }
   // Execute: reserve in every target cluster, then commit (pods created).
-  std::map<std::string, ClusterExecutor*> executors;
-  for (const std::string& name : neighborhood) executors[name] = rigs_[name].executor.get();
+  // A cluster with an MC swm gets every pod's template in its ReserveRequest
+  // and creates the pods itself; the others' pods the hub creates through
+  // their LMS from the same templates.
+  std::map<std::string, PodTemplates> templates;
   for (const WorkloadTarget& t : plan.targets) {
-    rigs_[t.cluster].runtime->SetPodTemplate(
-        PodTemplate(request.application(), t, revision),
-        absl::StrCat("swm/", app.name, "/", revision, "/", t.pod));
+    templates[t.cluster][t.pod] = PodTemplate(request.application(), t, revision);
+  }
+  std::map<std::string, ClusterExecutor*> executors;
+  std::vector<std::unique_ptr<RemoteClusterExecutor>> remotes;
+  for (const std::string& name : neighborhood) {
+    ClusterRig& rig = rigs_[name];
+    if (rig.mc != nullptr) {
+      remotes.push_back(std::make_unique<RemoteClusterExecutor>(rig.mc, options_.mc_timeout,
+                                                                std::move(templates[name])));
+      executors[name] = remotes.back().get();
+    } else {
+      for (const auto& [pod, pod_template] : templates[name]) {
+        rig.runtime->SetPodTemplate(pod_template,
+                                    absl::StrCat("swm/", app.name, "/", revision, "/", pod));
+      }
+      executors[name] = rig.executor.get();
+    }
   }
   PlanExecutor executor(executors, options_.reservation_lease);
   absl::Status executed = executor.Execute(plan);
   for (const WorkloadTarget& t : plan.targets) {
-    rigs_[t.cluster].runtime->ClearPodTemplate(t.pod);
+    ClusterRig& rig = rigs_[t.cluster];
+    if (rig.runtime != nullptr) rig.runtime->ClearPodTemplate(t.pod);
     node_cache_.erase(t.cluster);  // the plan changed it: read it again next time
   }
   for (const std::string& name : neighborhood) {
@@ -566,11 +645,66 @@ absl::StatusOr<SwmServiceImpl::ClusterRig*> SwmServiceImpl::RigForRelease(
   return RigFor(cluster, lms);
 }
 
+absl::StatusOr<std::string> SwmServiceImpl::McEndpointFor(const std::string& cluster) {
+  if (auto it = rigs_.find(cluster); it != rigs_.end()) return it->second.mc_address;
+  ASSIGN_OR_RETURN(std::optional<std::string> saved, plans_.SwmEndpoint(cluster));
+  if (saved.has_value()) return *saved;
+  if (auto mc = options_.cluster_endpoints.find(cluster); mc != options_.cluster_endpoints.end()) {
+    return mc->second;
+  }
+  return std::string();
+}
+
+void SwmServiceImpl::ReleaseThroughMc(const std::string& cluster, const std::string& swm,
+                                      const std::string& reservation,
+                                      const std::vector<const pb::WorkloadTarget*>& targets,
+                                      pb::AssignmentPlan& plan,
+                                      std::vector<std::string>& failures) {
+  absl::StatusOr<std::optional<pb::Reservation>> report = absl::UnknownError("not called");
+  PeerChannels& peers = options_.mc_channels != nullptr ? *options_.mc_channels : *channels_;
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = peers.Get(swm);
+  if (channel.ok()) {
+    RemoteClusterExecutor remote(*channel, options_.mc_timeout);
+    report = remote.ReleaseReporting(reservation, "ReleaseApplication of " + plan.application());
+  } else {
+    report = channel.status();
+  }
+  std::set<std::string> deleted;
+  if (report.ok() && report->has_value()) {
+    deleted.insert((*report)->deleted_pods().begin(), (*report)->deleted_pods().end());
+  }
+  for (const pb::WorkloadTarget* t : targets) {
+    pb::PlanAction* action = plan.add_actions();
+    action->set_index(plan.actions_size() - 1);
+    action->set_type(pb::ACTION_TYPE_DELETE_POD);
+    action->set_cluster(cluster);
+    action->set_workload(t->workload());
+    action->set_node(t->node());
+    action->set_pod(t->pod());
+    *action->mutable_update_time() = ToTimestamp(clock_.Now());
+    if (!report.ok()) {
+      absl::Status failed(
+          report.status().code(),
+          absl::StrCat("swm of cluster ", cluster, ": Release: ", report.status().message()));
+      action->set_result(pb::ACTION_RESULT_FAILED);
+      SetError(failed, action->mutable_error());
+      failures.push_back(absl::StrCat(t->pod(), " in ", cluster, ": ", failed.message()));
+      *plan.add_targets() = *t;  // still there
+    } else if (deleted.count(t->pod())) {
+      action->set_result(pb::ACTION_RESULT_SUCCEEDED);
+    } else {
+      action->set_result(pb::ACTION_RESULT_SKIPPED);  // already gone
+    }
+  }
+}
+
 absl::StatusOr<pb::AssignmentPlan> SwmServiceImpl::Release(
     const pb::ReleaseApplicationRequest& request, absl::Time deadline) {
   absl::MutexLock lock(&place_mu_);
   absl::StatusOr<pb::AssignmentPlan> plan = ReleaseLocked(request, deadline);
-  for (auto& [name, rig] : rigs_) rig.runtime->SetDeadline(absl::InfiniteFuture());
+  for (auto& [name, rig] : rigs_) {
+    if (rig.runtime != nullptr) rig.runtime->SetDeadline(absl::InfiniteFuture());
+  }
   return plan;
 }
 
@@ -637,6 +771,15 @@ absl::StatusOr<pb::AssignmentPlan> SwmServiceImpl::ReleaseLocked(
   for (const pb::WorkloadTarget& t : latest->targets()) by_cluster[t.cluster()].push_back(&t);
   std::vector<std::string> failures;
   for (const auto& [cluster, targets] : by_cluster) {
+    const std::string reservation = absl::StrCat(app, "/", placed_revision, "/", cluster);
+    absl::StatusOr<std::string> swm = McEndpointFor(cluster);
+    if (!swm.ok()) return swm.status();
+    if (!swm->empty()) {
+      // The cluster's own swm deletes the reservation's pods and says which.
+      ReleaseThroughMc(cluster, *swm, reservation, targets, plan, failures);
+      node_cache_.erase(cluster);
+      continue;
+    }
     absl::StatusOr<ClusterRig*> rig = RigForRelease(cluster);
     if (rig.ok()) (*rig)->runtime->SetDeadline(deadline);
     bool cluster_ok = rig.ok();
@@ -665,8 +808,7 @@ absl::StatusOr<pb::AssignmentPlan> SwmServiceImpl::ReleaseLocked(
     node_cache_.erase(cluster);
     // The placement's reservation: once its pods are gone nothing is held.
     if (cluster_ok) {
-      absl::Status released =
-          (*rig)->executor->Release(absl::StrCat(app, "/", placed_revision, "/", cluster));
+      absl::Status released = (*rig)->executor->Release(reservation);
       if (!released.ok()) {
         log::Warn("cannot release a reservation after removing its pods",
                   {{"cluster", cluster}, {"error", std::string(released.message())}});
@@ -700,8 +842,9 @@ absl::StatusOr<pb::AssignmentPlan> SwmServiceImpl::ReleaseLocked(
 void AddSwmConfig(ConfigSchema& schema) {
   schema.Add({.path = "swm.codef_control",
               .type = ConfigType::kAddress,
-              .help = "host:port of the CODEF control API, the cluster directory and link "
-                      "source of the hub (empty: LMS endpoints only from the neighborhood)"});
+              .help = "testbed only: host:port of the CODEF control API as the hub's directory "
+                      "of members without an swm (their LMS and labels) and link source where "
+                      "NetMA measured nothing (empty: neither)"});
   schema.Add({.path = "swm.netma",
               .type = ConfigType::kAddress,
               .help = "host:port of the hub's NetMA: links are planned with its measured "
@@ -717,12 +860,12 @@ void AddSwmConfig(ConfigSchema& schema) {
   schema.Add({.path = "swm.link_cache_ttl",
               .type = ConfigType::kDuration,
               .default_value = "0s",
-              .help = "how long the hub reuses a link read from the link source across "
-                      "placements (0s: read every link for every placement)"});
+              .help = "how long the hub reuses the links read from the link source (one read "
+                      "per placement) across placements (0s: read them for every placement)"});
   schema.Add({.path = "swm.node_view_ttl",
               .type = ConfigType::kDuration,
               .default_value = "0s",
-              .help = "how long the hub reuses a member's nodes read from its LMS across "
+              .help = "how long the hub reuses a member's nodes read from its swm or LMS across "
                       "placements (clusters a plan changed are read again; Reserve re-checks "
                       "room in the cluster); 0s: read for every placement"});
   schema.Add({.path = "swm.cluster_endpoints",

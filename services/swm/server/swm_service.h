@@ -1,20 +1,28 @@
 #pragma once
 // codeco.swm.v1.SwmService for the hub role on the callback API.
 //
-// PlaceApplication turns the application into workloads, builds the
-// federation of its neighborhood from each member's LMS (nodes and pods) and
-// the LinkSource, runs the L1/L2 Coordinator, and executes the plan through
-// PlanExecutor (reserve in every cluster, then commit: pods are created in the
-// clusters' LMS; any failure releases everything). The plan and the
-// operation are stored before the answer. Placements run one at a time on one
-// worker thread (the hub's scheduling cycle), never on gRPC's threads;
-// requests beyond the queue bound get RESOURCE_EXHAUSTED.
+// PlaceApplication turns the application into workloads and builds the
+// federation of its neighborhood: a member with an MC swm (the member's
+// endpoints["swm"] from ACM's registry, else swm.cluster_endpoints) is known
+// only through that swm — its nodes from GetClusterView, its labels from its
+// nodes' codeco.io/* labels — and a member without one through its LMS (and,
+// in the testbed, CODEF's directory). The links among the members come from
+// the LinkSource in one read (NetMA's topology). It runs the L1/L2
+// Coordinator (MC members solve their own L2 with SolveCluster) and executes
+// the plan through PlanExecutor: reserve in every cluster — an MC gets every
+// pod's full template (image, ports, env, command, args, requests, limits,
+// labels codeco.io/plan and codeco.io/reservation) in its ReserveRequest and
+// creates the pods itself on Commit — then commit; any failure releases
+// everything. The plan and the operation are stored before the answer.
+// Placements run one at a time on one worker thread (the hub's scheduling
+// cycle), never on gRPC's threads; requests beyond the queue bound get
+// RESOURCE_EXHAUSTED.
 //
 // Answers: the Operation (done, result = AssignmentPlan); INVALID_ARGUMENT
 // with the field path for bad input; FAILED_PRECONDITION listing every
 // unplaced workload with its reason (the FAILED plan is stored, nothing is
 // reserved); ABORTED when execution failed and was rolled back; UNAVAILABLE
-// when the directory or no member's LMS can be reached (a member whose LMS
+// when the directory or no member can be reached (a member whose swm or LMS
 // does not answer is left out, and named if that leaves workloads unplaced).
 // A request_id seen before answers the first result again without placing
 // anything.
@@ -47,6 +55,7 @@
 #include "swm/milp/exact_l2.h"
 #include "swm/server/federation_source.h"
 #include "swm/server/plan_store.h"
+#include "swm/server/remote_cluster.h"
 
 namespace codeco::swm {
 
@@ -58,22 +67,23 @@ struct SwmServiceOptions {
   absl::Duration reservation_lease = absl::Seconds(60);
   /// Node-to-node latency assumed inside every cluster, ns. Default: 100 us.
   int64_t intra_cluster_latency_ns = 100'000;
-  /// How long a link read from the LinkSource is reused by later placements
-  /// (each pair of members is one call, so 100 members are 9,900 calls).
-  /// Reservations re-check capacity in the clusters, but a stale link may let
-  /// a channel bound be planned on old figures: keep it short. Default: 0
-  /// (every placement reads every link).
+  /// How long the links read from the LinkSource (one read per placement)
+  /// are reused by later placements. Reservations re-check capacity in the clusters, but a stale
+  /// link may let a channel bound be planned on old figures: keep it short. Default: 0 (every
+  /// placement reads every link).
   absl::Duration link_cache_ttl = absl::ZeroDuration();
-  /// How long the nodes read from a member's LMS are reused by later
+  /// How long the nodes read from a member (its swm or LMS) are reused by later
   /// placements. A plan (or removal) that touched a cluster drops its view;
   /// changes made by others meanwhile are not seen, but Reserve re-checks
   /// room in the cluster, so a stale view can fail a plan (ABORTED, rolled
   /// back), never overcommit a node. Default: 0 (read for every placement).
   absl::Duration node_view_ttl = absl::ZeroDuration();
-  /// The MC swm of each cluster that has one (cluster -> host:port): such a
-  /// cluster solves its own L2 (SolveCluster) and runs its side of the
-  /// two-phase commit (Reserve/Commit/Release) with its durable ledger;
-  /// the others are solved here and driven through their LMS. Default: none.
+  /// The MC swm of each cluster that has one (cluster -> host:port), for
+  /// members whose neighborhood entry has no endpoints["swm"]: such a
+  /// cluster reports its nodes (GetClusterView), solves its own L2
+  /// (SolveCluster) and runs its side of the two-phase commit
+  /// (Reserve/Commit/Release) with its durable ledger; the others are solved
+  /// here and driven through their LMS. Default: none.
   std::map<std::string, std::string> cluster_endpoints;
   /// Channels to the MC swm endpoints (mTLS identity, egress proxy); not
   /// owned. Null: the LMS channels. Default: null.
@@ -132,8 +142,11 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
       absl::Time deadline = absl::InfiniteFuture());
 
   /// The removal itself, synchronously (what the worker runs for
-  /// ReleaseApplication): deletes the pods of the application's placed plan
-  /// in every cluster it is on, releases its reservations and stores a new
+  /// ReleaseApplication): removes the pods of the application's placed plan
+  /// in every cluster it is on — a cluster with an MC swm through that swm's
+  /// Release of the plan's reservation (the MC deletes its pods and reports
+  /// which; the hub never deletes them itself), the others by deleting the
+  /// pods through their LMS and releasing the reservation — and stores a new
   /// plan revision with one DeletePod action per pod (SUCCEEDED, or SKIPPED
   /// when the pod was already gone) and no targets. An application with no
   /// placement gives an empty plan (only `application` set) and stores no
@@ -151,10 +164,32 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
     std::unique_ptr<LmsPodRuntime> runtime;
     std::unique_ptr<ClusterExecutor> executor;
     LocalClusterExecutor* local = nullptr;  // executor, when the hub drives the LMS itself
+    std::string mc_address;                 // the cluster's MC swm, when it has one
+    std::shared_ptr<grpc::Channel> mc;      // channel to it (then no runtime)
+    RemoteClusterExecutor* remote = nullptr;  // executor (releases only), when it has one
   };
+  // The rig of a cluster the hub drives through its LMS at `lms`.
   absl::StatusOr<ClusterRig*> RigFor(const std::string& cluster, const std::string& lms)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
+  // The rig of a cluster with an MC swm at `swm`: the hub reads its nodes
+  // (GetClusterView), solves, reserves and releases only through that swm.
+  absl::StatusOr<ClusterRig*> RigForMc(const std::string& cluster, const std::string& swm)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   absl::StatusOr<ClusterRig*> RigForRelease(const std::string& cluster)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
+  // The MC swm endpoint of `cluster` (its rig's, the one remembered in the
+  // plan store, or swm.cluster_endpoints'); empty when it has none.
+  absl::StatusOr<std::string> McEndpointFor(const std::string& cluster)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
+  // Removes `targets` (pods of `cluster`) through the cluster's MC swm:
+  // Release of `reservation` deletes them there; adds one DeletePod action
+  // per target to `plan` (SUCCEEDED when the MC reports it deleted, SKIPPED
+  // when it was already gone, FAILED when the MC cannot be reached, with the
+  // target kept in plan.targets and a line in `failures`).
+  void ReleaseThroughMc(const std::string& cluster, const std::string& swm,
+                        const std::string& reservation,
+                        const std::vector<const codeco::swm::v1::WorkloadTarget*>& targets,
+                        codeco::swm::v1::AssignmentPlan& plan, std::vector<std::string>& failures)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   absl::StatusOr<codeco::swm::v1::AssignmentPlan> ReleaseLocked(
       const codeco::swm::v1::ReleaseApplicationRequest& request, absl::Time deadline)

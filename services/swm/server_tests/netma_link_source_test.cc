@@ -3,6 +3,8 @@
 // link, and links NetMA never measured come from the fallback.
 #include <catch2/catch.hpp>
 
+#include <map>
+
 #include "codeco/common/kv_store.h"
 #include "codeco/common/server.h"
 #include "grpcpp/create_channel.h"
@@ -85,6 +87,29 @@ TEST_CASE("NetmaLinkSource plans with measured links and falls back for unmeasur
   REQUIRE(bd->has_value());
   CHECK((*bd)->latency_ns == 1'000'000);
   CHECK(fallback->calls == 1);
+
+  // ListLinks answers every pair in one read: a->b measured, a->c down (no
+  // link), the pairs NetMA never measured from the fallback's one ListLinks.
+  clock.Advance(absl::Seconds(2));
+  const int before = fallback->calls;
+  absl::StatusOr<std::vector<Link>> all = links.ListLinks({"a", "b", "c"});
+  REQUIRE(all.ok());
+  std::map<std::pair<std::string, std::string>, int64_t> latency;
+  for (const Link& l : *all) latency[{l.from, l.to}] = l.latency_ns;
+  CHECK(latency.size() == 5);
+  CHECK(latency[{"a", "b"}] == 5'000'000);
+  CHECK(latency.count({"a", "c"}) == 0);
+  CHECK(latency[{"c", "b"}] == 1'000'000);
+  CHECK(fallback->calls - before == 6);  // the double's ListLinks: GetLink per ordered pair
+  // Without a fallback, an unmeasured pair is no link.
+  NetmaLinkSource measured_only(
+      grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials()), nullptr,
+      clock);
+  absl::StatusOr<std::vector<Link>> measured = measured_only.ListLinks({"a", "b", "c"});
+  REQUIRE(measured.ok());
+  REQUIRE(measured->size() == 1);
+  CHECK((*measured)[0].from == "a");
+  CHECK((*measured)[0].to == "b");
 
   // Without NetMA (stopped), every link comes from the fallback.
   (*server)->Shutdown(absl::ZeroDuration());

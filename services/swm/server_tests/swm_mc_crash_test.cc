@@ -14,6 +14,7 @@
 #include <set>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/server.h"
 #include "codeco/lms/v1/lms_service.grpc.pb.h"
@@ -95,6 +96,16 @@ struct McSwm {
     item->set_workload(id);
     item->set_node(node);
     item->mutable_resources()->set_cpu_millicores(cpu);
+    // The pod Commit creates, as the hub sends it.
+    lms::Pod* pod = item->mutable_pod();
+    pod->set_name("app-" + id);
+    (*pod->mutable_labels())["codeco.io/plan"] = "app.1";
+    (*pod->mutable_labels())["codeco.io/reservation"] = absl::StrReplaceAll(id, {{"/", "."}});
+    lms::Container* c = pod->add_containers();
+    c->set_name(id);
+    c->set_image("registry.example/" + id + ":1");
+    (*c->mutable_env())["ID"] = id;
+    c->add_ports()->set_port(8000 + static_cast<int>(id.size()));
     grpc::ClientContext context;
     context.set_deadline(In(absl::Seconds(10)));
     return stub->Reserve(&context, request, response);
@@ -170,6 +181,8 @@ TEST_CASE("an MC swm killed with SIGKILL keeps its reservations and then serves 
     pb::CommitResponse committed;
     REQUIRE(first.Commit("kept", &committed).ok());
     CHECK(pods().count("app-kept") == 1);
+    // Reserved, not committed when the MC dies: its pod template must survive.
+    REQUIRE(first.Reserve("later", nodes[1], 100, absl::Minutes(5), &reserved).ok());
     REQUIRE(first.process.Stop(SIGKILL, absl::Now() + absl::Seconds(10)) == 128 + SIGKILL);
   }
 
@@ -188,6 +201,27 @@ TEST_CASE("an MC swm killed with SIGKILL keeps its reservations and then serves 
   REQUIRE(second.Commit("kept", &committed).ok());
   CHECK(committed.reservation().state() == pb::RESERVATION_STATE_COMMITTED);
   CHECK(pods().count("app-kept") == 1);
+  // The one reserved before the kill is committed from its stored template.
+  REQUIRE(second.Commit("later", &committed).ok());
+  {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(10)));
+    lms::ListPodsResponse listed;
+    REQUIRE(lms_stub->ListPods(&context, {}, &listed).ok());
+    bool found = false;
+    for (const auto& p : listed.pods()) {
+      if (p.name() != "app-later") continue;
+      found = true;
+      REQUIRE(p.containers_size() == 1);
+      CHECK(p.containers(0).image() == "registry.example/later:1");
+      CHECK(p.containers(0).env().at("ID") == "later");
+      REQUIRE(p.containers(0).ports_size() == 1);
+      CHECK(p.containers(0).ports(0).port() == 8005);
+      CHECK(p.labels().at("codeco.io/reservation") == "later");
+      CHECK(p.node_name() == nodes[1]);
+    }
+    CHECK(found);
+  }
 
   // Once the lease has run out the node's room is back and "held" is gone.
   bool fits = false;
@@ -218,6 +252,7 @@ TEST_CASE("an MC swm killed with SIGKILL keeps its reservations and then serves 
   spec->set_app_name("web");
   auto* svc = spec->add_services();
   svc->set_name("front");
+  svc->set_image("registry.example/front:2");
   svc->set_replicas(1);
   svc->mutable_requests()->set_cpu_millicores(200);
   auto* member = place.mutable_neighborhood()->add_members();

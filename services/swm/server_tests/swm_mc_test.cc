@@ -7,6 +7,7 @@
 // (idempotency, capacity counted until pods are seen, lease expiry on the
 // injected clock, field paths for bad input).
 #include <catch2/catch.hpp>
+#include <optional>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -24,7 +25,9 @@
 #include "scenario.h"
 #include "swm/server/cluster_reservations.h"
 #include "swm/server/cluster_service.h"
+#include "swm/server/convert.h"
 #include "swm/server/plan_store.h"
+#include "swm/server/remote_cluster.h"
 #include "swm/server/swm_service.h"
 
 namespace codeco::swm {
@@ -143,6 +146,27 @@ struct Testbed {
   std::unique_ptr<Member> b;
 };
 
+// The pod template the hub would send for workload `workload` of "app"
+// under reservation `id` (plan "app/1").
+lms::Pod TemplateOf(const std::string& id, const std::string& workload) {
+  lms::Pod pod;
+  pod.set_name("app-" + workload);
+  (*pod.mutable_labels())["codeco.io/plan"] = "app.1";
+  (*pod.mutable_labels())["codeco.io/reservation"] = LabelValue(id);
+  lms::Container* c = pod.add_containers();
+  c->set_name("main");
+  c->set_image("registry.example/app:1.2");
+  c->add_command("/bin/app");
+  c->add_args("--serve");
+  (*c->mutable_env())["MODE"] = "edge";
+  lms::ContainerPort* port = c->add_ports();
+  port->set_name("http");
+  port->set_port(8080);
+  port->set_protocol("TCP");
+  c->mutable_limits()->set_cpu_millicores(2000);
+  return pod;
+}
+
 pb::ReserveRequest ReserveOf(const std::string& id, const std::string& node, int64_t cpu) {
   pb::ReserveRequest r;
   r.set_reservation_id(id);
@@ -154,7 +178,130 @@ pb::ReserveRequest ReserveOf(const std::string& id, const std::string& node, int
   item->set_node(node);
   item->mutable_resources()->set_cpu_millicores(cpu);
   item->mutable_resources()->set_memory_bytes(64 * kMi);
+  *item->mutable_pod() = TemplateOf(id, "w-" + id);
   return r;
+}
+
+// The first node of `member`'s LMS.
+std::string FirstNode(Member& member) {
+  grpc::ClientContext context;
+  context.set_deadline(In(absl::Seconds(10)));
+  lms::ListNodesResponse nodes;
+  REQUIRE(member.lms_stub->ListNodes(&context, {}, &nodes).ok());
+  REQUIRE(nodes.nodes_size() > 0);
+  return nodes.nodes(0).name();
+}
+
+// Pod `name` as `member`'s LMS shows it.
+std::optional<lms::Pod> PodIn(Member& member, const std::string& name) {
+  grpc::ClientContext context;
+  context.set_deadline(In(absl::Seconds(10)));
+  lms::ListPodsResponse response;
+  REQUIRE(member.lms_stub->ListPods(&context, {}, &response).ok());
+  for (const lms::Pod& p : response.pods()) {
+    if (p.name() == name) return p;
+  }
+  return std::nullopt;
+}
+
+TEST_CASE("an MC ledger keeps each reservation's pod template until Commit creates the pod") {
+  Testbed bed;
+  Member& a = *bed.a;
+  const std::string node = FirstNode(a);
+  auto lms_runtime = [&] {
+    return std::make_unique<LmsPodRuntime>(
+        grpc::CreateChannel(a.lms_server->address(), grpc::InsecureChannelCredentials()),
+        LmsPodRuntimeOptions{.cluster = "a-edge"});
+  };
+  // Reserve through one ledger, then drop it: only the KvStore remains.
+  pb::ReserveRequest request = ReserveOf("app/1/a-edge", node, 500);
+  request.mutable_items(0)->set_workload("web-0");
+  *request.mutable_items(0)->mutable_pod() = TemplateOf("app/1/a-edge", "web-0");
+  auto kv = NewInMemoryKvStore({kReservationsFamily});
+  {
+    auto runtime = lms_runtime();
+    ClusterReservations first(*kv, bed.clock, *runtime, {.cluster = "a-edge"});
+    auto reserved = first.Reserve(request);
+    INFO(reserved.status());
+    REQUIRE(reserved.ok());
+    CHECK(reserved->items(0).pod().containers(0).image() == "registry.example/app:1.2");
+  }
+  CHECK(!PodIn(a, "app-web-0").has_value());
+
+  // A ledger over the same store commits it: the pod is the template,
+  // bound to the reserved node, requesting what was reserved.
+  auto runtime = lms_runtime();
+  ClusterReservations second(*kv, bed.clock, *runtime, {.cluster = "a-edge"});
+  auto committed = second.Commit("app/1/a-edge");
+  INFO(committed.status());
+  REQUIRE(committed.ok());
+  const std::string pod_name = request.items(0).pod().name();
+  std::optional<lms::Pod> pod = PodIn(a, pod_name);
+  REQUIRE(pod.has_value());
+  CHECK(pod->node_name() == node);
+  CHECK(pod->labels().at("codeco.io/plan") == "app.1");
+  CHECK(pod->labels().at("codeco.io/reservation") == "app.1.a-edge");
+  REQUIRE(pod->containers_size() == 1);
+  const lms::Container& c = pod->containers(0);
+  const lms::Container& want = request.items(0).pod().containers(0);
+  CHECK(c.name() == "main");
+  CHECK(c.image() == want.image());
+  CHECK(std::vector<std::string>(c.command().begin(), c.command().end()) ==
+        std::vector<std::string>{"/bin/app"});
+  CHECK(std::vector<std::string>(c.args().begin(), c.args().end()) ==
+        std::vector<std::string>{"--serve"});
+  CHECK(c.env().size() == 1);
+  CHECK(c.env().at("MODE") == "edge");
+  REQUIRE(c.ports_size() == 1);
+  CHECK(c.ports(0).port() == 8080);
+  CHECK(c.ports(0).name() == "http");
+  CHECK(c.requests().cpu_millicores() == 500);
+  CHECK(c.limits().cpu_millicores() == 2000);
+
+  // Release deletes it and says so; again, it says the same.
+  for (int round = 0; round < 2; ++round) {
+    auto released = second.Release("app/1/a-edge");
+    REQUIRE(released.ok());
+    REQUIRE(released->has_value());
+    CHECK((*released)->state() == pb::RESERVATION_STATE_RELEASED);
+    REQUIRE((*released)->deleted_pods_size() == 1);
+    CHECK((*released)->deleted_pods(0) == pod_name);
+  }
+  CHECK(!PodIn(a, pod_name).has_value());
+}
+
+TEST_CASE("an MC refuses a reservation whose pod template is missing or inconsistent") {
+  Testbed bed;
+  Member& a = *bed.a;
+  const std::string node = FirstNode(a);
+  auto call = [&](const pb::ReserveRequest& request) {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(10)));
+    pb::ReserveResponse response;
+    return a.stub->Reserve(&context, request, &response);
+  };
+  pb::ReserveRequest missing = ReserveOf("r1", node, 100);
+  missing.mutable_items(0)->clear_pod();
+  grpc::Status status = call(missing);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(absl::StrContains(status.error_message(), "items[0].pod: is required"));
+
+  pb::ReserveRequest bad = ReserveOf("r1", node, 100);
+  lms::Pod* pod = bad.mutable_items(0)->mutable_pod();
+  pod->set_name("someone-else");
+  (*pod->mutable_labels())["codeco.io/reservation"] = "r2";
+  pod->mutable_containers(0)->clear_image();
+  pod->mutable_containers(0)->mutable_ports(0)->set_port(70000);
+  status = call(bad);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  for (const char* field :
+       {"items[0].pod.name", "items[0].pod.labels[\"codeco.io/reservation\"]",
+        "items[0].pod.containers[0].image", "items[0].pod.containers[0].ports[0].port"}) {
+    INFO(field);
+    CHECK(absl::StrContains(status.error_message(), field));
+  }
+  // Nothing was held: the whole node is still free for a valid one.
+  CHECK(call(ReserveOf("r1", node, 2000)).ok());
 }
 
 TEST_CASE("the hub places and removes through the MC swm of each cluster") {
@@ -162,9 +309,11 @@ TEST_CASE("the hub places and removes through the MC swm of each cluster") {
   auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
   auto channels = PeerChannels::Create({.insecure = true});
   REQUIRE(channels.ok());
+  // a-edge's swm is configured; b-edge's comes with the neighborhood (as ACM
+  // copies it from its registry). The hub is told no LMS: it knows the
+  // members only through their swm.
   SwmServiceOptions options;
-  options.cluster_endpoints = {{"a-edge", bed.a->swm_server->address()},
-                               {"b-edge", bed.b->swm_server->address()}};
+  options.cluster_endpoints = {{"a-edge", bed.a->swm_server->address()}};
   SwmServiceImpl hub(*kv, bed.clock, std::move(*channels), nullptr, nullptr, options);
   auto hub_server = Serve(&hub);
   auto stub = pb::SwmService::NewStub(
@@ -178,13 +327,18 @@ TEST_CASE("the hub places and removes through the MC swm of each cluster") {
   auto* s = spec->add_services();
   s->set_name("worker");
   s->set_image("busybox");
+  (*s->mutable_env())["ROLE"] = "batch";
+  auto* port = s->add_ports();
+  port->set_name("metrics");
+  port->set_port(9100);
+  port->set_protocol("TCP");
   s->set_replicas(3);
   s->mutable_requests()->set_cpu_millicores(1500);
   s->mutable_requests()->set_memory_bytes(64 * kMi);
   for (Member* m : {bed.a.get(), bed.b.get()}) {
     auto* member = request.mutable_neighborhood()->add_members();
     member->set_cluster(m->name);
-    (*member->mutable_endpoints())["lms"] = m->lms_server->address();
+    if (m == bed.b.get()) (*member->mutable_endpoints())["swm"] = m->swm_server->address();
   }
   grpc::ClientContext context;
   context.set_deadline(In(absl::Seconds(30)));
@@ -201,7 +355,16 @@ TEST_CASE("the hub places and removes through the MC swm of each cluster") {
   for (const auto& t : plan.targets()) {
     clusters.insert(t.cluster());
     Member* m = t.cluster() == "a-edge" ? bed.a.get() : bed.b.get();
-    CHECK(m->Pods().count(t.pod()) == 1);
+    // The MC created the pod from the template the hub reserved with.
+    std::optional<lms::Pod> pod = PodIn(*m, t.pod());
+    REQUIRE(pod.has_value());
+    REQUIRE(pod->containers_size() == 1);
+    CHECK(pod->containers(0).image() == "busybox");
+    CHECK(pod->containers(0).env().at("ROLE") == "batch");
+    REQUIRE(pod->containers(0).ports_size() == 1);
+    CHECK(pod->containers(0).ports(0).port() == 9100);
+    CHECK(pod->labels().at("codeco.io/plan") == "batch.1");
+    CHECK(pod->labels().at("codeco.io/reservation") == "batch.1." + t.cluster());
   }
   CHECK(clusters.size() == 2);
   for (Member* m : {bed.a.get(), bed.b.get()}) {
@@ -221,7 +384,10 @@ TEST_CASE("the hub places and removes through the MC swm of each cluster") {
   status = stub->ReleaseApplication(&release_context, release, &released);
   INFO(status.error_message());
   REQUIRE(status.ok());
-  CHECK(released.plan().actions_size() == 3);
+  REQUIRE(released.plan().actions_size() == 3);
+  for (const auto& action : released.plan().actions()) {
+    CHECK(action.result() == pb::ACTION_RESULT_SUCCEEDED);  // the MC reported it deleted
+  }
   CHECK(bed.a->Pods().empty());
   CHECK(bed.b->Pods().empty());
   for (Member* m : {bed.a.get(), bed.b.get()}) {
@@ -229,8 +395,75 @@ TEST_CASE("the hub places and removes through the MC swm of each cluster") {
     REQUIRE(r.ok());
     REQUIRE(r->has_value());
     CHECK((*r)->state() == pb::RESERVATION_STATE_RELEASED);
+    CHECK((*r)->deleted_pods_size() > 0);
   }
   hub_server->Shutdown(absl::Seconds(5));
+}
+
+// A placement request for `replicas` 1.5-CPU replicas of "worker" in
+// application `app`, both members given by their swm endpoint only.
+pb::PlaceApplicationRequest PlaceThroughSwm(Testbed& bed, const std::string& app, int replicas) {
+  pb::PlaceApplicationRequest request;
+  auto* spec = request.mutable_application()->mutable_spec();
+  spec->set_app_name(app);
+  auto* s = spec->add_services();
+  s->set_name("worker");
+  s->set_image("busybox");
+  s->set_replicas(replicas);
+  s->mutable_requests()->set_cpu_millicores(1500);
+  s->mutable_requests()->set_memory_bytes(64 * kMi);
+  for (Member* m : {bed.a.get(), bed.b.get()}) {
+    auto* member = request.mutable_neighborhood()->add_members();
+    member->set_cluster(m->name);
+    (*member->mutable_endpoints())["swm"] = m->swm_server->address();
+  }
+  return request;
+}
+
+TEST_CASE("the hub removes only through the MCs' Release even after its restart") {
+  Testbed bed;
+  auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  {
+    auto channels = PeerChannels::Create({.insecure = true});
+    REQUIRE(channels.ok());
+    SwmServiceImpl hub(*kv, bed.clock, std::move(*channels), nullptr, nullptr);
+    auto placed = hub.Place(PlaceThroughSwm(bed, "batch", 2));
+    INFO(placed.status());
+    REQUIRE(placed.ok());
+  }
+  // A new hub on the same store, told nothing: it finds the MCs it placed
+  // through (remembered from the neighborhood) and releases there.
+  auto channels = PeerChannels::Create({.insecure = true});
+  REQUIRE(channels.ok());
+  SwmServiceImpl hub(*kv, bed.clock, std::move(*channels), nullptr, nullptr);
+  pb::ReleaseApplicationRequest release;
+  release.set_application("batch");
+  auto removed = hub.Release(release);
+  INFO(removed.status());
+  REQUIRE(removed.ok());
+  REQUIRE(removed->actions_size() == 2);
+  for (const auto& action : removed->actions()) {
+    CHECK(action.result() == pb::ACTION_RESULT_SUCCEEDED);
+  }
+  CHECK(bed.a->Pods().empty());
+  CHECK(bed.b->Pods().empty());
+
+  // With one MC down, its pods stay (the hub does not delete them itself):
+  // its actions FAIL, the answer is UNAVAILABLE, and the pods stay targets.
+  auto placed = hub.Place(PlaceThroughSwm(bed, "again", 3));
+  INFO(placed.status());
+  REQUIRE(placed.ok());
+  const size_t on_a = bed.a->Pods().size();
+  REQUIRE(on_a > 0);
+  bed.a->swm_server->Shutdown(absl::Seconds(5));
+  release.set_application("again");
+  removed = hub.Release(release);
+  CHECK(absl::IsUnavailable(removed.status()));
+  CHECK(absl::StrContains(removed.status().message(), "a-edge"));
+  CHECK(bed.a->Pods().size() == on_a);
+  CHECK(bed.b->Pods().empty());
+  auto plan = hub.Release(release);  // still UNAVAILABLE: a-edge's swm is gone
+  CHECK(absl::IsUnavailable(plan.status()));
 }
 
 TEST_CASE("an MC swm holds reservations against capacity until their lease runs out") {
@@ -341,6 +574,61 @@ TEST_CASE("an MC swm holds reservations against capacity until their lease runs 
   CHECK(!gone.has_reservation());
   CHECK(call(&pb::SwmService::Stub::Reserve, ReserveOf("r1", node, 1500), &again).error_code() ==
         grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_CASE("an MC swm's cluster view counts its holds and pages by node name") {
+  Testbed bed;
+  Member& a = *bed.a;
+  const std::string node = FirstNode(a);
+  grpc::ClientContext reserve_context;
+  reserve_context.set_deadline(In(absl::Seconds(10)));
+  pb::ReserveResponse reserved;
+  REQUIRE(a.stub->Reserve(&reserve_context, ReserveOf("r1", node, 1500), &reserved).ok());
+
+  auto view = [&](const pb::GetClusterViewRequest& request, pb::GetClusterViewResponse* out) {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(10)));
+    return a.stub->GetClusterView(&context, request, out);
+  };
+  pb::GetClusterViewRequest request;
+  request.set_cluster("a-edge");
+  request.set_page_size(1);
+  std::vector<pb::ClusterNode> nodes;
+  for (int page = 0; page < 3; ++page) {
+    pb::GetClusterViewResponse response;
+    grpc::Status status = view(request, &response);
+    INFO(status.error_message());
+    REQUIRE(status.ok());
+    CHECK(response.cluster() == "a-edge");
+    CHECK(response.nodes_size() <= 1);
+    nodes.insert(nodes.end(), response.nodes().begin(), response.nodes().end());
+    request.set_page_token(response.next_page_token());
+    if (request.page_token().empty()) break;
+  }
+  REQUIRE(nodes.size() == 2);
+  CHECK(nodes[0].name() < nodes[1].name());
+  for (const pb::ClusterNode& n : nodes) {
+    INFO(n.name());
+    CHECK(n.schedulable());
+    CHECK(n.capacity().cpu_millicores() == 2000);
+    CHECK(n.allocated().cpu_millicores() == (n.name() == node ? 1500 : 0));
+    CHECK(n.labels().at("codeco.io/tier") == "edge");
+    CHECK(n.labels().at("codeco.io/country") == "FR");
+  }
+  std::vector<Node> core;
+  for (const pb::ClusterNode& n : nodes) core.push_back(FromClusterNode(n));
+  ClusterLabels labels = LabelsFromNodes(core);
+  CHECK(labels.tier == "edge");
+  CHECK(labels.country == "FR");
+
+  pb::GetClusterViewRequest other;
+  other.set_cluster("b-edge");
+  other.set_page_size(-1);
+  pb::GetClusterViewResponse response;
+  grpc::Status status = view(other, &response);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(absl::StrContains(status.error_message(), "cluster: "));
+  CHECK(absl::StrContains(status.error_message(), "page_size: "));
 }
 
 TEST_CASE("swm.cluster_endpoints is parsed and bad entries are named") {
