@@ -5,6 +5,7 @@
 // managed cluster Push* (into its local copies); the operation RPCs still
 // answer UNIMPLEMENTED.
 
+#include <atomic>
 #include <memory>
 
 #include "acm/core/application_manager.h"
@@ -88,12 +89,23 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
                                            const v1::PushAssignmentRequest* request,
                                            v1::PushAssignmentResponse* response) override;
 
+  /// Caps the open WatchApplication streams at `max` (more are answered
+  /// RESOURCE_EXHAUSTED); each one holds a listener and a queue. Default:
+  /// kDefaultMaxWatchers.
+  void SetMaxWatchers(int max) { max_watchers_.store(max); }
+
+  /// The default cap on open WatchApplication streams.
+  static constexpr int kDefaultMaxWatchers = 1000;
+
  private:
   ApplicationManager& manager_;
   ClusterRegistry& clusters_;
   NeighborhoodManager& neighborhoods_;
   ClusterDrainer& drainer_;
   const std::shared_ptr<LocalCopies> local_copies_;
+  // Open watches and their cap.
+  std::atomic<int> watchers_{0};
+  std::atomic<int> max_watchers_{kDefaultMaxWatchers};
   // Last member: destroyed first, so queued work still sees the rest.
   BoundedExecutor executor_;
 };
@@ -124,6 +136,9 @@ struct AcmServiceOptions {
   absl::Duration release_retry_min = absl::Seconds(1);
   /// Longest wait between release retries. Default: 30 s.
   absl::Duration release_retry_max = absl::Seconds(30);
+  /// Most open WatchApplication streams; more are answered RESOURCE_EXHAUSTED.
+  /// Default: AcmServiceImpl::kDefaultMaxWatchers (1000).
+  int max_watchers = AcmServiceImpl::kDefaultMaxWatchers;
 };
 
 /// An AcmService owning its store (on `kv`, which must hold
