@@ -25,6 +25,12 @@ absl::Status Bad(std::string_view text, std::string_view why) {
       absl::StrCat("\"", std::string(text), "\" is not a valid quantity: ", std::string(why)));
 }
 
+// A quantity past int64 once in the contract's unit (millicores, bytes, ns, bit/s).
+absl::Status TooLarge(std::string_view text) {
+  return Bad(text, absl::StrCat("too large: out of range (more than ",
+                                std::numeric_limits<int64_t>::max(), " in its unit)"));
+}
+
 // Parses the leading number of `text` ("12", "0.5", "1e3", "10e-3", ".5").
 // Sets *rest to what follows it.
 absl::StatusOr<Exact> ParseNumber(std::string_view text, std::string_view* rest) {
@@ -50,7 +56,7 @@ absl::StatusOr<Exact> ParseNumber(std::string_view text, std::string_view* rest)
       if (in_fraction) --out.exp10;
       continue;  // leading zeros carry no precision
     }
-    if (++digits > kMaxDigits) return Bad(text, "too many digits");
+    if (++digits > kMaxDigits) return Bad(text, "too many digits: out of range");
     out.mantissa = out.mantissa * 10 + (c - '0');
     if (in_fraction) --out.exp10;
   }
@@ -102,15 +108,15 @@ absl::StatusOr<int64_t> ToInteger(std::string_view text, Exact value, int scale1
   if (v == 0) return 0;
   for (int i = 0; i < value.exp2; ++i) {
     v *= 2;
-    if (v > kMax) return Bad(text, "too large");
+    if (v > kMax) return TooLarge(text);
   }
   int e = value.exp10 + scale10;
   if (e >= 0) {
     for (int i = 0; i < e; ++i) {
       v *= 10;
-      if (v > kMax) return Bad(text, "too large");
+      if (v > kMax) return TooLarge(text);
     }
-    if (v > kMax) return Bad(text, "too large");
+    if (v > kMax) return TooLarge(text);
     return static_cast<int64_t>(v);
   }
   // Divide by 10^-e, rounding up. Past 38 digits the quotient is below 1.
@@ -118,7 +124,7 @@ absl::StatusOr<int64_t> ToInteger(std::string_view text, Exact value, int scale1
   int128 divisor = 1;
   for (int i = 0; i < -e; ++i) divisor *= 10;
   int128 q = v / divisor + (v % divisor != 0 ? 1 : 0);
-  if (q > kMax) return Bad(text, "too large");
+  if (q > kMax) return TooLarge(text);
   return static_cast<int64_t>(q);
 }
 

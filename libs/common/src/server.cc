@@ -17,6 +17,7 @@
 #include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/impl/server_builder_plugin.h"
 #include "grpcpp/impl/server_initializer.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 
@@ -80,6 +81,12 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOp
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.listen, creds, &port);
+  // Explicit limits on untrusted input (see GrpcServerOptions).
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  grpc::ResourceQuota quota(absl::StrCat("codeco-", options.service));
+  quota.Resize(options.memory_quota_bytes);
+  builder.SetResourceQuota(quota);
   builder.RegisterService(&out->health_);
   for (grpc::Service* service : options.services) builder.RegisterService(service);
   InterceptorOptions interceptor_options{options.service, options.metrics,

@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+#include <limits>
+#include <utility>
 
 #include "codeco/common/quantity.h"
 
@@ -73,6 +75,19 @@ TEST_CASE("bad quantities are errors that quote the input") {
   REQUIRE_FALSE(ParseDurationNanos("5d").ok());
   REQUIRE_FALSE(ParseBandwidthBps("10MB/s").ok());
   REQUIRE_FALSE(ParseBytes("9223372036854775808").ok());  // int64 max + 1
+  REQUIRE(ParseBytes("9223372036854775807").value() == std::numeric_limits<int64_t>::max());
+  REQUIRE(ParseCpuMillicores("9223372036854775807m").value() ==
+          std::numeric_limits<int64_t>::max());
+  for (auto [text, parse] : {std::pair{"99999999999999999999", &ParseCpuMillicores},
+                             std::pair{"1e30Ei", &ParseBytes}, std::pair{"8Ei", &ParseBytes},
+                             std::pair{"1e30Tbps", &ParseBandwidthBps},
+                             std::pair{"1e12h", &ParseDurationNanos}}) {
+    INFO(text);
+    absl::StatusOr<int64_t> v = parse(text);
+    REQUIRE(v.status().code() == absl::StatusCode::kInvalidArgument);
+    REQUIRE_THAT(std::string(v.status().message()), Catch::Contains("out of range"));
+    REQUIRE_THAT(std::string(v.status().message()), Catch::Contains(text));
+  }
 }
 
 TEST_CASE("quantities format for display") {

@@ -191,29 +191,46 @@ void ApplicationManager::SendPlacement(const v1::Application& app,
 }
 
 void ApplicationManager::Notify() {
-  std::vector<std::shared_ptr<std::function<void()>>> listeners;
+  std::vector<std::shared_ptr<Listener>> listeners;
   {
     absl::MutexLock lock(&listeners_mu_);
     for (auto& [id, l] : listeners_) listeners.push_back(l);
   }
-  absl::MutexLock running(&notify_mu_);
-  for (auto& l : listeners) (*l)();
+  if (notify_hook_for_test_) notify_hook_for_test_();
+  // A listener removed since the copy above is skipped: `removed` is set, and
+  // read, under the listener's own lock, which is held while it runs.
+  for (auto& l : listeners) {
+    absl::MutexLock running(&l->mu);
+    if (!l->removed) l->run();
+  }
 }
 
 int ApplicationManager::AddListener(std::function<void()> listener) {
+  auto entry = std::make_shared<Listener>();
+  entry->run = std::move(listener);
   absl::MutexLock lock(&listeners_mu_);
   int id = next_listener_id_++;
-  listeners_[id] = std::make_shared<std::function<void()>>(std::move(listener));
+  listeners_[id] = std::move(entry);
   return id;
 }
 
 void ApplicationManager::RemoveListener(int id) {
+  std::shared_ptr<Listener> entry;
   {
     absl::MutexLock lock(&listeners_mu_);
-    listeners_.erase(id);
+    auto it = listeners_.find(id);
+    if (it == listeners_.end()) return;
+    entry = std::move(it->second);
+    listeners_.erase(it);
   }
-  // Wait for a Notify that may still be running the listener.
-  absl::MutexLock running(&notify_mu_);
+  // Waits for a Notify running the listener; any Notify still holding a copy
+  // of the entry sees `removed` and skips it.
+  absl::MutexLock running(&entry->mu);
+  entry->removed = true;
+}
+
+void ApplicationManager::SetNotifyHookForTest(std::function<void()> hook) {
+  notify_hook_for_test_ = std::move(hook);
 }
 
 absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::Apply(

@@ -202,8 +202,12 @@ class ApplicationManager {
 
   /// Registers `listener`, called (outside any lock) after every commit; returns its id.
   int AddListener(std::function<void()> listener);
-  /// Unregisters a listener; after it returns the listener is not running and not called again.
+  /// Unregisters a listener; after it returns the listener is not running and not called again,
+  /// not even by a Notify that had already copied the listener list.
   void RemoveListener(int id);
+  /// Runs `hook` in every Notify between copying the listener list and calling the
+  /// listeners (the window a RemoveListener may fall into). Set before any Notify.
+  void SetNotifyHookForTest(std::function<void()> hook);
 
  private:
   // The idempotency record a write stores with its commit (none when key is empty).
@@ -270,11 +274,18 @@ class ApplicationManager {
   // When Reconcile next deletes old operations.
   absl::Time next_prune_ ABSL_GUARDED_BY(write_mu_) = absl::InfinitePast();
 
+  // A registered listener. `mu` is held while it runs, so RemoveListener can
+  // wait for a running call and mark it removed for Notify calls that
+  // already copied it.
+  struct Listener {
+    absl::Mutex mu;
+    bool removed ABSL_GUARDED_BY(mu) = false;
+    std::function<void()> run;
+  };
   absl::Mutex listeners_mu_;
   int next_listener_id_ ABSL_GUARDED_BY(listeners_mu_) = 1;
-  std::map<int, std::shared_ptr<std::function<void()>>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
-  // Held while listeners run, so RemoveListener can wait for a running call.
-  absl::Mutex notify_mu_;
+  std::map<int, std::shared_ptr<Listener>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
+  std::function<void()> notify_hook_for_test_;
 };
 
 /// True if `labels` satisfy `selector` (match_labels and match_expressions).

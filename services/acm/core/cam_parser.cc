@@ -14,8 +14,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "acm/core/application_bounds.h"
 #include "codeco/common/quantity.h"
 #include "codeco/common/status.h"
 #include "yaml-cpp/anchor.h"
@@ -40,7 +42,7 @@ constexpr int64_t kMaxGpu = 1024;
 constexpr int64_t kMaxBandwidthBps = int64_t{10'000'000'000'000};  // 10 Tbit/s
 constexpr int64_t kMaxDelayNs = int64_t{3600} * 1'000'000'000;     // 1 hour
 constexpr int64_t kMaxFrameBytes = int64_t{1} << 20;
-constexpr int64_t kMaxReplicas = 10000;
+constexpr int64_t kMaxReplicas = kMaxServiceReplicas;  // one cap, shared with SWM
 constexpr int kMaxLocations = 1000;
 constexpr size_t kMaxStringBytes = 1024;
 
@@ -123,6 +125,42 @@ class BoundsScanner final : public YAML::EventHandler {
   std::unordered_map<YAML::anchor_t, size_t> anchor_sizes_;
 };
 
+// The deepest nesting of flow collections ([ and {) outside quoted scalars
+// and comments. yaml-cpp queues every token of a line that may still start a
+// simple key, so "[[[[..." on one line costs memory per level before any
+// event reaches BoundsScanner; this lexical pass refuses it first. A quote
+// opens a quoted scalar only where a token may start.
+int MaxFlowDepth(std::string_view text) {
+  int depth = 0;
+  int deepest = 0;
+  char quote = 0;
+  bool comment = false;
+  char prev = '\n';
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (comment) {
+      if (c == '\n') comment = false;
+    } else if (quote != 0) {
+      if (quote == '"' && c == '\\') {
+        ++i;  // the escaped character
+      } else if (c == quote) {
+        quote = 0;
+      }
+    } else if (c == '#' && (prev == ' ' || prev == '\t' || prev == '\n' || prev == '\r')) {
+      comment = true;
+    } else if ((c == '"' || c == '\'') && std::string_view(" \t\r\n[{,:-?").find(prev) !=
+                                               std::string_view::npos) {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+    prev = c;
+  }
+  return deepest;
+}
+
 // ---------------------------------------------------------------------------
 // Field-path helpers.
 
@@ -145,6 +183,28 @@ class Reader {
 
   void Error(const std::string& path, const std::string& message) { errors_.Add(path, message); }
   bool ok() const { return errors_.empty(); }
+
+  // Records that `path` was accepted but does not take effect yet, saying why.
+  void NotActedOn(const std::string& path, std::string_view why) {
+    warnings_.push_back(absl::StrCat(path, ": accepted but not acted on yet (", std::string(why), ")"));
+  }
+  // NotActedOn for the child `key` of `map` when it is present (even null).
+  void NotActedOnIfSet(const YAML::Node& map, std::string_view key, const std::string& path,
+                       std::string_view why) {
+    if (map.IsMap() && map[std::string(key)].IsDefined()) NotActedOn(Child(path, key), why);
+  }
+  // Records NotActedOn for every key of `map` not in `known`.
+  void NotActedOnUnknown(const YAML::Node& map, const std::string& path,
+                         std::initializer_list<std::string_view> known, std::string_view why) {
+    for (const auto& kv : map) {
+      if (!kv.first.IsScalar()) continue;
+      const std::string& key = kv.first.Scalar();
+      if (std::find(known.begin(), known.end(), key) == known.end()) {
+        NotActedOn(Child(path, key), why);
+      }
+    }
+  }
+  std::vector<std::string>& warnings() { return warnings_; }
 
   // True when `node` is a mapping; otherwise records an error (unless absent and optional).
   bool IsMap(const YAML::Node& node, const std::string& path) {
@@ -330,6 +390,7 @@ class Reader {
 
  private:
   FieldErrors& errors_;
+  std::vector<std::string> warnings_;
 };
 
 // ---------------------------------------------------------------------------
@@ -347,20 +408,48 @@ void ReadResources(Reader& r, const YAML::Node& map, const std::string& path,
   if (auto v = r.Int(map, "nvidia.com/gpu", path, 0, kMaxGpu)) out.set_gpu(*v);
   if (auto v = r.Quantity(map, "ephemeral-storage", path, &ParseBytes, kMaxBytes)) {
     out.set_ephemeral_storage_bytes(*v);
+    if (absl::EndsWith(path, "requests")) {
+      r.NotActedOn(Child(path, "ephemeral-storage"), "placement does not count storage");
+    }
   }
 }
 
-void AddResources(const common::v1::ResourceQuantities& add, common::v1::ResourceQuantities& sum) {
-  sum.set_cpu_millicores(sum.cpu_millicores() + add.cpu_millicores());
-  sum.set_memory_bytes(sum.memory_bytes() + add.memory_bytes());
-  sum.set_gpu(sum.gpu() + add.gpu());
-  sum.set_ephemeral_storage_bytes(sum.ephemeral_storage_bytes() + add.ephemeral_storage_bytes());
+// Adds `add` (one container's) to `sum` (the pod's); a sum past int64 is an
+// error on `path` (the containers' resources of that kind) and leaves `sum` as it was.
+void AddResources(Reader& r, const std::string& path, const common::v1::ResourceQuantities& add,
+                  common::v1::ResourceQuantities& sum) {
+  int64_t cpu = 0, memory = 0, gpu = 0, storage = 0;
+  bool overflow = false;
+  if (__builtin_add_overflow(sum.cpu_millicores(), add.cpu_millicores(), &cpu)) {
+    r.Error(Child(path, "cpu"), "the containers' sum is past the largest value");
+    overflow = true;
+  }
+  if (__builtin_add_overflow(sum.memory_bytes(), add.memory_bytes(), &memory)) {
+    r.Error(Child(path, "memory"), "the containers' sum is past the largest value");
+    overflow = true;
+  }
+  if (__builtin_add_overflow(sum.gpu(), add.gpu(), &gpu)) {
+    r.Error(Child(path, "nvidia.com/gpu"), "the containers' sum is past the largest value");
+    overflow = true;
+  }
+  if (__builtin_add_overflow(sum.ephemeral_storage_bytes(), add.ephemeral_storage_bytes(),
+                             &storage)) {
+    r.Error(Child(path, "ephemeral-storage"), "the containers' sum is past the largest value");
+    overflow = true;
+  }
+  if (overflow) return;
+  sum.set_cpu_millicores(cpu);
+  sum.set_memory_bytes(memory);
+  sum.set_gpu(gpu);
+  sum.set_ephemeral_storage_bytes(storage);
 }
 
 // Reads a Kubernetes PodSpec into `service`: image, command, args and env of
 // the first container, ports of all, requests and limits summed over all.
 void ReadPodSpec(Reader& r, const YAML::Node& pod, const std::string& path, ServiceSpec& service) {
   if (!r.IsMap(pod, path)) return;
+  r.NotActedOnUnknown(pod, path, {"containers"},
+                      "of a pod spec only containers are read");
   std::string cpath = Child(path, "containers");
   std::optional<YAML::Node> containers = Reader::Field(pod, "containers");
   if (!containers) {
@@ -378,6 +467,16 @@ void ReadPodSpec(Reader& r, const YAML::Node& pod, const std::string& path, Serv
     const YAML::Node c = (*containers)[i];
     std::string p = Index(cpath, i);
     if (!r.IsMap(c, p)) continue;
+    r.NotActedOnUnknown(c, p, {"name", "image", "command", "args", "env", "ports", "resources"},
+                        "of a container only name, image, command, args, env, ports and "
+                        "resources are read");
+    if (i > 0) {
+      for (std::string_view key : {"image", "command", "args", "env"}) {
+        r.NotActedOnIfSet(c, key, p,
+                          "a service runs as one container: the first one's image, command, "
+                          "args and env; later containers add their ports and resources");
+      }
+    }
     if (auto name = r.DnsLabel(c, "name", p, true)) {
       if (!container_names.insert(*name).second) {
         r.Error(Child(p, "name"), absl::StrCat("duplicate container name \"", *name, "\""));
@@ -454,8 +553,8 @@ void ReadPodSpec(Reader& r, const YAML::Node& pod, const std::string& path, Serv
         if (limits.memory_bytes() > 0 && limits.memory_bytes() < requests.memory_bytes()) {
           r.Error(Child(lp, "memory"), "must not be less than requests.memory");
         }
-        AddResources(requests, *service.mutable_requests());
-        AddResources(limits, *service.mutable_limits());
+        AddResources(r, Child(rp, "requests"), requests, *service.mutable_requests());
+        AddResources(r, Child(rp, "limits"), limits, *service.mutable_limits());
       }
     }
   }
@@ -498,6 +597,9 @@ void ReadPlacement(Reader& r, const YAML::Node& map, const std::string& path,
   }
   if (auto b = r.Bool(map, "bursting", path)) placement.set_bursting(*b);
   if (auto b = r.Bool(map, "substitution", path)) placement.set_substitution(*b);
+  r.NotActedOnIfSet(map, "numberOfLocations", path, "SWM does not spread over locations");
+  r.NotActedOnIfSet(map, "bursting", path, "SWM's profiles do not switch bursting");
+  r.NotActedOnIfSet(map, "substitution", path, "SWM's profiles do not switch substitution");
   if (auto list = r.StringList(map, "preferredClusters", path, false)) {
     for (size_t i = 0; i < list->size(); ++i) {
       if (!IsDnsLabel((*list)[i])) {
@@ -540,6 +642,7 @@ void ReadIntents(Reader& r, const YAML::Node& map, const std::string& path, v1::
       r.Error(Child(path, "origin"), "required when maxLatencyToOrigin is set");
     }
   }
+  r.NotActedOnIfSet(map, "deadline", path, "placement has no deadline");
   if (auto s = r.String(map, "deadline", path, false)) {
     absl::Time t;
     std::string err;
@@ -664,6 +767,9 @@ void ReadChannel(Reader& r, const YAML::Node& ch, const std::string& p, const st
       if (auto v = r.Quantity(*adv, "sendInterval", ap, &ParseDurationNanos, kMaxDelayNs)) {
         channel->set_send_interval_ns(*v);
       }
+      r.NotActedOnIfSet(*adv, "frameSize", ap, "placement uses minBandwidth and maxDelay only");
+      r.NotActedOnIfSet(*adv, "sendInterval", ap,
+                        "placement uses minBandwidth and maxDelay only");
     }
   }
   if (channel->service_class() == common::v1::SERVICE_CLASS_ASSURED &&
@@ -722,6 +828,8 @@ void ReadMetadata(Reader& r, const YAML::Node& root, ParsedCam& out, std::string
   if (auto n = r.DnsLabel(*meta, "name", "metadata", true)) *name = *n;
   out.labels = r.StringMap(*meta, "labels", "metadata");
   out.annotations = r.StringMap(*meta, "annotations", "metadata");
+  r.NotActedOnIfSet(*meta, "annotations", "metadata",
+                    "kept in the stored CAM only; no component reads them");
 }
 
 // ---------------------------------------------------------------------------
@@ -773,6 +881,9 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
   if (auto v = r.String(s, "appFailureTolerance", "spec", false)) {
     spec.set_app_failure_tolerance(*v);
   }
+  r.NotActedOnIfSet(s, "qosClass", "spec", "no component reads the QoS class");
+  r.NotActedOnIfSet(s, "appEnergyLimit", "spec", "placement does not bound energy");
+  r.NotActedOnIfSet(s, "appFailureTolerance", "spec", "no component reads it");
   if (auto v = r.String(s, "performanceProfile", "spec", false)) {
     if (auto profile = ParseProfile(*v)) {
       spec.set_performance_profile(*profile);
@@ -860,6 +971,14 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
     }
     if (auto v = r.Quantity(m, "nwlatency", p, &ParseNwLatency, kMaxDelayNs)) {
       service->set_network_latency_ns(*v);
+    }
+    r.NotActedOnIfSet(m, "nwbandwidth", p,
+                      "placement reads bandwidth from the channels' minBandwidth");
+    r.NotActedOnIfSet(m, "nwlatency", p, "placement reads latency from the channels' maxDelay");
+    if (extended) {
+      r.NotActedOnIfSet(m, "stateful", p, "no placement plugin treats stateful services apart");
+      r.NotActedOnIfSet(m, "nodeSelector", p, "SWM does not filter nodes by label");
+      r.NotActedOnIfSet(m, "autoscaling", p, "nothing scales services");
     }
     if (extended) {
       if (auto v = r.Int(m, "replicas", p, 0, kMaxReplicas)) {
@@ -966,6 +1085,13 @@ void ParseMultiClusterDeployment(Reader& r, const YAML::Node& root, ParsedCam& o
   if (auto b = r.Bool(s, "enableSubstitution", "spec")) placement.set_substitution(*b);
   CheckNearestFirst(r, s, "burstingPolicy", "spec");
   CheckNearestFirst(r, s, "substitutionPolicy", "spec");
+  r.NotActedOnIfSet(s, "numberOfLocations", "spec", "SWM does not spread over locations");
+  for (std::string_view key :
+       {"enableBursting", "burstingPolicy", "enableSubstitution", "substitutionPolicy"}) {
+    r.NotActedOnIfSet(s, key, "spec", "SWM's mck8s profiles do not switch bursting or "
+                                      "substitution");
+  }
+  r.NotActedOnIfSet(s, "selector", "spec", "the pods are labelled by SWM, not selected");
   if (auto v = r.Int(s, "replicas", "spec", 0, kMaxReplicas)) {
     service->set_replicas(static_cast<int32_t>(*v));
   }
@@ -1006,6 +1132,10 @@ absl::StatusOr<ParsedCam> ParseCam(std::string_view yaml, const CamLimits& limit
   }
   if (yaml.find('\0') != std::string_view::npos) {
     return InvalidFieldError("document", "contains a NUL byte");
+  }
+  if (MaxFlowDepth(yaml) > limits.max_depth) {
+    return InvalidFieldError("document",
+                             absl::StrCat("nested deeper than ", limits.max_depth, " levels"));
   }
   std::string text(yaml);
   YAML::Node root;
@@ -1061,6 +1191,20 @@ absl::StatusOr<ParsedCam> ParseCam(std::string_view yaml, const CamLimits& limit
   }
   if (Reader::Field(root, "status")) out.warnings.push_back("status: ignored; ACM writes it");
   RETURN_IF_ERROR(errors.ToStatus());
+  // The caps shared with SWM, on the spec as read (nothing expanded), named
+  // by the document's own keys.
+  SpecFieldNames names;
+  if (out.form == CamForm::kMultiClusterDeployment) {
+    names.services = "spec";
+    names.service = [](int) { return std::string("spec"); };
+  } else {
+    names.services = "spec.codecoapp-msspec";
+    names.service = [](int i) { return Index("spec.codecoapp-msspec", i); };
+    names.channels = "serviceChannels";
+  }
+  names.autoscaling_max = "autoscaling.maxReplicas";
+  RETURN_IF_ERROR(CheckApplicationBounds(out.spec, names).status());
+  for (std::string& w : r.warnings()) out.warnings.push_back(std::move(w));
   return out;
 }
 
@@ -1084,9 +1228,6 @@ absl::Status ValidateApplicationSpec(const ApplicationSpec& spec, const CamLimit
       errors.Add(Child(p, "name"), absl::StrCat("duplicate service name \"", s.name(), "\""));
     }
     if (s.image().empty()) errors.Add(Child(p, "image"), "required");
-    if (s.replicas() < 0 || s.replicas() > kMaxReplicas) {
-      errors.Add(Child(p, "replicas"), absl::StrCat("must be between 0 and ", kMaxReplicas));
-    }
     if (s.availability_kpi() < 0 || s.availability_kpi() > 100) {
       errors.Add(Child(p, "availability_kpi"), "must be between 0 and 100");
     }
@@ -1144,7 +1285,13 @@ absl::Status ValidateApplicationSpec(const ApplicationSpec& spec, const CamLimit
       }
     }
   }
-  return errors.ToStatus();
+  // The caps shared with SWM (replicas, expanded workloads and channels,
+  // resource totals); their errors join the others.
+  absl::Status bounds = CheckApplicationBounds(spec, ProtoSpecFieldNames("spec")).status();
+  if (errors.empty()) return bounds;
+  if (bounds.ok()) return errors.ToStatus();
+  return absl::InvalidArgumentError(absl::StrCat(errors.ToStatus().message(), "\n",
+                                                 bounds.message()));
 }
 
 }  // namespace codeco::acm

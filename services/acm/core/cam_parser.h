@@ -8,7 +8,10 @@
 // Every error names the field path of the YAML it is about, e.g.
 // `spec.codecoapp-msspec[2].serviceChannels[0].otherService.serviceName: no service "db"
 // in this application`. Untrusted input is bounded before any tree is built:
-// document size, nesting depth and the node count after alias expansion.
+// document size, nesting depth and the node count after alias expansion;
+// the parsed spec is then checked, unexpanded, against the caps ACM shares
+// with SWM (acm/core/application_bounds.h). Fields accepted but not acted on
+// yet come back as ParsedCam::warnings, one per field path.
 
 #include <cstddef>
 #include <map>
@@ -64,7 +67,8 @@ struct ParsedCam {
 absl::StatusOr<ParsedCam> ParseCam(std::string_view yaml, const CamLimits& limits = {});
 
 /// Validates a spec given in parsed (proto) form, naming proto field paths
-/// under `spec.` (e.g. `spec.services[1].channels[0].to_service`).
+/// under `spec.` (e.g. `spec.services[1].channels[0].to_service`), including
+/// the caps shared with SWM (CheckApplicationBounds).
 absl::Status ValidateApplicationSpec(const v1::ApplicationSpec& spec, const CamLimits& limits = {});
 
 /// True if `name` is an RFC 1123 DNS label (1-63 of [a-z0-9-], alphanumeric at both ends).

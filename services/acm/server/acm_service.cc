@@ -1,5 +1,6 @@
 #include "acm/server/acm_service.h"
 
+#include <atomic>
 #include <deque>
 #include <thread>
 
@@ -38,10 +39,20 @@ grpc::ServerUnaryReactor* Answer(BoundedExecutor& executor, grpc::CallbackServer
 // Streams an application's changes: first the current state (from_revision
 // 0) or the changes after from_revision, then every later change as the
 // manager reports commits. One write in flight at a time.
+// A watch refused before it started (RESOURCE_EXHAUSTED past the watcher cap).
+class RefusedWatch final : public grpc::ServerWriteReactor<v1::WatchApplicationResponse> {
+ public:
+  explicit RefusedWatch(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
 class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchApplicationResponse> {
  public:
-  WatchReactor(ApplicationManager& manager, const v1::WatchApplicationRequest& request)
-      : manager_(manager), name_(request.name()) {
+  // `watchers` counts the open watches; this one was counted by the caller
+  // and is uncounted when done.
+  WatchReactor(ApplicationManager& manager, const v1::WatchApplicationRequest& request,
+               std::atomic<int>& watchers)
+      : manager_(manager), name_(request.name()), watchers_(watchers) {
     absl::MutexLock lock(&mu_);
     if (request.from_revision() < 0) {
       FinishLocked(ToGrpcStatus(absl::InvalidArgumentError("from_revision: must not be negative")));
@@ -86,6 +97,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchApplicationR
 
   void OnDone() override {
     if (listener_ != 0) manager_.RemoveListener(listener_);
+    watchers_.fetch_sub(1);
     delete this;
   }
 
@@ -131,6 +143,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchApplicationR
 
   ApplicationManager& manager_;
   const std::string name_;
+  std::atomic<int>& watchers_;
   int listener_ = 0;
   absl::Mutex mu_;
   std::deque<v1::WatchApplicationResponse> queue_ ABSL_GUARDED_BY(mu_);
@@ -367,6 +380,7 @@ class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl 
                        OwnedDependencies::neighborhoods, OwnedDependencies::drainer,
                        options.local_copies) {
     SetMaxOperationWatchers(options.max_operation_watchers);
+    SetMaxWatchers(options.max_watchers);
   }
 };
 
@@ -411,7 +425,14 @@ grpc::ServerUnaryReactor* AcmServiceImpl::ListApplicationRevisions(
 
 grpc::ServerWriteReactor<v1::WatchApplicationResponse>* AcmServiceImpl::WatchApplication(
     grpc::CallbackServerContext* context, const v1::WatchApplicationRequest* request) {
-  return new WatchReactor(manager_, *request);
+  if (watchers_.fetch_add(1) >= max_watchers_.load()) {
+    watchers_.fetch_sub(1);
+    return new RefusedWatch(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("acm: already ", max_watchers_.load(),
+                     " open watches (the most this server keeps); retry later")));
+  }
+  return new WatchReactor(manager_, *request, watchers_);
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::GetOperation(grpc::CallbackServerContext* context,

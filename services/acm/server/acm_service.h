@@ -101,6 +101,14 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   /// Sets how many WatchOperation streams may be open at once (default 256).
   void SetMaxOperationWatchers(int max) { max_operation_watchers_ = max; }
 
+  /// Caps the open WatchApplication streams at `max` (more are answered
+  /// RESOURCE_EXHAUSTED); each one holds a listener and a queue. Default:
+  /// kDefaultMaxWatchers.
+  void SetMaxWatchers(int max) { max_watchers_.store(max); }
+
+  /// The default cap on open WatchApplication streams.
+  static constexpr int kDefaultMaxWatchers = 1000;
+
  private:
   ApplicationManager& manager_;
   ClusterRegistry& clusters_;
@@ -110,6 +118,9 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   // WatchOperation streams open, and how many may be.
   std::atomic<int> operation_watchers_{0};
   int max_operation_watchers_ = 256;
+  // Open watches and their cap.
+  std::atomic<int> watchers_{0};
+  std::atomic<int> max_watchers_{kDefaultMaxWatchers};
   // Last member: destroyed first, so queued work still sees the rest.
   BoundedExecutor executor_;
 };
@@ -146,6 +157,9 @@ struct AcmServiceOptions {
   absl::Duration reconcile_interval = absl::Seconds(1);
   /// Most WatchOperation streams open at once. Default: 256.
   int max_operation_watchers = 256;
+  /// Most open WatchApplication streams; more are answered RESOURCE_EXHAUSTED.
+  /// Default: AcmServiceImpl::kDefaultMaxWatchers (1000).
+  int max_watchers = AcmServiceImpl::kDefaultMaxWatchers;
 };
 
 /// An AcmService owning its store (on `kv`, which must hold

@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "acm/core/application_bounds.h"
 #include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
 
@@ -158,14 +159,20 @@ absl::StatusOr<Application> ToCoreApplication(const acm::Application& app,
     } else if (!replicas.emplace(s.name(), Replicas(s)).second) {
       errors.Add(path + ".name", "duplicate service \"" + s.name() + "\"");
     }
-    if (s.replicas() < 0 || s.replicas() > kMaxReplicas) {
-      errors.Add(path + ".replicas", absl::StrCat("must be 0-", kMaxReplicas));
-    }
-    CheckQuantities(s.requests(), path + ".requests", errors);
     CheckQuantities(s.limits(), path + ".limits", errors);
     if (s.availability_kpi() < 0 || s.availability_kpi() > 100) {
       errors.Add(path + ".availability_kpi", "must be 0-100");
     }
+  }
+  // ACM's caps (replicas, expanded workloads and channels, overflow-checked
+  // request totals; requests' signs too) before anything is expanded.
+  absl::Status bounds =
+      codeco::acm::CheckApplicationBounds(spec, codeco::acm::ProtoSpecFieldNames("application.spec"))
+          .status();
+  if (!bounds.ok()) {
+    if (errors.empty()) return bounds;
+    return absl::InvalidArgumentError(
+        absl::StrCat(errors.ToStatus().message(), "\n", bounds.message()));
   }
   if (!errors.empty()) return errors.ToStatus();
 
@@ -223,7 +230,9 @@ absl::StatusOr<Application> ToCoreApplication(const acm::Application& app,
               .name = single ? c.name() : absl::StrCat(c.name(), "-", a, "-", b),
               .from = absl::StrCat(s.name(), "-", a),
               .to = absl::StrCat(c.to_service(), "-", b),
-              .min_bandwidth_bps = (c.min_bandwidth_bps() + receivers - 1) / receivers,
+              // Rounded up, without the overflow of (bandwidth + receivers - 1).
+              .min_bandwidth_bps = c.min_bandwidth_bps() / receivers +
+                                   (c.min_bandwidth_bps() % receivers != 0 ? 1 : 0),
               .max_delay_ns = c.max_delay_ns(),
               .service_class = c.service_class() == codeco::common::v1::SERVICE_CLASS_ASSURED
                                    ? ServiceClass::kAssured

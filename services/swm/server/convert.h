@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "acm/core/application_bounds.h"
 #include "codeco/acm/v1/application.pb.h"
 #include "codeco/lms/v1/lms.pb.h"
 #include "codeco/swm/v1/plan.pb.h"
@@ -18,13 +19,16 @@
 
 namespace codeco::swm {
 
-/// Most replicas one service may ask for in one placement.
-inline constexpr int kMaxReplicas = 1000;
+/// Most replicas one service may ask for in one placement: ACM's cap.
+inline constexpr int kMaxReplicas = codeco::acm::kMaxServiceReplicas;
 
 /// The core application of `app`: one Workload per replica named
 /// "<service>-<i>" (replicas 0 = unset = 1), the intents copied onto every
 /// workload, and each service channel expanded to every (sender replica,
 /// receiver replica) pair, each pair needing min_bandwidth / receiver replicas.
+/// The spec is first checked against ACM's caps (CheckApplicationBounds: at
+/// most kMaxReplicas per service, the workload and channel counts it would
+/// expand to, overflow-free request totals), so nothing large is allocated.
 /// `clusters` are the neighborhood's: an intent origin with a latency bound
 /// must be one of them. INVALID_ARGUMENT lists every bad field.
 absl::StatusOr<Application> ToCoreApplication(const codeco::acm::v1::Application& app,

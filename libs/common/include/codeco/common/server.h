@@ -43,6 +43,16 @@ struct GrpcServerOptions {
   RpcMetrics* metrics = nullptr;
   /// Notes for UNIMPLEMENTED answers, by fully qualified service name.
   std::map<std::string, std::string> unimplemented_notes;
+  /// Largest request message accepted, bytes; a larger one is answered
+  /// RESOURCE_EXHAUSTED before it is parsed. Default: 4 MiB (a CAM is a few KB;
+  /// the CAM parser refuses documents over 1 MiB).
+  int max_receive_message_bytes = 4 << 20;
+  /// Most concurrent calls (HTTP/2 streams) one client connection may open.
+  /// Default: 100.
+  int max_concurrent_streams = 100;
+  /// Memory the server's transports and calls may hold (a grpc::ResourceQuota
+  /// of its own), bytes; past it gRPC sheds connections and calls. Default: 256 MiB.
+  size_t memory_quota_bytes = size_t{256} << 20;
 };
 
 /// A running gRPC server with health and reflection.
