@@ -31,6 +31,10 @@ void AddConfig(codeco::ConfigSchema& schema) {
             "hub: deadline of one placement request to SWM"})
       .Add({"acm.heartbeat_interval", codeco::ConfigType::kDuration, "5s", {}, false,
             "mc: time between the agent's heartbeats to the hub"})
+      .Add({"acm.advertise", codeco::ConfigType::kString, "", {}, false,
+            "mc: this cluster's service endpoints the agent registers with the hub, as "
+            "service=host:port,... (e.g. swm=10.1.0.2:17501); the hub hands them to the "
+            "members of each neighborhood, and its SWM reaches the cluster's SWM there"})
       .Add({"acm.reevaluate_after", codeco::ConfigType::kDuration, "5m", {}, false,
             "hub: a cluster silent this long (UNREACHABLE) has its applications moved to a "
             "neighborhood without it (0: never)"})
@@ -64,11 +68,16 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
     // takes pushes into them and serves GetNeighborhood from them.
     options.local_copies =
         std::make_shared<codeco::acm::LocalCopies>(context.store, config.cluster);
+    codeco::acm::ClusterAgentOptions agent{config.cluster, config.hub_acm, config.lms,
+                                           config.lms_plaintext,
+                                           config.raw.GetDuration("acm.heartbeat_interval")};
+    absl::StatusOr<std::map<std::string, std::string>> advertised = codeco::ParseNamedAddresses(
+        "acm.advertise", config.raw.Has("acm.advertise") ? config.raw.GetString("acm.advertise") : "",
+        "service");
+    if (!advertised.ok()) return advertised.status();
+    agent.endpoints = *std::move(advertised);
     context.background.push_back(std::make_unique<codeco::acm::ClusterAgent>(
-        codeco::acm::ClusterAgentOptions{config.cluster, config.hub_acm, config.lms,
-                                         config.lms_plaintext,
-                                         config.raw.GetDuration("acm.heartbeat_interval")},
-        context.peers, options.local_copies));
+        std::move(agent), context.peers, options.local_copies));
   }
   std::vector<std::unique_ptr<grpc::Service>> services;
   services.push_back(codeco::acm::NewAcmService(context.store, context.clock, options));

@@ -16,22 +16,24 @@ void SetListen(const std::string& address, ProcessSpec& spec) {
   }
 }
 
-// The hub SWM's two sources: the hub NetMA's measured links (one topology
-// read per placement), and the managed clusters' SWMs for their nodes, the L2
-// solve, reservations and releases (until ACM's registry carries each
-// cluster's "swm" endpoint into the neighborhood, the hub is told them here).
-void AddSwmLayers(const ClusterEndpoint& hub, const std::vector<ClusterEndpoint>& clusters,
-                  ProcessSpec& spec) {
+// The hub SWM's links come from the hub NetMA (one topology read per
+// placement). It learns each managed cluster's SWM from the neighborhood ACM
+// hands it: the cluster's agent registers it (acm.advertise, below).
+void AddSwmLayers(const ClusterEndpoint& hub, ProcessSpec& spec) {
   if (!hub.netma_address.empty()) {
     spec.args.insert(spec.args.end(), {"--set", "swm.netma=" + hub.netma_address});
   }
-  std::vector<std::string> members;
-  for (const ClusterEndpoint& c : clusters) {
-    if (!c.is_hub && !c.swm_address.empty()) members.push_back(c.name + "=" + c.swm_address);
-  }
-  if (!members.empty()) {
+}
+
+// A managed cluster's ACM agent registers the cluster's own service endpoints
+// with the hub, so the hub's services reach them through ACM's registry.
+void AddAdvertisedEndpoints(const ClusterEndpoint& cluster, ProcessSpec& spec) {
+  std::vector<std::string> endpoints;
+  if (!cluster.swm_address.empty()) endpoints.push_back("swm=" + cluster.swm_address);
+  if (!cluster.netma_address.empty()) endpoints.push_back("netma=" + cluster.netma_address);
+  if (!endpoints.empty()) {
     spec.args.insert(spec.args.end(),
-                     {"--set", "swm.cluster_endpoints=" + absl::StrJoin(members, ",")});
+                     {"--set", "acm.advertise=" + absl::StrJoin(endpoints, ",")});
   }
 }
 
@@ -85,7 +87,8 @@ ProcessSpec Plan(const ClusterEndpoint& cluster, const std::string& service, boo
   spec.args.push_back("--federation.lms-plaintext");
   if (!hub_acm.empty()) spec.args.insert(spec.args.end(), {"--federation.hub-acm", hub_acm});
   if (service == "netma") AddNetmaMesh(cluster, clusters, spec);
-  if (service == "swm" && hub) AddSwmLayers(cluster, clusters, spec);
+  if (service == "swm" && hub) AddSwmLayers(cluster, spec);
+  if (service == "acm" && !hub) AddAdvertisedEndpoints(cluster, spec);
   if (service == "swm" && !hub && !cluster.swm_address.empty()) {
     SetListen(cluster.swm_address, spec);
   }

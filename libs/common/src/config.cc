@@ -5,6 +5,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -280,6 +282,43 @@ absl::StatusOr<ParsedFlags> ParseFlags(int argc, const char* const* argv,
   }
   RETURN_IF_ERROR(errors.ToStatus());
   return parsed;
+}
+
+absl::Status CheckHostPort(std::string_view field, std::string_view value) {
+  const size_t colon = value.rfind(':');
+  int port = 0;
+  if (colon == std::string_view::npos || colon == 0 ||
+      !absl::SimpleAtoi(value.substr(colon + 1), &port) || port <= 0 || port > 65535) {
+    return InvalidFieldError(std::string(field),
+                             absl::StrCat("want host:port with a port 1-65535, got \"",
+                                          value.substr(0, 256), "\""));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ParseNamedAddresses(std::string_view key,
+                                                                       std::string_view text,
+                                                                       std::string_view name_kind) {
+  std::map<std::string, std::string> out;
+  if (absl::StripAsciiWhitespace(text).empty()) return out;
+  std::vector<std::string> entries = absl::StrSplit(text, ',');
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const std::string entry(absl::StripAsciiWhitespace(entries[i]));
+    std::vector<std::string> kv = absl::StrSplit(entry, absl::MaxSplits('=', 1));
+    auto bad = [&](std::string_view why) {
+      return InvalidFieldError(std::string(key),
+                               absl::StrCat("entry ", i + 1, " \"", entry, "\": ", why, " (want ",
+                                            name_kind, "=host:port)"));
+    };
+    if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) {
+      return bad(absl::StrCat("not ", name_kind, "=host:port"));
+    }
+    if (!CheckHostPort(key, kv[1]).ok()) return bad("the address needs a host and a port 1-65535");
+    if (!out.emplace(kv[0], kv[1]).second) {
+      return bad(absl::StrCat(name_kind, " ", kv[0], " listed twice"));
+    }
+  }
+  return out;
 }
 
 }  // namespace codeco

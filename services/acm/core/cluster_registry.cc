@@ -6,6 +6,7 @@
 #include "acm/core/application_manager.h"
 #include "acm/core/cam_parser.h"
 #include "codeco/common/proto_util.h"
+#include "codeco/common/config.h"
 #include "codeco/common/status.h"
 
 namespace codeco::acm {
@@ -84,6 +85,18 @@ absl::StatusOr<v1::RegisterClusterResponse> ClusterRegistry::Register(
     return InvalidFieldError("cluster.cluster_labels.longitude", "must lie within -180..180");
   }
   RETURN_IF_ERROR(ValidateCapacity(in.capacity(), "cluster.capacity"));
+  constexpr int kMaxEndpoints = 32;
+  if (in.endpoints_size() > kMaxEndpoints) {
+    return InvalidFieldError("cluster.endpoints",
+                             absl::StrCat("at most ", kMaxEndpoints, " services, got ",
+                                          in.endpoints_size()));
+  }
+  for (const auto& [service, address] : in.endpoints()) {
+    if (!IsDnsLabel(service)) {
+      return InvalidFieldError("cluster.endpoints", "keys must be service names (DNS labels)");
+    }
+    RETURN_IF_ERROR(CheckHostPort(absl::StrCat("cluster.endpoints[", service, "]"), address));
+  }
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(std::optional<v1::Cluster> current, Load(name));
   v1::Cluster cluster = in;

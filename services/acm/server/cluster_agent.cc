@@ -120,6 +120,9 @@ bool ClusterAgent::ReportOnce() {
     *cluster->mutable_cluster_labels() = report.labels;
     *cluster->mutable_capacity() = report.capacity;
     *cluster->mutable_energy_profile() = report.energy;
+    for (const auto& [service, address] : options_.endpoints) {
+      (*cluster->mutable_endpoints())[service] = address;
+    }
     for (const auto& [key, value] : report.cluster_labels) {
       (*cluster->mutable_metadata()->mutable_labels())[key] = value;
     }

@@ -9,6 +9,7 @@
 // applications) and reports their revisions in the heartbeat. While the hub is away the copies stay as they were. Runs on its
 // own thread until stopped.
 
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -38,6 +39,9 @@ struct ClusterAgentOptions {
   absl::Duration interval = absl::Seconds(5);
   /// Deadline of each call.
   absl::Duration call_timeout = absl::Seconds(5);
+  /// This cluster's service endpoints (service -> host:port) registered with
+  /// the hub as Cluster.endpoints (acm.advertise); empty for none.
+  std::map<std::string, std::string> endpoints;
 };
 
 /// Registers and heartbeats until Stop().

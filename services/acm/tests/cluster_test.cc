@@ -111,6 +111,20 @@ TEST_CASE("registration validates its input and list filters") {
   bad.mutable_cluster()->mutable_cluster_labels()->set_latitude(0);
   bad.mutable_cluster()->mutable_capacity()->mutable_free()->set_cpu_millicores(-1);
   REQUIRE(r.registry.Register(bad).status().code() == absl::StatusCode::kInvalidArgument);
+  bad.mutable_cluster()->mutable_capacity()->mutable_free()->set_cpu_millicores(0);
+  (*bad.mutable_cluster()->mutable_endpoints())["swm"] = "127.0.2.1";
+  REQUIRE_THAT(std::string(r.registry.Register(bad).status().message()),
+               Catch::StartsWith("cluster.endpoints[swm]: "));
+  bad.mutable_cluster()->mutable_endpoints()->clear();
+  (*bad.mutable_cluster()->mutable_endpoints())["Not A Label"] = "127.0.2.1:7000";
+  REQUIRE_THAT(std::string(r.registry.Register(bad).status().message()),
+               Catch::StartsWith("cluster.endpoints: "));
+  bad.mutable_cluster()->mutable_endpoints()->clear();
+  (*bad.mutable_cluster()->mutable_endpoints())["swm"] = "127.0.2.1:7000";
+  Registry other;  // a registry of its own, so r's sweep below counts only c0..c4
+  auto with_endpoint = other.registry.Register(bad);
+  REQUIRE(with_endpoint.ok());
+  REQUIRE(with_endpoint->cluster().endpoints().at("swm") == "127.0.2.1:7000");
 
   for (int i = 0; i < 5; ++i) {
     v1::RegisterClusterRequest reg;

@@ -893,27 +893,7 @@ void AddSwmConfig(ConfigSchema& schema) {
 }
 
 absl::StatusOr<std::map<std::string, std::string>> ParseClusterEndpoints(const std::string& text) {
-  std::map<std::string, std::string> out;
-  if (absl::StripAsciiWhitespace(text).empty()) return out;
-  std::vector<std::string> entries = absl::StrSplit(text, ',');
-  for (size_t i = 0; i < entries.size(); ++i) {
-    std::string entry(absl::StripAsciiWhitespace(entries[i]));
-    std::vector<std::string> kv = absl::StrSplit(entry, absl::MaxSplits('=', 1));
-    auto bad = [&](const std::string& why) {
-      return InvalidFieldError(
-          "swm.cluster_endpoints",
-          absl::StrCat("entry ", i + 1, " \"", entry, "\": ", why, " (want cluster=host:port)"));
-    };
-    if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) return bad("not cluster=host:port");
-    size_t colon = kv[1].rfind(':');
-    int port = 0;
-    if (colon == std::string::npos || colon == 0 ||
-        !absl::SimpleAtoi(kv[1].substr(colon + 1), &port) || port <= 0 || port > 65535) {
-      return bad("the address needs a host and a port 1-65535");
-    }
-    if (!out.emplace(kv[0], kv[1]).second) return bad("cluster " + kv[0] + " listed twice");
-  }
-  return out;
+  return ParseNamedAddresses("swm.cluster_endpoints", text, "cluster");
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(

@@ -120,9 +120,21 @@ TEST_CASE("every NetMA probes every other cluster and the hub SWM plans with the
   REQUIRE(HasPair(nantes_netma->args, "--netma.peers", "hub=127.0.1.1:7401,rennes=127.0.2.1:7402"));
   REQUIRE(HasPair(nantes_netma->args, "--netma.neighborhoods", "federation=hub,rennes,nantes"));
   REQUIRE(HasPair(hub_swm->args, "--set", "swm.netma=127.0.1.1:7401"));
-  // Only rennes has a chosen SWM address: the hub drives it through its SWM,
-  // nantes through its LMS.
-  REQUIRE(HasPair(hub_swm->args, "--set", "swm.cluster_endpoints=rennes=127.0.2.1:7502"));
+  // The hub SWM is told no member: each MC's agent registers its own
+  // endpoints with ACM (only those chosen before start), and the hub SWM reads
+  // them from the neighborhood.
+  for (const auto& arg : hub_swm->args) REQUIRE(arg.find("swm.cluster_endpoints") == std::string::npos);
+  bool rennes_acm = false;
+  for (const auto& spec : mcs) {
+    if (spec.name == "rennes/acm") {
+      rennes_acm = true;
+      REQUIRE(HasPair(spec.args, "--set", "acm.advertise=swm=127.0.2.1:7502,netma=127.0.2.1:7402"));
+    }
+    if (spec.name == "nantes/acm") {
+      REQUIRE(HasPair(spec.args, "--set", "acm.advertise=netma=127.0.3.1:7403"));
+    }
+  }
+  REQUIRE(rennes_acm);
 }
 
 TEST_CASE("without chosen NetMA addresses NetMA gets an ephemeral port and no peers") {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -92,5 +93,18 @@ struct ParsedFlags {
 /// arguments are rejected.
 absl::StatusOr<ParsedFlags> ParseFlags(int argc, const char* const* argv,
                                        const ConfigSchema& schema);
+
+/// OK when `value` is host:port with a non-empty host and a port 1-65535;
+/// INVALID_ARGUMENT naming `field` otherwise.
+absl::Status CheckHostPort(std::string_view field, std::string_view value);
+
+/// Parses a config value that names addresses, "name=host:port,name=host:port"
+/// (spaces around entries ignored, empty text = none), as swm.cluster_endpoints
+/// and acm.advertise use. `name_kind` says what a name is ("cluster",
+/// "service") in errors. INVALID_ARGUMENT naming `key` and the bad entry for a
+/// missing name, a port outside 1-65535 or a name given twice.
+absl::StatusOr<std::map<std::string, std::string>> ParseNamedAddresses(std::string_view key,
+                                                                       std::string_view text,
+                                                                       std::string_view name_kind);
 
 }  // namespace codeco
