@@ -284,10 +284,10 @@ absl::StatusOr<ParsedFlags> ParseFlags(int argc, const char* const* argv,
   return parsed;
 }
 
-absl::Status CheckHostPort(std::string_view field, std::string_view value) {
+absl::Status CheckHostPort(absl::string_view field, absl::string_view value) {
   const size_t colon = value.rfind(':');
   int port = 0;
-  if (colon == std::string_view::npos || colon == 0 ||
+  if (colon == absl::string_view::npos || colon == 0 ||
       !absl::SimpleAtoi(value.substr(colon + 1), &port) || port <= 0 || port > 65535) {
     return InvalidFieldError(std::string(field),
                              absl::StrCat("want host:port with a port 1-65535, got \"",
@@ -296,16 +296,16 @@ absl::Status CheckHostPort(std::string_view field, std::string_view value) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::map<std::string, std::string>> ParseNamedAddresses(std::string_view key,
-                                                                       std::string_view text,
-                                                                       std::string_view name_kind) {
+absl::StatusOr<std::map<std::string, std::string>> ParseNamedAddresses(absl::string_view key,
+                                                                       absl::string_view text,
+                                                                       absl::string_view name_kind) {
   std::map<std::string, std::string> out;
   if (absl::StripAsciiWhitespace(text).empty()) return out;
   std::vector<std::string> entries = absl::StrSplit(text, ',');
   for (size_t i = 0; i < entries.size(); ++i) {
     const std::string entry(absl::StripAsciiWhitespace(entries[i]));
     std::vector<std::string> kv = absl::StrSplit(entry, absl::MaxSplits('=', 1));
-    auto bad = [&](std::string_view why) {
+    auto bad = [&](absl::string_view why) {
       return InvalidFieldError(std::string(key),
                                absl::StrCat("entry ", i + 1, " \"", entry, "\": ", why, " (want ",
                                             name_kind, "=host:port)"));

@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <map>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace codeco {
@@ -96,15 +96,15 @@ absl::StatusOr<ParsedFlags> ParseFlags(int argc, const char* const* argv,
 
 /// OK when `value` is host:port with a non-empty host and a port 1-65535;
 /// INVALID_ARGUMENT naming `field` otherwise.
-absl::Status CheckHostPort(std::string_view field, std::string_view value);
+absl::Status CheckHostPort(absl::string_view field, absl::string_view value);
 
 /// Parses a config value that names addresses, "name=host:port,name=host:port"
 /// (spaces around entries ignored, empty text = none), as swm.cluster_endpoints
 /// and acm.advertise use. `name_kind` says what a name is ("cluster",
 /// "service") in errors. INVALID_ARGUMENT naming `key` and the bad entry for a
 /// missing name, a port outside 1-65535 or a name given twice.
-absl::StatusOr<std::map<std::string, std::string>> ParseNamedAddresses(std::string_view key,
-                                                                       std::string_view text,
-                                                                       std::string_view name_kind);
+absl::StatusOr<std::map<std::string, std::string>> ParseNamedAddresses(absl::string_view key,
+                                                                       absl::string_view text,
+                                                                       absl::string_view name_kind);
 
 }  // namespace codeco
