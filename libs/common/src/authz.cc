@@ -11,11 +11,6 @@
 namespace codeco {
 namespace {
 
-// Properties the processor adds to a call's AuthContext for CallerOf.
-constexpr char kCallerClusterProperty[] = "codeco_caller_cluster";
-constexpr char kCallerServiceProperty[] = "codeco_caller_service";
-constexpr char kCallerKindProperty[] = "codeco_caller_kind";
-
 // absl::StrCat takes absl::string_view, which is not std::string_view in the
 // installed Abseil.
 absl::string_view A(std::string_view v) { return absl::string_view(v.data(), v.size()); }
@@ -162,10 +157,6 @@ class AuthzProcessor final : public grpc::AuthMetadataProcessor {
       log::Warn("permission denied", {{"method", method}, {"caller", Describe(*caller)}});
       return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, std::string(decision.message()));
     }
-    context->AddProperty(kCallerClusterProperty, caller->cluster);
-    context->AddProperty(kCallerServiceProperty, caller->service);
-    context->AddProperty(kCallerKindProperty,
-                         CallerKindName(ClassifyCaller(*caller, server_.hub_cluster)));
     return grpc::Status::OK;
   }
 
@@ -173,12 +164,6 @@ class AuthzProcessor final : public grpc::AuthMetadataProcessor {
   const AuthzPolicy& policy_;
   const AuthzServer server_;
 };
-
-std::string OneValue(const grpc::AuthContext& auth, const char* name) {
-  std::vector<grpc::string_ref> values = auth.FindPropertyValues(name);
-  if (values.size() != 1) return "";
-  return std::string(values[0].data(), values[0].size());
-}
 
 }  // namespace
 
@@ -257,29 +242,31 @@ std::string Caller::Describe() const {
   return plaintext ? "plaintext caller" : codeco::Describe(identity);
 }
 
-absl::StatusOr<Caller> CallerOf(const grpc::ServerContextBase& context) {
+absl::StatusOr<Caller> CallerOf(const grpc::ServerContextBase& context,
+                                std::string_view hub_cluster) {
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   Caller caller;
   if (auth == nullptr || !auth->IsPeerAuthenticated()) {
     caller.plaintext = true;
     return caller;
   }
-  std::string kind = OneValue(*auth, kCallerKindProperty);
-  caller.identity.cluster = OneValue(*auth, kCallerClusterProperty);
-  caller.identity.service = OneValue(*auth, kCallerServiceProperty);
-  if (kind.empty() || caller.identity.cluster.empty() || caller.identity.service.empty()) {
-    return absl::PermissionDeniedError(
-        "the call was not authorized: the server has no authorization policy");
+  absl::StatusOr<SpiffeIdentity> identity = PeerIdentity(*auth);
+  if (!identity.ok()) {
+    return absl::UnauthenticatedError(identity.status().message());
   }
-  caller.kind = kind == "operator" ? CallerKind::kOperator
-                : kind == "hub"    ? CallerKind::kHub
-                                   : CallerKind::kMember;
+  if (hub_cluster.empty()) {
+    return absl::PermissionDeniedError(
+        "the server does not know the hub cluster (federation.hub_cluster): no caller is trusted");
+  }
+  caller.identity = *identity;
+  caller.kind = ClassifyCaller(caller.identity, hub_cluster);
   return caller;
 }
 
-absl::Status RequireOwnCluster(const grpc::ServerContextBase& context, std::string_view method,
-                               std::string_view field, std::string_view cluster) {
-  absl::StatusOr<Caller> caller = CallerOf(context);
+absl::Status RequireOwnCluster(const grpc::ServerContextBase& context, std::string_view hub_cluster,
+                               std::string_view method, std::string_view field,
+                               std::string_view cluster) {
+  absl::StatusOr<Caller> caller = CallerOf(context, hub_cluster);
   if (!caller.ok()) return caller.status();
   if (caller->plaintext || caller->kind != CallerKind::kMember ||
       caller->identity.cluster == cluster) {
@@ -291,9 +278,10 @@ absl::Status RequireOwnCluster(const grpc::ServerContextBase& context, std::stri
 }
 
 absl::Status RequireNeighborhoodMember(const grpc::ServerContextBase& context,
-                                       std::string_view method, std::string_view neighborhood,
+                                       std::string_view hub_cluster, std::string_view method,
+                                       std::string_view neighborhood,
                                        const std::set<std::string>& members) {
-  absl::StatusOr<Caller> caller = CallerOf(context);
+  absl::StatusOr<Caller> caller = CallerOf(context, hub_cluster);
   if (!caller.ok()) return caller.status();
   if (caller->plaintext || caller->kind != CallerKind::kMember ||
       members.count(caller->identity.cluster)) {
@@ -304,9 +292,10 @@ absl::Status RequireNeighborhoodMember(const grpc::ServerContextBase& context,
                                                   A(neighborhood), "\""));
 }
 
-absl::Status RequireHubOrOperator(const grpc::ServerContextBase& context, std::string_view method,
+absl::Status RequireHubOrOperator(const grpc::ServerContextBase& context,
+                                  std::string_view hub_cluster, std::string_view method,
                                   std::string_view field) {
-  absl::StatusOr<Caller> caller = CallerOf(context);
+  absl::StatusOr<Caller> caller = CallerOf(context, hub_cluster);
   if (!caller.ok()) return caller.status();
   if (caller->plaintext || caller->kind != CallerKind::kMember) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat(

@@ -72,7 +72,8 @@ absl::StatusOr<ServiceConfig> ReadServiceConfig(const std::string& service, cons
   out.tls.refresh_interval = config.GetDuration("tls.refresh_interval");
   out.egress_proxy = config.GetString("network.egress_proxy");
   out.hub_acm = config.GetString("federation.hub_acm");
-  out.hub_cluster = out.role == Role::kHub ? out.cluster : config.GetString("federation.hub_cluster");
+  out.hub_cluster =
+      out.role == Role::kHub ? out.cluster : config.GetString("federation.hub_cluster");
   out.lms = config.GetString("federation.lms");
   out.lms_plaintext = config.GetBool("federation.lms_plaintext");
   out.default_deadline = config.GetDuration("rpc.default_deadline");

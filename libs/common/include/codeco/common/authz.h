@@ -16,7 +16,8 @@
 //
 // What the table cannot say (the cluster named in a request must be the
 // caller's, the caller must be a member of the neighborhood it reads) the
-// handlers check with Caller and the Require* helpers below.
+// handlers check with CallerOf and the Require* helpers below, given the hub
+// cluster from their configuration.
 //
 // Plaintext (insecure, loopback only) servers have no identities: they apply
 // neither the table nor the bindings, every caller is trusted like the
@@ -112,10 +113,11 @@ std::vector<std::string> MethodsWithoutPolicy(const AuthzPolicy& policy,
                                               const std::vector<std::string>& service_names);
 
 /// The gRPC hook GrpcServer installs on its mTLS credentials: it reads the
-/// method from ":path" and the caller from the verified certificate, rejects
-/// the call with PERMISSION_DENIED (UNAUTHENTICATED without a codeco
-/// identity) before any handler runs, and otherwise records the decision in
-/// the call's AuthContext for CallerOf. `policy` must outlive the processor.
+/// method from ":path" and the caller from the verified certificate, and
+/// rejects the call with PERMISSION_DENIED (UNAUTHENTICATED without a codeco
+/// identity) before any handler runs. It writes nothing to the AuthContext,
+/// which gRPC shares between the calls of one connection. `policy` must
+/// outlive the processor.
 std::shared_ptr<grpc::AuthMetadataProcessor> MakeAuthzProcessor(const AuthzPolicy& policy,
                                                                 AuthzServer server);
 
@@ -131,32 +133,37 @@ struct Caller {
   std::string Describe() const;
 };
 
-/// The caller of the call `context` serves. On an mTLS server the identity
-/// the authorization hook recorded; on a plaintext server a Caller with
-/// `plaintext` set. PERMISSION_DENIED for an authenticated call the hook did
-/// not see (a server built without GrpcServer), so bindings fail closed.
-absl::StatusOr<Caller> CallerOf(const grpc::ServerContextBase& context);
+/// The caller of the call `context` serves, classified against `hub_cluster`
+/// (the server's ServiceConfig::hub_cluster). A plaintext call gives a Caller
+/// with `plaintext` set. PERMISSION_DENIED for an authenticated call when
+/// `hub_cluster` is empty, so bindings fail closed on a server that does not
+/// know its hub.
+absl::StatusOr<Caller> CallerOf(const grpc::ServerContextBase& context,
+                                std::string_view hub_cluster);
 
 /// Binding "a cluster speaks only for itself": OK for the operator, hub
 /// services, plaintext calls, and a managed cluster's service whose cluster is
 /// `cluster` (the value of request field `field` of `method`);
 /// PERMISSION_DENIED naming method, field and caller otherwise. (Whether the
 /// operator or the hub may call `method` at all is the table's business.)
-absl::Status RequireOwnCluster(const grpc::ServerContextBase& context, std::string_view method,
-                               std::string_view field, std::string_view cluster);
+absl::Status RequireOwnCluster(const grpc::ServerContextBase& context, std::string_view hub_cluster,
+                               std::string_view method, std::string_view field,
+                               std::string_view cluster);
 
 /// Binding "neighborhood-scoped reads for its members": OK for the operator,
 /// hub services, plaintext calls, and a member whose cluster is in `members`
 /// (the clusters of neighborhood `neighborhood`); PERMISSION_DENIED naming
 /// method, neighborhood and caller otherwise.
 absl::Status RequireNeighborhoodMember(const grpc::ServerContextBase& context,
-                                       std::string_view method, std::string_view neighborhood,
+                                       std::string_view hub_cluster, std::string_view method,
+                                       std::string_view neighborhood,
                                        const std::set<std::string>& members);
 
 /// Binding for reads that span every neighborhood: OK for the operator, hub
 /// services and plaintext calls; PERMISSION_DENIED for members, whose reads
 /// must name a neighborhood (`field`).
-absl::Status RequireHubOrOperator(const grpc::ServerContextBase& context, std::string_view method,
+absl::Status RequireHubOrOperator(const grpc::ServerContextBase& context,
+                                  std::string_view hub_cluster, std::string_view method,
                                   std::string_view field);
 
 }  // namespace codeco
