@@ -4,6 +4,8 @@
 #   scripts/dev-ca.sh DIR ca                         create DIR/ca.crt, DIR/ca.key (kept if present)
 #   scripts/dev-ca.sh DIR issue CLUSTER SERVICE [IP|DNS ...]
 #                                                    issue DIR/CLUSTER/SERVICE.{crt,key}
+#   scripts/dev-ca.sh DIR operator HUB               issue DIR/HUB/operator.{crt,key}, the
+#                                                    federation's operator (codecoctl)
 #
 # Each issued certificate serves both as server and client identity, with
 #   URI SAN  spiffe://codeco/cluster/CLUSTER/SERVICE   (the codeco identity)
@@ -13,10 +15,16 @@
 # are written unencrypted.
 set -euo pipefail
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 [ $# -ge 2 ] || usage
 dir="$1"; cmd="$2"; shift 2
 mkdir -p "$dir"
+
+# "operator HUB" is "issue HUB operator": the user-facing identity of the federation.
+if [ "$cmd" = operator ]; then
+  [ $# -eq 1 ] || usage
+  cmd=issue; set -- "$1" operator
+fi
 
 label_ok() { [[ "$1" =~ ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$ ]]; }
 

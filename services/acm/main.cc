@@ -49,6 +49,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
 
   codeco::acm::AcmServiceOptions options;
   options.placement_timeout = config.raw.GetDuration("acm.placement_timeout");
+  options.hub_cluster = config.hub_cluster;
   if (config.role == codeco::Role::kHub &&
       config.raw.GetDuration("acm.reevaluate_after") > absl::ZeroDuration()) {
     options.reevaluate_after = config.raw.GetDuration("acm.reevaluate_after");

@@ -91,6 +91,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
   const codeco::Config& raw = context.config.raw;
   NetmaServerOptions options;
   options.cluster = context.config.cluster;
+  options.hub_cluster = context.config.hub_cluster;
   options.role = context.config.role;
   ASSIGN_OR_RETURN(options.peers,
                    codeco::netma::ParsePeers("netma.peers", raw.GetString("netma.peers")));

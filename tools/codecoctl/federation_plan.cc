@@ -86,6 +86,10 @@ ProcessSpec Plan(const ClusterEndpoint& cluster, const std::string& service, boo
   // CODEF's LMS endpoints and control API are plaintext on loopback.
   spec.args.push_back("--federation.lms-plaintext");
   if (!hub_acm.empty()) spec.args.insert(spec.args.end(), {"--federation.hub-acm", hub_acm});
+  // Whom an MC's services authorize hub and operator callers against.
+  for (const ClusterEndpoint& c : clusters) {
+    if (!hub && c.is_hub) spec.args.insert(spec.args.end(), {"--federation.hub-cluster", c.name});
+  }
   if (service == "netma") AddNetmaMesh(cluster, clusters, spec);
   if (service == "swm" && hub) AddSwmLayers(cluster, spec);
   if (service == "acm" && !hub) AddAdvertisedEndpoints(cluster, spec);

@@ -156,13 +156,12 @@ absl::Status Upper::IssueCertificates(const std::vector<ProcessSpec>& specs) {
       return s;
     }
   }
-  if (auto s = run(script + " " + dir + " issue " + clusters_.front().name + " codecoctl");
-      !s.ok()) {
-    return s;
-  }
+  // codecoctl acts as the federation's operator (docs/security.md).
+  const std::string& hub = clusters_.front().name;
+  if (auto s = run(script + " " + dir + " operator " + hub); !s.ok()) return s;
   state_.ca_file = dir + "/ca.crt";
-  state_.cert_file = dir + "/" + clusters_.front().name + "/codecoctl.crt";
-  state_.key_file = dir + "/" + clusters_.front().name + "/codecoctl.key";
+  state_.cert_file = dir + "/" + hub + "/operator.crt";
+  state_.key_file = dir + "/" + hub + "/operator.key";
   return absl::OkStatus();
 }
 

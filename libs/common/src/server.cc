@@ -7,6 +7,8 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codeco/common/authz.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/metrics.h"
@@ -69,6 +71,18 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOp
   } else {
     ASSIGN_OR_RETURN(creds, MakeServerCredentials(options.tls));
   }
+  const AuthzPolicy& policy =
+      options.authz_policy != nullptr ? *options.authz_policy : FederationAuthzPolicy();
+  if (options.insecure) {
+    log::Warn("plaintext server: no caller identities, every caller is trusted as the operator",
+              {{"listen", options.listen}});
+  } else {
+    if (options.authz.hub_cluster.empty()) {
+      return InvalidFieldError("federation.hub_cluster",
+                               "required with mTLS: callers are authorized against the hub");
+    }
+    creds->SetAuthMetadataProcessor(MakeAuthzProcessor(policy, options.authz));
+  }
 
   // Reflection registers itself as a builder plugin; once per process is enough.
   static const bool reflection_enabled = [] {
@@ -99,6 +113,14 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOp
     return absl::UnavailableError(absl::StrCat("listen: cannot serve on ", options.listen));
   }
   out->address_ = absl::StrCat(options.listen.substr(0, options.listen.rfind(':')), ":", port);
+  if (!options.insecure) {
+    if (std::vector<std::string> missing = MethodsWithoutPolicy(policy, service_names);
+        !missing.empty()) {
+      out->Shutdown(absl::ZeroDuration());
+      return absl::FailedPreconditionError(absl::StrCat(
+          "authorization: no policy entry for ", absl::StrJoin(missing, ", ")));
+    }
+  }
   out->health_.SetServingStatus("", grpc::health::v1::HealthCheckResponse::SERVING);
   for (const std::string& name : service_names) {
     out->health_.SetServingStatus(name, grpc::health::v1::HealthCheckResponse::SERVING);
@@ -229,6 +251,7 @@ int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition) {
   for (auto& service : services) server_options.services.push_back(service.get());
   server_options.metrics = &rpc_metrics;
   server_options.unimplemented_notes = definition.unimplemented_notes;
+  server_options.authz = {cfg.cluster, cfg.hub_cluster};
   absl::StatusOr<std::unique_ptr<GrpcServer>> server = GrpcServer::Start(server_options);
   if (!server.ok()) {
     stop_background();

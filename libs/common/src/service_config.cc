@@ -30,6 +30,8 @@ ConfigSchema CommonServiceSchema() {
             "HTTP CONNECT proxy for calls to other clusters (CODEF: the cluster's relay)"})
       .Add({"federation.hub_acm", ConfigType::kAddress, "", {}, false,
             "the hub ACM's address (MC role: where this cluster registers)"})
+      .Add({"federation.hub_cluster", ConfigType::kString, "", {}, false,
+            "name of the hub cluster (MC role, required with mTLS; the hub uses its own cluster)"})
       .Add({"federation.lms", ConfigType::kAddress, "", {}, false,
             "this cluster's local management system (codeco.lms.v1) address"})
       .Add({"federation.lms_plaintext", ConfigType::kBool, "false", {}, false,
@@ -70,6 +72,8 @@ absl::StatusOr<ServiceConfig> ReadServiceConfig(const std::string& service, cons
   out.tls.refresh_interval = config.GetDuration("tls.refresh_interval");
   out.egress_proxy = config.GetString("network.egress_proxy");
   out.hub_acm = config.GetString("federation.hub_acm");
+  out.hub_cluster =
+      out.role == Role::kHub ? out.cluster : config.GetString("federation.hub_cluster");
   out.lms = config.GetString("federation.lms");
   out.lms_plaintext = config.GetBool("federation.lms_plaintext");
   out.default_deadline = config.GetDuration("rpc.default_deadline");
@@ -79,6 +83,15 @@ absl::StatusOr<ServiceConfig> ReadServiceConfig(const std::string& service, cons
   out.raw = config;
 
   FieldErrors errors;
+  if (out.role == Role::kHub && !config.GetString("federation.hub_cluster").empty() &&
+      config.GetString("federation.hub_cluster") != out.cluster) {
+    errors.Add("federation.hub_cluster",
+               absl::StrCat("a hub is its own hub cluster: must be empty or \"", out.cluster,
+                            "\""));
+  }
+  if (out.role == Role::kManagedCluster && !out.insecure && out.hub_cluster.empty()) {
+    errors.Add("federation.hub_cluster", "required for role mc unless insecure");
+  }
   if (out.insecure) {
     if (!IsLoopbackAddress(out.listen)) {
       errors.Add("insecure", absl::StrCat("plaintext is allowed only on loopback, but listen is ",

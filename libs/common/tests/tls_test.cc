@@ -97,6 +97,8 @@ std::unique_ptr<GrpcServer> StartTlsServer(const TlsFiles& files, grpc::Service*
   GrpcServerOptions options;
   options.service = "test";
   options.tls = files;
+  // The LMS of cluster mc1 (its own services may call it), in a federation whose hub is "hub".
+  options.authz = {"mc1", "hub"};
   if (service != nullptr) options.services = {service};
   auto server = GrpcServer::Start(options);
   REQUIRE(server.ok());

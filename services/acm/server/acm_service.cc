@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <deque>
+#include <set>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -11,6 +12,7 @@
 #include "acm/core/cluster_report.h"
 #include "acm/server/swm_placement_scheduler.h"
 #include "acm/store/kv_application_store.h"
+#include "codeco/common/authz.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/status.h"
@@ -378,7 +380,7 @@ class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl 
       : OwnedDependencies(kv, clock, options),
         AcmServiceImpl(OwnedDependencies::manager, OwnedDependencies::clusters,
                        OwnedDependencies::neighborhoods, OwnedDependencies::drainer,
-                       options.local_copies) {
+                       options.local_copies, options.hub_cluster) {
     SetMaxOperationWatchers(options.max_operation_watchers);
     SetMaxWatchers(options.max_watchers);
   }
@@ -457,14 +459,24 @@ grpc::ServerWriteReactor<v1::WatchOperationResponse>* AcmServiceImpl::WatchOpera
 grpc::ServerUnaryReactor* AcmServiceImpl::RegisterCluster(grpc::CallbackServerContext* context,
                                                           const v1::RegisterClusterRequest* request,
                                                           v1::RegisterClusterResponse* response) {
-  return Answer(executor_, context, response, [=, this] { return clusters_.Register(*request); });
+  absl::Status allowed =
+      RequireOwnCluster(*context, hub_cluster_, "RegisterCluster", "cluster.metadata.name",
+                        request->cluster().metadata().name());
+  return Answer(executor_, context, response,
+                [=, this]() -> absl::StatusOr<v1::RegisterClusterResponse> {
+                  RETURN_IF_ERROR(allowed);
+                  return clusters_.Register(*request);
+                });
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::Heartbeat(grpc::CallbackServerContext* context,
                                                     const v1::HeartbeatRequest* request,
                                                     v1::HeartbeatResponse* response) {
+  absl::Status allowed = RequireOwnCluster(*context, hub_cluster_, "Heartbeat", "cluster_name",
+                                          request->cluster_name());
   return Answer(executor_, context, response,
                 [=, this]() -> absl::StatusOr<v1::HeartbeatResponse> {
+                  RETURN_IF_ERROR(allowed);
                   ASSIGN_OR_RETURN(v1::HeartbeatResponse answer, clusters_.Heartbeat(*request));
                   if (request->pods_reported() && !answer.reregister_required()) {
                     std::vector<PodReport> pods;
@@ -489,8 +501,11 @@ grpc::ServerUnaryReactor* AcmServiceImpl::Heartbeat(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* AcmServiceImpl::GetCluster(grpc::CallbackServerContext* context,
                                                      const v1::GetClusterRequest* request,
                                                      v1::GetClusterResponse* response) {
+  absl::Status allowed =
+      RequireOwnCluster(*context, hub_cluster_, "GetCluster", "name", request->name());
   return Answer(executor_, context, response,
                 [=, this]() -> absl::StatusOr<v1::GetClusterResponse> {
+                  RETURN_IF_ERROR(allowed);
                   RETURN_IF_ERROR(clusters_.Sweep().status());
                   return clusters_.Get(*request);
                 });
@@ -515,13 +530,29 @@ grpc::ServerUnaryReactor* AcmServiceImpl::UnregisterCluster(
 grpc::ServerUnaryReactor* AcmServiceImpl::GetNeighborhood(grpc::CallbackServerContext* context,
                                                           const v1::GetNeighborhoodRequest* request,
                                                           v1::GetNeighborhoodResponse* response) {
-  return Answer(executor_, context, response, [=, this] { return neighborhoods_.Get(*request); });
+  return Answer(executor_, context, response,
+                [=, this]() -> absl::StatusOr<v1::GetNeighborhoodResponse> {
+                  ASSIGN_OR_RETURN(v1::GetNeighborhoodResponse found,
+                                   neighborhoods_.Get(*request));
+                  std::set<std::string> members;
+                  for (const auto& m : found.neighborhood().members()) members.insert(m.cluster());
+                  RETURN_IF_ERROR(RequireNeighborhoodMember(*context, hub_cluster_,
+                                                            "GetNeighborhood",
+                                                            found.neighborhood().id(), members));
+                  return found;
+                });
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::ListNeighborhoods(
     grpc::CallbackServerContext* context, const v1::ListNeighborhoodsRequest* request,
     v1::ListNeighborhoodsResponse* response) {
-  return Answer(executor_, context, response, [=, this] { return neighborhoods_.List(*request); });
+  absl::Status allowed = RequireOwnCluster(*context, hub_cluster_, "ListNeighborhoods", "cluster",
+                                          request->cluster());
+  return Answer(executor_, context, response,
+                [=, this]() -> absl::StatusOr<v1::ListNeighborhoodsResponse> {
+                  RETURN_IF_ERROR(allowed);
+                  return neighborhoods_.List(*request);
+                });
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::PushNeighborhood(

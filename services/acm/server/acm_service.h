@@ -30,16 +30,18 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   /// `max_queued` calls waiting (more are answered RESOURCE_EXHAUSTED).
   /// `local_copies` is set in a managed cluster (it serves PushNeighborhood
   /// and PushAssignment into them); on the hub it is null and those answer
-  /// FAILED_PRECONDITION.
+  /// FAILED_PRECONDITION. `hub_cluster` is the federation's hub, against
+  /// which mTLS callers are bound to their own cluster and neighborhoods.
   AcmServiceImpl(ApplicationManager& manager, ClusterRegistry& clusters,
                  NeighborhoodManager& neighborhoods, ClusterDrainer& drainer,
-                 std::shared_ptr<LocalCopies> local_copies = nullptr, int worker_threads = 2,
-                 size_t max_queued = 1024)
+                 std::shared_ptr<LocalCopies> local_copies = nullptr, std::string hub_cluster = "",
+                 int worker_threads = 2, size_t max_queued = 1024)
       : manager_(manager),
         clusters_(clusters),
         neighborhoods_(neighborhoods),
         drainer_(drainer),
         local_copies_(std::move(local_copies)),
+        hub_cluster_(std::move(hub_cluster)),
         executor_(worker_threads, max_queued) {}
 
   grpc::ServerUnaryReactor* ApplyApplication(grpc::CallbackServerContext* context,
@@ -121,6 +123,7 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   // Open watches and their cap.
   std::atomic<int> watchers_{0};
   std::atomic<int> max_watchers_{kDefaultMaxWatchers};
+  const std::string hub_cluster_;
   // Last member: destroyed first, so queued work still sees the rest.
   BoundedExecutor executor_;
 };
@@ -139,6 +142,9 @@ struct AcmServiceOptions {
   /// A managed cluster's local copies (set by the MC's main, shared with its
   /// agent); null on the hub.
   std::shared_ptr<LocalCopies> local_copies;
+  /// The federation's hub cluster (ServiceConfig::hub_cluster), for the
+  /// authorization bindings of mTLS callers (codeco/common/authz.h).
+  std::string hub_cluster;
   /// Deadline of one PlaceApplication or ReleaseApplication call.
   absl::Duration placement_timeout = absl::Seconds(60);
   /// How often the hub re-evaluates neighborhoods on long-unreachable

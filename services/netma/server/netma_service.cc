@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "codeco/common/authz.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/metrics.h"
@@ -393,10 +394,24 @@ HttpResponse NetmaServer::HandleAlto(const std::string& path) {
   return error(404, "unknown resource " + path);
 }
 
+absl::Status NetmaServer::MayRead(const grpc::CallbackServerContext& context,
+                                  std::string_view method, const std::string& neighborhood_id) {
+  if (neighborhood_id.empty()) {
+    return RequireHubOrOperator(context, options_.hub_cluster, method, "neighborhood_id");
+  }
+  absl::StatusOr<std::set<std::string>> members = federation_->Members(neighborhood_id);
+  return RequireNeighborhoodMember(context, options_.hub_cluster, method, neighborhood_id,
+                                   members.ok() ? *members : std::set<std::string>());
+}
+
 grpc::ServerUnaryReactor* NetmaServer::GetNetworkTopology(
     grpc::CallbackServerContext* context, const v1::GetNetworkTopologyRequest* request,
     v1::GetNetworkTopologyResponse* response) {
   absl::MutexLock lock(&mu_);
+  if (absl::Status s = MayRead(*context, "GetNetworkTopology", request->neighborhood_id());
+      !s.ok()) {
+    return Done(context, s);
+  }
   absl::StatusOr<v1::NetworkTopology> topology = view_->Topology(request->neighborhood_id());
   if (topology.ok()) *response->mutable_topology() = std::move(*topology);
   return Done(context, topology.status());
@@ -440,6 +455,9 @@ grpc::ServerUnaryReactor* NetmaServer::GetNetworkMap(grpc::CallbackServerContext
                                                      const v1::GetNetworkMapRequest* request,
                                                      v1::GetNetworkMapResponse* response) {
   absl::MutexLock lock(&mu_);
+  if (absl::Status s = MayRead(*context, "GetNetworkMap", request->neighborhood_id()); !s.ok()) {
+    return Done(context, s);
+  }
   absl::StatusOr<v1::NetworkMap> map = view_->NetworkMap(request->neighborhood_id());
   if (map.ok()) *response->mutable_network_map() = std::move(*map);
   return Done(context, map.status());
@@ -449,6 +467,9 @@ grpc::ServerUnaryReactor* NetmaServer::GetCostMap(grpc::CallbackServerContext* c
                                                   const v1::GetCostMapRequest* request,
                                                   v1::GetCostMapResponse* response) {
   absl::MutexLock lock(&mu_);
+  if (absl::Status s = MayRead(*context, "GetCostMap", request->neighborhood_id()); !s.ok()) {
+    return Done(context, s);
+  }
   absl::StatusOr<v1::CostMap> map = view_->CostMap(*request);
   if (map.ok()) *response->mutable_cost_map() = std::move(*map);
   return Done(context, map.status());

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -36,6 +37,9 @@ namespace codeco::netma {
 struct NetmaServerOptions {
   /// This cluster's name.
   std::string cluster;
+  /// The federation's hub cluster, against which callers are authorized
+  /// (ServiceConfig::hub_cluster); required for mTLS callers' reads.
+  std::string hub_cluster;
   /// hub or mc: which RPCs are served (the others answer FAILED_PRECONDITION).
   Role role = Role::kManagedCluster;
   /// NSM settings (probe interval, bulk size, EMA alpha, ...).
@@ -135,6 +139,11 @@ class NetmaServer final : public codeco::netma::v1::NetmaService::CallbackServic
   void Loop();
   void UpdateMetricsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RequireRole(Role role, const char* method) const;
+  // Binding of the neighborhood-scoped reads: a managed cluster's caller reads
+  // only a neighborhood it is a member of (authz.h); the operator and the hub
+  // read any, or all at once (empty `neighborhood_id`).
+  absl::Status MayRead(const grpc::CallbackServerContext& context, std::string_view method,
+                       const std::string& neighborhood_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyPeersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `work` (which touches RocksDB) on the executor and finishes the call
   // with its status; UNAVAILABLE right away when the executor is saturated.

@@ -73,6 +73,8 @@ std::unique_ptr<ChildProcess> Start(const fs::path& dir, const Cluster& c, int p
                                    "--tls.key-file",
                                    (tls / "netma.key").string(),
                                    "--set",
+                                   "federation.hub_cluster=hub",
+                                   "--set",
                                    "netma.peers=" + peers,
                                    "--set",
                                    "netma.neighborhoods=nb1=mc1,mc2,mc3",
@@ -123,6 +125,8 @@ TEST_CASE("two netma processes with mTLS probe each other but a foreign-CA peer 
   for (const Cluster& c : {mc1, mc2, mc3}) {
     Run(script + " " + (dir / c.ca).string() + " issue " + c.name + " netma " + c.ip);
   }
+  // The links are read as each CA's operator (reads across neighborhoods are the operator's).
+  for (const char* ca : {"a", "b"}) Run(script + " " + (dir / ca).string() + " operator hub");
   int port = FreePort();
   auto addr = [&](const Cluster& c) { return c.ip + ":" + std::to_string(port); };
   std::string a1, a2, a3;
@@ -130,10 +134,10 @@ TEST_CASE("two netma processes with mTLS probe each other but a foreign-CA peer 
   auto p1 = Start(dir, mc1, port, all, &a1);
   auto p2 = Start(dir, mc2, port, all, &a2);
   auto p3 = Start(dir, mc3, port, all, &a3);
-  TlsFiles client_a{(dir / "a/ca.crt").string(), (dir / "a/mc2/netma.crt").string(),
-                    (dir / "a/mc2/netma.key").string()};
-  TlsFiles client_b{(dir / "b/ca.crt").string(), (dir / "b/mc3/netma.crt").string(),
-                    (dir / "b/mc3/netma.key").string()};
+  TlsFiles client_a{(dir / "a/ca.crt").string(), (dir / "a/hub/operator.crt").string(),
+                    (dir / "a/hub/operator.key").string()};
+  TlsFiles client_b{(dir / "b/ca.crt").string(), (dir / "b/hub/operator.crt").string(),
+                    (dir / "b/hub/operator.key").string()};
 
   bool converged = false;
   v1::ListLinksResponse links;

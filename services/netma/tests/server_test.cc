@@ -47,6 +47,7 @@ struct Pki {
     for (const char* ca : {"a", "b"}) Run(Script() + " " + (dir / ca).string() + " ca");
     for (const char* cluster : {"mc1", "mc2", "mc3", "hub"}) Issue("a", cluster, "netma");
     Issue("a", "mc2", "acm");
+    Issue("a", "hub", "operator");
     Issue("b", "mc2", "netma");
   }
   ~Pki() { fs::remove_all(dir); }
@@ -72,6 +73,7 @@ struct Node {
     registry = std::make_shared<prometheus::Registry>();
     NetmaServerOptions options;
     options.cluster = cluster;
+    options.hub_cluster = "hub";
     options.role = role;
     options.neighborhoods = std::move(neighborhoods);
     options.monitor.probe.interval = absl::Milliseconds(100);
@@ -92,6 +94,7 @@ struct Node {
     server_options.service = "netma";
     server_options.insecure = tls == nullptr;
     if (tls != nullptr) server_options.tls = *tls;
+    server_options.authz = {cluster, "hub"};
     server_options.services = {service.get()};
     auto started = GrpcServer::Start(server_options);
     REQUIRE(started.ok());
@@ -247,13 +250,16 @@ TEST_CASE("two NetMAs with mTLS probe each other and exchange summaries and serv
   mc1.service->SetPeers({{"mc2", mc2.server->address()}, {"mc3", "127.0.0.1:1"}});
   mc2.service->SetPeers({{"mc1", mc1.server->address()}});
   auto stub = Stub(mc1.server->address(), &mc2_tls);
+  // Reads across neighborhoods are the operator's (and the hub's).
+  TlsFiles operator_tls = pki.Files("a", "hub", "operator");
+  auto reader = Stub(mc1.server->address(), &operator_tls);
 
   // mc1 measures mc1->mc2 (RTT and throughput) and learns mc2->mc1 from mc2's summary.
   v1::ListLinksResponse links;
   REQUIRE(Eventually([&] {
     links.Clear();
     auto context = Context();
-    if (!stub->ListLinks(context.get(), v1::ListLinksRequest(), &links).ok()) return false;
+    if (!reader->ListLinks(context.get(), v1::ListLinksRequest(), &links).ok()) return false;
     bool local = false, remote = false;
     for (const auto& l : links.links()) {
       if (l.link_id() == "mc1->mc2") local = l.sample_count() >= 3 && l.throughput_bps() > 0;
@@ -281,21 +287,31 @@ TEST_CASE("two NetMAs with mTLS probe each other and exchange summaries and serv
     REQUIRE(topology.topology().nodes_size() == 2);
     REQUIRE(topology.topology().links_size() == 2);
     REQUIRE(topology.topology().links(0).capabilities_size() == 2);
+    // Only members of nb1 read it; a member reads one neighborhood at a time.
+    TlsFiles mc3_tls = pki.Files("a", "mc3");
+    context = Context();
+    grpc::Status denied = Stub(mc1.server->address(), &mc3_tls)
+                              ->GetNetworkTopology(context.get(), request, &topology);
+    REQUIRE(denied.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+    REQUIRE_THAT(denied.error_message(), Catch::Contains("nb1") && Catch::Contains("mc3"));
+    context = Context();
+    REQUIRE(stub->GetNetworkTopology(context.get(), v1::GetNetworkTopologyRequest(), &topology)
+                .error_code() == grpc::StatusCode::PERMISSION_DENIED);
 
     v1::GetCostMapRequest cost_request;
     cost_request.set_metric(v1::COST_METRIC_DELAY);
     v1::GetCostMapResponse cost;
     context = Context();
-    REQUIRE(stub->GetCostMap(context.get(), cost_request, &cost).ok());
+    REQUIRE(reader->GetCostMap(context.get(), cost_request, &cost).ok());
     REQUIRE(cost.cost_map().entries_size() == 2);
     v1::GetNetworkMapResponse map;
     context = Context();
-    REQUIRE(stub->GetNetworkMap(context.get(), v1::GetNetworkMapRequest(), &map).ok());
+    REQUIRE(reader->GetNetworkMap(context.get(), v1::GetNetworkMapRequest(), &map).ok());
     REQUIRE(cost.cost_map().dependent_vtag() == map.network_map().vtag());
 
     cost_request.set_metric(v1::COST_METRIC_UNSPECIFIED);
     context = Context();
-    grpc::Status bad = stub->GetCostMap(context.get(), cost_request, &cost);
+    grpc::Status bad = reader->GetCostMap(context.get(), cost_request, &cost);
     REQUIRE(bad.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
     REQUIRE_THAT(bad.error_message(), Catch::Contains("metric"));
   }
@@ -473,6 +489,8 @@ TEST_CASE("the ALTO HTTP server answers only GET and bounds requests") {
 TEST_CASE("virtual links on the hub over gRPC survive a restart") {
   Pki pki;
   TlsFiles hub_tls = pki.Files("a", "hub");
+  // Virtual links are the operator's (and the hub SWM's) to create and delete.
+  TlsFiles operator_tls = pki.Files("a", "hub", "operator");
   fs::path data = pki.dir / "hub-data";
   v1::VirtualLink spec;
   spec.set_application("shop");
@@ -487,7 +505,7 @@ TEST_CASE("virtual links on the hub over gRPC survive a restart") {
         OpenRocksDbKvStore({.path = data.string(), .column_families = {kVirtualLinksColumnFamily}});
     REQUIRE(store.ok());
     Node hub("hub", Role::kHub, &hub_tls, {}, false, store->get());
-    auto stub = Stub(hub.server->address(), &hub_tls);
+    auto stub = Stub(hub.server->address(), &operator_tls);
     v1::CreateVirtualLinkRequest create;
     *create.mutable_virtual_link() = spec;
     create.set_request_id("r1");
@@ -515,15 +533,16 @@ TEST_CASE("virtual links on the hub over gRPC survive a restart") {
     v1::ExchangeSummaryRequest exchange;
     exchange.mutable_summary()->set_cluster("hub");
     v1::ExchangeSummaryResponse exchanged;
-    REQUIRE(stub->ExchangeSummary(context.get(), exchange, &exchanged).error_code() ==
-            grpc::StatusCode::FAILED_PRECONDITION);
+    REQUIRE(Stub(hub.server->address(), &hub_tls)
+                ->ExchangeSummary(context.get(), exchange, &exchanged)
+                .error_code() == grpc::StatusCode::FAILED_PRECONDITION);
   }
   {
     auto store =
         OpenRocksDbKvStore({.path = data.string(), .column_families = {kVirtualLinksColumnFamily}});
     REQUIRE(store.ok());
     Node hub("hub", Role::kHub, &hub_tls, {}, false, store->get());
-    auto stub = Stub(hub.server->address(), &hub_tls);
+    auto stub = Stub(hub.server->address(), &operator_tls);
     v1::GetVirtualLinkRequest get;
     get.set_id(id);
     v1::GetVirtualLinkResponse got;
@@ -552,9 +571,14 @@ TEST_CASE("virtual links on the hub over gRPC survive a restart") {
     *create.mutable_virtual_link() = spec;
     v1::CreateVirtualLinkResponse created;
     auto context = Context();
-    REQUIRE(Stub(mc1.server->address(), &mc1_tls)
+    REQUIRE(Stub(mc1.server->address(), &operator_tls)
                 ->CreateVirtualLink(context.get(), create, &created)
                 .error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+    // And a managed cluster's NetMA may not create one at all.
+    context = Context();
+    REQUIRE(Stub(mc1.server->address(), &mc1_tls)
+                ->CreateVirtualLink(context.get(), create, &created)
+                .error_code() == grpc::StatusCode::PERMISSION_DENIED);
   }
 }
 

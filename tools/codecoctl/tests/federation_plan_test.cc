@@ -42,6 +42,9 @@ TEST_CASE("the hub runs its four services on its own IP with mTLS") {
   REQUIRE(HasPair(hub.back().args, "--tls.cert-file", "/run/certs/hub/acm.crt"));
   REQUIRE(HasPair(hub.back().args, "--network.egress-proxy", "127.0.1.1:7300"));
   REQUIRE(std::find(hub.back().args.begin(), hub.back().args.end(), "--insecure") == hub.back().args.end());
+  // The hub is its own hub cluster: no flag.
+  REQUIRE(std::find(hub.back().args.begin(), hub.back().args.end(), "--federation.hub-cluster") ==
+          hub.back().args.end());
 }
 
 TEST_CASE("managed clusters register with the hub and use their LMS and relay") {
@@ -52,6 +55,8 @@ TEST_CASE("managed clusters register with the hub and use their LMS and relay") 
     REQUIRE_FALSE(spec.hub);
     REQUIRE(HasPair(spec.args, "--role", "mc"));
     REQUIRE(HasPair(spec.args, "--federation.hub-acm", "127.0.1.1:4000"));
+    // Whom the MC authorizes hub and operator callers against.
+    REQUIRE(HasPair(spec.args, "--federation.hub-cluster", "hub"));
     REQUIRE(std::find(spec.args.begin(), spec.args.end(), "--insecure") != spec.args.end());
   }
   REQUIRE(mcs[0].name == "rennes/acm");

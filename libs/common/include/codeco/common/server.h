@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "codeco/common/authz.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/config.h"
 #include "codeco/common/health_service.h"
@@ -53,12 +54,20 @@ struct GrpcServerOptions {
   /// Memory the server's transports and calls may hold (a grpc::ResourceQuota
   /// of its own), bytes; past it gRPC sheds connections and calls. Default: 256 MiB.
   size_t memory_quota_bytes = size_t{256} << 20;
+  /// The server's cluster and the federation's hub cluster, against which
+  /// mTLS callers are authorized; hub_cluster is required unless `insecure`.
+  AuthzServer authz;
+  /// The per-method policy for mTLS calls; null means FederationAuthzPolicy().
+  /// Every method served must have an entry. Not owned.
+  const AuthzPolicy* authz_policy = nullptr;
 };
 
 /// A running gRPC server with health and reflection.
 class GrpcServer {
  public:
   /// Binds and starts serving; the health of "" and of every service is SERVING.
+  /// With mTLS every call is authorized (authz.h) before its handler runs;
+  /// FAILED_PRECONDITION when a served method has no policy entry.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(const GrpcServerOptions& options);
   /// Shuts down immediately if still running.
   ~GrpcServer();

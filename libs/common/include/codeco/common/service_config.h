@@ -51,6 +51,10 @@ struct ServiceConfig {
   /// host:port of the cluster's egress HTTP CONNECT proxy for calls to other
   /// clusters (the link emulator's relay in CODEF); empty for direct calls.
   std::string egress_proxy;
+  /// Name of the federation's hub cluster, against which callers are
+  /// authorized: `cluster` on the hub, the federation.hub_cluster key on an MC
+  /// (required there unless insecure).
+  std::string hub_cluster;
   /// host:port of the hub's ACM (MC role: where the agent registers); empty on the hub.
   std::string hub_acm;
   /// host:port of this cluster's local management system (codeco.lms.v1): the

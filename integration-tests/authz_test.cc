@@ -1,0 +1,407 @@
+// Authorization across all six service binaries with mTLS certificates from
+// scripts/dev-ca.sh: every method of every service is called with every
+// identity of a small federation (hub "hub", managed clusters "mc1" and
+// "mc2"). The identities the table below names for a method must get
+// anything but PERMISSION_DENIED; every other identity must get
+// PERMISSION_DENIED. The table is written out here independently of
+// libs/common/src/authz.cc, and every method the servers serve must have a row.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <regex>
+#include <set>
+
+#include "codeco/acm/v1/acm_service.pb.h"
+#include "codeco/checkpointer/v1/checkpointer_service.pb.h"
+#include "codeco/mdm/v1/mdm_service.pb.h"
+#include "codeco/netma/v1/netma_service.pb.h"
+#include "codeco/pdlc/v1/pdlc_service.pb.h"
+#include "codeco/swm/v1/swm_service.pb.h"
+#include "google/protobuf/descriptor.h"
+#include "grpc/health/v1/health.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
+#include "grpcpp/support/client_callback.h"
+#include "process.h"
+
+namespace codeco::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+void Run(const std::string& command) {
+  INFO(command);
+  REQUIRE(std::system((command + " >/dev/null").c_str()) == 0);
+}
+
+// Every identity the test calls with, "cluster/service".
+const std::vector<std::string> kIdentities = {
+    "hub/operator", "hub/acm", "hub/swm",   "hub/netma", "hub/pdlc", "hub/mdm",
+    "mc1/acm",      "mc1/swm", "mc1/netma", "mc1/pdlc",  "mc1/mdm",  "mc1/operator",
+    "mc2/acm",      "mc2/swm", "mc2/netma", "mc2/pdlc"};
+
+using Who = std::set<std::string>;
+
+Who Union(std::initializer_list<Who> parts) {
+  Who out;
+  for (const Who& p : parts) out.insert(p.begin(), p.end());
+  return out;
+}
+
+const Who kOperator = {"hub/operator"};
+const Who kHub = {"hub/acm", "hub/swm", "hub/netma", "hub/pdlc", "hub/mdm"};
+const Who kReaders = Union({kOperator, kHub});
+const Who kMc1 = {"mc1/acm", "mc1/swm", "mc1/netma", "mc1/pdlc", "mc1/mdm", "mc1/operator"};
+const Who kMembers = Union({kMc1, {"mc2/acm", "mc2/swm", "mc2/netma", "mc2/pdlc"}});
+const Who kEveryone(kIdentities.begin(), kIdentities.end());
+
+// A service binary under test and where it runs.
+struct Server {
+  std::string binary;   // "acm"
+  std::string role;     // "hub" or "mc"
+  std::string cluster;  // "hub" or "mc1"
+  const google::protobuf::ServiceDescriptor* grpc_service;
+  std::vector<std::string> extra_args;
+};
+
+// The contract a server serves, from one of its request messages (which
+// also links the generated code, and so the descriptor, into this binary).
+const google::protobuf::ServiceDescriptor* ServiceOf(const google::protobuf::Descriptor* request,
+                                                     const std::string& name) {
+  return request->file()->FindServiceByName(name);
+}
+
+std::vector<Server> Servers() {
+  return {
+      {"acm",
+       "hub",
+       "hub",
+       ServiceOf(acm::v1::ApplyApplicationRequest::descriptor(), "AcmService"),
+       {}},
+      {"swm",
+       "hub",
+       "hub",
+       ServiceOf(swm::v1::PlaceApplicationRequest::descriptor(), "SwmService"),
+       {}},
+      {"netma",
+       "hub",
+       "hub",
+       ServiceOf(netma::v1::GetNetworkTopologyRequest::descriptor(), "NetmaService"),
+       {"--set", "netma.neighborhoods=nb1=hub,mc1"}},
+      {"mdm",
+       "hub",
+       "hub",
+       ServiceOf(mdm::v1::PublishEventsRequest::descriptor(), "MdmService"),
+       {}},
+      {"pdlc",
+       "mc",
+       "mc1",
+       ServiceOf(pdlc::v1::IngestMetricsRequest::descriptor(), "PdlcService"),
+       {}},
+      {"checkpointer",
+       "mc",
+       "mc1",
+       ServiceOf(checkpointer::v1::CreateCheckpointRequest::descriptor(), "CheckpointerService"),
+       {}},
+  };
+}
+
+std::string Serialize(const google::protobuf::Message& m) { return m.SerializeAsString(); }
+
+// Requests whose fields a binding reads; every other method gets an empty message.
+std::map<std::string, std::string> BoundRequests() {
+  std::map<std::string, std::string> out;
+  const std::string acm = "/codeco.acm.v1.AcmService/";
+  {
+    acm::v1::RegisterClusterRequest r;
+    r.mutable_cluster()->mutable_metadata()->set_name("mc1");
+    out[acm + "RegisterCluster"] = Serialize(r);
+  }
+  {
+    acm::v1::HeartbeatRequest r;
+    r.set_cluster_name("mc1");
+    out[acm + "Heartbeat"] = Serialize(r);
+  }
+  {
+    acm::v1::GetClusterRequest r;
+    r.set_name("mc1");
+    out[acm + "GetCluster"] = Serialize(r);
+  }
+  {
+    acm::v1::ListNeighborhoodsRequest r;
+    r.set_cluster("mc1");
+    out[acm + "ListNeighborhoods"] = Serialize(r);
+  }
+  const std::string netma = "/codeco.netma.v1.NetmaService/";
+  {
+    netma::v1::GetNetworkTopologyRequest r;
+    r.set_neighborhood_id("nb1");
+    out[netma + "GetNetworkTopology"] = Serialize(r);
+  }
+  {
+    netma::v1::GetNetworkMapRequest r;
+    r.set_neighborhood_id("nb1");
+    out[netma + "GetNetworkMap"] = Serialize(r);
+  }
+  {
+    netma::v1::GetCostMapRequest r;
+    r.set_neighborhood_id("nb1");
+    r.set_metric(netma::v1::COST_METRIC_DELAY);
+    out[netma + "GetCostMap"] = Serialize(r);
+  }
+  return out;
+}
+
+// Method -> the identities that may call it (with the request above).
+std::map<std::string, Who> ExpectedPolicy() {
+  std::map<std::string, Who> p;
+  auto add = [&p](const std::string& service, std::initializer_list<const char*> methods,
+                  const Who& who) {
+    for (const char* m : methods) p["/" + service + "/" + m] = who;
+  };
+  add("grpc.health.v1.Health", {"Check", "Watch"}, kEveryone);
+  add("grpc.reflection.v1alpha.ServerReflection", {"ServerReflectionInfo"}, kEveryone);
+
+  const std::string acm = "codeco.acm.v1.AcmService";
+  add(acm, {"ApplyApplication", "DeleteApplication", "RollbackApplication", "UnregisterCluster"},
+      kOperator);
+  add(acm,
+      {"GetApplication", "ListApplications", "WatchApplication", "ListApplicationRevisions",
+       "ListClusters", "GetOperation", "ListOperations", "WatchOperation"},
+      kReaders);
+  add(acm, {"RegisterCluster", "Heartbeat"}, {"mc1/acm"});  // mc2 may not speak for mc1
+  add(acm, {"GetCluster"}, Union({kReaders, {"mc1/acm"}}));
+  // Unknown neighborhood: members get NOT_FOUND (the binding needs the members).
+  add(acm, {"GetNeighborhood"}, Union({kReaders, kMembers}));
+  add(acm, {"ListNeighborhoods"}, Union({kReaders, kMc1}));  // filtered by mc1
+  add(acm, {"PushNeighborhood", "PushAssignment"}, {"hub/acm"});
+
+  const std::string swm = "codeco.swm.v1.SwmService";
+  add(swm, {"PlaceApplication", "ReleaseApplication"}, {"hub/acm"});
+  add(swm,
+      {"GetAssignmentPlan", "ListAssignmentPlans", "GetMigration", "ListMigrations", "GetOperation",
+       "WatchOperation"},
+      kReaders);
+  add(swm, {"MigrateWorkload"}, {"hub/operator", "hub/swm"});
+  add(swm, {"SolveCluster", "Reserve", "Commit", "Release"}, {"hub/swm"});
+
+  const std::string netma = "codeco.netma.v1.NetmaService";
+  add(netma, {"GetNetworkTopology", "GetNetworkMap", "GetCostMap"}, Union({kReaders, kMc1}));
+  add(netma, {"ListLinks", "GetVirtualLink", "ListVirtualLinks", "GetOperation"}, kReaders);
+  add(netma, {"CreateVirtualLink", "DeleteVirtualLink"}, {"hub/operator", "hub/swm"});
+  add(netma, {"ExchangeSummary", "ProbeBulk"}, {"hub/netma", "mc1/netma", "mc2/netma"});
+
+  const std::string pdlc = "codeco.pdlc.v1.PdlcService";  // served by mc1
+  add(pdlc, {"IngestMetrics"}, kMc1);
+  add(pdlc, {"GetRecommendation", "ListForecasts"}, {"hub/operator", "hub/swm", "mc1/swm"});
+  add(pdlc, {"SubmitBid"}, {"hub/swm", "mc1/pdlc", "mc2/pdlc"});
+  add(pdlc, {"PushModelUpdate", "GetGlobalModel"}, {"hub/pdlc", "mc1/pdlc", "mc2/pdlc"});
+  add(pdlc, {"GetOperation"}, Union({kReaders, kMc1}));
+
+  const std::string mdm = "codeco.mdm.v1.MdmService";
+  add(mdm, {"PublishEvents"}, Union({kHub, kMembers}));
+  add(mdm, {"ReadEvents", "WatchEvents", "GetEntity", "ListEntities", "QueryGraph"},
+      Union({kReaders, {"mc1/pdlc", "mc2/pdlc"}}));
+  add(mdm, {"RegisterType"}, kOperator);
+  add(mdm, {"ListTypes"}, Union({kReaders, kMembers}));
+
+  const std::string checkpointer = "codeco.checkpointer.v1.CheckpointerService";  // mc1
+  add(checkpointer, {"CreateCheckpoint", "DeleteCheckpoint", "RestoreCheckpoint"},
+      {"hub/operator", "hub/swm", "mc1/swm"});
+  add(checkpointer, {"GetCheckpoint", "ListCheckpoints", "GetOperation", "WatchOperation"},
+      Union({kReaders, {"mc1/swm"}}));
+  return p;
+}
+
+// One call of any method (unary or streaming) with raw request bytes: sends the
+// request, half-closes, and ends at the first response message (cancelling
+// the rest of a stream) or at the status. `deadline` bounds an open stream.
+class OneCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  struct Outcome {
+    bool got_message = false;
+    grpc::Status status;
+  };
+
+  static Outcome Do(grpc::GenericStub& stub, const std::string& method, const std::string& bytes,
+                    absl::Duration deadline) {
+    OneCall call;
+    call.context_.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    grpc::Slice slice(bytes);
+    call.request_ = grpc::ByteBuffer(&slice, 1);
+    stub.PrepareBidiStreamingCall(&call.context_, method, {}, &call);
+    call.StartWrite(&call.request_);
+    call.StartWritesDone();
+    call.StartRead(&call.response_);
+    call.StartCall();
+    std::unique_lock<std::mutex> lock(call.mu_);
+    call.cv_.wait(lock, [&] { return call.done_; });
+    return call.outcome_;
+  }
+
+  void OnReadDone(bool ok) override {
+    if (ok) {
+      std::lock_guard<std::mutex> lock(mu_);
+      outcome_.got_message = true;
+      context_.TryCancel();
+    }
+  }
+  void OnDone(const grpc::Status& status) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    outcome_.status = status;
+    done_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  grpc::ClientContext context_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Outcome outcome_;
+};
+
+std::shared_ptr<grpc::ChannelCredentials> Credentials(const fs::path& certs,
+                                                      const std::string& identity) {
+  const std::string cluster = identity.substr(0, identity.find('/'));
+  const std::string service = identity.substr(identity.find('/') + 1);
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      (certs / cluster / (service + ".key")).string(),
+      (certs / cluster / (service + ".crt")).string(), (certs / "ca.crt").string(), 60);
+  grpc::experimental::TlsChannelCredentialsOptions options;
+  options.set_certificate_provider(provider);
+  options.watch_root_certs();
+  options.watch_identity_key_cert_pairs();
+  return grpc::experimental::TlsCredentials(options);
+}
+
+struct Running {
+  Server spec;
+  std::unique_ptr<ChildProcess> process;
+  std::string address;
+};
+
+Running Start(const Server& spec, const fs::path& work) {
+  const fs::path certs = work / "certs";
+  const std::string base = (certs / spec.cluster / spec.binary).string();
+  std::vector<std::string> argv = {std::string(CODECO_BIN_DIR) + "/codeco-" + spec.binary,
+                                   "--role",
+                                   spec.role,
+                                   "--cluster",
+                                   spec.cluster,
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--metrics-listen",
+                                   "127.0.0.1:0",
+                                   "--data-dir",
+                                   (work / spec.binary).string(),
+                                   "--tls.ca-file",
+                                   (certs / "ca.crt").string(),
+                                   "--tls.cert-file",
+                                   base + ".crt",
+                                   "--tls.key-file",
+                                   base + ".key"};
+  if (spec.role == "mc") argv.insert(argv.end(), {"--set", "federation.hub_cluster=hub"});
+  argv.insert(argv.end(), spec.extra_args.begin(), spec.extra_args.end());
+  Running out{spec, std::make_unique<ChildProcess>(argv, (work / (spec.binary + ".log")).string()),
+              ""};
+  std::optional<std::string> line = out.process->ReadLine(absl::Now() + absl::Seconds(60));
+  INFO("codeco-" << spec.binary << " printed: " << line.value_or("<nothing>") << " (see "
+                 << (work / (spec.binary + ".log")).string() << ")");
+  REQUIRE(line.has_value());
+  std::smatch m;
+  REQUIRE(std::regex_search(*line, m, std::regex("listening on (\\S+) .*mtls")));
+  out.address = m[1];
+  return out;
+}
+
+TEST_CASE("every method of every service admits exactly the identities its policy names") {
+  std::random_device rd;
+  fs::path work = fs::temp_directory_path() / ("codeco-authz-it-" + std::to_string(rd()));
+  fs::create_directories(work);
+  const std::string script = CODECO_DEV_CA_SCRIPT;
+  const fs::path certs = work / "certs";
+  Run(script + " " + certs.string() + " ca");
+  for (const std::string& id : kIdentities) {
+    Run(script + " " + certs.string() + " issue " + id.substr(0, id.find('/')) + " " +
+        id.substr(id.find('/') + 1));
+  }
+  const std::vector<Server> specs = Servers();
+  for (const Server& s : specs) {
+    if (!fs::exists(certs / s.cluster / (s.binary + ".crt"))) {
+      Run(script + " " + certs.string() + " issue " + s.cluster + " " + s.binary);
+    }
+  }
+
+  std::vector<Running> servers;
+  for (const Server& s : specs) servers.push_back(Start(s, work));
+
+  const std::map<std::string, Who> expected = ExpectedPolicy();
+  const std::map<std::string, std::string> requests = BoundRequests();
+  std::map<std::string, std::shared_ptr<grpc::ChannelCredentials>> creds;
+  for (const std::string& id : kIdentities) creds[id] = Credentials(certs, id);
+
+  int calls = 0;
+  for (const Running& server : servers) {
+    std::vector<std::string> methods;
+    for (const google::protobuf::ServiceDescriptor* d :
+         {grpc::health::v1::HealthCheckRequest::descriptor()->file()->service(0),
+          server.spec.grpc_service}) {
+      REQUIRE(d != nullptr);
+      for (int i = 0; i < d->method_count(); ++i) {
+        methods.push_back("/" + d->full_name() + "/" + d->method(i)->name());
+      }
+    }
+    methods.push_back("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo");
+    for (const std::string& id : kIdentities) {
+      grpc::GenericStub stub(grpc::CreateChannel(server.address, creds[id]));
+      for (const std::string& method : methods) {
+        auto row = expected.find(method);
+        INFO("no row in this test for " << method);
+        REQUIRE(row != expected.end());
+        const bool allowed = row->second.count(id) > 0;
+        auto request = requests.find(method);
+        const std::string bytes = request == requests.end() ? "" : request->second;
+        // A permitted stream may stay open: it ends at its first message or
+        // this short deadline; a denial comes at once (the long deadline only
+        // guards a stuck server).
+        OneCall::Outcome outcome =
+            OneCall::Do(stub, method, bytes, allowed ? absl::Seconds(3) : absl::Seconds(30));
+        ++calls;
+        INFO(server.spec.binary << " " << method << " as " << id << ": "
+                                << outcome.status.error_code() << " "
+                                << outcome.status.error_message());
+        if (allowed) {
+          REQUIRE((outcome.got_message ||
+                   outcome.status.error_code() != grpc::StatusCode::PERMISSION_DENIED));
+        } else {
+          REQUIRE_FALSE(outcome.got_message);
+          REQUIRE(outcome.status.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+          // Names the caller (and the method: in full from the table, by name from a binding).
+          REQUIRE_THAT(outcome.status.error_message(),
+                       Catch::Contains("spiffe://codeco/cluster/" + id) &&
+                           Catch::Contains(method.substr(method.rfind('/') + 1)));
+        }
+      }
+    }
+  }
+  INFO("calls made: " << calls);
+  REQUIRE(calls > 1000);
+
+  for (Running& s : servers) {
+    REQUIRE(s.process->Stop(SIGTERM, absl::Now() + absl::Seconds(20)) == 0);
+  }
+  fs::remove_all(work);
+}
+
+}  // namespace
+}  // namespace codeco::testing
