@@ -12,7 +12,7 @@
 #include <random>
 #include <regex>
 
-#include "codeco/acm/v1/acm_service.grpc.pb.h"
+#include "codeco/pdlc/v1/pdlc_service.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -183,15 +183,16 @@ TEST_CASE("all six services start and answer health reflection and metrics") {
 
   // A method whose issue has not landed says so.
   {
-    auto channel = grpc::CreateChannel(running[0].address, grpc::InsecureChannelCredentials());
+    // PDLC is still a shell (its issue has not landed): running[2].
+    auto channel = grpc::CreateChannel(running[2].address, grpc::InsecureChannelCredentials());
     grpc::ClientContext context;
     context.set_deadline(In(absl::Seconds(10)));
-    codeco::acm::v1::GetOperationResponse response;
-    grpc::Status status = codeco::acm::v1::AcmService::NewStub(channel)->GetOperation(
-        &context, codeco::acm::v1::GetOperationRequest(), &response);
+    codeco::pdlc::v1::GetRecommendationResponse response;
+    grpc::Status status = codeco::pdlc::v1::PdlcService::NewStub(channel)->GetRecommendation(
+        &context, codeco::pdlc::v1::GetRecommendationRequest(), &response);
     REQUIRE(status.error_code() == grpc::StatusCode::UNIMPLEMENTED);
     REQUIRE_THAT(status.error_message(), Catch::Contains("is not implemented yet"));
-    REQUIRE_THAT(status.error_message(), Catch::Contains("issue #4"));
+    REQUIRE_THAT(status.error_message(), Catch::Contains("learning and context awareness"));
   }
 
   // SIGTERM: every service shuts down cleanly and exits 0.

@@ -5,7 +5,7 @@
 namespace codeco {
 namespace {
 
-TEST_CASE("backoff doubles from initial up to max, jitter only shortens") {
+TEST_CASE("backoff doubles from initial up to max and jitter only shortens") {
   BackoffPolicy policy{.initial = absl::Seconds(1), .max = absl::Seconds(10), .multiplier = 2,
                        .jitter = 0.5};
   REQUIRE(BackoffDelay(policy, 1, 0.0) == absl::Seconds(1));

@@ -162,7 +162,7 @@ struct Acm {
   }
 };
 
-TEST_CASE("codeco-acm refuses bad input naming the field, in bounded memory") {
+TEST_CASE("codeco-acm refuses bad input naming the field in bounded memory") {
   Acm acm;
   REQUIRE(acm.Apply(SmallCam("warm-up")).ok());
   const std::vector<Case> cases = Cases();

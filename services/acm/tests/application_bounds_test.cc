@@ -36,7 +36,7 @@ void AddChannel(v1::ServiceSpec& from, const std::string& name, const std::strin
   c->set_to_port(80);
 }
 
-TEST_CASE("bounds: totals of a normal spec, replicas 0 counting as 1") {
+TEST_CASE("bounds: totals of a normal spec with replicas 0 counting as 1") {
   v1::ApplicationSpec spec;
   spec.set_app_name("app");
   v1::ServiceSpec* a = AddService(spec, "a", 3);
@@ -55,7 +55,7 @@ TEST_CASE("bounds: totals of a normal spec, replicas 0 counting as 1") {
   REQUIRE(totals->gpu == 1);
 }
 
-TEST_CASE("bounds: one replica cap, named by the field path") {
+TEST_CASE("bounds: one replica cap named by the field path") {
   v1::ApplicationSpec spec;
   AddService(spec, "a", 1);
   AddService(spec, "b", 1);
@@ -72,7 +72,7 @@ TEST_CASE("bounds: one replica cap, named by the field path") {
           "spec.services[1].autoscaling.max_replicas");
 }
 
-TEST_CASE("bounds: a channel between two 1000-replica services is refused, not expanded") {
+TEST_CASE("bounds: a channel between two 1000-replica services is refused before it is expanded") {
   v1::ApplicationSpec spec;
   v1::ServiceSpec* a = AddService(spec, "a", 1000);
   AddService(spec, "b", 1000);

@@ -678,7 +678,7 @@ PlacementResult PlacedOn(const std::string& cluster) {
   return placed;
 }
 
-TEST_CASE("a scheduler that cannot answer is retried with backoff on the clock, never FAILED") {
+TEST_CASE("a scheduler that cannot answer is retried with backoff on the clock and never FAILED") {
   Fixture f;
   f.Apply(SmallCam("shop", "1"));
   REQUIRE(f.scheduler.request_ids().size() == 1);
@@ -722,7 +722,7 @@ TEST_CASE("a scheduler that cannot answer is retried with backoff on the clock, 
   REQUIRE(StatusOf(f.manager, "shop").phase() == v1::APPLICATION_PHASE_DEPLOYING);
 }
 
-TEST_CASE("the waits between retries grow, with jitter, up to the cap") {
+TEST_CASE("the waits between retries grow with jitter up to the cap") {
   Fixture f;
   f.Apply(SmallCam("shop", "1"));
   absl::Duration previous = absl::ZeroDuration();
@@ -786,7 +786,7 @@ TEST_CASE("a refused request is retried and an unanswered one is sent again afte
   REQUIRE(f.scheduler.request_ids()[0] == f.scheduler.request_ids()[1]);
 }
 
-TEST_CASE("every acknowledged intent is sent again after a restart, with the same request_id") {
+TEST_CASE("every acknowledged intent is sent again after a restart with the same request_id") {
   std::unique_ptr<KvStore> kv = NewInMemoryKvStore(ApplicationColumnFamilies());
   SimulatedClock clock{absl::FromUnixSeconds(1'800'000'000)};
   std::vector<std::string> first_ids;
@@ -831,7 +831,7 @@ common::v1::Operation OperationOf(ApplicationManager& manager, const std::string
   return got->operation();
 }
 
-TEST_CASE("an apply's operation follows the application to running, durably") {
+TEST_CASE("an apply's operation follows the application to running durably") {
   std::unique_ptr<KvStore> kv = NewInMemoryKvStore(ApplicationColumnFamilies());
   SimulatedClock clock{absl::FromUnixSeconds(1'800'000'000)};
   KvApplicationStore store{*kv};
@@ -883,7 +883,7 @@ TEST_CASE("an apply's operation follows the application to running, durably") {
   REQUIRE(OperationOf(restarted, op.id()).SerializeAsString() == running.SerializeAsString());
 }
 
-TEST_CASE("operations end failed, superseded or deleted, and list newest first") {
+TEST_CASE("operations end failed or superseded or deleted and list newest first") {
   Fixture f;
   f.scheduler.CompleteReleasesWith([&](const std::string& name, const absl::Status& outcome) {
     REQUIRE(f.manager.RecordRelease(name, outcome).ok());

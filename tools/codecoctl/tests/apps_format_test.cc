@@ -177,7 +177,7 @@ TEST_CASE("watch lines are one per event in table mode and YAML documents otherw
   REQUIRE(YAML::Load(yaml)["type"].as<std::string>() == "WATCH_EVENT_TYPE_DELETED");
 }
 
-TEST_CASE("an operation prints as one line: id, percent, phase, then done or failed") {
+TEST_CASE("an operation prints as one line: id then percent then phase then done or failed") {
   common::v1::Operation op;
   op.set_id("apply-shop-3");
   op.set_progress_percent(40);
