@@ -18,7 +18,6 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD_DIR_SET="${BUILD_DIR:-}"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 JOBS="${JOBS:-$(nproc)}"
 BUF="$ROOT/tools/node/node_modules/.bin/buf"
@@ -68,8 +67,8 @@ sanitize_from_args() {
     "") return ;;
     address,undefined|undefined,address|address|undefined)
       [ "$SANITIZE" = "undefined,address" ] && SANITIZE="address,undefined"
-      BUILD_DIR="${BUILD_DIR_SET:-$ROOT/build-asan}" ;;
-    thread) BUILD_DIR="${BUILD_DIR_SET:-$ROOT/build-tsan}" ;;
+      BUILD_DIR="$ROOT/build-asan" ;;
+    thread) BUILD_DIR="$ROOT/build-tsan" ;;
     *) echo "dev.sh: --sanitize takes address,undefined or thread, not '$SANITIZE'" >&2; exit 2 ;;
   esac
   local supp="$ROOT/scripts/sanitizers"
@@ -197,5 +196,5 @@ case "$cmd" in
   demo) deps; build; demo "$@" ;;
   bench) deps; bench "$@" ;;
   lint) deps; (cd "$ROOT/proto" && "$BUF" lint) && echo "buf lint: clean" ;;
-  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
