@@ -218,7 +218,13 @@ TEST_CASE("codeco-acm refuses bad input naming the field in bounded memory") {
   const int64_t after_kb = RssKb(acm.process->pid());
   WARN("codeco-acm VmRSS " << before_kb << " kB before, " << after_kb << " kB after "
                            << kRounds * cases.size() << " bad documents");
+#ifndef CODECO_SANITIZER
   REQUIRE(after_kb - before_kb < 50 * 1024);
+#else
+  // AddressSanitizer keeps freed memory in quarantine (256 MB) and adds
+  // shadow memory, so RSS says nothing about the service's own memory here;
+  // the plain suite holds the bound.
+#endif
   // Still serving.
   REQUIRE(acm.Apply(SmallCam("after")).ok());
 }
