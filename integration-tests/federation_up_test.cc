@@ -26,6 +26,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "nlohmann/json.hpp"
+#include "federation_util.h"
 #include "process.h"
 #include "yaml-cpp/yaml.h"
 
@@ -34,55 +35,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kCtl = std::string(CODECO_BIN_DIR) + "/codecoctl";
-const std::string kScenario =
-    std::string(CODECO_SOURCE_DIR) + "/examples/scenarios/grid5000-five-sites.yaml";
-
-struct Home {
-  Home() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("codeco-up-" + std::to_string(rd()));
-    fs::create_directories(path);
-    setenv("CODECO_HOME", path.c_str(), 1);
-  }
-  ~Home() {
-    // Whatever happened, leave nothing running.
-    RunCommand({kCtl, "down"}, absl::Seconds(60));
-    fs::remove_all(path);
-  }
-  nlohmann::json State() const {
-    std::ifstream in(path / "state.json");
-    return nlohmann::json::parse(in);
-  }
-  fs::path path;
-};
-
-// True while `pid` runs. A process that exited but was not reaped yet (a
-// zombie: its parent, `codecoctl up`, is gone and PID 1 may not reap) is not.
-bool Alive(int pid) {
-  if (kill(pid, 0) != 0) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  size_t paren = line.rfind(')');
-  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z';
-}
-
-// Waits up to a minute until `count` clusters' agents have registered with
-// the hub ACM and are Ready.
-bool WaitUntilClustersReady(size_t count) {
-  for (absl::Time end = absl::Now() + absl::Seconds(60); absl::Now() < end;) {
-    CommandResult clusters = RunCommand({kCtl, "get", "clusters"}, absl::Seconds(30));
-    size_t ready = 0;
-    for (size_t at = clusters.output.find(" Ready "); at != std::string::npos;
-         at = clusters.output.find(" Ready ", at + 1)) {
-      ++ready;
-    }
-    if (ready == count) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  }
-  return false;
-}
+const std::string& kCtl = CtlBinary();
+const std::string& kScenario = FiveSiteScenario();
+using Home = FederationHome;
 
 TEST_CASE("codecoctl up brings the five-site federation up and down cleanly") {
   Home home;
@@ -272,21 +227,6 @@ std::map<std::pair<std::string, std::string>, double> DelayCostMap(
   return out;
 }
 
-// The cluster each service of `app` is placed on (empty until placed).
-std::map<std::string, std::string> PlacedClusters(const std::string& app) {
-  CommandResult r = RunCommand({kCtl, "get", "apps", "-o", "json"}, absl::Seconds(30));
-  std::map<std::string, std::string> out;
-  nlohmann::json doc = nlohmann::json::parse(r.output, nullptr, false);
-  if (r.exit_code != 0 || doc.is_discarded()) return out;
-  for (const auto& a : doc.value("applications", nlohmann::json::array())) {
-    if (a["metadata"].value("name", "") != app) continue;
-    for (const auto& p : a["status"].value("placements", nlohmann::json::array())) {
-      if (!p.value("cluster", "").empty()) out[p.value("service", "")] = p.value("cluster", "");
-    }
-  }
-  return out;
-}
-
 // Applies examples/cams/sensor-fusion.yaml as application `name` and waits
 // until both services are placed; returns where.
 std::map<std::string, std::string> ApplySensorFusion(const std::string& name,
@@ -406,34 +346,6 @@ TEST_CASE("NetMA measures the five-site links and the scheduler avoids a degrade
   std::map<std::string, std::string> second = ApplySensorFusion("sensor-fusion-2", home.path);
   CHECK(second["fusion"] != used);
   CHECK((second["fusion"] == "luxembourg" || second["fusion"] == "nancy-cloud"));
-}
-
-// Each cluster's LMS endpoint, from the table `codecoctl up` prints
-// (CLUSTER TIER REGION NODES IP LMS RELAY).
-std::map<std::string, std::string> LmsEndpoints(const std::string& up_output) {
-  std::map<std::string, std::string> out;
-  // A cluster row: ... IP (no port), then the LMS (host:port).
-  std::regex row(R"(\n(\S+) [^\n]*? 127\.[0-9.]+ +(127\.[0-9.]+:\d+) )");
-  for (auto it = std::sregex_iterator(up_output.begin(), up_output.end(), row);
-       it != std::sregex_iterator(); ++it) {
-    out[(*it)[1]] = (*it)[2];
-  }
-  return out;
-}
-
-// The pods of application `app` in the LMS at `lms` (CODEF's: plaintext).
-std::vector<codeco::lms::v1::Pod> PodsOf(const std::string& lms, const std::string& app) {
-  auto stub = codeco::lms::v1::LmsService::NewStub(
-      grpc::CreateChannel(lms, grpc::InsecureChannelCredentials()));
-  codeco::lms::v1::ListPodsRequest request;
-  (*request.mutable_label_selector()->mutable_match_labels())["codeco.io/application"] = app;
-  codeco::lms::v1::ListPodsResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-  grpc::Status status = stub->ListPods(&context, request, &response);
-  INFO(lms << ": " << status.error_message());
-  REQUIRE(status.ok());
-  return {response.pods().begin(), response.pods().end()};
 }
 
 constexpr char kTemplateCam[] = R"(apiVersion: codeco.io/v1

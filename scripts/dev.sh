@@ -9,7 +9,8 @@
 #                           federation, bookinfo applied and placed (--once: stop it after)
 #   scripts/dev.sh build    install deps, configure and build
 #   scripts/dev.sh bench [AREA] [--quick]   build and run the benchmarks in bench/
-#                           (AREA: store, placement, relay, acm, netma)
+#                           (AREA: store, placement, placement_grpc, relay, acm,
+#                           netma, apply_rate)
 #   scripts/dev.sh lint     buf lint on the contracts
 #   scripts/dev.sh deps     only install dependencies
 #

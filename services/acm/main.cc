@@ -4,8 +4,10 @@
 // hub ACM (federation.hub_acm) and heartbeats what its LMS (federation.lms)
 // reports, keeping local copies of its neighborhoods and assignments.
 #include <iterator>
+#include <optional>
 
 #include "acm/core/local_copies.h"
+#include "acm/core/member_publisher.h"
 #include "acm/server/acm_service.h"
 #include "acm/server/cluster_agent.h"
 #include "acm/store/kv_application_store.h"
@@ -19,6 +21,18 @@ std::vector<std::string> ColumnFamilies() {
   for (const auto& f : codeco::acm::LocalCopyColumnFamilies()) families.push_back(f);
   for (const char* f : {"clusters", "operations"}) families.push_back(f);
   return families;
+}
+
+// `listen` when others can dial it as it is: a host:port whose host is not
+// a wildcard and whose port is not 0.
+std::optional<std::string> ConcreteAddress(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  const std::string host = listen.substr(0, colon);
+  const std::string port = listen.substr(colon + 1);
+  if (port.empty() || port == "0") return std::nullopt;
+  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") return std::nullopt;
+  return listen;
 }
 
 void AddConfig(codeco::ConfigSchema& schema) {
@@ -77,9 +91,19 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
         "service");
     if (!advertised.ok()) return advertised.status();
     agent.endpoints = *std::move(advertised);
+    // The hub pushes this cluster its copies at its own ACM: advertised
+    // unless acm.advertise says otherwise and the listen address is a
+    // concrete host:port (not a wildcard, not port 0).
+    if (!agent.endpoints.count(codeco::acm::kAcmEndpoint)) {
+      if (std::optional<std::string> own = ConcreteAddress(config.listen)) {
+        agent.endpoints[codeco::acm::kAcmEndpoint] = *own;
+      }
+    }
     context.background.push_back(std::make_unique<codeco::acm::ClusterAgent>(
         std::move(agent), context.peers, options.local_copies));
   }
+  // The hub pushes neighborhoods and assignments to the clusters' ACMs.
+  if (config.role == codeco::Role::kHub) options.member_peers = &context.peers;
   std::vector<std::unique_ptr<grpc::Service>> services;
   services.push_back(codeco::acm::NewAcmService(context.store, context.clock, options));
   return services;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -93,6 +94,7 @@ std::unique_ptr<grpc::ClientContext> ContextWithTimeout(const Args& args,
 }
 
 std::string BinDir() {
+  if (const char* dir = std::getenv("CODECO_BIN_DIR"); dir != nullptr && *dir != '\0') return dir;
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? std::string(".") : exe.parent_path().string();

@@ -47,7 +47,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ChannelTo(const std::string& addr
 /// A context whose deadline is --timeout (default `fallback`) from now.
 std::unique_ptr<grpc::ClientContext> ContextWithTimeout(const Args& args, absl::Duration fallback);
 
-/// The directory codecoctl itself lives in (the build's bin/ directory).
+/// Where the codeco binaries are: $CODECO_BIN_DIR when set, else the
+/// directory codecoctl itself lives in (the build's bin/ directory).
 std::string BinDir();
 
 /// `codecoctl health`.
@@ -56,6 +57,10 @@ int RunHealth(const Args& args);
 int RunUp(const Args& args);
 /// `codecoctl down`.
 int RunDown(const Args& args);
+/// `codecoctl restart NAME [--kill] [--down-for D]`: stops one process `up`
+/// started (SIGKILL with --kill, as a crash would), leaves it down for D, and
+/// starts it again with the same command line on the same addresses.
+int RunRestart(const Args& args);
 /// `codecoctl fault`.
 int RunFault(const Args& args);
 /// `codecoctl apply -f FILE [--wait]`.

@@ -96,6 +96,10 @@ ProcessSpec Plan(const ClusterEndpoint& cluster, const std::string& service, boo
   if (service == "swm" && !hub && !cluster.swm_address.empty()) {
     SetListen(cluster.swm_address, spec);
   }
+  // A fixed address: the agent registers it as the cluster's "acm" endpoint.
+  if (service == "acm" && !hub && !cluster.acm_address.empty()) {
+    SetListen(cluster.acm_address, spec);
+  }
   return spec;
 }
 

@@ -26,6 +26,10 @@ struct ClusterEndpoint {
   /// the hub's SWM can drive every managed cluster's SWM); empty: an
   /// ephemeral port, and the hub drives the cluster through its LMS.
   std::string swm_address;
+  /// Where a managed cluster's ACM will listen (host:port, chosen before it
+  /// starts so its agent can register it and the hub push it its copies);
+  /// empty: an ephemeral port, and the cluster only pulls them.
+  std::string acm_address;
 };
 
 /// How every service process authenticates.

@@ -18,6 +18,10 @@ constexpr char kUsage[] =
     "      Prometheus; wait until healthy; print a summary. Later commands find it.\n"
     "  down\n"
     "      Stop everything `up` started.\n"
+    "  restart CLUSTER/SERVICE [--kill] [--down-for 60s]\n"
+    "      Stop one of them (SIGKILL with --kill, as a crash), leave it down for\n"
+    "      --down-for (default 0s), start it again with the same command line on\n"
+    "      the same addresses.\n"
     "  fault link A B [--rtt 50ms | --latency 25ms] [--bandwidth 10Mbps] [--loss 5%] [--cut|--heal]\n"
     "  fault node CLUSTER/NODE --fail|--recover\n"
     "  fault cluster NAME --partition|--heal\n"
@@ -70,6 +74,7 @@ int main(int argc, char** argv) {
       {"health", {codeco::ctl::RunHealth, {"insecure", "all"}, {"service"}}},
       {"up", {codeco::ctl::RunUp, {"insecure", "no-prometheus"}, {"scenario"}}},
       {"down", {codeco::ctl::RunDown, {}, {}}},
+      {"restart", {codeco::ctl::RunRestart, {"kill"}, {"down-for"}}},
       {"apply",
        {codeco::ctl::RunApply, {"insecure", "dry-run", "wait"}, {"f", "filename", "o", "acm"}}},
       {"get", {codeco::ctl::RunGet, {"insecure"}, {"o", "acm", "cluster"}}},

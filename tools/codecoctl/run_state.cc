@@ -31,7 +31,8 @@ absl::Status SaveRunState(const RunState& state) {
          {"command", p.command},
          {"grpc", p.grpc},
          {"http", p.http},
-         {"plaintext", p.plaintext}});
+         {"plaintext", p.plaintext},
+         {"argv", p.argv}});
   }
   std::error_code ec;
   std::filesystem::create_directories(CodecoHome(), ec);
@@ -69,7 +70,8 @@ absl::StatusOr<RunState> LoadRunState() {
     for (const auto& p : j.at("processes")) {
       state.processes.push_back({p.value("name", ""), p.value("pid", 0), p.value("command", ""),
                                  p.value("grpc", ""), p.value("http", ""),
-                                 p.value("plaintext", false)});
+                                 p.value("plaintext", false),
+                                 p.value("argv", std::vector<std::string>{})});
     }
     return state;
   } catch (const nlohmann::json::exception& e) {

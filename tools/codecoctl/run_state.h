@@ -26,6 +26,8 @@ struct RunProcess {
   std::string http;
   /// True when its gRPC endpoint is plaintext (CODEF's loopback control API).
   bool plaintext = false;
+  /// The command line it was started with (`codecoctl restart` reuses it).
+  std::vector<std::string> argv;
 };
 
 /// A running federation.

@@ -8,6 +8,7 @@
 // scraping every service when Debian's prometheus is installed. Waits until
 // all are healthy, saves the run state, prints a summary.
 #include <curl/curl.h>
+#include <signal.h>
 
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "codeco/common/proto_util.h"
 #include "absl/time/clock.h"
 #include "cli.h"
@@ -32,12 +34,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Where the ports of the NetMAs and the managed clusters' SWMs (which must be
+// Where the ports of the NetMAs and the managed clusters' SWMs and ACMs (which must be
 // known before they start) are looked for on each cluster's IP: below the
 // kernel's ephemeral range (32768-60999), so the many processes that bind
 // port 0 meanwhile cannot be handed one of them.
 constexpr int kNetmaPortsFrom = 17400;
 constexpr int kSwmPortsFrom = 17500;
+constexpr int kAcmPortsFrom = 17600;
 
 // A process started by this command, its state entry and where it logs.
 struct Started {
@@ -82,7 +85,7 @@ absl::StatusOr<Started> Upper::Launch(const std::string& name, std::vector<std::
   std::string file = LogBase(name);
   auto pid = StartDetached(argv, file + ".out", file + ".log");
   if (!pid.ok()) return pid.status();
-  Started started{{name, *pid, argv[0], "", ""}, file + ".out"};
+  Started started{{name, *pid, argv[0], "", "", false, argv}, file + ".out"};
   state_.processes.push_back(started.process);
   if (marker.empty()) return started;
   auto line = WaitForLine(started.out_file, marker, *pid, deadline_);
@@ -353,6 +356,9 @@ int Upper::Run() {
     auto swm_port = FreePort(c.service_ip, kSwmPortsFrom);
     if (!swm_port.ok()) return fail(swm_port.status());
     c.swm_address = absl::StrCat(c.service_ip, ":", *swm_port);
+    auto acm_port = FreePort(c.service_ip, kAcmPortsFrom);
+    if (!acm_port.ok()) return fail(acm_port.status());
+    c.acm_address = absl::StrCat(c.service_ip, ":", *acm_port);
   }
   state_.netma = clusters_.front().netma_address;
   std::vector<ProcessSpec> hub = PlanHub(clusters_, security, data);
@@ -414,6 +420,83 @@ int RunDown(const Args& args) {
   std::cout << "Stopped " << pids.size() << " processes"
             << (killed > 0 ? absl::StrCat(" (", killed, " needed SIGKILL)") : "") << "; run data "
             << "kept in " << state->run_dir << "\n";
+  return 0;
+}
+
+int RunRestart(const Args& args) {
+  if (args.positional.size() != 1) {
+    std::cerr << "codecoctl restart: give one process, e.g. codecoctl restart hub/acm\n";
+    return 2;
+  }
+  const std::string& name = args.positional[0];
+  absl::Duration down_for = absl::ZeroDuration();
+  if (args.Has("down-for") &&
+      (!absl::ParseDuration(args.Get("down-for"), &down_for) || down_for < absl::ZeroDuration())) {
+    std::cerr << "codecoctl restart: --down-for: not a duration such as 60s: \""
+              << args.Get("down-for") << "\"\n";
+    return 2;
+  }
+  auto state = LoadRunState();
+  if (!state.ok()) {
+    std::cerr << "codecoctl restart: " << state.status().message() << "\n";
+    return 1;
+  }
+  RunProcess* process = nullptr;
+  std::vector<std::string> names;
+  for (RunProcess& p : state->processes) {
+    names.push_back(p.name);
+    if (p.name == name) process = &p;
+  }
+  if (process == nullptr) {
+    std::cerr << "codecoctl restart: no process \"" << name
+              << "\" in this federation; it runs: " << absl::StrJoin(names, ", ") << "\n";
+    return 2;
+  }
+  if (process->argv.empty() || process->grpc.empty()) {
+    std::cerr << "codecoctl restart: " << name
+              << " cannot be restarted (no command line or address recorded)\n";
+    return 1;
+  }
+  // Stopped (SIGKILL with --kill: a crash), then started again on the same
+  // addresses, so every peer configured with them reaches it again.
+  if (IsRunning(process->pid, process->command)) {
+    if (args.Has("kill")) {
+      kill(process->pid, SIGKILL);
+      for (absl::Time end = absl::Now() + absl::Seconds(10);
+           IsRunning(process->pid, process->command) && absl::Now() < end;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    } else {
+      StopAll({process->pid}, {process->command}, absl::Seconds(20));
+    }
+  }
+  absl::SleepFor(down_for);
+  std::vector<std::string> argv = process->argv;
+  const std::string metrics =
+      std::regex_replace(process->http, std::regex("^http://|/metrics$"), "");
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] == "--listen") argv[i + 1] = process->grpc;
+    if (argv[i] == "--metrics-listen" && !metrics.empty()) argv[i + 1] = metrics;
+  }
+  const std::string base =
+      state->run_dir + "/logs/" + std::regex_replace(name, std::regex("/"), "-");
+  auto pid = StartDetached(argv, base + ".out", base + ".log");
+  if (!pid.ok()) {
+    std::cerr << "codecoctl restart: " << pid.status().message() << "\n";
+    return 1;
+  }
+  auto line = WaitForLine(base + ".out", "listening on ", *pid, absl::Now() + absl::Seconds(60));
+  if (!line.ok()) {
+    std::cerr << "codecoctl restart: " << name << ": " << line.status().message() << " (see "
+              << base << ".log)\n";
+    return 1;
+  }
+  process->pid = *pid;
+  if (auto saved = SaveRunState(*state); !saved.ok()) {
+    std::cerr << "codecoctl restart: " << saved.message() << "\n";
+    return 1;
+  }
+  std::cout << "Restarted " << name << " (pid " << *pid << ") on " << process->grpc << "\n";
   return 0;
 }
 

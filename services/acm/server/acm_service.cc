@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "acm/core/cluster_report.h"
+#include "acm/server/member_push_client.h"
 #include "acm/server/swm_placement_scheduler.h"
 #include "acm/store/kv_application_store.h"
 #include "codeco/common/authz.h"
@@ -291,6 +292,14 @@ struct OwnedDependencies {
     } else if (*resumed > 0) {
       log::Info("interrupted work resumed", {{"applications", absl::StrCat(*resumed)}});
     }
+    // The hub pushes neighborhoods and assignments to its members' ACMs; a
+    // managed cluster (with local copies) only receives them.
+    if (options.member_peers != nullptr && options.local_copies == nullptr) {
+      publisher = std::make_unique<MemberPublisherLoop>(
+          manager, neighborhoods, clusters, clock,
+          std::make_unique<GrpcMemberPush>(*options.member_peers, options.push_timeout),
+          options.publish_interval);
+    }
     if (options.reevaluate_interval > absl::ZeroDuration()) {
       maintenance = std::thread([this, interval = options.reevaluate_interval,
                                  after = options.reevaluate_after] { Maintain(interval, after); });
@@ -321,6 +330,7 @@ struct OwnedDependencies {
       absl::MutexLock lock(&maintenance_mu);
       stopping = true;
     }
+    publisher.reset();
     if (maintenance.joinable()) maintenance.join();
     if (reconciler.joinable()) reconciler.join();
     if (swm != nullptr) swm->Stop();
@@ -372,6 +382,8 @@ struct OwnedDependencies {
   bool stopping ABSL_GUARDED_BY(maintenance_mu) = false;
   std::thread maintenance;
   std::thread reconciler;
+  // Pushes to managed clusters (hub with options.member_peers only).
+  std::unique_ptr<MemberPublisherLoop> publisher;
 };
 
 class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl {

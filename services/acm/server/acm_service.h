@@ -19,6 +19,7 @@
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/kv_store.h"
+#include "codeco/common/peer_channels.h"
 
 namespace codeco::acm {
 
@@ -166,6 +167,15 @@ struct AcmServiceOptions {
   /// Most open WatchApplication streams; more are answered RESOURCE_EXHAUSTED.
   /// Default: AcmServiceImpl::kDefaultMaxWatchers (1000).
   int max_watchers = AcmServiceImpl::kDefaultMaxWatchers;
+  /// The hub's channels to managed clusters' ACMs (with its identity): when
+  /// set on the hub, neighborhoods and assignments are pushed to each
+  /// cluster's registered "acm" endpoint as they change (MemberPublisher).
+  /// Null: clusters only pull them (their agents do on every heartbeat).
+  PeerChannels* member_peers = nullptr;
+  /// Deadline of one push to a managed cluster. Default: 2 s.
+  absl::Duration push_timeout = absl::Seconds(2);
+  /// Longest time between two passes of the publisher. Default: 1 s.
+  absl::Duration publish_interval = absl::Seconds(1);
 };
 
 /// An AcmService owning its store (on `kv`, which must hold

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "absl/strings/str_replace.h"
+#include "acm/core/member_publisher.h"
 #include "acm/server/acm_service.h"
 #include "acm/server/cluster_agent.h"
 #include "acm/store/kv_application_store.h"
@@ -203,6 +204,74 @@ TEST_CASE("Push RPCs store into an MC's copies and are refused by the hub") {
   REQUIRE(mc_options.local_copies->GetAssignment("shop")->plan_revision() == 2);
   mc_server->Shutdown(absl::Seconds(1));
   hub_server->Shutdown(absl::Seconds(1));
+}
+
+}  // namespace
+}  // namespace codeco::acm
+
+namespace codeco::acm {
+namespace {
+
+TEST_CASE("the hub pushes a new neighborhood to the registered ACM of each member") {
+  SimulatedClock clock(absl::FromUnixSeconds(1'800'000'000));
+  // The MC: its ACM with local copies and no agent, so only a push can fill them.
+  auto mc_kv = NewKv();
+  AcmServiceOptions mc_options;
+  mc_options.local_copies = std::make_shared<LocalCopies>(*mc_kv, "edge-1");
+  auto mc = NewAcmService(*mc_kv, clock, mc_options);
+  auto mc_server = Serve({mc.get()}, "acm");
+  auto mc_stub = v1::AcmService::NewStub(
+      grpc::CreateChannel(mc_server->address(), grpc::InsecureChannelCredentials()));
+
+  // The hub, with channels to push through.
+  auto peers = PeerChannels::Create({.insecure = true});
+  REQUIRE(peers.ok());
+  auto hub_kv = NewKv();
+  AcmServiceOptions hub_options;
+  hub_options.member_peers = peers->get();
+  hub_options.publish_interval = absl::Milliseconds(50);
+  auto hub = NewAcmService(*hub_kv, clock, hub_options);
+  auto hub_server = Serve({hub.get()}, "acm");
+  auto hub_stub = v1::AcmService::NewStub(
+      grpc::CreateChannel(hub_server->address(), grpc::InsecureChannelCredentials()));
+  {
+    grpc::ClientContext context;
+    v1::RegisterClusterRequest request;
+    v1::Cluster& cluster = *request.mutable_cluster();
+    cluster.mutable_metadata()->set_name("edge-1");
+    cluster.set_role(v1::CLUSTER_ROLE_MC);
+    cluster.mutable_capacity()->mutable_largest_free_node()->set_cpu_millicores(4000);
+    (*cluster.mutable_endpoints())[kAcmEndpoint] = mc_server->address();
+    v1::RegisterClusterResponse response;
+    REQUIRE(hub_stub->RegisterCluster(&context, request, &response).ok());
+  }
+  {
+    grpc::ClientContext context;
+    v1::ApplyApplicationRequest request;
+    request.set_cam_yaml(testing::SmallCam("shop"));
+    v1::ApplyApplicationResponse response;
+    REQUIRE(hub_stub->ApplyApplication(&context, request, &response).ok());
+    REQUIRE(response.application().status().neighborhood_id() == "nb-shop");
+  }
+  v1::Neighborhood nb;
+  REQUIRE(Eventually([&] { return GetNeighborhood(*mc_stub, "shop", &nb).ok(); }));
+  CHECK(nb.id() == "nb-shop");
+  REQUIRE(nb.members_size() == 1);
+  CHECK(nb.members(0).cluster() == "edge-1");
+
+  // Deleted on the hub (no scheduler to wait for): the copy goes too.
+  {
+    grpc::ClientContext context;
+    v1::DeleteApplicationRequest request;
+    request.set_name("shop");
+    v1::DeleteApplicationResponse response;
+    REQUIRE(hub_stub->DeleteApplication(&context, request, &response).ok());
+  }
+  REQUIRE(Eventually([&] {
+    return GetNeighborhood(*mc_stub, "shop", &nb).error_code() == grpc::StatusCode::NOT_FOUND;
+  }));
+  hub_server->Shutdown(absl::Seconds(1));
+  mc_server->Shutdown(absl::Seconds(1));
 }
 
 }  // namespace

@@ -1,0 +1,289 @@
+// Applies per second sustained end to end on the five-site federation
+// (issue 10): `codecoctl up` brings the emulated federation up (mTLS, the
+// real service binaries), then --workers clients each loop
+//   ApplyApplication (a two-service CAM with one channel) → poll
+//   GetApplication until RUNNING → DeleteApplication
+// for --minutes. Every 10 s it prints how many applications reached Running
+// in the window and the resident memory (VmRSS) of the hub's services and
+// the largest managed-cluster service; at the end, the sustained rate, the
+// apply→Running latency percentiles, failures, and each hub service's RSS
+// growth from the first sample after warm-up to the last.
+//
+//   apply_rate_bench [--quick] [--minutes N] [--workers N] [--scenario FILE]
+//
+// --quick: one minute. Default: 10 minutes, 8 workers. Wall-clock time is
+// read here (a benchmark, not the core). Needs the build's bin/ (codef and
+// the service binaries) next to codecoctl.
+
+#include <signal.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "cli.h"
+#include "codeco/acm/v1/acm_service.grpc.pb.h"
+#include "run_state.h"
+
+namespace codeco::ctl {
+namespace {
+
+namespace acm = codeco::acm::v1;
+namespace fs = std::filesystem;
+
+struct Settings {
+  absl::Duration duration = absl::Minutes(10);
+  int workers = 8;
+  std::string scenario =
+      std::string(CODECO_SOURCE_DIR) + "/examples/scenarios/grid5000-five-sites.yaml";
+};
+
+std::string Cam(const std::string& name) {
+  return absl::StrCat(R"(apiVersion: codeco.io/v1
+kind: CodecoApp
+metadata:
+  name: )", name, R"(
+spec:
+  appName: )", name, R"(
+  codecoapp-msspec:
+    - serviceName: front
+      podspec:
+        containers:
+          - name: front
+            image: registry.example/rate/front:1
+            resources:
+              requests: {cpu: 50m, memory: 32Mi}
+      serviceChannels:
+        - channelName: to-back
+          otherService: {appName: )", name, R"(, serviceName: back, port: 8080}
+          advancedChannelSettings: {maxDelay: "200e-3", minBandwidth: "1M"}
+    - serviceName: back
+      podspec:
+        containers:
+          - name: back
+            image: registry.example/rate/back:1
+            resources:
+              requests: {cpu: 50m, memory: 32Mi}
+)");
+}
+
+// Resident memory of `pid`, KiB; 0 when it is gone.
+long RssKib(int pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return 0;
+}
+
+std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  return context;
+}
+
+// Counters shared by the workers and the sampler.
+struct Tally {
+  std::atomic<long> running{0};
+  std::atomic<long> failed{0};
+  std::atomic<long> refused{0};
+  std::mutex mu;
+  std::vector<double> latency_ms;  // apply → Running
+};
+
+// One client's loop until `end`.
+void Work(acm::AcmService::Stub& stub, int worker, absl::Time end, Tally& tally) {
+  for (long n = 0; absl::Now() < end; ++n) {
+    const std::string name = absl::StrCat("rate-", worker, "-", n);
+    acm::ApplyApplicationRequest apply;
+    apply.set_cam_yaml(Cam(name));
+    acm::ApplyApplicationResponse applied;
+    const absl::Time start = absl::Now();
+    grpc::Status status = stub.ApplyApplication(Context(absl::Seconds(30)).get(), apply, &applied);
+    if (!status.ok()) {
+      ++tally.refused;
+      std::fprintf(stderr, "apply %s: %s\n", name.c_str(), status.error_message().c_str());
+      absl::SleepFor(absl::Milliseconds(200));
+      continue;
+    }
+    bool running = false;
+    while (absl::Now() < end + absl::Minutes(1)) {
+      acm::GetApplicationRequest get;
+      get.set_name(name);
+      acm::GetApplicationResponse got;
+      if (stub.GetApplication(Context(absl::Seconds(10)).get(), get, &got).ok()) {
+        acm::ApplicationPhase phase = got.application().status().phase();
+        if (phase == acm::APPLICATION_PHASE_RUNNING) {
+          running = true;
+          break;
+        }
+        if (phase == acm::APPLICATION_PHASE_FAILED) break;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    if (running) {
+      const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+      ++tally.running;
+      std::lock_guard<std::mutex> lock(tally.mu);
+      tally.latency_ms.push_back(ms);
+    } else {
+      ++tally.failed;
+    }
+    acm::DeleteApplicationRequest del;
+    del.set_name(name);
+    acm::DeleteApplicationResponse deleted;
+    stub.DeleteApplication(Context(absl::Seconds(30)).get(), del, &deleted);
+  }
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
+}
+
+int Run(const Settings& settings) {
+  // A private CODECO_HOME: never touches a federation the user runs.
+  char home_template[] = "/tmp/codeco-rate-XXXXXX";
+  const char* home = mkdtemp(home_template);
+  if (home == nullptr) return 1;
+  setenv("CODECO_HOME", home, 1);
+  setenv("CODECO_BIN_DIR", CODECO_BIN_DIR, /*overwrite=*/0);
+  Args up;
+  up.flags = {{"scenario", settings.scenario}, {"no-prometheus", "true"}};
+  if (RunUp(up) != 0) return 1;
+  int code = 0;
+  {
+    auto state = LoadRunState();
+    auto channel = state.ok() ? ChannelTo(state->acm, Args{}) : state.status();
+    if (!channel.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(channel.status().message()).c_str());
+      RunDown(Args{});
+      return 1;
+    }
+    auto stub = acm::AcmService::NewStub(*channel);
+    // Wait for every managed cluster's agent.
+    size_t expected = 0;
+    for (const auto& p : state->processes) {
+      if (p.name.size() > 4 && p.name.substr(p.name.size() - 4) == "/acm" &&
+          p.name != "hub/acm") {
+        ++expected;
+      }
+    }
+    for (absl::Time until = absl::Now() + absl::Minutes(2); absl::Now() < until;) {
+      acm::ListClustersResponse clusters;
+      size_t ready = 0;
+      if (stub->ListClusters(Context(absl::Seconds(10)).get(), acm::ListClustersRequest(), &clusters)
+              .ok()) {
+        for (const auto& c : clusters.clusters()) {
+          ready += c.health() == acm::CLUSTER_HEALTH_READY && c.role() == acm::CLUSTER_ROLE_MC;
+        }
+      }
+      if (ready >= expected) break;
+      absl::SleepFor(absl::Milliseconds(300));
+    }
+
+    std::printf("\napply_rate_bench: %d workers for %s on %s\n", settings.workers,
+                absl::FormatDuration(settings.duration).c_str(), settings.scenario.c_str());
+    std::printf("%6s %9s %8s %12s %12s %12s %16s\n", "t_s", "running", "per_s", "hub_acm_MiB",
+                "hub_swm_MiB", "hub_netma_MiB", "max_mc_svc_MiB");
+    Tally tally;
+    const absl::Time start = absl::Now();
+    const absl::Time end = start + settings.duration;
+    std::vector<std::thread> workers;
+    for (int w = 0; w < settings.workers; ++w) {
+      workers.emplace_back([&, w] { Work(*stub, w, end, tally); });
+    }
+    // Sample every 10 s.
+    std::map<std::string, std::vector<long>> rss;  // hub process -> samples, KiB
+    long previous = 0;
+    for (absl::Time next = start + absl::Seconds(10); next <= end; next += absl::Seconds(10)) {
+      absl::SleepFor(next - absl::Now());
+      long now_running = tally.running.load();
+      long max_mc = 0;
+      for (const auto& p : state->processes) {
+        long kib = RssKib(p.pid);
+        if (p.name.rfind("hub/", 0) == 0) rss[p.name].push_back(kib);
+        else if (p.name != "codef") max_mc = std::max(max_mc, kib);
+      }
+      auto last = [&](const char* name) {
+        auto it = rss.find(name);
+        return it == rss.end() || it->second.empty() ? 0.0 : it->second.back() / 1024.0;
+      };
+      std::printf("%6.0f %9ld %8.1f %12.1f %12.1f %12.1f %16.1f\n",
+                  absl::ToDoubleSeconds(next - start), now_running,
+                  (now_running - previous) / 10.0, last("hub/acm"), last("hub/swm"),
+                  last("hub/netma"), max_mc / 1024.0);
+      std::fflush(stdout);
+      previous = now_running;
+    }
+    for (auto& t : workers) t.join();
+    const double seconds = absl::ToDoubleSeconds(settings.duration);
+    std::vector<double> latency;
+    {
+      std::lock_guard<std::mutex> lock(tally.mu);
+      latency = tally.latency_ms;
+    }
+    std::printf("\nRunning: %ld in %.0f s = %.2f applies/s sustained (goal >= 17/s)\n",
+                tally.running.load(), seconds, tally.running.load() / seconds);
+    std::printf("apply -> Running latency ms: p50 %.0f  p90 %.0f  p99 %.0f\n",
+                Percentile(latency, 0.5), Percentile(latency, 0.9), Percentile(latency, 0.99));
+    std::printf("not Running: %ld, apply refused: %ld\n", tally.failed.load(),
+                tally.refused.load());
+    // Growth from the sample after one minute of warm-up (or the first).
+    for (const auto& [name, samples] : rss) {
+      if (samples.empty()) continue;
+      size_t from = std::min<size_t>(samples.size() - 1, 6);
+      long peak = *std::max_element(samples.begin(), samples.end());
+      std::printf("%-10s RSS %.1f -> %.1f MiB (peak %.1f)\n", name.c_str(), samples[from] / 1024.0,
+                  samples.back() / 1024.0, peak / 1024.0);
+    }
+    if (tally.running.load() == 0) code = 1;
+  }
+  RunDown(Args{});
+  fs::remove_all(home);
+  return code;
+}
+
+}  // namespace
+}  // namespace codeco::ctl
+
+int main(int argc, char** argv) {
+  codeco::ctl::Settings settings;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (arg == "--quick") {
+      settings.duration = absl::Minutes(1);
+    } else if (arg == "--minutes") {
+      settings.duration = absl::Minutes(std::atof(value().c_str()));
+    } else if (arg == "--workers") {
+      settings.workers = std::max(1, std::atoi(value().c_str()));
+    } else if (arg == "--scenario") {
+      settings.scenario = value();
+    } else {
+      std::fprintf(stderr,
+                   "usage: apply_rate_bench [--quick] [--minutes N] [--workers N] "
+                   "[--scenario FILE]\n");
+      return 2;
+    }
+  }
+  if (settings.duration <= absl::ZeroDuration()) {
+    std::fprintf(stderr, "apply_rate_bench: --minutes must be positive\n");
+    return 2;
+  }
+  return codeco::ctl::Run(settings);
+}
