@@ -9,11 +9,12 @@
 // apply→Running latency percentiles, failures, and each hub service's RSS
 // growth from the first sample after warm-up to the last.
 //
-//   apply_rate_bench [--quick] [--minutes N] [--workers N] [--scenario FILE]
+//   apply_rate_bench [--quick] [--minutes N] [--workers N] [--scenario FILE] [--keep]
 //
 // --quick: one minute. Default: 10 minutes, 8 workers. Wall-clock time is
 // read here (a benchmark, not the core). Needs the build's bin/ (codef and
-// the service binaries) next to codecoctl.
+// the service binaries) next to codecoctl. --keep keeps the run's data and
+// logs (every RPC's duration is in the services' logs).
 
 #include <signal.h>
 #include <stdlib.h>
@@ -46,6 +47,7 @@ namespace fs = std::filesystem;
 struct Settings {
   absl::Duration duration = absl::Minutes(10);
   int workers = 8;
+  bool keep = false;  // keep the run's data and logs
   std::string scenario =
       std::string(CODECO_SOURCE_DIR) + "/examples/scenarios/grid5000-five-sites.yaml";
 };
@@ -254,7 +256,11 @@ int Run(const Settings& settings) {
     if (tally.running.load() == 0) code = 1;
   }
   RunDown(Args{});
-  fs::remove_all(home);
+  if (settings.keep) {
+    std::printf("run data and logs kept in %s\n", home);
+  } else {
+    fs::remove_all(home);
+  }
   return code;
 }
 
@@ -272,12 +278,14 @@ int main(int argc, char** argv) {
       settings.duration = absl::Minutes(std::atof(value().c_str()));
     } else if (arg == "--workers") {
       settings.workers = std::max(1, std::atoi(value().c_str()));
+    } else if (arg == "--keep") {
+      settings.keep = true;
     } else if (arg == "--scenario") {
       settings.scenario = value();
     } else {
       std::fprintf(stderr,
                    "usage: apply_rate_bench [--quick] [--minutes N] [--workers N] "
-                   "[--scenario FILE]\n");
+                   "[--scenario FILE] [--keep]\n");
       return 2;
     }
   }

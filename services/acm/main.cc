@@ -45,6 +45,9 @@ void AddConfig(codeco::ConfigSchema& schema) {
             "hub: deadline of one placement request to SWM"})
       .Add({"acm.heartbeat_interval", codeco::ConfigType::kDuration, "5s", {}, false,
             "mc: time between the agent's heartbeats to the hub"})
+      .Add({"acm.pod_report_delay", codeco::ConfigType::kDuration, "200ms", {}, false,
+            "mc: least time between two agent reports; a pod change the agent sees on the "
+            "LMS's pod watch reaches the hub after at most this (0s: pods only with heartbeats)"})
       .Add({"acm.advertise", codeco::ConfigType::kString, "", {}, false,
             "mc: this cluster's service endpoints the agent registers with the hub, as "
             "service=host:port,... (e.g. swm=10.1.0.2:17501); the hub hands them to the "
@@ -91,6 +94,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
         "service");
     if (!advertised.ok()) return advertised.status();
     agent.endpoints = *std::move(advertised);
+    agent.pod_report_delay = config.raw.GetDuration("acm.pod_report_delay");
     // The hub pushes this cluster its copies at its own ACM: advertised
     // unless acm.advertise says otherwise and the listen address is a
     // concrete host:port (not a wildcard, not port 0).

@@ -28,6 +28,9 @@ ClusterAgent::ClusterAgent(ClusterAgentOptions options, PeerChannels& peers,
       copies_(std::move(copies)),
       interval_(options_.interval) {
   thread_ = std::thread([this] { Loop(); });
+  if (options_.pod_report_delay > absl::ZeroDuration()) {
+    watcher_ = std::thread([this] { WatchPods(); });
+  }
 }
 
 ClusterAgent::~ClusterAgent() { Stop(); }
@@ -36,36 +39,94 @@ void ClusterAgent::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    if (watch_context_ != nullptr) watch_context_->TryCancel();
   }
   if (thread_.joinable()) thread_.join();
+  if (watcher_.joinable()) watcher_.join();
 }
 
-void ClusterAgent::Loop() {
+absl::StatusOr<std::shared_ptr<grpc::Channel>> ClusterAgent::LmsChannel() {
+  // The LMS is local to the cluster (PeerChannels skips the relay for it).
+  if (options_.lms_plaintext) {
+    return grpc::CreateChannel(options_.lms, grpc::InsecureChannelCredentials());
+  }
+  return peers_.Get(options_.lms);
+}
+
+void ClusterAgent::WatchPods() {
+  std::shared_ptr<grpc::Channel> channel;
   while (true) {
-    bool ok = ReportOnce();
-    // Retry sooner after a failure, but never spin.
-    absl::Duration wait = ok ? interval_ : std::min(interval_, absl::Seconds(1));
+    if (channel == nullptr) {
+      auto made = LmsChannel();
+      if (made.ok()) channel = *made;
+    }
+    if (channel != nullptr) {
+      auto lms = lms::v1::LmsService::NewStub(channel);
+      grpc::ClientContext context;
+      {
+        absl::MutexLock lock(&mu_);
+        if (stopping_) return;
+        watch_context_ = &context;
+      }
+      // From now: the first events list every pod (a change for the hub too).
+      auto reader = lms->WatchPods(&context, lms::v1::WatchPodsRequest());
+      lms::v1::WatchPodsResponse event;
+      while (reader->Read(&event)) {
+        absl::MutexLock lock(&mu_);
+        pods_changed_ = true;
+      }
+      grpc::Status status = reader->Finish();
+      absl::MutexLock lock(&mu_);
+      watch_context_ = nullptr;
+      if (stopping_) return;
+      if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+        log::Info("agent: the LMS has no pod watch; pods are reported with heartbeats",
+                  {{"lms", options_.lms}});
+        return;
+      }
+    }
+    // The watch broke (LMS restarting, network): try again shortly.
     absl::MutexLock lock(&mu_);
     auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
-    mu_.AwaitWithTimeout(absl::Condition(&stopping), wait);
+    mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Seconds(1));
     if (stopping_) return;
   }
 }
 
-bool ClusterAgent::ReportOnce() {
-  // The LMS is local to the cluster (PeerChannels skips the relay for it).
+void ClusterAgent::Loop() {
+  // Copies are synced once per interval, not on every report a pod change causes.
+  absl::Time last_sync = absl::InfinitePast();
+  while (true) {
+    const bool sync = absl::Now() - last_sync >= interval_;
+    bool ok = ReportOnce(/*sync_copies=*/sync);
+    if (ok && sync) last_sync = absl::Now();
+    // Retry sooner after a failure, but never spin.
+    const absl::Time next =
+        absl::Now() + (ok ? interval_ : std::min(interval_, absl::Seconds(1)));
+    absl::MutexLock lock(&mu_);
+    auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+    // Never two reports closer than pod_report_delay; then the next
+    // heartbeat, or earlier when a pod changed.
+    mu_.AwaitWithTimeout(absl::Condition(&stopping),
+                         std::max(options_.pod_report_delay, absl::Milliseconds(10)));
+    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stopping_ || pods_changed_;
+    };
+    mu_.AwaitWithDeadline(absl::Condition(&woken), next);
+    if (stopping_) return;
+    pods_changed_ = false;
+  }
+}
+
+bool ClusterAgent::ReportOnce(bool sync_copies) {
   if (lms_channel_ == nullptr) {
-    if (options_.lms_plaintext) {
-      lms_channel_ = grpc::CreateChannel(options_.lms, grpc::InsecureChannelCredentials());
-    } else {
-      auto channel = peers_.Get(options_.lms);
-      if (!channel.ok()) {
-        log::Warn("agent: no channel to the LMS",
-                  {{"error", std::string(channel.status().message())}});
-        return false;
-      }
-      lms_channel_ = *channel;
+    auto channel = LmsChannel();
+    if (!channel.ok()) {
+      log::Warn("agent: no channel to the LMS",
+                {{"error", std::string(channel.status().message())}});
+      return false;
     }
+    lms_channel_ = *channel;
   }
   auto lms = lms::v1::LmsService::NewStub(lms_channel_);
   std::vector<lms::v1::Node> nodes;
@@ -147,7 +208,7 @@ bool ClusterAgent::ReportOnce() {
   }
   // Copies first, so the heartbeat reports what the cluster holds now; a
   // failed sync keeps the old copies and still heartbeats.
-  if (copies_ != nullptr) SyncCopies(*hub);
+  if (copies_ != nullptr && sync_copies) SyncCopies(*hub);
   v1::HeartbeatRequest request;
   request.set_cluster_name(options_.cluster);
   if (copies_ != nullptr) {

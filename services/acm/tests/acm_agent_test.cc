@@ -5,7 +5,9 @@
 // never to the hub's.
 #include <catch2/catch.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/synchronization/mutex.h"
 #include "acm/core/member_publisher.h"
 #include "acm/server/acm_service.h"
 #include "acm/server/cluster_agent.h"
@@ -272,6 +274,116 @@ TEST_CASE("the hub pushes a new neighborhood to the registered ACM of each membe
   }));
   hub_server->Shutdown(absl::Seconds(1));
   mc_server->Shutdown(absl::Seconds(1));
+}
+
+}  // namespace
+}  // namespace codeco::acm
+
+namespace codeco::acm {
+namespace {
+
+// An LMS with one node and one pod whose phase the test sets; its pod watch
+// sends one event per SetPhase.
+class WatchableLms final : public lms::v1::LmsService::Service {
+ public:
+  grpc::Status ListNodes(grpc::ServerContext*, const lms::v1::ListNodesRequest*,
+                         lms::v1::ListNodesResponse* response) override {
+    auto* node = response->add_nodes();
+    node->set_name("worker-1");
+    node->mutable_allocatable()->set_cpu_millicores(4000);
+    node->mutable_allocatable()->set_memory_bytes(int64_t{8} << 30);
+    node->set_condition(lms::v1::NODE_CONDITION_READY);
+    return grpc::Status::OK;
+  }
+  grpc::Status ListPods(grpc::ServerContext*, const lms::v1::ListPodsRequest*,
+                        lms::v1::ListPodsResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    *response->add_pods() = Pod();
+    return grpc::Status::OK;
+  }
+  grpc::Status WatchPods(grpc::ServerContext* context, const lms::v1::WatchPodsRequest*,
+                         grpc::ServerWriter<lms::v1::WatchPodsResponse>* writer) override {
+    int64_t sent = -1;  // the first event is the pod as it is
+    while (!context->IsCancelled()) {
+      lms::v1::WatchPodsResponse event;
+      {
+        absl::MutexLock lock(&mu_);
+        auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return version_ > sent; };
+        if (!mu_.AwaitWithTimeout(absl::Condition(&changed), absl::Milliseconds(50))) continue;
+        sent = version_;
+        *event.mutable_pod() = Pod();
+        event.set_resource_version(absl::StrCat(sent));
+      }
+      if (!writer->Write(event)) break;
+    }
+    return grpc::Status::OK;
+  }
+  void SetPhase(lms::v1::PodPhase phase) {
+    absl::MutexLock lock(&mu_);
+    phase_ = phase;
+    ++version_;
+  }
+
+ private:
+  lms::v1::Pod Pod() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    lms::v1::Pod pod;
+    pod.set_name("shop-web-0");
+    pod.set_node_name("worker-1");
+    pod.set_phase(phase_);
+    (*pod.mutable_labels())["codeco.io/application"] = "shop";
+    (*pod.mutable_labels())["codeco.io/service"] = "web";
+    return pod;
+  }
+  absl::Mutex mu_;
+  lms::v1::PodPhase phase_ ABSL_GUARDED_BY(mu_) = lms::v1::POD_PHASE_PENDING;
+  int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// A hub that asks for a heartbeat once an hour and records the pod phases
+// each heartbeat carries.
+class RecordingHub final : public v1::AcmService::Service {
+ public:
+  grpc::Status RegisterCluster(grpc::ServerContext*, const v1::RegisterClusterRequest*,
+                               v1::RegisterClusterResponse* response) override {
+    response->set_heartbeat_interval_ns(absl::ToInt64Nanoseconds(absl::Hours(1)));
+    return grpc::Status::OK;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+                         v1::HeartbeatResponse* response) override {
+    response->set_heartbeat_interval_ns(absl::ToInt64Nanoseconds(absl::Hours(1)));
+    absl::MutexLock lock(&mu_);
+    for (const auto& pod : request->pods()) phases_.push_back(pod.phase());
+    return grpc::Status::OK;
+  }
+  std::vector<lms::v1::PodPhase> phases() {
+    absl::MutexLock lock(&mu_);
+    return phases_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<lms::v1::PodPhase> phases_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_CASE("a pod change reaches the hub at once and not at the next heartbeat") {
+  WatchableLms lms;
+  auto lms_server = Serve({&lms}, "lms");
+  RecordingHub hub;
+  auto hub_server = Serve({&hub}, "acm");
+  auto peers = PeerChannels::Create({.insecure = true});
+  REQUIRE(peers.ok());
+  ClusterAgentOptions options{"edge-1", hub_server->address(), lms_server->address(), true};
+  options.pod_report_delay = absl::Milliseconds(20);
+  ClusterAgent agent(options, **peers);
+  // Registered, then a heartbeat follows the watch's first events; the next
+  // regular one is an hour away.
+  REQUIRE(Eventually([&] { return !hub.phases().empty(); }));
+  CHECK(hub.phases().back() == lms::v1::POD_PHASE_PENDING);
+  lms.SetPhase(lms::v1::POD_PHASE_RUNNING);
+  REQUIRE(Eventually([&] { return hub.phases().back() == lms::v1::POD_PHASE_RUNNING; }));
+  agent.Stop();
+  hub_server->Shutdown(absl::Seconds(1));
+  lms_server->Shutdown(absl::Seconds(1));
 }
 
 }  // namespace
