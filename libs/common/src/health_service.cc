@@ -2,82 +2,63 @@
 
 #include <optional>
 
+#include "codeco/common/watch_stream.h"
+
 namespace codeco {
 
 using grpc::health::v1::HealthCheckRequest;
 using grpc::health::v1::HealthCheckResponse;
 
-// One Watch stream: writes the latest status whenever it changes, one write
-// at a time, and finishes after the last write once the service shuts down.
-class HealthService::WatchReactor final : public grpc::ServerWriteReactor<HealthCheckResponse> {
+// One Watch stream: writes the latest status whenever it changes, and ends
+// after the last write once the service shuts down.
+class HealthService::WatchReactor final : public WatchStream<HealthCheckResponse> {
  public:
-  WatchReactor(HealthService* owner, ServingStatus initial) : owner_(owner) { Push(initial); }
+  WatchReactor(HealthService* owner, ServingStatus initial) : owner_(owner) {
+    {
+      absl::MutexLock lock(&mu_);
+      pending_ = initial;
+    }
+    Start();
+  }
 
-  // Queues `status` for sending when it differs from what was last sent.
+  // Sends `status` when it differs from what was last sent.
   void Push(ServingStatus status) {
     {
       absl::MutexLock lock(&mu_);
-      if (done_) return;
       pending_ = status;
     }
-    Pump();
+    Poke();
   }
 
-  // Sends what is queued, then ends the stream.
+  // Sends what is pending, then ends the stream.
   void Close() {
     {
       absl::MutexLock lock(&mu_);
       closing_ = true;
     }
-    Pump();
-  }
-
-  void OnWriteDone(bool ok) override {
-    {
-      absl::MutexLock lock(&mu_);
-      writing_ = false;
-      if (!ok) closing_ = true;  // the client went away
-    }
-    Pump();
-  }
-
-  void OnCancel() override { Close(); }
-
-  void OnDone() override {
-    owner_->RemoveWatcher(this);
-    delete this;
+    Poke();
   }
 
  private:
-  // Starts the next write or the finish, outside the lock (reactions may run inline).
-  void Pump() {
-    enum { kNothing, kWrite, kFinish } action = kNothing;
-    {
-      absl::MutexLock lock(&mu_);
-      if (done_ || writing_) return;
-      if (pending_.has_value() && pending_ != last_sent_) {
-        response_.set_status(*pending_);
-        last_sent_ = pending_;
-        pending_.reset();
-        writing_ = true;
-        action = kWrite;
-      } else if (closing_) {
-        done_ = true;
-        action = kFinish;
-      }
+  absl::StatusOr<Batch> Next() override {
+    absl::MutexLock lock(&mu_);
+    Batch batch;
+    if (pending_.has_value() && pending_ != last_sent_) {
+      batch.messages.emplace_back().set_status(*pending_);
+      last_sent_ = pending_;
     }
-    if (action == kWrite) StartWrite(&response_);
-    if (action == kFinish) Finish(grpc::Status::OK);
+    pending_.reset();
+    batch.last = closing_;
+    return batch;
   }
+
+  void Closed() override { owner_->RemoveWatcher(this); }
 
   HealthService* const owner_;
   absl::Mutex mu_;
-  HealthCheckResponse response_;
   std::optional<ServingStatus> pending_ ABSL_GUARDED_BY(mu_);
   std::optional<ServingStatus> last_sent_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 HealthService::HealthService() { statuses_[""] = HealthCheckResponse::NOT_SERVING; }

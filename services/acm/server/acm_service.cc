@@ -16,6 +16,7 @@
 #include "codeco/common/authz.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
+#include "codeco/common/watch_stream.h"
 #include "codeco/common/status.h"
 
 namespace codeco::acm {
@@ -41,214 +42,122 @@ grpc::ServerUnaryReactor* Answer(BoundedExecutor& executor, grpc::CallbackServer
 
 // Streams an application's changes: first the current state (from_revision
 // 0) or the changes after from_revision, then every later change as the
-// manager reports commits. One write in flight at a time.
-// A watch refused before it started (RESOURCE_EXHAUSTED past the watcher cap).
-class RefusedWatch final : public grpc::ServerWriteReactor<v1::WatchApplicationResponse> {
+// manager reports commits. Counted in `watchers` (by the caller, which
+// refuses past the cap) until done.
+class ApplicationWatch final : public WatchStream<v1::WatchApplicationResponse> {
  public:
-  explicit RefusedWatch(const grpc::Status& status) { Finish(status); }
-  void OnDone() override { delete this; }
-};
-
-class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchApplicationResponse> {
- public:
-  // `watchers` counts the open watches; this one was counted by the caller
-  // and is uncounted when done.
-  WatchReactor(ApplicationManager& manager, const v1::WatchApplicationRequest& request,
-               std::atomic<int>& watchers)
+  ApplicationWatch(ApplicationManager& manager, const v1::WatchApplicationRequest& request,
+                   std::atomic<int>& watchers)
       : manager_(manager), name_(request.name()), watchers_(watchers) {
-    absl::MutexLock lock(&mu_);
     if (request.from_revision() < 0) {
-      FinishLocked(ToGrpcStatus(absl::InvalidArgumentError("from_revision: must not be negative")));
+      Fail(ToGrpcStatus(InvalidFieldError("from_revision", "must not be negative")));
       return;
     }
+    std::vector<v1::WatchApplicationResponse> first;
     if (request.from_revision() == 0) {
       absl::StatusOr<ApplicationSnapshot> snapshot = manager_.Snapshot(name_);
       if (!snapshot.ok()) {
-        FinishLocked(ToGrpcStatus(snapshot.status()));
+        Fail(ToGrpcStatus(snapshot.status()));
         return;
       }
       for (auto& app : snapshot->applications) {
         v1::WatchApplicationResponse event;
         event.set_type(common::v1::WATCH_EVENT_TYPE_ADDED);
         *event.mutable_application() = std::move(app);
-        queue_.push_back(std::move(event));
+        first.push_back(std::move(event));
       }
       last_ = snapshot->revision;
     } else {
       last_ = request.from_revision();
     }
     listener_ = manager_.AddListener([this] { Poke(); });
-    PumpLocked();
+    Start(std::move(first));
   }
 
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    writing_ = false;
-    if (!ok) {
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "client gone"));
-      return;
-    }
-    queue_.pop_front();
-    PumpLocked();
-  }
-
-  void OnCancel() override {
-    absl::MutexLock lock(&mu_);
-    cancelled_ = true;
-    if (!writing_) FinishLocked(grpc::Status::CANCELLED);
-  }
-
-  void OnDone() override {
-    if (listener_ != 0) manager_.RemoveListener(listener_);
-    watchers_.fetch_sub(1);
-    delete this;
+  /// A watch refused before it started (counted like the others until done).
+  ApplicationWatch(ApplicationManager& manager, std::atomic<int>& watchers,
+                   const grpc::Status& refusal)
+      : manager_(manager), watchers_(watchers) {
+    Fail(refusal);
   }
 
  private:
   static constexpr size_t kBatch = 256;
 
-  void Poke() {
-    absl::MutexLock lock(&mu_);
-    PumpLocked();
+  // The changes after the last one read, from the manager's change log.
+  absl::StatusOr<Batch> Next() override {
+    absl::StatusOr<int64_t> current = manager_.CurrentRevision();
+    if (!current.ok()) return current.status();
+    absl::StatusOr<std::vector<v1::WatchApplicationResponse>> changes =
+        manager_.ReadChanges(name_, last_, kBatch);
+    if (!changes.ok()) return changes.status();
+    int64_t read_to =
+        changes->empty() ? last_ : changes->back().application().metadata().revision();
+    // Short of the batch, every change up to `current` has been seen.
+    last_ = changes->size() == kBatch ? read_to : std::max(read_to, *current);
+    return Batch{*std::move(changes), false};
   }
 
-  // Refills the queue from the change log when empty and starts the next write.
-  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || writing_) return;
-    if (cancelled_) {
-      FinishLocked(grpc::Status::CANCELLED);
-      return;
-    }
-    if (queue_.empty()) {
-      absl::StatusOr<int64_t> current = manager_.CurrentRevision();
-      absl::StatusOr<std::vector<v1::WatchApplicationResponse>> changes =
-          manager_.ReadChanges(name_, last_, kBatch);
-      if (!current.ok() || !changes.ok()) {
-        FinishLocked(ToGrpcStatus(!changes.ok() ? changes.status() : current.status()));
-        return;
-      }
-      int64_t read_to =
-          changes->empty() ? last_ : changes->back().application().metadata().revision();
-      // Short of the batch, every change up to `current` has been seen.
-      last_ = changes->size() == kBatch ? read_to : std::max(read_to, *current);
-      for (auto& c : *changes) queue_.push_back(std::move(c));
-    }
-    if (queue_.empty()) return;
-    writing_ = true;
-    StartWrite(&queue_.front());
-  }
-
-  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_) return;
-    finished_ = true;
-    Finish(status);
+  void Closed() override {
+    if (listener_ != 0) manager_.RemoveListener(listener_);
+    watchers_.fetch_sub(1);
   }
 
   ApplicationManager& manager_;
   const std::string name_;
   std::atomic<int>& watchers_;
   int listener_ = 0;
-  absl::Mutex mu_;
-  std::deque<v1::WatchApplicationResponse> queue_ ABSL_GUARDED_BY(mu_);
-  int64_t last_ ABSL_GUARDED_BY(mu_) = 0;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t last_ = 0;  // under the stream's lock (Next) once started
 };
 
 // Streams one operation: its current state, then each change (read again
 // after every commit the manager reports), and ends after the state with
-// done = true. One write in flight at a time; counted in `watchers`.
-class OperationWatchReactor final : public grpc::ServerWriteReactor<v1::WatchOperationResponse> {
+// done = true. Counted in `watchers`; refused past `max_watchers`.
+class OperationWatch final : public WatchStream<v1::WatchOperationResponse> {
  public:
-  OperationWatchReactor(ApplicationManager& manager, const std::string& id,
-                        std::atomic<int>& watchers, int max_watchers)
+  OperationWatch(ApplicationManager& manager, const std::string& id, std::atomic<int>& watchers,
+                 int max_watchers)
       : manager_(manager), id_(id), watchers_(watchers) {
-    absl::MutexLock lock(&mu_);
     if (watchers_.fetch_add(1) >= max_watchers) {
-      FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                "acm: too many operation watches open"));
+      Fail(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "acm: too many operation watches open"));
       return;
     }
     if (id_.empty()) {
-      FinishLocked(ToGrpcStatus(InvalidFieldError("id", "required")));
+      Fail(ToGrpcStatus(InvalidFieldError("id", "required")));
       return;
     }
     listener_ = manager_.AddListener([this] { Poke(); });
-    PumpLocked();
-  }
-
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    writing_ = false;
-    if (!ok) {
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "client gone"));
-      return;
-    }
-    sent_ = true;
-    if (pending_.operation().done()) {
-      FinishLocked(grpc::Status::OK);
-      return;
-    }
-    PumpLocked();
-  }
-
-  void OnCancel() override {
-    absl::MutexLock lock(&mu_);
-    cancelled_ = true;
-    if (!writing_) FinishLocked(grpc::Status::CANCELLED);
-  }
-
-  void OnDone() override {
-    if (listener_ != 0) manager_.RemoveListener(listener_);
-    watchers_.fetch_sub(1);
-    delete this;
+    Start();
   }
 
  private:
-  void Poke() {
-    absl::MutexLock lock(&mu_);
-    PumpLocked();
-  }
-
-  // Reads the operation and writes it when it changed since the last write.
-  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || writing_) return;
-    if (cancelled_) {
-      FinishLocked(grpc::Status::CANCELLED);
-      return;
-    }
+  // The operation, when it changed since the last write; the last one once done.
+  absl::StatusOr<Batch> Next() override {
     v1::GetOperationRequest get;
     get.set_id(id_);
     absl::StatusOr<v1::GetOperationResponse> got = manager_.GetOperation(get);
-    if (!got.ok()) {
-      FinishLocked(ToGrpcStatus(got.status()));
-      return;
-    }
-    if (sent_ && got->operation().SerializeAsString() == pending_.operation().SerializeAsString()) {
-      return;
-    }
-    *pending_.mutable_operation() = got->operation();
-    writing_ = true;
-    StartWrite(&pending_);
+    if (!got.ok()) return got.status();
+    std::string bytes = got->operation().SerializeAsString();
+    if (bytes == sent_) return Batch{};
+    sent_ = std::move(bytes);
+    Batch batch;
+    batch.last = got->operation().done();
+    batch.messages.emplace_back();
+    *batch.messages.back().mutable_operation() = got->operation();
+    return batch;
   }
 
-  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_) return;
-    finished_ = true;
-    Finish(status);
+  void Closed() override {
+    if (listener_ != 0) manager_.RemoveListener(listener_);
+    watchers_.fetch_sub(1);
   }
 
   ApplicationManager& manager_;
   const std::string id_;
   std::atomic<int>& watchers_;
   int listener_ = 0;
-  absl::Mutex mu_;
-  v1::WatchOperationResponse pending_ ABSL_GUARDED_BY(mu_);
-  bool sent_ ABSL_GUARDED_BY(mu_) = false;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::string sent_;  // the last operation written, serialized (under the stream's lock)
 };
 
 // The member-from-base idiom: the dependencies are built before the service
@@ -440,13 +349,13 @@ grpc::ServerUnaryReactor* AcmServiceImpl::ListApplicationRevisions(
 grpc::ServerWriteReactor<v1::WatchApplicationResponse>* AcmServiceImpl::WatchApplication(
     grpc::CallbackServerContext* context, const v1::WatchApplicationRequest* request) {
   if (watchers_.fetch_add(1) >= max_watchers_.load()) {
-    watchers_.fetch_sub(1);
-    return new RefusedWatch(grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat("acm: already ", max_watchers_.load(),
-                     " open watches (the most this server keeps); retry later")));
+    return new ApplicationWatch(
+        manager_, watchers_,
+        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                     absl::StrCat("acm: already ", max_watchers_.load(),
+                                  " open watches (the most this server keeps); retry later")));
   }
-  return new WatchReactor(manager_, *request, watchers_);
+  return new ApplicationWatch(manager_, *request, watchers_);
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::GetOperation(grpc::CallbackServerContext* context,
@@ -464,8 +373,8 @@ grpc::ServerUnaryReactor* AcmServiceImpl::ListOperations(grpc::CallbackServerCon
 
 grpc::ServerWriteReactor<v1::WatchOperationResponse>* AcmServiceImpl::WatchOperation(
     grpc::CallbackServerContext* context, const v1::WatchOperationRequest* request) {
-  return new OperationWatchReactor(manager_, request->id(), operation_watchers_,
-                                   max_operation_watchers_);
+  return new OperationWatch(manager_, request->id(), operation_watchers_,
+                            max_operation_watchers_);
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::RegisterCluster(grpc::CallbackServerContext* context,

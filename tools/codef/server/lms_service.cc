@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/status.h"
+#include "codeco/common/watch_stream.h"
 
 namespace codeco::codef {
 namespace {
@@ -23,77 +24,81 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const abs
 }
 
 // Streams the events of one cluster: first the backlog (initial state or
-// history), then every later event that passes the filter, one write at a time.
+// history), then every later event that passes the filter. Events arrive on
+// the cluster's thread (OnEvent) and wait in `pending_` until the stream
+// takes them (Next); a watcher more than kMaxQueuedEvents behind is ended
+// with OUT_OF_RANGE (list again).
 template <typename Response>
-class WatchReactor final : public grpc::ServerWriteReactor<Response>, public EventSubscriber {
+class ClusterWatch final : public WatchStream<Response>, public EventSubscriber {
  public:
   using Filter = std::function<bool(const WatchEvent&)>;
+  using Batch = typename WatchStream<Response>::Batch;
 
-  WatchReactor(SynchronizedCluster* cluster, bool nodes, Filter filter)
-      : cluster_(cluster), nodes_(nodes), filter_(std::move(filter)) {}
-
-  void Start(const std::string& resource_version) {
-    auto subscription = cluster_->Subscribe(nodes_, resource_version, this);
-    absl::MutexLock lock(&mu_);
-    if (!subscription.ok()) {
-      FinishLocked(ToGrpcStatus(subscription.status()));
+  /// Watches `cluster`'s node (`nodes`) or pod events that pass `filter`
+  /// (null: all) after `resource_version`; ends at once with `invalid` when
+  /// that is not OK (a bad request).
+  ClusterWatch(SynchronizedCluster* cluster, bool nodes, Filter filter,
+               const std::string& resource_version, const absl::Status& invalid)
+      : cluster_(cluster), filter_(std::move(filter)) {
+    if (!invalid.ok()) {
+      this->Fail(ToGrpcStatus(invalid));
       return;
     }
-    subscription_id_ = subscription->id;
-    std::deque<Response> early = std::move(queue_);
-    queue_.clear();
-    for (const WatchEvent& e : subscription->backlog) Enqueue(e);
-    for (Response& r : early) queue_.push_back(std::move(r));
-    started_ = true;
-    WriteNextLocked();
-  }
-
-  // Ends the stream at once with `status` (a bad request).
-  void Fail(const absl::Status& status) {
-    absl::MutexLock lock(&mu_);
-    FinishLocked(ToGrpcStatus(status));
+    auto subscription = cluster_->Subscribe(nodes, resource_version, this);
+    if (!subscription.ok()) {
+      this->Fail(ToGrpcStatus(subscription.status()));
+      return;
+    }
+    {
+      absl::MutexLock lock(&events_mu_);
+      subscription_id_ = subscription->id;
+      // The backlog comes before any event delivered while subscribing.
+      std::deque<Response> early = std::move(pending_);
+      pending_.clear();
+      for (const WatchEvent& e : subscription->backlog) EnqueueLocked(e);
+      for (Response& r : early) pending_.push_back(std::move(r));
+      started_ = true;
+    }
+    this->Start();
   }
 
   void OnEvent(const WatchEvent& event) override {
-    absl::MutexLock lock(&mu_);
-    if (finished_) return;
-    Enqueue(event);
-    if (queue_.size() > kMaxQueuedEvents) {
-      FinishLocked(grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
-                                "watcher fell behind the event history: list again"));
-      return;
-    }
-    if (started_) WriteNextLocked();
-  }
-
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    writing_ = false;
-    if (!ok) {
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "write failed"));
-      return;
-    }
-    queue_.pop_front();
-    WriteNextLocked();
-  }
-
-  void OnCancel() override {
-    absl::MutexLock lock(&mu_);
-    FinishLocked(grpc::Status::CANCELLED);
-  }
-
-  void OnDone() override {
-    int64_t id = 0;
     {
-      absl::MutexLock lock(&mu_);
-      id = subscription_id_;
+      absl::MutexLock lock(&events_mu_);
+      if (fell_behind_) return;
+      EnqueueLocked(event);
+      if (pending_.size() > kMaxQueuedEvents) {
+        fell_behind_ = true;
+        pending_.clear();
+      }
     }
-    if (id != 0) cluster_->Unsubscribe(id);
-    delete this;
+    this->Poke();
   }
 
  private:
-  void Enqueue(const WatchEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::StatusOr<Batch> Next() override {
+    absl::MutexLock lock(&events_mu_);
+    if (!started_) return Batch{};  // the backlog goes first
+    if (fell_behind_) {
+      return absl::OutOfRangeError("watcher fell behind the event history: list again");
+    }
+    Batch batch;
+    batch.messages.assign(std::make_move_iterator(pending_.begin()),
+                          std::make_move_iterator(pending_.end()));
+    pending_.clear();
+    return batch;
+  }
+
+  void Closed() override {
+    int64_t id = 0;
+    {
+      absl::MutexLock lock(&events_mu_);
+      id = subscription_id_;
+    }
+    if (id != 0) cluster_->Unsubscribe(id);
+  }
+
+  void EnqueueLocked(const WatchEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(events_mu_) {
     if (filter_ && !filter_(event)) return;
     Response response;
     response.set_type(event.type);
@@ -103,30 +108,16 @@ class WatchReactor final : public grpc::ServerWriteReactor<Response>, public Eve
     } else {
       *response.mutable_pod() = *event.pod;
     }
-    queue_.push_back(std::move(response));
-  }
-
-  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || finished_ || queue_.empty()) return;
-    writing_ = true;
-    this->StartWrite(&queue_.front());
-  }
-
-  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_) return;
-    finished_ = true;
-    this->Finish(status);
+    pending_.push_back(std::move(response));
   }
 
   SynchronizedCluster* cluster_;
-  bool nodes_;
   Filter filter_;
-  absl::Mutex mu_;
-  std::deque<Response> queue_ ABSL_GUARDED_BY(mu_);
-  bool started_ ABSL_GUARDED_BY(mu_) = false;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t subscription_id_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Mutex events_mu_;
+  std::deque<Response> pending_ ABSL_GUARDED_BY(events_mu_);
+  bool fell_behind_ ABSL_GUARDED_BY(events_mu_) = false;
+  bool started_ ABSL_GUARDED_BY(events_mu_) = false;  // the backlog is in pending_
+  int64_t subscription_id_ ABSL_GUARDED_BY(events_mu_) = 0;
 };
 
 }  // namespace
@@ -150,9 +141,8 @@ grpc::ServerUnaryReactor* EmulatedLmsService::GetNode(
 
 grpc::ServerWriteReactor<WatchNodesResponse>* EmulatedLmsService::WatchNodes(
     grpc::CallbackServerContext*, const codeco::lms::v1::WatchNodesRequest* request) {
-  auto* reactor = new WatchReactor<WatchNodesResponse>(cluster_, true, nullptr);
-  reactor->Start(request->resource_version());
-  return reactor;
+  return new ClusterWatch<WatchNodesResponse>(cluster_, true, nullptr,
+                                             request->resource_version(), absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* EmulatedLmsService::CreatePod(
@@ -204,13 +194,8 @@ grpc::ServerWriteReactor<WatchPodsResponse>* EmulatedLmsService::WatchPods(
     auto match = MatchesSelector(e.pod->labels(), selector, "label_selector");
     return match.ok() && *match;
   };
-  auto* reactor = new WatchReactor<WatchPodsResponse>(cluster_, false, filter);
-  if (!valid.ok()) {
-    reactor->Fail(valid);
-    return reactor;
-  }
-  reactor->Start(request->resource_version());
-  return reactor;
+  return new ClusterWatch<WatchPodsResponse>(cluster_, false, filter, request->resource_version(),
+                                            valid);
 }
 
 grpc::ServerUnaryReactor* EmulatedLmsService::GetNodeUsage(
