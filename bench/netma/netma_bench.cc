@@ -162,8 +162,9 @@ double ProcessCpuSeconds() {
 
 void BM_ProbeOverhead(benchmark::State& state) {
   CountingForwarder forwarder(g_peer_addresses[0]);
-  PeerChannels channels({.insecure = true});
-  GrpcProber prober(channels, "");
+  auto channels = PeerChannels::Create({.insecure = true});
+  if (!channels.ok()) std::abort();
+  GrpcProber prober(**channels, "");
   MonitorOptions defaults;
   defaults.probe.bulk_every = static_cast<int>(state.range(0));  // 6 is the default
   ProbeScheduler scheduler(defaults.probe);
@@ -260,8 +261,9 @@ void ProbeRound(benchmark::State& state, Prober& prober, bool parallel) {
 }
 
 void BM_ProbeRound20Peers(benchmark::State& state) {
-  PeerChannels channels({.insecure = true});
-  GrpcProber prober(channels, "");
+  auto channels = PeerChannels::Create({.insecure = true});
+  if (!channels.ok()) std::abort();
+  GrpcProber prober(**channels, "");
   ProbeRound(state, prober, true);
 }
 BENCHMARK(BM_ProbeRound20Peers)->Iterations(60)->Unit(benchmark::kMillisecond)->UseRealTime();

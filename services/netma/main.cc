@@ -93,8 +93,9 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
   options.cluster = context.config.cluster;
   options.hub_cluster = context.config.hub_cluster;
   options.role = context.config.role;
-  ASSIGN_OR_RETURN(options.peers,
-                   codeco::netma::ParsePeers("netma.peers", raw.GetString("netma.peers")));
+  ASSIGN_OR_RETURN(auto peers, codeco::ParseNamedAddresses(
+                                    "netma.peers", raw.GetString("netma.peers"), "cluster"));
+  for (auto& [cluster, address] : peers) options.peers.push_back({cluster, address});
   ASSIGN_OR_RETURN(options.neighborhoods,
                    codeco::netma::ParseNeighborhoods("netma.neighborhoods",
                                                      raw.GetString("netma.neighborhoods")));
@@ -131,7 +132,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
       absl::StrSplit(raw.GetString("netma.controllers"), ',', absl::SkipWhitespace());
   options.channels.insecure = context.config.insecure;
   options.channels.tls = context.config.tls;
-  options.channels.http_proxy = raw.GetString("network.egress_proxy");
+  options.channels.egress_proxy = raw.GetString("network.egress_proxy");
   ASSIGN_OR_RETURN(auto server,
                    codeco::netma::NetmaServer::Create(std::move(options), context.store,
                                                       context.clock, &context.metrics));

@@ -1,5 +1,7 @@
 #include "codeco/common/config.h"
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -312,6 +314,13 @@ absl::StatusOr<std::map<std::string, std::string>> ParseNamedAddresses(absl::str
     };
     if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) {
       return bad(absl::StrCat("not ", name_kind, "=host:port"));
+    }
+    const std::string& name = kv[0];
+    if (name.size() > 63 || !std::all_of(name.begin(), name.end(), [](char c) {
+          return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+        })) {
+      return bad(absl::StrCat("the ", name_kind,
+                              " name must be a DNS label (a-z, 0-9, '-', at most 63)"));
     }
     if (!CheckHostPort(key, kv[1]).ok()) return bad("the address needs a host and a port 1-65535");
     if (!out.emplace(kv[0], kv[1]).second) {

@@ -156,6 +156,22 @@ TEST_CASE("peer channels are cached per target and plaintext stays on loopback")
   REQUIRE_FALSE(PeerChannels::Create({.tls = {"/nonexistent", "", ""}}).ok());
 }
 
+TEST_CASE("peer channels older than max_channel_age are renewed") {
+  TestServer t;
+  auto peers = PeerChannels::Create({.insecure = true, .max_channel_age = absl::Milliseconds(1)});
+  REQUIRE(peers.ok());
+  auto first = (*peers)->Get(t.server->address());
+  REQUIRE(first.ok());
+  absl::SleepFor(absl::Milliseconds(5));  // older than the age, whatever the machine's speed
+  auto second = (*peers)->Get(t.server->address());
+  REQUIRE(second.ok());
+  REQUIRE(*second != *first);
+  grpc::ClientContext context;
+  context.set_deadline(In(absl::Seconds(10)));
+  HealthCheckResponse response;
+  REQUIRE(Health::NewStub(*second)->Check(&context, HealthCheckRequest(), &response).ok());
+}
+
 TEST_CASE("status codes map one to one") {
   for (int code = 0; code <= 16; ++code) {
     absl::Status status(static_cast<absl::StatusCode>(code), code == 0 ? "" : "why");

@@ -27,36 +27,6 @@ absl::Duration Since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> PeerChannels::Get(const std::string& address) {
-  absl::MutexLock lock(&mu_);
-  const absl::Time now = absl::Now();
-  auto it = channels_.find(address);
-  if (it != channels_.end() && (options_.max_channel_age <= absl::ZeroDuration() ||
-                                now - it->second.created < options_.max_channel_age)) {
-    return it->second.channel;
-  }
-  std::shared_ptr<grpc::ChannelCredentials> creds;
-  if (options_.insecure) {
-    creds = grpc::InsecureChannelCredentials();
-  } else {
-    ASSIGN_OR_RETURN(creds, MakeChannelCredentials(options_.tls));
-  }
-  grpc::ChannelArguments args;
-  if (!options_.http_proxy.empty()) {
-    args.SetString("grpc.http_proxy", "http://" + options_.http_proxy);
-  } else {
-    args.SetInt(GRPC_ARG_ENABLE_HTTP_PROXY, 0);  // ignore *_proxy environment variables
-  }
-  // Probes must not wait out a reconnect backoff longer than their interval.
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  // A distinct channel (no subchannel sharing with the one it replaces), so
-  // renewing really opens a new connection.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto channel = grpc::CreateCustomChannel(address, creds, args);
-  channels_[address] = {channel, now};
-  return channel;
-}
-
 absl::StatusOr<Prober::Result> GrpcProber::Probe(const ProbeTask& task) {
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, channels_.Get(task.peer.address));
   auto deadline = std::chrono::system_clock::now() + absl::ToChronoNanoseconds(task.timeout);

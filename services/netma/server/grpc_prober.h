@@ -1,9 +1,9 @@
 #pragma once
 // The real Prober: RTT from a grpc.health.v1.Health/Check call to the peer
 // NetMA, throughput from one bounded ProbeBulk upload timed against that RTT.
-// Channels are cached per address, use mTLS (or plaintext on loopback in
-// development), and may go through an HTTP CONNECT proxy (the cluster's
-// egress relay in CODEF) via the `grpc.http_proxy` channel argument.
+// Channels come from the services' one PeerChannels (libs/common): mTLS (or
+// plaintext on loopback in development), through the cluster's egress proxy
+// (the link emulator's relay in CODEF), renewed after max_channel_age.
 
 #include <map>
 #include <memory>
@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "codeco/common/peer_channels.h"
 #include "codeco/common/service_config.h"
 #include "codeco/netma/v1/netma_service.grpc.pb.h"
 #include "grpcpp/channel.h"
@@ -19,40 +20,6 @@
 #include "netma/core/probe_scheduler.h"
 
 namespace codeco::netma {
-
-/// How to reach peers.
-struct PeerChannelOptions {
-  /// Plaintext channels (development on loopback only).
-  bool insecure = false;
-  /// mTLS files, used unless `insecure`.
-  TlsFiles tls;
-  /// HTTP CONNECT proxy "host:port" for every channel (empty: direct).
-  std::string http_proxy;
-  /// A channel older than this is replaced by a new one (a new connection)
-  /// at its next use, so probes measure the path and not the history of one
-  /// long-lived connection. Zero: never. Default 1 min.
-  absl::Duration max_channel_age = absl::Minutes(1);
-};
-
-/// Channels to peer NetMAs, one per address. Thread-safe.
-class PeerChannels {
- public:
-  /// Channels made with `options`.
-  explicit PeerChannels(PeerChannelOptions options) : options_(std::move(options)) {}
-  /// The channel to `address`, created on first use and renewed once older
-  /// than options.max_channel_age.
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> Get(const std::string& address);
-
- private:
-  /// A channel and when it was made.
-  struct Made {
-    std::shared_ptr<grpc::Channel> channel;
-    absl::Time created;
-  };
-  PeerChannelOptions options_;
-  absl::Mutex mu_;
-  std::map<std::string, Made> channels_ ABSL_GUARDED_BY(mu_);
-};
 
 /// Prober over gRPC. Thread-safe; probes to different peers may run at once.
 class GrpcProber final : public Prober {

@@ -41,24 +41,6 @@ bool IsLabel(const std::string& s) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<Peer>> ParsePeers(const std::string& key, const std::string& text) {
-  std::vector<Peer> peers;
-  FieldErrors errors;
-  int i = 0;
-  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    std::vector<std::string> parts =
-        absl::StrSplit(absl::StripAsciiWhitespace(item), absl::MaxSplits('=', 1));
-    std::string path = absl::StrCat(key, "[", i++, "]");
-    if (parts.size() != 2 || !IsLabel(parts[0]) || parts[1].rfind(':') == std::string::npos) {
-      errors.Add(path, "must be <cluster>=<host:port>");
-      continue;
-    }
-    peers.push_back({parts[0], parts[1]});
-  }
-  RETURN_IF_ERROR(errors.ToStatus());
-  return peers;
-}
-
 absl::StatusOr<std::map<std::string, std::vector<std::string>>> ParseNeighborhoods(
     const std::string& key, const std::string& text) {
   std::map<std::string, std::vector<std::string>> out;
@@ -148,7 +130,7 @@ absl::StatusOr<std::unique_ptr<NetmaServer>> NetmaServer::Create(
   }
   auto view = std::make_unique<NetworkView>(*monitor, *federation, o.view, clock);
   view->SetEndpoints(o.cluster, o.local_endpoints);
-  s->channels_ = std::make_unique<PeerChannels>(o.channels);
+  ASSIGN_OR_RETURN(s->channels_, PeerChannels::Create(o.channels));
   // The self probe takes the same way out as the peers' probes (through the
   // egress proxy, which does not delay traffic inside a cluster), so what it
   // measures is exactly the overhead they carry.

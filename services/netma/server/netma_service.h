@@ -62,8 +62,11 @@ struct NetmaServerOptions {
   std::vector<std::string> controllers = {"idco-0"};
   /// How often summaries are exchanged with neighborhood peers. Default 10 s.
   absl::Duration summary_interval = absl::Seconds(10);
-  /// How peers are dialled (mTLS files, proxy).
-  PeerChannelOptions channels;
+  /// How peers are dialled (mTLS files, egress proxy; local_ip stays empty so
+  /// the self probe takes the proxy like the peers' probes). Default: a new
+  /// connection every minute, reconnect attempts at most 2 s apart.
+  PeerChannelOptions channels{.max_channel_age = absl::Minutes(1),
+                              .max_reconnect_backoff = absl::Seconds(2)};
   /// ALTO HTTP listen address (empty: no HTTP server).
   std::string alto_listen;
   /// Run the background probe and summary loop (tests drive rounds by hand when false).
@@ -175,8 +178,6 @@ class NetmaServer final : public codeco::netma::v1::NetmaService::CallbackServic
   std::unique_ptr<BoundedExecutor> executor_;
 };
 
-/// Parses "b=127.0.2.1:7001,c=127.0.3.1:7001" into peers; errors name `key`.
-absl::StatusOr<std::vector<Peer>> ParsePeers(const std::string& key, const std::string& text);
 /// Parses "nb1=a,b,c;nb2=a,d" into neighborhoods; errors name `key`.
 absl::StatusOr<std::map<std::string, std::vector<std::string>>> ParseNeighborhoods(
     const std::string& key, const std::string& text);

@@ -23,6 +23,7 @@
 #include "codeco/common/tls.h"
 #include "grpcpp/create_channel.h"
 #include "netma/core/alto.h"
+#include "codeco/common/config.h"
 #include "netma/server/netma_service.h"
 #include "netma/store/kv_virtual_link_repository.h"
 #include "prometheus/registry.h"
@@ -409,12 +410,15 @@ TEST_CASE("plaintext and wrong-CA peers cannot connect or probe") {
 
   // The real prober fails against the server with either.
   for (bool insecure : {true, false}) {
-    PeerChannels channels({.insecure = insecure, .tls = foreign});
-    GrpcProber prober(channels, "");
+    auto channels = PeerChannels::Create({.insecure = insecure, .tls = foreign});
+    REQUIRE(channels.ok());
+    GrpcProber prober(**channels, "");
     ProbeTask task{{"mc1", mc1.server->address()}, 1024, absl::Seconds(2)};
     REQUIRE_FALSE(prober.Probe(task).ok());
   }
-  PeerChannels good({.tls = pki.Files("a", "mc2")});
+  auto made = PeerChannels::Create({.tls = pki.Files("a", "mc2")});
+  REQUIRE(made.ok());
+  PeerChannels& good = **made;
   GrpcProber prober(good, "");
   auto result = prober.Probe({{"mc1", mc1.server->address()}, 1024, absl::Seconds(5)});
   REQUIRE(result.ok());
@@ -433,7 +437,9 @@ TEST_CASE("probes and exchanges go through the egress relay (HTTP CONNECT) when 
   TlsFiles mc1_tls = pki.Files("a", "mc1");
   Node mc1("mc1", Role::kManagedCluster, &mc1_tls, {{"nb1", {"mc1", "mc2"}}}, false);
   ConnectProxy proxy;
-  PeerChannels channels({.tls = pki.Files("a", "mc2"), .http_proxy = proxy.address()});
+  auto made = PeerChannels::Create({.tls = pki.Files("a", "mc2"), .egress_proxy = proxy.address()});
+  REQUIRE(made.ok());
+  PeerChannels& channels = **made;
   GrpcProber prober(channels, "");
   auto result = prober.Probe({{"mc1", mc1.server->address()}, 4096, absl::Seconds(10)});
   REQUIRE(result.ok());
@@ -448,14 +454,17 @@ TEST_CASE("probes and exchanges go through the egress relay (HTTP CONNECT) when 
 }
 
 TEST_CASE("peer and neighborhood settings parse strictly") {
-  auto peers = ParsePeers("netma.peers", "b=127.0.2.1:7001, c=[::1]:7001");
+  // netma.peers is parsed by the services' one ParseNamedAddresses.
+  auto peers = ParseNamedAddresses("netma.peers", "b=127.0.2.1:7001, c=[::1]:7001", "cluster");
   REQUIRE(peers.ok());
   REQUIRE(peers->size() == 2);
-  REQUIRE((*peers)[1].address == "[::1]:7001");
-  auto bad = ParsePeers("netma.peers", "b=127.0.2.1:7001,C=x:1,d");
+  REQUIRE(peers->at("c") == "[::1]:7001");
+  auto bad = ParseNamedAddresses("netma.peers", "b=127.0.2.1:7001,C=x:1,d", "cluster");
   REQUIRE(bad.status().code() == absl::StatusCode::kInvalidArgument);
-  REQUIRE_THAT(std::string(bad.status().message()), Catch::Contains("netma.peers[1]"));
-  REQUIRE_THAT(std::string(bad.status().message()), Catch::Contains("netma.peers[2]"));
+  REQUIRE_THAT(std::string(bad.status().message()), Catch::Contains("netma.peers"));
+  REQUIRE_THAT(std::string(bad.status().message()), Catch::Contains("entry 2 \"C=x:1\""));
+  REQUIRE_THAT(std::string(bad.status().message()), Catch::Contains("DNS label"));
+  REQUIRE_FALSE(ParseNamedAddresses("netma.peers", "b=127.0.2.1:7001,d", "cluster").ok());
   auto nbs = ParseNeighborhoods("netma.neighborhoods", "nb1=a,b;nb2=a,c,d");
   REQUIRE(nbs.ok());
   REQUIRE(nbs->at("nb2").size() == 3);

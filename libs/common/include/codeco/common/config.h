@@ -99,8 +99,8 @@ absl::StatusOr<ParsedFlags> ParseFlags(int argc, const char* const* argv,
 absl::Status CheckHostPort(absl::string_view field, absl::string_view value);
 
 /// Parses a config value that names addresses, "name=host:port,name=host:port"
-/// (spaces around entries ignored, empty text = none), as swm.cluster_endpoints
-/// and acm.advertise use. `name_kind` says what a name is ("cluster",
+/// (spaces around entries ignored, empty text = none), as swm.cluster_endpoints,
+/// acm.advertise and netma.peers use. `name_kind` says what a name is ("cluster",
 /// "service") in errors. INVALID_ARGUMENT naming `key` and the bad entry for a
 /// missing name, a port outside 1-65535 or a name given twice.
 absl::StatusOr<std::map<std::string, std::string>> ParseNamedAddresses(absl::string_view key,

@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "codeco/common/service_config.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
@@ -28,8 +29,15 @@ struct PeerChannelOptions {
   /// through; empty for direct connections.
   std::string egress_proxy;
   /// This process's own IP: targets on it are inside the cluster and skip the
-  /// egress proxy.
+  /// egress proxy (empty: every target goes through it).
   std::string local_ip;
+  /// A channel older than this is replaced by a new one (a new connection)
+  /// at its next use, e.g. so probes measure the path and not the history of
+  /// one long-lived connection. Zero: never. Default: never.
+  absl::Duration max_channel_age = absl::ZeroDuration();
+  /// Longest wait between reconnection attempts to a peer that went away
+  /// (gRPC's default is 2 min, longer than a restart takes). Default: 5 s.
+  absl::Duration max_reconnect_backoff = absl::Seconds(5);
 };
 
 /// The options a service's config implies (insecure, tls.*, network.egress_proxy,
@@ -42,8 +50,10 @@ class PeerChannels {
   /// Validates `options` (TLS files readable) and builds the credentials once.
   static absl::StatusOr<std::unique_ptr<PeerChannels>> Create(const PeerChannelOptions& options);
 
-  /// The channel to `target` (host:port), created on first use. A plaintext
-  /// PeerChannels refuses non-loopback targets with FAILED_PRECONDITION.
+  /// The channel to `target` (host:port), created on first use (and renewed
+  /// once older than max_channel_age). A plaintext PeerChannels refuses
+  /// non-loopback targets with FAILED_PRECONDITION. The *_proxy environment
+  /// variables are ignored: only egress_proxy is used.
   absl::StatusOr<std::shared_ptr<grpc::Channel>> Get(const std::string& target);
 
  private:
@@ -51,7 +61,12 @@ class PeerChannels {
   PeerChannelOptions options_;
   std::shared_ptr<grpc::ChannelCredentials> credentials_;
   absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(mu_);
+  /// A channel and when it was made.
+  struct Made {
+    std::shared_ptr<grpc::Channel> channel;
+    absl::Time created;
+  };
+  std::map<std::string, Made> channels_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace codeco
