@@ -206,5 +206,38 @@ TEST_CASE("an operation prints as one line: id then percent then phase then done
                           Catch::Contains("acm.DeleteApplication"));
 }
 
+TEST_CASE("manifests split at their document markers") {
+  // One document: sent whole, comments and all.
+  const std::string one = "# a comment\napiVersion: codeco.he-codeco.eu/v1alpha1\nkind: CodecoApp\n"
+                          "metadata: {name: part}\nspec: {appName: app}\n";
+  std::vector<ManifestDocument> docs = SplitManifest(one);
+  REQUIRE(docs.size() == 1);
+  REQUIRE(docs[0].text == one);
+  REQUIRE(docs[0].name == "part");
+  REQUIRE(docs[0].app_name == "app");
+  REQUIRE(docs[0].application_model);
+  // Leading marker, empty and comment-only documents, a Service, an MCD.
+  docs = SplitManifest(
+      "---\n# first\n---\nkind: CodecoApp\nmetadata: {name: x}\nspec: {}\n---\n"
+      "apiVersion: v1\nkind: Service\nmetadata: {name: web}\n--- \n"
+      "apiVersion: fogguru.eu/v1\nkind: MultiClusterDeployment\nmetadata: {name: m}\n...\n"
+      "---\n\n");
+  REQUIRE(docs.size() == 3);
+  REQUIRE(docs[0].index == 1);
+  REQUIRE(docs[0].kind == "CodecoApp");
+  REQUIRE(docs[0].app_name == "x");  // no appName: the CodecoApp's own name
+  REQUIRE(docs[1].kind == "Service");
+  REQUIRE(docs[1].api_version == "v1");
+  REQUIRE_FALSE(docs[1].application_model);
+  REQUIRE(docs[2].kind == "MultiClusterDeployment");
+  REQUIRE(docs[2].application_model);
+  REQUIRE(docs[2].text.find("kind: MultiClusterDeployment") != std::string::npos);
+  // "----" and "---x" are not markers; text that is not YAML goes to ACM as it is.
+  docs = SplitManifest("a: \"----\"\n---x: 1\n---\n[unclosed\n");
+  REQUIRE(docs.size() == 2);
+  REQUIRE(docs[1].application_model);
+  REQUIRE(SplitManifest("# nothing\n---\n\n").empty());
+}
+
 }  // namespace
 }  // namespace codeco::ctl
