@@ -143,7 +143,7 @@ TEST_CASE("codeco quantities: maxDelay and sendInterval in seconds and the 10 ms
   REQUIRE(Service(bw.spec, "backend-1-1").channels(0).send_interval_ns() == 0);
 }
 
-TEST_CASE("codeco perfapp: kubectl metadata, another appName and bandwidth are explained") {
+TEST_CASE("codeco perfapp: kubectl metadata and another appName and bandwidth are explained") {
   ParsedCam cam = Parse(CodecoApps("perfapp-postgres.yaml").at(0));
   REQUIRE(cam.spec.app_name() == "perfapp-pg-swmapp");
   for (const char* key : {"metadata.generation", "metadata.resourceVersion", "metadata.uid",
@@ -224,7 +224,7 @@ TEST_CASE("codeco enumerations take CODECO's values and refuse others with the p
               .ok());
 }
 
-TEST_CASE("codeco appName: optional, and not tied to metadata.name") {
+TEST_CASE("codeco appName: optional and not tied to metadata.name") {
   ParsedCam none = Parse(Small({{"  appName: app\n", ""}}));
   REQUIRE(none.spec.app_name() == "part");  // an application of its own
   ParsedCam empty = Parse(Small({{"appName: app", "appName: \"\""}}));
@@ -234,7 +234,7 @@ TEST_CASE("codeco appName: optional, and not tied to metadata.name") {
   REQUIRE(other.codeco_app == "part");
 }
 
-TEST_CASE("codeco channels: optional name, own service, targets elsewhere") {
+TEST_CASE("codeco channels: optional name and own service and targets elsewhere") {
   ParsedCam cam = Parse(Small({{"        image: registry.example.org/a:1\n",
                                 "        image: registry.example.org/a:1\n"
                                 "    serviceChannels:\n"
@@ -253,7 +253,7 @@ TEST_CASE("codeco channels: optional name, own service, targets elsewhere") {
   REQUIRE(SchedulableSpec(cam.spec).services(0).channels_size() == 1);
 }
 
-TEST_CASE("codeco merge: several CodecoApps, one application, channels across them") {
+TEST_CASE("codeco merge: several CodecoApps make one application with channels across them") {
   std::vector<std::string> docs = CodecoApps("dummy-backend-frontends.yaml");
   REQUIRE(docs.size() == 3);
   ParsedCam front1 = Parse(docs[0]), back = Parse(docs[1]), front2 = Parse(docs[2]);
@@ -327,7 +327,7 @@ struct Fixture {
   }
 };
 
-TEST_CASE("codeco apply: CodecoApps join their application, delete takes one out") {
+TEST_CASE("codeco apply: CodecoApps join their application and delete takes one out") {
   Fixture f;
   std::vector<std::string> docs = CodecoApps("dummy-backend-frontends.yaml");
   v1::ApplyApplicationResponse first = f.Apply(docs[0]);
@@ -374,7 +374,7 @@ TEST_CASE("codeco apply: CodecoApps join their application, delete takes one out
   REQUIRE(f.scheduler.releases().size() == 1);
 }
 
-TEST_CASE("codeco apply: rollback restores the whole application, not one CodecoApp") {
+TEST_CASE("codeco apply: rollback restores the whole application and not one CodecoApp") {
   Fixture f;
   std::vector<std::string> docs = CodecoApps("dummy-backend-frontends.yaml");
   f.Apply(docs[0]);
