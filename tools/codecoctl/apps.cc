@@ -533,10 +533,26 @@ std::string DescribeApp(const acm::v1::Application& app) {
                         status.neighborhood_id().empty() ? "-" : status.neighborhood_id());
   absl::StrAppendFormat(&out, "Ready:          %s\n", ReadyText(app));
   out += "Services:\n";
+  std::set<std::string> names;
+  for (const auto& s : app.spec().services()) names.insert(s.name());
+  std::vector<std::string> pending;
   for (const auto& s : app.spec().services()) {
-    absl::StrAppendFormat(&out, "  %-18s replicas %-3d cpu %-6s memory %s\n", s.name(),
+    // The CodecoApp that declared it, when the application has several.
+    std::string from = s.codeco_app().empty() || s.codeco_app() == app.metadata().name()
+                           ? ""
+                           : "  codecoapp " + s.codeco_app();
+    absl::StrAppendFormat(&out, "  %-18s replicas %-3d cpu %-6s memory %s%s\n", s.name(),
                           s.replicas(), FormatCpu(s.requests().cpu_millicores()),
-                          FormatBytes(s.requests().memory_bytes()));
+                          FormatBytes(s.requests().memory_bytes()), from);
+    for (const auto& ch : s.channels()) {
+      if (!names.count(ch.to_service())) {
+        pending.push_back(absl::StrCat(s.name(), "/", ch.name(), " -> ", ch.to_service()));
+      }
+    }
+  }
+  if (!pending.empty()) {
+    out += "Pending channels (no CodecoApp declares their target yet; not placed):\n";
+    for (const std::string& p : pending) out += "  " + p + "\n";
   }
   out += "Placement:\n";
   std::vector<std::vector<std::string>> rows = {{"SERVICE", "CLUSTER", "NODE", "POD", "READY"}};

@@ -239,5 +239,24 @@ TEST_CASE("manifests split at their document markers") {
   REQUIRE(SplitManifest("# nothing\n---\n\n").empty());
 }
 
+TEST_CASE("describe names each service's CodecoApp and the pending channels") {
+  acm::v1::Application app;
+  app.mutable_metadata()->set_name("shop");
+  for (const char* name : {"web", "api"}) {
+    auto* s = app.mutable_spec()->add_services();
+    s->set_name(name);
+    s->set_replicas(1);
+    s->set_codeco_app(std::string(name) + "-part");
+    auto* ch = s->add_channels();
+    ch->set_name("to-db");
+    ch->set_to_service(std::string(name) == "web" ? "api" : "db");
+  }
+  std::string text = DescribeApp(app);
+  REQUIRE(text.find("codecoapp web-part") != std::string::npos);
+  REQUIRE(text.find("Pending channels") != std::string::npos);
+  REQUIRE(text.find("  api/to-db -> db\n") != std::string::npos);
+  REQUIRE(text.find("web/to-db") == std::string::npos);  // its target exists
+}
+
 }  // namespace
 }  // namespace codeco::ctl
