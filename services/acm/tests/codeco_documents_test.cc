@@ -167,6 +167,57 @@ TEST_CASE("codeco skupper: a port the target does not expose is kept with a warn
   REQUIRE(Service(cam.spec, "front-end").channels(0).max_delay_ns() == 1'000'000'000);
 }
 
+TEST_CASE("codeco pause pod: a channel to its own service and a nanosecond bound") {
+  // As CODECO's pod start-up experiment writes one CodecoApp per pause pod
+  // (gkoukis/CODECO-paper-kp1.1-2, custom-startup-times): ASSURED, "bandwidth"
+  // rather than minBandwidth, maxDelay "1ns", the channel back to itself.
+  ParsedCam cam = Parse(R"(apiVersion: codeco.he-codeco.eu/v1alpha1
+kind: CodecoApp
+metadata:
+  name: pause-pod-1-1
+  namespace: pause-ns
+spec:
+  appName: acm-swm-app
+  performanceProfile: Greenness
+  appEnergyLimit: "20"
+  appFailureTolerance: ""
+  codecoapp-msspec:
+  - podspec:
+      schedulerName: qos-scheduler
+      containers:
+      - name: pause
+        image: k8s.gcr.io/pause:3.1
+        ports:
+        - containerPort: 8080
+          protocol: TCP
+    serviceName: pause-service
+    serviceChannels:
+    - channelName: pause-channel
+      serviceClass: ASSURED
+      advancedChannelSettings:
+        bandwidth: "5M"
+        #frameSize: "100"
+        maxDelay: "1ns"
+        #sendInterval: "10"
+      otherService:
+        appName: acm-swm-app
+        serviceName: pause-service
+        port: 8080
+  complianceClass: High
+  qosClass: Gold
+  securityClass: Good
+)");
+  const v1::Channel& ch = cam.spec.services(0).channels(0);
+  REQUIRE(ch.to_service() == "pause-service");
+  REQUIRE(ch.max_delay_ns() == 1);
+  REQUIRE(ch.min_bandwidth_bps() == 0);  // "bandwidth" asks for nothing, as in CODECO
+  REQUIRE(Warned(cam.warnings,
+                 "spec.codecoapp-msspec[0].serviceChannels[0].advancedChannelSettings.bandwidth"));
+  REQUIRE(Warned(cam.warnings, "spec.codecoapp-msspec[0].serviceChannels[0].serviceClass"));
+  REQUIRE(PendingChannels(cam.spec).empty());
+  REQUIRE(SchedulableSpec(cam.spec).services(0).channels_size() == 1);
+}
+
 // A minimal CodecoApp; REPLACE pairs edit it.
 std::string Small(std::vector<std::pair<std::string, std::string>> edits = {}) {
   return absl::StrReplaceAll(R"(apiVersion: codeco.he-codeco.eu/v1alpha1
