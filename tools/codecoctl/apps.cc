@@ -1,8 +1,8 @@
 // The application commands of codecoctl, all through the hub ACM:
-//   apply -f FILE [--dry-run] [-o table|yaml|json]
+//   apply -f FILE [--dry-run] [-o table|yaml|json]   (every CodecoApp or MCD document of FILE)
 //   get apps|clusters|neighborhoods [--cluster C]|revisions NAME [-o table|yaml|json]
 //   describe app NAME [-o table|yaml|json]
-//   delete app NAME | cluster NAME [--force]
+//   delete app NAME | -f FILE | cluster NAME [--force]
 //   rollback app NAME --to-revision N [-o table|yaml|json]
 //   watch app NAME | apps [--from-revision N] [-o table|yaml|json]
 // and the rendering they share (tables, YAML, JSON), kept free of I/O so the
@@ -17,10 +17,13 @@
 #include <unistd.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "cli.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
@@ -391,6 +394,69 @@ std::string ToJson(const Message& message, bool compact) {
   return out;
 }
 
+std::vector<ManifestDocument> SplitManifest(const std::string& text) {
+  // Cut at lines that are a document marker: "---" alone or before content.
+  std::vector<std::string> chunks(1);
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    const size_t end = eol == std::string::npos ? text.size() : eol + 1;
+    absl::string_view line(text.data() + pos, end - pos);
+    const bool marker = absl::StartsWith(line, "---") &&
+                        (line.size() == 3 || line[3] == ' ' || line[3] == '\t' ||
+                         line[3] == '\n' || line[3] == '\r');
+    if (marker) {
+      chunks.emplace_back();
+      absl::string_view rest = line.substr(3);
+      // Content after the marker on its line ("--- {...}") stays with its document.
+      if (!absl::StripAsciiWhitespace(rest).empty()) chunks.back().append(rest.data(), rest.size());
+    } else {
+      chunks.back().append(line.data(), line.size());
+    }
+    pos = end;
+  }
+  // Nothing but blanks and comments: no document.
+  auto empty = [](const std::string& chunk) {
+    for (absl::string_view line : absl::StrSplit(chunk, '\n')) {
+      absl::string_view t = absl::StripAsciiWhitespace(line);
+      if (!t.empty() && t[0] != '#' && t != "...") return false;
+    }
+    return true;
+  };
+  std::vector<ManifestDocument> docs;
+  int index = 0;
+  for (std::string& chunk : chunks) {
+    if (empty(chunk)) continue;
+    ManifestDocument doc;
+    doc.index = ++index;
+    doc.text = std::move(chunk);
+    docs.push_back(std::move(doc));
+  }
+  if (docs.size() == 1) docs[0].text = text;  // one document: sent exactly as written
+  for (ManifestDocument& doc : docs) {
+    try {
+      YAML::Node root = YAML::Load(doc.text);
+      if (!root.IsMap()) continue;
+      auto scalar = [](const YAML::Node& n) {
+        return n.IsDefined() && n.IsScalar() ? n.Scalar() : std::string();
+      };
+      doc.api_version = scalar(root["apiVersion"]);
+      doc.kind = scalar(root["kind"]);
+      if (root["metadata"].IsMap()) doc.name = scalar(root["metadata"]["name"]);
+      doc.app_name = doc.name;
+      if (doc.kind == "CodecoApp" && root["spec"].IsMap()) {
+        std::string app = scalar(root["spec"]["appName"]);
+        if (!app.empty()) doc.app_name = app;
+      }
+      doc.application_model = doc.kind == "CodecoApp" || doc.kind == "MultiClusterDeployment" ||
+                              doc.kind.empty();
+    } catch (const YAML::Exception&) {
+      // Not readable here: ACM says what is wrong with it.
+    }
+  }
+  return docs;
+}
+
 std::string ToYaml(const Message& message) {
   YAML::Emitter out;
   EmitMessage(out, message);
@@ -467,10 +533,26 @@ std::string DescribeApp(const acm::v1::Application& app) {
                         status.neighborhood_id().empty() ? "-" : status.neighborhood_id());
   absl::StrAppendFormat(&out, "Ready:          %s\n", ReadyText(app));
   out += "Services:\n";
+  std::set<std::string> names;
+  for (const auto& s : app.spec().services()) names.insert(s.name());
+  std::vector<std::string> pending;
   for (const auto& s : app.spec().services()) {
-    absl::StrAppendFormat(&out, "  %-18s replicas %-3d cpu %-6s memory %s\n", s.name(),
+    // The CodecoApp that declared it, when the application has several.
+    std::string from = s.codeco_app().empty() || s.codeco_app() == app.metadata().name()
+                           ? ""
+                           : "  codecoapp " + s.codeco_app();
+    absl::StrAppendFormat(&out, "  %-18s replicas %-3d cpu %-6s memory %s%s\n", s.name(),
                           s.replicas(), FormatCpu(s.requests().cpu_millicores()),
-                          FormatBytes(s.requests().memory_bytes()));
+                          FormatBytes(s.requests().memory_bytes()), from);
+    for (const auto& ch : s.channels()) {
+      if (!names.count(ch.to_service())) {
+        pending.push_back(absl::StrCat(s.name(), "/", ch.name(), " -> ", ch.to_service()));
+      }
+    }
+  }
+  if (!pending.empty()) {
+    out += "Pending channels (no CodecoApp declares their target yet; not placed):\n";
+    for (const std::string& p : pending) out += "  " + p + "\n";
   }
   out += "Placement:\n";
   std::vector<std::vector<std::string>> rows = {{"SERVICE", "CLUSTER", "NODE", "POD", "READY"}};
@@ -550,49 +632,84 @@ static int WaitForOperation(AcmService::Stub& stub, const common::v1::Operation&
   return 0;
 }
 
+// Reads FILE (-f) into its documents; a message on failure.
+static absl::StatusOr<std::vector<ManifestDocument>> ReadManifest(const std::string& file) {
+  if (file.empty()) return absl::InvalidArgumentError("-f FILE is required");
+  std::ifstream in(file);
+  if (!in) return absl::InvalidArgumentError("-f: cannot read " + file);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<ManifestDocument> docs = SplitManifest(text.str());
+  if (docs.empty()) return absl::InvalidArgumentError("-f: " + file + " holds no document");
+  return docs;
+}
+
+// Says that document `doc` of `file` is not applied, and why.
+static void SayNotAModel(const std::string& file, const ManifestDocument& doc) {
+  std::cout << "warning: " << file << ": document " << doc.index << " ("
+            << (doc.api_version.empty() ? "" : doc.api_version + "/") << doc.kind
+            << (doc.name.empty() ? "" : " " + doc.name)
+            << ") skipped: codecoctl applies CodecoApp and MultiClusterDeployment documents; "
+               "ACM runs their services and connects them through their channels\n";
+}
+
 int RunApply(const Args& args) {
   std::string file = args.Get("f", args.Get("filename"));
-  if (file.empty()) return Fail("apply", "-f FILE is required");
   auto output = ParseOutput(args);
   if (!output.ok()) return Fail("apply", std::string(output.status().message()));
   if (args.Has("wait") && *output != Output::kTable) {
     return Fail("apply", "--wait: prints progress lines, so it goes with -o table only");
   }
-  std::ifstream in(file);
-  if (!in) return Fail("apply", "-f: cannot read " + file);
-  std::stringstream text;
-  text << in.rdbuf();
+  auto docs = ReadManifest(file);
+  if (!docs.ok()) return Fail("apply", std::string(docs.status().message()));
   auto stub = AcmStub(args);
   if (!stub.ok()) return Fail("apply", std::string(stub.status().message()));
-  acm::v1::ApplyApplicationRequest request;
-  request.set_cam_yaml(text.str());
-  request.set_dry_run(args.Has("dry-run"));
-  auto context = ContextWithTimeout(args, absl::Seconds(30));
-  acm::v1::ApplyApplicationResponse response;
-  grpc::Status status = (*stub)->ApplyApplication(context.get(), request, &response);
-  if (!status.ok()) {
-    // Field-path errors, one per line, as ACM sent them.
-    std::cerr << "codecoctl apply: " << file << " was refused (" << status.error_code() << "):\n"
-              << status.error_message() << "\n";
-    return 1;
+  const bool several = docs->size() > 1;
+  int failed = 0;
+  // In file order: CodecoApps sharing an appName join one application as
+  // each arrives (channels to a later one wait for it).
+  for (const ManifestDocument& doc : *docs) {
+    if (!doc.application_model) {
+      SayNotAModel(file, doc);
+      continue;
+    }
+    acm::v1::ApplyApplicationRequest request;
+    request.set_cam_yaml(doc.text);
+    request.set_dry_run(args.Has("dry-run"));
+    auto context = ContextWithTimeout(args, absl::Seconds(30));
+    acm::v1::ApplyApplicationResponse response;
+    grpc::Status status = (*stub)->ApplyApplication(context.get(), request, &response);
+    if (!status.ok()) {
+      // Field-path errors, one per line, as ACM sent them.
+      std::cerr << "codecoctl apply: " << file
+                << (several ? absl::StrCat(" (document ", doc.index, ")") : "")
+                << " was refused (" << status.error_code() << "):\n"
+                << status.error_message() << "\n";
+      ++failed;
+      continue;
+    }
+    if (*output != Output::kTable) {
+      std::cout << Print(response, *output);
+      continue;
+    }
+    const auto& app = response.application();
+    std::cout << "application/" << app.metadata().name()
+              << (doc.name.empty() || doc.name == app.metadata().name()
+                      ? ""
+                      : " (codecoapp/" + doc.name + ")")
+              << (args.Has("dry-run")  ? " validated (dry run)"
+                  : response.created() ? " created"
+                                       : " configured")
+              << " (spec revision " << app.spec_revision() << ")\n";
+    for (const auto& w : response.warnings()) std::cout << "warning: " << w << "\n";
+    if (!args.Has("wait") || args.Has("dry-run")) continue;
+    if (!response.has_operation()) {
+      std::cout << "nothing to wait for: the spec did not change\n";
+      continue;
+    }
+    if (WaitForOperation(**stub, response.operation(), args) != 0) ++failed;
   }
-  if (*output != Output::kTable) {
-    std::cout << Print(response, *output);
-    return 0;
-  }
-  const auto& app = response.application();
-  std::cout << "application/" << app.metadata().name()
-            << (args.Has("dry-run")  ? " validated (dry run)"
-                : response.created() ? " created"
-                                     : " configured")
-            << " (spec revision " << app.spec_revision() << ")\n";
-  for (const auto& w : response.warnings()) std::cout << "warning: " << w << "\n";
-  if (!args.Has("wait") || args.Has("dry-run")) return 0;
-  if (!response.has_operation()) {
-    std::cout << "nothing to wait for: the spec did not change\n";
-    return 0;
-  }
-  return WaitForOperation(**stub, response.operation(), args);
+  return failed == 0 ? 0 : 1;
 }
 
 int RunGet(const Args& args) {
@@ -707,14 +824,69 @@ int RunDescribe(const Args& args) {
   return 0;
 }
 
+// `delete -f FILE`: each CodecoApp of FILE leaves its application (only its
+// services go while other CodecoApps of the application remain).
+static int DeleteManifest(const Args& args) {
+  const std::string file = args.Get("f", args.Get("filename"));
+  auto docs = ReadManifest(file);
+  if (!docs.ok()) return Fail("delete", std::string(docs.status().message()));
+  auto stub = AcmStub(args);
+  if (!stub.ok()) return Fail("delete", std::string(stub.status().message()));
+  int failed = 0;
+  for (const ManifestDocument& doc : *docs) {
+    if (!doc.application_model) {
+      SayNotAModel(file, doc);
+      continue;
+    }
+    if (doc.app_name.empty() || doc.name.empty()) {
+      std::cerr << "codecoctl delete: " << file << ": document " << doc.index
+                << " has no metadata.name\n";
+      ++failed;
+      continue;
+    }
+    acm::v1::DeleteApplicationRequest request;
+    request.set_name(doc.app_name);
+    request.set_codeco_app(doc.name);
+    acm::v1::DeleteApplicationResponse response;
+    auto context = ContextWithTimeout(args, absl::Seconds(10));
+    grpc::Status status = (*stub)->DeleteApplication(context.get(), request, &response);
+    if (!status.ok()) {
+      std::cerr << "codecoctl delete: codecoapp/" << doc.name << ": " << status.error_message()
+                << "\n";
+      ++failed;
+      continue;
+    }
+    acm::v1::GetApplicationRequest get;
+    get.set_name(doc.app_name);
+    acm::v1::GetApplicationResponse still;
+    auto get_context = ContextWithTimeout(args, absl::Seconds(10));
+    grpc::Status s = (*stub)->GetApplication(get_context.get(), get, &still);
+    if (s.ok() && still.application().status().phase() != acm::v1::APPLICATION_PHASE_DELETING) {
+      std::cout << "codecoapp/" << doc.name << " deleted: its services left application/"
+                << doc.app_name << " (spec revision " << still.application().spec_revision()
+                << ")\n";
+    } else if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
+      std::cout << "codecoapp/" << doc.name << " deleted, and application/" << doc.app_name
+                << " with it\n";
+    } else {
+      std::cout << "codecoapp/" << doc.name << " deleted; application/" << doc.app_name
+                << " deleting (its pods are being released)\n";
+    }
+  }
+  return failed == 0 ? 0 : 1;
+}
+
 int RunDelete(const Args& args) {
   if (args.positional.size() == 2 &&
       (args.positional[0] == "cluster" || args.positional[0] == "clusters")) {
     return DeleteCluster(args.positional[1], args);
   }
   if (args.Has("force")) return Fail("delete", "--force: only applies to delete cluster");
+  if (args.Has("f") || args.Has("filename")) return DeleteManifest(args);
   std::string name = AppName(args);
-  if (name.empty()) return Fail("delete", "usage: codecoctl delete app NAME | cluster NAME");
+  if (name.empty()) {
+    return Fail("delete", "usage: codecoctl delete app NAME | -f FILE | cluster NAME");
+  }
   auto stub = AcmStub(args);
   if (!stub.ok()) return Fail("delete", std::string(stub.status().message()));
   acm::v1::DeleteApplicationRequest request;

@@ -91,6 +91,24 @@ enum class Output {
 
 /// The -o flag of `args` (table when absent); INVALID_ARGUMENT naming -o otherwise.
 absl::StatusOr<Output> ParseOutput(const Args& args);
+/// One document of a YAML file as `apply -f` and `delete -f` read it.
+struct ManifestDocument {
+  /// 1-based position in the file.
+  int index = 0;
+  /// The document's own text (sent to ACM unchanged).
+  std::string text;
+  /// apiVersion, kind and metadata.name; empty when absent or not YAML.
+  std::string api_version, kind, name;
+  /// The application it belongs to: spec.appName of a CodecoApp, else metadata.name.
+  std::string app_name;
+  /// True for the kinds ACM applies (CodecoApp, MultiClusterDeployment) and
+  /// for text that is not readable YAML (ACM then says what is wrong with it).
+  bool application_model = true;
+};
+/// `text` cut at its "---" document markers; documents with nothing but
+/// comments and blank lines are dropped. A file of one document comes back
+/// whole, comments included.
+std::vector<ManifestDocument> SplitManifest(const std::string& text);
 /// `message` as JSON; indented, or on one line when `compact` (one event per line).
 std::string ToJson(const google::protobuf::Message& message, bool compact = false);
 /// `message` as one YAML document (a map), ending in a newline.

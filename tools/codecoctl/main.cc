@@ -29,14 +29,16 @@ constexpr char kUsage[] =
     "      Change the emulated network and nodes at run time.\n"
     "\n"
     "applications (through the hub ACM; --acm ADDR overrides the federation's):\n"
-    "  apply -f FILE [--dry-run] [--wait]    create or update an application from a CAM;\n"
-    "                                        --wait follows its operation until done\n"
+    "  apply -f FILE [--dry-run] [--wait]    create or update applications from the CAMs of\n"
+    "                                        FILE (each CodecoApp joins its appName's app);\n"
+    "                                        --wait follows each operation until done\n"
     "  get apps|clusters                     list applications or registered clusters\n"
     "  get neighborhoods [--cluster NAME]    list neighborhoods (those containing NAME)\n"
     "  get revisions NAME                    the spec revisions of an application\n"
     "  get operations | operation ID         ACM's operations (apply, delete, ...) / one\n"
     "  describe app NAME                     spec, placement, channel latencies vs bounds\n"
     "  delete app NAME                       delete an application (its pods are released)\n"
+    "  delete -f FILE                        take each CodecoApp of FILE out of its application\n"
     "  delete cluster NAME [--force]         move its applications elsewhere, then unregister it\n"
     "  rollback app NAME --to-revision N     make spec revision N current again\n"
     "  watch app NAME [--from-revision N]    one line per change until deleted or Ctrl-C\n"
@@ -79,7 +81,7 @@ int main(int argc, char** argv) {
        {codeco::ctl::RunApply, {"insecure", "dry-run", "wait"}, {"f", "filename", "o", "acm"}}},
       {"get", {codeco::ctl::RunGet, {"insecure"}, {"o", "acm", "cluster"}}},
       {"describe", {codeco::ctl::RunDescribe, {"insecure"}, {"o", "acm"}}},
-      {"delete", {codeco::ctl::RunDelete, {"insecure", "force"}, {"acm"}}},
+      {"delete", {codeco::ctl::RunDelete, {"insecure", "force"}, {"acm", "f", "filename"}}},
       {"rollback", {codeco::ctl::RunRollback, {"insecure"}, {"o", "acm", "to-revision"}}},
       {"watch", {codeco::ctl::RunWatch, {"insecure"}, {"o", "acm", "from-revision"}}},
       {"fault",

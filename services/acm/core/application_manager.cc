@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "acm/core/application_operations.h"
+#include "acm/core/codeco_app_merge.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codeco/common/proto_util.h"
@@ -174,13 +175,20 @@ absl::Time ApplicationManager::ScheduleRetryLocked(const std::string& name) {
   return attempt.due;
 }
 
+v1::Application ApplicationManager::ForScheduler(const v1::Application& app) {
+  v1::Application out = app;
+  *out.mutable_spec() = SchedulableSpec(app.spec());
+  return out;
+}
+
 void ApplicationManager::SendPlacement(const v1::Application& app,
                                        const v1::Neighborhood& neighborhood) {
   {
     absl::MutexLock lock(&write_mu_);
     MarkSentLocked(app.metadata().name());
   }
-  absl::Status asked = scheduler_.RequestPlacement(app, neighborhood, PlacementRequestId(app));
+  absl::Status asked =
+      scheduler_.RequestPlacement(ForScheduler(app), neighborhood, PlacementRequestId(app));
   if (asked.ok()) return;
   // Refused (e.g. shutting down): recorded as a transient error, so a later
   // Reconcile asks again.
@@ -270,7 +278,7 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::Apply(
 
 absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
     const v1::ApplyApplicationRequest& request, const std::string& change_cause,
-    const RequestRecord& record) {
+    const RequestRecord& record, const std::string& spec_yaml) {
   v1::ApplyApplicationResponse response;
   v1::ApplicationSpec spec;
   google::protobuf::Map<std::string, std::string> labels;
@@ -278,9 +286,27 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
   switch (request.source_case()) {
     case v1::ApplyApplicationRequest::kCamYaml: {
       ASSIGN_OR_RETURN(ParsedCam cam, ParseCam(request.cam_yaml(), options_.cam_limits));
-      spec = std::move(cam.spec);
-      for (auto& [k, v] : cam.labels) labels[k] = v;
       for (auto& w : cam.warnings) response.add_warnings(w);
+      // One application per appName: this CodecoApp's services join (or
+      // replace their earlier selves in) those its sibling CodecoApps declared.
+      ASSIGN_OR_RETURN(std::optional<v1::Application> stored, store_.Get(cam.spec.app_name()));
+      const bool deleting =
+          stored && stored->status().phase() == v1::APPLICATION_PHASE_DELETING;
+      ASSIGN_OR_RETURN(MergedSpec merged,
+                       MergeCodecoApp(stored && !deleting ? &stored->spec() : nullptr, cam));
+      RETURN_IF_ERROR(ValidateApplicationSpec(merged.spec, options_.cam_limits));
+      for (auto& w : merged.warnings) response.add_warnings(w);
+      const bool siblings =
+          stored && !deleting &&
+          std::any_of(stored->spec().services().begin(), stored->spec().services().end(),
+                      [&](const v1::ServiceSpec& s) {
+                        return OwnerOf(s, cam.spec.app_name()) != cam.codeco_app;
+                      });
+      // With sibling CodecoApps, labels add up (the last one applied wins a
+      // key); a lone CodecoApp's labels replace the application's.
+      if (siblings) labels = stored->metadata().labels();
+      for (auto& [k, v] : cam.labels) labels[k] = v;
+      spec = std::move(merged.spec);
       cam_yaml = request.cam_yaml();
       break;
     }
@@ -288,6 +314,7 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
       RETURN_IF_ERROR(ValidateApplicationSpec(request.spec(), options_.cam_limits));
       spec = request.spec();
       labels = request.labels();
+      cam_yaml = spec_yaml;
       break;
     default:
       return InvalidFieldError("source", "either cam_yaml or spec is required");
@@ -387,8 +414,8 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
   if (spec_changed && (neighborhoods_ == nullptr || neighborhood)) {
     // The intent is stored with the commit above; this is only the first try.
     MarkSentLocked(name);
-    absl::Status asked = scheduler_.RequestPlacement(app, neighborhood.value_or(v1::Neighborhood()),
-                                                     PlacementRequestId(app));
+    absl::Status asked = scheduler_.RequestPlacement(
+        ForScheduler(app), neighborhood.value_or(v1::Neighborhood()), PlacementRequestId(app));
     if (!asked.ok()) {
       absl::Time next = ScheduleRetryLocked(name);
       response.add_warnings(
@@ -462,6 +489,7 @@ absl::StatusOr<v1::DeleteApplicationResponse> ApplicationManager::Delete(
   }
   v1::DeleteApplicationResponse response;
   bool committed = false;
+  bool partial = false;  // only one CodecoApp's services went
   std::string release_id;
   {
     absl::MutexLock lock(&write_mu_);
@@ -475,49 +503,73 @@ absl::StatusOr<v1::DeleteApplicationResponse> ApplicationManager::Delete(
     ASSIGN_OR_RETURN(std::optional<v1::Application> app, store_.Get(request.name()));
     if (!app) return absl::NotFoundError(absl::StrCat("application \"", request.name(), "\""));
     RETURN_IF_ERROR(CheckExpectedRevision(request.expected_revision(), app, "expected_revision"));
-    common::v1::Operation& op = *response.mutable_operation();
-    if (app->status().phase() == v1::APPLICATION_PHASE_DELETING) {
-      // Already on its way out: the same operation, and the scheduler asked again below.
-      ASSIGN_OR_RETURN(std::optional<common::v1::Operation> stored,
-                       store_.GetOperation(app->status().operation_id()));
-      if (stored) {
-        op = *std::move(stored);
-      } else {  // deleted before operations were stored
-        op = NewApplicationOperation(app->status().operation_id(), kDeleteOperationKind,
-                                     request.name(), request.request_id(),
-                                     app->metadata().update_time());
-        FoldIntoOperation(*app, false, app->metadata().update_time(), op);
+    if (!request.codeco_app().empty() && app->status().phase() != v1::APPLICATION_PHASE_DELETING) {
+      // One CodecoApp of the application goes: its services leave the spec
+      // (a new spec revision, placed again), unless none would be left.
+      ASSIGN_OR_RETURN(MergedSpec rest, RemoveCodecoApp(app->spec(), request.codeco_app()));
+      if (rest.spec.services_size() > 0) {
+        v1::ApplyApplicationRequest apply;
+        *apply.mutable_spec() = std::move(rest.spec);
+        *apply.mutable_labels() = app->metadata().labels();
+        apply.set_request_id(request.request_id());
+        RequestRecord record{key, fingerprint, [](const v1::ApplyApplicationResponse& applied) {
+                               v1::DeleteApplicationResponse r;
+                               if (applied.has_operation())
+                                 *r.mutable_operation() = applied.operation();
+                               return r.SerializeAsString();
+                             }};
+        ASSIGN_OR_RETURN(v1::ApplyApplicationResponse applied, ApplyLocked(apply, "apply", record));
+        if (applied.has_operation()) *response.mutable_operation() = applied.operation();
+        committed = true;
+        partial = true;
       }
-    } else {
-      ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
-      const int64_t revision = last + 1;
-      op = NewApplicationOperation(absl::StrCat("delete-", request.name(), "-", revision),
-                                   kDeleteOperationKind, request.name(), request.request_id(),
-                                   NowProto());
-      app->mutable_metadata()->set_revision(revision);
-      *app->mutable_metadata()->mutable_update_time() = NowProto();
-      v1::ApplicationStatus& status = *app->mutable_status();
-      status.set_phase(v1::APPLICATION_PHASE_DELETING);
-      status.set_error_msg("");
-      ApplicationCommit commit;
-      RETURN_IF_ERROR(SupersedeLocked(status.operation_id(), op.id(), commit));
-      status.set_operation_id(op.id());
-      commit.put = *app;
-      commit.event.set_type(common::v1::WATCH_EVENT_TYPE_MODIFIED);
-      *commit.event.mutable_application() = *app;
-      commit.operations.push_back(op);
-      RETURN_IF_ERROR(FoldOperationLocked(commit));
-      op = commit.operations.back();
-      if (!key.empty()) {
-        commit.request = {key, StoredRequest{fingerprint, response.SerializeAsString()}};
-      }
-      RETURN_IF_ERROR(CommitNext(commit));
-      committed = true;
     }
-    release_id = ReleaseRequestId(*app);
-    MarkSentLocked(request.name());
+    if (!partial) {  // the whole application goes
+      common::v1::Operation& op = *response.mutable_operation();
+      if (app->status().phase() == v1::APPLICATION_PHASE_DELETING) {
+        // Already on its way out: the same operation, and the scheduler asked again below.
+        ASSIGN_OR_RETURN(std::optional<common::v1::Operation> stored,
+                         store_.GetOperation(app->status().operation_id()));
+        if (stored) {
+          op = *std::move(stored);
+        } else {  // deleted before operations were stored
+          op = NewApplicationOperation(app->status().operation_id(), kDeleteOperationKind,
+                                       request.name(), request.request_id(),
+                                       app->metadata().update_time());
+          FoldIntoOperation(*app, false, app->metadata().update_time(), op);
+        }
+      } else {
+        ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
+        const int64_t revision = last + 1;
+        op = NewApplicationOperation(absl::StrCat("delete-", request.name(), "-", revision),
+                                     kDeleteOperationKind, request.name(), request.request_id(),
+                                     NowProto());
+        app->mutable_metadata()->set_revision(revision);
+        *app->mutable_metadata()->mutable_update_time() = NowProto();
+        v1::ApplicationStatus& status = *app->mutable_status();
+        status.set_phase(v1::APPLICATION_PHASE_DELETING);
+        status.set_error_msg("");
+        ApplicationCommit commit;
+        RETURN_IF_ERROR(SupersedeLocked(status.operation_id(), op.id(), commit));
+        status.set_operation_id(op.id());
+        commit.put = *app;
+        commit.event.set_type(common::v1::WATCH_EVENT_TYPE_MODIFIED);
+        *commit.event.mutable_application() = *app;
+        commit.operations.push_back(op);
+        RETURN_IF_ERROR(FoldOperationLocked(commit));
+        op = commit.operations.back();
+        if (!key.empty()) {
+          commit.request = {key, StoredRequest{fingerprint, response.SerializeAsString()}};
+        }
+        RETURN_IF_ERROR(CommitNext(commit));
+        committed = true;
+      }
+      release_id = ReleaseRequestId(*app);
+      MarkSentLocked(request.name());
+    }
   }
   if (committed) Notify();
+  if (partial) return response;  // one CodecoApp removed; the rest is placed again
   // Outside the lock: the scheduler may report back at once. A refusal here
   // (e.g. shutting down) leaves the application DELETING; Reconcile asks
   // again (at the latest after a restart).
@@ -746,14 +798,11 @@ absl::StatusOr<v1::RollbackApplicationResponse> ApplicationManager::Rollback(
                                               request.to_spec_revision()));
     }
     RETURN_IF_ERROR(rev.status());
-    // The revision's own YAML when it has one, so cam_yaml comes back too.
+    // The revision's whole spec (re-parsing its YAML would merge it with the
+    // application's other CodecoApps), with its YAML kept alongside.
     v1::ApplyApplicationRequest apply;
-    if (!rev->cam_yaml().empty()) {
-      apply.set_cam_yaml(rev->cam_yaml());
-    } else {
-      *apply.mutable_spec() = rev->spec();
-      *apply.mutable_labels() = app->metadata().labels();
-    }
+    *apply.mutable_spec() = rev->spec();
+    *apply.mutable_labels() = app->metadata().labels();
     apply.set_request_id(request.request_id());
     RequestRecord record{key, fingerprint, [](const v1::ApplyApplicationResponse& applied) {
                            v1::RollbackApplicationResponse r;
@@ -763,7 +812,8 @@ absl::StatusOr<v1::RollbackApplicationResponse> ApplicationManager::Rollback(
                          }};
     ASSIGN_OR_RETURN(
         v1::ApplyApplicationResponse applied,
-        ApplyLocked(apply, absl::StrCat("rollback to ", request.to_spec_revision()), record));
+        ApplyLocked(apply, absl::StrCat("rollback to ", request.to_spec_revision()), record,
+                    rev->cam_yaml()));
     *response.mutable_application() = applied.application();
     if (applied.has_operation()) *response.mutable_operation() = applied.operation();
   }

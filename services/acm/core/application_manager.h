@@ -122,7 +122,10 @@ class ApplicationManager {
   /// carries on) and asks the scheduler to release its pods. The record and
   /// its revisions go once the scheduler reports the release (RecordRelease);
   /// while the scheduler is away the application stays DELETING, saying why.
-  /// Deleting a DELETING application asks the scheduler again.
+  /// Deleting a DELETING application asks the scheduler again. With
+  /// `codeco_app` set, only the services that CodecoApp declared go (a new
+  /// spec revision, placed again); the whole application goes when it was the
+  /// last CodecoApp with services.
   absl::StatusOr<v1::DeleteApplicationResponse> Delete(const v1::DeleteApplicationRequest& request);
   /// Makes an older spec current again, as a new spec revision.
   absl::StatusOr<v1::RollbackApplicationResponse> Rollback(
@@ -219,7 +222,8 @@ class ApplicationManager {
 
   absl::StatusOr<v1::ApplyApplicationResponse> ApplyLocked(
       const v1::ApplyApplicationRequest& request, const std::string& change_cause,
-      const RequestRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+      const RequestRecord& record, const std::string& spec_yaml = "")
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   absl::StatusOr<std::optional<std::string>> CheckRequest(const std::string& key,
                                                           const std::string& fingerprint) const;
   absl::Status CommitNext(ApplicationCommit& commit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
@@ -241,6 +245,9 @@ class ApplicationManager {
   // Sends a placement of `app` (outside write_mu_); a refusal is recorded as
   // a transient error.
   void SendPlacement(const v1::Application& app, const v1::Neighborhood& neighborhood);
+  // `app` as the scheduler is asked to place it: its spec's SchedulableSpec
+  // (pending channels left out, channel names unique in the application).
+  static v1::Application ForScheduler(const v1::Application& app);
   void Notify();
   google::protobuf::Timestamp NowProto() const;
   int PageSize(int requested) const;

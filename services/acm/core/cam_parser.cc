@@ -41,6 +41,13 @@ constexpr int64_t kMaxBytes = int64_t{1} << 50;                   // 1 PiB
 constexpr int64_t kMaxGpu = 1024;
 constexpr int64_t kMaxBandwidthBps = int64_t{10'000'000'000'000};  // 10 Tbit/s
 constexpr int64_t kMaxDelayNs = int64_t{3600} * 1'000'000'000;     // 1 hour
+// A channel's maxDelay: CODECO's own experiments write "1000000" (seconds) to
+// mean "no bound", so any value that fits in int64 nanoseconds is taken.
+constexpr int64_t kMaxChannelDelayNs = INT64_MAX;
+// CODECO caps sendInterval at 10 ms ("The code will cap it at 10ms").
+constexpr int64_t kMaxSendIntervalNs = 10'000'000;
+// CODECO's default frame size when only a bandwidth is given.
+constexpr int64_t kDefaultFrameBytes = 500;
 constexpr int64_t kMaxFrameBytes = int64_t{1} << 20;
 constexpr int64_t kMaxReplicas = kMaxServiceReplicas;  // one cap, shared with SWM
 constexpr int kMaxLocations = 1000;
@@ -188,6 +195,10 @@ class Reader {
   void NotActedOn(const std::string& path, std::string_view why) {
     warnings_.push_back(absl::StrCat(path, ": accepted but not acted on yet (", std::string(why), ")"));
   }
+  // Records a remark about `path` that is not an error: what ACM made of it.
+  void Warn(const std::string& path, std::string_view what) {
+    warnings_.push_back(absl::StrCat(path, ": ", std::string(what)));
+  }
   // NotActedOn for the child `key` of `map` when it is present (even null).
   void NotActedOnIfSet(const YAML::Node& map, std::string_view key, const std::string& path,
                        std::string_view why) {
@@ -297,7 +308,7 @@ class Reader {
   std::optional<int64_t> Percent(const YAML::Node& map, std::string_view key,
                                  const std::string& path) {
     std::optional<std::string> s = String(map, key, path, false);
-    if (!s) return std::nullopt;
+    if (!s || s->empty()) return std::nullopt;  // "" is CODECO's "not set"
     std::string text = *s;
     if (!text.empty() && text.back() == '%') text.pop_back();
     int64_t v = 0;
@@ -326,6 +337,40 @@ class Reader {
     std::optional<std::string> s = String(map, key, path, required);
     if (!s) return std::nullopt;
     return CheckQuantity(parse(*s), *s, Child(path, key), max);
+  }
+
+  // Quantity for CODECO's optional string fields, where "" means "not set".
+  std::optional<int64_t> OptQuantity(const YAML::Node& map, std::string_view key,
+                                     const std::string& path,
+                                     absl::StatusOr<int64_t> (*parse)(std::string_view),
+                                     int64_t max) {
+    std::optional<std::string> s = String(map, key, path, false);
+    if (!s || s->empty()) return std::nullopt;
+    return CheckQuantity(parse(*s), *s, Child(path, key), max);
+  }
+
+  // One of CODECO's enumeration values, spelt exactly as its CRD does; ""
+  // (legal in CODECO) and absent are both "not set" (nullopt). `also`, when
+  // given, admits further values (with `also_what` naming them in the error).
+  std::optional<std::string> Enum(const YAML::Node& map, std::string_view key,
+                                  const std::string& path,
+                                  std::initializer_list<std::string_view> values,
+                                  bool (*also)(std::string_view) = nullptr,
+                                  std::string_view also_what = "") {
+    std::optional<std::string> s = String(map, key, path, false);
+    if (!s || s->empty()) return std::nullopt;
+    if (std::find(values.begin(), values.end(), *s) != values.end()) return s;
+    if (also != nullptr && also(*s)) return s;
+    std::string list;
+    size_t i = 0;
+    for (std::string_view v : values) {
+      absl::StrAppend(&list, i == 0 ? "" : (i + 1 == values.size() && also == nullptr) ? " or " : ", ",
+                      std::string(v));
+      ++i;
+    }
+    if (also != nullptr) absl::StrAppend(&list, " or ", std::string(also_what));
+    Error(Child(path, key), absl::StrCat("must be ", list, ", got \"", *s, "\""));
+    return std::nullopt;
   }
 
   std::optional<int64_t> CheckQuantity(const absl::StatusOr<int64_t>& v, const std::string& text,
@@ -686,13 +731,11 @@ absl::StatusOr<int64_t> ParseNwLatency(std::string_view text) {
   return ParseDurationNanos(text);
 }
 
-std::optional<v1::QosClass> ParseQosClass(std::string text) {
-  text = absl::AsciiStrToLower(text);
-  if (text == "gold") return v1::QOS_CLASS_GOLD;
-  if (text == "silver") return v1::QOS_CLASS_SILVER;
-  if (text == "besteffort" || text == "best-effort" || text == "bronze") {
-    return v1::QOS_CLASS_BEST_EFFORT;
-  }
+// CODECO's qosClass values, exactly as its CRD enumerates them.
+std::optional<v1::QosClass> ParseQosClass(std::string_view text) {
+  if (text == "Gold") return v1::QOS_CLASS_GOLD;
+  if (text == "Silver") return v1::QOS_CLASS_SILVER;
+  if (text == "BestEffort") return v1::QOS_CLASS_BEST_EFFORT;
   return std::nullopt;
 }
 
@@ -706,13 +749,19 @@ std::optional<common::v1::PerformanceProfile> ParseProfile(std::string text) {
   return std::nullopt;
 }
 
-// A channel as read, with the paths needed for cross-reference errors.
+// A regulation name an extended (codeco.io/v1) complianceClass may carry
+// besides CODECO's scale, e.g. "gdpr": lower-case letters, digits and '-'.
+bool IsRegulationName(std::string_view s) { return IsDnsLabel(s); }
+
+// A channel as read, with the paths needed for cross-reference checks.
 struct PendingChannel {
   Channel* channel;
+  std::string name_path;    // path of channelName
   std::string target_path;  // path of otherService.serviceName
   std::string port_path;    // path of otherService.port
   std::string app_path;     // path of otherService.appName
   std::string app_name;
+  bool named = false;       // channelName was given
 };
 
 void ReadChannel(Reader& r, const YAML::Node& ch, const std::string& p, const std::string& from,
@@ -721,23 +770,38 @@ void ReadChannel(Reader& r, const YAML::Node& ch, const std::string& p, const st
   r.KnownKeys(ch, p, {"channelName", "otherService", "serviceClass", "advancedChannelSettings"});
   Channel* channel = service.add_channels();
   channel->set_from_service(from);
-  if (auto name = r.DnsLabel(ch, "channelName", p, true)) channel->set_name(*name);
+  PendingChannel pc{channel, Child(p, "channelName"), "", "", "", "", false};
+  // CODECO's channelName is optional ("Used as the name for the channel
+  // resource"); ResolveChannels names an unnamed channel after its target.
+  if (auto name = r.String(ch, "channelName", p, false); name && !name->empty()) {
+    if (IsDnsLabel(*name)) {
+      channel->set_name(*name);
+      pc.named = true;
+    } else {
+      r.Error(pc.name_path, absl::StrCat("\"", *name,
+                                         "\" is not a DNS label (1-63 of a-z, 0-9 and '-', "
+                                         "starting and ending alphanumeric)"));
+    }
+  }
   std::string op = Child(p, "otherService");
   std::optional<YAML::Node> other = Reader::Field(ch, "otherService");
-  PendingChannel pc{channel, Child(op, "serviceName"), Child(op, "port"), Child(op, "appName"), ""};
+  pc.target_path = Child(op, "serviceName");
+  pc.port_path = Child(op, "port");
+  pc.app_path = Child(op, "appName");
   if (!other) {
     r.Error(op, "required");
   } else if (r.IsMap(*other, op)) {
     r.KnownKeys(*other, op, {"appName", "serviceName", "port"});
     if (auto app = r.String(*other, "appName", op, false)) pc.app_name = *app;
     if (auto target = r.DnsLabel(*other, "serviceName", op, true)) channel->set_to_service(*target);
-    if (auto port = r.Int(*other, "port", op, 1, 65535, true)) {
+    // CODECO's port is optional; 0 means "not given".
+    if (auto port = r.Int(*other, "port", op, 1, 65535, false)) {
       channel->set_to_port(static_cast<int32_t>(*port));
     }
     pending.push_back(pc);
   }
   channel->set_service_class(common::v1::SERVICE_CLASS_BESTEFFORT);
-  if (auto cls = r.String(ch, "serviceClass", p, false)) {
+  if (auto cls = r.String(ch, "serviceClass", p, false); cls && !cls->empty()) {
     if (*cls == "BESTEFFORT") {
       channel->set_service_class(common::v1::SERVICE_CLASS_BESTEFFORT);
     } else if (*cls == "ASSURED") {
@@ -747,73 +811,111 @@ void ReadChannel(Reader& r, const YAML::Node& ch, const std::string& p, const st
               absl::StrCat("must be BESTEFFORT or ASSURED, got \"", *cls, "\""));
     }
   }
+  const std::string ap = Child(p, "advancedChannelSettings");
   if (auto adv = Reader::Field(ch, "advancedChannelSettings")) {
-    std::string ap = Child(p, "advancedChannelSettings");
     if (r.IsMap(*adv, ap)) {
-      r.KnownKeys(*adv, ap, {"minBandwidth", "maxDelay", "frameSize", "sendInterval"});
-      if (auto v = r.Quantity(*adv, "minBandwidth", ap, &ParseBandwidthBps, kMaxBandwidthBps)) {
+      // "bandwidth" is not a field of CODECO's CRD, yet CODECO's own
+      // experiment scripts write it; CODECO's API server drops it, and so do we.
+      r.KnownKeys(*adv, ap,
+                  {"minBandwidth", "maxDelay", "frameSize", "sendInterval", "bandwidth",
+                   "Bandwidth"});
+      for (std::string_view key : {"bandwidth", "Bandwidth"}) {
+        if ((*adv)[std::string(key)].IsDefined()) {
+          r.Warn(Child(ap, key),
+                 "not a field of CODECO's CodecoApp: its API server drops it, so it asks for "
+                 "nothing; ignored (write minBandwidth to ask for bandwidth)");
+        }
+      }
+      if (auto v = r.OptQuantity(*adv, "minBandwidth", ap, &ParseBandwidthBps, kMaxBandwidthBps)) {
         channel->set_min_bandwidth_bps(*v);
       }
-      if (auto v = r.Quantity(*adv, "maxDelay", ap, &ParseDurationNanos, kMaxDelayNs)) {
+      if (auto v = r.OptQuantity(*adv, "maxDelay", ap, &ParseDurationNanos, kMaxChannelDelayNs)) {
         if (*v == 0) {
           r.Error(Child(ap, "maxDelay"), "must be greater than zero");
         } else {
           channel->set_max_delay_ns(*v);
         }
       }
-      if (auto v = r.Quantity(*adv, "frameSize", ap, &ParseBytes, kMaxFrameBytes)) {
+      if (auto v = r.OptQuantity(*adv, "frameSize", ap, &ParseBytes, kMaxFrameBytes)) {
         channel->set_frame_size_bytes(*v);
       }
-      if (auto v = r.Quantity(*adv, "sendInterval", ap, &ParseDurationNanos, kMaxDelayNs)) {
-        channel->set_send_interval_ns(*v);
+      if (auto v = r.OptQuantity(*adv, "sendInterval", ap, &ParseDurationNanos, INT64_MAX)) {
+        if (*v > kMaxSendIntervalNs) {
+          r.Warn(Child(ap, "sendInterval"),
+                 absl::StrCat("capped at 10ms, as CODECO caps it (", *v / 1'000'000,
+                              "ms was asked)"));
+          channel->set_send_interval_ns(kMaxSendIntervalNs);
+        } else {
+          channel->set_send_interval_ns(*v);
+        }
       }
-      r.NotActedOnIfSet(*adv, "frameSize", ap, "placement uses minBandwidth and maxDelay only");
-      r.NotActedOnIfSet(*adv, "sendInterval", ap,
-                        "placement uses minBandwidth and maxDelay only");
+      // CODECO: "If you specify only the bandwidth but leave framesize and
+      // sendinterval blank, the system will request a default framesize of 500 byte".
+      if (channel->min_bandwidth_bps() > 0 && channel->frame_size_bytes() == 0 &&
+          channel->send_interval_ns() == 0) {
+        channel->set_frame_size_bytes(kDefaultFrameBytes);
+      }
+      if ((channel->frame_size_bytes() > 0) != (channel->send_interval_ns() > 0) &&
+          channel->min_bandwidth_bps() == 0) {
+        r.Warn(ap, "frameSize and sendInterval ask for bandwidth only together; with one of "
+                   "them alone (and no minBandwidth) the channel reserves no bandwidth");
+      }
     }
   }
   if (channel->service_class() == common::v1::SERVICE_CLASS_ASSURED &&
-      channel->min_bandwidth_bps() == 0) {
-    r.Error(Child(Child(p, "advancedChannelSettings"), "minBandwidth"),
-            "required and greater than zero for an ASSURED channel");
+      channel->min_bandwidth_bps() == 0 &&
+      !(channel->frame_size_bytes() > 0 && channel->send_interval_ns() > 0)) {
+    r.Warn(Child(p, "serviceClass"),
+           "ASSURED with no minBandwidth (nor frameSize and sendInterval) reserves no "
+           "bandwidth; only maxDelay is assured");
   }
 }
 
-// Checks channel targets, ports and name uniqueness once all services are known.
+// Names unnamed channels, checks channel names are unique per sending
+// service (as in CODECO, where channelName names the channel of its service),
+// and checks targets declared in this document: ports, and otherService.appName.
+// A target this document does not declare is left for the application's other
+// CodecoApps (see MergeCodecoApp); ParseCam does not refuse it.
 void ResolveChannels(Reader& r, const ApplicationSpec& spec,
-                     const std::vector<PendingChannel>& pending,
-                     const std::vector<std::string>& name_paths) {
+                     const std::vector<PendingChannel>& pending) {
   std::unordered_map<std::string, const ServiceSpec*> by_name;
   for (const ServiceSpec& s : spec.services()) by_name.emplace(s.name(), &s);
-  std::set<std::string> channel_names;
-  for (size_t i = 0; i < pending.size(); ++i) {
-    const PendingChannel& pc = pending[i];
-    const Channel& ch = *pc.channel;
-    if (!ch.name().empty() && !channel_names.insert(ch.name()).second) {
-      r.Error(name_paths[i], absl::StrCat("duplicate channel name \"", ch.name(), "\""));
+  std::set<std::string> names;  // "<from>/<name>"
+  for (const PendingChannel& pc : pending) {
+    if (pc.named && !names.insert(absl::StrCat(pc.channel->from_service(), "/",
+                                               pc.channel->name())).second) {
+      r.Error(pc.name_path, absl::StrCat("duplicate channel name \"", pc.channel->name(),
+                                         "\" in service \"", pc.channel->from_service(), "\""));
+    }
+  }
+  for (const PendingChannel& pc : pending) {
+    Channel& ch = *pc.channel;
+    if (!pc.named && !ch.to_service().empty()) {
+      // Named after the target, made unique within the sending service.
+      std::string name = ch.to_service();
+      for (int k = 2; !names.insert(absl::StrCat(ch.from_service(), "/", name)).second; ++k) {
+        std::string suffix = absl::StrCat("-", k);
+        name = absl::StrCat(ch.to_service().substr(0, 63 - suffix.size()), suffix);
+      }
+      ch.set_name(name);
     }
     if (!pc.app_name.empty() && pc.app_name != spec.app_name()) {
-      r.Error(pc.app_path,
-              absl::StrCat("channels to another application (\"", pc.app_name,
-                           "\") are not supported; expected \"", spec.app_name(), "\""));
+      r.Warn(pc.app_path,
+             absl::StrCat("names application \"", pc.app_name, "\", not this one (\"",
+                          spec.app_name(), "\"); ACM joins channels within one application, so "
+                          "the channel leads to service \"", ch.to_service(), "\" of \"",
+                          spec.app_name(), "\""));
     }
     if (ch.to_service().empty()) continue;
     auto it = by_name.find(ch.to_service());
-    if (it == by_name.end()) {
-      r.Error(pc.target_path,
-              absl::StrCat("no service \"", ch.to_service(), "\" in this application"));
-      continue;
-    }
-    if (ch.to_service() == ch.from_service()) {
-      r.Error(pc.target_path, "a channel must lead to another service");
-      continue;
-    }
+    if (it == by_name.end()) continue;  // another CodecoApp's service, or pending
     const ServiceSpec& target = *it->second;
     if (ch.to_port() != 0 && target.ports_size() > 0 &&
         std::none_of(target.ports().begin(), target.ports().end(),
                      [&](const v1::ContainerPort& p) { return p.port() == ch.to_port(); })) {
-      r.Error(pc.port_path,
-              absl::StrCat("service \"", target.name(), "\" does not expose port ", ch.to_port()));
+      r.Warn(pc.port_path,
+             absl::StrCat("service \"", target.name(), "\" does not expose port ", ch.to_port(),
+                          "; the channel is kept as written (CODECO does not check it either)"));
     }
   }
 }
@@ -830,6 +932,15 @@ void ReadMetadata(Reader& r, const YAML::Node& root, ParsedCam& out, std::string
   out.annotations = r.StringMap(*meta, "annotations", "metadata");
   r.NotActedOnIfSet(*meta, "annotations", "metadata",
                     "kept in the stored CAM only; no component reads them");
+  r.NotActedOnIfSet(*meta, "namespace", "metadata",
+                    "ACM has one namespace: applications are told apart by spec.appName");
+  // What `kubectl get -o yaml` adds; documents copied from a cluster carry it.
+  for (const auto& kv : *meta) {
+    if (!kv.first.IsScalar()) continue;
+    const std::string& key = kv.first.Scalar();
+    if (key == "name" || key == "labels" || key == "annotations" || key == "namespace") continue;
+    r.NotActedOn(Child("metadata", key), "set by a Kubernetes API server, not by the user");
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -859,32 +970,46 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
                  "appFailureTolerance", "performanceProfile", "codecoapp-msspec"},
                 ext_hint);
   }
-  if (auto name = r.DnsLabel(s, "appName", "spec", true)) {
-    spec.set_app_name(*name);
-    if (!meta_name.empty() && meta_name != *name) {
-      r.Error("spec.appName", absl::StrCat("must equal metadata.name \"", meta_name, "\""));
-    }
-  }
-  if (auto q = r.String(s, "qosClass", "spec", false)) {
-    if (auto cls = ParseQosClass(*q)) {
-      spec.set_qos_class(*cls);
+  // The application this CodecoApp belongs to. Several CodecoApps may share
+  // one appName (CODECO's experiments apply a backend and N frontends that
+  // way); metadata.name names the CodecoApp itself. appName is optional in
+  // CODECO's CRD: without one, the CodecoApp is an application of its own.
+  out.codeco_app = meta_name;
+  if (auto name = r.String(s, "appName", "spec", false); name && !name->empty()) {
+    if (IsDnsLabel(*name)) {
+      spec.set_app_name(*name);
     } else {
-      r.Error("spec.qosClass",
-              absl::StrCat("must be Gold, Silver or BestEffort, got \"", *q, "\""));
+      r.Error("spec.appName", absl::StrCat("\"", *name,
+                                           "\" is not a DNS label (1-63 of a-z, 0-9 and '-', "
+                                           "starting and ending alphanumeric)"));
     }
+  } else {
+    spec.set_app_name(meta_name);
   }
-  if (auto v = r.String(s, "securityClass", "spec", false)) spec.set_security_class(*v);
-  if (auto v = r.String(s, "complianceClass", "spec", false)) spec.set_compliance_class(*v);
+  if (auto q = r.Enum(s, "qosClass", "spec", {"Gold", "Silver", "BestEffort"})) {
+    spec.set_qos_class(*ParseQosClass(*q));
+    r.NotActedOn("spec.qosClass", "no component reads the QoS class");
+  }
+  if (auto v = r.Enum(s, "securityClass", "spec", {"High", "Good", "Medium", "Low", "None"})) {
+    spec.set_security_class(*v);
+  }
+  if (extended) {
+    if (auto v = r.Enum(s, "complianceClass", "spec", {"High", "Medium", "Low"},
+                        &IsRegulationName, "a regulation name such as gdpr")) {
+      spec.set_compliance_class(*v);
+    }
+  } else if (auto v = r.Enum(s, "complianceClass", "spec", {"High", "Medium", "Low"})) {
+    spec.set_compliance_class(*v);
+  }
   if (auto v = r.Percent(s, "appEnergyLimit", "spec")) {
     spec.set_app_energy_limit_percent(static_cast<int32_t>(*v));
+    r.NotActedOn("spec.appEnergyLimit", "placement does not bound energy");
   }
-  if (auto v = r.String(s, "appFailureTolerance", "spec", false)) {
+  if (auto v = r.Enum(s, "appFailureTolerance", "spec", {"High", "Medium", "Low"})) {
     spec.set_app_failure_tolerance(*v);
+    r.NotActedOn("spec.appFailureTolerance", "no component reads it");
   }
-  r.NotActedOnIfSet(s, "qosClass", "spec", "no component reads the QoS class");
-  r.NotActedOnIfSet(s, "appEnergyLimit", "spec", "placement does not bound energy");
-  r.NotActedOnIfSet(s, "appFailureTolerance", "spec", "no component reads it");
-  if (auto v = r.String(s, "performanceProfile", "spec", false)) {
+  if (auto v = r.String(s, "performanceProfile", "spec", false); v && !v->empty()) {
     if (auto profile = ParseProfile(*v)) {
       spec.set_performance_profile(*profile);
     } else {
@@ -937,7 +1062,6 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
     return;
   }
   std::vector<PendingChannel> pending;
-  std::vector<std::string> channel_name_paths;
   std::set<std::string> service_names;
   for (size_t i = 0; i < ms->size(); ++i) {
     const YAML::Node m = (*ms)[i];
@@ -966,15 +1090,16 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
     } else {
       ReadPodSpec(r, *pod, Child(p, "podspec"), *service);
     }
-    if (auto v = r.Quantity(m, "nwbandwidth", p, &ParseNwBandwidth, kMaxBandwidthBps)) {
+    service->set_codeco_app(out.codeco_app);
+    if (auto v = r.OptQuantity(m, "nwbandwidth", p, &ParseNwBandwidth, kMaxBandwidthBps)) {
       service->set_network_bandwidth_bps(*v);
+      r.NotActedOn(Child(p, "nwbandwidth"),
+                   "placement reads bandwidth from the channels' minBandwidth");
     }
-    if (auto v = r.Quantity(m, "nwlatency", p, &ParseNwLatency, kMaxDelayNs)) {
+    if (auto v = r.OptQuantity(m, "nwlatency", p, &ParseNwLatency, kMaxDelayNs)) {
       service->set_network_latency_ns(*v);
+      r.NotActedOn(Child(p, "nwlatency"), "placement reads latency from the channels' maxDelay");
     }
-    r.NotActedOnIfSet(m, "nwbandwidth", p,
-                      "placement reads bandwidth from the channels' minBandwidth");
-    r.NotActedOnIfSet(m, "nwlatency", p, "placement reads latency from the channels' maxDelay");
     if (extended) {
       r.NotActedOnIfSet(m, "stateful", p, "no placement plugin treats stateful services apart");
       r.NotActedOnIfSet(m, "nodeSelector", p, "SWM does not filter nodes by label");
@@ -1019,16 +1144,12 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
           continue;
         }
         for (size_t k = 0; k < chans->size(); ++k) {
-          size_t before = pending.size();
           ReadChannel(r, (*chans)[k], Index(cp, k), service->name(), *service, pending);
-          if (pending.size() > before) {
-            channel_name_paths.push_back(Child(Index(cp, k), "channelName"));
-          }
         }
       }
     }
   }
-  ResolveChannels(r, spec, pending, channel_name_paths);
+  ResolveChannels(r, spec, pending);
 }
 
 // ---------------------------------------------------------------------------
@@ -1050,8 +1171,10 @@ void ParseMultiClusterDeployment(Reader& r, const YAML::Node& root, ParsedCam& o
        "enableSubstitution", "substitutionPolicy", "selector", "replicas", "template"});
   ApplicationSpec& spec = out.spec;
   spec.set_app_name(name);
+  out.codeco_app = name;
   ServiceSpec* service = spec.add_services();
   service->set_name(name);
+  service->set_codeco_app(name);
   service->set_replicas(1);
   v1::Placement& placement = *spec.mutable_placement();
   if (auto v = r.String(s, "placementPolicy", "spec", false)) {
@@ -1248,9 +1371,27 @@ absl::Status ValidateApplicationSpec(const ApplicationSpec& spec, const CamLimit
       }
     }
   }
-  std::set<std::string> channel_names;
+  auto one_of = [](const std::string& v, std::initializer_list<std::string_view> values) {
+    return v.empty() || std::find(values.begin(), values.end(), v) != values.end();
+  };
+  if (!one_of(spec.security_class(), {"High", "Good", "Medium", "Low", "None"})) {
+    errors.Add("spec.security_class", "must be High, Good, Medium, Low or None");
+  }
+  if (!one_of(spec.compliance_class(), {"High", "Medium", "Low"}) &&
+      !IsRegulationName(spec.compliance_class())) {
+    errors.Add("spec.compliance_class", "must be High, Medium, Low or a regulation name such as gdpr");
+  }
+  if (!one_of(spec.app_failure_tolerance(), {"High", "Medium", "Low"})) {
+    errors.Add("spec.app_failure_tolerance", "must be High, Medium or Low");
+  }
   for (int i = 0; i < spec.services_size(); ++i) {
     const ServiceSpec& s = spec.services(i);
+    if (!s.codeco_app().empty() && !IsDnsLabel(s.codeco_app())) {
+      errors.Add(Child(Index("spec.services", i), "codeco_app"), "must be a DNS label");
+    }
+    // Channel names are unique per sending service, as in CODECO. A target
+    // no service of the application has yet is a pending channel, not an error.
+    std::set<std::string> channel_names;
     for (int k = 0; k < s.channels_size(); ++k) {
       const Channel& ch = s.channels(k);
       std::string p = Index(Child(Index("spec.services", i), "channels"), k);
@@ -1262,26 +1403,21 @@ absl::Status ValidateApplicationSpec(const ApplicationSpec& spec, const CamLimit
       if (!ch.from_service().empty() && ch.from_service() != s.name()) {
         errors.Add(Child(p, "from_service"), "must be the service that lists the channel");
       }
-      if (by_name.find(ch.to_service()) == by_name.end()) {
-        errors.Add(Child(p, "to_service"),
-                   absl::StrCat("no service \"", ch.to_service(), "\" in this application"));
-      } else if (ch.to_service() == s.name()) {
-        errors.Add(Child(p, "to_service"), "a channel must lead to another service");
+      if (!IsDnsLabel(ch.to_service())) {
+        errors.Add(Child(p, "to_service"), "must be a DNS label");
       }
-      if (ch.to_port() < 1 || ch.to_port() > 65535) {
-        errors.Add(Child(p, "to_port"), "must be between 1 and 65535");
+      if (ch.to_port() < 0 || ch.to_port() > 65535) {
+        errors.Add(Child(p, "to_port"), "must be between 0 (not given) and 65535");
       }
       if (ch.min_bandwidth_bps() < 0 || ch.min_bandwidth_bps() > kMaxBandwidthBps) {
         errors.Add(Child(p, "min_bandwidth_bps"), "out of range");
       }
-      if (ch.max_delay_ns() < 0 || ch.max_delay_ns() > kMaxDelayNs) {
-        errors.Add(Child(p, "max_delay_ns"), "out of range");
-      }
+      if (ch.max_delay_ns() < 0) errors.Add(Child(p, "max_delay_ns"), "out of range");
       if (ch.frame_size_bytes() < 0 || ch.frame_size_bytes() > kMaxFrameBytes) {
         errors.Add(Child(p, "frame_size_bytes"), "out of range");
       }
-      if (ch.send_interval_ns() < 0 || ch.send_interval_ns() > kMaxDelayNs) {
-        errors.Add(Child(p, "send_interval_ns"), "out of range");
+      if (ch.send_interval_ns() < 0 || ch.send_interval_ns() > kMaxSendIntervalNs) {
+        errors.Add(Child(p, "send_interval_ns"), "must be between 0 and 10 ms");
       }
     }
   }

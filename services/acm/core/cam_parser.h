@@ -11,7 +11,12 @@
 // document size, nesting depth and the node count after alias expansion;
 // the parsed spec is then checked, unexpanded, against the caps ACM shares
 // with SWM (acm/core/application_bounds.h). Fields accepted but not acted on
-// yet come back as ParsedCam::warnings, one per field path.
+// yet come back as ParsedCam::warnings, one per field path, and so do the
+// readings a CODECO document needs explained (a sendInterval capped at 10 ms,
+// a port the target does not expose, an otherService.appName naming another
+// application). A channel to a service this document does not declare is not
+// an error: another CodecoApp of the same appName may declare it
+// (MergeCodecoApp in acm/core/codeco_app_merge.h).
 
 #include <cstddef>
 #include <map>
@@ -52,8 +57,12 @@ enum class CamForm {
 struct ParsedCam {
   /// The document form.
   CamForm form = CamForm::kCodecoApp;
-  /// The application spec.
+  /// The application spec: its services only those this document declares.
   v1::ApplicationSpec spec;
+  /// metadata.name: the CodecoApp (or MultiClusterDeployment) itself. Several
+  /// CodecoApps may share one spec.app_name; each service records its
+  /// document in ServiceSpec.codeco_app.
+  std::string codeco_app;
   /// metadata.labels.
   std::map<std::string, std::string> labels;
   /// metadata.annotations.

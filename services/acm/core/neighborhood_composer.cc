@@ -18,12 +18,34 @@ constexpr double kEarthRadiusKm = 6371.0;
 constexpr int64_t kBaseLatencyNs = 1'000'000;  // 1 ms inside a region
 constexpr int64_t kNsPerKm = 10'000;           // 10 us per km
 
+// CODECO's securityClass scale, None < Low < Medium < Good < High (its CRD
+// lists High, Good, Medium, Low, None); 0 asks for nothing.
 int SecurityLevel(std::string text) {
   text = absl::AsciiStrToLower(text);
   if (text == "low") return 1;
   if (text == "medium") return 2;
+  if (text == "good") return 3;
+  if (text == "high") return 4;
+  return 0;
+}
+
+// CODECO's complianceClass scale, Low < Medium < High; 0 for anything else
+// (a regulation name such as gdpr, matched by name).
+int ComplianceLevel(std::string_view text) {
+  if (text == "low") return 1;
+  if (text == "medium") return 2;
   if (text == "high") return 3;
   return 0;
+}
+
+// True if a cluster whose codeco.io/compliance label lists `have` (lower
+// case) meets `wanted` (lower case): a level on CODECO's scale is met by that
+// level or a higher one; a regulation name only by itself.
+bool MeetsCompliance(const std::vector<std::string>& have, const std::string& wanted) {
+  const int level = ComplianceLevel(wanted);
+  return std::any_of(have.begin(), have.end(), [&](const std::string& h) {
+    return h == wanted || (level > 0 && ComplianceLevel(h) >= level);
+  });
 }
 
 double DistanceKm(double lat1, double lon1, double lat2, double lon2) {
@@ -171,8 +193,7 @@ absl::StatusOr<v1::Neighborhood> NeighborhoodComposer::Select(
         ++rejected_country;
         continue;
       }
-      if (!wanted_compliance.empty() && std::find(e.compliance.begin(), e.compliance.end(),
-                                                  wanted_compliance) == e.compliance.end()) {
+      if (!wanted_compliance.empty() && !MeetsCompliance(e.compliance, wanted_compliance)) {
         ++rejected_compliance;
         continue;
       }

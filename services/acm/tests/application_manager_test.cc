@@ -123,12 +123,12 @@ TEST_CASE("bad input is INVALID_ARGUMENT and stores nothing") {
   Fixture f;
   v1::ApplyApplicationRequest request;
   request.set_cam_yaml(absl::StrReplaceAll(Bookinfo(), {{"serviceName: ratings\n            port",
-                                                         "serviceName: db\n            port"}}));
+                                                         "serviceName: Db\n            port"}}));
   auto r = f.manager.Apply(request);
   REQUIRE(r.status().code() == absl::StatusCode::kInvalidArgument);
   REQUIRE_THAT(std::string(r.status().message()),
                Catch::Contains("spec.codecoapp-msspec[2].serviceChannels[0].otherService."
-                               "serviceName: no service \"db\" in this application"));
+                               "serviceName: \"Db\" is not a DNS label"));
   REQUIRE(f.manager.CurrentRevision().value() == 0);
 
   v1::ApplyApplicationRequest empty;

@@ -206,13 +206,13 @@ TEST_CASE("a CAM with several mistakes reports all of them") {
     text.replace(at, from.size(), to);
   };
   replace("qosClass: Gold", "qosClass: Diamond");
-  replace("serviceName: ratings\n            port", "serviceName: rating\n            port");
+  replace("serviceName: ratings\n            port", "serviceName: Rating\n            port");
   absl::StatusOr<ParsedCam> cam = ParseCam(text);
   REQUIRE(cam.status().code() == absl::StatusCode::kInvalidArgument);
   std::string message(cam.status().message());
   REQUIRE_THAT(message, Catch::StartsWith("spec.qosClass: "));
   REQUIRE_THAT(message, Catch::Contains("spec.codecoapp-msspec[2].serviceChannels[0].otherService"
-                                        ".serviceName: no service \"rating\" in this application"));
+                                        ".serviceName: \"Rating\" is not a DNS label"));
 }
 
 TEST_CASE("ValidateApplicationSpec names proto field paths") {

@@ -238,6 +238,31 @@ TEST_CASE("compliance and security and health labels filter clusters") {
   REQUIRE(Members(*cnc.Select(spec)) == std::vector<std::string>{"frankfurt-cloud"});
 }
 
+TEST_CASE("CODECO's security and compliance scales: a class is met by itself or higher") {
+  auto clusters = Federation();
+  for (auto& c : clusters) {
+    (*c.mutable_metadata()->mutable_labels())["codeco.io/compliance"] = "low";
+    (*c.mutable_metadata()->mutable_labels())["codeco.io/security-class"] = "low";
+  }
+  (*clusters[3].mutable_metadata()->mutable_labels())["codeco.io/compliance"] = "gdpr,high";
+  (*clusters[3].mutable_metadata()->mutable_labels())["codeco.io/security-class"] = "high";
+  (*clusters[4].mutable_metadata()->mutable_labels())["codeco.io/compliance"] = "medium";
+  (*clusters[4].mutable_metadata()->mutable_labels())["codeco.io/security-class"] = "medium";
+  NeighborhoodComposer cnc;
+  cnc.Partition(clusters);
+  v1::ApplicationSpec spec = App();
+  spec.set_compliance_class("Medium");  // met by medium and by high
+  auto members = Members(*cnc.Select(spec));
+  std::sort(members.begin(), members.end());
+  REQUIRE(members == std::vector<std::string>{"frankfurt-cloud", "munich-edge"});
+  spec.set_security_class("Good");  // between Medium and High: only high meets it
+  REQUIRE(Members(*cnc.Select(spec)) == std::vector<std::string>{"frankfurt-cloud"});
+  spec.set_security_class("None");  // asks for nothing
+  REQUIRE(Members(*cnc.Select(spec)).size() == 2);
+  spec.set_compliance_class("High");
+  REQUIRE(Members(*cnc.Select(spec)) == std::vector<std::string>{"frankfurt-cloud"});
+}
+
 TEST_CASE("the resilience profile spreads over similarity classes") {
   NeighborhoodComposer cnc;
   cnc.Partition(Federation());

@@ -173,6 +173,52 @@ TEST_CASE("codecoctl applies and lists and rolls back and watches through a real
   REQUIRE(ctl({"describe", "app", "shop"}).exit_code != 0);
 }
 
+TEST_CASE("codecoctl applies and deletes the CodecoApps of a CODECO file one by one") {
+  TempDir dir;
+  Acm acm(dir.path);
+  auto ctl = [&](std::vector<std::string> words) {
+    std::vector<std::string> argv = {"/usr/bin/env", "HOME=" + dir.path.string(),
+                                     std::string(CODECO_BIN_DIR) + "/codecoctl"};
+    argv.insert(argv.end(), words.begin(), words.end());
+    argv.insert(argv.end(), {"--acm", acm.address, "--insecure"});
+    CommandResult result = RunCommand(argv, absl::Seconds(30));
+    UNSCOPED_INFO("codecoctl " << absl::StrJoin(words, " ") << " -> " << result.exit_code << "\n"
+                               << result.output);
+    return result;
+  };
+  const std::string codeco = std::string(ACM_EXAMPLES_DIR) + "/codeco/";
+  // Three CodecoApps, one application; the first frontend's channel waits for the backend.
+  CommandResult r = ctl({"apply", "-f", codeco + "dummy-backend-frontends.yaml"});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.output, Catch::Contains("application/dummy-swm-app (codecoapp/acm-frontend-1-1-1) "
+                                         "created (spec revision 1)"));
+  REQUIRE_THAT(r.output, Catch::Contains("application/dummy-swm-app (codecoapp/acm-backend-1-1) "
+                                         "configured (spec revision 2)"));
+  REQUIRE_THAT(r.output, Catch::Contains("(spec revision 3)"));
+  REQUIRE_THAT(r.output, Catch::Contains("no service \"backend-1-1\" in application "
+                                         "\"dummy-swm-app\" yet"));
+  r = ctl({"describe", "app", "dummy-swm-app", "-o", "yaml"});
+  REQUIRE(YAML::Load(r.output)["spec"]["services"].size() == 3);
+  // The CodecoApp is applied, the Services after it are skipped with a warning.
+  r = ctl({"apply", "-f", codeco + "bookinfo-fair.yaml"});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.output, Catch::Contains("application/bookinfo-fair-app "
+                                         "(codecoapp/codecoapp-bookinfo-fair) created"));
+  REQUIRE_THAT(r.output, Catch::Contains("document 2 (v1/Service productpage) skipped"));
+  REQUIRE_THAT(r.output, Catch::Contains("document 3 (v1/Service ratings) skipped"));
+  // delete -f: the CodecoApps leave one by one; the last takes the application.
+  r = ctl({"delete", "-f", codeco + "dummy-backend-frontends.yaml"});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.output, Catch::Contains("codecoapp/acm-frontend-1-1-1 deleted: its services "
+                                         "left application/dummy-swm-app (spec revision 4)"));
+  REQUIRE_THAT(r.output, Catch::Contains("codecoapp/acm-frontend-1-1-2 deleted"));
+  r = ctl({"get", "apps"});
+  REQUIRE_THAT(r.output, Catch::Contains("bookinfo-fair-app"));
+  // A CodecoApp the application does not have: an error naming it.
+  r = ctl({"delete", "-f", codeco + "dummy-backend-frontends.yaml"});
+  REQUIRE(r.exit_code != 0);
+}
+
 TEST_CASE("codecoctl follows and shows ACM's operations") {
   TempDir dir;
   Acm acm(dir.path);

@@ -206,5 +206,57 @@ TEST_CASE("an operation prints as one line: id then percent then phase then done
                           Catch::Contains("acm.DeleteApplication"));
 }
 
+TEST_CASE("manifests split at their document markers") {
+  // One document: sent whole, comments and all.
+  const std::string one = "# a comment\napiVersion: codeco.he-codeco.eu/v1alpha1\nkind: CodecoApp\n"
+                          "metadata: {name: part}\nspec: {appName: app}\n";
+  std::vector<ManifestDocument> docs = SplitManifest(one);
+  REQUIRE(docs.size() == 1);
+  REQUIRE(docs[0].text == one);
+  REQUIRE(docs[0].name == "part");
+  REQUIRE(docs[0].app_name == "app");
+  REQUIRE(docs[0].application_model);
+  // Leading marker, empty and comment-only documents, a Service, an MCD.
+  docs = SplitManifest(
+      "---\n# first\n---\nkind: CodecoApp\nmetadata: {name: x}\nspec: {}\n---\n"
+      "apiVersion: v1\nkind: Service\nmetadata: {name: web}\n--- \n"
+      "apiVersion: fogguru.eu/v1\nkind: MultiClusterDeployment\nmetadata: {name: m}\n...\n"
+      "---\n\n");
+  REQUIRE(docs.size() == 3);
+  REQUIRE(docs[0].index == 1);
+  REQUIRE(docs[0].kind == "CodecoApp");
+  REQUIRE(docs[0].app_name == "x");  // no appName: the CodecoApp's own name
+  REQUIRE(docs[1].kind == "Service");
+  REQUIRE(docs[1].api_version == "v1");
+  REQUIRE_FALSE(docs[1].application_model);
+  REQUIRE(docs[2].kind == "MultiClusterDeployment");
+  REQUIRE(docs[2].application_model);
+  REQUIRE(docs[2].text.find("kind: MultiClusterDeployment") != std::string::npos);
+  // "----" and "---x" are not markers; text that is not YAML goes to ACM as it is.
+  docs = SplitManifest("a: \"----\"\n---x: 1\n---\n[unclosed\n");
+  REQUIRE(docs.size() == 2);
+  REQUIRE(docs[1].application_model);
+  REQUIRE(SplitManifest("# nothing\n---\n\n").empty());
+}
+
+TEST_CASE("describe names each service's CodecoApp and the pending channels") {
+  acm::v1::Application app;
+  app.mutable_metadata()->set_name("shop");
+  for (const char* name : {"web", "api"}) {
+    auto* s = app.mutable_spec()->add_services();
+    s->set_name(name);
+    s->set_replicas(1);
+    s->set_codeco_app(std::string(name) + "-part");
+    auto* ch = s->add_channels();
+    ch->set_name("to-db");
+    ch->set_to_service(std::string(name) == "web" ? "api" : "db");
+  }
+  std::string text = DescribeApp(app);
+  REQUIRE(text.find("codecoapp web-part") != std::string::npos);
+  REQUIRE(text.find("Pending channels") != std::string::npos);
+  REQUIRE(text.find("  api/to-db -> db\n") != std::string::npos);
+  REQUIRE(text.find("web/to-db") == std::string::npos);  // its target exists
+}
+
 }  // namespace
 }  // namespace codeco::ctl
