@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/status.h"
-#include "swm/server/convert.h"
+#include "swm/core/convert.h"
 
 namespace codeco::swm {
 namespace {

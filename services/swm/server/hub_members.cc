@@ -7,7 +7,7 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/status.h"
-#include "swm/server/convert.h"
+#include "swm/core/convert.h"
 
 namespace codeco::swm {
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/notification.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/metrics.h"
@@ -18,7 +18,7 @@
 #include "prometheus/histogram.h"
 #include "swm/server/cluster_service.h"
 #include "swm/server/codef_directory.h"
-#include "swm/server/convert.h"
+#include "swm/core/convert.h"
 #include "swm/server/netma_link_source.h"
 #include "swm/server/remote_cluster.h"
 
@@ -98,6 +98,12 @@ SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
   // Before any request: plans a crash interrupted are driven to an outcome.
   Submit([this] { Recover(); });
   worker_ = std::thread([this] { Work(); });
+}
+
+void SwmServiceImpl::DrainForTest() {
+  absl::Notification done;
+  if (!Submit([&done] { done.Notify(); })) return;
+  done.WaitForNotification();
 }
 
 void SwmServiceImpl::Recover() {

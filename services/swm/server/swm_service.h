@@ -171,6 +171,10 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
       const codeco::swm::v1::ReleaseApplicationRequest& request,
       absl::Time deadline = absl::InfiniteFuture());
 
+  /// Waits until the worker has run everything queued before this call
+  /// (at start: the recovery of interrupted plans and the first reconcile).
+  void DrainForTest();
+
  private:
   bool Submit(std::function<void()> task);
   // Runs `work(deadline)` on the worker and finishes `context`'s call with it.

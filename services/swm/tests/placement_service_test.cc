@@ -15,7 +15,7 @@
 #include "codeco/common/clock.h"
 #include "swm/core/placement_service.h"
 #include "swm/core/plugins.h"
-#include "swm/server/convert.h"
+#include "swm/core/convert.h"
 #include "swm/tests/fixtures.h"
 
 namespace codeco::swm {

@@ -1,4 +1,4 @@
-#include "swm/server/convert.h"
+#include "swm/core/convert.h"
 
 #include <map>
 #include <utility>
