@@ -18,7 +18,7 @@
 #include "recorder.h"
 #include "swm/core/placement_service.h"
 #include "swm/core/solve.h"
-#include "swm/server/convert.h"
+#include "swm/core/convert.h"
 #include "acm/core/cam_parser.h"
 
 namespace codeco::codef {
