@@ -298,9 +298,14 @@ absl::StatusOr<Operation> PlacementService::PlaceLocked(const PlaceRequest& requ
 
   ASSIGN_OR_RETURN(std::optional<pb::AssignmentPlan> latest, plans_.Latest(app.name));
   if (!request.dry_run && latest.has_value() && HoldsPods(*latest)) {
+    const bool interrupted = latest->phase() == pb::PLAN_PHASE_RESERVING ||
+                             latest->phase() == pb::PLAN_PHASE_COMMITTING;
     return absl::FailedPreconditionError(absl::StrCat(
         "application ", app.name, " is ",
-        latest->phase() == pb::PLAN_PHASE_DONE ? "already placed" : "still being removed",
+        latest->phase() == pb::PLAN_PHASE_DONE
+            ? "already placed"
+            : (interrupted ? "held by an interrupted placement not recovered yet"
+                           : "still being removed"),
         " by plan ", latest->id(),
         "; moving a placed application is MigrateWorkload's job, removing it "
         "ReleaseApplication's"));
