@@ -169,12 +169,9 @@ void SwmServiceImpl::Work() {
       task();
       continue;
     }
-    // The reconciler's turn: pods of plans the hub no longer holds go.
-    RecoveryReport reconciled = core_->Reconcile();
-    members_.ClearDeadlines();
-    for (const std::string& e : reconciled.errors) {
-      log::Warn("reconciler could not check a cluster", {{"error", e}});
-    }
+    // The reconciler's turn: what a recovery left for later (a member was
+    // away) is tried again, then pods of plans the hub no longer holds go.
+    Recover();
     next_reconcile = absl::Now() + options_.reconcile_interval;
   }
 }

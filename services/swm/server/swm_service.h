@@ -109,7 +109,10 @@ struct SwmServiceOptions {
   CoordinatorOptions coordinator;
   /// How often the orphan reconciler runs (at start, then every interval):
   /// pods in the LMS-driven clusters labelled with a plan the hub no longer
-  /// holds are deleted. Zero: never. Default: never (the binary: 5 min).
+  /// holds are deleted; each round first retries the recovery of plans a
+  /// crash interrupted that could not be finished before (a member away).
+  /// Zero: never (the recovery then runs at start only). Default: never
+  /// (the binary: 5 min).
   absl::Duration reconcile_interval = absl::ZeroDuration();
 };
 
