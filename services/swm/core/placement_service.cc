@@ -114,12 +114,13 @@ void LinkLedger::Hold(const pb::AssignmentPlan& plan) {
   std::vector<Use> uses;
   for (const pb::ChannelPath& c : plan.channels()) {
     if (c.clusters_size() != 2 || c.min_bandwidth_bps() <= 0) continue;
-    uses.push_back(Use{.from = c.clusters(0),
-                       .to = c.clusters(1),
-                       .service_class = c.service_class() == codeco::common::v1::SERVICE_CLASS_ASSURED
-                                            ? ServiceClass::kAssured
-                                            : ServiceClass::kBestEffort,
-                       .bps = c.min_bandwidth_bps()});
+    uses.push_back(
+        Use{.from = c.clusters(0),
+            .to = c.clusters(1),
+            .service_class = c.service_class() == codeco::common::v1::SERVICE_CLASS_ASSURED
+                                 ? ServiceClass::kAssured
+                                 : ServiceClass::kBestEffort,
+            .bps = c.min_bandwidth_bps()});
   }
   if (uses.empty()) {
     by_application_.erase(plan.application());
@@ -174,8 +175,8 @@ void PlacementService::Invalidate(const std::vector<std::string>& clusters) {
   members_.Touched(clusters);
 }
 
-absl::StatusOr<Operation> PlacementService::Place(const PlaceRequest& request,
-                                                  absl::Time deadline, PlaceCounts* counts) {
+absl::StatusOr<Operation> PlacementService::Place(const PlaceRequest& request, absl::Time deadline,
+                                                  PlaceCounts* counts) {
   absl::MutexLock lock(&mu_);
   return PlaceLocked(request, deadline, counts);
 }
@@ -212,8 +213,8 @@ absl::Status PlacementService::BuildFederation(const PlaceRequest& request, absl
     absl::StatusOr<MemberView>& view = views.at(m.cluster);
     if (!view.ok()) {
       if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "deadline passed while reading cluster ", m.cluster, "; nothing was reserved"));
+        return absl::DeadlineExceededError(absl::StrCat("deadline passed while reading cluster ",
+                                                        m.cluster, "; nothing was reserved"));
       }
       // A member that does not answer is left out; the others may still do.
       log::Warn("cluster left out of a placement: it does not answer",
@@ -276,8 +277,7 @@ absl::StatusOr<Operation> PlacementService::PlaceLocked(const PlaceRequest& requ
   const Application& app = request.app;
   const std::string resource = "applications/" + app.name;
   if (!request.request_id.empty()) {
-    ASSIGN_OR_RETURN(std::optional<Operation> seen,
-                     plans_.OperationForRequest(request.request_id));
+    ASSIGN_OR_RETURN(std::optional<Operation> seen, plans_.OperationForRequest(request.request_id));
     if (seen.has_value()) {
       if (seen->resource() != resource || seen->kind() != kPlaceKind) {
         return InvalidFieldError("request_id", absl::StrCat("already used by ", seen->kind(),
@@ -298,17 +298,17 @@ absl::StatusOr<Operation> PlacementService::PlaceLocked(const PlaceRequest& requ
 
   ASSIGN_OR_RETURN(std::optional<pb::AssignmentPlan> latest, plans_.Latest(app.name));
   if (!request.dry_run && latest.has_value() && HoldsPods(*latest)) {
-    const bool interrupted = latest->phase() == pb::PLAN_PHASE_RESERVING ||
-                             latest->phase() == pb::PLAN_PHASE_COMMITTING;
-    return absl::FailedPreconditionError(absl::StrCat(
-        "application ", app.name, " is ",
-        latest->phase() == pb::PLAN_PHASE_DONE
-            ? "already placed"
-            : (interrupted ? "held by an interrupted placement not recovered yet"
-                           : "still being removed"),
-        " by plan ", latest->id(),
-        "; moving a placed application is MigrateWorkload's job, removing it "
-        "ReleaseApplication's"));
+    const bool interrupted =
+        latest->phase() == pb::PLAN_PHASE_RESERVING || latest->phase() == pb::PLAN_PHASE_COMMITTING;
+    return absl::FailedPreconditionError(
+        absl::StrCat("application ", app.name, " is ",
+                     latest->phase() == pb::PLAN_PHASE_DONE
+                         ? "already placed"
+                         : (interrupted ? "held by an interrupted placement not recovered yet"
+                                        : "still being removed"),
+                     " by plan ", latest->id(),
+                     "; moving a placed application is MigrateWorkload's job, removing it "
+                     "ReleaseApplication's"));
   }
 
   std::unique_ptr<L2Solver> l2 = members_.SolverFor(neighborhood, local_l2_);
@@ -444,8 +444,7 @@ absl::StatusOr<pb::AssignmentPlan> PlacementService::Release(const ReleaseReques
   const std::string& app = request.application;
   const std::string resource = "applications/" + app;
   if (!request.request_id.empty()) {
-    ASSIGN_OR_RETURN(std::optional<Operation> seen,
-                     plans_.OperationForRequest(request.request_id));
+    ASSIGN_OR_RETURN(std::optional<Operation> seen, plans_.OperationForRequest(request.request_id));
     if (seen.has_value()) {
       if (seen->resource() != resource || seen->kind() != kReleaseKind) {
         return InvalidFieldError("request_id", absl::StrCat("already used by ", seen->kind(),
@@ -481,11 +480,10 @@ absl::StatusOr<pb::AssignmentPlan> PlacementService::Release(const ReleaseReques
     }
     return plan;
   }
-  if (latest->phase() == pb::PLAN_PHASE_RESERVING ||
-      latest->phase() == pb::PLAN_PHASE_COMMITTING) {
-    return absl::UnavailableError(absl::StrCat(
-        "plan ", latest->id(), " of application ", app, " was interrupted while ",
-        OperationPhase(latest->phase()), " and is not recovered yet; retry later"));
+  if (latest->phase() == pb::PLAN_PHASE_RESERVING || latest->phase() == pb::PLAN_PHASE_COMMITTING) {
+    return absl::UnavailableError(
+        absl::StrCat("plan ", latest->id(), " of application ", app, " was interrupted while ",
+                     OperationPhase(latest->phase()), " and is not recovered yet; retry later"));
   }
   if (latest->phase() == pb::PLAN_PHASE_RELEASING) {
     // A removal a crash interrupted: finish that one.
@@ -535,8 +533,8 @@ absl::Status PlacementService::FinishRemoval(pb::AssignmentPlan& plan, Operation
     const std::string reservation = ReservationOf(app, placed_revision, cluster);
     std::vector<std::string> pods;
     for (const pb::WorkloadTarget& t : targets) pods.push_back(t.pod());
-    std::map<std::string, absl::Status> removed = members_.RemovePods(
-        cluster, reservation, pods, "ReleaseApplication of " + app, deadline);
+    std::map<std::string, absl::Status> removed =
+        members_.RemovePods(cluster, reservation, pods, "ReleaseApplication of " + app, deadline);
     touched.push_back(cluster);
     for (const pb::WorkloadTarget& t : targets) {
       pb::PlanAction* action = plan.add_actions();
@@ -590,8 +588,9 @@ absl::Status PlacementService::FinishRemoval(pb::AssignmentPlan& plan, Operation
   *op.mutable_update_time() = ToTimestamp(clock_.Now());
   // A failed removal does not claim the request_id: the same one retries it.
   RETURN_IF_ERROR(plans_.Save(&plan, op, failures.empty() ? request_id : ""));
-  log::Info("released application",
-            {{"application", app}, {"plan", plan.id()}, {"phase", pb::PlanPhase_Name(plan.phase())}});
+  log::Info(
+      "released application",
+      {{"application", app}, {"plan", plan.id()}, {"phase", pb::PlanPhase_Name(plan.phase())}});
   return status;
 }
 
@@ -661,9 +660,9 @@ void PlacementService::RecoverPlacement(pb::AssignmentPlan plan, absl::Time dead
     for (const std::string& pod : pods) {
       auto it = removed.find(pod);
       if (it == removed.end() || (!it->second.ok() && !absl::IsNotFound(it->second))) {
-        failures.push_back(absl::StrCat(
-            pod, " in ", cluster, ": ",
-            it == removed.end() ? "not reported" : std::string(it->second.message())));
+        failures.push_back(
+            absl::StrCat(pod, " in ", cluster, ": ",
+                         it == removed.end() ? "not reported" : std::string(it->second.message())));
       }
     }
   }
@@ -772,9 +771,8 @@ RecoveryReport PlacementService::Reconcile(absl::Time deadline) {
       absl::Status st = members_.DeletePod(cluster, pod, deadline);
       if (st.ok() || absl::IsNotFound(st)) {
         report.orphans.push_back(absl::StrCat(cluster, "/", pod.name));
-        log::Info("deleted an orphan pod", {{"cluster", cluster},
-                                            {"pod", pod.name},
-                                            {"reservation", pod.reservation}});
+        log::Info("deleted an orphan pod",
+                  {{"cluster", cluster}, {"pod", pod.name}, {"reservation", pod.reservation}});
       } else {
         report.errors.push_back(absl::StrCat(cluster, "/", pod.name, ": ", st.message()));
       }

@@ -51,7 +51,7 @@ namespace codeco::swm {
 
 /// A member of the neighborhood as a placement request names it.
 struct MemberRef {
-  std::string cluster;                          ///< Cluster name.
+  std::string cluster;                           ///< Cluster name.
   std::map<std::string, std::string> endpoints;  ///< "swm", "lms" -> host:port (any may be absent).
 };
 
@@ -122,8 +122,9 @@ class ExecutorFactory {
   virtual ~ExecutorFactory() = default;
   /// The executor that reserves and commits `plan`'s share in `cluster`;
   /// it lives until the placement ends.
-  virtual absl::StatusOr<std::unique_ptr<ClusterExecutor>> ExecutorFor(
-      const std::string& cluster, const AssignmentPlan& plan, absl::Time deadline) = 0;
+  virtual absl::StatusOr<std::unique_ptr<ClusterExecutor>> ExecutorFor(const std::string& cluster,
+                                                                       const AssignmentPlan& plan,
+                                                                       absl::Time deadline) = 0;
 };
 
 /// Port: the stored plans and operations (see plan_store.h for the layout
@@ -311,8 +312,7 @@ class PlacementService {
   RecoveryReport Reconcile(absl::Time deadline = absl::InfiniteFuture());
 
   /// Bits per second of `service_class` that placed plans hold on from -> to.
-  int64_t HeldBandwidth(const std::string& from, const std::string& to,
-                        ServiceClass service_class);
+  int64_t HeldBandwidth(const std::string& from, const std::string& to, ServiceClass service_class);
 
  private:
   absl::StatusOr<codeco::common::v1::Operation> PlaceLocked(const PlaceRequest& request,

@@ -81,8 +81,8 @@ class HubExecutorFactory final : public ExecutorFactory {
 };
 
 HubMemberPort::HubMemberPort(PlanStore& plans, const Clock& clock, PeerChannels& channels,
-                             PeerChannels* mc_channels,
-                             std::shared_ptr<ClusterDirectory> directory, HubMemberOptions options)
+                             PeerChannels* mc_channels, std::shared_ptr<ClusterDirectory> directory,
+                             HubMemberOptions options)
     : plans_(plans),
       clock_(clock),
       channels_(channels),
@@ -103,7 +103,7 @@ void HubMemberPort::ClearDeadlines() {
 }
 
 absl::StatusOr<HubMemberPort::Rig*> HubMemberPort::RigForLms(const std::string& cluster,
-                                                            const std::string& lms) {
+                                                             const std::string& lms) {
   auto it = rigs_.find(cluster);
   if (it != rigs_.end() && it->second.mc == nullptr && it->second.lms == lms) return &it->second;
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, channels_.Get(lms));
@@ -128,7 +128,7 @@ absl::StatusOr<HubMemberPort::Rig*> HubMemberPort::RigForLms(const std::string& 
 }
 
 absl::StatusOr<HubMemberPort::Rig*> HubMemberPort::RigForMc(const std::string& cluster,
-                                                           const std::string& swm) {
+                                                            const std::string& swm) {
   auto it = rigs_.find(cluster);
   if (it != rigs_.end() && it->second.mc_address == swm) return &it->second;
   Rig rig;
@@ -337,8 +337,8 @@ std::map<std::string, absl::Status> HubMemberPort::RemovePods(const std::string&
     for (const std::string& pod : pods) {
       if (!report.ok()) {
         out.emplace(pod, absl::Status(report.status().code(),
-                                      absl::StrCat("swm of cluster ", cluster, ": Release: ",
-                                                   report.status().message())));
+                                      absl::StrCat("swm of cluster ", cluster,
+                                                   ": Release: ", report.status().message())));
       } else if (deleted.count(pod)) {
         out.emplace(pod, absl::OkStatus());
       } else {

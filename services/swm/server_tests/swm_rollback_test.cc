@@ -492,8 +492,8 @@ TEST_CASE("a starting hub deletes pods labelled with a plan it does not hold") {
       (*pod.mutable_labels())["codeco.io/plan"] = "ghost.1";
       (*pod.mutable_labels())["codeco.io/reservation"] = "ghost.1.a-edge";
     }
-    auto created =
-        edge_lms->Run([&](codef::EmulatedCluster& cluster) { return cluster.CreatePod(pod, name); });
+    auto created = edge_lms->Run(
+        [&](codef::EmulatedCluster& cluster) { return cluster.CreatePod(pod, name); });
     REQUIRE(created.ok());
   }
   auto pod_names = [&] {

@@ -4,8 +4,9 @@
 // "crash" (freeze, with the clusters, at the moment a phase is written) so
 // that Recover() is tested against the state a killed hub leaves behind.
 
-#include <catch2/catch.hpp>
+#include "swm/core/placement_service.h"
 
+#include <catch2/catch.hpp>
 #include <map>
 #include <memory>
 #include <set>
@@ -13,9 +14,8 @@
 #include <vector>
 
 #include "codeco/common/clock.h"
-#include "swm/core/placement_service.h"
-#include "swm/core/plugins.h"
 #include "swm/core/convert.h"
+#include "swm/core/plugins.h"
 #include "swm/tests/fixtures.h"
 
 namespace codeco::swm {
@@ -315,8 +315,8 @@ TEST_CASE("PlacementService writes each phase before its step and creates the po
   CHECK(plan.phase() == pb::PLAN_PHASE_DONE);
   CHECK(plan.targets_size() == 2);
   CHECK(bed.repo.phases == std::vector<pb::PlanPhase>{pb::PLAN_PHASE_RESERVING,
-                                                     pb::PLAN_PHASE_COMMITTING,
-                                                     pb::PLAN_PHASE_DONE});
+                                                      pb::PLAN_PHASE_COMMITTING,
+                                                      pb::PLAN_PHASE_DONE});
   CHECK(bed.Pods("eu") == 1);
   CHECK(bed.Pods("us") == 1);
 
@@ -396,10 +396,10 @@ TEST_CASE("Recover rolls back a plan the hub left RESERVING", "[placement_servic
   // A placement's reservations held in a cluster before the crash (the dead
   // hub's executors stopped after the write, so hold one by hand as a hub
   // that died between two Reserve calls would have).
-  REQUIRE(bed.clusters["eu"]->executor.Reserve(
-                                         "shop/1/eu",
-                                         {ReservationItem{"shop-front-0", "eu-n0", {500, kGi, 0}}},
-                                         absl::Minutes(1))
+  REQUIRE(bed.clusters["eu"]
+              ->executor
+              .Reserve("shop/1/eu", {ReservationItem{"shop-front-0", "eu-n0", {500, kGi, 0}}},
+                       absl::Minutes(1))
               .ok());
   RecoveryReport report = bed.service->Recover();
   CHECK(report.errors.empty());
@@ -465,8 +465,7 @@ TEST_CASE("A removal that cannot reach a cluster is stored FAILED and retried",
   CHECK(bed.Pods("us") == 0);
 }
 
-TEST_CASE("Link bandwidth of placed channels is held across applications",
-          "[placement_service]") {
+TEST_CASE("Link bandwidth of placed channels is held across applications", "[placement_service]") {
   Bed bed;
   // Each needs 600 Mbps of the 1 Gbps eu -> us link: one fits, not both.
   REQUIRE(bed.service->Place(bed.Request(Bed::App("first", 600'000'000))).ok());

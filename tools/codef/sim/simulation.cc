@@ -296,7 +296,8 @@ class SimExecutors final : public swm::ExecutorFactory {
       if (t.cluster == cluster) pods.push_back(swm::PodTemplate(app_, t, plan.revision));
     }
     return std::unique_ptr<swm::ClusterExecutor>(std::make_unique<SimPlanExecutor>(
-        *it->second, std::move(pods), absl::StrCat("swm/", plan.application, "/", plan.revision, "/")));
+        *it->second, std::move(pods),
+        absl::StrCat("swm/", plan.application, "/", plan.revision, "/")));
   }
 
  private:
