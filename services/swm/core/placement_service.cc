@@ -564,9 +564,12 @@ absl::Status PlacementService::FinishRemoval(pb::AssignmentPlan& plan, Operation
   Invalidate(touched);
   absl::Status status = absl::OkStatus();
   plan.clear_error();
+  // A removal gives the links back even when some pods are left (they are
+  // on their way out; a restarted hub, which rebuilds the ledger from DONE
+  // placements only, would not count them either).
+  ledger_.Free(app);
   if (failures.empty()) {
     plan.set_phase(pb::PLAN_PHASE_DONE);
-    ledger_.Free(app);
   } else {
     plan.set_phase(pb::PLAN_PHASE_FAILED);
     status = absl::UnavailableError(absl::StrCat(

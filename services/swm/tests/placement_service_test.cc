@@ -483,7 +483,12 @@ TEST_CASE("Link bandwidth of placed channels is held across applications", "[pla
   CHECK(absl::IsFailedPrecondition(
       bed.service->Place(bed.Request(Bed::App("second", 600'000'000))).status()));
 
-  // Removing the first gives the bandwidth back.
+  // Removing the first gives the bandwidth back, even while a member it is
+  // on is away (the removal is stored FAILED and finished later).
+  bed.members.away = {"us"};
+  REQUIRE(absl::IsUnavailable(bed.service->Release({.application = "first"}).status()));
+  CHECK(bed.service->HeldBandwidth("eu", "us", ServiceClass::kBestEffort) == 0);
+  bed.members.away.clear();
   REQUIRE(bed.service->Release({.application = "first"}).ok());
   CHECK(bed.service->HeldBandwidth("eu", "us", ServiceClass::kBestEffort) == 0);
   REQUIRE(bed.service->Place(bed.Request(Bed::App("second", 600'000'000))).ok());
