@@ -47,7 +47,7 @@
 #include "swm/milp/exact_l2.h"
 #include "swm/milp/milp.h"
 #include "swm/server/codef_directory.h"
-#include "swm/server/convert.h"
+#include "swm/core/convert.h"
 #include "swm/server/plan_store.h"
 #include "swm/server/swm_service.h"
 #include "swm/testing/instances.h"

@@ -302,6 +302,13 @@ absl::Status PlanExecutor::ReserveAll(AssignmentPlan& plan, std::vector<std::str
     }
   }
   plan.phase = PlanPhase::kReserving;
+  if (observer_) {
+    absl::Status written = observer_(plan);
+    if (!written.ok()) {
+      return absl::Status(written.code(),
+                          "before reserving: " + std::string(written.message()));
+    }
+  }
   for (const auto& [cluster, items] : by_cluster) {
     touched.push_back(cluster);
     absl::Status st = clusters_[cluster]->Reserve(ReservationId(plan, cluster), items, lease_);
@@ -350,6 +357,14 @@ absl::Status PlanExecutor::Execute(AssignmentPlan& plan) {
     return st;
   }
   plan.phase = PlanPhase::kCommitting;
+  if (observer_) {
+    absl::Status written = observer_(plan);
+    if (!written.ok()) {
+      std::string why = "before committing: " + std::string(written.message());
+      RollBack(plan, touched, why);
+      return absl::Status(written.code(), why);
+    }
+  }
   for (const std::string& cluster : touched) {
     for (PlanAction& a : plan.actions) {
       if (a.type == ActionType::kCreatePod && a.cluster == cluster)

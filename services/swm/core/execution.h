@@ -6,6 +6,7 @@
 // pods are seen, so bursts of plans never overcommit a node, and that drops
 // reservations whose lease ran out (a coordinator that vanished mid-plan).
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -206,6 +207,13 @@ class PlanExecutor {
   /// `clusters` maps a cluster name to its executor; `lease` bounds how long
   /// a reservation survives a vanished coordinator.
   PlanExecutor(std::map<std::string, ClusterExecutor*> clusters, absl::Duration lease);
+  /// Called with the plan each time it enters kReserving (before the first
+  /// Reserve) and kCommitting (before the first Commit), so that the plan
+  /// can be written before the step is taken. An error stops execution
+  /// there: the plan is rolled back and the error returned.
+  using PhaseObserver = std::function<absl::Status(const AssignmentPlan&)>;
+  /// Sets the observer (none by default).
+  void SetPhaseObserver(PhaseObserver observer) { observer_ = std::move(observer); }
   /// Executes `plan` (phase must be kPlacing): on success phase kDone and
   /// every CreatePod succeeded; on failure phase kRolledBack, every cluster
   /// released, and the error returned (ABORTED, naming the cluster).
@@ -220,6 +228,7 @@ class PlanExecutor {
                 const std::string& why);
   std::map<std::string, ClusterExecutor*> clusters_;
   absl::Duration lease_;
+  PhaseObserver observer_;
 };
 
 /// The reservation id of `plan` in `cluster`: "<app>/<revision>/<cluster>".

@@ -9,7 +9,7 @@
 #include "absl/strings/str_replace.h"
 #include "codeco/common/status.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "swm/server/convert.h"
+#include "swm/core/convert.h"
 
 namespace codeco::swm {
 namespace {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -41,6 +42,24 @@ absl::StatusOr<std::optional<pb::AssignmentPlan>> PlanStore::Latest(
                              }
                              return false;
                            }));
+  RETURN_IF_ERROR(parse);
+  return out;
+}
+
+absl::StatusOr<std::vector<pb::AssignmentPlan>> PlanStore::LatestPlans() const {
+  std::vector<pb::AssignmentPlan> out;
+  std::set<std::string> seen;
+  absl::Status parse = absl::OkStatus();
+  // Within an application the newest revision comes first (see PlanKey).
+  RETURN_IF_ERROR(kv_.Scan(kPlansFamily, {}, [&](std::string_view key, std::string_view value) {
+    pb::AssignmentPlan plan;
+    if (!plan.ParseFromArray(value.data(), value.size())) {
+      parse = Corrupt(key);
+      return false;
+    }
+    if (seen.insert(plan.application()).second) out.push_back(std::move(plan));
+    return true;
+  }));
   RETURN_IF_ERROR(parse);
   return out;
 }
@@ -140,6 +159,16 @@ absl::StatusOr<std::optional<std::string>> PlanStore::LmsEndpoint(
   if (absl::IsNotFound(value.status())) return std::nullopt;
   if (!value.ok()) return value.status();
   return *value;
+}
+
+absl::StatusOr<std::vector<std::string>> PlanStore::LmsClusters() const {
+  std::vector<std::string> out;
+  RETURN_IF_ERROR(kv_.Scan(kOperationsFamily, {.prefix = "l/"},
+                           [&](std::string_view key, std::string_view) {
+                             out.emplace_back(key.substr(2));
+                             return true;
+                           }));
+  return out;
 }
 
 absl::Status PlanStore::SaveSwmEndpoint(const std::string& cluster, const std::string& swm) {

@@ -17,11 +17,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "codeco/common/kv_store.h"
 #include "codeco/common/v1/operation.pb.h"
 #include "codeco/swm/v1/swm_service.pb.h"
+#include "swm/core/placement_service.h"
 
 namespace codeco::swm {
 
@@ -30,8 +32,9 @@ inline constexpr char kPlansFamily[] = "plans";
 /// Column family of operations and request ids.
 inline constexpr char kOperationsFamily[] = "operations";
 
-/// Plans and operations on a KvStore. Thread-safe as the KvStore is.
-class PlanStore {
+/// Plans and operations on a KvStore: the PlacementService's
+/// PlanRepository. Thread-safe as the KvStore is.
+class PlanStore final : public PlanRepository {
  public:
   /// Uses `kv`, which must hold the "plans" and "operations" families and
   /// outlive the store.
@@ -39,7 +42,9 @@ class PlanStore {
 
   /// The newest plan of `application`, or nullopt.
   absl::StatusOr<std::optional<codeco::swm::v1::AssignmentPlan>> Latest(
-      const std::string& application) const;
+      const std::string& application) const override;
+  /// The newest plan of every application (one scan of the plans family).
+  absl::StatusOr<std::vector<codeco::swm::v1::AssignmentPlan>> LatestPlans() const override;
   /// Plan `revision` of `application` (0 = newest); NOT_FOUND when absent.
   absl::StatusOr<codeco::swm::v1::AssignmentPlan> Get(const std::string& application,
                                                       int64_t revision) const;
@@ -49,18 +54,22 @@ class PlanStore {
       const codeco::swm::v1::ListAssignmentPlansRequest& request) const;
   /// The operation started by `request_id`, or nullopt.
   absl::StatusOr<std::optional<codeco::common::v1::Operation>> OperationForRequest(
-      const std::string& request_id) const;
+      const std::string& request_id) const override;
   /// Operation `id`; NOT_FOUND when absent.
-  absl::StatusOr<codeco::common::v1::Operation> GetOperation(const std::string& id) const;
+  absl::StatusOr<codeco::common::v1::Operation> GetOperation(
+      const std::string& id) const override;
   /// Stores `plan` (if it has an id), `operation` and, when non-empty,
   /// `request_id` -> operation, atomically.
   absl::Status Save(const codeco::swm::v1::AssignmentPlan* plan,
-                    const codeco::common::v1::Operation& operation, const std::string& request_id);
+                    const codeco::common::v1::Operation& operation,
+                    const std::string& request_id) override;
 
   /// Remembers that `cluster`'s LMS is at `lms`.
   absl::Status SaveLmsEndpoint(const std::string& cluster, const std::string& lms);
   /// The LMS endpoint last saved for `cluster`, or nullopt.
   absl::StatusOr<std::optional<std::string>> LmsEndpoint(const std::string& cluster) const;
+  /// Every cluster whose LMS endpoint was saved.
+  absl::StatusOr<std::vector<std::string>> LmsClusters() const;
   /// Remembers that `cluster`'s MC swm is at `swm` (so that a restarted hub
   /// still removes through it).
   absl::Status SaveSwmEndpoint(const std::string& cluster, const std::string& swm);

@@ -1,6 +1,13 @@
 #pragma once
 // codeco.swm.v1.SwmService for the hub role on the callback API.
 //
+// The orchestration itself is the core's PlacementService
+// (swm/core/placement_service.h); this class translates the protos, queues
+// the work on one worker and calls it, with HubMemberPort (hub_members.h) as
+// its way to the members and the PlanStore as its repository. At start the
+// worker first runs PlacementService::Recover (plans a crash interrupted)
+// and, when reconcile_interval is set, the orphan reconciler.
+//
 // PlaceApplication turns the application into workloads and builds the
 // federation of its neighborhood: a member with an MC swm (the member's
 // endpoints["swm"] from ACM's registry, else swm.cluster_endpoints) is known
@@ -53,7 +60,9 @@
 #include "swm/core/solve.h"
 #include "swm/lms/lms_pod_runtime.h"
 #include "swm/milp/exact_l2.h"
-#include "swm/server/federation_source.h"
+#include "swm/core/federation_source.h"
+#include "swm/core/placement_service.h"
+#include "swm/server/hub_members.h"
 #include "swm/server/plan_store.h"
 #include "swm/server/remote_cluster.h"
 
@@ -98,6 +107,13 @@ struct SwmServiceOptions {
   size_t max_queued_placements = 64;
   /// Coordinator settings. Default: the core's.
   CoordinatorOptions coordinator;
+  /// How often the orphan reconciler runs (at start, then every interval):
+  /// pods in the LMS-driven clusters labelled with a plan the hub no longer
+  /// holds are deleted; each round first retries the recovery of plans a
+  /// crash interrupted that could not be finished before (a member away).
+  /// Zero: never (the recovery then runs at start only). Default: never
+  /// (the binary: 5 min).
+  absl::Duration reconcile_interval = absl::ZeroDuration();
 };
 
 /// The hub's SwmService. Thread-safe.
@@ -158,49 +174,17 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
       const codeco::swm::v1::ReleaseApplicationRequest& request,
       absl::Time deadline = absl::InfiniteFuture());
 
+  /// Waits until the worker has run everything queued before this call
+  /// (at start: the recovery of interrupted plans and the first reconcile).
+  void DrainForTest();
+
  private:
-  struct ClusterRig {
-    std::string lms;
-    std::unique_ptr<LmsPodRuntime> runtime;
-    std::unique_ptr<ClusterExecutor> executor;
-    LocalClusterExecutor* local = nullptr;  // executor, when the hub drives the LMS itself
-    std::string mc_address;                 // the cluster's MC swm, when it has one
-    std::shared_ptr<grpc::Channel> mc;      // channel to it (then no runtime)
-    RemoteClusterExecutor* remote = nullptr;  // executor (releases only), when it has one
-  };
-  // The rig of a cluster the hub drives through its LMS at `lms`.
-  absl::StatusOr<ClusterRig*> RigFor(const std::string& cluster, const std::string& lms)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
-  // The rig of a cluster with an MC swm at `swm`: the hub reads its nodes
-  // (GetClusterView), solves, reserves and releases only through that swm.
-  absl::StatusOr<ClusterRig*> RigForMc(const std::string& cluster, const std::string& swm)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
-  absl::StatusOr<ClusterRig*> RigForRelease(const std::string& cluster)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
-  // The MC swm endpoint of `cluster` (its rig's, the one remembered in the
-  // plan store, or swm.cluster_endpoints'); empty when it has none.
-  absl::StatusOr<std::string> McEndpointFor(const std::string& cluster)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
-  // Removes `targets` (pods of `cluster`) through the cluster's MC swm:
-  // Release of `reservation` deletes them there; adds one DeletePod action
-  // per target to `plan` (SUCCEEDED when the MC reports it deleted, SKIPPED
-  // when it was already gone, FAILED when the MC cannot be reached, with the
-  // target kept in plan.targets and a line in `failures`).
-  void ReleaseThroughMc(const std::string& cluster, const std::string& swm,
-                        const std::string& reservation,
-                        const std::vector<const codeco::swm::v1::WorkloadTarget*>& targets,
-                        codeco::swm::v1::AssignmentPlan& plan, std::vector<std::string>& failures)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
-  absl::StatusOr<codeco::swm::v1::AssignmentPlan> ReleaseLocked(
-      const codeco::swm::v1::ReleaseApplicationRequest& request, absl::Time deadline)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
-  absl::StatusOr<codeco::common::v1::Operation> PlaceLocked(
-      const codeco::swm::v1::PlaceApplicationRequest& request, absl::Time deadline)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   bool Submit(std::function<void()> task);
   // Runs `work(deadline)` on the worker and finishes `context`'s call with it.
   grpc::ServerUnaryReactor* OnWorker(grpc::CallbackServerContext* context,
                                      std::function<absl::Status(absl::Time)> work);
+  // Recover() and, when configured, the reconciler: the worker's first task.
+  void Recover();
   struct Metrics;
   std::unique_ptr<Metrics> metrics_;
   void Work();
@@ -212,22 +196,10 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   std::shared_ptr<LinkSource> links_;
   SwmServiceOptions options_;
   PluginRegistry registry_;
-
-  absl::Mutex place_mu_;
-  std::map<std::string, ClusterRig> rigs_ ABSL_GUARDED_BY(place_mu_);
-  struct CachedLink {
-    std::optional<Link> link;
-    absl::Time read_at;
-  };
-  std::map<std::pair<std::string, std::string>, CachedLink> link_cache_ ABSL_GUARDED_BY(place_mu_);
-  struct CachedNodes {
-    std::vector<Node> nodes;
-    absl::Time read_at;
-  };
-  std::map<std::string, CachedNodes> node_cache_ ABSL_GUARDED_BY(place_mu_);
-
-  // Reads the members' LMS concurrently during a placement.
-  BoundedExecutor readers_{8, 1024};
+  HubMemberPort members_;
+  InProcessL2Solver in_process_l2_;
+  milp::ExactL2Solver exact_l2_;
+  std::unique_ptr<PlacementService> core_;
 
   absl::Mutex queue_mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(queue_mu_);

@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
-#include "swm/server/convert.h"
+#include "swm/core/convert.h"
 #include "swm/server/plan_store.h"
 #include "swm/server/remote_cluster.h"
 

@@ -13,7 +13,7 @@
 #include "codeco/common/server.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
-#include "swm/server/convert.h"
+#include "swm/core/convert.h"
 #include "swm/server/plan_store.h"
 #include "swm/server/swm_service.h"
 

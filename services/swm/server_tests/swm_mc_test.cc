@@ -25,7 +25,7 @@
 #include "scenario.h"
 #include "swm/server/cluster_reservations.h"
 #include "swm/server/cluster_service.h"
-#include "swm/server/convert.h"
+#include "swm/core/convert.h"
 #include "swm/server/plan_store.h"
 #include "swm/server/remote_cluster.h"
 #include "swm/server/swm_service.h"
@@ -464,6 +464,132 @@ TEST_CASE("the hub removes only through the MCs' Release even after its restart"
   CHECK(bed.b->Pods().empty());
   auto plan = hub.Release(release);  // still UNAVAILABLE: a-edge's swm is gone
   CHECK(absl::IsUnavailable(plan.status()));
+}
+
+// Holds the reservations of `plan` of `app` at the MCs and stores the
+// plan, in `phase`, in `store`.
+void InterruptedPlan(Testbed& bed, PlanStore& store, const std::string& app, pb::PlanPhase phase,
+                     pb::AssignmentPlan plan) {
+  pb::PlaceApplicationRequest request = PlaceThroughSwm(bed, app, 2);
+  REQUIRE(plan.targets_size() == 2);
+  plan.set_id(app + "/1");
+  plan.set_plan_revision(1);
+  plan.set_phase(phase);
+  plan.set_operation_id("place/" + app + "/1");
+  std::map<std::string, std::vector<ReservationItem>> items;
+  std::map<std::string, PodTemplates> templates;
+  for (const pb::WorkloadTarget& t : plan.targets()) {
+    WorkloadTarget target{.workload = t.workload(),
+                          .service = t.service(),
+                          .cluster = t.cluster(),
+                          .node = t.node(),
+                          .pod = t.pod(),
+                          .requests = {1500, 64 * kMi, 0}};
+    items[t.cluster()].push_back({t.pod(), t.node(), target.requests, t.workload()});
+    templates[t.cluster()][t.pod()] = PodTemplate(request.application(), target, 1);
+  }
+  for (auto& [cluster, list] : items) {
+    Member* m = cluster == "a-edge" ? bed.a.get() : bed.b.get();
+    RemoteClusterExecutor remote(
+        grpc::CreateChannel(m->swm_server->address(), grpc::InsecureChannelCredentials()),
+        absl::Seconds(10), templates[cluster]);
+    REQUIRE(remote.Reserve(app + "/1/" + cluster, list, absl::Minutes(5)).ok());
+  }
+  codeco::common::v1::Operation op;
+  op.set_id(plan.operation_id());
+  op.set_kind("swm.PlaceApplication");
+  op.set_resource("applications/" + app);
+  op.set_request_id("place-" + app);
+  REQUIRE(store.Save(&plan, op, "").ok());
+}
+
+// Leaves `kv` as a hub killed mid-plan leaves it: each plan of `phases`
+// (application -> phase; 2 replicas, solved by a dry run) stored in its
+// phase, with every target cluster's reservation held at its MC (pod
+// templates included) but not committed.
+void KillHubMidPlan(Testbed& bed, KvStore& kv, const std::map<std::string, pb::PlanPhase>& phases) {
+  auto channels = PeerChannels::Create({.insecure = true});
+  REQUIRE(channels.ok());
+  // Each plan is solved on the MCs' views, which count the holds of the
+  // plans before it; all are stored once this hub is gone (a hub starting
+  // with them stored would recover them).
+  std::vector<std::pair<std::string, pb::AssignmentPlan>> plans;
+  auto scratch = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  PlanStore later(*scratch);
+  {
+    SwmServiceImpl hub(kv, bed.clock, std::move(*channels), nullptr, nullptr);
+    for (const auto& [app, phase] : phases) {
+      pb::PlaceApplicationRequest request = PlaceThroughSwm(bed, app, 2);
+      request.set_dry_run(true);
+      auto solved = hub.Place(request);
+      INFO(solved.status());
+      REQUIRE(solved.ok());
+      pb::AssignmentPlan plan;
+      REQUIRE(solved->result().UnpackTo(&plan));
+      InterruptedPlan(bed, later, app, phase, plan);
+    }
+  }
+  PlanStore store(kv);
+  for (const auto& [app, phase] : phases) {
+    auto plan = later.Latest(app);
+    REQUIRE(plan.ok());
+    REQUIRE(plan->has_value());
+    auto op = later.GetOperation((*plan)->operation_id());
+    REQUIRE(op.ok());
+    REQUIRE(store.Save(&**plan, *op, "").ok());
+  }
+}
+
+TEST_CASE("a restarted hub commits a plan it left COMMITTING and rolls back one left RESERVING") {
+  Testbed bed;
+  auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  KillHubMidPlan(bed, *kv,
+                 {{"ready", pb::PLAN_PHASE_COMMITTING}, {"half", pb::PLAN_PHASE_RESERVING}});
+  REQUIRE(bed.a->Pods().size() + bed.b->Pods().size() == 0);
+
+  auto channels = PeerChannels::Create({.insecure = true});
+  REQUIRE(channels.ok());
+  SwmServiceImpl hub(*kv, bed.clock, std::move(*channels), nullptr, nullptr);
+  hub.DrainForTest();  // the recovery runs first on the worker
+  PlanStore store(*kv);
+
+  // COMMITTING: committed again in every cluster, DONE, and the caller's
+  // retry of the same request gets it.
+  auto ready = store.Latest("ready");
+  REQUIRE(ready.ok());
+  REQUIRE(ready->has_value());
+  CHECK((*ready)->phase() == pb::PLAN_PHASE_DONE);
+  std::set<std::string> pods;
+  for (Member* m : {bed.a.get(), bed.b.get()}) {
+    for (const std::string& p : m->Pods()) pods.insert(p);
+  }
+  CHECK(pods == std::set<std::string>{"ready-worker-0", "ready-worker-1"});
+  for (const pb::WorkloadTarget& t : (*ready)->targets()) {
+    Member* m = t.cluster() == "a-edge" ? bed.a.get() : bed.b.get();
+    auto r = m->service->reservations().Get("ready/1/" + t.cluster());
+    REQUIRE(r.ok());
+    REQUIRE(r->has_value());
+    CHECK((*r)->state() == pb::RESERVATION_STATE_COMMITTED);
+  }
+  pb::PlaceApplicationRequest retry = PlaceThroughSwm(bed, "ready", 2);
+  retry.set_request_id("place-ready");
+  auto answered = hub.Place(retry);
+  INFO(answered.status());
+  REQUIRE(answered.ok());
+  CHECK(answered->id() == "place/ready/1");
+
+  // RESERVING: every MC released the reservation; no pod; ROLLED_BACK.
+  auto half = store.Latest("half");
+  REQUIRE(half.ok());
+  REQUIRE(half->has_value());
+  CHECK((*half)->phase() == pb::PLAN_PHASE_ROLLED_BACK);
+  for (const pb::WorkloadTarget& t : (*half)->targets()) {
+    Member* m = t.cluster() == "a-edge" ? bed.a.get() : bed.b.get();
+    auto r = m->service->reservations().Get("half/1/" + t.cluster());
+    REQUIRE(r.ok());
+    REQUIRE(r->has_value());
+    CHECK((*r)->state() == pb::RESERVATION_STATE_RELEASED);
+  }
 }
 
 TEST_CASE("an MC swm holds reservations against capacity until their lease runs out") {

@@ -5,6 +5,7 @@
 // plan is ROLLED_BACK. Member LMS endpoints come from the neighborhood. A
 // removal whose pods cannot be deleted is stored FAILED and finished by a retry.
 #include <catch2/catch.hpp>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
@@ -439,6 +440,81 @@ TEST_CASE("a reused node view never overcommits a node") {
   auto fresh = service.Place(app("third", false));
   CHECK(absl::IsFailedPrecondition(fresh.status()));
   CHECK(pod_count() == 2);
+}
+
+TEST_CASE("a starting hub deletes pods labelled with a plan it does not hold") {
+  SimulatedClock clock(absl::FromUnixSeconds(1'800'000'000));
+  codef::InMemoryLinkControl links;
+  codef::InMemoryCheckpointArchiveStore archives;
+  auto scenario = codef::ParseScenario(kScenario, "");
+  REQUIRE(scenario.ok());
+  auto federation = codef::Federation::Create(*scenario, clock, &links, &archives, nullptr);
+  REQUIRE(federation.ok());
+  codef::SynchronizedCluster* edge_lms = (*federation)->FindLms("a-edge");
+  codef::EmulatedLmsService edge_service(edge_lms);
+  auto edge = Serve(&edge_service);
+  auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+
+  pb::PlaceApplicationRequest request;
+  auto* app = request.mutable_application();
+  app->mutable_metadata()->set_name("web");
+  auto* s = app->mutable_spec()->add_services();
+  s->set_name("front");
+  s->set_image("busybox");
+  s->mutable_requests()->set_cpu_millicores(500);
+  auto* member = request.mutable_neighborhood()->add_members();
+  member->set_cluster("a-edge");
+  (*member->mutable_endpoints())["lms"] = edge->address();
+  {
+    auto channels = PeerChannels::Create({.insecure = true});
+    REQUIRE(channels.ok());
+    SwmServiceImpl hub(*kv, clock, std::move(*channels), nullptr, nullptr);
+    auto placed = hub.Place(request);
+    INFO(placed.status());
+    REQUIRE(placed.ok());
+  }
+  // Meanwhile pods appear that no stored plan accounts for: one labelled
+  // with a plan and reservation (a hub that lost its store, a plan whose
+  // removal never reached the cluster) and one the hub never labels.
+  std::string node;
+  edge_lms->Run([&](codef::EmulatedCluster& c) {
+    c.VisitNodes([&](const lms::Node& n) { node = n.name(); });
+    return 0;
+  });
+  for (std::string name : {"ghost-front-0", "someone-elses"}) {
+    lms::Pod pod;
+    pod.set_name(name);
+    pod.set_node_name(node);
+    auto* c = pod.add_containers();
+    c->set_name("main");
+    c->mutable_requests()->set_cpu_millicores(100);
+    if (name == "ghost-front-0") {
+      (*pod.mutable_labels())["codeco.io/plan"] = "ghost.1";
+      (*pod.mutable_labels())["codeco.io/reservation"] = "ghost.1.a-edge";
+    }
+    auto created = edge_lms->Run(
+        [&](codef::EmulatedCluster& cluster) { return cluster.CreatePod(pod, name); });
+    REQUIRE(created.ok());
+  }
+  auto pod_names = [&] {
+    std::set<std::string> names;
+    edge_lms->Run([&](codef::EmulatedCluster& c) {
+      c.VisitPods([&](const lms::Pod& p) { names.insert(p.name()); });
+      return 0;
+    });
+    return names;
+  };
+  REQUIRE(pod_names().size() == 3);
+
+  // A hub starting on the same store reconciles once at start (the next
+  // round is an hour away): the stray labelled pod goes, the others stay.
+  auto channels = PeerChannels::Create({.insecure = true});
+  REQUIRE(channels.ok());
+  SwmServiceOptions options;
+  options.reconcile_interval = absl::Hours(1);
+  SwmServiceImpl hub(*kv, clock, std::move(*channels), nullptr, nullptr, options);
+  hub.DrainForTest();
+  CHECK(pod_names() == std::set<std::string>{"web-front-0", "someone-elses"});
 }
 
 }  // namespace

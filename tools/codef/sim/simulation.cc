@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <set>
 #include <utility>
@@ -15,8 +16,9 @@
 #include "federation.h"
 #include "link_control.h"
 #include "recorder.h"
+#include "swm/core/placement_service.h"
 #include "swm/core/solve.h"
-#include "swm/server/convert.h"
+#include "swm/core/convert.h"
 #include "acm/core/cam_parser.h"
 
 namespace codeco::codef {
@@ -55,6 +57,274 @@ class TerminalPodCollector final : public EventSubscriber {
   std::vector<Terminal> terminal_;
 };
 
+// A node of the emulated LMS as the scheduler sees it.
+swm::Node ToSwmNode(const codeco::lms::v1::Node& node) {
+  return swm::Node{.name = node.name(),
+                   .capacity = {node.allocatable().cpu_millicores(),
+                                node.allocatable().memory_bytes(), node.allocatable().gpu()},
+                   .allocated = {node.requested().cpu_millicores(), node.requested().memory_bytes(),
+                                 node.requested().gpu()},
+                   .labels = {node.labels().begin(), node.labels().end()},
+                   .schedulable = node.condition() == codeco::lms::v1::NODE_CONDITION_READY &&
+                                  !node.unschedulable()};
+}
+
+// The emulated LMS of one cluster as SWM's PodRuntime port (what the hub's
+// LmsPodRuntime is over gRPC): the pods of a plan are created from the
+// templates registered for the placement.
+class EmulatedPodRuntime final : public swm::PodRuntime {
+ public:
+  explicit EmulatedPodRuntime(SynchronizedCluster& lms) : lms_(lms) {}
+  absl::StatusOr<std::vector<swm::Node>> ListNodes() override {
+    std::vector<swm::Node> nodes;
+    lms_.Run([&](EmulatedCluster& c) {
+      c.VisitNodes([&](const codeco::lms::v1::Node& node) { nodes.push_back(ToSwmNode(node)); });
+      return 0;
+    });
+    return nodes;
+  }
+  absl::StatusOr<std::vector<swm::PodInfo>> ListPods() override {
+    std::vector<swm::PodInfo> pods;
+    lms_.Run([&](EmulatedCluster& c) {
+      c.VisitPods([&](const codeco::lms::v1::Pod& pod) {
+        swm::Resources requests;
+        for (const auto& container : pod.containers()) {
+          requests += swm::Resources{container.requests().cpu_millicores(),
+                                     container.requests().memory_bytes(),
+                                     container.requests().gpu()};
+        }
+        pods.push_back(swm::PodInfo{pod.name(), pod.node_name(), requests});
+      });
+      return 0;
+    });
+    return pods;
+  }
+  absl::Status CreatePod(const swm::PodInfo& info) override {
+    codeco::lms::v1::Pod pod;
+    std::string request_id = "swm/" + info.name;
+    if (auto it = templates_.find(info.name); it != templates_.end()) {
+      pod = it->second.first;
+      request_id = it->second.second;
+    }
+    pod.set_name(info.name);
+    pod.set_node_name(info.node);
+    if (pod.containers().empty()) pod.add_containers()->set_name("main");
+    // What was placed is what the pod requests (as the hub's LMS runtime does).
+    auto* requests = pod.mutable_containers(0)->mutable_requests();
+    requests->set_cpu_millicores(info.requests.cpu_millis);
+    requests->set_memory_bytes(info.requests.memory_bytes);
+    requests->set_gpu(info.requests.gpu);
+    return lms_.Run([&](EmulatedCluster& c) { return c.CreatePod(pod, request_id).status(); });
+  }
+  absl::Status DeletePod(const std::string& name) override {
+    return lms_.Run([&](EmulatedCluster& c) { return c.DeletePod(name).status(); });
+  }
+  // The pods of the emulated LMS that carry the plan labels.
+  std::vector<swm::LabelledPod> LabelledPods() {
+    std::vector<swm::LabelledPod> out;
+    lms_.Run([&](EmulatedCluster& c) {
+      c.VisitPods([&](const codeco::lms::v1::Pod& pod) {
+        auto reservation = pod.labels().find(swm::kReservationLabel);
+        if (reservation == pod.labels().end()) return;
+        auto plan = pod.labels().find(swm::kPlanLabel);
+        out.push_back({pod.name(), plan == pod.labels().end() ? "" : plan->second,
+                       reservation->second});
+      });
+      return 0;
+    });
+    return out;
+  }
+  void SetTemplate(const codeco::lms::v1::Pod& pod, const std::string& request_id) {
+    templates_[pod.name()] = {pod, request_id};
+  }
+  void ClearTemplate(const std::string& name) { templates_.erase(name); }
+
+ private:
+  SynchronizedCluster& lms_;
+  std::map<std::string, std::pair<codeco::lms::v1::Pod, std::string>> templates_;
+};
+
+// One emulated cluster as the hub drives it: its LMS and its reservations.
+struct SimCluster {
+  SimCluster(const Clock& clock, SynchronizedCluster& lms, swm::ClusterLabels labels)
+      : runtime(lms), executor(clock, runtime), labels(std::move(labels)) {}
+  EmulatedPodRuntime runtime;
+  swm::LocalClusterExecutor executor;
+  swm::ClusterLabels labels;
+};
+
+// Every cluster is solved in process by the hub's L2.
+class InProcessOnly final : public swm::L2Solver {
+ public:
+  explicit InProcessOnly(swm::L2Solver& local) : local_(local) {}
+  absl::StatusOr<swm::L2Result> Solve(const swm::L2Request& request) override {
+    return local_.Solve(request);
+  }
+
+ private:
+  swm::L2Solver& local_;
+};
+
+// The members of the simulated hub's placements: the emulated clusters the
+// hub's link reaches.
+class SimMembers final : public swm::MemberPort {
+ public:
+  SimMembers(std::map<std::string, std::unique_ptr<SimCluster>>& clusters,
+             std::function<bool(const std::string&)> reachable)
+      : clusters_(clusters), reachable_(std::move(reachable)) {}
+  absl::Status Connect(const std::vector<swm::MemberRef>& members, absl::Time) override {
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (!clusters_.count(members[i].cluster)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("neighborhood.members[", i, "].endpoints: cluster ", members[i].cluster,
+                         " has no LMS"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  std::vector<absl::StatusOr<swm::MemberView>> ReadMembers(const std::vector<std::string>& names,
+                                                           absl::Time) override {
+    std::vector<absl::StatusOr<swm::MemberView>> out;
+    for (const std::string& name : names) {
+      if (!reachable_(name)) {
+        out.push_back(absl::UnavailableError("the hub's link to " + name + " is cut"));
+        continue;
+      }
+      SimCluster& c = *clusters_.at(name);
+      absl::StatusOr<std::vector<swm::Node>> nodes = c.runtime.ListNodes();
+      if (!nodes.ok()) {
+        out.push_back(nodes.status());
+        continue;
+      }
+      // Live holds count as allocated, as an MC's GetClusterView reports them.
+      for (swm::Node& n : *nodes) n.allocated += c.executor.ledger().Held(n.name);
+      out.push_back(swm::MemberView{.labels = c.labels, .nodes = std::move(*nodes)});
+    }
+    return out;
+  }
+  std::unique_ptr<swm::L2Solver> SolverFor(const std::vector<std::string>&,
+                                           swm::L2Solver& local) override {
+    return std::make_unique<InProcessOnly>(local);
+  }
+  absl::Status Commit(const std::string& cluster, const std::string& id, absl::Time) override {
+    auto it = clusters_.find(cluster);
+    if (it == clusters_.end()) return absl::NotFoundError("no cluster " + cluster);
+    return it->second->executor.Commit(id);
+  }
+  std::map<std::string, absl::Status> RemovePods(const std::string& cluster, const std::string& id,
+                                                 const std::vector<std::string>& pods,
+                                                 const std::string&, absl::Time) override {
+    std::map<std::string, absl::Status> out;
+    auto it = clusters_.find(cluster);
+    bool all_gone = true;
+    for (const std::string& pod : pods) {
+      absl::Status st = it == clusters_.end() ? absl::NotFoundError("no cluster " + cluster)
+                                              : it->second->runtime.DeletePod(pod);
+      if (!st.ok() && !absl::IsNotFound(st)) all_gone = false;
+      out.emplace(pod, st);
+    }
+    if (all_gone && it != clusters_.end()) (void)it->second->executor.Release(id);
+    return out;
+  }
+  void Touched(const std::vector<std::string>& names) override {
+    for (const std::string& name : names) {
+      if (auto it = clusters_.find(name); it != clusters_.end()) (void)it->second->executor.Sync();
+    }
+  }
+  std::vector<std::string> KnownClusters() override {
+    std::vector<std::string> out;
+    for (const auto& [name, c] : clusters_) out.push_back(name);
+    return out;
+  }
+  absl::StatusOr<std::vector<swm::LabelledPod>> ListLabelledPods(const std::string& cluster,
+                                                                 absl::Time) override {
+    auto it = clusters_.find(cluster);
+    if (it == clusters_.end()) return absl::NotFoundError("no cluster " + cluster);
+    return it->second->runtime.LabelledPods();
+  }
+  absl::Status DeletePod(const std::string& cluster, const swm::LabelledPod& pod,
+                         absl::Time) override {
+    auto it = clusters_.find(cluster);
+    if (it == clusters_.end()) return absl::NotFoundError("no cluster " + cluster);
+    return it->second->runtime.DeletePod(pod.name);
+  }
+
+ private:
+  std::map<std::string, std::unique_ptr<SimCluster>>& clusters_;
+  std::function<bool(const std::string&)> reachable_;
+};
+
+// A cluster's executor for one plan: the plan's pod templates registered
+// with the emulated LMS while it lives.
+class SimPlanExecutor final : public swm::ClusterExecutor {
+ public:
+  SimPlanExecutor(SimCluster& cluster, std::vector<codeco::lms::v1::Pod> pods,
+                  const std::string& request_prefix)
+      : cluster_(cluster) {
+    for (const codeco::lms::v1::Pod& pod : pods) {
+      cluster_.runtime.SetTemplate(pod, request_prefix + pod.name());
+      names_.push_back(pod.name());
+    }
+  }
+  ~SimPlanExecutor() override {
+    for (const std::string& name : names_) cluster_.runtime.ClearTemplate(name);
+  }
+  absl::Status Reserve(const std::string& id, const std::vector<swm::ReservationItem>& items,
+                       absl::Duration lease) override {
+    return cluster_.executor.Reserve(id, items, lease);
+  }
+  absl::Status Commit(const std::string& id) override { return cluster_.executor.Commit(id); }
+  absl::Status Release(const std::string& id) override { return cluster_.executor.Release(id); }
+
+ private:
+  SimCluster& cluster_;
+  std::vector<std::string> names_;
+};
+
+// The executors of one CAM application's placement.
+class SimExecutors final : public swm::ExecutorFactory {
+ public:
+  SimExecutors(std::map<std::string, std::unique_ptr<SimCluster>>& clusters,
+               const acm::v1::Application& app)
+      : clusters_(clusters), app_(app) {}
+  absl::StatusOr<std::unique_ptr<swm::ClusterExecutor>> ExecutorFor(
+      const std::string& cluster, const swm::AssignmentPlan& plan, absl::Time) override {
+    auto it = clusters_.find(cluster);
+    if (it == clusters_.end()) return absl::NotFoundError("no cluster " + cluster);
+    std::vector<codeco::lms::v1::Pod> pods;
+    for (const swm::WorkloadTarget& t : plan.targets) {
+      if (t.cluster == cluster) pods.push_back(swm::PodTemplate(app_, t, plan.revision));
+    }
+    return std::unique_ptr<swm::ClusterExecutor>(std::make_unique<SimPlanExecutor>(
+        *it->second, std::move(pods),
+        absl::StrCat("swm/", plan.application, "/", plan.revision, "/")));
+  }
+
+ private:
+  std::map<std::string, std::unique_ptr<SimCluster>>& clusters_;
+  const acm::v1::Application& app_;
+};
+
+// The emulated links as the hub's LinkSource (what NetMA measures in
+// emulate mode): a cut link is none; no bandwidth cap is unlimited.
+class SimLinks final : public swm::LinkSource {
+ public:
+  explicit SimLinks(const Federation& federation) : federation_(federation) {}
+  absl::StatusOr<std::optional<swm::Link>> GetLink(const std::string& from,
+                                                   const std::string& to) override {
+    absl::StatusOr<LinkProperties> link = federation_.GetLink(from, to);
+    if (!link.ok() || link->cut) return std::nullopt;
+    int64_t bandwidth = link->bandwidth_bps > 0 ? link->bandwidth_bps : kUnlimitedBandwidthBps;
+    return swm::Link{.from = from,
+                     .to = to,
+                     .latency_ns = link->one_way_latency_ns,
+                     .free_bandwidth_bps = {bandwidth, bandwidth}};
+  }
+
+ private:
+  const Federation& federation_;
+};
+
 absl::Status CheckPolicy(const std::string& policy) {
   if (policy == kKubefedPolicy) return absl::OkStatus();
   if (swm::BuiltinProfile(policy).ok() && !policy.empty()) return absl::OkStatus();
@@ -77,6 +347,19 @@ class Simulation {
     const absl::Time start = clock_.Now();
     ASSIGN_OR_RETURN(federation_,
                      Federation::Create(scenario_, clock_, &links_, &archives_, read_file));
+    // The hub's orchestration of CAM applications: SWM's PlacementService
+    // over the emulated clusters, under the virtual clock.
+    for (const ClusterSpec& spec : scenario_.clusters) {
+      SynchronizedCluster* lms = federation_->FindLms(spec.name);
+      if (lms == nullptr) continue;
+      sim_clusters_[spec.name] = std::make_unique<SimCluster>(clock_, *lms, LabelsOf(spec));
+    }
+    sim_members_ = std::make_unique<SimMembers>(
+        sim_clusters_, [this](const std::string& cluster) { return Reachable(cluster); });
+    sim_links_ = std::make_unique<SimLinks>(*federation_);
+    placement_ = std::make_unique<swm::PlacementService>(
+        clock_, *sim_members_, sim_links_.get(), plans_, l2_, registry_,
+        swm::PlacementServiceOptions{.intra_cluster_latency_ns = kIntraClusterLatencyNs});
     int64_t end_ns = absl::ToInt64Nanoseconds(options_.duration);
     if (end_ns == 0) end_ns = scenario_.duration_ns;
     const int64_t tick_ns = absl::ToInt64Nanoseconds(options_.tick);
@@ -210,6 +493,16 @@ class Simulation {
     return link.ok() && !link->cut;
   }
 
+  // A scenario cluster's labels as the scheduler sees them.
+  static swm::ClusterLabels LabelsOf(const ClusterSpec& spec) {
+    return {.region = spec.labels.region(),
+            .country = spec.labels.country(),
+            .tier = spec.labels.tier() == codeco::common::v1::TIER_UNSPECIFIED
+                        ? ""
+                        : TierName(spec.labels.tier()),
+            .provider = spec.labels.provider()};
+  }
+
   // The scheduler's view of the reachable clusters, read from their LMS.
   swm::Federation Snapshot() const {
     swm::Federation view;
@@ -218,26 +511,10 @@ class Simulation {
       SynchronizedCluster* lms = federation_->FindLms(spec.name);
       if (lms == nullptr || !Reachable(spec.name)) continue;
       swm::Cluster cluster{
-          .name = spec.name,
-          .labels = {.region = spec.labels.region(),
-                     .country = spec.labels.country(),
-                     .tier = spec.labels.tier() == codeco::common::v1::TIER_UNSPECIFIED
-                                 ? ""
-                                 : TierName(spec.labels.tier()),
-                     .provider = spec.labels.provider()},
-          .intra_latency_ns = kIntraClusterLatencyNs};
+          .name = spec.name, .labels = LabelsOf(spec), .intra_latency_ns = kIntraClusterLatencyNs};
       lms->Run([&](EmulatedCluster& c) {
-        c.VisitNodes([&](const codeco::lms::v1::Node& node) {
-          cluster.nodes.push_back(
-              swm::Node{.name = node.name(),
-                        .capacity = {node.allocatable().cpu_millicores(),
-                                     node.allocatable().memory_bytes(), node.allocatable().gpu()},
-                        .allocated = {node.requested().cpu_millicores(),
-                                      node.requested().memory_bytes(), node.requested().gpu()},
-                        .labels = {node.labels().begin(), node.labels().end()},
-                        .schedulable = node.condition() == codeco::lms::v1::NODE_CONDITION_READY &&
-                                       !node.unschedulable()});
-        });
+        c.VisitNodes(
+            [&](const codeco::lms::v1::Node& node) { cluster.nodes.push_back(ToSwmNode(node)); });
         return 0;
       });
       view.AddCluster(std::move(cluster));
@@ -296,16 +573,22 @@ class Simulation {
   }
 
   // Places every CAM application that is due and not placed yet, whole or
-  // not at all (a partial placement waits for the next tick), on every
-  // managed cluster the hub reaches; its pods are long-running.
+  // not at all (a placement that leaves a workload out waits for the next
+  // tick), on every managed cluster the hub reaches, through SWM's
+  // PlacementService: the plan is reserved in every target cluster,
+  // committed (pods created from the application's templates) and stored,
+  // as the hub does; its pods are long-running.
   absl::Status PlaceDueCams(int64_t now_ns) {
     for (PendingCam& cam : cams_) {
       if (cam.placed || cam.at_ns > now_ns) continue;
-      swm::Federation view = Snapshot();
       std::set<std::string> neighborhood;
+      swm::PlaceRequest request;
       for (const ClusterSpec& spec : scenario_.clusters) {
-        if (view.FindCluster(spec.name) != nullptr) neighborhood.insert(spec.name);
+        if (!sim_clusters_.count(spec.name) || !Reachable(spec.name)) continue;
+        neighborhood.insert(spec.name);
+        request.members.push_back(swm::MemberRef{.cluster = spec.name});
       }
+      if (neighborhood.empty()) continue;
       absl::StatusOr<swm::Application> app = swm::ToCoreApplication(cam.app, neighborhood);
       if (!app.ok()) {
         return InvalidFieldError("workloads.cams", absl::StrCat(cam.file, ": ",
@@ -313,47 +596,42 @@ class Simulation {
       }
       app->profile = profile_;
       const std::string name = swm::ApplicationName(cam.app);
-      absl::StatusOr<swm::PlacementResult> placed = coordinator_.Place(
-          *app, view, std::vector<std::string>(neighborhood.begin(), neighborhood.end()));
-      if (!placed.ok()) {
-        return absl::InternalError(
-            absl::StrCat("scheduler failed on ", name, ": ", placed.status().message()));
-      }
-      if (!placed->unplaced.empty()) {
+      request.app = *app;
+      request.spec_revision = cam.app.spec_revision();
+      SimExecutors executors(sim_clusters_, cam.app);
+      request.executors = &executors;
+      absl::StatusOr<codeco::common::v1::Operation> op = placement_->Place(request);
+      if (absl::IsFailedPrecondition(op.status()) || absl::IsAborted(op.status())) {
         if (!cam.reported_waiting) {
-          result_.notes.push_back(absl::StrCat("application ", name, " (", cam.file,
-                                               ") waits: ", placed->unplaced.begin()->first, ": ",
-                                               placed->unplaced.begin()->second));
+          std::string why(op.status().message());
+          absl::StatusOr<std::optional<swm::v1::AssignmentPlan>> stored = plans_.Latest(name);
+          if (stored.ok() && stored->has_value() && !(*stored)->unplaced().empty()) {
+            why = absl::StrCat((*stored)->unplaced(0).workload(), ": ",
+                               (*stored)->unplaced(0).reason());
+          }
+          result_.notes.push_back(
+              absl::StrCat("application ", name, " (", cam.file, ") waits: ", why));
           cam.reported_waiting = true;
         }
         continue;
       }
+      if (!op.ok()) {
+        return absl::InternalError(
+            absl::StrCat("scheduler failed on ", name, ": ", op.status().message()));
+      }
+      swm::v1::AssignmentPlan plan;
+      if (!op->result().UnpackTo(&plan)) {
+        return absl::InternalError("placement of " + name + " answered no plan");
+      }
+      std::map<std::string, const swm::v1::WorkloadTarget*> target_of;
+      for (const swm::v1::WorkloadTarget& t : plan.targets()) target_of[t.workload()] = &t;
       std::vector<std::string> where;
       for (const swm::Workload& w : app->workloads) {
-        const swm::Placement& at = placed->placements.at(w.name);
-        swm::WorkloadTarget target{.workload = w.name,
-                                   .service = w.service,
-                                   .cluster = at.cluster,
-                                   .node = at.node,
-                                   .pod = absl::StrCat(name, "-", w.name),
-                                   .requests = w.requests};
-        codeco::lms::v1::Pod pod = swm::PodTemplate(cam.app, target, /*plan_revision=*/1);
-        // What was placed is what the pod requests (as SWM's LMS runtime does).
-        auto* requests = pod.mutable_containers(0)->mutable_requests();
-        requests->set_cpu_millicores(w.requests.cpu_millis);
-        requests->set_memory_bytes(w.requests.memory_bytes);
-        requests->set_gpu(w.requests.gpu);
-        SynchronizedCluster* lms = federation_->FindLms(at.cluster);
-        absl::StatusOr<codeco::lms::v1::Pod> created =
-            lms == nullptr ? absl::NotFoundError("no LMS")
-                           : lms->Run([&](EmulatedCluster& c) { return c.CreatePod(pod, pod.name()); });
-        if (!created.ok()) {
-          return absl::InternalError(absl::StrCat("creating pod ", pod.name(), " of ", name,
-                                                  ": ", created.status().message()));
-        }
-        where.push_back(absl::StrCat(w.name, " on ", at.cluster, "/", at.node));
+        auto it = target_of.find(w.name);
+        if (it == target_of.end()) continue;
+        where.push_back(
+            absl::StrCat(w.name, " on ", it->second->cluster(), "/", it->second->node()));
       }
-      swm::ApplyPlacement(*app, *placed, view);
       cam.placed = true;
       ++result_.applications_placed;
       result_.notes.push_back(absl::StrCat("application ", name, " placed at ", now_ns / 1'000'000'000,
@@ -451,6 +729,12 @@ class Simulation {
   swm::PluginRegistry registry_ = swm::NewDefaultRegistry();
   swm::InProcessL2Solver l2_{registry_, nullptr};
   swm::Coordinator coordinator_{l2_, registry_, nullptr};
+  // SWM's orchestration of the CAM applications (built once the federation is).
+  std::map<std::string, std::unique_ptr<SimCluster>> sim_clusters_;
+  swm::InMemoryPlanRepository plans_;
+  std::unique_ptr<SimMembers> sim_members_;
+  std::unique_ptr<SimLinks> sim_links_;
+  std::unique_ptr<swm::PlacementService> placement_;
   std::vector<GeneratedTask> tasks_;
   std::vector<int> attempts_;
   /// A CAM application of the scenario, and whether it is placed.

@@ -296,6 +296,69 @@ record:
   CHECK_THAT(std::string(refused.status().message()), Catch::Contains("workloads.cams[0]"));
 }
 
+TEST_CASE("simulated CAMs go through SWM's PlacementService and share the link's bandwidth") {
+  // Two applications whose channel b -> a needs 60 Mbps of a 100 Mbps link:
+  // each fits alone, not both. The hub's link ledger keeps the second
+  // waiting while the first holds the bandwidth.
+  auto cam = [](const std::string& name) {
+    return absl::StrCat(R"(apiVersion: codeco.io/v1
+kind: CodecoApp
+metadata: {name: )", name, R"(}
+spec:
+  appName: )", name, R"(
+  codecoapp-msspec:
+    - serviceName: sensor
+      dataLocality: b
+      podspec:
+        containers: [{name: s, image: "example.org/s:1", resources: {requests: {cpu: 100m, memory: 32Mi}}}]
+      serviceChannels:
+        - channelName: readings
+          otherService: {appName: )", name, R"(, serviceName: fusion, port: 9000}
+          serviceClass: BESTEFFORT
+          advancedChannelSettings: {maxDelay: 50ms, minBandwidth: 60Mbps}
+    - serviceName: fusion
+      dataLocality: a
+      podspec:
+        containers: [{name: f, image: "example.org/f:1", resources: {requests: {cpu: 100m, memory: 32Mi}}}]
+)");
+  };
+  Scenario scenario = Parse(R"(
+name: shared-link
+duration: 2m
+federation:
+  hub: {name: hub}
+  clusters:
+    - name: a
+      pod_start_delay: 0s
+      nodes: [{name: n, capacity: {cpu: 4, memory: 4Gi}}]
+    - name: b
+      pod_start_delay: 0s
+      nodes: [{name: m, capacity: {cpu: 4, memory: 4Gi}}]
+links:
+  default: {rtt: 10ms, bandwidth: 100Mbps}
+workloads:
+  cams: [{file: /one.yaml, at: 30s}, {file: /two.yaml, at: 30s}]
+record:
+  interval: 10s
+  metrics: [node_usage]
+)");
+  FileReader files = [&](const std::string& path) -> absl::StatusOr<std::string> {
+    if (path == "/one.yaml") return cam("one");
+    if (path == "/two.yaml") return cam("two");
+    return absl::NotFoundError(path);
+  };
+  SimulationOptions options;
+  absl::StatusOr<SimulationResult> result = RunSimulation(scenario, options, files);
+  INFO(result.status().ToString());
+  REQUIRE(result.ok());
+  std::string notes = absl::StrJoin(result->notes, "\n");
+  INFO(notes);
+  CHECK(result->applications_placed == 1);
+  CHECK_THAT(notes, Catch::Contains("application one placed at 30 s"));
+  CHECK_THAT(notes, Catch::Contains("application two (/two.yaml) waits"));
+  CHECK_THAT(notes, Catch::Contains("link b -> a: needs 60000000bps, 40000000bps free"));
+}
+
 TEST_CASE("simulate rejects a bad policy and a scenario without duration") {
   Scenario scenario = Parse(TinyScenario(""));
   SimulationOptions options;

@@ -1,4 +1,4 @@
-#include "swm/server/convert.h"
+#include "swm/core/convert.h"
 
 #include <map>
 #include <utility>
@@ -312,6 +312,9 @@ pb::AssignmentPlan ToProtoPlan(const AssignmentPlan& plan, const Application& ap
     if (auto it = channels.find(r.channel); it != channels.end()) {
       p->set_from_workload(it->second->from);
       p->set_to_workload(it->second->to);
+      p->set_service_class(it->second->service_class == ServiceClass::kAssured
+                               ? codeco::common::v1::SERVICE_CLASS_ASSURED
+                               : codeco::common::v1::SERVICE_CLASS_BESTEFFORT);
     }
     for (const std::string& c : r.path) p->add_clusters(c);
     p->set_expected_latency_ns(r.expected_latency_ns);

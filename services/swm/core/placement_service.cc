@@ -1,0 +1,787 @@
+#include "swm/core/placement_service.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codeco/common/logging.h"
+#include "codeco/common/status.h"
+#include "swm/core/convert.h"
+
+namespace codeco::swm {
+namespace {
+
+namespace pb = codeco::swm::v1;
+using codeco::common::v1::Operation;
+
+// The status a stored, failed operation answers with again.
+absl::Status StatusOf(const codeco::common::v1::Error& error) {
+  return absl::Status(static_cast<absl::StatusCode>(error.code()), error.message());
+}
+
+void SetError(const absl::Status& status, codeco::common::v1::Error* error) {
+  error->set_code(static_cast<codeco::common::v1::ErrorCode>(status.code()));
+  error->set_message(std::string(status.message()));
+}
+
+// "RESERVING" for PLAN_PHASE_RESERVING: the operation's phase.
+std::string OperationPhase(pb::PlanPhase phase) {
+  return pb::PlanPhase_Name(phase).substr(sizeof("PLAN_PHASE_") - 1);
+}
+
+// The placed revision whose reservations a plan's pods were created under:
+// the plan's own for a placement, the incumbent's for a removal.
+int64_t PlacedRevision(const pb::AssignmentPlan& plan) {
+  for (const pb::PlanAction& a : plan.actions()) {
+    if (a.type() == pb::ACTION_TYPE_DELETE_POD) return plan.incumbent_plan_revision();
+  }
+  if (plan.phase() == pb::PLAN_PHASE_RELEASING) return plan.incumbent_plan_revision();
+  return plan.plan_revision();
+}
+
+std::string ReservationOf(const std::string& app, int64_t revision, const std::string& cluster) {
+  return absl::StrCat(app, "/", revision, "/", cluster);
+}
+
+}  // namespace
+
+bool HoldsPods(const pb::AssignmentPlan& plan) {
+  switch (plan.phase()) {
+    case pb::PLAN_PHASE_RESERVING:
+    case pb::PLAN_PHASE_COMMITTING:
+    case pb::PLAN_PHASE_RELEASING:
+      return true;
+    case pb::PLAN_PHASE_DONE:
+      return !plan.targets().empty();
+    default:
+      break;
+  }
+  if (plan.targets().empty()) return false;
+  for (const pb::PlanAction& a : plan.actions()) {
+    if (a.type() == pb::ACTION_TYPE_DELETE_POD) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<std::optional<pb::AssignmentPlan>> InMemoryPlanRepository::Latest(
+    const std::string& application) const {
+  absl::MutexLock lock(&mu_);
+  auto it = plans_.find(application);
+  if (it == plans_.end() || it->second.empty()) return std::nullopt;
+  return it->second.rbegin()->second;
+}
+
+absl::StatusOr<std::vector<pb::AssignmentPlan>> InMemoryPlanRepository::LatestPlans() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<pb::AssignmentPlan> out;
+  for (const auto& [app, revisions] : plans_) {
+    if (!revisions.empty()) out.push_back(revisions.rbegin()->second);
+  }
+  return out;
+}
+
+absl::StatusOr<std::optional<Operation>> InMemoryPlanRepository::OperationForRequest(
+    const std::string& request_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return std::nullopt;
+  auto op = operations_.find(it->second);
+  if (op == operations_.end()) return absl::DataLossError("request " + request_id + " lost");
+  return op->second;
+}
+
+absl::StatusOr<Operation> InMemoryPlanRepository::GetOperation(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = operations_.find(id);
+  if (it == operations_.end()) return absl::NotFoundError("no operation " + id);
+  return it->second;
+}
+
+absl::Status InMemoryPlanRepository::Save(const pb::AssignmentPlan* plan, const Operation& op,
+                                          const std::string& request_id) {
+  absl::MutexLock lock(&mu_);
+  if (plan != nullptr && !plan->id().empty()) {
+    plans_[plan->application()][plan->plan_revision()] = *plan;
+  }
+  if (!op.id().empty()) operations_[op.id()] = op;
+  if (!request_id.empty()) requests_[request_id] = op.id();
+  return absl::OkStatus();
+}
+
+void LinkLedger::Hold(const pb::AssignmentPlan& plan) {
+  std::vector<Use> uses;
+  for (const pb::ChannelPath& c : plan.channels()) {
+    if (c.clusters_size() != 2 || c.min_bandwidth_bps() <= 0) continue;
+    uses.push_back(
+        Use{.from = c.clusters(0),
+            .to = c.clusters(1),
+            .service_class = c.service_class() == codeco::common::v1::SERVICE_CLASS_ASSURED
+                                 ? ServiceClass::kAssured
+                                 : ServiceClass::kBestEffort,
+            .bps = c.min_bandwidth_bps()});
+  }
+  if (uses.empty()) {
+    by_application_.erase(plan.application());
+  } else {
+    by_application_[plan.application()] = std::move(uses);
+  }
+}
+
+void LinkLedger::Free(const std::string& application) { by_application_.erase(application); }
+
+int64_t LinkLedger::Held(const std::string& from, const std::string& to,
+                         ServiceClass service_class) const {
+  int64_t held = 0;
+  for (const auto& [app, uses] : by_application_) {
+    for (const Use& u : uses) {
+      if (u.from == from && u.to == to && u.service_class == service_class) held += u.bps;
+    }
+  }
+  return held;
+}
+
+void LinkLedger::Apply(Federation& federation) const {
+  for (const auto& [app, uses] : by_application_) {
+    for (const Use& u : uses) {
+      Link* link = federation.MutableLink(u.from, u.to);
+      if (link == nullptr) continue;
+      int64_t& free = link->free_bandwidth_bps[static_cast<int>(u.service_class)];
+      free = std::max<int64_t>(0, free - u.bps);
+    }
+  }
+}
+
+PlacementService::PlacementService(const Clock& clock, MemberPort& members, LinkSource* links,
+                                   PlanRepository& plans, L2Solver& local_l2,
+                                   const PluginRegistry& registry, PlacementServiceOptions options)
+    : clock_(clock),
+      members_(members),
+      links_(links),
+      plans_(plans),
+      local_l2_(local_l2),
+      registry_(registry),
+      options_(std::move(options)) {}
+
+int64_t PlacementService::HeldBandwidth(const std::string& from, const std::string& to,
+                                        ServiceClass service_class) {
+  absl::MutexLock lock(&mu_);
+  return ledger_.Held(from, to, service_class);
+}
+
+void PlacementService::Invalidate(const std::vector<std::string>& clusters) {
+  for (const std::string& c : clusters) view_cache_.erase(c);
+  members_.Touched(clusters);
+}
+
+absl::StatusOr<Operation> PlacementService::Place(const PlaceRequest& request, absl::Time deadline,
+                                                  PlaceCounts* counts) {
+  absl::MutexLock lock(&mu_);
+  return PlaceLocked(request, deadline, counts);
+}
+
+absl::Status PlacementService::BuildFederation(const PlaceRequest& request, absl::Time deadline,
+                                               Federation& federation,
+                                               std::vector<std::string>& neighborhood,
+                                               std::vector<std::string>& unreachable) {
+  RETURN_IF_ERROR(members_.Connect(request.members, deadline));
+  // Each member's view: reused while younger than node_view_ttl, else read
+  // (the port reads them concurrently).
+  const absl::Time now = clock_.Now();
+  std::vector<std::string> to_read;
+  std::map<std::string, absl::StatusOr<MemberView>> views;
+  for (const MemberRef& m : request.members) {
+    auto cached = view_cache_.find(m.cluster);
+    if (cached != view_cache_.end() && now - cached->second.read_at < options_.node_view_ttl) {
+      views.emplace(m.cluster, cached->second.view);
+    } else {
+      to_read.push_back(m.cluster);
+    }
+  }
+  std::vector<absl::StatusOr<MemberView>> read = members_.ReadMembers(to_read, deadline);
+  if (read.size() != to_read.size()) {
+    return absl::InternalError("member port answered a different number of members");
+  }
+  for (size_t i = 0; i < to_read.size(); ++i) {
+    if (read[i].ok() && options_.node_view_ttl > absl::ZeroDuration()) {
+      view_cache_[to_read[i]] = CachedView{*read[i], now};
+    }
+    views.emplace(to_read[i], std::move(read[i]));
+  }
+  for (const MemberRef& m : request.members) {
+    absl::StatusOr<MemberView>& view = views.at(m.cluster);
+    if (!view.ok()) {
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat("deadline passed while reading cluster ",
+                                                        m.cluster, "; nothing was reserved"));
+      }
+      // A member that does not answer is left out; the others may still do.
+      log::Warn("cluster left out of a placement: it does not answer",
+                {{"cluster", m.cluster}, {"error", std::string(view.status().message())}});
+      unreachable.push_back(absl::StrCat(m.cluster, " (", view.status().message(), ")"));
+      continue;
+    }
+    federation.AddCluster(Cluster{.name = m.cluster,
+                                  .labels = view->labels,
+                                  .nodes = std::move(view->nodes),
+                                  .intra_latency_ns = options_.intra_cluster_latency_ns});
+    neighborhood.push_back(m.cluster);
+  }
+  if (neighborhood.empty()) {
+    return absl::UnavailableError("no member cluster answers: " + absl::StrJoin(unreachable, ", "));
+  }
+  if (links_ != nullptr) {
+    // The links among the members in one read of the link source, unless
+    // every pair was read less than link_cache_ttl ago.
+    bool fresh = options_.link_cache_ttl > absl::ZeroDuration();
+    for (const std::string& from : neighborhood) {
+      for (const std::string& to : neighborhood) {
+        if (from == to || !fresh) continue;
+        auto cached = link_cache_.find({from, to});
+        fresh =
+            cached != link_cache_.end() && now - cached->second.read_at < options_.link_cache_ttl;
+      }
+    }
+    if (!fresh) {
+      absl::StatusOr<std::vector<Link>> listed = links_->ListLinks(neighborhood);
+      if (!listed.ok()) {
+        return absl::UnavailableError("link source: " + std::string(listed.status().message()));
+      }
+      for (const std::string& from : neighborhood) {
+        for (const std::string& to : neighborhood) {
+          if (from != to) link_cache_[{from, to}] = CachedLink{std::nullopt, now};
+        }
+      }
+      for (const Link& l : *listed) {
+        if (auto it = link_cache_.find({l.from, l.to}); it != link_cache_.end()) {
+          it->second.link = l;
+        }
+      }
+    }
+    for (const std::string& from : neighborhood) {
+      for (const std::string& to : neighborhood) {
+        if (from == to) continue;
+        const CachedLink& cached = link_cache_[{from, to}];
+        if (cached.link.has_value()) federation.AddLink(*cached.link);
+      }
+    }
+  }
+  // What placed plans' channels hold is not free for this one.
+  ledger_.Apply(federation);
+  return federation.Validate();
+}
+
+absl::StatusOr<Operation> PlacementService::PlaceLocked(const PlaceRequest& request,
+                                                        absl::Time deadline, PlaceCounts* counts) {
+  const Application& app = request.app;
+  const std::string resource = "applications/" + app.name;
+  if (!request.request_id.empty()) {
+    ASSIGN_OR_RETURN(std::optional<Operation> seen, plans_.OperationForRequest(request.request_id));
+    if (seen.has_value()) {
+      if (seen->resource() != resource || seen->kind() != kPlaceKind) {
+        return InvalidFieldError("request_id", absl::StrCat("already used by ", seen->kind(),
+                                                            " for ", seen->resource()));
+      }
+      if (seen->has_error()) return StatusOf(seen->error());
+      return *seen;
+    }
+  }
+  if (!request.dry_run && request.executors == nullptr) {
+    return absl::InvalidArgumentError("a placement that is not a dry run needs its executors");
+  }
+
+  Federation federation;
+  std::vector<std::string> neighborhood;
+  std::vector<std::string> unreachable;
+  RETURN_IF_ERROR(BuildFederation(request, deadline, federation, neighborhood, unreachable));
+
+  ASSIGN_OR_RETURN(std::optional<pb::AssignmentPlan> latest, plans_.Latest(app.name));
+  if (!request.dry_run && latest.has_value() && HoldsPods(*latest)) {
+    const bool interrupted =
+        latest->phase() == pb::PLAN_PHASE_RESERVING || latest->phase() == pb::PLAN_PHASE_COMMITTING;
+    return absl::FailedPreconditionError(
+        absl::StrCat("application ", app.name, " is ",
+                     latest->phase() == pb::PLAN_PHASE_DONE
+                         ? "already placed"
+                         : (interrupted ? "held by an interrupted placement not recovered yet"
+                                        : "still being removed"),
+                     " by plan ", latest->id(),
+                     "; moving a placed application is MigrateWorkload's job, removing it "
+                     "ReleaseApplication's"));
+  }
+
+  std::unique_ptr<L2Solver> l2 = members_.SolverFor(neighborhood, local_l2_);
+  Coordinator coordinator(*l2, registry_, nullptr, options_.coordinator);
+  ASSIGN_OR_RETURN(PlacementResult result, coordinator.Place(app, federation, neighborhood));
+  if (result.unplaced.empty()) {
+    absl::Status verified = VerifyPlacement(app, federation, result);
+    if (!verified.ok()) {
+      return absl::InternalError("placement failed its own check: " +
+                                 std::string(verified.message()));
+    }
+  }
+
+  const int64_t revision = latest.has_value() ? latest->plan_revision() + 1 : 1;
+  AssignmentPlan plan = BuildPlan(app, result, revision);
+  const absl::Time now = clock_.Now();
+  Operation op;
+  op.set_id(absl::StrCat("place/", app.name, "/", revision));
+  op.set_kind(kPlaceKind);
+  op.set_resource(resource);
+  op.set_request_id(request.request_id);
+  *op.mutable_create_time() = ToTimestamp(now);
+
+  // The stored form of the plan at its current phase; `done` sets the
+  // operation's outcome too.
+  auto stored = [&](const AssignmentPlan& core, const absl::Status& status, bool done) {
+    pb::AssignmentPlan proto = ToProtoPlan(core, app, result);
+    proto.set_spec_revision(request.spec_revision);
+    proto.set_neighborhood_id(request.neighborhood_id);
+    proto.set_operation_id(op.id());
+    if (latest.has_value()) proto.set_incumbent_plan_revision(latest->plan_revision());
+    *proto.mutable_create_time() = ToTimestamp(now);
+    *proto.mutable_update_time() = ToTimestamp(clock_.Now());
+    op.set_done(done);
+    op.set_phase(OperationPhase(proto.phase()));
+    op.clear_result();
+    op.clear_error();
+    if (!done) {
+      op.set_progress_percent(proto.phase() == pb::PLAN_PHASE_COMMITTING ? 50 : 10);
+    } else {
+      op.set_progress_percent(100);
+      if (status.ok()) {
+        op.mutable_result()->PackFrom(proto);
+      } else {
+        SetError(status, op.mutable_error());
+        for (const auto& u : proto.unplaced()) {
+          auto* cause = op.mutable_error()->add_causes();
+          cause->set_subject(u.workload());
+          cause->set_reason(u.reason());
+        }
+      }
+    }
+    *op.mutable_update_time() = ToTimestamp(clock_.Now());
+    return proto;
+  };
+
+  if (!result.unplaced.empty()) {
+    if (counts != nullptr) counts->unplaced += static_cast<int64_t>(result.unplaced.size());
+    std::vector<std::string> reasons;
+    for (const auto& [workload, reason] : result.unplaced) {
+      reasons.push_back(workload + ": " + reason);
+    }
+    absl::Status status = absl::FailedPreconditionError(absl::StrCat(
+        "no feasible placement for ", result.unplaced.size(), " of ", app.workloads.size(),
+        " workloads of application ", app.name, ": ", absl::StrJoin(reasons, "; "),
+        unreachable.empty()
+            ? ""
+            : "; left out because their LMS does not answer: " + absl::StrJoin(unreachable, ", ")));
+    pb::AssignmentPlan proto = stored(plan, status, /*done=*/true);
+    proto.set_phase(pb::PLAN_PHASE_FAILED);
+    op.set_phase(OperationPhase(pb::PLAN_PHASE_FAILED));
+    SetError(status, proto.mutable_error());
+    for (const auto& u : proto.unplaced()) {
+      auto* cause = proto.mutable_error()->add_causes();
+      cause->set_subject(u.workload());
+      cause->set_reason(u.reason());
+    }
+    if (!request.dry_run) RETURN_IF_ERROR(plans_.Save(&proto, op, request.request_id));
+    return status;
+  }
+
+  if (request.dry_run) {
+    plan.phase = PlanPhase::kIdle;
+    op.set_id("");  // nothing stored: a dry run has no operation to poll
+    stored(plan, absl::OkStatus(), /*done=*/true);
+    return op;
+  }
+
+  // Deadlines are the caller's (gRPC's), on the wall clock.
+  if (absl::Now() >= deadline) {
+    return absl::DeadlineExceededError(
+        "the caller's deadline passed before the plan ran; nothing was reserved");
+  }
+  // Execute: reserve in every target cluster, then commit (pods created),
+  // the plan written with its phase before each step.
+  std::set<std::string> target_clusters;
+  for (const WorkloadTarget& t : plan.targets) target_clusters.insert(t.cluster);
+  std::vector<std::unique_ptr<ClusterExecutor>> owned;
+  std::map<std::string, ClusterExecutor*> executors;
+  for (const std::string& name : target_clusters) {
+    absl::StatusOr<std::unique_ptr<ClusterExecutor>> e =
+        request.executors->ExecutorFor(name, plan, deadline);
+    if (!e.ok()) {
+      return absl::Status(e.status().code(),
+                          absl::StrCat("cluster ", name, ": ", e.status().message()));
+    }
+    executors[name] = e->get();
+    owned.push_back(std::move(*e));
+  }
+  PlanExecutor executor(executors, options_.reservation_lease);
+  executor.SetPhaseObserver([&](const AssignmentPlan& at) {
+    pb::AssignmentPlan proto = stored(at, absl::OkStatus(), /*done=*/false);
+    return plans_.Save(&proto, op, "");
+  });
+  absl::Status executed = executor.Execute(plan);
+  owned.clear();
+  Invalidate(std::vector<std::string>(target_clusters.begin(), target_clusters.end()));
+  pb::AssignmentPlan proto = stored(plan, executed, /*done=*/true);
+  RETURN_IF_ERROR(plans_.Save(&proto, op, request.request_id));
+  log::Info("placed application", {{"application", app.name},
+                                   {"plan", proto.id()},
+                                   {"phase", pb::PlanPhase_Name(proto.phase())}});
+  if (!executed.ok()) return executed;
+  ledger_.Hold(proto);
+  if (counts != nullptr) counts->placed += static_cast<int64_t>(plan.targets.size());
+  return op;
+}
+
+absl::StatusOr<pb::AssignmentPlan> PlacementService::Release(const ReleaseRequest& request,
+                                                             absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  if (request.application.empty()) return InvalidFieldError("application", "is required");
+  const std::string& app = request.application;
+  const std::string resource = "applications/" + app;
+  if (!request.request_id.empty()) {
+    ASSIGN_OR_RETURN(std::optional<Operation> seen, plans_.OperationForRequest(request.request_id));
+    if (seen.has_value()) {
+      if (seen->resource() != resource || seen->kind() != kReleaseKind) {
+        return InvalidFieldError("request_id", absl::StrCat("already used by ", seen->kind(),
+                                                            " for ", seen->resource()));
+      }
+      pb::AssignmentPlan plan;
+      if (!seen->result().UnpackTo(&plan)) {
+        return absl::DataLossError("stored operation " + seen->id() + " has no plan");
+      }
+      return plan;
+    }
+  }
+  ASSIGN_OR_RETURN(std::optional<pb::AssignmentPlan> latest, plans_.Latest(app));
+  const absl::Time now = clock_.Now();
+  Operation op;
+  op.set_kind(kReleaseKind);
+  op.set_resource(resource);
+  op.set_request_id(request.request_id);
+  *op.mutable_create_time() = ToTimestamp(now);
+
+  pb::AssignmentPlan plan;
+  plan.set_application(app);
+  if (!latest.has_value() || !HoldsPods(*latest)) {
+    // Nothing placed: an empty plan, remembered only for the request_id.
+    if (!request.request_id.empty()) {
+      op.set_id(absl::StrCat("release/", app, "/request/", request.request_id));
+      op.set_done(true);
+      op.set_progress_percent(100);
+      op.set_phase("Done");
+      op.mutable_result()->PackFrom(plan);
+      *op.mutable_update_time() = ToTimestamp(clock_.Now());
+      RETURN_IF_ERROR(plans_.Save(nullptr, op, request.request_id));
+    }
+    return plan;
+  }
+  if (latest->phase() == pb::PLAN_PHASE_RESERVING || latest->phase() == pb::PLAN_PHASE_COMMITTING) {
+    return absl::UnavailableError(
+        absl::StrCat("plan ", latest->id(), " of application ", app, " was interrupted while ",
+                     OperationPhase(latest->phase()), " and is not recovered yet; retry later"));
+  }
+  if (latest->phase() == pb::PLAN_PHASE_RELEASING) {
+    // A removal a crash interrupted: finish that one.
+    pb::AssignmentPlan removal = *latest;
+    absl::StatusOr<Operation> stored_op = plans_.GetOperation(removal.operation_id());
+    if (stored_op.ok()) op = *stored_op;
+    op.set_request_id(request.request_id);
+    RETURN_IF_ERROR(FinishRemoval(removal, op, request.request_id, deadline));
+    return removal;
+  }
+
+  const int64_t revision = latest->plan_revision() + 1;
+  op.set_id(absl::StrCat("release/", app, "/", revision));
+  plan.set_id(absl::StrCat(app, "/", revision));
+  plan.set_plan_revision(revision);
+  plan.set_spec_revision(latest->spec_revision());
+  plan.set_neighborhood_id(latest->neighborhood_id());
+  plan.set_operation_id(op.id());
+  // A removal after a removal that left pods behind still releases the
+  // reservations of the placement those pods came from.
+  plan.set_incumbent_plan_revision(PlacedRevision(*latest));
+  *plan.mutable_create_time() = ToTimestamp(now);
+  *plan.mutable_targets() = latest->targets();
+  plan.set_phase(pb::PLAN_PHASE_RELEASING);
+  *plan.mutable_update_time() = ToTimestamp(clock_.Now());
+  op.set_done(false);
+  op.set_phase(OperationPhase(pb::PLAN_PHASE_RELEASING));
+  op.set_progress_percent(10);
+  *op.mutable_update_time() = ToTimestamp(clock_.Now());
+  // Written before any pod is touched: a hub that dies now finishes it later.
+  RETURN_IF_ERROR(plans_.Save(&plan, op, ""));
+  RETURN_IF_ERROR(FinishRemoval(plan, op, request.request_id, deadline));
+  return plan;
+}
+
+absl::Status PlacementService::FinishRemoval(pb::AssignmentPlan& plan, Operation& op,
+                                             const std::string& request_id, absl::Time deadline) {
+  const std::string& app = plan.application();
+  const int64_t placed_revision = plan.incumbent_plan_revision();
+  std::map<std::string, std::vector<pb::WorkloadTarget>> by_cluster;
+  for (const pb::WorkloadTarget& t : plan.targets()) by_cluster[t.cluster()].push_back(t);
+  plan.clear_targets();
+  plan.clear_actions();
+  std::vector<std::string> failures;
+  std::vector<std::string> touched;
+  for (const auto& [cluster, targets] : by_cluster) {
+    const std::string reservation = ReservationOf(app, placed_revision, cluster);
+    std::vector<std::string> pods;
+    for (const pb::WorkloadTarget& t : targets) pods.push_back(t.pod());
+    std::map<std::string, absl::Status> removed =
+        members_.RemovePods(cluster, reservation, pods, "ReleaseApplication of " + app, deadline);
+    touched.push_back(cluster);
+    for (const pb::WorkloadTarget& t : targets) {
+      pb::PlanAction* action = plan.add_actions();
+      action->set_index(plan.actions_size() - 1);
+      action->set_type(pb::ACTION_TYPE_DELETE_POD);
+      action->set_cluster(cluster);
+      action->set_workload(t.workload());
+      action->set_node(t.node());
+      action->set_pod(t.pod());
+      *action->mutable_update_time() = ToTimestamp(clock_.Now());
+      auto it = removed.find(t.pod());
+      absl::Status st = it == removed.end()
+                            ? absl::UnknownError("the cluster did not report the pod")
+                            : it->second;
+      if (st.ok()) {
+        action->set_result(pb::ACTION_RESULT_SUCCEEDED);
+      } else if (absl::IsNotFound(st)) {
+        action->set_result(pb::ACTION_RESULT_SKIPPED);  // already gone
+      } else {
+        action->set_result(pb::ACTION_RESULT_FAILED);
+        SetError(st, action->mutable_error());
+        failures.push_back(absl::StrCat(t.pod(), " in ", cluster, ": ", st.message()));
+        *plan.add_targets() = t;  // still there
+      }
+    }
+  }
+  Invalidate(touched);
+  absl::Status status = absl::OkStatus();
+  plan.clear_error();
+  // A removal gives the links back even when some pods are left (they are
+  // on their way out; a restarted hub, which rebuilds the ledger from DONE
+  // placements only, would not count them either).
+  ledger_.Free(app);
+  if (failures.empty()) {
+    plan.set_phase(pb::PLAN_PHASE_DONE);
+  } else {
+    plan.set_phase(pb::PLAN_PHASE_FAILED);
+    status = absl::UnavailableError(absl::StrCat(
+        "could not delete ", failures.size(), " pod(s) of application ", app, ": ",
+        absl::StrJoin(failures, "; "), "; the plan lists them; call ReleaseApplication again"));
+    SetError(status, plan.mutable_error());
+  }
+  *plan.mutable_update_time() = ToTimestamp(clock_.Now());
+  op.set_done(true);
+  op.set_progress_percent(100);
+  op.clear_result();
+  op.clear_error();
+  op.set_phase(failures.empty() ? "Done" : "Failed");
+  if (failures.empty()) {
+    op.mutable_result()->PackFrom(plan);
+  } else {
+    SetError(status, op.mutable_error());
+  }
+  *op.mutable_update_time() = ToTimestamp(clock_.Now());
+  // A failed removal does not claim the request_id: the same one retries it.
+  RETURN_IF_ERROR(plans_.Save(&plan, op, failures.empty() ? request_id : ""));
+  log::Info(
+      "released application",
+      {{"application", app}, {"plan", plan.id()}, {"phase", pb::PlanPhase_Name(plan.phase())}});
+  return status;
+}
+
+void PlacementService::RecoverPlacement(pb::AssignmentPlan plan, absl::Time deadline,
+                                        RecoveryReport& report) {
+  const std::string& app = plan.application();
+  absl::StatusOr<Operation> stored_op = plans_.GetOperation(plan.operation_id());
+  Operation op;
+  if (stored_op.ok()) {
+    op = *stored_op;
+  } else {
+    op.set_id(plan.operation_id());
+    op.set_kind(kPlaceKind);
+    op.set_resource("applications/" + app);
+  }
+  std::map<std::string, std::vector<std::string>> pods_by_cluster;
+  for (const pb::WorkloadTarget& t : plan.targets()) {
+    pods_by_cluster[t.cluster()].push_back(t.pod());
+  }
+  std::string why;
+  if (plan.phase() == pb::PLAN_PHASE_COMMITTING) {
+    // Commit is idempotent: commit every cluster again.
+    for (const auto& [cluster, pods] : pods_by_cluster) {
+      absl::Status st =
+          members_.Commit(cluster, ReservationOf(app, plan.plan_revision(), cluster), deadline);
+      if (!st.ok()) {
+        why = absl::StrCat("commit in ", cluster, " after a restart: ", st.message());
+        break;
+      }
+    }
+    if (why.empty()) {
+      for (pb::PlanAction& a : *plan.mutable_actions()) {
+        if (a.type() == pb::ACTION_TYPE_CREATE_POD) a.set_result(pb::ACTION_RESULT_SUCCEEDED);
+      }
+      plan.set_phase(pb::PLAN_PHASE_DONE);
+      *plan.mutable_update_time() = ToTimestamp(clock_.Now());
+      op.set_done(true);
+      op.set_progress_percent(100);
+      op.set_phase(OperationPhase(pb::PLAN_PHASE_DONE));
+      op.clear_error();
+      op.mutable_result()->PackFrom(plan);
+      *op.mutable_update_time() = ToTimestamp(clock_.Now());
+      absl::Status saved = plans_.Save(&plan, op, op.request_id());
+      if (!saved.ok()) {
+        report.errors.push_back(absl::StrCat(plan.id(), ": ", saved.message()));
+        return;
+      }
+      ledger_.Hold(plan);
+      std::vector<std::string> touched;
+      for (const auto& [cluster, pods] : pods_by_cluster) touched.push_back(cluster);
+      Invalidate(touched);
+      report.committed.push_back(plan.id());
+      return;
+    }
+  } else {
+    why = "the hub restarted while reserving";
+  }
+  // Roll back: every cluster releases the plan's reservation and deletes
+  // whatever pods it created under it.
+  std::vector<std::string> failures;
+  std::vector<std::string> touched;
+  for (const auto& [cluster, pods] : pods_by_cluster) {
+    std::map<std::string, absl::Status> removed =
+        members_.RemovePods(cluster, ReservationOf(app, plan.plan_revision(), cluster), pods,
+                            "rollback of " + plan.id() + " after a restart", deadline);
+    touched.push_back(cluster);
+    for (const std::string& pod : pods) {
+      auto it = removed.find(pod);
+      if (it == removed.end() || (!it->second.ok() && !absl::IsNotFound(it->second))) {
+        failures.push_back(
+            absl::StrCat(pod, " in ", cluster, ": ",
+                         it == removed.end() ? "not reported" : std::string(it->second.message())));
+      }
+    }
+  }
+  Invalidate(touched);
+  if (!failures.empty()) {
+    report.errors.push_back(
+        absl::StrCat(plan.id(), ": cannot roll back yet: ", absl::StrJoin(failures, "; ")));
+    return;
+  }
+  for (pb::PlanAction& a : *plan.mutable_actions()) {
+    if (a.result() == pb::ACTION_RESULT_SUCCEEDED) {
+      a.set_result(pb::ACTION_RESULT_ROLLED_BACK);
+    } else if (a.result() != pb::ACTION_RESULT_FAILED) {
+      a.set_result(pb::ACTION_RESULT_SKIPPED);
+    }
+  }
+  absl::Status aborted = absl::AbortedError(why + "; rolled back, place again");
+  plan.set_phase(pb::PLAN_PHASE_ROLLED_BACK);
+  SetError(aborted, plan.mutable_error());
+  *plan.mutable_update_time() = ToTimestamp(clock_.Now());
+  op.set_done(true);
+  op.set_progress_percent(100);
+  op.set_phase(OperationPhase(pb::PLAN_PHASE_ROLLED_BACK));
+  op.clear_result();
+  SetError(aborted, op.mutable_error());
+  *op.mutable_update_time() = ToTimestamp(clock_.Now());
+  // The request_id stays free: the caller's retry places again.
+  absl::Status saved = plans_.Save(&plan, op, "");
+  if (!saved.ok()) {
+    report.errors.push_back(absl::StrCat(plan.id(), ": ", saved.message()));
+    return;
+  }
+  report.rolled_back.push_back(plan.id());
+}
+
+RecoveryReport PlacementService::Recover(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  RecoveryReport report;
+  absl::StatusOr<std::vector<pb::AssignmentPlan>> latest = plans_.LatestPlans();
+  if (!latest.ok()) {
+    report.errors.push_back(absl::StrCat("reading plans: ", latest.status().message()));
+    return report;
+  }
+  ledger_ = LinkLedger();
+  for (pb::AssignmentPlan& plan : *latest) {
+    switch (plan.phase()) {
+      case pb::PLAN_PHASE_DONE:
+        if (!plan.targets().empty() && PlacedRevision(plan) == plan.plan_revision()) {
+          ledger_.Hold(plan);
+        }
+        break;
+      case pb::PLAN_PHASE_RESERVING:
+      case pb::PLAN_PHASE_COMMITTING:
+        RecoverPlacement(std::move(plan), deadline, report);
+        break;
+      case pb::PLAN_PHASE_RELEASING: {
+        absl::StatusOr<Operation> op = plans_.GetOperation(plan.operation_id());
+        Operation stored = op.ok() ? *op : Operation();
+        if (!op.ok()) {
+          stored.set_id(plan.operation_id());
+          stored.set_kind(kReleaseKind);
+          stored.set_resource("applications/" + plan.application());
+        }
+        const std::string id = plan.id();
+        absl::Status st = FinishRemoval(plan, stored, stored.request_id(), deadline);
+        if (st.ok()) {
+          report.released.push_back(id);
+        } else {
+          report.errors.push_back(absl::StrCat(id, ": ", st.message()));
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return report;
+}
+
+RecoveryReport PlacementService::Reconcile(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  RecoveryReport report;
+  absl::StatusOr<std::vector<pb::AssignmentPlan>> latest = plans_.LatestPlans();
+  if (!latest.ok()) {
+    report.errors.push_back(absl::StrCat("reading plans: ", latest.status().message()));
+    return report;
+  }
+  // The reservations whose pods may run: those of plans holding pods.
+  std::set<std::string> live;
+  for (const pb::AssignmentPlan& plan : *latest) {
+    if (!HoldsPods(plan)) continue;
+    for (const pb::WorkloadTarget& t : plan.targets()) {
+      live.insert(LabelValue(ReservationOf(plan.application(), PlacedRevision(plan), t.cluster())));
+    }
+  }
+  for (const std::string& cluster : members_.KnownClusters()) {
+    absl::StatusOr<std::vector<LabelledPod>> pods = members_.ListLabelledPods(cluster, deadline);
+    if (!pods.ok()) {
+      if (!absl::IsUnimplemented(pods.status())) {
+        report.errors.push_back(absl::StrCat(cluster, ": ", pods.status().message()));
+      }
+      continue;
+    }
+    for (const LabelledPod& pod : *pods) {
+      if (pod.reservation.empty() || live.count(pod.reservation)) continue;
+      absl::Status st = members_.DeletePod(cluster, pod, deadline);
+      if (st.ok() || absl::IsNotFound(st)) {
+        report.orphans.push_back(absl::StrCat(cluster, "/", pod.name));
+        log::Info("deleted an orphan pod",
+                  {{"cluster", cluster}, {"pod", pod.name}, {"reservation", pod.reservation}});
+      } else {
+        report.errors.push_back(absl::StrCat(cluster, "/", pod.name, ": ", st.message()));
+      }
+    }
+  }
+  return report;
+}
+
+}  // namespace codeco::swm

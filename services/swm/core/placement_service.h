@@ -1,0 +1,364 @@
+#pragma once
+// PlacementService: the hub SWM's orchestration of one application, with no
+// gRPC, no RocksDB and no clock of its own. It places (read the members,
+// read the links, run the L1/L2 Coordinator, reserve in every target
+// cluster, commit, store the plan) and removes (release every cluster's
+// reservation, store a removal plan), writing the plan with its phase before
+// each step so that Recover() can drive a plan a crash interrupted to a known
+// outcome. It keeps the link bandwidth that placed plans' inter-cluster
+// channels hold (LinkLedger) and subtracts it from what later placements may
+// use. A reconciler (Reconcile) removes pods the clusters run under a plan
+// or reservation the hub no longer holds.
+//
+// It reaches the world only through ports:
+//   - MemberPort: the member clusters (how each is reached, its nodes and
+//     labels, its L2 solver, commits and releases, labelled pods);
+//   - LinkSource: the inter-cluster links (NetMA's topology);
+//   - PlanRepository: the stored plans and operations (the RocksDB PlanStore
+//     in the binary);
+//   - ExecutorFactory, given with each placement: the cluster side of the
+//     two-phase commit for that plan (it knows the pod templates);
+//   - Clock.
+// The gRPC SwmServiceImpl only translates protos, queues work and calls it;
+// CODEF's simulate mode drives the same class under virtual time.
+//
+// The stored resources are the codeco.swm.v1.AssignmentPlan and
+// codeco.common.v1.Operation messages (proto messages, no gRPC): they are
+// what the repository keeps and what GetAssignmentPlan answers.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "codeco/common/clock.h"
+#include "codeco/common/v1/operation.pb.h"
+#include "codeco/swm/v1/plan.pb.h"
+#include "swm/core/execution.h"
+#include "swm/core/federation_source.h"
+#include "swm/core/model.h"
+#include "swm/core/plugins.h"
+#include "swm/core/solve.h"
+
+namespace codeco::swm {
+
+/// A member of the neighborhood as a placement request names it.
+struct MemberRef {
+  std::string cluster;                           ///< Cluster name.
+  std::map<std::string, std::string> endpoints;  ///< "swm", "lms" -> host:port (any may be absent).
+};
+
+/// A member as the hub sees it for one placement.
+struct MemberView {
+  ClusterLabels labels;     ///< Region, country, tier, provider.
+  std::vector<Node> nodes;  ///< Its nodes; `allocated` counts pods and live holds.
+};
+
+/// A pod a cluster runs that carries the codeco.io/plan and
+/// codeco.io/reservation labels (their values use "." for "/").
+struct LabelledPod {
+  std::string name;         ///< Pod name.
+  std::string plan;         ///< codeco.io/plan label value, e.g. "shop.3".
+  std::string reservation;  ///< codeco.io/reservation label value, e.g. "shop.3.edge".
+};
+
+/// Port: the member clusters of the hub's placements.
+class MemberPort {
+ public:
+  virtual ~MemberPort() = default;
+  /// Resolves how each of `members` is reached for this placement (its MC
+  /// swm or its LMS) before anything is read. FAILED_PRECONDITION naming
+  /// `neighborhood.members[i].endpoints` for a member nobody knows how to
+  /// reach; UNAVAILABLE when a directory it needs does not answer.
+  virtual absl::Status Connect(const std::vector<MemberRef>& members, absl::Time deadline) = 0;
+  /// The nodes and labels of each of `clusters` (connected before), in the
+  /// same order; an error for a member that does not answer.
+  virtual std::vector<absl::StatusOr<MemberView>> ReadMembers(
+      const std::vector<std::string>& clusters, absl::Time deadline) = 0;
+  /// The L2 solver of a placement over `neighborhood`: members that solve
+  /// their own L2 (an MC swm) are asked there, the others solved by `local`,
+  /// which outlives the solver.
+  virtual std::unique_ptr<L2Solver> SolverFor(const std::vector<std::string>& neighborhood,
+                                              L2Solver& local) = 0;
+  /// Commits reservation `reservation_id` of `cluster` again (recovery of a
+  /// plan found COMMITTING; Commit is idempotent). FAILED_PRECONDITION when
+  /// the cluster no longer holds it.
+  virtual absl::Status Commit(const std::string& cluster, const std::string& reservation_id,
+                              absl::Time deadline) = 0;
+  /// Removes `pods` of `cluster`, created under `reservation_id`, and
+  /// releases the reservation; `reason` says why (logged by the cluster).
+  /// One status per pod: OK = deleted now, NOT_FOUND = already gone, any
+  /// other = still there.
+  virtual std::map<std::string, absl::Status> RemovePods(const std::string& cluster,
+                                                         const std::string& reservation_id,
+                                                         const std::vector<std::string>& pods,
+                                                         const std::string& reason,
+                                                         absl::Time deadline) = 0;
+  /// Tells the port that a plan or removal changed `clusters` (it may read
+  /// their pods again).
+  virtual void Touched(const std::vector<std::string>& clusters) = 0;
+  /// Clusters whose pods the reconciler can list (those the hub ever reached).
+  virtual std::vector<std::string> KnownClusters() = 0;
+  /// The pods of `cluster` that carry the plan labels; UNIMPLEMENTED when
+  /// the port cannot list that cluster's pods (a member known only through
+  /// its own swm, which keeps its pods itself).
+  virtual absl::StatusOr<std::vector<LabelledPod>> ListLabelledPods(const std::string& cluster,
+                                                                    absl::Time deadline) = 0;
+  /// Deletes the pod `pod` of `cluster` (an orphan); NOT_FOUND if gone.
+  virtual absl::Status DeletePod(const std::string& cluster, const LabelledPod& pod,
+                                 absl::Time deadline) = 0;
+};
+
+/// Port: the cluster side of the two-phase commit for one placement.
+class ExecutorFactory {
+ public:
+  virtual ~ExecutorFactory() = default;
+  /// The executor that reserves and commits `plan`'s share in `cluster`;
+  /// it lives until the placement ends.
+  virtual absl::StatusOr<std::unique_ptr<ClusterExecutor>> ExecutorFor(const std::string& cluster,
+                                                                       const AssignmentPlan& plan,
+                                                                       absl::Time deadline) = 0;
+};
+
+/// Port: the stored plans and operations (see plan_store.h for the layout
+/// of the RocksDB implementation).
+class PlanRepository {
+ public:
+  virtual ~PlanRepository() = default;
+  /// The newest plan of `application`, or nullopt.
+  virtual absl::StatusOr<std::optional<codeco::swm::v1::AssignmentPlan>> Latest(
+      const std::string& application) const = 0;
+  /// The newest plan of every application, by application name.
+  virtual absl::StatusOr<std::vector<codeco::swm::v1::AssignmentPlan>> LatestPlans() const = 0;
+  /// The operation started by `request_id`, or nullopt.
+  virtual absl::StatusOr<std::optional<codeco::common::v1::Operation>> OperationForRequest(
+      const std::string& request_id) const = 0;
+  /// Operation `id`; NOT_FOUND when absent.
+  virtual absl::StatusOr<codeco::common::v1::Operation> GetOperation(
+      const std::string& id) const = 0;
+  /// Stores `plan` (if not null), `operation` and, when non-empty,
+  /// `request_id` -> operation, atomically and durably.
+  virtual absl::Status Save(const codeco::swm::v1::AssignmentPlan* plan,
+                            const codeco::common::v1::Operation& operation,
+                            const std::string& request_id) = 0;
+};
+
+/// A PlanRepository held in memory (CODEF's simulate mode, tests): nothing
+/// survives the object. Thread-safe.
+class InMemoryPlanRepository final : public PlanRepository {
+ public:
+  absl::StatusOr<std::optional<codeco::swm::v1::AssignmentPlan>> Latest(
+      const std::string& application) const override;
+  absl::StatusOr<std::vector<codeco::swm::v1::AssignmentPlan>> LatestPlans() const override;
+  absl::StatusOr<std::optional<codeco::common::v1::Operation>> OperationForRequest(
+      const std::string& request_id) const override;
+  absl::StatusOr<codeco::common::v1::Operation> GetOperation(const std::string& id) const override;
+  absl::Status Save(const codeco::swm::v1::AssignmentPlan* plan,
+                    const codeco::common::v1::Operation& operation,
+                    const std::string& request_id) override;
+
+ private:
+  mutable absl::Mutex mu_;
+  // application -> revision -> plan
+  std::map<std::string, std::map<int64_t, codeco::swm::v1::AssignmentPlan>> plans_
+      ABSL_GUARDED_BY(mu_);
+  std::map<std::string, codeco::common::v1::Operation> operations_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> requests_ ABSL_GUARDED_BY(mu_);
+};
+
+/// Link bandwidth held by the inter-cluster channels of placed plans, per
+/// directed link and service class, by application. Not thread-safe (the
+/// PlacementService guards it).
+class LinkLedger {
+ public:
+  /// Records what `plan` (a placed plan, DONE) holds: each channel whose
+  /// path crosses two clusters holds its min_bandwidth_bps of its class on
+  /// the link path[0] -> path[1]. Replaces what the application held.
+  void Hold(const codeco::swm::v1::AssignmentPlan& plan);
+  /// Gives back everything `application` holds (no-op if nothing).
+  void Free(const std::string& application);
+  /// Bits per second of `service_class` held on from -> to.
+  int64_t Held(const std::string& from, const std::string& to, ServiceClass service_class) const;
+  /// Lowers the free bandwidth of every link of `federation` by what is held
+  /// on it (never below zero).
+  void Apply(Federation& federation) const;
+
+ private:
+  struct Use {
+    std::string from, to;
+    ServiceClass service_class;
+    int64_t bps;
+  };
+  std::map<std::string, std::vector<Use>> by_application_;
+};
+
+/// A placement as the core takes it.
+struct PlaceRequest {
+  /// The validated application (workloads, channels, profile).
+  Application app;
+  /// The neighborhood's members, at least one, no duplicates.
+  std::vector<MemberRef> members;
+  /// Idempotency key ("" = none): a key seen before answers its first result.
+  std::string request_id;
+  /// Solve and answer the plan without storing or reserving anything.
+  bool dry_run = false;
+  /// The application spec revision the plan is for.
+  int64_t spec_revision = 0;
+  /// The neighborhood's id.
+  std::string neighborhood_id;
+  /// The cluster side of the two-phase commit for this placement (pod
+  /// templates included); not owned; required unless dry_run.
+  ExecutorFactory* executors = nullptr;
+};
+
+/// What one placement did, for the caller's metrics.
+struct PlaceCounts {
+  int64_t placed = 0;    ///< Workloads whose pods a committed plan created.
+  int64_t unplaced = 0;  ///< Workloads the solve could not fit.
+};
+
+/// A removal as the core takes it.
+struct ReleaseRequest {
+  std::string application;  ///< Application name (required).
+  std::string request_id;   ///< Idempotency key ("" = none).
+};
+
+/// What Recover or Reconcile did (for logs and tests).
+struct RecoveryReport {
+  std::vector<std::string> committed;    ///< Plans found COMMITTING and committed (DONE now).
+  std::vector<std::string> rolled_back;  ///< Plans found RESERVING/COMMITTING and rolled back.
+  std::vector<std::string> released;     ///< Removal plans found RELEASING and finished.
+  std::vector<std::string> orphans;      ///< "<cluster>/<pod>" orphans deleted.
+  std::vector<std::string> errors;       ///< What could not be done (retried next time).
+};
+
+/// Settings of the PlacementService.
+struct PlacementServiceOptions {
+  /// Lease of a reservation (how long it outlives a vanished hub). Default: 60 s.
+  absl::Duration reservation_lease = absl::Seconds(60);
+  /// Node-to-node latency assumed inside every cluster, ns. Default: 100 us.
+  int64_t intra_cluster_latency_ns = 100'000;
+  /// How long links read from the LinkSource are reused across placements.
+  /// Default: 0 (read for every placement).
+  absl::Duration link_cache_ttl = absl::ZeroDuration();
+  /// How long a member's node view is reused across placements (a cluster a
+  /// plan touched is read again). Default: 0 (read for every placement).
+  absl::Duration node_view_ttl = absl::ZeroDuration();
+  /// Coordinator settings. Default: the core's.
+  CoordinatorOptions coordinator;
+};
+
+/// The kind of the operations Place stores.
+inline constexpr char kPlaceKind[] = "swm.PlaceApplication";
+/// The kind of the operations Release stores.
+inline constexpr char kReleaseKind[] = "swm.ReleaseApplication";
+
+/// The hub SWM's orchestration. Thread-safe: calls are serialised.
+class PlacementService {
+ public:
+  /// Uses the ports, which must outlive the service; `links` may be null
+  /// (no inter-cluster link exists). `local_l2` solves the clusters the hub
+  /// solves itself (the in-process heuristic or the exact L2); `registry`
+  /// holds the scheduling profiles the coordinator uses.
+  PlacementService(const Clock& clock, MemberPort& members, LinkSource* links,
+                   PlanRepository& plans, L2Solver& local_l2, const PluginRegistry& registry,
+                   PlacementServiceOptions options = {});
+
+  /// Places `request.app` over its members: reads them and the links,
+  /// solves, then (unless dry_run) writes the plan RESERVING, reserves in
+  /// every target cluster, writes it COMMITTING, commits, and writes it DONE
+  /// with its operation. Answers the operation (done; result = the plan).
+  /// FAILED_PRECONDITION listing every unplaced workload (the FAILED plan is
+  /// stored); ABORTED when execution failed and was rolled back; UNAVAILABLE
+  /// when no member answers; DEADLINE_EXCEEDED when `deadline` passed
+  /// before anything was reserved. A request_id seen before answers its
+  /// first result; one used by another kind of request is INVALID_ARGUMENT.
+  absl::StatusOr<codeco::common::v1::Operation> Place(const PlaceRequest& request,
+                                                      absl::Time deadline = absl::InfiniteFuture(),
+                                                      PlaceCounts* counts = nullptr);
+
+  /// Removes the application's pods (the newest plan that holds pods): the
+  /// removal plan (one DeletePod action per pod, no targets once done) is
+  /// written RELEASING first, then every cluster removes its pods, then the
+  /// plan is written DONE, or FAILED with the pods still there as targets
+  /// (answer UNAVAILABLE; the request_id is not claimed, so a retry removes
+  /// what is left). An application with no placement gives an empty plan.
+  absl::StatusOr<codeco::swm::v1::AssignmentPlan> Release(
+      const ReleaseRequest& request, absl::Time deadline = absl::InfiniteFuture());
+
+  /// At start: rebuilds the link ledger from the stored plans and drives
+  /// every plan left in an intermediate phase to a known outcome —
+  /// RESERVING: its reservations are released and it is ROLLED_BACK (the
+  /// request_id stays free, so the caller's retry places again);
+  /// COMMITTING: committed again in every target cluster (DONE, the
+  /// request_id answers it) or, when a cluster no longer holds its
+  /// reservation, its pods removed and ROLLED_BACK; RELEASING: the removal
+  /// finished. What cannot be done now (a cluster away) is in `errors` and
+  /// the plan stays as it was, for the next call.
+  RecoveryReport Recover(absl::Time deadline = absl::InfiniteFuture());
+
+  /// Compares what the clusters run with the stored plans: a pod labelled
+  /// with a plan whose application has no stored plan holding it (unknown,
+  /// removed, rolled back, or replaced by a newer revision) is deleted.
+  /// Clusters the MemberPort cannot list are skipped. Run at start and
+  /// periodically.
+  RecoveryReport Reconcile(absl::Time deadline = absl::InfiniteFuture());
+
+  /// Bits per second of `service_class` that placed plans hold on from -> to.
+  int64_t HeldBandwidth(const std::string& from, const std::string& to, ServiceClass service_class);
+
+ private:
+  absl::StatusOr<codeco::common::v1::Operation> PlaceLocked(const PlaceRequest& request,
+                                                            absl::Time deadline,
+                                                            PlaceCounts* counts)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads the members and links of a placement into `federation`.
+  absl::Status BuildFederation(const PlaceRequest& request, absl::Time deadline,
+                               Federation& federation, std::vector<std::string>& neighborhood,
+                               std::vector<std::string>& unreachable)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Deletes the pods `removal` (RELEASING, targets = pods to remove) lists
+  // and writes it DONE or FAILED with `op`.
+  absl::Status FinishRemoval(codeco::swm::v1::AssignmentPlan& removal,
+                             codeco::common::v1::Operation& op, const std::string& request_id,
+                             absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Recovery of one plan found RESERVING or COMMITTING.
+  void RecoverPlacement(codeco::swm::v1::AssignmentPlan plan, absl::Time deadline,
+                        RecoveryReport& report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Invalidate(const std::vector<std::string>& clusters) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Clock& clock_;
+  MemberPort& members_;
+  LinkSource* links_;
+  PlanRepository& plans_;
+  L2Solver& local_l2_;
+  const PluginRegistry& registry_;
+  PlacementServiceOptions options_;
+
+  absl::Mutex mu_;
+  LinkLedger ledger_ ABSL_GUARDED_BY(mu_);
+  struct CachedLink {
+    std::optional<Link> link;
+    absl::Time read_at;
+  };
+  std::map<std::pair<std::string, std::string>, CachedLink> link_cache_ ABSL_GUARDED_BY(mu_);
+  struct CachedView {
+    MemberView view;
+    absl::Time read_at;
+  };
+  std::map<std::string, CachedView> view_cache_ ABSL_GUARDED_BY(mu_);
+};
+
+/// True when the application has pods under `plan`: a placement that is
+/// done, a removal that left pods behind (its targets), or a plan caught in
+/// an intermediate phase (RESERVING, COMMITTING, RELEASING).
+bool HoldsPods(const codeco::swm::v1::AssignmentPlan& plan);
+
+}  // namespace codeco::swm

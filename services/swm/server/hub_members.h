@@ -1,0 +1,110 @@
+#pragma once
+// The hub's MemberPort and ExecutorFactory over gRPC: how the hub SWM
+// reaches the members of a neighborhood. A member with an MC swm (the
+// neighborhood's endpoints["swm"], else swm.cluster_endpoints) is read
+// through GetClusterView, solves its own L2 (SolveCluster) and runs its side
+// of the two-phase commit (Reserve with every pod's template, Commit,
+// Release); a member without one is driven through its LMS (endpoints["lms"],
+// else the testbed directory) with a LocalClusterExecutor. Endpoints learned
+// from neighborhoods are remembered in the PlanStore so a restarted hub can
+// still reach the clusters its plans are on.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "codeco/acm/v1/application.pb.h"
+#include "codeco/common/clock.h"
+#include "codeco/common/executor.h"
+#include "codeco/common/peer_channels.h"
+#include "swm/core/placement_service.h"
+#include "swm/lms/lms_pod_runtime.h"
+#include "swm/server/plan_store.h"
+#include "swm/server/remote_cluster.h"
+
+namespace codeco::swm {
+
+/// Settings of the HubMemberPort.
+struct HubMemberOptions {
+  /// Deadline of each call to a cluster's LMS. Default: 10 s.
+  absl::Duration lms_timeout = absl::Seconds(10);
+  /// Deadline of each call to an MC swm. Default: 10 s.
+  absl::Duration mc_timeout = absl::Seconds(10);
+  /// The MC swm of clusters whose neighborhood entry names none. Default: none.
+  std::map<std::string, std::string> cluster_endpoints;
+};
+
+/// The hub's MemberPort over gRPC. Thread-safe.
+class HubMemberPort final : public MemberPort {
+ public:
+  /// Reaches LMS endpoints through `channels` and MC swm endpoints through
+  /// `mc_channels` (`channels` when null); `directory` (may be null) lists
+  /// the clusters without an swm (testbed). `plans`, `clock` and the
+  /// channels must outlive the port.
+  HubMemberPort(PlanStore& plans, const Clock& clock, PeerChannels& channels,
+                PeerChannels* mc_channels, std::shared_ptr<ClusterDirectory> directory,
+                HubMemberOptions options);
+
+  absl::Status Connect(const std::vector<MemberRef>& members, absl::Time deadline) override;
+  std::vector<absl::StatusOr<MemberView>> ReadMembers(const std::vector<std::string>& clusters,
+                                                      absl::Time deadline) override;
+  std::unique_ptr<L2Solver> SolverFor(const std::vector<std::string>& neighborhood,
+                                      L2Solver& local) override;
+  absl::Status Commit(const std::string& cluster, const std::string& reservation_id,
+                      absl::Time deadline) override;
+  std::map<std::string, absl::Status> RemovePods(const std::string& cluster,
+                                                 const std::string& reservation_id,
+                                                 const std::vector<std::string>& pods,
+                                                 const std::string& reason,
+                                                 absl::Time deadline) override;
+  void Touched(const std::vector<std::string>& clusters) override;
+  std::vector<std::string> KnownClusters() override;
+  absl::StatusOr<std::vector<LabelledPod>> ListLabelledPods(const std::string& cluster,
+                                                            absl::Time deadline) override;
+  absl::Status DeletePod(const std::string& cluster, const LabelledPod& pod,
+                         absl::Time deadline) override;
+
+  /// The executors of one placement of `app` (its pod templates come from
+  /// it); valid while this port lives.
+  std::unique_ptr<ExecutorFactory> ExecutorsFor(const codeco::acm::v1::Application& app);
+
+  /// Lifts the deadline a call set on every LMS connection.
+  void ClearDeadlines();
+
+ private:
+  friend class HubExecutorFactory;
+  struct Rig {
+    std::string lms;
+    std::unique_ptr<LmsPodRuntime> runtime;
+    std::unique_ptr<LocalClusterExecutor> local;  // when the hub drives the LMS itself
+    std::string mc_address;                       // the cluster's MC swm, when it has one
+    std::shared_ptr<grpc::Channel> mc;            // channel to it (then no runtime)
+  };
+  absl::StatusOr<Rig*> RigForLms(const std::string& cluster, const std::string& lms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Rig*> RigForMc(const std::string& cluster, const std::string& swm)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The rig of a cluster a stored plan is on (its MC swm or LMS as
+  // remembered, from swm.cluster_endpoints or the directory).
+  absl::StatusOr<Rig*> RigForKnown(const std::string& cluster) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  PlanStore& plans_;
+  const Clock& clock_;
+  PeerChannels& channels_;
+  PeerChannels& mc_channels_;
+  std::shared_ptr<ClusterDirectory> directory_;
+  HubMemberOptions options_;
+
+  absl::Mutex mu_;
+  std::map<std::string, Rig> rigs_ ABSL_GUARDED_BY(mu_);
+  // Labels of the members the directory knows (set by Connect).
+  std::map<std::string, ClusterLabels> directory_labels_ ABSL_GUARDED_BY(mu_);
+  // Reads the members concurrently during a placement.
+  BoundedExecutor readers_{8, 1024};
+};
+
+}  // namespace codeco::swm

@@ -1,0 +1,527 @@
+// PlacementService over fake ports (no sockets, no RocksDB): the real
+// coordinator and solver place onto in-memory clusters (InMemoryPodRuntime
+// behind a LocalClusterExecutor each); the plan repository is a map that can
+// "crash" (freeze, with the clusters, at the moment a phase is written) so
+// that Recover() is tested against the state a killed hub leaves behind.
+
+#include "swm/core/placement_service.h"
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "codeco/common/clock.h"
+#include "swm/core/convert.h"
+#include "swm/core/plugins.h"
+#include "swm/tests/fixtures.h"
+
+namespace codeco::swm {
+namespace {
+
+namespace pb = codeco::swm::v1;
+using codeco::common::v1::Operation;
+using test::kGi;
+using test::MakeCluster;
+
+// Shared "the hub died here" switch: once set, the repository and the
+// cluster executors of the dead hub ignore every later call.
+struct Crash {
+  pb::PlanPhase at = pb::PLAN_PHASE_UNSPECIFIED;  // phase whose write is the last one
+  bool happened = false;
+};
+
+class FakeRepository final : public PlanRepository {
+ public:
+  absl::StatusOr<std::optional<pb::AssignmentPlan>> Latest(
+      const std::string& application) const override {
+    auto it = plans_.find(application);
+    if (it == plans_.end() || it->second.empty()) return std::nullopt;
+    return it->second.rbegin()->second;
+  }
+  absl::StatusOr<std::vector<pb::AssignmentPlan>> LatestPlans() const override {
+    std::vector<pb::AssignmentPlan> out;
+    for (const auto& [app, revisions] : plans_) {
+      if (!revisions.empty()) out.push_back(revisions.rbegin()->second);
+    }
+    return out;
+  }
+  absl::StatusOr<std::optional<Operation>> OperationForRequest(
+      const std::string& request_id) const override {
+    auto it = requests_.find(request_id);
+    if (it == requests_.end()) return std::nullopt;
+    return operations_.at(it->second);
+  }
+  absl::StatusOr<Operation> GetOperation(const std::string& id) const override {
+    auto it = operations_.find(id);
+    if (it == operations_.end()) return absl::NotFoundError("no operation " + id);
+    return it->second;
+  }
+  absl::Status Save(const pb::AssignmentPlan* plan, const Operation& operation,
+                    const std::string& request_id) override {
+    if (crash != nullptr && crash->happened) return absl::OkStatus();  // nobody writes any more
+    if (plan != nullptr && !plan->id().empty()) {
+      plans_[plan->application()][plan->plan_revision()] = *plan;
+      phases.push_back(plan->phase());
+    }
+    if (!operation.id().empty()) operations_[operation.id()] = operation;
+    if (!request_id.empty()) requests_[request_id] = operation.id();
+    if (crash != nullptr && plan != nullptr && plan->phase() == crash->at) crash->happened = true;
+    return absl::OkStatus();
+  }
+
+  std::vector<pb::PlanPhase> phases;  // every plan phase written, in order
+  Crash* crash = nullptr;
+
+ private:
+  std::map<std::string, std::map<int64_t, pb::AssignmentPlan>> plans_;
+  std::map<std::string, Operation> operations_;
+  std::map<std::string, std::string> requests_;
+};
+
+// One in-memory cluster: its pods, its reservations, and the reservation
+// label of each pod (what an LMS would show).
+struct FakeCluster {
+  FakeCluster(const Clock& clock, Cluster spec)
+      : labels(spec.labels), runtime(spec.nodes), executor(clock, runtime) {}
+  ClusterLabels labels;
+  InMemoryPodRuntime runtime;
+  LocalClusterExecutor executor;
+  std::map<std::string, std::string> reservation_of;  // pod -> reservation label value
+};
+
+// The executor of one cluster for one plan; dead once the crash happened.
+class FakeExecutor final : public ClusterExecutor {
+ public:
+  FakeExecutor(FakeCluster& cluster, const Crash* crash) : cluster_(cluster), crash_(crash) {}
+  absl::Status Reserve(const std::string& id, const std::vector<ReservationItem>& items,
+                       absl::Duration lease) override {
+    if (Dead()) return absl::UnavailableError("hub is dead");
+    for (const ReservationItem& item : items) cluster_.reservation_of[item.pod] = LabelValue(id);
+    return cluster_.executor.Reserve(id, items, lease);
+  }
+  absl::Status Commit(const std::string& id) override {
+    if (Dead()) return absl::UnavailableError("hub is dead");
+    return cluster_.executor.Commit(id);
+  }
+  absl::Status Release(const std::string& id) override {
+    if (Dead()) return absl::UnavailableError("hub is dead");
+    return cluster_.executor.Release(id);
+  }
+
+ private:
+  bool Dead() const { return crash_ != nullptr && crash_->happened; }
+  FakeCluster& cluster_;
+  const Crash* crash_;
+};
+
+class FakeFactory final : public ExecutorFactory {
+ public:
+  FakeFactory(std::map<std::string, std::unique_ptr<FakeCluster>>& clusters, const Crash* crash)
+      : clusters_(clusters), crash_(crash) {}
+  absl::StatusOr<std::unique_ptr<ClusterExecutor>> ExecutorFor(const std::string& cluster,
+                                                               const AssignmentPlan&,
+                                                               absl::Time) override {
+    auto it = clusters_.find(cluster);
+    if (it == clusters_.end()) return absl::NotFoundError("no cluster " + cluster);
+    return std::unique_ptr<ClusterExecutor>(std::make_unique<FakeExecutor>(*it->second, crash_));
+  }
+
+ private:
+  std::map<std::string, std::unique_ptr<FakeCluster>>& clusters_;
+  const Crash* crash_;
+};
+
+// Forwards to the hub's local L2 (every fake cluster is solved in process).
+class LocalOnly final : public L2Solver {
+ public:
+  explicit LocalOnly(L2Solver& local) : local_(local) {}
+  absl::StatusOr<L2Result> Solve(const L2Request& request) override {
+    return local_.Solve(request);
+  }
+
+ private:
+  L2Solver& local_;
+};
+
+class FakeMembers final : public MemberPort {
+ public:
+  explicit FakeMembers(std::map<std::string, std::unique_ptr<FakeCluster>>& clusters)
+      : clusters_(clusters) {}
+  absl::Status Connect(const std::vector<MemberRef>& members, absl::Time) override {
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (!clusters_.count(members[i].cluster)) {
+        return absl::FailedPreconditionError("neighborhood.members[" + std::to_string(i) +
+                                             "].endpoints: unknown cluster");
+      }
+    }
+    return absl::OkStatus();
+  }
+  std::vector<absl::StatusOr<MemberView>> ReadMembers(const std::vector<std::string>& names,
+                                                      absl::Time) override {
+    std::vector<absl::StatusOr<MemberView>> out;
+    for (const std::string& name : names) {
+      FakeCluster& c = *clusters_.at(name);
+      if (away.count(name)) {
+        out.push_back(absl::UnavailableError(name + " is away"));
+        continue;
+      }
+      // As an MC's GetClusterView: allocated = pods (the runtime's) + live holds.
+      std::vector<Node> nodes = *c.runtime.ListNodes();
+      for (Node& n : nodes) n.allocated += c.executor.ledger().Held(n.name);
+      out.push_back(MemberView{.labels = c.labels, .nodes = std::move(nodes)});
+    }
+    return out;
+  }
+  std::unique_ptr<L2Solver> SolverFor(const std::vector<std::string>&, L2Solver& local) override {
+    return std::make_unique<LocalOnly>(local);
+  }
+  absl::Status Commit(const std::string& cluster, const std::string& id, absl::Time) override {
+    return clusters_.at(cluster)->executor.Commit(id);
+  }
+  std::map<std::string, absl::Status> RemovePods(const std::string& cluster, const std::string& id,
+                                                 const std::vector<std::string>& pods,
+                                                 const std::string&, absl::Time) override {
+    std::map<std::string, absl::Status> out;
+    FakeCluster& c = *clusters_.at(cluster);
+    for (const std::string& pod : pods) {
+      out[pod] = away.count(cluster) ? absl::UnavailableError(cluster + " is away")
+                                     : c.runtime.DeletePod(pod);
+    }
+    if (!away.count(cluster)) (void)c.executor.Release(id);
+    return out;
+  }
+  void Touched(const std::vector<std::string>& names) override {
+    for (const std::string& name : names) (void)clusters_.at(name)->executor.Sync();
+  }
+  std::vector<std::string> KnownClusters() override {
+    std::vector<std::string> out;
+    for (const auto& [name, c] : clusters_) out.push_back(name);
+    return out;
+  }
+  absl::StatusOr<std::vector<LabelledPod>> ListLabelledPods(const std::string& cluster,
+                                                            absl::Time) override {
+    FakeCluster& c = *clusters_.at(cluster);
+    std::vector<LabelledPod> out;
+    absl::StatusOr<std::vector<PodInfo>> pods = c.runtime.ListPods();
+    if (!pods.ok()) return pods.status();
+    for (const PodInfo& p : *pods) {
+      auto it = c.reservation_of.find(p.name);
+      if (it != c.reservation_of.end()) out.push_back({p.name, "", it->second});
+    }
+    return out;
+  }
+  absl::Status DeletePod(const std::string& cluster, const LabelledPod& pod, absl::Time) override {
+    return clusters_.at(cluster)->runtime.DeletePod(pod.name);
+  }
+
+  std::set<std::string> away;  // clusters that do not answer
+
+ private:
+  std::map<std::string, std::unique_ptr<FakeCluster>>& clusters_;
+};
+
+class FakeLinks final : public LinkSource {
+ public:
+  absl::StatusOr<std::optional<Link>> GetLink(const std::string& from,
+                                              const std::string& to) override {
+    for (const Link& l : links) {
+      if (l.from == from && l.to == to) return l;
+    }
+    return std::nullopt;
+  }
+  std::vector<Link> links;
+};
+
+// Two clusters "eu" (region eu) and "us" (region us), one node each, and a
+// 1 Gbps link both ways.
+struct Bed {
+  Bed() {
+    Cluster eu = MakeCluster("eu", 1, 4000, 16 * kGi, "eu", "FR");
+    Cluster us = MakeCluster("us", 1, 4000, 16 * kGi, "us", "US");
+    clusters["eu"] = std::make_unique<FakeCluster>(clock, eu);
+    clusters["us"] = std::make_unique<FakeCluster>(clock, us);
+    for (auto [from, to] : {std::pair{"eu", "us"}, std::pair{"us", "eu"}}) {
+      links.links.push_back(Link{.from = from,
+                                 .to = to,
+                                 .latency_ns = 5 * test::kMs,
+                                 .free_bandwidth_bps = {1'000'000'000, 1'000'000'000}});
+    }
+    NewHub();
+  }
+  // A (re)started hub over the same repository and clusters.
+  void NewHub() {
+    service = std::make_unique<PlacementService>(clock, members, &links, repo, l2, registry);
+  }
+  // The hub that died is started again: the new one writes and executes.
+  void Restart() {
+    repo.crash = nullptr;
+    crash = Crash{};
+    NewHub();
+  }
+  // An application "name" with "front" (region eu) and "back" (region us)
+  // and a channel front -> back needing `bps`.
+  static Application App(const std::string& name, int64_t bps) {
+    Application app{.name = name};
+    Workload front = test::MakeWorkload("front-0", 500);
+    front.service = "front";
+    front.allowed_regions = {"eu"};
+    Workload back = test::MakeWorkload("back-0", 500);
+    back.service = "back";
+    back.allowed_regions = {"us"};
+    app.workloads = {front, back};
+    app.channels.push_back(Channel{.name = "front-back",
+                                   .from = "front-0",
+                                   .to = "back-0",
+                                   .min_bandwidth_bps = bps,
+                                   .max_delay_ns = 100 * test::kMs});
+    return app;
+  }
+  PlaceRequest Request(Application app, const std::string& request_id = "") {
+    PlaceRequest r{.app = std::move(app), .request_id = request_id};
+    r.members = {MemberRef{.cluster = "eu"}, MemberRef{.cluster = "us"}};
+    r.executors = &factory;
+    return r;
+  }
+  size_t Pods(const std::string& cluster) { return clusters[cluster]->runtime.ListPods()->size(); }
+
+  SimulatedClock clock{absl::FromUnixSeconds(1'700'000'000)};
+  std::map<std::string, std::unique_ptr<FakeCluster>> clusters;
+  Crash crash;
+  FakeRepository repo;
+  FakeMembers members{clusters};
+  FakeLinks links;
+  FakeFactory factory{clusters, &crash};
+  PluginRegistry registry = NewDefaultRegistry();
+  InProcessL2Solver l2{registry, nullptr};
+  std::unique_ptr<PlacementService> service;
+};
+
+pb::AssignmentPlan PlanOf(const Operation& op) {
+  pb::AssignmentPlan plan;
+  REQUIRE(op.result().UnpackTo(&plan));
+  return plan;
+}
+
+TEST_CASE("PlacementService writes each phase before its step and creates the pods",
+          "[placement_service]") {
+  Bed bed;
+  absl::StatusOr<Operation> op = bed.service->Place(bed.Request(Bed::App("shop", 100'000'000)));
+  REQUIRE(op.ok());
+  CHECK(op->done());
+  pb::AssignmentPlan plan = PlanOf(*op);
+  CHECK(plan.phase() == pb::PLAN_PHASE_DONE);
+  CHECK(plan.targets_size() == 2);
+  CHECK(bed.repo.phases == std::vector<pb::PlanPhase>{pb::PLAN_PHASE_RESERVING,
+                                                      pb::PLAN_PHASE_COMMITTING,
+                                                      pb::PLAN_PHASE_DONE});
+  CHECK(bed.Pods("eu") == 1);
+  CHECK(bed.Pods("us") == 1);
+
+  // Placing it again while it holds pods is refused.
+  CHECK(absl::IsFailedPrecondition(
+      bed.service->Place(bed.Request(Bed::App("shop", 100'000'000))).status()));
+
+  bed.repo.phases.clear();
+  absl::StatusOr<pb::AssignmentPlan> removal = bed.service->Release({.application = "shop"});
+  REQUIRE(removal.ok());
+  CHECK(removal->phase() == pb::PLAN_PHASE_DONE);
+  CHECK(removal->targets().empty());
+  CHECK(removal->actions_size() == 2);
+  CHECK(bed.repo.phases ==
+        std::vector<pb::PlanPhase>{pb::PLAN_PHASE_RELEASING, pb::PLAN_PHASE_DONE});
+  CHECK(bed.Pods("eu") == 0);
+  CHECK(bed.Pods("us") == 0);
+}
+
+TEST_CASE("PlacementService stores an unplaceable application as FAILED and reserves nothing",
+          "[placement_service]") {
+  Bed bed;
+  Application app = Bed::App("huge", 0);
+  app.workloads[0].requests.cpu_millis = 64'000;
+  absl::StatusOr<Operation> op = bed.service->Place(bed.Request(app, "r1"));
+  REQUIRE(absl::IsFailedPrecondition(op.status()));
+  CHECK(std::string(op.status().message()).find("front-0") != std::string::npos);
+  CHECK(bed.repo.phases == std::vector<pb::PlanPhase>{pb::PLAN_PHASE_FAILED});
+  CHECK(bed.clusters["eu"]->executor.ledger().size() == 0);
+  // The request id answers the same error again without solving.
+  CHECK(absl::IsFailedPrecondition(bed.service->Place(bed.Request(app, "r1")).status()));
+}
+
+TEST_CASE("PlacementService leaves out a member that does not answer", "[placement_service]") {
+  Bed bed;
+  bed.members.away.insert("us");
+  absl::StatusOr<Operation> op = bed.service->Place(bed.Request(Bed::App("shop", 0)));
+  REQUIRE(absl::IsFailedPrecondition(op.status()));
+  CHECK(std::string(op.status().message()).find("us (us is away)") != std::string::npos);
+  bed.members.away.insert("eu");
+  CHECK(absl::IsUnavailable(bed.service->Place(bed.Request(Bed::App("shop", 0))).status()));
+}
+
+TEST_CASE("Recover commits a plan the hub left COMMITTING", "[placement_service]") {
+  Bed bed;
+  bed.crash.at = pb::PLAN_PHASE_COMMITTING;
+  bed.repo.crash = &bed.crash;
+  (void)bed.service->Place(bed.Request(Bed::App("shop", 0), "req-1"));
+  REQUIRE(bed.crash.happened);
+  // The dead hub reserved but never committed: no pod, capacity held.
+  CHECK(bed.Pods("eu") == 0);
+  CHECK(bed.clusters["eu"]->executor.ledger().size() == 1);
+  REQUIRE(bed.repo.Latest("shop")->value().phase() == pb::PLAN_PHASE_COMMITTING);
+
+  bed.Restart();
+  RecoveryReport report = bed.service->Recover();
+  CHECK(report.errors.empty());
+  CHECK(report.committed == std::vector<std::string>{"shop/1"});
+  CHECK(bed.repo.Latest("shop")->value().phase() == pb::PLAN_PHASE_DONE);
+  CHECK(bed.Pods("eu") == 1);
+  CHECK(bed.Pods("us") == 1);
+  // The caller's retry gets the committed plan.
+  absl::StatusOr<Operation> again = bed.service->Place(bed.Request(Bed::App("shop", 0), "req-1"));
+  REQUIRE(again.ok());
+  CHECK(PlanOf(*again).phase() == pb::PLAN_PHASE_DONE);
+}
+
+TEST_CASE("Recover rolls back a plan the hub left RESERVING", "[placement_service]") {
+  Bed bed;
+  bed.crash.at = pb::PLAN_PHASE_RESERVING;
+  bed.repo.crash = &bed.crash;
+  (void)bed.service->Place(bed.Request(Bed::App("shop", 0), "req-1"));
+  REQUIRE(bed.crash.happened);
+  REQUIRE(bed.repo.Latest("shop")->value().phase() == pb::PLAN_PHASE_RESERVING);
+
+  bed.Restart();
+  // A placement's reservations held in a cluster before the crash (the dead
+  // hub's executors stopped after the write, so hold one by hand as a hub
+  // that died between two Reserve calls would have).
+  REQUIRE(bed.clusters["eu"]
+              ->executor
+              .Reserve("shop/1/eu", {ReservationItem{"shop-front-0", "eu-n0", {500, kGi, 0}}},
+                       absl::Minutes(1))
+              .ok());
+  RecoveryReport report = bed.service->Recover();
+  CHECK(report.errors.empty());
+  CHECK(report.rolled_back == std::vector<std::string>{"shop/1"});
+  pb::AssignmentPlan stored = bed.repo.Latest("shop")->value();
+  CHECK(stored.phase() == pb::PLAN_PHASE_ROLLED_BACK);
+  CHECK(absl::IsAborted(absl::Status(static_cast<absl::StatusCode>(stored.error().code()), "")));
+  CHECK(bed.clusters["eu"]->executor.ledger().size() == 0);
+  CHECK(bed.Pods("eu") == 0);
+  // The request id is free: the retry places (revision 2).
+  absl::StatusOr<Operation> again = bed.service->Place(bed.Request(Bed::App("shop", 0), "req-1"));
+  REQUIRE(again.ok());
+  CHECK(PlanOf(*again).plan_revision() == 2);
+  CHECK(bed.Pods("eu") == 1);
+}
+
+TEST_CASE("Recover finishes a removal the hub left RELEASING", "[placement_service]") {
+  Bed bed;
+  REQUIRE(bed.service->Place(bed.Request(Bed::App("shop", 0))).ok());
+  bed.crash.at = pb::PLAN_PHASE_RELEASING;
+  bed.repo.crash = &bed.crash;
+  // Dies right after writing RELEASING: the fake members still delete, so
+  // put the pods back as they were when the hub died.
+  bed.members.away = {"eu", "us"};
+  (void)bed.service->Release({.application = "shop", .request_id = "rm-1"});
+  REQUIRE(bed.crash.happened);
+  REQUIRE(bed.repo.Latest("shop")->value().phase() == pb::PLAN_PHASE_RELEASING);
+  CHECK(bed.Pods("eu") == 1);
+
+  bed.members.away.clear();
+  bed.Restart();
+  RecoveryReport report = bed.service->Recover();
+  CHECK(report.errors.empty());
+  CHECK(report.released == std::vector<std::string>{"shop/2"});
+  pb::AssignmentPlan stored = bed.repo.Latest("shop")->value();
+  CHECK(stored.phase() == pb::PLAN_PHASE_DONE);
+  CHECK(stored.targets().empty());
+  CHECK(bed.Pods("eu") == 0);
+  CHECK(bed.Pods("us") == 0);
+  // The removal's request id now answers the finished removal.
+  absl::StatusOr<pb::AssignmentPlan> again =
+      bed.service->Release({.application = "shop", .request_id = "rm-1"});
+  REQUIRE(again.ok());
+  CHECK(again->plan_revision() == 2);
+}
+
+TEST_CASE("A removal that cannot reach a cluster is stored FAILED and retried",
+          "[placement_service]") {
+  Bed bed;
+  REQUIRE(bed.service->Place(bed.Request(Bed::App("shop", 0))).ok());
+  bed.members.away = {"us"};
+  absl::StatusOr<pb::AssignmentPlan> failed = bed.service->Release({.application = "shop"});
+  REQUIRE(absl::IsUnavailable(failed.status()));
+  pb::AssignmentPlan stored = bed.repo.Latest("shop")->value();
+  CHECK(stored.phase() == pb::PLAN_PHASE_FAILED);
+  REQUIRE(stored.targets_size() == 1);
+  CHECK(stored.targets(0).cluster() == "us");
+  bed.members.away.clear();
+  absl::StatusOr<pb::AssignmentPlan> done = bed.service->Release({.application = "shop"});
+  REQUIRE(done.ok());
+  CHECK(done->phase() == pb::PLAN_PHASE_DONE);
+  CHECK(done->incumbent_plan_revision() == 1);
+  CHECK(bed.Pods("us") == 0);
+}
+
+TEST_CASE("Link bandwidth of placed channels is held across applications", "[placement_service]") {
+  Bed bed;
+  // Each needs 600 Mbps of the 1 Gbps eu -> us link: one fits, not both.
+  REQUIRE(bed.service->Place(bed.Request(Bed::App("first", 600'000'000))).ok());
+  CHECK(bed.service->HeldBandwidth("eu", "us", ServiceClass::kBestEffort) == 600'000'000);
+  absl::StatusOr<Operation> second =
+      bed.service->Place(bed.Request(Bed::App("second", 600'000'000)));
+  REQUIRE(absl::IsFailedPrecondition(second.status()));
+  CHECK(bed.Pods("eu") == 1);
+
+  // A restarted hub rebuilds what placed plans hold from the stored plans.
+  bed.NewHub();
+  CHECK(bed.service->HeldBandwidth("eu", "us", ServiceClass::kBestEffort) == 0);
+  (void)bed.service->Recover();
+  CHECK(bed.service->HeldBandwidth("eu", "us", ServiceClass::kBestEffort) == 600'000'000);
+  CHECK(absl::IsFailedPrecondition(
+      bed.service->Place(bed.Request(Bed::App("second", 600'000'000))).status()));
+
+  // Removing the first gives the bandwidth back, even while a member it is
+  // on is away (the removal is stored FAILED and finished later).
+  bed.members.away = {"us"};
+  REQUIRE(absl::IsUnavailable(bed.service->Release({.application = "first"}).status()));
+  CHECK(bed.service->HeldBandwidth("eu", "us", ServiceClass::kBestEffort) == 0);
+  bed.members.away.clear();
+  REQUIRE(bed.service->Release({.application = "first"}).ok());
+  CHECK(bed.service->HeldBandwidth("eu", "us", ServiceClass::kBestEffort) == 0);
+  REQUIRE(bed.service->Place(bed.Request(Bed::App("second", 600'000'000))).ok());
+  CHECK(bed.service->HeldBandwidth("eu", "us", ServiceClass::kBestEffort) == 600'000'000);
+}
+
+TEST_CASE("Reconcile deletes pods whose plan the hub does not hold", "[placement_service]") {
+  Bed bed;
+  REQUIRE(bed.service->Place(bed.Request(Bed::App("shop", 0))).ok());
+  // An orphan: a pod of a plan nobody stored (e.g. a hub that lost its disk).
+  FakeCluster& eu = *bed.clusters["eu"];
+  REQUIRE(eu.runtime.CreatePod(PodInfo{"ghost-front-0", "eu-n0", {100, kGi, 0}}).ok());
+  eu.reservation_of["ghost-front-0"] = LabelValue("ghost/1/eu");
+  // A pod without the labels is none of the hub's business.
+  REQUIRE(eu.runtime.CreatePod(PodInfo{"unlabelled", "eu-n0", {100, kGi, 0}}).ok());
+
+  RecoveryReport report = bed.service->Reconcile();
+  CHECK(report.errors.empty());
+  CHECK(report.orphans == std::vector<std::string>{"eu/ghost-front-0"});
+  std::set<std::string> left;
+  absl::StatusOr<std::vector<PodInfo>> pods = eu.runtime.ListPods();
+  REQUIRE(pods.ok());
+  for (const PodInfo& p : *pods) left.insert(p.name);
+  CHECK(left == std::set<std::string>{"shop-front-0", "unlabelled"});
+
+  // Once the application is removed its pods are orphans too (here put back
+  // by hand, as a cluster that was away during the removal would keep them).
+  REQUIRE(bed.service->Release({.application = "shop"}).ok());
+  REQUIRE(eu.runtime.CreatePod(PodInfo{"shop-front-0", "eu-n0", {500, kGi, 0}}).ok());
+  report = bed.service->Reconcile();
+  CHECK(report.orphans == std::vector<std::string>{"eu/shop-front-0"});
+  CHECK(bed.Pods("eu") == 1);  // "unlabelled"
+}
+
+}  // namespace
+}  // namespace codeco::swm
