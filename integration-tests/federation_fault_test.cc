@@ -215,17 +215,17 @@ void Restart(const std::vector<std::string>& extra) {
 TEST_CASE("SIGKILL of the hub ACM and SWM and of an MC SWM during applies loses nothing") {
   FederationHome home;
   const auto lms = Up();
-  // Every third apply follows a crash, in turn of each process, twice each.
+  // Every third apply follows a crash, in turn of each process, three times each.
   const std::vector<std::string> victims = {"hub/acm", "hub/swm", "rennes/swm"};
   int crashes = 0;
-  std::set<std::string> acknowledged = ApplyLoop(home, "crash", 18, [&](int i) {
+  std::set<std::string> acknowledged = ApplyLoop(home, "crash", 27, [&](int i) {
     if (i % 3 != 1) return;
     Restart({victims[crashes % victims.size()], "--kill"});
     ++crashes;
   });
-  CHECK(crashes == 6);
-  INFO("acknowledged " << acknowledged.size() << " of 18");
-  REQUIRE(acknowledged.size() >= 12);
+  CHECK(crashes == 9);
+  INFO("acknowledged " << acknowledged.size() << " of 27");
+  REQUIRE(acknowledged.size() >= 18);
   std::vector<std::string> problems = WaitUntilConsistent(acknowledged, lms, absl::Minutes(2));
   for (const auto& p : problems) UNSCOPED_INFO(p);
   CHECK(problems.empty());
