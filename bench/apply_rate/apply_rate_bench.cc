@@ -245,10 +245,11 @@ int Run(const Settings& settings) {
                 Percentile(latency, 0.5), Percentile(latency, 0.9), Percentile(latency, 0.99));
     std::printf("not Running: %ld, apply refused: %ld\n", tally.failed.load(),
                 tally.refused.load());
-    // Growth from the sample after one minute of warm-up (or the first).
+    // Growth from the sample after one minute of warm-up (the first sample
+    // in runs of two minutes or less).
     for (const auto& [name, samples] : rss) {
       if (samples.empty()) continue;
-      size_t from = std::min<size_t>(samples.size() - 1, 6);
+      size_t from = samples.size() > 12 ? 6 : 0;
       long peak = *std::max_element(samples.begin(), samples.end());
       std::printf("%-10s RSS %.1f -> %.1f MiB (peak %.1f)\n", name.c_str(), samples[from] / 1024.0,
                   samples.back() / 1024.0, peak / 1024.0);

@@ -1,5 +1,7 @@
 #include "codeco/common/rocksdb_kv_store.h"
 
+#include <algorithm>
+
 #include <filesystem>
 #include <map>
 #include <set>
@@ -123,10 +125,13 @@ absl::StatusOr<std::unique_ptr<KvStore>> OpenRocksDbKvStore(const RocksDbOptions
   db_options.create_missing_column_families = true;
   db_options.max_background_jobs = options.max_background_jobs;
   db_options.keep_log_file_num = 5;
+  db_options.db_write_buffer_size = options.memtable_budget_bytes;
   rocksdb::BlockBasedTableOptions table_options;
   table_options.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
   rocksdb::ColumnFamilyOptions cf_options;
   cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table_options));
+  // One family's memtable is at most a quarter of the budget (at least 1 MiB).
+  cf_options.write_buffer_size = std::max<size_t>(options.memtable_budget_bytes / 4, 1u << 20);
 
   // Open every family already in the database plus the requested ones.
   std::set<std::string> names = {rocksdb::kDefaultColumnFamilyName};

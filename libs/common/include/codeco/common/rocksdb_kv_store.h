@@ -28,6 +28,11 @@ struct RocksDbOptions {
   size_t block_cache_bytes = 32u << 20;
   /// Background flush and compaction threads. Default: 2 (the CI machine's cores).
   int max_background_jobs = 2;
+  /// Memory all column families' memtables may hold together; past it the
+  /// largest is flushed to disk, so a service's write memory stays bounded
+  /// however many families it has (RocksDB's default is 64 MiB per family).
+  /// Default: 16 MiB.
+  size_t memtable_budget_bytes = 16u << 20;
 };
 
 /// Opens (or creates) the database described by `options`. Fails with
