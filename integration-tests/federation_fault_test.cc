@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "federation_util.h"
 #include "process.h"
@@ -27,35 +28,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A two-service application `name` whose services fit any cluster and whose
-// channel any link of the scenario satisfies.
+// examples/cams/front-back.yaml as application `name`.
 std::string SmallCam(const std::string& name) {
-  return absl::StrCat(R"(apiVersion: codeco.io/v1
-kind: CodecoApp
-metadata:
-  name: )", name, R"(
-spec:
-  appName: )", name, R"(
-  codecoapp-msspec:
-    - serviceName: front
-      podspec:
-        containers:
-          - name: front
-            image: registry.example/fault/front:1
-            resources:
-              requests: {cpu: 50m, memory: 32Mi}
-      serviceChannels:
-        - channelName: to-back
-          otherService: {appName: )", name, R"(, serviceName: back, port: 8080}
-          advancedChannelSettings: {maxDelay: "200e-3", minBandwidth: "1M"}
-    - serviceName: back
-      podspec:
-        containers:
-          - name: back
-            image: registry.example/fault/back:1
-            resources:
-              requests: {cpu: 50m, memory: 32Mi}
-)");
+  std::ifstream in(SourceDir() + "/examples/cams/front-back.yaml");
+  std::string cam((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE_FALSE(cam.empty());
+  return absl::StrReplaceAll(cam, {{"front-back", name}});
 }
 
 // What ACM reports of one application.

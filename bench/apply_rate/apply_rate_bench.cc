@@ -1,7 +1,7 @@
 // Applies per second sustained end to end on the five-site federation
 // (issue 10): `codecoctl up` brings the emulated federation up (mTLS, the
 // real service binaries), then --workers clients each loop
-//   ApplyApplication (a two-service CAM with one channel) → poll
+//   ApplyApplication (examples/cams/front-back.yaml, renamed) → poll
 //   GetApplication until RUNNING → DeleteApplication
 // for --minutes. Every 10 s it prints how many applications reached Running
 // in the window and the resident memory (VmRSS) of the hub's services and
@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cli.h"
@@ -52,33 +53,11 @@ struct Settings {
       std::string(CODECO_SOURCE_DIR) + "/examples/scenarios/grid5000-five-sites.yaml";
 };
 
+// examples/cams/front-back.yaml (two services, one channel) as application `name`.
 std::string Cam(const std::string& name) {
-  return absl::StrCat(R"(apiVersion: codeco.io/v1
-kind: CodecoApp
-metadata:
-  name: )", name, R"(
-spec:
-  appName: )", name, R"(
-  codecoapp-msspec:
-    - serviceName: front
-      podspec:
-        containers:
-          - name: front
-            image: registry.example/rate/front:1
-            resources:
-              requests: {cpu: 50m, memory: 32Mi}
-      serviceChannels:
-        - channelName: to-back
-          otherService: {appName: )", name, R"(, serviceName: back, port: 8080}
-          advancedChannelSettings: {maxDelay: "200e-3", minBandwidth: "1M"}
-    - serviceName: back
-      podspec:
-        containers:
-          - name: back
-            image: registry.example/rate/back:1
-            resources:
-              requests: {cpu: 50m, memory: 32Mi}
-)");
+  std::ifstream in(std::string(CODECO_SOURCE_DIR) + "/examples/cams/front-back.yaml");
+  std::string cam((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return absl::StrReplaceAll(cam, {{"front-back", name}});
 }
 
 // Resident memory of `pid`, KiB; 0 when it is gone.
@@ -158,6 +137,11 @@ double Percentile(std::vector<double> v, double q) {
 }
 
 int Run(const Settings& settings) {
+  if (Cam("x").empty()) {
+    std::fprintf(stderr, "apply_rate_bench: cannot read %s/examples/cams/front-back.yaml\n",
+                 CODECO_SOURCE_DIR);
+    return 1;
+  }
   // A private CODECO_HOME: never touches a federation the user runs.
   char home_template[] = "/tmp/codeco-rate-XXXXXX";
   const char* home = mkdtemp(home_template);
