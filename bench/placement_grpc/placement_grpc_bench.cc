@@ -2,6 +2,9 @@
 // placing a 20-workload, 10-channel application over a 100-cluster
 // neighborhood (10 nodes each), measured
 //   - in process: the Coordinator on the federation the hub reads;
+//   - the production path with default settings: every member behind its
+//     own MC SWM (GetClusterView, SolveCluster over gRPC), the links read
+//     once per placement, nothing reused between placements;
 //   - through the hub's PlaceApplication (dry run) on a real gRPC server bound
 //     to 127.0.0.1, which reads every member's nodes and pods from its LMS and
 //     the links from the CODEF control API, then solves;
@@ -39,6 +42,7 @@
 #include "federation.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "emulated_links.h"
 #include "link_control.h"
 #include "lms_service.h"
 #include "scenario.h"
@@ -46,6 +50,8 @@
 #include "swm/lms/lms_pod_runtime.h"
 #include "swm/milp/exact_l2.h"
 #include "swm/milp/milp.h"
+#include "swm/server/cluster_reservations.h"
+#include "swm/server/cluster_service.h"
 #include "swm/server/codef_directory.h"
 #include "swm/core/convert.h"
 #include "swm/server/plan_store.h"
@@ -290,14 +296,19 @@ void RunLatency(bool quick) {
 
   // Through gRPC: every link read per placement (the default), then with the
   // links reused across placements (swm.link_cache_ttl).
-  auto through_grpc = [&](pb::SwmService::Stub& stub, Row& row, int n) {
+  auto through_grpc = [&](pb::SwmService::Stub& stub, Row& row, int n,
+                          const std::map<std::string, std::string>& swm_endpoints = {}) {
     for (int i = -2; i < n; ++i) {  // two warm-up calls
       pb::PlaceApplicationRequest request;
       *request.mutable_application() = BenchApplication(1000 + std::max(i, 0));
       request.set_dry_run(true);
       request.mutable_neighborhood()->set_id("bench");
       for (const std::string& m : bed.members) {
-        request.mutable_neighborhood()->add_members()->set_cluster(m);
+        auto* member = request.mutable_neighborhood()->add_members();
+        member->set_cluster(m);
+        if (auto it = swm_endpoints.find(m); it != swm_endpoints.end()) {
+          (*member->mutable_endpoints())["swm"] = it->second;
+        }
       }
       grpc::ClientContext context;
       context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
@@ -343,15 +354,53 @@ void RunLatency(bool quick) {
   Row viewed{"gRPC PlaceApplication (dry run), links and node view reused (swm.node_view_ttl)"};
   through_grpc(*view_stub, viewed, runs);
 
+  // The production path (what `codecoctl up` runs): every member has its own
+  // MC SWM on 127.0.0.1 in front of its LMS; the hub reads each member's view
+  // through it (GetClusterView), has it solve its own L2 (SolveCluster), and
+  // reads the links once per placement (in process here, for NetMA's one
+  // GetNetworkTopology). Default settings: nothing is reused between
+  // placements, so no plan is made on stale figures.
+  std::vector<std::unique_ptr<KvStore>> mc_stores;
+  std::vector<std::unique_ptr<SwmClusterServiceImpl>> mc_services;
+  std::vector<std::unique_ptr<GrpcServer>> mc_servers;
+  std::map<std::string, std::string> mc_addresses;
+  for (size_t i = 0; i < bed.members.size(); ++i) {
+    const std::string& name = bed.members[i];
+    mc_stores.push_back(NewInMemoryKvStore({kReservationsFamily}));
+    auto lms = std::make_unique<LmsPodRuntime>(
+        grpc::CreateChannel(bed.servers[i]->address(), grpc::InsecureChannelCredentials()),
+        LmsPodRuntimeOptions{.cluster = name});
+    mc_services.push_back(std::make_unique<SwmClusterServiceImpl>(
+        *mc_stores.back(), RealClock::Default(), std::move(lms),
+        ClusterServiceOptions{.cluster = name, .threads = 2}));
+    mc_servers.push_back(Serve(mc_services.back().get(), "swm-" + name));
+    mc_addresses[name] = mc_servers.back()->address();
+  }
+  auto kv_mc = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  auto channels_mc = PeerChannels::Create({.insecure = true});
+  if (!channels_mc.ok()) std::exit(1);
+  SwmServiceImpl mc_hub(*kv_mc, RealClock::Default(), std::move(*channels_mc), nullptr,
+                        std::make_shared<codef::EmulatedLinks>(*bed.federation));
+  auto mc_hub_server = Serve(&mc_hub, "swm-mc-path");
+  auto mc_hub_stub = pb::SwmService::NewStub(
+      grpc::CreateChannel(mc_hub_server->address(), grpc::InsecureChannelCredentials()));
+  Row production{
+      "gRPC PlaceApplication (dry run), production path: 100 MC SWMs (GetClusterView + "
+      "SolveCluster), links in one read; defaults, fresh data"};
+  through_grpc(*mc_hub_stub, production, runs, mc_addresses);
+
   std::printf("| path | runs | p50 (ms) | p90 (ms) | p99 (ms) | workloads unplaced |\n");
   std::printf("|---|---|---|---|---|---|\n");
   PrintRow(in_process);
+  PrintRow(production);
   PrintRow(through);
   PrintRow(cached);
   PrintRow(viewed);
   PrintRow(read_lms);
   PrintRow(read_links);
   std::printf("| Karmada, reported (one cluster decision) | - | 12 | 15 | 32 | - |\n");
+  mc_hub_server->Shutdown(absl::Seconds(5));
+  for (auto& server : mc_servers) server->Shutdown(absl::Seconds(5));
   view_server->Shutdown(absl::Seconds(5));
   cached_server->Shutdown(absl::Seconds(5));
   hub_server->Shutdown(absl::Seconds(5));

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "emulated_links.h"
 #include "absl/strings/str_join.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/proto_util.h"
@@ -27,8 +28,6 @@ namespace {
 // Latency between two nodes of one cluster as the scheduler assumes it (the
 // scenario has no intra-cluster figure); the placement bench uses the same.
 constexpr int64_t kIntraClusterLatencyNs = 100'000;
-// A link without a bandwidth cap, as the scheduler sees it.
-constexpr int64_t kUnlimitedBandwidthBps = int64_t{1} << 50;
 // The metric families the report is built from.
 const char* const kReportMetrics[] = {"pending_pods", "node_usage", "node_energy"};
 // Label put on every pod of the task stream: the task it runs.
@@ -305,26 +304,6 @@ class SimExecutors final : public swm::ExecutorFactory {
   const acm::v1::Application& app_;
 };
 
-// The emulated links as the hub's LinkSource (what NetMA measures in
-// emulate mode): a cut link is none; no bandwidth cap is unlimited.
-class SimLinks final : public swm::LinkSource {
- public:
-  explicit SimLinks(const Federation& federation) : federation_(federation) {}
-  absl::StatusOr<std::optional<swm::Link>> GetLink(const std::string& from,
-                                                   const std::string& to) override {
-    absl::StatusOr<LinkProperties> link = federation_.GetLink(from, to);
-    if (!link.ok() || link->cut) return std::nullopt;
-    int64_t bandwidth = link->bandwidth_bps > 0 ? link->bandwidth_bps : kUnlimitedBandwidthBps;
-    return swm::Link{.from = from,
-                     .to = to,
-                     .latency_ns = link->one_way_latency_ns,
-                     .free_bandwidth_bps = {bandwidth, bandwidth}};
-  }
-
- private:
-  const Federation& federation_;
-};
-
 absl::Status CheckPolicy(const std::string& policy) {
   if (policy == kKubefedPolicy) return absl::OkStatus();
   if (swm::BuiltinProfile(policy).ok() && !policy.empty()) return absl::OkStatus();
@@ -356,7 +335,7 @@ class Simulation {
     }
     sim_members_ = std::make_unique<SimMembers>(
         sim_clusters_, [this](const std::string& cluster) { return Reachable(cluster); });
-    sim_links_ = std::make_unique<SimLinks>(*federation_);
+    sim_links_ = std::make_unique<EmulatedLinks>(*federation_);
     placement_ = std::make_unique<swm::PlacementService>(
         clock_, *sim_members_, sim_links_.get(), plans_, l2_, registry_,
         swm::PlacementServiceOptions{.intra_cluster_latency_ns = kIntraClusterLatencyNs});
@@ -523,13 +502,7 @@ class Simulation {
     for (const std::string& from : included) {
       for (const std::string& to : included) {
         if (from == to) continue;
-        absl::StatusOr<LinkProperties> link = federation_->GetLink(from, to);
-        if (!link.ok() || link->cut) continue;
-        int64_t bandwidth = link->bandwidth_bps > 0 ? link->bandwidth_bps : kUnlimitedBandwidthBps;
-        view.AddLink(swm::Link{.from = from,
-                               .to = to,
-                               .latency_ns = link->one_way_latency_ns,
-                               .free_bandwidth_bps = {bandwidth, bandwidth}});
+        if (auto link = EmulatedLink(*federation_, from, to)) view.AddLink(*std::move(link));
       }
     }
     return view;
@@ -733,7 +706,7 @@ class Simulation {
   std::map<std::string, std::unique_ptr<SimCluster>> sim_clusters_;
   swm::InMemoryPlanRepository plans_;
   std::unique_ptr<SimMembers> sim_members_;
-  std::unique_ptr<SimLinks> sim_links_;
+  std::unique_ptr<EmulatedLinks> sim_links_;
   std::unique_ptr<swm::PlacementService> placement_;
   std::vector<GeneratedTask> tasks_;
   std::vector<int> attempts_;
