@@ -80,10 +80,10 @@ sanitize_from_args() {
   local log="log_path=$REPORTS/report"
   # halt_on_error: the first report ends the process with a non-zero code, so
   # the test (or the server a test started, whose exit the test checks) fails.
-  export ASAN_OPTIONS="$log:halt_on_error=1:abort_on_error=0:detect_leaks=1:detect_stack_use_after_return=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+  export ASAN_OPTIONS="$log:log_exe_name=1:halt_on_error=1:abort_on_error=0:detect_leaks=1:detect_stack_use_after_return=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
   export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-  export UBSAN_OPTIONS="$log:halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
-  export TSAN_OPTIONS="$log:halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+  export UBSAN_OPTIONS="$log:log_exe_name=1:halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+  export TSAN_OPTIONS="$log:log_exe_name=1:halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 }
 
 build() {
