@@ -79,12 +79,21 @@ using WaitFn = void (*)(const absl::Notification*);
 using WaitDurationFn = bool (*)(const absl::Notification*, absl::Duration);
 using WaitTimeFn = bool (*)(const absl::Notification*, absl::Time);
 
+// How many interposed waits this thread is inside: the library's own
+// AwaitWithTimeout calls AwaitWithDeadline (and CondVar's WaitWithTimeout
+// its WaitWithDeadline) through the PLT, so they come here again; only the
+// outermost call annotates, or the inner one would "unlock" a mutex
+// ThreadSanitizer already saw released.
+thread_local int wait_depth = 0;
+
 // Annotations for a call that may release and re-acquire a held mutex.
 void BeforeWait(void* mu) {
+  if (wait_depth++ > 0) return;
   __tsan_mutex_pre_unlock(mu, 0);
   __tsan_mutex_post_unlock(mu, 0);
 }
 void AfterWait(void* mu) {
+  if (--wait_depth > 0) return;
   __tsan_mutex_pre_lock(mu, 0);
   __tsan_mutex_post_lock(mu, 0, 0);
 }
