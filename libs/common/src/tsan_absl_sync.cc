@@ -98,6 +98,37 @@ void AfterWait(void* mu) {
   __tsan_mutex_post_lock(mu, 0, 0);
 }
 
+// ThreadSanitizer's dynamic-annotation entry points (its runtime defines them).
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
+
+/// A condition that Abseil evaluates in its uninstrumented code: inside an
+/// Await, while ThreadSanitizer believes the mutex released (BeforeWait),
+/// the waiter's reads of the state the mutex guards would look like races.
+/// They are made with the mutex really held, so they are not reported.
+struct UnseenCondition {
+  const absl::Condition* cond;
+};
+bool EvalUnseen(UnseenCondition* c) {
+  AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+  const bool holds = c->cond->Eval();
+  AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+  // Abseil may evaluate a waiter's condition on the thread that unlocks,
+  // reading the waiter's stack, then wake the waiter through a futex
+  // ThreadSanitizer does not see: the waiter acquires this after its wait
+  // (Unseen::~Unseen), so its later use of that stack is ordered after.
+  __tsan_release(c);
+  return holds;
+}
+
+/// The wrapped condition of one call, acquired when the call returns.
+struct Unseen {
+  explicit Unseen(const absl::Condition& cond) : wrapped{&cond}, condition(&EvalUnseen, &wrapped) {}
+  ~Unseen() { __tsan_acquire(&wrapped); }
+  UnseenCondition wrapped;
+  absl::Condition condition;
+};
+
 /// Mirrors absl::Notification's layout to find its atomic flag, which the
 /// inline HasBeenNotified() reads with acquire order in instrumented code.
 struct NotificationLayout {
@@ -164,23 +195,29 @@ void Mutex::ReaderUnlock() {
 
 void Mutex::LockWhen(const Condition& cond) {
   static const auto real = Real<MutexCondFn>("5Mutex8LockWhenERKNS0_9ConditionE");
+  Unseen unseen_call(cond);
+  const Condition& unseen = unseen_call.condition;
   __tsan_mutex_pre_lock(this, 0);
-  real(this, cond);
+  real(this, unseen);
   __tsan_mutex_post_lock(this, 0, 0);
 }
 
 void Mutex::ReaderLockWhen(const Condition& cond) {
   static const auto real = Real<MutexCondFn>("5Mutex14ReaderLockWhenERKNS0_9ConditionE");
+  Unseen unseen_call(cond);
+  const Condition& unseen = unseen_call.condition;
   __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
-  real(this, cond);
+  real(this, unseen);
   __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
 }
 
 bool Mutex::LockWhenWithTimeout(const Condition& cond, absl::Duration timeout) {
   static const auto real =
       Real<MutexCondDurationFn>("5Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  Unseen unseen_call(cond);
+  const Condition& unseen = unseen_call.condition;
   __tsan_mutex_pre_lock(this, 0);
-  const bool result = real(this, cond, timeout);
+  const bool result = real(this, unseen, timeout);
   __tsan_mutex_post_lock(this, 0, 0);
   return result;
 }
@@ -188,24 +225,30 @@ bool Mutex::LockWhenWithTimeout(const Condition& cond, absl::Duration timeout) {
 bool Mutex::LockWhenWithDeadline(const Condition& cond, absl::Time deadline) {
   static const auto real =
       Real<MutexCondTimeFn>("5Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  Unseen unseen_call(cond);
+  const Condition& unseen = unseen_call.condition;
   __tsan_mutex_pre_lock(this, 0);
-  const bool result = real(this, cond, deadline);
+  const bool result = real(this, unseen, deadline);
   __tsan_mutex_post_lock(this, 0, 0);
   return result;
 }
 
 void Mutex::Await(const Condition& cond) {
   static const auto real = Real<MutexCondFn>("5Mutex5AwaitERKNS0_9ConditionE");
+  Unseen unseen_call(cond);
+  const Condition& unseen = unseen_call.condition;
   BeforeWait(this);
-  real(this, cond);
+  real(this, unseen);
   AfterWait(this);
 }
 
 bool Mutex::AwaitWithTimeout(const Condition& cond, absl::Duration timeout) {
   static const auto real =
       Real<MutexCondDurationFn>("5Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  Unseen unseen_call(cond);
+  const Condition& unseen = unseen_call.condition;
   BeforeWait(this);
-  const bool result = real(this, cond, timeout);
+  const bool result = real(this, unseen, timeout);
   AfterWait(this);
   return result;
 }
@@ -213,8 +256,10 @@ bool Mutex::AwaitWithTimeout(const Condition& cond, absl::Duration timeout) {
 bool Mutex::AwaitWithDeadline(const Condition& cond, absl::Time deadline) {
   static const auto real =
       Real<MutexCondTimeFn>("5Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  Unseen unseen_call(cond);
+  const Condition& unseen = unseen_call.condition;
   BeforeWait(this);
-  const bool result = real(this, cond, deadline);
+  const bool result = real(this, unseen, deadline);
   AfterWait(this);
   return result;
 }
