@@ -1,7 +1,7 @@
 // ThreadSanitizer support for Debian's prebuilt Abseil (compiled into the
 // build only with CODECO_SANITIZE=thread).
 //
-// absl::Mutex, absl::CondVar and absl::Notification live in
+// absl::Mutex, absl::CondVar, absl::Notification and absl::BlockingCounter live in
 // libabsl_synchronization.so, which is not instrumented: ThreadSanitizer sees
 // neither their atomics nor their futex waits, so every access that an
 // absl::Mutex protects would be reported as a race. This file interposes the
@@ -26,8 +26,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
+#include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 
@@ -85,6 +87,15 @@ using WaitTimeFn = bool (*)(const absl::Notification*, absl::Time);
 // outermost call annotates, or the inner one would "unlock" a mutex
 // ThreadSanitizer already saw released.
 thread_local int wait_depth = 0;
+
+// The same for LockWhen*: LockWhenWithTimeout calls LockWhenWithDeadline.
+thread_local int lock_when_depth = 0;
+void BeforeLockWhen(void* mu, unsigned flags) {
+  if (lock_when_depth++ == 0) __tsan_mutex_pre_lock(mu, flags);
+}
+void AfterLockWhen(void* mu, unsigned flags) {
+  if (--lock_when_depth == 0) __tsan_mutex_post_lock(mu, flags, 0);
+}
 
 // Annotations for a call that may release and re-acquire a held mutex.
 void BeforeWait(void* mu) {
@@ -195,48 +206,63 @@ void Mutex::ReaderUnlock() {
 
 void Mutex::LockWhen(const Condition& cond) {
   static const auto real = Real<MutexCondFn>("5Mutex8LockWhenERKNS0_9ConditionE");
-  Unseen unseen_call(cond);
-  const Condition& unseen = unseen_call.condition;
-  __tsan_mutex_pre_lock(this, 0);
+  // Wrapped once, by the outermost call (a nested one runs after the
+  // outer call's annotations, so what it builds would be unordered).
+  std::optional<Unseen> unseen_call;
+  if (lock_when_depth == 0) unseen_call.emplace(cond);
+  const Condition& unseen = unseen_call ? unseen_call->condition : cond;
+  BeforeLockWhen(this, 0);
   real(this, unseen);
-  __tsan_mutex_post_lock(this, 0, 0);
+  AfterLockWhen(this, 0);
 }
 
 void Mutex::ReaderLockWhen(const Condition& cond) {
   static const auto real = Real<MutexCondFn>("5Mutex14ReaderLockWhenERKNS0_9ConditionE");
-  Unseen unseen_call(cond);
-  const Condition& unseen = unseen_call.condition;
-  __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
+  // Wrapped once, by the outermost call (a nested one runs after the
+  // outer call's annotations, so what it builds would be unordered).
+  std::optional<Unseen> unseen_call;
+  if (lock_when_depth == 0) unseen_call.emplace(cond);
+  const Condition& unseen = unseen_call ? unseen_call->condition : cond;
+  BeforeLockWhen(this, __tsan_mutex_read_lock);
   real(this, unseen);
-  __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
+  AfterLockWhen(this, __tsan_mutex_read_lock);
 }
 
 bool Mutex::LockWhenWithTimeout(const Condition& cond, absl::Duration timeout) {
   static const auto real =
       Real<MutexCondDurationFn>("5Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
-  Unseen unseen_call(cond);
-  const Condition& unseen = unseen_call.condition;
-  __tsan_mutex_pre_lock(this, 0);
+  // Wrapped once, by the outermost call (a nested one runs after the
+  // outer call's annotations, so what it builds would be unordered).
+  std::optional<Unseen> unseen_call;
+  if (lock_when_depth == 0) unseen_call.emplace(cond);
+  const Condition& unseen = unseen_call ? unseen_call->condition : cond;
+  BeforeLockWhen(this, 0);
   const bool result = real(this, unseen, timeout);
-  __tsan_mutex_post_lock(this, 0, 0);
+  AfterLockWhen(this, 0);
   return result;
 }
 
 bool Mutex::LockWhenWithDeadline(const Condition& cond, absl::Time deadline) {
   static const auto real =
       Real<MutexCondTimeFn>("5Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
-  Unseen unseen_call(cond);
-  const Condition& unseen = unseen_call.condition;
-  __tsan_mutex_pre_lock(this, 0);
+  // Wrapped once, by the outermost call (a nested one runs after the
+  // outer call's annotations, so what it builds would be unordered).
+  std::optional<Unseen> unseen_call;
+  if (lock_when_depth == 0) unseen_call.emplace(cond);
+  const Condition& unseen = unseen_call ? unseen_call->condition : cond;
+  BeforeLockWhen(this, 0);
   const bool result = real(this, unseen, deadline);
-  __tsan_mutex_post_lock(this, 0, 0);
+  AfterLockWhen(this, 0);
   return result;
 }
 
 void Mutex::Await(const Condition& cond) {
   static const auto real = Real<MutexCondFn>("5Mutex5AwaitERKNS0_9ConditionE");
-  Unseen unseen_call(cond);
-  const Condition& unseen = unseen_call.condition;
+  // Wrapped once, by the outermost call (a nested one runs after the
+  // outer call's annotations, so what it builds would be unordered).
+  std::optional<Unseen> unseen_call;
+  if (wait_depth == 0) unseen_call.emplace(cond);
+  const Condition& unseen = unseen_call ? unseen_call->condition : cond;
   BeforeWait(this);
   real(this, unseen);
   AfterWait(this);
@@ -245,8 +271,11 @@ void Mutex::Await(const Condition& cond) {
 bool Mutex::AwaitWithTimeout(const Condition& cond, absl::Duration timeout) {
   static const auto real =
       Real<MutexCondDurationFn>("5Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE");
-  Unseen unseen_call(cond);
-  const Condition& unseen = unseen_call.condition;
+  // Wrapped once, by the outermost call (a nested one runs after the
+  // outer call's annotations, so what it builds would be unordered).
+  std::optional<Unseen> unseen_call;
+  if (wait_depth == 0) unseen_call.emplace(cond);
+  const Condition& unseen = unseen_call ? unseen_call->condition : cond;
   BeforeWait(this);
   const bool result = real(this, unseen, timeout);
   AfterWait(this);
@@ -256,8 +285,11 @@ bool Mutex::AwaitWithTimeout(const Condition& cond, absl::Duration timeout) {
 bool Mutex::AwaitWithDeadline(const Condition& cond, absl::Time deadline) {
   static const auto real =
       Real<MutexCondTimeFn>("5Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
-  Unseen unseen_call(cond);
-  const Condition& unseen = unseen_call.condition;
+  // Wrapped once, by the outermost call (a nested one runs after the
+  // outer call's annotations, so what it builds would be unordered).
+  std::optional<Unseen> unseen_call;
+  if (wait_depth == 0) unseen_call.emplace(cond);
+  const Condition& unseen = unseen_call ? unseen_call->condition : cond;
   BeforeWait(this);
   const bool result = real(this, unseen, deadline);
   AfterWait(this);
@@ -318,6 +350,22 @@ bool Notification::WaitForNotificationWithDeadline(absl::Time deadline) const {
   const bool notified = real(this, deadline);
   if (notified) __tsan_acquire(const_cast<Notification*>(this));
   return notified;
+}
+
+// BlockingCounter: only the last DecrementCount takes the mutex; the others
+// touch an atomic the library's uninstrumented code owns. Each decrement
+// releases, and Wait acquires, so what a decrementer wrote is ordered before
+// what the waiter reads.
+bool BlockingCounter::DecrementCount() {
+  static const auto real = Real<bool (*)(BlockingCounter*)>("15BlockingCounter14DecrementCountEv");
+  __tsan_release(this);
+  return real(this);
+}
+
+void BlockingCounter::Wait() {
+  static const auto real = Real<void (*)(BlockingCounter*)>("15BlockingCounter4WaitEv");
+  real(this);
+  __tsan_acquire(this);
 }
 
 ABSL_NAMESPACE_END
