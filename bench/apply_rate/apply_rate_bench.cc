@@ -70,10 +70,9 @@ long RssKib(int pid) {
   return 0;
 }
 
+// A context with `timeout` (codecoctl's, without a --timeout flag).
 std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  return context;
+  return ContextWithTimeout(Args{}, timeout);
 }
 
 // Counters shared by the workers and the sampler.

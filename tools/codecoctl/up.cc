@@ -42,6 +42,14 @@ constexpr int kNetmaPortsFrom = 17400;
 constexpr int kSwmPortsFrom = 17500;
 constexpr int kAcmPortsFrom = 17600;
 
+// What a service prints once it serves, followed by its gRPC address.
+constexpr char kListeningMarker[] = "listening on ";
+
+// Path of a process's logs without extension: run_dir/logs/<cluster>-<service>.
+std::string LogBase(const std::string& run_dir, const std::string& name) {
+  return run_dir + "/logs/" + std::regex_replace(name, std::regex("/"), "-");
+}
+
 // A process started by this command, its state entry and where it logs.
 struct Started {
   RunProcess process;
@@ -68,7 +76,7 @@ class Upper {
                                  const std::string& marker);
   /// Path of a process's logs without extension: run_dir/logs/<cluster>-<service>.
   std::string LogBase(const std::string& name) const {
-    return state_.run_dir + "/logs/" + std::regex_replace(name, std::regex("/"), "-");
+    return codeco::ctl::LogBase(state_.run_dir, name);
   }
 
   const Args& args_;
@@ -180,7 +188,7 @@ absl::Status Upper::StartServices(const std::vector<ProcessSpec>& specs) {
   for (size_t i = first; i < state_.processes.size(); ++i) {
     RunProcess& p = state_.processes[i];
     std::string file = LogBase(p.name);
-    auto line = WaitForLine(file + ".out", "listening on ", p.pid, deadline_);
+    auto line = WaitForLine(file + ".out", kListeningMarker, p.pid, deadline_);
     if (!line.ok()) {
       return absl::Status(line.status().code(), absl::StrCat(p.name, ": ", line.status().message(),
                                                              " (see ", file, ".log)"));
@@ -478,14 +486,14 @@ int RunRestart(const Args& args) {
     if (argv[i] == "--listen") argv[i + 1] = process->grpc;
     if (argv[i] == "--metrics-listen" && !metrics.empty()) argv[i + 1] = metrics;
   }
-  const std::string base =
-      state->run_dir + "/logs/" + std::regex_replace(name, std::regex("/"), "-");
+  const std::string base = LogBase(state->run_dir, name);
   auto pid = StartDetached(argv, base + ".out", base + ".log");
   if (!pid.ok()) {
     std::cerr << "codecoctl restart: " << pid.status().message() << "\n";
     return 1;
   }
-  auto line = WaitForLine(base + ".out", "listening on ", *pid, absl::Now() + absl::Seconds(60));
+  auto line =
+      WaitForLine(base + ".out", kListeningMarker, *pid, absl::Now() + absl::Seconds(60));
   if (!line.ok()) {
     std::cerr << "codecoctl restart: " << name << ": " << line.status().message() << " (see "
               << base << ".log)\n";
