@@ -54,10 +54,13 @@ struct Settings {
 };
 
 // examples/cams/front-back.yaml (two services, one channel) as application `name`.
+// The file is read once, not on every apply.
 std::string Cam(const std::string& name) {
-  std::ifstream in(std::string(CODECO_SOURCE_DIR) + "/examples/cams/front-back.yaml");
-  std::string cam((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return absl::StrReplaceAll(cam, {{"front-back", name}});
+  static const std::string kTemplate = [] {
+    std::ifstream in(std::string(CODECO_SOURCE_DIR) + "/examples/cams/front-back.yaml");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }();
+  return absl::StrReplaceAll(kTemplate, {{"front-back", name}});
 }
 
 // Resident memory of `pid`, KiB; 0 when it is gone.
