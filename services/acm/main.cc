@@ -43,6 +43,9 @@ void AddConfig(codeco::ConfigSchema& schema) {
             "stay PENDING)"})
       .Add({"acm.placement_timeout", codeco::ConfigType::kDuration, "60s", {}, false,
             "hub: deadline of one placement request to SWM"})
+      .Add({"acm.placement_concurrency", codeco::ConfigType::kInt, "4", {}, false,
+            "hub: placement and release requests in flight to SWM at once (1-64); one "
+            "application's requests always go one after the other"})
       .Add({"acm.heartbeat_interval", codeco::ConfigType::kDuration, "5s", {}, false,
             "mc: time between the agent's heartbeats to the hub"})
       .Add({"acm.pod_report_delay", codeco::ConfigType::kDuration, "200ms", {}, false,
@@ -66,6 +69,11 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
 
   codeco::acm::AcmServiceOptions options;
   options.placement_timeout = config.raw.GetDuration("acm.placement_timeout");
+  const int64_t concurrency = config.raw.GetInt("acm.placement_concurrency");
+  if (concurrency < 1 || concurrency > 64) {
+    return codeco::InvalidFieldError("acm.placement_concurrency", "must be 1-64");
+  }
+  options.placement_concurrency = static_cast<int>(concurrency);
   options.hub_cluster = config.hub_cluster;
   if (config.role == codeco::Role::kHub &&
       config.raw.GetDuration("acm.reevaluate_after") > absl::ZeroDuration()) {

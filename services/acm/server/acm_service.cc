@@ -274,7 +274,7 @@ struct OwnedDependencies {
     }
     auto made = std::make_unique<SwmPlacementScheduler>(
         options.swm_channel, options.placement_timeout, options.release_retry_min,
-        options.release_retry_max);
+        options.release_retry_max, options.placement_concurrency);
     swm = made.get();
     return made;
   }

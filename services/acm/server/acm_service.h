@@ -148,6 +148,9 @@ struct AcmServiceOptions {
   std::string hub_cluster;
   /// Deadline of one PlaceApplication or ReleaseApplication call.
   absl::Duration placement_timeout = absl::Seconds(60);
+  /// PlaceApplication and ReleaseApplication calls in flight to SWM at once
+  /// (one application's go one after the other). Default: 4.
+  int placement_concurrency = 4;
   /// How often the hub re-evaluates neighborhoods on long-unreachable
   /// clusters; zero (the default) never does.
   absl::Duration reevaluate_interval = absl::ZeroDuration();

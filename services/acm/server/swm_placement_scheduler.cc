@@ -14,13 +14,13 @@ namespace codeco::acm {
 SwmPlacementScheduler::SwmPlacementScheduler(std::shared_ptr<grpc::Channel> channel,
                                              absl::Duration timeout,
                                              absl::Duration release_retry_min,
-                                             absl::Duration release_retry_max)
+                                             absl::Duration release_retry_max, int workers)
     : channel_(std::move(channel)),
       timeout_(timeout),
       release_backoff_(BackoffPolicy{.initial = release_retry_min,
                                      .max = std::max(release_retry_min, release_retry_max)},
                        /*seed=*/1) {
-  thread_ = std::thread([this] { Loop(); });
+  for (int i = 0; i < std::max(1, workers); ++i) threads_.emplace_back([this] { Loop(); });
 }
 
 SwmPlacementScheduler::~SwmPlacementScheduler() { Stop(); }
@@ -34,7 +34,9 @@ void SwmPlacementScheduler::Stop() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  if (thread_.joinable()) thread_.join();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
 }
 
 const std::string& SwmPlacementScheduler::NameOf(const Request& request) {
@@ -90,19 +92,29 @@ void SwmPlacementScheduler::Loop() {
       absl::MutexLock lock(&mu_);
       while (true) {
         if (stopping_) return;
-        // The first request that is due; else wait for the earliest retry or news.
+        // The first request that is due and whose application has no
+        // request in flight (earlier requests of that application, due or
+        // not, come first); else wait for the earliest retry or news.
         const absl::Time now = absl::Now();
         absl::Time earliest = absl::InfiniteFuture();
+        std::set<std::string> blocked = in_flight_;
         auto it = queue_.begin();
-        for (; it != queue_.end() && it->due > now; ++it) earliest = std::min(earliest, it->due);
+        for (; it != queue_.end(); ++it) {
+          if (blocked.count(NameOf(*it))) continue;
+          if (it->due <= now) break;
+          earliest = std::min(earliest, it->due);
+          blocked.insert(NameOf(*it));
+        }
         if (it != queue_.end()) {
           request = std::move(*it);
           queue_.erase(it);
+          in_flight_.insert(NameOf(request));
           break;
         }
         const size_t size = queue_.size();
-        auto news = [this, size]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return stopping_ || queue_.size() != size ||
+        const size_t busy = in_flight_.size();
+        auto news = [this, size, busy]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stopping_ || queue_.size() != size || in_flight_.size() != busy ||
                  std::any_of(queue_.begin(), queue_.end(),
                              [](const Request& r) { return r.due == absl::InfinitePast(); });
         };
@@ -114,11 +126,15 @@ void SwmPlacementScheduler::Loop() {
       if (sink_) {
         sink_(request.application.metadata().name(), request.application.spec_revision(), result);
       }
+      absl::MutexLock lock(&mu_);
+      in_flight_.erase(NameOf(request));
       continue;
     }
     absl::Status outcome = Release(request.name, request.request_id);
+    if (release_sink_) release_sink_(request.name, outcome);
+    absl::MutexLock lock(&mu_);
+    in_flight_.erase(request.name);
     if (!outcome.ok()) {
-      absl::MutexLock lock(&mu_);
       const absl::Duration wait = release_backoff_.Delay(++request.failures);
       log::Warn("release not confirmed; will retry",
                 {{"application", request.name},
@@ -133,7 +149,6 @@ void SwmPlacementScheduler::Loop() {
         queue_.push_back(request);
       }
     }
-    if (release_sink_) release_sink_(request.name, outcome);
   }
 }
 

@@ -1,8 +1,10 @@
 #pragma once
 // The PlacementScheduler that asks the hub's SWM over gRPC
 // (codeco.swm.v1.SwmService/PlaceApplication and ReleaseApplication).
-// Requests are queued and sent from one worker thread, in order, so Apply and
-// Delete never wait on the scheduler; each placement answer goes to the
+// Requests are queued and sent by `workers` threads, so Apply and Delete
+// never wait on the scheduler: several applications' requests are in flight
+// at once (SWM overlaps their commits), one application's requests go one
+// after the other in arrival order. Each placement answer goes to the
 // placement sink (ApplicationManager::RecordPlacement), each release outcome
 // to the release sink (ApplicationManager::RecordRelease).
 //
@@ -25,8 +27,10 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -45,12 +49,13 @@ using PlacementSink =
 /// PlacementScheduler over SWM's gRPC API.
 class SwmPlacementScheduler final : public PlacementScheduler {
  public:
-  /// Sends to SWM over `channel`; each call gets `timeout`; an unconfirmed
-  /// release is retried after `release_retry_min`, doubling up to `release_retry_max`.
+  /// Sends to SWM over `channel` from `workers` threads (at least one);
+  /// each call gets `timeout`; an unconfirmed release is retried after
+  /// `release_retry_min`, doubling up to `release_retry_max`.
   SwmPlacementScheduler(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout,
                         absl::Duration release_retry_min = absl::Seconds(1),
-                        absl::Duration release_retry_max = absl::Seconds(30));
-  /// Stops the worker (pending requests are dropped; ACM asks again on the
+                        absl::Duration release_retry_max = absl::Seconds(30), int workers = 4);
+  /// Stops the workers (pending requests are dropped; ACM asks again on the
   /// next apply).
   ~SwmPlacementScheduler() override;
 
@@ -58,7 +63,7 @@ class SwmPlacementScheduler final : public PlacementScheduler {
   void SetSink(PlacementSink sink);
   /// Sets where release outcomes go; call once, before the first request.
   void SetReleaseSink(ReleaseSink sink);
-  /// Stops the worker thread; idempotent.
+  /// Stops the worker threads; idempotent.
   void Stop();
 
   absl::Status RequestPlacement(const v1::Application& application,
@@ -96,8 +101,10 @@ class SwmPlacementScheduler final : public PlacementScheduler {
   // Work in arrival order; a release waiting for its retry stays in place
   // (so it still orders against later requests of the same application).
   std::deque<Request> queue_ ABSL_GUARDED_BY(mu_);
+  // Applications a worker is sending a request of now.
+  std::set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace codeco::acm

@@ -288,7 +288,7 @@ std::string ReservationId(const AssignmentPlan& plan, const std::string& cluster
 PlanExecutor::PlanExecutor(std::map<std::string, ClusterExecutor*> clusters, absl::Duration lease)
     : clusters_(std::move(clusters)), lease_(lease) {}
 
-absl::Status PlanExecutor::ReserveAll(AssignmentPlan& plan, std::vector<std::string>& touched) {
+absl::Status PlanExecutor::ReserveAll(AssignmentPlan& plan) {
   if (plan.phase != PlanPhase::kPlacing) {
     return absl::FailedPreconditionError("plan is " + PhaseName(plan.phase) + ", not Placing");
   }
@@ -310,7 +310,7 @@ absl::Status PlanExecutor::ReserveAll(AssignmentPlan& plan, std::vector<std::str
     }
   }
   for (const auto& [cluster, items] : by_cluster) {
-    touched.push_back(cluster);
+    touched_.push_back(cluster);
     absl::Status st = clusters_[cluster]->Reserve(ReservationId(plan, cluster), items, lease_);
     if (!st.ok()) {
       return absl::AbortedError("reserve in " + cluster + ": " + std::string(st.message()));
@@ -319,10 +319,9 @@ absl::Status PlanExecutor::ReserveAll(AssignmentPlan& plan, std::vector<std::str
   return absl::OkStatus();
 }
 
-void PlanExecutor::RollBack(AssignmentPlan& plan, const std::vector<std::string>& touched,
-                            const std::string& why) {
+void PlanExecutor::RollBack(AssignmentPlan& plan, const std::string& why) {
   std::string release_errors;
-  for (const std::string& cluster : touched) {
+  for (const std::string& cluster : touched_) {
     absl::Status st = clusters_[cluster]->Release(ReservationId(plan, cluster));
     if (!st.ok()) {
       absl::StrAppend(&release_errors, "; release in ", cluster,
@@ -340,32 +339,31 @@ void PlanExecutor::RollBack(AssignmentPlan& plan, const std::vector<std::string>
   plan.error = why + release_errors;
 }
 
-absl::Status PlanExecutor::ReserveOnly(AssignmentPlan& plan) {
-  std::vector<std::string> touched;
-  absl::Status st = ReserveAll(plan, touched);
-  if (!st.ok() && plan.phase == PlanPhase::kReserving) {
-    RollBack(plan, touched, std::string(st.message()));
-  }
+absl::Status PlanExecutor::Reserve(AssignmentPlan& plan) {
+  absl::Status st = ReserveAll(plan);
+  if (!st.ok() && plan.phase == PlanPhase::kReserving) RollBack(plan, std::string(st.message()));
   return st;
 }
 
 absl::Status PlanExecutor::Execute(AssignmentPlan& plan) {
-  std::vector<std::string> touched;
-  absl::Status st = ReserveAll(plan, touched);
-  if (!st.ok()) {
-    if (plan.phase == PlanPhase::kReserving) RollBack(plan, touched, std::string(st.message()));
-    return st;
+  RETURN_IF_ERROR(Reserve(plan));
+  return Commit(plan);
+}
+
+absl::Status PlanExecutor::Commit(AssignmentPlan& plan) {
+  if (plan.phase != PlanPhase::kReserving) {
+    return absl::FailedPreconditionError("plan is " + PhaseName(plan.phase) + ", not Reserving");
   }
   plan.phase = PlanPhase::kCommitting;
   if (observer_) {
     absl::Status written = observer_(plan);
     if (!written.ok()) {
       std::string why = "before committing: " + std::string(written.message());
-      RollBack(plan, touched, why);
+      RollBack(plan, why);
       return absl::Status(written.code(), why);
     }
   }
-  for (const std::string& cluster : touched) {
+  for (const std::string& cluster : touched_) {
     for (PlanAction& a : plan.actions) {
       if (a.type == ActionType::kCreatePod && a.cluster == cluster)
         a.result = ActionResult::kRunning;
@@ -378,7 +376,7 @@ absl::Status PlanExecutor::Execute(AssignmentPlan& plan) {
     }
     if (!commit.ok()) {
       std::string why = "commit in " + cluster + ": " + std::string(commit.message());
-      RollBack(plan, touched, why);
+      RollBack(plan, why);
       return absl::AbortedError(why);
     }
   }

@@ -214,21 +214,30 @@ class PlanExecutor {
   using PhaseObserver = std::function<absl::Status(const AssignmentPlan&)>;
   /// Sets the observer (none by default).
   void SetPhaseObserver(PhaseObserver observer) { observer_ = std::move(observer); }
-  /// Executes `plan` (phase must be kPlacing): on success phase kDone and
-  /// every CreatePod succeeded; on failure phase kRolledBack, every cluster
-  /// released, and the error returned (ABORTED, naming the cluster).
+  /// Executes `plan` (phase must be kPlacing): Reserve, then Commit. On
+  /// success phase kDone and every CreatePod succeeded; on failure phase
+  /// kRolledBack, every cluster released, and the error returned (ABORTED,
+  /// naming the cluster).
   absl::Status Execute(AssignmentPlan& plan);
-  /// Reserves only, leaving the plan in kReserving (a coordinator that dies
-  /// here is what leases are for). Used by fault tests and dry runs.
-  absl::Status ReserveOnly(AssignmentPlan& plan);
+  /// The first half of Execute: reserves in every target cluster, leaving
+  /// the plan in kReserving (a coordinator that dies here is what leases are
+  /// for). On failure the plan is rolled back (kRolledBack). The hub's
+  /// scheduling cycle ends here: once a plan holds its reservations, the
+  /// next placement's view of the clusters counts them.
+  absl::Status Reserve(AssignmentPlan& plan);
+  /// The second half of Execute, after a successful Reserve: writes the plan
+  /// kCommitting (observer) and commits in every cluster; kDone on success,
+  /// rolled back on failure.
+  absl::Status Commit(AssignmentPlan& plan);
 
  private:
-  absl::Status ReserveAll(AssignmentPlan& plan, std::vector<std::string>& touched);
-  void RollBack(AssignmentPlan& plan, const std::vector<std::string>& touched,
-                const std::string& why);
+  absl::Status ReserveAll(AssignmentPlan& plan);
+  void RollBack(AssignmentPlan& plan, const std::string& why);
   std::map<std::string, ClusterExecutor*> clusters_;
   absl::Duration lease_;
   PhaseObserver observer_;
+  // Clusters asked to reserve so far (what a rollback releases).
+  std::vector<std::string> touched_;
 };
 
 /// The reservation id of `plan` in `cluster`: "<app>/<revision>/<cluster>".

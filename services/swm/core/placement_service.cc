@@ -171,14 +171,57 @@ int64_t PlacementService::HeldBandwidth(const std::string& from, const std::stri
 }
 
 void PlacementService::Invalidate(const std::vector<std::string>& clusters) {
-  for (const std::string& c : clusters) view_cache_.erase(c);
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& c : clusters) view_cache_.erase(c);
+  }
   members_.Touched(clusters);
+}
+
+absl::Status PlacementService::Admit(const std::string& application, absl::Time deadline) {
+  absl::MutexLock lock(&admit_mu_);
+  auto turn = [this, &application]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(admit_mu_) {
+    return !alone_ && !busy_.count(application);
+  };
+  // Deadlines are the caller's (gRPC's), on the wall clock.
+  if (!admit_mu_.AwaitWithDeadline(absl::Condition(&turn), deadline)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the caller's deadline passed while another operation of application ", application,
+        " (or the recovery) ran; nothing was done"));
+  }
+  busy_.insert(application);
+  ++in_flight_;
+  return absl::OkStatus();
+}
+
+void PlacementService::Leave(const std::string& application) {
+  absl::MutexLock lock(&admit_mu_);
+  busy_.erase(application);
+  --in_flight_;
+}
+
+void PlacementService::AdmitAlone() {
+  absl::MutexLock lock(&admit_mu_);
+  auto no_other = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(admit_mu_) { return !alone_; };
+  admit_mu_.Await(absl::Condition(&no_other));
+  alone_ = true;  // holds new operations back
+  auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(admit_mu_) { return in_flight_ == 0; };
+  admit_mu_.Await(absl::Condition(&drained));
+}
+
+void PlacementService::LeaveAlone() {
+  absl::MutexLock lock(&admit_mu_);
+  alone_ = false;
 }
 
 absl::StatusOr<Operation> PlacementService::Place(const PlaceRequest& request, absl::Time deadline,
                                                   PlaceCounts* counts) {
-  absl::MutexLock lock(&mu_);
-  return PlaceLocked(request, deadline, counts);
+  // A dry run stores nothing: it needs no turn.
+  if (request.dry_run) return PlaceAdmitted(request, deadline, counts);
+  RETURN_IF_ERROR(Admit(request.app.name, deadline));
+  absl::StatusOr<Operation> placed = PlaceAdmitted(request, deadline, counts);
+  Leave(request.app.name);
+  return placed;
 }
 
 absl::Status PlacementService::BuildFederation(const PlaceRequest& request, absl::Time deadline,
@@ -191,12 +234,15 @@ absl::Status PlacementService::BuildFederation(const PlaceRequest& request, absl
   const absl::Time now = clock_.Now();
   std::vector<std::string> to_read;
   std::map<std::string, absl::StatusOr<MemberView>> views;
-  for (const MemberRef& m : request.members) {
-    auto cached = view_cache_.find(m.cluster);
-    if (cached != view_cache_.end() && now - cached->second.read_at < options_.node_view_ttl) {
-      views.emplace(m.cluster, cached->second.view);
-    } else {
-      to_read.push_back(m.cluster);
+  {
+    absl::MutexLock lock(&mu_);
+    for (const MemberRef& m : request.members) {
+      auto cached = view_cache_.find(m.cluster);
+      if (cached != view_cache_.end() && now - cached->second.read_at < options_.node_view_ttl) {
+        views.emplace(m.cluster, cached->second.view);
+      } else {
+        to_read.push_back(m.cluster);
+      }
     }
   }
   std::vector<absl::StatusOr<MemberView>> read = members_.ReadMembers(to_read, deadline);
@@ -205,6 +251,7 @@ absl::Status PlacementService::BuildFederation(const PlaceRequest& request, absl
   }
   for (size_t i = 0; i < to_read.size(); ++i) {
     if (read[i].ok() && options_.node_view_ttl > absl::ZeroDuration()) {
+      absl::MutexLock lock(&mu_);
       view_cache_[to_read[i]] = CachedView{*read[i], now};
     }
     views.emplace(to_read[i], std::move(read[i]));
@@ -235,6 +282,7 @@ absl::Status PlacementService::BuildFederation(const PlaceRequest& request, absl
     // The links among the members in one read of the link source, unless
     // every pair was read less than link_cache_ttl ago.
     bool fresh = options_.link_cache_ttl > absl::ZeroDuration();
+    absl::ReleasableMutexLock lock(&mu_);
     for (const std::string& from : neighborhood) {
       for (const std::string& to : neighborhood) {
         if (from == to || !fresh) continue;
@@ -244,7 +292,9 @@ absl::Status PlacementService::BuildFederation(const PlaceRequest& request, absl
       }
     }
     if (!fresh) {
+      lock.Release();
       absl::StatusOr<std::vector<Link>> listed = links_->ListLinks(neighborhood);
+      absl::MutexLock relock(&mu_);
       if (!listed.ok()) {
         return absl::UnavailableError("link source: " + std::string(listed.status().message()));
       }
@@ -258,7 +308,10 @@ absl::Status PlacementService::BuildFederation(const PlaceRequest& request, absl
           it->second.link = l;
         }
       }
+    } else {
+      lock.Release();
     }
+    absl::MutexLock relock(&mu_);
     for (const std::string& from : neighborhood) {
       for (const std::string& to : neighborhood) {
         if (from == to) continue;
@@ -267,13 +320,17 @@ absl::Status PlacementService::BuildFederation(const PlaceRequest& request, absl
       }
     }
   }
-  // What placed plans' channels hold is not free for this one.
-  ledger_.Apply(federation);
+  {
+    // What placed plans' channels hold is not free for this one.
+    absl::MutexLock lock(&mu_);
+    ledger_.Apply(federation);
+  }
   return federation.Validate();
 }
 
-absl::StatusOr<Operation> PlacementService::PlaceLocked(const PlaceRequest& request,
-                                                        absl::Time deadline, PlaceCounts* counts) {
+absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& request,
+                                                          absl::Time deadline,
+                                                          PlaceCounts* counts) {
   const Application& app = request.app;
   const std::string resource = "applications/" + app.name;
   if (!request.request_id.empty()) {
@@ -291,6 +348,9 @@ absl::StatusOr<Operation> PlacementService::PlaceLocked(const PlaceRequest& requ
     return absl::InvalidArgumentError("a placement that is not a dry run needs its executors");
   }
 
+  // The scheduling cycle: one placement at a time reads, solves and
+  // reserves, so the next one's view counts this one's reservations.
+  absl::ReleasableMutexLock schedule(&schedule_mu_);
   Federation federation;
   std::vector<std::string> neighborhood;
   std::vector<std::string> unreachable;
@@ -423,24 +483,47 @@ absl::StatusOr<Operation> PlacementService::PlaceLocked(const PlaceRequest& requ
     pb::AssignmentPlan proto = stored(at, absl::OkStatus(), /*done=*/false);
     return plans_.Save(&proto, op, "");
   });
-  absl::Status executed = executor.Execute(plan);
+  const std::vector<std::string> touched(target_clusters.begin(), target_clusters.end());
+  absl::Status executed = executor.Reserve(plan);
+  if (executed.ok()) {
+    // The channels' bandwidth is held from now on: the next solve must not
+    // plan with it.
+    absl::MutexLock lock(&mu_);
+    ledger_.Hold(stored(plan, absl::OkStatus(), /*done=*/false));
+  }
+  // The reservations are (or were) in the clusters; the port makes the next
+  // read of them count what changed.
+  Invalidate(touched);
+  schedule.Release();
+  // The binding cycle, concurrent with other placements: commit and store.
+  if (executed.ok()) executed = executor.Commit(plan);
   owned.clear();
-  Invalidate(std::vector<std::string>(target_clusters.begin(), target_clusters.end()));
+  if (!executed.ok()) {
+    absl::MutexLock lock(&mu_);
+    ledger_.Free(app.name);
+  }
+  Invalidate(touched);
   pb::AssignmentPlan proto = stored(plan, executed, /*done=*/true);
   RETURN_IF_ERROR(plans_.Save(&proto, op, request.request_id));
   log::Info("placed application", {{"application", app.name},
                                    {"plan", proto.id()},
                                    {"phase", pb::PlanPhase_Name(proto.phase())}});
   if (!executed.ok()) return executed;
-  ledger_.Hold(proto);
   if (counts != nullptr) counts->placed += static_cast<int64_t>(plan.targets.size());
   return op;
 }
 
 absl::StatusOr<pb::AssignmentPlan> PlacementService::Release(const ReleaseRequest& request,
                                                              absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
   if (request.application.empty()) return InvalidFieldError("application", "is required");
+  RETURN_IF_ERROR(Admit(request.application, deadline));
+  absl::StatusOr<pb::AssignmentPlan> released = ReleaseAdmitted(request, deadline);
+  Leave(request.application);
+  return released;
+}
+
+absl::StatusOr<pb::AssignmentPlan> PlacementService::ReleaseAdmitted(const ReleaseRequest& request,
+                                                                     absl::Time deadline) {
   const std::string& app = request.application;
   const std::string resource = "applications/" + app;
   if (!request.request_id.empty()) {
@@ -564,10 +647,13 @@ absl::Status PlacementService::FinishRemoval(pb::AssignmentPlan& plan, Operation
   Invalidate(touched);
   absl::Status status = absl::OkStatus();
   plan.clear_error();
-  // A removal gives the links back even when some pods are left (they are
-  // on their way out; a restarted hub, which rebuilds the ledger from DONE
-  // placements only, would not count them either).
-  ledger_.Free(app);
+  {
+    // A removal gives the links back even when some pods are left (they are
+    // on their way out; a restarted hub, which rebuilds the ledger from DONE
+    // placements only, would not count them either).
+    absl::MutexLock lock(&mu_);
+    ledger_.Free(app);
+  }
   if (failures.empty()) {
     plan.set_phase(pb::PLAN_PHASE_DONE);
   } else {
@@ -641,7 +727,10 @@ void PlacementService::RecoverPlacement(pb::AssignmentPlan plan, absl::Time dead
         report.errors.push_back(absl::StrCat(plan.id(), ": ", saved.message()));
         return;
       }
-      ledger_.Hold(plan);
+      {
+        absl::MutexLock lock(&mu_);
+        ledger_.Hold(plan);
+      }
       std::vector<std::string> touched;
       for (const auto& [cluster, pods] : pods_by_cluster) touched.push_back(cluster);
       Invalidate(touched);
@@ -702,21 +791,26 @@ void PlacementService::RecoverPlacement(pb::AssignmentPlan plan, absl::Time dead
 }
 
 RecoveryReport PlacementService::Recover(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
+  AdmitAlone();
   RecoveryReport report;
   absl::StatusOr<std::vector<pb::AssignmentPlan>> latest = plans_.LatestPlans();
   if (!latest.ok()) {
     report.errors.push_back(absl::StrCat("reading plans: ", latest.status().message()));
+    LeaveAlone();
     return report;
   }
-  ledger_ = LinkLedger();
+  {
+    absl::MutexLock lock(&mu_);
+    ledger_ = LinkLedger();
+    for (const pb::AssignmentPlan& plan : *latest) {
+      if (plan.phase() == pb::PLAN_PHASE_DONE && !plan.targets().empty() &&
+          PlacedRevision(plan) == plan.plan_revision()) {
+        ledger_.Hold(plan);
+      }
+    }
+  }
   for (pb::AssignmentPlan& plan : *latest) {
     switch (plan.phase()) {
-      case pb::PLAN_PHASE_DONE:
-        if (!plan.targets().empty() && PlacedRevision(plan) == plan.plan_revision()) {
-          ledger_.Hold(plan);
-        }
-        break;
       case pb::PLAN_PHASE_RESERVING:
       case pb::PLAN_PHASE_COMMITTING:
         RecoverPlacement(std::move(plan), deadline, report);
@@ -742,11 +836,18 @@ RecoveryReport PlacementService::Recover(absl::Time deadline) {
         break;
     }
   }
+  LeaveAlone();
   return report;
 }
 
 RecoveryReport PlacementService::Reconcile(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
+  AdmitAlone();
+  RecoveryReport report = ReconcileAlone(deadline);
+  LeaveAlone();
+  return report;
+}
+
+RecoveryReport PlacementService::ReconcileAlone(absl::Time deadline) {
   RecoveryReport report;
   absl::StatusOr<std::vector<pb::AssignmentPlan>> latest = plans_.LatestPlans();
   if (!latest.ok()) {

@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -260,13 +261,24 @@ inline constexpr char kPlaceKind[] = "swm.PlaceApplication";
 /// The kind of the operations Release stores.
 inline constexpr char kReleaseKind[] = "swm.ReleaseApplication";
 
-/// The hub SWM's orchestration. Thread-safe: calls are serialised.
+/// The hub SWM's orchestration. Thread-safe, and placements overlap the way
+/// kube-scheduler's scheduling and binding cycles do:
+///   - one operation per application at a time (a second one waits for the
+///     first, up to its deadline);
+///   - the scheduling cycle — read the members and links, solve, write the
+///     plan RESERVING, reserve in every target cluster — runs for one
+///     placement at a time, so each plan is solved on a view that counts the
+///     reservations of every plan before it;
+///   - the rest — write COMMITTING, commit (the clusters create the pods),
+///     write DONE — and removals run concurrently;
+///   - Recover and Reconcile run alone: they wait for the operations in
+///     flight to finish and hold new ones back until they are done.
 class PlacementService {
  public:
-  /// Uses the ports, which must outlive the service; `links` may be null
-  /// (no inter-cluster link exists). `local_l2` solves the clusters the hub
-  /// solves itself (the in-process heuristic or the exact L2); `registry`
-  /// holds the scheduling profiles the coordinator uses.
+  /// Uses the ports, which must outlive the service and be thread-safe;
+  /// `links` may be null (no inter-cluster link exists). `local_l2` solves
+  /// the clusters the hub solves itself (the in-process heuristic or the
+  /// exact L2); `registry` holds the scheduling profiles the coordinator uses.
   PlacementService(const Clock& clock, MemberPort& members, LinkSource* links,
                    PlanRepository& plans, L2Solver& local_l2, const PluginRegistry& registry,
                    PlacementServiceOptions options = {});
@@ -278,8 +290,9 @@ class PlacementService {
   /// FAILED_PRECONDITION listing every unplaced workload (the FAILED plan is
   /// stored); ABORTED when execution failed and was rolled back; UNAVAILABLE
   /// when no member answers; DEADLINE_EXCEEDED when `deadline` passed
-  /// before anything was reserved. A request_id seen before answers its
-  /// first result; one used by another kind of request is INVALID_ARGUMENT.
+  /// before anything was reserved (also while waiting for another operation
+  /// of the same application). A request_id seen before answers its first
+  /// result; one used by another kind of request is INVALID_ARGUMENT.
   absl::StatusOr<codeco::common::v1::Operation> Place(const PlaceRequest& request,
                                                       absl::Time deadline = absl::InfiniteFuture(),
                                                       PlaceCounts* counts = nullptr);
@@ -315,24 +328,37 @@ class PlacementService {
   int64_t HeldBandwidth(const std::string& from, const std::string& to, ServiceClass service_class);
 
  private:
-  absl::StatusOr<codeco::common::v1::Operation> PlaceLocked(const PlaceRequest& request,
-                                                            absl::Time deadline,
-                                                            PlaceCounts* counts)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Admission: one operation per application, none while Recover or
+  // Reconcile runs. Admit waits (up to `deadline`) for its turn.
+  absl::Status Admit(const std::string& application, absl::Time deadline);
+  void Leave(const std::string& application);
+  // Recover and Reconcile: wait until nothing is in flight and hold new
+  // operations back until LeaveAlone.
+  void AdmitAlone();
+  void LeaveAlone();
+
+  absl::StatusOr<codeco::common::v1::Operation> PlaceAdmitted(const PlaceRequest& request,
+                                                              absl::Time deadline,
+                                                              PlaceCounts* counts);
+  absl::StatusOr<codeco::swm::v1::AssignmentPlan> ReleaseAdmitted(const ReleaseRequest& request,
+                                                                  absl::Time deadline);
   // Reads the members and links of a placement into `federation`.
   absl::Status BuildFederation(const PlaceRequest& request, absl::Time deadline,
                                Federation& federation, std::vector<std::string>& neighborhood,
                                std::vector<std::string>& unreachable)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(schedule_mu_);
   // Deletes the pods `removal` (RELEASING, targets = pods to remove) lists
   // and writes it DONE or FAILED with `op`.
   absl::Status FinishRemoval(codeco::swm::v1::AssignmentPlan& removal,
                              codeco::common::v1::Operation& op, const std::string& request_id,
-                             absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                             absl::Time deadline);
+  // Reconcile's work, once it runs alone.
+  RecoveryReport ReconcileAlone(absl::Time deadline);
   // Recovery of one plan found RESERVING or COMMITTING.
   void RecoverPlacement(codeco::swm::v1::AssignmentPlan plan, absl::Time deadline,
-                        RecoveryReport& report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Invalidate(const std::vector<std::string>& clusters) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                        RecoveryReport& report);
+  // Drops the cached views of `clusters` and tells the member port.
+  void Invalidate(const std::vector<std::string>& clusters);
 
   const Clock& clock_;
   MemberPort& members_;
@@ -342,6 +368,17 @@ class PlacementService {
   const PluginRegistry& registry_;
   PlacementServiceOptions options_;
 
+  // Admission state.
+  absl::Mutex admit_mu_;
+  std::set<std::string> busy_ ABSL_GUARDED_BY(admit_mu_);  // applications in flight
+  int in_flight_ ABSL_GUARDED_BY(admit_mu_) = 0;           // operations in flight
+  bool alone_ ABSL_GUARDED_BY(admit_mu_) = false;          // Recover/Reconcile runs
+
+  // Serialises the scheduling cycle (read, solve, reserve). Taken before mu_.
+  absl::Mutex schedule_mu_;
+
+  // The ledger and the caches; held only for short sections, never across a
+  // call to a port.
   absl::Mutex mu_;
   LinkLedger ledger_ ABSL_GUARDED_BY(mu_);
   struct CachedLink {

@@ -95,15 +95,20 @@ SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
                                   .link_cache_ttl = options_.link_cache_ttl,
                                   .node_view_ttl = options_.node_view_ttl,
                                   .coordinator = options_.coordinator})) {
-  // Before any request: plans a crash interrupted are driven to an outcome.
-  Submit([this] { Recover(); });
-  worker_ = std::thread([this] { Work(); });
+  // The first worker drives the plans a crash interrupted to an outcome
+  // before any worker takes a request.
+  const size_t workers = std::max<size_t>(1, options_.placement_workers);
+  for (size_t i = 0; i < workers; ++i) {
+    workers_.emplace_back([this, i] { Work(/*first=*/i == 0); });
+  }
 }
 
 void SwmServiceImpl::DrainForTest() {
-  absl::Notification done;
-  if (!Submit([&done] { done.Notify(); })) return;
-  done.WaitForNotification();
+  absl::MutexLock lock(&queue_mu_);
+  auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
+    return stopping_ || (recovered_ && queue_.empty() && running_tasks_ == 0);
+  };
+  queue_mu_.Await(absl::Condition(&drained));
 }
 
 void SwmServiceImpl::Recover() {
@@ -132,7 +137,7 @@ SwmServiceImpl::~SwmServiceImpl() {
     absl::MutexLock lock(&queue_mu_);
     stopping_ = true;
   }
-  worker_.join();
+  for (std::thread& worker : workers_) worker.join();
 }
 
 bool SwmServiceImpl::Submit(std::function<void()> task) {
@@ -142,8 +147,14 @@ bool SwmServiceImpl::Submit(std::function<void()> task) {
   return true;
 }
 
-void SwmServiceImpl::Work() {
-  const bool reconcile = options_.reconcile_interval > absl::ZeroDuration();
+void SwmServiceImpl::Work(bool first) {
+  if (first) {
+    Recover();
+    absl::MutexLock lock(&queue_mu_);
+    recovered_ = true;
+  }
+  // The first worker also runs the reconciler.
+  const bool reconcile = first && options_.reconcile_interval > absl::ZeroDuration();
   absl::Time next_reconcile = absl::Now() + options_.reconcile_interval;
   while (true) {
     std::function<void()> task;
@@ -151,7 +162,7 @@ void SwmServiceImpl::Work() {
       absl::MutexLock lock(&queue_mu_);
       absl::Condition ready(
           +[](SwmServiceImpl* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->queue_mu_) {
-            return s->stopping_ || !s->queue_.empty();
+            return s->stopping_ || (s->recovered_ && !s->queue_.empty());
           },
           this);
       if (reconcile) {
@@ -159,14 +170,17 @@ void SwmServiceImpl::Work() {
       } else {
         queue_mu_.Await(ready);
       }
-      if (queue_.empty() && stopping_) return;  // stopping, nothing left
-      if (!queue_.empty()) {
+      if (stopping_ && (queue_.empty() || !recovered_)) return;  // stopping, nothing left
+      if (recovered_ && !queue_.empty()) {
         task = std::move(queue_.front());
         queue_.pop_front();
+        ++running_tasks_;
       }
     }
     if (task) {
       task();
+      absl::MutexLock lock(&queue_mu_);
+      --running_tasks_;
       continue;
     }
     // The reconciler's turn: what a recovery left for later (a member was
@@ -366,6 +380,11 @@ void AddSwmConfig(ConfigSchema& schema) {
               .type = ConfigType::kDuration,
               .default_value = "10s",
               .help = "hub: deadline of each call to an MC swm"});
+  schema.Add({.path = "swm.placement_workers",
+              .type = ConfigType::kInt,
+              .default_value = "4",
+              .help = "hub: threads that run placements and removals (1-64); each placement's "
+                      "read-solve-reserve cycle runs alone, the commits overlap"});
 }
 
 absl::StatusOr<std::map<std::string, std::string>> ParseClusterEndpoints(const std::string& text) {
@@ -422,6 +441,11 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
                    ParseClusterEndpoints(context.config.raw.GetString("swm.cluster_endpoints")));
   options.mc_timeout = context.config.raw.GetDuration("swm.mc_timeout");
   options.reconcile_interval = context.config.raw.GetDuration("swm.reconcile_interval");
+  const int64_t workers = context.config.raw.GetInt("swm.placement_workers");
+  if (workers < 1 || workers > 64) {
+    return InvalidFieldError("swm.placement_workers", "must be 1-64");
+  }
+  options.placement_workers = static_cast<size_t>(workers);
   options.exact_l2 = exact_l2;
   options.mc_channels = &context.peers;
   std::shared_ptr<CodefDirectory> directory;

@@ -21,9 +21,10 @@
 // labels codeco.io/plan and codeco.io/reservation) in its ReserveRequest and
 // creates the pods itself on Commit — then commit; any failure releases
 // everything. The plan and the operation are stored before the answer.
-// Placements run one at a time on one worker thread (the hub's scheduling
-// cycle), never on gRPC's threads; requests beyond the queue bound get
-// RESOURCE_EXHAUSTED.
+// Placements and removals run on swm.placement_workers threads, never on
+// gRPC's threads; the core serialises each placement's scheduling cycle
+// (read, solve, reserve) and overlaps the commits. Requests beyond the queue
+// bound get RESOURCE_EXHAUSTED.
 //
 // Answers: the Operation (done, result = AssignmentPlan); INVALID_ARGUMENT
 // with the field path for bad input; FAILED_PRECONDITION listing every
@@ -103,8 +104,12 @@ struct SwmServiceOptions {
   /// through their LMS; small clusters and batches; max_nodes 0 = never).
   /// Default: never.
   milp::ExactL2Options exact_l2{.max_nodes = 0};
-  /// Placements allowed to wait for the worker. Default: 64.
+  /// Placements allowed to wait for a worker. Default: 64.
   size_t max_queued_placements = 64;
+  /// Threads that run placements and removals. Placements overlap: the core
+  /// serialises each one's scheduling cycle (read, solve, reserve) and runs
+  /// the commits concurrently (see PlacementService). Default: 4.
+  size_t placement_workers = 4;
   /// Coordinator settings. Default: the core's.
   CoordinatorOptions coordinator;
   /// How often the orphan reconciler runs (at start, then every interval):
@@ -129,7 +134,7 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   SwmServiceImpl(KvStore& store, const Clock& clock, std::unique_ptr<PeerChannels> channels,
                  std::shared_ptr<ClusterDirectory> directory, std::shared_ptr<LinkSource> links,
                  SwmServiceOptions options = {}, prometheus::Registry* registry = nullptr);
-  /// Runs the queued placements, then stops the worker.
+  /// Runs the queued placements, then stops the workers.
   ~SwmServiceImpl() override;
 
   grpc::ServerUnaryReactor* PlaceApplication(
@@ -187,7 +192,8 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   void Recover();
   struct Metrics;
   std::unique_ptr<Metrics> metrics_;
-  void Work();
+  // One worker's loop; the `first` runs the start-up recovery and the reconciler.
+  void Work(bool first);
 
   PlanStore plans_;
   const Clock& clock_;
@@ -204,13 +210,17 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   absl::Mutex queue_mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(queue_mu_);
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
-  std::thread worker_;
+  // Set once the start-up recovery ran: no request is taken before.
+  bool recovered_ ABSL_GUARDED_BY(queue_mu_) = false;
+  // Tasks a worker runs now.
+  int running_tasks_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  std::vector<std::thread> workers_;
 };
 
 /// Declares the swm.* configuration keys (swm.codef_control, swm.lms_timeout,
 /// swm.reservation_lease, swm.link_cache_ttl, swm.node_view_ttl, swm.cluster_endpoints,
 /// swm.mc_timeout, swm.exact_l2_max_nodes, swm.exact_l2_max_workloads,
-/// swm.exact_l2_time_limit).
+/// swm.exact_l2_time_limit, swm.reconcile_interval, swm.placement_workers).
 void AddSwmConfig(ConfigSchema& schema);
 
 /// Parses swm.cluster_endpoints ("cluster=host:port,cluster=host:port"):

@@ -156,7 +156,7 @@ TEST_CASE("a coordinator that vanishes mid-plan leaves nothing once leases expir
   rig.Add("y", 1, 1000);
   AssignmentPlan plan = TwoClusterPlan();
   PlanExecutor exec = rig.Executor(absl::Seconds(30));
-  REQUIRE(exec.ReserveOnly(plan).ok());
+  REQUIRE(exec.Reserve(plan).ok());
   CHECK(plan.phase == PlanPhase::kReserving);
   CHECK(rig.Reservations() == 2);
   CHECK(rig.clusters["y"].executor->ledger().Held("y-n0").cpu_millis == 1000);

@@ -11,8 +11,11 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
 #include "codeco/common/clock.h"
 #include "swm/core/convert.h"
 #include "swm/core/plugins.h"
@@ -37,11 +40,13 @@ class FakeRepository final : public PlanRepository {
  public:
   absl::StatusOr<std::optional<pb::AssignmentPlan>> Latest(
       const std::string& application) const override {
+    absl::MutexLock lock(&mu_);
     auto it = plans_.find(application);
     if (it == plans_.end() || it->second.empty()) return std::nullopt;
     return it->second.rbegin()->second;
   }
   absl::StatusOr<std::vector<pb::AssignmentPlan>> LatestPlans() const override {
+    absl::MutexLock lock(&mu_);
     std::vector<pb::AssignmentPlan> out;
     for (const auto& [app, revisions] : plans_) {
       if (!revisions.empty()) out.push_back(revisions.rbegin()->second);
@@ -50,17 +55,20 @@ class FakeRepository final : public PlanRepository {
   }
   absl::StatusOr<std::optional<Operation>> OperationForRequest(
       const std::string& request_id) const override {
+    absl::MutexLock lock(&mu_);
     auto it = requests_.find(request_id);
     if (it == requests_.end()) return std::nullopt;
     return operations_.at(it->second);
   }
   absl::StatusOr<Operation> GetOperation(const std::string& id) const override {
+    absl::MutexLock lock(&mu_);
     auto it = operations_.find(id);
     if (it == operations_.end()) return absl::NotFoundError("no operation " + id);
     return it->second;
   }
   absl::Status Save(const pb::AssignmentPlan* plan, const Operation& operation,
                     const std::string& request_id) override {
+    absl::MutexLock lock(&mu_);
     if (crash != nullptr && crash->happened) return absl::OkStatus();  // nobody writes any more
     if (plan != nullptr && !plan->id().empty()) {
       plans_[plan->application()][plan->plan_revision()] = *plan;
@@ -76,6 +84,7 @@ class FakeRepository final : public PlanRepository {
   Crash* crash = nullptr;
 
  private:
+  mutable absl::Mutex mu_;  // placements of different applications overlap
   std::map<std::string, std::map<int64_t, pb::AssignmentPlan>> plans_;
   std::map<std::string, Operation> operations_;
   std::map<std::string, std::string> requests_;
@@ -92,10 +101,19 @@ struct FakeCluster {
   std::map<std::string, std::string> reservation_of;  // pod -> reservation label value
 };
 
+// Holds the Commit of one application's reservations until opened: lets a
+// test run a second placement while the first one commits.
+struct CommitGate {
+  std::string application;       // whose Commit waits ("" = nobody's)
+  absl::Notification reached;    // its Commit started
+  absl::Notification open;       // let it go on
+};
+
 // The executor of one cluster for one plan; dead once the crash happened.
 class FakeExecutor final : public ClusterExecutor {
  public:
-  FakeExecutor(FakeCluster& cluster, const Crash* crash) : cluster_(cluster), crash_(crash) {}
+  FakeExecutor(FakeCluster& cluster, const Crash* crash, CommitGate* gate = nullptr)
+      : cluster_(cluster), crash_(crash), gate_(gate) {}
   absl::Status Reserve(const std::string& id, const std::vector<ReservationItem>& items,
                        absl::Duration lease) override {
     if (Dead()) return absl::UnavailableError("hub is dead");
@@ -104,6 +122,11 @@ class FakeExecutor final : public ClusterExecutor {
   }
   absl::Status Commit(const std::string& id) override {
     if (Dead()) return absl::UnavailableError("hub is dead");
+    if (gate_ != nullptr && !gate_->application.empty() &&
+        absl::StartsWith(id, gate_->application + "/")) {
+      if (!gate_->reached.HasBeenNotified()) gate_->reached.Notify();
+      gate_->open.WaitForNotification();
+    }
     return cluster_.executor.Commit(id);
   }
   absl::Status Release(const std::string& id) override {
@@ -115,23 +138,27 @@ class FakeExecutor final : public ClusterExecutor {
   bool Dead() const { return crash_ != nullptr && crash_->happened; }
   FakeCluster& cluster_;
   const Crash* crash_;
+  CommitGate* gate_;
 };
 
 class FakeFactory final : public ExecutorFactory {
  public:
-  FakeFactory(std::map<std::string, std::unique_ptr<FakeCluster>>& clusters, const Crash* crash)
-      : clusters_(clusters), crash_(crash) {}
+  FakeFactory(std::map<std::string, std::unique_ptr<FakeCluster>>& clusters, const Crash* crash,
+              CommitGate* gate = nullptr)
+      : clusters_(clusters), crash_(crash), gate_(gate) {}
   absl::StatusOr<std::unique_ptr<ClusterExecutor>> ExecutorFor(const std::string& cluster,
                                                                const AssignmentPlan&,
                                                                absl::Time) override {
     auto it = clusters_.find(cluster);
     if (it == clusters_.end()) return absl::NotFoundError("no cluster " + cluster);
-    return std::unique_ptr<ClusterExecutor>(std::make_unique<FakeExecutor>(*it->second, crash_));
+    return std::unique_ptr<ClusterExecutor>(
+        std::make_unique<FakeExecutor>(*it->second, crash_, gate_));
   }
 
  private:
   std::map<std::string, std::unique_ptr<FakeCluster>>& clusters_;
   const Crash* crash_;
+  CommitGate* gate_;
 };
 
 // Forwards to the hub's local L2 (every fake cluster is solved in process).
@@ -293,7 +320,8 @@ struct Bed {
   FakeRepository repo;
   FakeMembers members{clusters};
   FakeLinks links;
-  FakeFactory factory{clusters, &crash};
+  CommitGate gate;
+  FakeFactory factory{clusters, &crash, &gate};
   PluginRegistry registry = NewDefaultRegistry();
   InProcessL2Solver l2{registry, nullptr};
   std::unique_ptr<PlacementService> service;
@@ -521,6 +549,67 @@ TEST_CASE("Reconcile deletes pods whose plan the hub does not hold", "[placement
   report = bed.service->Reconcile();
   CHECK(report.orphans == std::vector<std::string>{"eu/shop-front-0"});
   CHECK(bed.Pods("eu") == 1);  // "unlabelled"
+}
+
+}  // namespace
+}  // namespace codeco::swm
+
+namespace codeco::swm {
+namespace {
+
+TEST_CASE("A placement overlaps another one's commit and counts its reservations",
+          "[placement_service]") {
+  Bed bed;
+  // Each workload takes 3000 of the one 4000-millicore node of its cluster:
+  // while "first" commits, "second" cannot fit, and a third application of
+  // 500 still can.
+  auto app = [](const std::string& name, int64_t millicores) {
+    Application a = Bed::App(name, 1'000'000);
+    for (Workload& w : a.workloads) w.requests.cpu_millis = millicores;
+    return a;
+  };
+  bed.gate.application = "first";
+  absl::StatusOr<Operation> first;
+  std::thread committing([&] { first = bed.service->Place(bed.Request(app("first", 3000))); });
+  bed.gate.reached.WaitForNotification();
+  // "first" holds its reservations and is committing; the scheduling cycle
+  // is free for the next placement, which sees what "first" holds.
+  absl::StatusOr<Operation> second = bed.service->Place(bed.Request(app("second", 3000)));
+  CHECK(absl::IsFailedPrecondition(second.status()));
+  absl::StatusOr<Operation> small = bed.service->Place(bed.Request(app("small", 500)));
+  CHECK(small.ok());
+  CHECK(bed.Pods("eu") == 1);  // "small"'s; "first"'s pods wait for the gate
+  bed.gate.open.Notify();
+  committing.join();
+  REQUIRE(first.ok());
+  CHECK(PlanOf(*first).phase() == pb::PLAN_PHASE_DONE);
+  CHECK(bed.Pods("eu") == 2);
+  CHECK(bed.Pods("us") == 2);
+}
+
+TEST_CASE("Operations of one application wait for each other", "[placement_service]") {
+  Bed bed;
+  bed.gate.application = "shop";
+  absl::StatusOr<Operation> placed;
+  std::thread committing(
+      [&] { placed = bed.service->Place(bed.Request(Bed::App("shop", 1'000'000))); });
+  bed.gate.reached.WaitForNotification();
+  // A removal of "shop" now waits for the placement; with a deadline that
+  // has passed it gives up at once and touches nothing.
+  absl::StatusOr<pb::AssignmentPlan> early =
+      bed.service->Release({.application = "shop"}, absl::InfinitePast());
+  CHECK(absl::IsDeadlineExceeded(early.status()));
+  absl::StatusOr<pb::AssignmentPlan> removal;
+  std::thread releasing([&] { removal = bed.service->Release({.application = "shop"}); });
+  bed.gate.open.Notify();
+  committing.join();
+  releasing.join();
+  REQUIRE(placed.ok());
+  REQUIRE(removal.ok());
+  // The removal ran after the placement: it removed both pods.
+  CHECK(removal->actions_size() == 2);
+  CHECK(bed.Pods("eu") == 0);
+  CHECK(bed.Pods("us") == 0);
 }
 
 }  // namespace
