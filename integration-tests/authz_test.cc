@@ -190,7 +190,8 @@ std::map<std::string, Who> ExpectedPolicy() {
        "WatchOperation"},
       kReaders);
   add(swm, {"MigrateWorkload"}, {"hub/operator", "hub/swm"});
-  add(swm, {"SolveCluster", "GetClusterView", "Reserve", "Commit", "Release"}, {"hub/swm"});
+  add(swm, {"SolveCluster", "GetClusterView", "WatchClusterView", "Reserve", "Commit", "Release"},
+      {"hub/swm"});
 
   const std::string netma = "codeco.netma.v1.NetmaService";
   add(netma, {"GetNetworkTopology", "GetNetworkMap", "GetCostMap"}, Union({kReaders, kMc1}));

@@ -79,7 +79,8 @@ AuthzPolicy BuildFederationPolicy() {
       readers);
   add(swm, {"MigrateWorkload"}, {op, HubService("swm")});
   // A member's L2 solver and reservations take the hub SWM only.
-  add(swm, {"SolveCluster", "GetClusterView", "Reserve", "Commit", "Release"}, {HubService("swm")});
+  add(swm, {"SolveCluster", "GetClusterView", "WatchClusterView", "Reserve", "Commit", "Release"},
+      {HubService("swm")});
 
   // NetMA.
   const std::string netma = "codeco.netma.v1.NetmaService";

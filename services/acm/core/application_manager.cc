@@ -198,44 +198,13 @@ void ApplicationManager::SendPlacement(const v1::Application& app,
   RecordPlacement(app.metadata().name(), app.spec_revision(), refused).IgnoreError();
 }
 
-void ApplicationManager::Notify() {
-  std::vector<std::shared_ptr<Listener>> listeners;
-  {
-    absl::MutexLock lock(&listeners_mu_);
-    for (auto& [id, l] : listeners_) listeners.push_back(l);
-  }
-  if (notify_hook_for_test_) notify_hook_for_test_();
-  // A listener removed since the copy above is skipped: `removed` is set, and
-  // read, under the listener's own lock, which is held while it runs.
-  for (auto& l : listeners) {
-    absl::MutexLock running(&l->mu);
-    if (!l->removed) l->run();
-  }
-}
+void ApplicationManager::Notify() { listeners_.Notify(notify_hook_for_test_); }
 
 int ApplicationManager::AddListener(std::function<void()> listener) {
-  auto entry = std::make_shared<Listener>();
-  entry->run = std::move(listener);
-  absl::MutexLock lock(&listeners_mu_);
-  int id = next_listener_id_++;
-  listeners_[id] = std::move(entry);
-  return id;
+  return listeners_.Add(std::move(listener));
 }
 
-void ApplicationManager::RemoveListener(int id) {
-  std::shared_ptr<Listener> entry;
-  {
-    absl::MutexLock lock(&listeners_mu_);
-    auto it = listeners_.find(id);
-    if (it == listeners_.end()) return;
-    entry = std::move(it->second);
-    listeners_.erase(it);
-  }
-  // Waits for a Notify running the listener; any Notify still holding a copy
-  // of the entry sees `removed` and skips it.
-  absl::MutexLock running(&entry->mu);
-  entry->removed = true;
-}
+void ApplicationManager::RemoveListener(int id) { listeners_.Remove(id); }
 
 void ApplicationManager::SetNotifyHookForTest(std::function<void()> hook) {
   notify_hook_for_test_ = std::move(hook);

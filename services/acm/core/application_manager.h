@@ -32,6 +32,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "codeco/common/listeners.h"
 #include "acm/core/application_store.h"
 #include "acm/core/cam_parser.h"
 #include "acm/core/cluster_report.h"
@@ -281,17 +282,7 @@ class ApplicationManager {
   // When Reconcile next deletes old operations.
   absl::Time next_prune_ ABSL_GUARDED_BY(write_mu_) = absl::InfinitePast();
 
-  // A registered listener. `mu` is held while it runs, so RemoveListener can
-  // wait for a running call and mark it removed for Notify calls that
-  // already copied it.
-  struct Listener {
-    absl::Mutex mu;
-    bool removed ABSL_GUARDED_BY(mu) = false;
-    std::function<void()> run;
-  };
-  absl::Mutex listeners_mu_;
-  int next_listener_id_ ABSL_GUARDED_BY(listeners_mu_) = 1;
-  std::map<int, std::shared_ptr<Listener>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
+  Listeners listeners_;
   std::function<void()> notify_hook_for_test_;
 };
 

@@ -60,6 +60,7 @@ absl::Status SwmPlacementScheduler::RequestPlacement(const v1::Application& appl
   request.neighborhood = neighborhood;
   request.request_id = request_id;
   queue_.push_back(std::move(request));
+  ++changes_;
   return absl::OkStatus();
 }
 
@@ -74,6 +75,7 @@ absl::Status SwmPlacementScheduler::ReleasePlacement(const std::string& applicat
   for (Request& queued : queue_) {
     if (queued.release && queued.name == application) {
       queued.due = absl::InfinitePast();  // asked again: try now
+      ++changes_;
       return absl::OkStatus();
     }
   }
@@ -82,6 +84,7 @@ absl::Status SwmPlacementScheduler::ReleasePlacement(const std::string& applicat
   request.name = application;
   request.request_id = request_id;
   queue_.push_back(std::move(request));
+  ++changes_;
   return absl::OkStatus();
 }
 
@@ -111,12 +114,9 @@ void SwmPlacementScheduler::Loop() {
           in_flight_.insert(NameOf(request));
           break;
         }
-        const size_t size = queue_.size();
-        const size_t busy = in_flight_.size();
-        auto news = [this, size, busy]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return stopping_ || queue_.size() != size || in_flight_.size() != busy ||
-                 std::any_of(queue_.begin(), queue_.end(),
-                             [](const Request& r) { return r.due == absl::InfinitePast(); });
+        const uint64_t seen = changes_;
+        auto news = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stopping_ || changes_ != seen;
         };
         mu_.AwaitWithDeadline(absl::Condition(&news), earliest);
       }
@@ -128,12 +128,14 @@ void SwmPlacementScheduler::Loop() {
       }
       absl::MutexLock lock(&mu_);
       in_flight_.erase(NameOf(request));
+      ++changes_;
       continue;
     }
     absl::Status outcome = Release(request.name, request.request_id);
     if (release_sink_) release_sink_(request.name, outcome);
     absl::MutexLock lock(&mu_);
     in_flight_.erase(request.name);
+    ++changes_;
     if (!outcome.ok()) {
       const absl::Duration wait = release_backoff_.Delay(++request.failures);
       log::Warn("release not confirmed; will retry",
@@ -168,6 +170,10 @@ absl::Status SwmPlacementScheduler::Release(const std::string& application,
     return absl::Status(FromGrpcStatus(status).code(),
                         absl::StrCat("scheduler: ", status.error_message()));
   }
+  {
+    absl::MutexLock lock(&mu_);
+    placed_.erase(application);
+  }
   log::Info("released", {{"application", application},
                          {"actions", absl::StrCat(response.plan().actions_size())}});
   return absl::OkStatus();
@@ -177,7 +183,14 @@ PlacementResult SwmPlacementScheduler::Place(const Request& request) {
   PlacementResult result;
   result.neighborhood_id = request.neighborhood.id();
   const std::string& name = request.application.metadata().name();
-  if (request.application.status().plan_revision() > 0) {
+  bool placed_before = request.application.status().plan_revision() > 0;
+  if (!placed_before) {
+    // Placed by an earlier request whose answer the application's status
+    // did not have yet when this one was queued.
+    absl::MutexLock lock(&mu_);
+    placed_before = placed_.count(name) > 0;
+  }
+  if (placed_before) {
     // Placed before (a changed spec, or moving off a cluster): SWM places an
     // application only once, so its pods go first. Until SWM's
     // MigrateWorkload exists this is a redeploy, with a gap.
@@ -230,6 +243,10 @@ PlacementResult SwmPlacementScheduler::Place(const Request& request) {
   for (const auto& u : plan.unplaced())
     absl::StrAppend(&unplaced, "\n", u.workload(), ": ", u.reason());
   result.placed = plan.unplaced().empty() && !plan.targets().empty();
+  if (!plan.targets().empty()) {
+    absl::MutexLock lock(&mu_);
+    placed_.insert(name);
+  }
   if (!result.placed) {
     result.message = unplaced.empty() ? "nothing placed" : absl::StrCat("unplaced:", unplaced);
   }

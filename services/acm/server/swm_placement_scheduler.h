@@ -103,6 +103,12 @@ class SwmPlacementScheduler final : public PlacementScheduler {
   std::deque<Request> queue_ ABSL_GUARDED_BY(mu_);
   // Applications a worker is sending a request of now.
   std::set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
+  // Applications this scheduler placed and has not released since (their
+  // status may not say so yet when a newer request of theirs is queued).
+  std::set<std::string> placed_ ABSL_GUARDED_BY(mu_);
+  // Counts what may let a waiting worker take a request (a new or retried
+  // request, an application no longer in flight).
+  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };

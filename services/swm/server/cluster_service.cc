@@ -6,12 +6,77 @@
 #include "absl/strings/str_cat.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/status.h"
+#include "codeco/common/watch_stream.h"
 #include "swm/server/remote_cluster.h"
 
 namespace codeco::swm {
 namespace {
 
 namespace pb = codeco::swm::v1;
+
+// One WatchClusterView stream: the newest view whenever the feed publishes
+// one, in pages of at most kViewPage nodes.
+constexpr int kViewPage = 500;
+
+class ClusterViewWatch final : public WatchStream<pb::WatchClusterViewResponse> {
+ public:
+  // Streams `feed`'s views, or ends at once with `refused` when it is not OK.
+  ClusterViewWatch(ClusterViewFeed& feed, std::string cluster, std::atomic<int>& watchers,
+                   int max_watchers, const absl::Status& refused)
+      : feed_(feed), cluster_(std::move(cluster)), watchers_(watchers) {
+    if (!refused.ok()) {
+      Fail(ToGrpcStatus(refused));
+      return;
+    }
+    if (watchers_.fetch_add(1) >= max_watchers) {
+      watchers_.fetch_sub(1);
+      Fail(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "too many WatchClusterView streams open; retry later"));
+      return;
+    }
+    counted_ = true;
+    handle_ = feed_.Subscribe([this] { Poke(); });
+    Start();
+  }
+
+ private:
+  absl::StatusOr<Batch> Next() override {
+    Batch batch;
+    std::shared_ptr<const ClusterViewSnapshot> view = feed_.Current();
+    if (view == nullptr) return batch;
+    if (sent_ && view->version.incarnation() == last_.incarnation() &&
+        view->version.revision() == last_.revision()) {
+      return batch;
+    }
+    size_t i = 0;
+    do {
+      pb::WatchClusterViewResponse page;
+      page.set_cluster(cluster_);
+      *page.mutable_view_version() = view->version;
+      for (int n = 0; i < view->nodes.size() && n < kViewPage; ++i, ++n) {
+        *page.add_nodes() = view->nodes[i];
+      }
+      page.set_last_page(i == view->nodes.size());
+      batch.messages.push_back(std::move(page));
+    } while (i < view->nodes.size());
+    last_ = view->version;
+    sent_ = true;
+    return batch;
+  }
+  void Closed() override {
+    if (!counted_) return;
+    feed_.Unsubscribe(handle_);
+    watchers_.fetch_sub(1);
+  }
+
+  ClusterViewFeed& feed_;
+  const std::string cluster_;
+  std::atomic<int>& watchers_;
+  bool counted_ = false;
+  int handle_ = 0;
+  pb::ViewVersion last_;  // under the stream's lock (Next runs under it)
+  bool sent_ = false;
+};
 
 }  // namespace
 
@@ -27,6 +92,7 @@ SwmClusterServiceImpl::SwmClusterServiceImpl(KvStore& store, const Clock& clock,
                       r.cluster = options_.cluster;
                       return r;
                     }()),
+      view_feed_(reservations_, clock, options_.view_feed),
       registry_(NewDefaultRegistry()),
       own_l2_(options_.exact_l2.max_nodes > 0
                   ? std::unique_ptr<L2Solver>(std::make_unique<milp::ExactL2Solver>(
@@ -94,6 +160,7 @@ grpc::ServerUnaryReactor* SwmClusterServiceImpl::Reserve(grpc::CallbackServerCon
   return Run(context, [this, request, response] {
     absl::StatusOr<pb::Reservation> r = reservations_.Reserve(*request);
     if (r.ok()) *response->mutable_reservation() = std::move(*r);
+    *response->mutable_view_version() = view_feed_.Changed();
     return r.status();
   });
 }
@@ -104,6 +171,7 @@ grpc::ServerUnaryReactor* SwmClusterServiceImpl::Commit(grpc::CallbackServerCont
   return Run(context, [this, request, response] {
     absl::StatusOr<pb::Reservation> r = reservations_.Commit(request->reservation_id());
     if (r.ok()) *response->mutable_reservation() = std::move(*r);
+    *response->mutable_view_version() = view_feed_.Changed();
     return r.status();
   });
 }
@@ -115,6 +183,7 @@ grpc::ServerUnaryReactor* SwmClusterServiceImpl::Release(grpc::CallbackServerCon
     absl::StatusOr<std::optional<pb::Reservation>> r =
         reservations_.Release(request->reservation_id());
     if (r.ok() && r->has_value()) *response->mutable_reservation() = std::move(**r);
+    *response->mutable_view_version() = view_feed_.Changed();
     return r.status();
   });
 }
@@ -128,12 +197,15 @@ absl::StatusOr<pb::GetClusterViewResponse> SwmClusterServiceImpl::View(
   }
   if (request.page_size() < 0) errors.Add("page_size", "must not be negative");
   RETURN_IF_ERROR(errors.ToStatus());
+  // Taken before the read: every change counted in it is in the nodes.
+  const pb::ViewVersion view_version = view_feed_.Version();
   ASSIGN_OR_RETURN(std::vector<Node> nodes, reservations_.NodesWithHolds());
   std::sort(nodes.begin(), nodes.end(),
             [](const Node& a, const Node& b) { return a.name < b.name; });
   const size_t page = request.page_size() == 0 ? 500 : static_cast<size_t>(request.page_size());
   pb::GetClusterViewResponse response;
   response.set_cluster(options_.cluster);
+  *response.mutable_view_version() = view_version;
   // The token is the last node name of the previous page.
   auto it =
       std::upper_bound(nodes.begin(), nodes.end(), request.page_token(),
@@ -156,6 +228,21 @@ grpc::ServerUnaryReactor* SwmClusterServiceImpl::GetClusterView(
     if (view.ok()) *response = std::move(*view);
     return view.status();
   });
+}
+
+}  // namespace codeco::swm
+
+namespace codeco::swm {
+
+grpc::ServerWriteReactor<pb::WatchClusterViewResponse>* SwmClusterServiceImpl::WatchClusterView(
+    grpc::CallbackServerContext* context, const pb::WatchClusterViewRequest* request) {
+  absl::Status refused = absl::OkStatus();
+  if (request->cluster() != options_.cluster) {
+    refused = InvalidFieldError("cluster", "this swm serves cluster \"" + options_.cluster +
+                                               "\", not \"" + request->cluster() + "\"");
+  }
+  return new ClusterViewWatch(view_feed_, options_.cluster, view_watchers_,
+                              options_.max_view_watchers, refused);
 }
 
 }  // namespace codeco::swm

@@ -9,7 +9,11 @@
 // ledger of cluster_reservations.h: a reservation is in RocksDB (WAL) before
 // Reserve answers, Commit creates its pods on the LMS. Work runs on a bounded
 // executor, never on gRPC's threads; a full queue answers RESOURCE_EXHAUSTED.
+// WatchClusterView streams the view as it changes (cluster_view_feed.h);
+// Reserve, Commit and Release answer the ViewVersion from which the view
+// counts them, so the hub knows when its watched copy does.
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -23,6 +27,7 @@
 #include "swm/lms/lms_pod_runtime.h"
 #include "swm/milp/exact_l2.h"
 #include "swm/server/cluster_reservations.h"
+#include "swm/server/cluster_view_feed.h"
 
 namespace codeco::swm {
 
@@ -44,6 +49,11 @@ struct ClusterServiceOptions {
   /// L2 solver for SolveCluster, replacing the above; null = the service's
   /// own (exact or heuristic). Not owned; must outlive the service.
   L2Solver* l2 = nullptr;
+  /// How the streamed view is kept current.
+  ClusterViewFeedOptions view_feed;
+  /// Most WatchClusterView streams open at once (more: RESOURCE_EXHAUSTED).
+  /// Default: 16.
+  int max_view_watchers = 16;
 };
 
 /// The MC's SwmService. Thread-safe.
@@ -71,6 +81,9 @@ class SwmClusterServiceImpl final : public codeco::swm::v1::SwmService::Callback
   grpc::ServerUnaryReactor* GetClusterView(
       grpc::CallbackServerContext* context, const codeco::swm::v1::GetClusterViewRequest* request,
       codeco::swm::v1::GetClusterViewResponse* response) override;
+  grpc::ServerWriteReactor<codeco::swm::v1::WatchClusterViewResponse>* WatchClusterView(
+      grpc::CallbackServerContext* context,
+      const codeco::swm::v1::WatchClusterViewRequest* request) override;
 
   /// SolveCluster itself, synchronously.
   absl::StatusOr<codeco::swm::v1::SolveClusterResponse> Solve(
@@ -91,6 +104,8 @@ class SwmClusterServiceImpl final : public codeco::swm::v1::SwmService::Callback
   std::unique_ptr<LmsPodRuntime> lms_;
   ClusterServiceOptions options_;
   ClusterReservations reservations_;
+  ClusterViewFeed view_feed_;
+  std::atomic<int> view_watchers_{0};
   PluginRegistry registry_;
   absl::Mutex l2_mu_;  // the in-process solver caches frameworks
   std::unique_ptr<L2Solver> own_l2_ ABSL_GUARDED_BY(l2_mu_);

@@ -18,30 +18,31 @@ namespace pb = codeco::swm::v1;
 // the cluster's long-lived LocalClusterExecutor (its ledger) does the work.
 class LmsPlanExecutor final : public ClusterExecutor {
  public:
-  LmsPlanExecutor(LmsPodRuntime& runtime, LocalClusterExecutor& local, PodTemplates templates,
+  LmsPlanExecutor(std::shared_ptr<LmsPodRuntime> runtime,
+                  std::shared_ptr<LocalClusterExecutor> local, PodTemplates templates,
                   std::string request_prefix)
-      : runtime_(runtime), local_(local), templates_(std::move(templates)) {
+      : runtime_(std::move(runtime)), local_(std::move(local)), templates_(std::move(templates)) {
     for (const auto& [pod, pod_template] : templates_) {
-      runtime_.SetPodTemplate(pod_template, absl::StrCat(request_prefix, pod));
+      runtime_->SetPodTemplate(pod_template, absl::StrCat(request_prefix, pod));
     }
   }
   ~LmsPlanExecutor() override {
-    for (const auto& [pod, pod_template] : templates_) runtime_.ClearPodTemplate(pod);
+    for (const auto& [pod, pod_template] : templates_) runtime_->ClearPodTemplate(pod);
   }
   absl::Status Reserve(const std::string& reservation_id, const std::vector<ReservationItem>& items,
                        absl::Duration lease) override {
-    return local_.Reserve(reservation_id, items, lease);
+    return local_->Reserve(reservation_id, items, lease);
   }
   absl::Status Commit(const std::string& reservation_id) override {
-    return local_.Commit(reservation_id);
+    return local_->Commit(reservation_id);
   }
   absl::Status Release(const std::string& reservation_id) override {
-    return local_.Release(reservation_id);
+    return local_->Release(reservation_id);
   }
 
  private:
-  LmsPodRuntime& runtime_;
-  LocalClusterExecutor& local_;
+  std::shared_ptr<LmsPodRuntime> runtime_;
+  std::shared_ptr<LocalClusterExecutor> local_;
   PodTemplates templates_;
 };
 
@@ -57,21 +58,27 @@ class HubExecutorFactory final : public ExecutorFactory {
     for (const WorkloadTarget& t : plan.targets) {
       if (t.cluster == cluster) templates[t.pod] = PodTemplate(app_, t, plan.revision);
     }
-    absl::MutexLock lock(&port_.mu_);
-    auto it = port_.rigs_.find(cluster);
-    if (it == port_.rigs_.end()) {
-      return absl::FailedPreconditionError("cluster " + cluster + " is not a connected member");
+    HubMemberPort::Rig rig;
+    {
+      absl::MutexLock lock(&port_.mu_);
+      auto it = port_.rigs_.find(cluster);
+      if (it == port_.rigs_.end()) {
+        return absl::FailedPreconditionError("cluster " + cluster + " is not a connected member");
+      }
+      rig = it->second;
     }
-    HubMemberPort::Rig& rig = it->second;
     if (rig.mc != nullptr) {
       // The MC gets every pod's template in its ReserveRequest and creates
       // the pods itself on Commit.
       return std::unique_ptr<ClusterExecutor>(std::make_unique<RemoteClusterExecutor>(
-          rig.mc, port_.options_.mc_timeout, std::move(templates)));
+          rig.mc, port_.options_.mc_timeout, std::move(templates),
+          [&views = port_.views_, cluster](const pb::ViewVersion& version) {
+            views.Saw(cluster, version);
+          }));
     }
     rig.runtime->SetDeadline(deadline);
     return std::unique_ptr<ClusterExecutor>(std::make_unique<LmsPlanExecutor>(
-        *rig.runtime, *rig.local, std::move(templates),
+        rig.runtime, rig.local, std::move(templates),
         absl::StrCat("swm/", plan.application, "/", plan.revision, "/")));
   }
 
@@ -88,7 +95,8 @@ HubMemberPort::HubMemberPort(PlanStore& plans, const Clock& clock, PeerChannels&
       channels_(channels),
       mc_channels_(mc_channels != nullptr ? *mc_channels : channels),
       directory_(std::move(directory)),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      views_(options_.views) {}
 
 std::unique_ptr<ExecutorFactory> HubMemberPort::ExecutorsFor(
     const codeco::acm::v1::Application& app) {
@@ -109,10 +117,10 @@ absl::StatusOr<HubMemberPort::Rig*> HubMemberPort::RigForLms(const std::string& 
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, channels_.Get(lms));
   Rig rig;
   rig.lms = lms;
-  rig.runtime = std::make_unique<LmsPodRuntime>(
+  rig.runtime = std::make_shared<LmsPodRuntime>(
       std::move(channel),
       LmsPodRuntimeOptions{.cluster = cluster, .call_timeout = options_.lms_timeout});
-  rig.local = std::make_unique<LocalClusterExecutor>(clock_, *rig.runtime);
+  rig.local = std::make_shared<LocalClusterExecutor>(clock_, *rig.runtime);
   Rig& stored = rigs_[cluster];
   stored = std::move(rig);
   // Remembered so that a restarted hub can still remove what it placed there.
@@ -134,6 +142,7 @@ absl::StatusOr<HubMemberPort::Rig*> HubMemberPort::RigForMc(const std::string& c
   Rig rig;
   rig.mc_address = swm;
   ASSIGN_OR_RETURN(rig.mc, mc_channels_.Get(swm));
+  views_.Watch(cluster, swm, rig.mc);
   Rig& stored = rigs_[cluster];
   stored = std::move(rig);
   absl::StatusOr<std::optional<std::string>> saved = plans_.SwmEndpoint(cluster);
@@ -230,7 +239,7 @@ absl::Status HubMemberPort::Connect(const std::vector<MemberRef>& members, absl:
 std::vector<absl::StatusOr<MemberView>> HubMemberPort::ReadMembers(
     const std::vector<std::string>& clusters, absl::Time deadline) {
   struct Read {
-    Rig* rig = nullptr;
+    std::optional<Rig> rig;
     std::string name;
     std::optional<ClusterLabels> labels;
     absl::StatusOr<std::vector<Node>> nodes = absl::UnknownError("not read");
@@ -245,7 +254,7 @@ std::vector<absl::StatusOr<MemberView>> HubMemberPort::ReadMembers(
         reads[i].nodes = absl::FailedPreconditionError("not a connected member");
         continue;
       }
-      reads[i].rig = &it->second;
+      reads[i].rig = it->second;
       if (auto l = directory_labels_.find(clusters[i]); l != directory_labels_.end()) {
         reads[i].labels = l->second;
       }
@@ -254,10 +263,15 @@ std::vector<absl::StatusOr<MemberView>> HubMemberPort::ReadMembers(
   // Concurrently (a few at a time): a member with an swm through its
   // GetClusterView, the others through their LMS.
   const absl::Duration mc_timeout = options_.mc_timeout;
-  auto read_one = [mc_timeout, deadline](Read& read) {
-    if (read.rig == nullptr) return;
+  auto read_one = [this, mc_timeout, deadline](Read& read) {
+    if (!read.rig.has_value()) return;
     if (read.rig->mc != nullptr) {
-      read.nodes = ReadClusterView(read.rig->mc, read.name, mc_timeout, deadline);
+      // The watched copy once it counts the hub's own last change there;
+      // else (stream down or late) the member's GetClusterView.
+      std::optional<std::vector<Node>> watched = views_.Fresh(read.name, deadline);
+      read.nodes = watched.has_value()
+                       ? absl::StatusOr<std::vector<Node>>(std::move(*watched))
+                       : ReadClusterView(read.rig->mc, read.name, mc_timeout, deadline);
     } else {
       read.nodes = read.rig->runtime->ListNodes();
     }
@@ -299,17 +313,24 @@ std::unique_ptr<L2Solver> HubMemberPort::SolverFor(const std::vector<std::string
   return std::make_unique<RemoteL2Solver>(std::move(mcs), local, options_.mc_timeout);
 }
 
-absl::Status HubMemberPort::Commit(const std::string& cluster, const std::string& reservation_id,
-                                   absl::Time deadline) {
+absl::StatusOr<HubMemberPort::Rig> HubMemberPort::KnownRig(const std::string& cluster) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Rig * rig, RigForKnown(cluster));
-  if (rig->mc != nullptr) {
-    RemoteClusterExecutor remote(rig->mc, options_.mc_timeout);
+  return *rig;
+}
+
+absl::Status HubMemberPort::Commit(const std::string& cluster, const std::string& reservation_id,
+                                   absl::Time deadline) {
+  ASSIGN_OR_RETURN(Rig rig, KnownRig(cluster));
+  if (rig.mc != nullptr) {
+    RemoteClusterExecutor remote(
+        rig.mc, options_.mc_timeout, {},
+        [this, cluster](const pb::ViewVersion& version) { views_.Saw(cluster, version); });
     return remote.Commit(reservation_id);
   }
-  rig->runtime->SetDeadline(deadline);
-  absl::Status st = rig->local->Commit(reservation_id);
-  rig->runtime->SetDeadline(absl::InfiniteFuture());
+  rig.runtime->SetDeadline(deadline);
+  absl::Status st = rig.local->Commit(reservation_id);
+  rig.runtime->SetDeadline(absl::InfiniteFuture());
   return st;
 }
 
@@ -318,16 +339,17 @@ std::map<std::string, absl::Status> HubMemberPort::RemovePods(const std::string&
                                                               const std::vector<std::string>& pods,
                                                               const std::string& reason,
                                                               absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
   std::map<std::string, absl::Status> out;
-  absl::StatusOr<Rig*> rig = RigForKnown(cluster);
+  absl::StatusOr<Rig> rig = KnownRig(cluster);
   if (!rig.ok()) {
     for (const std::string& pod : pods) out.emplace(pod, rig.status());
     return out;
   }
-  if ((*rig)->mc != nullptr) {
+  if (rig->mc != nullptr) {
     // The cluster's own swm deletes the reservation's pods and says which.
-    RemoteClusterExecutor remote((*rig)->mc, options_.mc_timeout);
+    RemoteClusterExecutor remote(
+        rig->mc, options_.mc_timeout, {},
+        [this, cluster](const pb::ViewVersion& version) { views_.Saw(cluster, version); });
     absl::StatusOr<std::optional<pb::Reservation>> report =
         remote.ReleaseReporting(reservation_id, reason);
     std::set<std::string> deleted;
@@ -349,30 +371,36 @@ std::map<std::string, absl::Status> HubMemberPort::RemovePods(const std::string&
   }
   // A cluster the hub drives: delete the pods through its LMS, then release
   // the reservation (once its pods are gone nothing is held).
-  (*rig)->runtime->SetDeadline(deadline);
+  rig->runtime->SetDeadline(deadline);
   bool all_gone = true;
   for (const std::string& pod : pods) {
-    absl::Status deleted = (*rig)->runtime->DeletePod(pod);
+    absl::Status deleted = rig->runtime->DeletePod(pod);
     if (!deleted.ok() && !absl::IsNotFound(deleted)) all_gone = false;
     out.emplace(pod, deleted);
   }
   if (all_gone) {
-    absl::Status released = (*rig)->local->Release(reservation_id);
+    absl::Status released = rig->local->Release(reservation_id);
     if (!released.ok()) {
       log::Warn("cannot release a reservation after removing its pods",
                 {{"cluster", cluster}, {"error", std::string(released.message())}});
     }
   }
-  (*rig)->runtime->SetDeadline(absl::InfiniteFuture());
+  rig->runtime->SetDeadline(absl::InfiniteFuture());
   return out;
 }
 
 void HubMemberPort::Touched(const std::vector<std::string>& clusters) {
-  absl::MutexLock lock(&mu_);
-  for (const std::string& name : clusters) {
-    auto it = rigs_.find(name);
-    if (it == rigs_.end() || it->second.local == nullptr) continue;  // an MC watches its own pods
-    absl::Status synced = it->second.local->Sync();
+  std::vector<std::pair<std::string, std::shared_ptr<LocalClusterExecutor>>> locals;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& name : clusters) {
+      auto it = rigs_.find(name);
+      if (it == rigs_.end() || it->second.local == nullptr) continue;  // an MC watches its pods
+      locals.emplace_back(name, it->second.local);
+    }
+  }
+  for (const auto& [name, local] : locals) {
+    absl::Status synced = local->Sync();
     if (!synced.ok()) {
       log::Warn("cannot read pods after a plan",
                 {{"cluster", name}, {"error", std::string(synced.message())}});
@@ -401,14 +429,13 @@ std::vector<std::string> HubMemberPort::KnownClusters() {
 
 absl::StatusOr<std::vector<LabelledPod>> HubMemberPort::ListLabelledPods(const std::string& cluster,
                                                                          absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(Rig * rig, RigForKnown(cluster));
-  if (rig->mc != nullptr) {
+  ASSIGN_OR_RETURN(Rig rig, KnownRig(cluster));
+  if (rig.mc != nullptr) {
     return absl::UnimplementedError("cluster " + cluster + " keeps its pods through its own swm");
   }
-  rig->runtime->SetDeadline(deadline);
-  absl::StatusOr<std::vector<codeco::lms::v1::Pod>> pods = rig->runtime->ListPodsLabelled("", "");
-  rig->runtime->SetDeadline(absl::InfiniteFuture());
+  rig.runtime->SetDeadline(deadline);
+  absl::StatusOr<std::vector<codeco::lms::v1::Pod>> pods = rig.runtime->ListPodsLabelled("", "");
+  rig.runtime->SetDeadline(absl::InfiniteFuture());
   if (!pods.ok()) return pods.status();
   std::vector<LabelledPod> out;
   for (const codeco::lms::v1::Pod& p : *pods) {
@@ -424,14 +451,13 @@ absl::StatusOr<std::vector<LabelledPod>> HubMemberPort::ListLabelledPods(const s
 
 absl::Status HubMemberPort::DeletePod(const std::string& cluster, const LabelledPod& pod,
                                       absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(Rig * rig, RigForKnown(cluster));
-  if (rig->mc != nullptr) {
+  ASSIGN_OR_RETURN(Rig rig, KnownRig(cluster));
+  if (rig.mc != nullptr) {
     return absl::UnimplementedError("cluster " + cluster + " keeps its pods through its own swm");
   }
-  rig->runtime->SetDeadline(deadline);
-  absl::Status st = rig->runtime->DeletePod(pod.name);
-  rig->runtime->SetDeadline(absl::InfiniteFuture());
+  rig.runtime->SetDeadline(deadline);
+  absl::Status st = rig.runtime->DeletePod(pod.name);
+  rig.runtime->SetDeadline(absl::InfiniteFuture());
   return st;
 }
 

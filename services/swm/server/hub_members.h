@@ -1,11 +1,14 @@
 #pragma once
 // The hub's MemberPort and ExecutorFactory over gRPC: how the hub SWM
 // reaches the members of a neighborhood. A member with an MC swm (the
-// neighborhood's endpoints["swm"], else swm.cluster_endpoints) is read
-// through GetClusterView, solves its own L2 (SolveCluster) and runs its side
-// of the two-phase commit (Reserve with every pod's template, Commit,
-// Release); a member without one is driven through its LMS (endpoints["lms"],
-// else the testbed directory) with a LocalClusterExecutor. Endpoints learned
+// neighborhood's endpoints["swm"], else swm.cluster_endpoints) is read from
+// the hub's watched copy of its view (member_views.h: a WatchClusterView
+// stream, waited for until it counts the hub's own last change there), or
+// through GetClusterView while that stream is down; it solves its own L2
+// (SolveCluster) and runs its side of the two-phase commit (Reserve with
+// every pod's template, Commit, Release); a member without one is driven
+// through its LMS (endpoints["lms"], else the testbed directory) with a
+// LocalClusterExecutor. Endpoints learned
 // from neighborhoods are remembered in the PlanStore so a restarted hub can
 // still reach the clusters its plans are on.
 
@@ -23,6 +26,7 @@
 #include "codeco/common/peer_channels.h"
 #include "swm/core/placement_service.h"
 #include "swm/lms/lms_pod_runtime.h"
+#include "swm/server/member_views.h"
 #include "swm/server/plan_store.h"
 #include "swm/server/remote_cluster.h"
 
@@ -36,6 +40,8 @@ struct HubMemberOptions {
   absl::Duration mc_timeout = absl::Seconds(10);
   /// The MC swm of clusters whose neighborhood entry names none. Default: none.
   std::map<std::string, std::string> cluster_endpoints;
+  /// The watched views of the MC members.
+  MemberViewsOptions views;
 };
 
 /// The hub's MemberPort over gRPC. Thread-safe.
@@ -77,13 +83,18 @@ class HubMemberPort final : public MemberPort {
 
  private:
   friend class HubExecutorFactory;
+  // How one cluster is reached. Copied out under mu_ and used outside it, so
+  // that no call to a cluster holds the port's lock (and a rig replaced
+  // meanwhile stays alive for the call that copied it).
   struct Rig {
     std::string lms;
-    std::unique_ptr<LmsPodRuntime> runtime;
-    std::unique_ptr<LocalClusterExecutor> local;  // when the hub drives the LMS itself
+    std::shared_ptr<LmsPodRuntime> runtime;
+    std::shared_ptr<LocalClusterExecutor> local;  // when the hub drives the LMS itself
     std::string mc_address;                       // the cluster's MC swm, when it has one
     std::shared_ptr<grpc::Channel> mc;            // channel to it (then no runtime)
   };
+  // A copy of the rig of a cluster a stored plan is on (RigForKnown).
+  absl::StatusOr<Rig> KnownRig(const std::string& cluster);
   absl::StatusOr<Rig*> RigForLms(const std::string& cluster, const std::string& lms)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Rig*> RigForMc(const std::string& cluster, const std::string& swm)
@@ -105,6 +116,8 @@ class HubMemberPort final : public MemberPort {
   std::map<std::string, ClusterLabels> directory_labels_ ABSL_GUARDED_BY(mu_);
   // Reads the members concurrently during a placement.
   BoundedExecutor readers_{8, 1024};
+  // Watched views of the MC members (declared last: its streams end first).
+  MemberViews views_;
 };
 
 }  // namespace codeco::swm

@@ -427,10 +427,12 @@ absl::StatusOr<L2Result> RemoteL2Solver::Solve(const L2Request& request) {
 }
 
 RemoteClusterExecutor::RemoteClusterExecutor(std::shared_ptr<grpc::Channel> channel,
-                                             absl::Duration timeout, PodTemplates templates)
+                                             absl::Duration timeout, PodTemplates templates,
+                                             ViewVersionSink on_version)
     : stub_(pb::SwmService::NewStub(std::move(channel))),
       timeout_(timeout),
-      templates_(std::move(templates)) {}
+      templates_(std::move(templates)),
+      on_version_(std::move(on_version)) {}
 
 absl::Status RemoteClusterExecutor::Reserve(const std::string& reservation_id,
                                             const std::vector<ReservationItem>& items,
@@ -459,14 +461,18 @@ absl::Status RemoteClusterExecutor::Reserve(const std::string& reservation_id,
     *p->mutable_pod() = it->second;
   }
   pb::ReserveResponse response;
-  return FromGrpcStatus(stub_->Reserve(Within(timeout_).get(), request, &response));
+  absl::Status st = FromGrpcStatus(stub_->Reserve(Within(timeout_).get(), request, &response));
+  if (st.ok() && on_version_) on_version_(response.view_version());
+  return st;
 }
 
 absl::Status RemoteClusterExecutor::Commit(const std::string& reservation_id) {
   pb::CommitRequest request;
   request.set_reservation_id(reservation_id);
   pb::CommitResponse response;
-  return FromGrpcStatus(stub_->Commit(Within(timeout_).get(), request, &response));
+  absl::Status st = FromGrpcStatus(stub_->Commit(Within(timeout_).get(), request, &response));
+  if (st.ok() && on_version_) on_version_(response.view_version());
+  return st;
 }
 
 absl::Status RemoteClusterExecutor::Release(const std::string& reservation_id) {
@@ -480,6 +486,7 @@ absl::StatusOr<std::optional<pb::Reservation>> RemoteClusterExecutor::ReleaseRep
   request.set_reason(reason);
   pb::ReleaseResponse response;
   RETURN_IF_ERROR(FromGrpcStatus(stub_->Release(Within(timeout_).get(), request, &response)));
+  if (on_version_) on_version_(response.view_version());
   if (!response.has_reservation()) return std::nullopt;
   return response.reservation();
 }

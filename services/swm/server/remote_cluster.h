@@ -22,6 +22,7 @@
 // a workload left for a better unvisited cluster is unplaced with a reason
 // starting with kDeferredReason.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -104,11 +105,15 @@ using PodTemplates = std::map<std::string, codeco::lms::v1::Pod>;
 /// the MC stores it with the reservation and creates the pod from it.
 class RemoteClusterExecutor final : public ClusterExecutor {
  public:
+  /// Where a successful Reserve, Commit or Release reports the view
+  /// version the MC answered (MemberViews::Saw).
+  using ViewVersionSink = std::function<void(const codeco::swm::v1::ViewVersion&)>;
   /// Calls the swm behind `channel`; every call ends after `timeout`.
   /// `templates` holds the pod of every item Reserve will be given (none
-  /// needed for an executor that only releases).
+  /// needed for an executor that only releases); `on_version` (may be
+  /// empty) hears each answered view version.
   RemoteClusterExecutor(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout,
-                        PodTemplates templates = {});
+                        PodTemplates templates = {}, ViewVersionSink on_version = nullptr);
   /// FAILED_PRECONDITION naming the pod when an item has no template.
   absl::Status Reserve(const std::string& reservation_id, const std::vector<ReservationItem>& items,
                        absl::Duration lease) override;
@@ -124,6 +129,7 @@ class RemoteClusterExecutor final : public ClusterExecutor {
   std::unique_ptr<codeco::swm::v1::SwmService::Stub> stub_;
   absl::Duration timeout_;
   PodTemplates templates_;
+  ViewVersionSink on_version_;
 };
 
 }  // namespace codeco::swm

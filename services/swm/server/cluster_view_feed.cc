@@ -1,0 +1,118 @@
+#include "swm/server/cluster_view_feed.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "codeco/common/logging.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "swm/server/remote_cluster.h"
+
+namespace codeco::swm {
+
+namespace pb = codeco::swm::v1;
+
+namespace {
+
+bool SameNodes(const std::vector<pb::ClusterNode>& a, const std::vector<pb::ClusterNode>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!google::protobuf::util::MessageDifferencer::Equals(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+ClusterViewFeed::ClusterViewFeed(ClusterReservations& reservations, const Clock& clock,
+                                 ClusterViewFeedOptions options)
+    : reservations_(reservations),
+      options_(options),
+      incarnation_(absl::ToUnixNanos(clock.Now())),
+      thread_([this] { Loop(); }) {}
+
+ClusterViewFeed::~ClusterViewFeed() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+pb::ViewVersion ClusterViewFeed::Changed() {
+  absl::MutexLock lock(&mu_);
+  pb::ViewVersion version;
+  version.set_incarnation(incarnation_);
+  version.set_revision(++wanted_);
+  return version;
+}
+
+pb::ViewVersion ClusterViewFeed::Version() {
+  absl::MutexLock lock(&mu_);
+  pb::ViewVersion version;
+  version.set_incarnation(incarnation_);
+  version.set_revision(wanted_);
+  return version;
+}
+
+std::shared_ptr<const ClusterViewSnapshot> ClusterViewFeed::Current() {
+  absl::MutexLock lock(&mu_);
+  return current_;
+}
+
+int ClusterViewFeed::Subscribe(std::function<void()> notify) {
+  return subscribers_.Add(std::move(notify));
+}
+
+void ClusterViewFeed::Unsubscribe(int handle) { subscribers_.Remove(handle); }
+
+void ClusterViewFeed::Loop() {
+  absl::Duration wait = absl::ZeroDuration();
+  while (true) {
+    int64_t target = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      auto due = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || wanted_ > published_;
+      };
+      // Real time: a server-side thread's pacing, not a decision of the core.
+      mu_.AwaitWithTimeout(absl::Condition(&due), wait);
+      if (stopping_) return;
+      target = wanted_;
+    }
+    // Read after every change up to `target` is visible: this view counts them.
+    absl::StatusOr<std::vector<Node>> nodes = reservations_.NodesWithHolds();
+    if (!nodes.ok()) {
+      log::Warn("cannot compute the cluster view", {{"error", std::string(nodes.status().message())}});
+      wait = options_.retry_after;
+      continue;
+    }
+    std::sort(nodes->begin(), nodes->end(),
+              [](const Node& a, const Node& b) { return a.name < b.name; });
+    auto snapshot = std::make_shared<ClusterViewSnapshot>();
+    snapshot->version.set_incarnation(incarnation_);
+    for (const Node& n : *nodes) snapshot->nodes.push_back(ToClusterNode(n));
+    bool publish = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (target > published_) {
+        publish = true;
+      } else if (current_ == nullptr || !SameNodes(current_->nodes, snapshot->nodes)) {
+        // Changed by others (the LMS): a new revision, unless a change of
+        // our own came in meanwhile (the next round publishes that one).
+        if (wanted_ == target) {
+          target = ++wanted_;
+          publish = true;
+        }
+      }
+      if (publish) {
+        snapshot->version.set_revision(target);
+        published_ = target;
+        current_ = std::move(snapshot);
+      }
+      wait = wanted_ > published_ ? absl::ZeroDuration() : options_.resync_interval;
+    }
+    if (publish) subscribers_.Notify();
+  }
+}
+
+}  // namespace codeco::swm
