@@ -25,6 +25,7 @@
 #include "scenario.h"
 #include "swm/server/cluster_reservations.h"
 #include "swm/server/cluster_service.h"
+#include "swm/server/member_views.h"
 #include "swm/core/convert.h"
 #include "swm/server/plan_store.h"
 #include "swm/server/remote_cluster.h"
@@ -755,6 +756,81 @@ TEST_CASE("an MC swm's cluster view counts its holds and pages by node name") {
   CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
   CHECK(absl::StrContains(status.error_message(), "cluster: "));
   CHECK(absl::StrContains(status.error_message(), "page_size: "));
+}
+
+TEST_CASE("the hub's watched copy of an MC's view counts each Reserve and Release it was answered") {
+  Testbed bed;
+  Member& a = *bed.a;
+  const std::string node = FirstNode(a);
+  MemberViews views;
+  views.Watch("a-edge", a.swm_server->address(),
+              grpc::CreateChannel(a.swm_server->address(), grpc::InsecureChannelCredentials()));
+  auto allocated_on = [&](const std::vector<Node>& nodes) {
+    for (const Node& n : nodes) {
+      if (n.name == node) return n.allocated.cpu_millis;
+    }
+    return int64_t{-1};
+  };
+  // The first view arrives without any change.
+  std::optional<std::vector<Node>> first;
+  while (!(first = views.Fresh("a-edge", absl::InfiniteFuture())).has_value()) {
+  }
+  CHECK(first->size() == 2);
+  CHECK(allocated_on(*first) == 0);
+
+  // Each answer's version is waited for: the copy never misses the hold.
+  RemoteClusterExecutor remote(
+      grpc::CreateChannel(a.swm_server->address(), grpc::InsecureChannelCredentials()),
+      absl::Seconds(10), {{"app-w", TemplateOf("app/1/a-edge", "w")}},
+      [&views](const pb::ViewVersion& version) { views.Saw("a-edge", version); });
+  REQUIRE(remote
+              .Reserve("app/1/a-edge",
+                       {ReservationItem{.pod = "app-w",
+                                        .node = node,
+                                        .requests = Resources{.cpu_millis = 1500,
+                                                              .memory_bytes = 64 * kMi},
+                                        .workload = "w"}},
+                       absl::Seconds(30))
+              .ok());
+  std::optional<std::vector<Node>> held;
+  while (!(held = views.Fresh("a-edge", absl::InfiniteFuture())).has_value()) {
+  }
+  CHECK(allocated_on(*held) == 1500);
+  REQUIRE(remote.Release("app/1/a-edge").ok());
+  std::optional<std::vector<Node>> freed;
+  while (!(freed = views.Fresh("a-edge", absl::InfiniteFuture())).has_value()) {
+  }
+  CHECK(allocated_on(*freed) == 0);
+  CHECK(views.Synced("a-edge"));
+
+  // A stream for another cluster is refused with the field.
+  auto stub = pb::SwmService::NewStub(
+      grpc::CreateChannel(a.swm_server->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(In(absl::Seconds(10)));
+  pb::WatchClusterViewRequest other;
+  other.set_cluster("b-edge");
+  auto reader = stub->WatchClusterView(&context, other);
+  pb::WatchClusterViewResponse page;
+  CHECK_FALSE(reader->Read(&page));
+  grpc::Status status = reader->Finish();
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(absl::StrContains(status.error_message(), "cluster: "));
+}
+
+TEST_CASE("versions of a cluster view order by incarnation then revision") {
+  auto version = [](int64_t incarnation, int64_t revision) {
+    pb::ViewVersion v;
+    v.set_incarnation(incarnation);
+    v.set_revision(revision);
+    return v;
+  };
+  CHECK(Covers(version(5, 3), version(5, 3)));
+  CHECK(Covers(version(5, 4), version(5, 3)));
+  CHECK_FALSE(Covers(version(5, 2), version(5, 3)));
+  CHECK(Covers(version(6, 1), version(5, 9)));  // a restarted MC's view is newer
+  CHECK_FALSE(Covers(version(4, 9), version(5, 1)));
+  CHECK(Covers(version(5, 1), version(0, 0)));  // nothing needed yet
 }
 
 TEST_CASE("swm.cluster_endpoints is parsed and bad entries are named") {
