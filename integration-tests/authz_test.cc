@@ -187,7 +187,7 @@ std::map<std::string, Who> ExpectedPolicy() {
   add(swm, {"PlaceApplication", "ReleaseApplication"}, {"hub/acm"});
   add(swm,
       {"GetAssignmentPlan", "ListAssignmentPlans", "GetMigration", "ListMigrations", "GetOperation",
-       "WatchOperation"},
+       "ListOperations", "WatchOperation"},
       kReaders);
   add(swm, {"MigrateWorkload"}, {"hub/operator", "hub/swm"});
   add(swm, {"SolveCluster", "GetClusterView", "WatchClusterView", "Reserve", "Commit", "Release"},

@@ -15,6 +15,6 @@ int main(int argc, char** argv) {
        .add_config = codeco::swm::AddSwmConfig,
        .make_services = codeco::swm::MakeSwmServices,
        .unimplemented_notes = {{"codeco.swm.v1.SwmService",
-                                "migration (MigrateWorkload, migrations, WatchOperation) lands "
+                                "migration (MigrateWorkload, migrations) lands "
                                 "with the rest of issue #5"}}});
 }

@@ -590,11 +590,14 @@ std::string WatchLine(const acm::v1::WatchApplicationResponse& event, Output out
                          ReadyText(app), message);
 }
 
-// Follows operation `first` with WatchOperation until it is done: one line
+// Follows operation `first` with WatchOperation of `stub` (ACM's or SWM's:
+// WatchRequest/WatchResponse are that service's) until it is done: one line
 // that updates in place on a terminal, one line per change otherwise.
-// 0 when it succeeded; 1 (the error on stderr) when it failed or the stream broke.
-static int WaitForOperation(AcmService::Stub& stub, const common::v1::Operation& first,
-                     const Args& args) {
+// 0 when it succeeded; 1 (the error on stderr, as `command`) when it failed
+// or the stream broke.
+template <typename WatchRequest, typename WatchResponse, typename Stub>
+static int WaitForOperation(Stub& stub, const common::v1::Operation& first, const Args& args,
+                            const std::string& command) {
   const bool tty = ::isatty(STDOUT_FILENO) == 1;
   auto show = [&](const common::v1::Operation& op) {
     if (tty) {
@@ -607,10 +610,10 @@ static int WaitForOperation(AcmService::Stub& stub, const common::v1::Operation&
   show(last);
   if (!last.done()) {
     auto context = ContextWithTimeout(args, absl::Minutes(10));
-    acm::v1::WatchOperationRequest request;
+    WatchRequest request;
     request.set_id(first.id());
     auto stream = stub.WatchOperation(context.get(), request);
-    acm::v1::WatchOperationResponse event;
+    WatchResponse event;
     while (stream->Read(&event)) {
       if (event.operation().SerializeAsString() != last.SerializeAsString()) {
         last = event.operation();
@@ -620,15 +623,75 @@ static int WaitForOperation(AcmService::Stub& stub, const common::v1::Operation&
     grpc::Status status = stream->Finish();
     if (tty) std::cout << "\n";
     if (!last.done()) {
-      return Fail("apply", absl::StrCat("--wait: lost operation ", first.id(), " before it was done (",
-                                        status.error_message(), ")"));
+      return Fail(command, absl::StrCat("--wait: lost operation ", first.id(),
+                                        " before it was done (", status.error_message(), ")"));
     }
   } else if (tty) {
     std::cout << "\n";
   }
   if (last.has_error() && last.error().code() != common::v1::ERROR_CODE_UNSPECIFIED) {
-    return Fail("apply", absl::StrCat("operation ", last.id(), " failed: ", last.error().message()));
+    return Fail(command, absl::StrCat("operation ", last.id(), " failed: ", last.error().message()));
   }
+  return 0;
+}
+
+// Follows ACM's operation `first` (see WaitForOperation).
+static int WaitForAcmOperation(AcmService::Stub& stub, const common::v1::Operation& first,
+                               const Args& args, const std::string& command) {
+  return WaitForOperation<acm::v1::WatchOperationRequest, acm::v1::WatchOperationResponse>(
+      stub, first, args, command);
+}
+
+// The hub SWM: --swm ADDR, else the federation's (`codecoctl up`).
+static absl::StatusOr<std::unique_ptr<swm::v1::SwmService::Stub>> SwmStub(const Args& args) {
+  std::string address = args.Get("swm");
+  if (address.empty()) {
+    auto state = LoadRunState();
+    if (!state.ok()) return state.status();
+    if (state->swm.empty()) {
+      return absl::FailedPreconditionError("the federation has no hub SWM; give --swm ADDR");
+    }
+    address = state->swm;
+  }
+  auto channel = ChannelTo(address, args);
+  if (!channel.ok()) return channel.status();
+  return swm::v1::SwmService::NewStub(*channel);
+}
+
+// `get operations|operation ID --from swm`: the hub SWM's operations
+// (placements, removals); --wait follows one until done.
+static int GetSwmOperations(const Args& args, Output output) {
+  auto stub = SwmStub(args);
+  if (!stub.ok()) return Fail("get", std::string(stub.status().message()));
+  const std::string& what = args.positional[0];
+  if (what == "operations") {
+    acm::v1::ListOperationsResponse all;  // the same shape: one table for both services
+    swm::v1::ListOperationsRequest request;
+    request.set_page_size(1000);
+    while (true) {
+      swm::v1::ListOperationsResponse page;
+      auto context = ContextWithTimeout(args, absl::Seconds(10));
+      grpc::Status status = (*stub)->ListOperations(context.get(), request, &page);
+      if (!status.ok()) return Fail("get", status.error_message());
+      for (auto& op : *page.mutable_operations()) *all.add_operations() = std::move(op);
+      if (page.next_page_token().empty()) break;
+      request.set_page_token(page.next_page_token());
+    }
+    std::cout << (output == Output::kTable ? OperationsTable(all) : Print(all, output));
+    return 0;
+  }
+  swm::v1::GetOperationRequest request;
+  request.set_id(args.positional[1]);
+  swm::v1::GetOperationResponse got;
+  auto context = ContextWithTimeout(args, absl::Seconds(10));
+  grpc::Status status = (*stub)->GetOperation(context.get(), request, &got);
+  if (!status.ok()) return Fail("get", status.error_message());
+  if (args.Has("wait")) {
+    return WaitForOperation<swm::v1::WatchOperationRequest, swm::v1::WatchOperationResponse>(
+        **stub, got.operation(), args, "get");
+  }
+  std::cout << (output == Output::kTable ? OperationLine(got.operation()) + "\n"
+                                         : Print(got.operation(), output));
   return 0;
 }
 
@@ -707,7 +770,7 @@ int RunApply(const Args& args) {
       std::cout << "nothing to wait for: the spec did not change\n";
       continue;
     }
-    if (WaitForOperation(**stub, response.operation(), args) != 0) ++failed;
+    if (WaitForAcmOperation(**stub, response.operation(), args, "apply") != 0) ++failed;
   }
   return failed == 0 ? 0 : 1;
 }
@@ -725,6 +788,22 @@ int RunGet(const Args& args) {
   }
   auto output = ParseOutput(args);
   if (!output.ok()) return Fail("get", std::string(output.status().message()));
+  const bool operation = what == "operation" || what == "op";
+  if (args.Has("wait") && !operation) {
+    return Fail("get", "--wait: only applies to get operation ID");
+  }
+  if (args.Has("wait") && *output != Output::kTable) {
+    return Fail("get", "--wait: prints progress lines, so it goes with -o table only");
+  }
+  const std::string from = args.Has("from") ? args.Get("from") : "acm";
+  if (from != "acm" && from != "swm") {
+    return Fail("get", "--from: acm or swm, not \"" + from + "\"");
+  }
+  if ((args.Has("from") || args.Has("swm")) && !operation && what != "operations") {
+    return Fail("get", "--from, --swm: only apply to get operations and get operation ID");
+  }
+  if (args.Has("swm") && from != "swm") return Fail("get", "--swm: goes with --from swm");
+  if (from == "swm") return GetSwmOperations(args, *output);
   auto stub = AcmStub(args);
   if (!stub.ok()) return Fail("get", std::string(stub.status().message()));
 
@@ -785,6 +864,7 @@ int RunGet(const Args& args) {
     auto context = ContextWithTimeout(args, absl::Seconds(10));
     grpc::Status status = (*stub)->GetOperation(context.get(), request, &got);
     if (!status.ok()) return Fail("get", status.error_message());
+    if (args.Has("wait")) return WaitForAcmOperation(**stub, got.operation(), args, "get");
     std::cout << (*output == Output::kTable ? OperationLine(got.operation()) + "\n"
                                             : Print(got.operation(), *output));
     return 0;

@@ -35,7 +35,10 @@ constexpr char kUsage[] =
     "  get apps|clusters                     list applications or registered clusters\n"
     "  get neighborhoods [--cluster NAME]    list neighborhoods (those containing NAME)\n"
     "  get revisions NAME                    the spec revisions of an application\n"
-    "  get operations | operation ID         ACM's operations (apply, delete, ...) / one\n"
+    "  get operations | operation ID [--wait] [--from acm|swm [--swm ADDR]]\n"
+    "                                        ACM's operations (apply, delete, ...) / one;\n"
+    "                                        --from swm: the hub SWM's (placements, removals);\n"
+    "                                        --wait follows the operation until done\n"
     "  describe app NAME                     spec, placement, channel latencies vs bounds\n"
     "  delete app NAME                       delete an application (its pods are released)\n"
     "  delete -f FILE                        take each CodecoApp of FILE out of its application\n"
@@ -79,7 +82,7 @@ int main(int argc, char** argv) {
       {"restart", {codeco::ctl::RunRestart, {"kill"}, {"down-for"}}},
       {"apply",
        {codeco::ctl::RunApply, {"insecure", "dry-run", "wait"}, {"f", "filename", "o", "acm"}}},
-      {"get", {codeco::ctl::RunGet, {"insecure"}, {"o", "acm", "cluster"}}},
+      {"get", {codeco::ctl::RunGet, {"insecure", "wait"}, {"o", "acm", "cluster", "from", "swm"}}},
       {"describe", {codeco::ctl::RunDescribe, {"insecure"}, {"o", "acm"}}},
       {"delete", {codeco::ctl::RunDelete, {"insecure", "force"}, {"acm", "f", "filename"}}},
       {"rollback", {codeco::ctl::RunRollback, {"insecure"}, {"o", "acm", "to-revision"}}},

@@ -75,7 +75,7 @@ AuthzPolicy BuildFederationPolicy() {
   add(swm, {"PlaceApplication", "ReleaseApplication"}, {HubService("acm")});
   add(swm,
       {"GetAssignmentPlan", "ListAssignmentPlans", "GetMigration", "ListMigrations", "GetOperation",
-       "WatchOperation"},
+       "ListOperations", "WatchOperation"},
       readers);
   add(swm, {"MigrateWorkload"}, {op, HubService("swm")});
   // A member's L2 solver and reservations take the hub SWM only.

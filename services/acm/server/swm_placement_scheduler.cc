@@ -179,6 +179,29 @@ absl::Status SwmPlacementScheduler::Release(const std::string& application,
   return absl::OkStatus();
 }
 
+absl::StatusOr<common::v1::Operation> SwmPlacementScheduler::Follow(
+    swm::v1::SwmService::Stub& stub, const common::v1::Operation& first, absl::Time deadline) {
+  if (first.done()) return first;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(deadline));
+  swm::v1::WatchOperationRequest request;
+  request.set_id(first.id());
+  auto stream = stub.WatchOperation(&context, request);
+  swm::v1::WatchOperationResponse event;
+  common::v1::Operation last = first;
+  while (stream->Read(&event)) last = event.operation();  // it ends after the done state
+  grpc::Status status = stream->Finish();
+  if (last.done()) return last;
+  // Transient either way: the retry sends the same request_id, which SWM
+  // answers with the same operation (or places again if it ended transiently).
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("scheduler: placement ", first.id(), " still running at the deadline"));
+  }
+  return absl::UnavailableError(absl::StrCat("scheduler: lost placement ", first.id(),
+                                             " before it was done: ", status.error_message()));
+}
+
 PlacementResult SwmPlacementScheduler::Place(const Request& request) {
   PlacementResult result;
   result.neighborhood_id = request.neighborhood.id();
@@ -207,18 +230,29 @@ PlacementResult SwmPlacementScheduler::Place(const Request& request) {
   *place.mutable_application() = request.application;
   *place.mutable_neighborhood() = request.neighborhood;
   place.set_request_id(request.request_id);
+  // Started, then followed within the same timeout: SWM answers at once with
+  // the running operation (one that predates the mode answers it done).
+  place.set_mode(swm::v1::PLACE_MODE_RUNNING);
+  const absl::Time deadline = absl::Now() + timeout_;
+  auto stub = swm::v1::SwmService::NewStub(channel_);
   swm::v1::PlaceApplicationResponse response;
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
-  grpc::Status status =
-      swm::v1::SwmService::NewStub(channel_)->PlaceApplication(&context, place, &response);
+  context.set_deadline(absl::ToChronoTime(deadline));
+  grpc::Status status = stub->PlaceApplication(&context, place, &response);
   if (!status.ok()) {
     result.error = FromGrpcStatus(status);
     log::Warn("placement not answered", {{"application", request.application.metadata().name()},
                                          {"error", status.error_message()}});
     return result;
   }
-  const auto& operation = response.operation();
+  absl::StatusOr<common::v1::Operation> followed = Follow(*stub, response.operation(), deadline);
+  if (!followed.ok()) {
+    result.error = followed.status();
+    log::Warn("placement not followed to its end",
+              {{"application", name}, {"error", std::string(followed.status().message())}});
+    return result;
+  }
+  const common::v1::Operation& operation = *followed;
   if (operation.has_error() && operation.error().code() != 0) {
     result.error = absl::Status(static_cast<absl::StatusCode>(operation.error().code()),
                                 operation.error().message());

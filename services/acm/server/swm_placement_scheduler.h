@@ -9,7 +9,12 @@
 // to the release sink (ApplicationManager::RecordRelease).
 //
 // Every call carries the request's request_id, so SWM answers a resent one
-// from the first. A placement SWM could not answer (unreachable, deadline)
+// from the first. PlaceApplication is sent in PLACE_MODE_RUNNING: SWM answers
+// at once with the running operation and the scheduler follows it with
+// WatchOperation to its end, within the same timeout; a watch that ends
+// first (SWM restarted, the deadline) is a transient error, and the retry's
+// request_id gets the same operation from SWM again (or a new placement when
+// that operation ended transiently, e.g. ABORTED by SWM's restart). A placement SWM could not answer (unreachable, deadline)
 // goes to the sink as PlacementResult::error; the ApplicationManager retries.
 // A release SWM does not confirm (unreachable, deadline, an SWM without the
 // RPC yet) is retried with capped exponential backoff with jitter
@@ -38,6 +43,7 @@
 #include "acm/core/application_manager.h"
 #include "acm/core/placement_scheduler.h"
 #include "codeco/common/backoff.h"
+#include "codeco/swm/v1/swm_service.grpc.pb.h"
 #include "grpcpp/channel.h"
 
 namespace codeco::acm {
@@ -74,6 +80,12 @@ class SwmPlacementScheduler final : public PlacementScheduler {
                                 const std::string& request_id) override;
 
  private:
+  // The end of placement operation `first` (answered by PlaceApplication),
+  // followed with WatchOperation until `deadline`; UNAVAILABLE or
+  // DEADLINE_EXCEEDED (transient) when the watch ends before it is done.
+  static absl::StatusOr<common::v1::Operation> Follow(swm::v1::SwmService::Stub& stub,
+                                                     const common::v1::Operation& first,
+                                                     absl::Time deadline);
   struct Request {
     // False: a placement of `application`; true: a release of `name`.
     bool release = false;

@@ -5,8 +5,10 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_replace.h"
 #include "acm/server/acm_service.h"
+#include "acm/server/swm_placement_scheduler.h"
 #include "acm/store/kv_application_store.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/server.h"
@@ -397,6 +399,117 @@ TEST_CASE("operation watches past the cap are RESOURCE_EXHAUSTED until one close
     if (!admitted) absl::SleepFor(absl::Milliseconds(10));
   }
   REQUIRE(admitted);
+}
+
+// An SWM that answers PlaceApplication with the operation running and
+// streams it: the first watch loses it after one state (an SWM restart), the
+// next ones follow it to DONE with a plan on edge-1.
+class RunningSwm final : public swm::v1::SwmService::Service {
+ public:
+  grpc::Status PlaceApplication(grpc::ServerContext*,
+                                const swm::v1::PlaceApplicationRequest* request,
+                                swm::v1::PlaceApplicationResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    modes_.push_back(request->mode());
+    request_ids_.push_back(request->request_id());
+    response->mutable_operation()->set_id("place/shop/started-1");
+    response->mutable_operation()->set_phase("QUEUED");
+    return grpc::Status::OK;
+  }
+  grpc::Status WatchOperation(grpc::ServerContext*, const swm::v1::WatchOperationRequest* request,
+                              grpc::ServerWriter<swm::v1::WatchOperationResponse>* writer) override {
+    int watch = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      watch = ++watches_;
+    }
+    swm::v1::WatchOperationResponse event;
+    event.mutable_operation()->set_id(request->id());
+    event.mutable_operation()->set_phase("SOLVING");
+    event.mutable_operation()->set_progress_percent(20);
+    writer->Write(event);
+    if (watch == 1) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "swm restarting");
+    swm::v1::AssignmentPlan plan;
+    plan.set_application("shop");
+    plan.set_plan_revision(1);
+    auto* t = plan.add_targets();
+    t->set_service("web");
+    t->set_cluster("edge-1");
+    t->set_node("worker-1");
+    t->set_pod("shop-web-0");
+    event.mutable_operation()->set_done(true);
+    event.mutable_operation()->set_phase("DONE");
+    event.mutable_operation()->set_progress_percent(100);
+    event.mutable_operation()->mutable_result()->PackFrom(plan);
+    writer->Write(event);
+    return grpc::Status::OK;
+  }
+  std::vector<swm::v1::PlaceMode> modes() {
+    absl::MutexLock lock(&mu_);
+    return modes_;
+  }
+  std::vector<std::string> request_ids() {
+    absl::MutexLock lock(&mu_);
+    return request_ids_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<swm::v1::PlaceMode> modes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> request_ids_ ABSL_GUARDED_BY(mu_);
+  int watches_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST_CASE("the SWM scheduler starts a placement and follows its operation to the plan") {
+  RunningSwm swm;
+  auto swm_server = Serve(&swm, "swm");
+  SwmPlacementScheduler scheduler(
+      grpc::CreateChannel(swm_server->address(), grpc::InsecureChannelCredentials()),
+      absl::Seconds(10));
+  absl::Mutex mu;
+  std::vector<PlacementResult> results;
+  scheduler.SetSink([&](const std::string&, int64_t, const PlacementResult& result) {
+    absl::MutexLock lock(&mu);
+    results.push_back(result);
+  });
+  // Waits (on the condition, 30 s at most) for the sink's n-th result.
+  auto wait_for = [&](size_t n) {
+    absl::MutexLock lock(&mu);
+    auto enough = [&]() { return results.size() >= n; };
+    return mu.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(30));
+  };
+  v1::Application app;
+  app.mutable_metadata()->set_name("shop");
+  app.mutable_spec()->add_services()->set_name("web");
+  v1::Neighborhood neighborhood;
+  neighborhood.set_id("nb-shop");
+
+  // The watch is lost before the end: a transient error, retried by ACM.
+  REQUIRE(scheduler.RequestPlacement(app, neighborhood, "shop/1").ok());
+  REQUIRE(wait_for(1));
+  {
+    absl::MutexLock lock(&mu);
+    CHECK(absl::IsUnavailable(results[0].error));
+    CHECK(IsTransientSchedulerError(results[0].error));
+    CHECK(absl::StrContains(results[0].error.message(), "place/shop/started-1"));
+  }
+  // The retry (same request_id) gets the operation again and follows it to DONE.
+  REQUIRE(scheduler.RequestPlacement(app, neighborhood, "shop/1").ok());
+  REQUIRE(wait_for(2));
+  {
+    absl::MutexLock lock(&mu);
+    INFO(results[1].error);
+    CHECK(results[1].error.ok());
+    CHECK(results[1].placed);
+    CHECK(results[1].plan_revision == 1);
+    REQUIRE(results[1].placements.size() == 1);
+    CHECK(results[1].placements[0].cluster() == "edge-1");
+  }
+  CHECK(swm.modes() ==
+        std::vector<swm::v1::PlaceMode>{swm::v1::PLACE_MODE_RUNNING, swm::v1::PLACE_MODE_RUNNING});
+  CHECK(swm.request_ids() == std::vector<std::string>{"shop/1", "shop/1"});
+  scheduler.Stop();
+  swm_server->Shutdown(absl::Seconds(1));
 }
 
 }  // namespace

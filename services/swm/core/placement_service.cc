@@ -351,6 +351,25 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
   // The scheduling cycle: one placement at a time reads, solves and
   // reserves, so the next one's view counts this one's reservations.
   absl::ReleasableMutexLock schedule(&schedule_mu_);
+  // Reports a step that is not stored (before a plan exists).
+  auto report = [&](const char* phase, int percent) {
+    if (!request.on_progress || request.dry_run) return;
+    Operation step;
+    step.set_id(request.operation_id);
+    step.set_kind(kPlaceKind);
+    step.set_resource(resource);
+    step.set_request_id(request.request_id);
+    step.set_phase(phase);
+    step.set_progress_percent(percent);
+    *step.mutable_update_time() = ToTimestamp(clock_.Now());
+    request.on_progress(step, /*stored=*/false);
+  };
+  // Reports a state the core has just stored.
+  auto report_stored = [&](const Operation& stored_op) {
+    if (request.on_progress) request.on_progress(stored_op, /*stored=*/true);
+  };
+
+  report("READING_MEMBERS", 5);
   Federation federation;
   std::vector<std::string> neighborhood;
   std::vector<std::string> unreachable;
@@ -371,6 +390,7 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
                      "ReleaseApplication's"));
   }
 
+  report("SOLVING", 20);
   std::unique_ptr<L2Solver> l2 = members_.SolverFor(neighborhood, local_l2_);
   Coordinator coordinator(*l2, registry_, nullptr, options_.coordinator);
   ASSIGN_OR_RETURN(PlacementResult result, coordinator.Place(app, federation, neighborhood));
@@ -386,11 +406,17 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
   AssignmentPlan plan = BuildPlan(app, result, revision);
   const absl::Time now = clock_.Now();
   Operation op;
-  op.set_id(absl::StrCat("place/", app.name, "/", revision));
+  op.set_id(request.operation_id.empty() ? absl::StrCat("place/", app.name, "/", revision)
+                                          : request.operation_id);
   op.set_kind(kPlaceKind);
   op.set_resource(resource);
   op.set_request_id(request.request_id);
   *op.mutable_create_time() = ToTimestamp(now);
+  if (!request.operation_id.empty()) {
+    // An operation the caller stored before the work began keeps its creation time.
+    absl::StatusOr<Operation> accepted = plans_.GetOperation(request.operation_id);
+    if (accepted.ok()) *op.mutable_create_time() = accepted->create_time();
+  }
 
   // The stored form of the plan at its current phase; `done` sets the
   // operation's outcome too.
@@ -407,7 +433,7 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
     op.clear_result();
     op.clear_error();
     if (!done) {
-      op.set_progress_percent(proto.phase() == pb::PLAN_PHASE_COMMITTING ? 50 : 10);
+      op.set_progress_percent(proto.phase() == pb::PLAN_PHASE_COMMITTING ? 70 : 40);
     } else {
       op.set_progress_percent(100);
       if (status.ok()) {
@@ -446,7 +472,10 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
       cause->set_subject(u.workload());
       cause->set_reason(u.reason());
     }
-    if (!request.dry_run) RETURN_IF_ERROR(plans_.Save(&proto, op, request.request_id));
+    if (!request.dry_run) {
+      RETURN_IF_ERROR(plans_.Save(&proto, op, request.request_id));
+      report_stored(op);
+    }
     return status;
   }
 
@@ -481,7 +510,9 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
   PlanExecutor executor(executors, options_.reservation_lease);
   executor.SetPhaseObserver([&](const AssignmentPlan& at) {
     pb::AssignmentPlan proto = stored(at, absl::OkStatus(), /*done=*/false);
-    return plans_.Save(&proto, op, "");
+    RETURN_IF_ERROR(plans_.Save(&proto, op, ""));
+    report_stored(op);
+    return absl::OkStatus();
   });
   const std::vector<std::string> touched(target_clusters.begin(), target_clusters.end());
   absl::Status executed = executor.Reserve(plan);
@@ -505,6 +536,7 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
   Invalidate(touched);
   pb::AssignmentPlan proto = stored(plan, executed, /*done=*/true);
   RETURN_IF_ERROR(plans_.Save(&proto, op, request.request_id));
+  report_stored(op);
   log::Info("placed application", {{"application", app.name},
                                    {"plan", proto.id()},
                                    {"phase", pb::PlanPhase_Name(proto.phase())}});

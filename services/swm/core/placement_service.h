@@ -27,6 +27,7 @@
 // what the repository keeps and what GetAssignmentPlan answers.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -217,6 +218,19 @@ struct PlaceRequest {
   /// The cluster side of the two-phase commit for this placement (pod
   /// templates included); not owned; required unless dry_run.
   ExecutorFactory* executors = nullptr;
+  /// The id of the operation this placement stores ("" = the core names it
+  /// "place/<application>/<plan revision>" once solved). A caller that
+  /// answered with a running operation before the work began gives its id.
+  std::string operation_id;
+  /// Optional; called with the operation at each step of a placement that is
+  /// not a dry run: READING_MEMBERS (5%), SOLVING (20%), RESERVING (40%),
+  /// COMMITTING (70%) and once done (100%: the plan, or the error of a
+  /// FAILED or rolled-back plan). `stored` is true when the core wrote that
+  /// state through the PlanRepository before the call (RESERVING on); the
+  /// earlier steps exist only here, for the caller to store or publish. An
+  /// error answered before any plan was stored (UNAVAILABLE, a deadline, a
+  /// request_id seen before) is not reported: the caller has the status.
+  std::function<void(const codeco::common::v1::Operation& operation, bool stored)> on_progress;
 };
 
 /// What one placement did, for the caller's metrics.

@@ -4,8 +4,11 @@
 #include <cstdio>
 #include <limits>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
 #include "codeco/common/status.h"
 
@@ -146,7 +149,72 @@ absl::Status PlanStore::Save(const pb::AssignmentPlan* plan,
   }
   batch.Put(kOperationsFamily, "o/" + operation.id(), operation.SerializeAsString());
   if (!request_id.empty()) batch.Put(kOperationsFamily, "r/" + request_id, operation.id());
-  return kv_.Write(batch);
+  RETURN_IF_ERROR(kv_.Write(batch));
+  if (on_save_) on_save_();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<codeco::common::v1::Operation>> PlanStore::Operations() const {
+  std::vector<codeco::common::v1::Operation> out;
+  absl::Status parse = absl::OkStatus();
+  RETURN_IF_ERROR(kv_.Scan(kOperationsFamily, {.prefix = "o/"},
+                           [&](std::string_view key, std::string_view value) {
+                             out.emplace_back();
+                             if (!out.back().ParseFromArray(value.data(), value.size())) {
+                               parse = Corrupt(key);
+                               return false;
+                             }
+                             return true;
+                           }));
+  RETURN_IF_ERROR(parse);
+  return out;
+}
+
+absl::StatusOr<pb::ListOperationsResponse> PlanStore::ListOperations(
+    const pb::ListOperationsRequest& request) const {
+  if (request.page_size() < 0) return InvalidFieldError("page_size", "must not be negative");
+  ASSIGN_OR_RETURN(std::vector<codeco::common::v1::Operation> all, Operations());
+  std::vector<codeco::common::v1::Operation> ops;
+  for (auto& op : all) {
+    if (!request.kind().empty() && op.kind() != request.kind()) continue;
+    if (!request.resource().empty() && op.resource() != request.resource()) continue;
+    if (request.active_only() && op.done()) continue;
+    ops.push_back(std::move(op));
+  }
+  // Newest first; the id breaks ties, so pages are stable.
+  auto order = [](const codeco::common::v1::Operation& op) {
+    return std::make_tuple(op.create_time().seconds(), op.create_time().nanos(), op.id());
+  };
+  std::sort(ops.begin(), ops.end(),
+            [&](const auto& a, const auto& b) { return order(a) > order(b); });
+  // The token is the sort key of the page's last operation
+  // ("<seconds>:<nanos>:<id>"), so the next page starts after it even when
+  // that operation no longer matches the filter.
+  size_t start = 0;
+  if (!request.page_token().empty()) {
+    std::vector<std::string> parts = absl::StrSplit(request.page_token(), absl::MaxSplits(':', 2));
+    int64_t seconds = 0;
+    int32_t nanos = 0;
+    if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &seconds) ||
+        !absl::SimpleAtoi(parts[1], &nanos)) {
+      return InvalidFieldError("page_token", "not a token this listing issued");
+    }
+    const auto after = std::make_tuple(seconds, nanos, parts[2]);
+    while (start < ops.size() && !(order(ops[start]) < after)) ++start;
+  }
+  const size_t limit =
+      request.page_size() == 0 ? kDefaultPageSize : std::min(request.page_size(), kMaxPageSize);
+  pb::ListOperationsResponse out;
+  for (size_t i = start; i < ops.size(); ++i) {
+    if (static_cast<size_t>(out.operations_size()) == limit) {
+      const auto& last = out.operations(out.operations_size() - 1);
+      out.set_next_page_token(absl::StrCat(last.create_time().seconds(), ":",
+                                           last.create_time().nanos(), ":", last.id()));
+      break;
+    }
+    *out.add_operations() = std::move(ops[i]);
+  }
+  return out;
 }
 
 absl::Status PlanStore::SaveLmsEndpoint(const std::string& cluster, const std::string& lms) {

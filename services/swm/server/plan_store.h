@@ -15,6 +15,7 @@
 // A placement's plan, operation and request index are written in one batch.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,10 +60,20 @@ class PlanStore final : public PlanRepository {
   absl::StatusOr<codeco::common::v1::Operation> GetOperation(
       const std::string& id) const override;
   /// Stores `plan` (if it has an id), `operation` and, when non-empty,
-  /// `request_id` -> operation, atomically.
+  /// `request_id` -> operation, atomically; then calls the save observer.
   absl::Status Save(const codeco::swm::v1::AssignmentPlan* plan,
                     const codeco::common::v1::Operation& operation,
                     const std::string& request_id) override;
+  /// Every stored operation (one scan of the o/ keys), in id order.
+  absl::StatusOr<std::vector<codeco::common::v1::Operation>> Operations() const;
+  /// One page of operations as ListOperations defines it (newest
+  /// create_time first, the id breaking ties; the token is the last id of
+  /// the page); INVALID_ARGUMENT naming page_size or page_token.
+  absl::StatusOr<codeco::swm::v1::ListOperationsResponse> ListOperations(
+      const codeco::swm::v1::ListOperationsRequest& request) const;
+  /// Calls `observer` after every successful Save (operation watchers read
+  /// again then). Set once, before the store is shared between threads.
+  void SetSaveObserver(std::function<void()> observer) { on_save_ = std::move(observer); }
 
   /// Remembers that `cluster`'s LMS is at `lms`.
   absl::Status SaveLmsEndpoint(const std::string& cluster, const std::string& lms);
@@ -81,6 +92,7 @@ class PlanStore final : public PlanRepository {
 
  private:
   KvStore& kv_;
+  std::function<void()> on_save_;
 };
 
 }  // namespace codeco::swm

@@ -14,6 +14,7 @@
 #include "codeco/common/logging.h"
 #include "codeco/common/metrics.h"
 #include "codeco/common/status.h"
+#include "codeco/common/watch_stream.h"
 #include "prometheus/counter.h"
 #include "prometheus/histogram.h"
 #include "swm/server/cluster_service.h"
@@ -95,6 +96,8 @@ SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
                                   .link_cache_ttl = options_.link_cache_ttl,
                                   .node_view_ttl = options_.node_view_ttl,
                                   .coordinator = options_.coordinator})) {
+  // Every stored change of an operation wakes the watches.
+  plans_.SetSaveObserver([this] { listeners_.Notify(); });
   // The first worker drives the plans a crash interrupted to an outcome
   // before any worker takes a request.
   const size_t workers = std::max<size_t>(1, options_.placement_workers);
@@ -114,6 +117,10 @@ void SwmServiceImpl::DrainForTest() {
 void SwmServiceImpl::Recover() {
   RecoveryReport recovered = core_->Recover();
   members_.ClearDeadlines();
+  if (!recovered_once_) {
+    recovered_once_ = true;
+    FinishInterruptedOperations();
+  }
   for (const std::string& e : recovered.errors) {
     log::Warn("plan recovery left work for later", {{"error", e}});
   }
@@ -218,6 +225,25 @@ grpc::ServerUnaryReactor* SwmServiceImpl::OnWorker(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* SwmServiceImpl::PlaceApplication(
     grpc::CallbackServerContext* context, const pb::PlaceApplicationRequest* request,
     pb::PlaceApplicationResponse* response) {
+  if (request->mode() == pb::PLACE_MODE_RUNNING && !request->dry_run()) {
+    // Answered from the io executor at once; the placement runs on the worker.
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    bool queued = io_.Submit([this, reactor, request, response] {
+      absl::StatusOr<Operation> op = Start(*request);
+      if (op.ok()) *response->mutable_operation() = std::move(*op);
+      reactor->Finish(ToGrpcStatus(op.status()));
+    });
+    if (!queued) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                   "swm: too many calls queued; retry later"));
+    }
+    return reactor;
+  }
+  if (request->mode() != pb::PLACE_MODE_UNSPECIFIED && request->mode() != pb::PLACE_MODE_WAIT &&
+      request->mode() != pb::PLACE_MODE_RUNNING) {
+    return Answer(context, InvalidFieldError("mode", absl::StrCat("unknown mode ",
+                                                                  static_cast<int>(request->mode()))));
+  }
   return OnWorker(context, [this, request, response](absl::Time deadline) {
     absl::StatusOr<Operation> op = Place(*request, deadline);
     if (op.ok()) *response->mutable_operation() = std::move(*op);
@@ -262,45 +288,277 @@ grpc::ServerUnaryReactor* SwmServiceImpl::GetOperation(grpc::CallbackServerConte
                                                        const pb::GetOperationRequest* request,
                                                        pb::GetOperationResponse* response) {
   if (request->id().empty()) return Answer(context, InvalidFieldError("id", "is required"));
-  absl::StatusOr<Operation> op = plans_.GetOperation(request->id());
-  if (op.ok()) *response->mutable_operation() = std::move(*op);
-  return Answer(context, op.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  bool queued = io_.Submit([this, reactor, request, response] {
+    absl::StatusOr<Operation> op = plans_.GetOperation(request->id());
+    if (op.ok()) *response->mutable_operation() = std::move(*op);
+    reactor->Finish(ToGrpcStatus(op.status()));
+  });
+  if (!queued) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                 "swm: too many calls queued; retry later"));
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* SwmServiceImpl::ListOperations(grpc::CallbackServerContext* context,
+                                                         const pb::ListOperationsRequest* request,
+                                                         pb::ListOperationsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  bool queued = io_.Submit([this, reactor, request, response] {
+    absl::StatusOr<pb::ListOperationsResponse> page = plans_.ListOperations(*request);
+    if (page.ok()) *response = std::move(*page);
+    reactor->Finish(ToGrpcStatus(page.status()));
+  });
+  if (!queued) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                 "swm: too many calls queued; retry later"));
+  }
+  return reactor;
+}
+
+// Streams one operation: its current state, then each stored change (read
+// again whenever the store saved something), and ends after the state with
+// done = true. Counted in the service's watchers; refused past the cap.
+class SwmServiceImpl::OperationWatch final : public WatchStream<pb::WatchOperationResponse> {
+ public:
+  OperationWatch(SwmServiceImpl& service, const std::string& id) : service_(service), id_(id) {
+    if (service_.operation_watchers_.fetch_add(1) >= service_.options_.max_operation_watchers) {
+      Fail(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat("swm: already ", service_.options_.max_operation_watchers,
+                                     " open operation watches; retry later")));
+      return;
+    }
+    if (id_.empty()) {
+      Fail(ToGrpcStatus(InvalidFieldError("id", "is required")));
+      return;
+    }
+    listener_ = service_.listeners_.Add([this] { Poke(); });
+    Start();
+  }
+
+ private:
+  // The operation when it changed since the last write; the last one once done.
+  absl::StatusOr<Batch> Next() override {
+    absl::StatusOr<Operation> op = service_.plans_.GetOperation(id_);
+    if (!op.ok()) return op.status();
+    std::string bytes = op->SerializeAsString();
+    if (bytes == sent_) return Batch{};
+    sent_ = std::move(bytes);
+    Batch batch;
+    batch.last = op->done();
+    batch.messages.emplace_back();
+    *batch.messages.back().mutable_operation() = *std::move(op);
+    return batch;
+  }
+
+  void Closed() override {
+    if (listener_ != 0) service_.listeners_.Remove(listener_);
+    service_.operation_watchers_.fetch_sub(1);
+  }
+
+  SwmServiceImpl& service_;
+  const std::string id_;
+  int listener_ = 0;
+  std::string sent_;  // the last operation written, serialized (under the stream's lock)
+};
+
+grpc::ServerWriteReactor<pb::WatchOperationResponse>* SwmServiceImpl::WatchOperation(
+    grpc::CallbackServerContext* /*context*/, const pb::WatchOperationRequest* request) {
+  return new OperationWatch(*this, request->id());
+}
+
+absl::StatusOr<PlaceRequest> SwmServiceImpl::ToPlaceRequest(
+    const pb::PlaceApplicationRequest& request) {
+  // Input checks first: nothing is read from peers for a bad request.
+  FieldErrors errors;
+  if (!request.has_application()) errors.Add("application", "is required");
+  const auto& members = request.neighborhood().members();
+  if (members.empty()) errors.Add("neighborhood.members", "must list at least one cluster");
+  std::set<std::string> names;
+  for (int i = 0; i < members.size(); ++i) {
+    std::string path = absl::StrCat("neighborhood.members[", i, "].cluster");
+    if (members[i].cluster().empty()) {
+      errors.Add(path, "is required");
+    } else if (!names.insert(members[i].cluster()).second) {
+      errors.Add(path, "duplicate cluster \"" + members[i].cluster() + "\"");
+    }
+  }
+  RETURN_IF_ERROR(errors.ToStatus());
+  PlaceRequest core;
+  ASSIGN_OR_RETURN(core.app, ToCoreApplication(request.application(), names));
+  for (const auto& m : members) {
+    core.members.push_back(MemberRef{
+        .cluster = m.cluster(),
+        .endpoints =
+            std::map<std::string, std::string>(m.endpoints().begin(), m.endpoints().end())});
+  }
+  core.request_id = request.request_id();
+  core.dry_run = request.dry_run();
+  core.spec_revision = request.application().spec_revision();
+  core.neighborhood_id = request.neighborhood().id();
+  return core;
+}
+
+absl::StatusOr<Operation> SwmServiceImpl::Start(const pb::PlaceApplicationRequest& request) {
+  ASSIGN_OR_RETURN(PlaceRequest checked, ToPlaceRequest(request));
+  const std::string resource = "applications/" + checked.app.name;
+  const std::string& request_id = request.request_id();
+  Operation op;
+  {
+    absl::MutexLock lock(&started_mu_);
+    if (!request_id.empty()) {
+      // The same request again: its operation, running or done.
+      if (auto it = started_requests_.find(request_id); it != started_requests_.end()) {
+        return plans_.GetOperation(it->second);
+      }
+      ASSIGN_OR_RETURN(std::optional<Operation> seen, plans_.OperationForRequest(request_id));
+      if (seen.has_value()) {
+        if (seen->resource() != resource || seen->kind() != kPlaceKind) {
+          return InvalidFieldError("request_id", absl::StrCat("already used by ", seen->kind(),
+                                                              " for ", seen->resource()));
+        }
+        return *seen;
+      }
+    }
+    const absl::Time now = clock_.Now();
+    op.set_id(absl::StrCat("place/", checked.app.name, "/started-", absl::ToUnixMicros(now), "-",
+                           ++started_count_));
+    op.set_kind(kPlaceKind);
+    op.set_resource(resource);
+    op.set_request_id(request_id);
+    op.set_phase("QUEUED");
+    op.set_progress_percent(0);
+    *op.mutable_create_time() = ToTimestamp(now);
+    *op.mutable_update_time() = ToTimestamp(now);
+    // Known as this process's before it is stored: the start-up sweep of
+    // interrupted operations leaves it alone.
+    started_.insert(op.id());
+    if (!request_id.empty()) started_requests_[request_id] = op.id();
+  }
+  auto forget = [this, &op, &request_id] {
+    absl::MutexLock lock(&started_mu_);
+    started_.erase(op.id());
+    if (!request_id.empty()) started_requests_.erase(request_id);
+  };
+  if (absl::Status saved = plans_.Save(nullptr, op, ""); !saved.ok()) {
+    forget();
+    return saved;
+  }
+  bool queued = Submit([this, request, op] {
+    FinishStarted(op, PlaceAs(request, absl::InfiniteFuture(), &op));
+  });
+  if (!queued) {
+    absl::Status full =
+        absl::ResourceExhaustedError("too many placements waiting; retry later");
+    FinishStarted(op, full);
+    return full;
+  }
+  return op;
+}
+
+void SwmServiceImpl::FinishStarted(const Operation& accepted,
+                                   const absl::StatusOr<Operation>& placed) {
+  const absl::Status& status = placed.status();
+  absl::StatusOr<Operation> stored = plans_.GetOperation(accepted.id());
+  if (!stored.ok() || !stored->done()) {
+    // The core answered before storing the end (a member or a directory
+    // away, ...), or answered another operation (a request_id claimed by a
+    // call in PLACE_MODE_WAIT meanwhile): this one ends with that answer.
+    Operation op = stored.ok() ? *stored : accepted;
+    op.set_done(true);
+    op.set_progress_percent(100);
+    op.set_phase(status.ok() ? placed->phase() : "FAILED");
+    op.clear_result();
+    op.clear_error();
+    if (status.ok()) {
+      if (placed->has_result()) *op.mutable_result() = placed->result();
+      if (placed->has_error()) *op.mutable_error() = placed->error();
+    } else {
+      op.mutable_error()->set_code(static_cast<codeco::common::v1::ErrorCode>(status.code()));
+      op.mutable_error()->set_message(std::string(status.message()));
+    }
+    *op.mutable_update_time() = ToTimestamp(clock_.Now());
+    absl::Status saved = plans_.Save(nullptr, op, "");
+    if (!saved.ok()) {
+      log::Warn("operation end not stored",
+                {{"operation", op.id()}, {"error", std::string(saved.message())}});
+    }
+  }
+  absl::MutexLock lock(&started_mu_);
+  started_.erase(accepted.id());
+  if (!accepted.request_id().empty()) started_requests_.erase(accepted.request_id());
+}
+
+void SwmServiceImpl::FinishInterruptedOperations() {
+  absl::StatusOr<std::vector<Operation>> ops = plans_.Operations();
+  absl::StatusOr<std::vector<pb::AssignmentPlan>> plans = plans_.LatestPlans();
+  if (!ops.ok() || !plans.ok()) {
+    log::Warn("interrupted operations not checked",
+              {{"error", std::string((ops.ok() ? plans.status() : ops.status()).message())}});
+    return;
+  }
+  // Operations whose plan a crash left in an intermediate phase are the
+  // core's recovery's to finish (now, or once their clusters answer).
+  std::set<std::string> carried;
+  for (const pb::AssignmentPlan& plan : *plans) {
+    if (plan.phase() == pb::PLAN_PHASE_RESERVING || plan.phase() == pb::PLAN_PHASE_COMMITTING ||
+        plan.phase() == pb::PLAN_PHASE_RELEASING) {
+      carried.insert(plan.operation_id());
+    }
+  }
+  for (Operation& op : *ops) {
+    if (op.done() || carried.count(op.id())) continue;
+    {
+      absl::MutexLock lock(&started_mu_);
+      if (started_.count(op.id())) continue;  // started by this process
+    }
+    op.set_done(true);
+    op.set_progress_percent(100);
+    op.set_phase("ABORTED");
+    op.clear_result();
+    op.mutable_error()->set_code(codeco::common::v1::ERROR_CODE_ABORTED);
+    op.mutable_error()->set_message(
+        "swm restarted before this placement wrote its plan; nothing was reserved; place again");
+    *op.mutable_update_time() = ToTimestamp(clock_.Now());
+    absl::Status saved = plans_.Save(nullptr, op, "");
+    if (saved.ok()) {
+      log::Info("operation interrupted by a restart finished", {{"operation", op.id()}});
+    } else {
+      log::Warn("interrupted operation not finished",
+                {{"operation", op.id()}, {"error", std::string(saved.message())}});
+    }
+  }
 }
 
 absl::StatusOr<Operation> SwmServiceImpl::Place(const pb::PlaceApplicationRequest& request,
                                                 absl::Time deadline) {
+  return PlaceAs(request, deadline, nullptr);
+}
+
+absl::StatusOr<Operation> SwmServiceImpl::PlaceAs(const pb::PlaceApplicationRequest& request,
+                                                  absl::Time deadline,
+                                                  const Operation* accepted) {
   const absl::Time start = absl::Now();
   PlaceCounts counts;
   auto place = [&]() -> absl::StatusOr<Operation> {
-    // Input checks first: nothing is read from peers for a bad request.
-    FieldErrors errors;
-    if (!request.has_application()) errors.Add("application", "is required");
-    const auto& members = request.neighborhood().members();
-    if (members.empty()) errors.Add("neighborhood.members", "must list at least one cluster");
-    std::set<std::string> names;
-    for (int i = 0; i < members.size(); ++i) {
-      std::string path = absl::StrCat("neighborhood.members[", i, "].cluster");
-      if (members[i].cluster().empty()) {
-        errors.Add(path, "is required");
-      } else if (!names.insert(members[i].cluster()).second) {
-        errors.Add(path, "duplicate cluster \"" + members[i].cluster() + "\"");
-      }
-    }
-    RETURN_IF_ERROR(errors.ToStatus());
-    PlaceRequest core;
-    ASSIGN_OR_RETURN(core.app, ToCoreApplication(request.application(), names));
-    for (const auto& m : members) {
-      core.members.push_back(MemberRef{
-          .cluster = m.cluster(),
-          .endpoints = std::map<std::string, std::string>(m.endpoints().begin(),
-                                                          m.endpoints().end())});
-    }
-    core.request_id = request.request_id();
-    core.dry_run = request.dry_run();
-    core.spec_revision = request.application().spec_revision();
-    core.neighborhood_id = request.neighborhood().id();
+    ASSIGN_OR_RETURN(PlaceRequest core, ToPlaceRequest(request));
     std::unique_ptr<ExecutorFactory> executors = members_.ExecutorsFor(request.application());
     core.executors = executors.get();
+    if (accepted != nullptr) {
+      core.operation_id = accepted->id();
+      // The steps before a plan exists are stored here; the core stores the rest.
+      core.on_progress = [this, accepted](const Operation& step, bool stored) {
+        if (stored) return;
+        Operation op = step;
+        *op.mutable_create_time() = accepted->create_time();
+        absl::Status saved = plans_.Save(nullptr, op, "");
+        if (!saved.ok()) {
+          log::Warn("placement progress not stored",
+                    {{"operation", op.id()}, {"error", std::string(saved.message())}});
+        }
+      };
+    }
     return core_->Place(core, deadline, &counts);
   };
   absl::StatusOr<Operation> op = place();

@@ -26,6 +26,17 @@
 // (read, solve, reserve) and overlaps the commits. Requests beyond the queue
 // bound get RESOURCE_EXHAUSTED.
 //
+// In PLACE_MODE_RUNNING the request is checked (bad input is still the
+// call's INVALID_ARGUMENT), its operation stored QUEUED and answered at once,
+// and the placement queued on the worker; the core's progress (READING_MEMBERS,
+// SOLVING, then the plan's phases) is stored into that operation, and its end
+// (the plan, or the error, also one the core answered before storing a plan)
+// too. WatchOperation streams any stored operation's changes (the store tells
+// the watches after every write), ListOperations pages through them. At
+// start, after the core's Recover, an operation left not done that no
+// interrupted plan carries (the hub died before the plan was written) is
+// finished ABORTED: nothing was reserved for it.
+//
 // Answers: the Operation (done, result = AssignmentPlan); INVALID_ARGUMENT
 // with the field path for bad input; FAILED_PRECONDITION listing every
 // unplaced workload with its reason (the FAILED plan is stored, nothing is
@@ -35,11 +46,13 @@
 // A request_id seen before answers the first result again without placing
 // anything.
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,6 +65,7 @@
 #include "codeco/common/config.h"
 #include "codeco/common/executor.h"
 #include "codeco/common/kv_store.h"
+#include "codeco/common/listeners.h"
 #include "codeco/common/peer_channels.h"
 #include "codeco/common/server.h"
 #include "codeco/swm/v1/swm_service.grpc.pb.h"
@@ -110,6 +124,9 @@ struct SwmServiceOptions {
   /// serialises each one's scheduling cycle (read, solve, reserve) and runs
   /// the commits concurrently (see PlacementService). Default: 4.
   size_t placement_workers = 4;
+  /// Most WatchOperation streams open at once (more are answered
+  /// RESOURCE_EXHAUSTED). Default: 256.
+  int max_operation_watchers = 256;
   /// Coordinator settings. Default: the core's.
   CoordinatorOptions coordinator;
   /// How often the orphan reconciler runs (at start, then every interval):
@@ -155,6 +172,20 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   grpc::ServerUnaryReactor* GetOperation(grpc::CallbackServerContext* context,
                                          const codeco::swm::v1::GetOperationRequest* request,
                                          codeco::swm::v1::GetOperationResponse* response) override;
+  grpc::ServerUnaryReactor* ListOperations(
+      grpc::CallbackServerContext* context, const codeco::swm::v1::ListOperationsRequest* request,
+      codeco::swm::v1::ListOperationsResponse* response) override;
+  grpc::ServerWriteReactor<codeco::swm::v1::WatchOperationResponse>* WatchOperation(
+      grpc::CallbackServerContext* context,
+      const codeco::swm::v1::WatchOperationRequest* request) override;
+
+  /// PlaceApplication in PLACE_MODE_RUNNING: checks the request, answers
+  /// the operation (started before by the same request_id, or new: stored
+  /// QUEUED, its placement queued on the worker). INVALID_ARGUMENT for bad
+  /// input or a request_id used by other work; RESOURCE_EXHAUSTED when the
+  /// worker's queue is full (the operation is then stored done with it).
+  absl::StatusOr<codeco::common::v1::Operation> Start(
+      const codeco::swm::v1::PlaceApplicationRequest& request);
 
   /// The placement itself, synchronously (what the worker runs); calls to
   /// the clusters' LMS end by `deadline` (the caller's) at the latest.
@@ -184,6 +215,22 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   void DrainForTest();
 
  private:
+  class OperationWatch;
+  // The checked core request of `request`, without its executors;
+  // INVALID_ARGUMENT naming the field.
+  absl::StatusOr<PlaceRequest> ToPlaceRequest(
+      const codeco::swm::v1::PlaceApplicationRequest& request);
+  // Place(), reporting into the operation `accepted` (stored by Start) when
+  // not null, else into the core's own.
+  absl::StatusOr<codeco::common::v1::Operation> PlaceAs(
+      const codeco::swm::v1::PlaceApplicationRequest& request, absl::Time deadline,
+      const codeco::common::v1::Operation* accepted);
+  // Stores `accepted` done with what the placement answered, unless the
+  // core stored its end; then forgets it as running.
+  void FinishStarted(const codeco::common::v1::Operation& accepted,
+                     const absl::StatusOr<codeco::common::v1::Operation>& placed);
+  // At start: operations left not done that no interrupted plan carries end ABORTED.
+  void FinishInterruptedOperations();
   bool Submit(std::function<void()> task);
   // Runs `work(deadline)` on the worker and finishes `context`'s call with it.
   grpc::ServerUnaryReactor* OnWorker(grpc::CallbackServerContext* context,
@@ -215,6 +262,19 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   // Tasks a worker runs now.
   int running_tasks_ ABSL_GUARDED_BY(queue_mu_) = 0;
   std::vector<std::thread> workers_;
+
+  Listeners listeners_;  // told after every stored change of an operation
+  std::atomic<int> operation_watchers_{0};
+  // Operations this process started in PLACE_MODE_RUNNING and not finished,
+  // by id, and their request_ids.
+  absl::Mutex started_mu_;
+  std::set<std::string> started_ ABSL_GUARDED_BY(started_mu_);
+  std::map<std::string, std::string> started_requests_ ABSL_GUARDED_BY(started_mu_);
+  int64_t started_count_ ABSL_GUARDED_BY(started_mu_) = 0;
+  bool recovered_once_ = false;  // the worker's
+
+  // Store reads and the acceptance of started placements, off gRPC's threads.
+  BoundedExecutor io_{1, 256};
 };
 
 /// Declares the swm.* configuration keys (swm.codef_control, swm.lms_timeout,

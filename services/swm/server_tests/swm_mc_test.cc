@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/kv_store.h"
 #include "codeco/common/peer_channels.h"
@@ -66,13 +67,25 @@ std::chrono::system_clock::time_point In(absl::Duration d) {
   return absl::ToChronoTime(absl::Now() + d);
 }
 
-// The real heuristic, counting the solves it is asked for.
+// The real heuristic, counting the solves it is asked for; a solve waits
+// for the gate given to Hold, if any, before it starts.
 class CountingL2 final : public L2Solver {
  public:
   absl::StatusOr<L2Result> Solve(const L2Request& request) override {
+    absl::Notification* gate = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      gate = gate_;
+    }
+    if (gate != nullptr) gate->WaitForNotification();
     absl::MutexLock lock(&mu_);
     ++calls_;
     return inner_.Solve(request);
+  }
+  /// Solves wait for `gate` (not owned; null: none) to be notified.
+  void Hold(absl::Notification* gate) {
+    absl::MutexLock lock(&mu_);
+    gate_ = gate;
   }
   int calls() {
     absl::MutexLock lock(&mu_);
@@ -84,6 +97,7 @@ class CountingL2 final : public L2Solver {
   PluginRegistry registry_ = NewDefaultRegistry();
   InProcessL2Solver inner_{registry_, nullptr};
   int calls_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Notification* gate_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 // One managed cluster: its emulated LMS and its MC swm, both on loopback.
@@ -591,6 +605,310 @@ TEST_CASE("a restarted hub commits a plan it left COMMITTING and rolls back one 
     REQUIRE(r->has_value());
     CHECK((*r)->state() == pb::RESERVATION_STATE_RELEASED);
   }
+}
+
+// Calls PlaceApplication on `stub` with a 30 s deadline.
+grpc::Status PlaceOver(pb::SwmService::Stub& stub, const pb::PlaceApplicationRequest& request,
+                       pb::PlaceApplicationResponse* response) {
+  grpc::ClientContext context;
+  context.set_deadline(In(absl::Seconds(30)));
+  return stub.PlaceApplication(&context, request, response);
+}
+
+// Every message WatchOperation streams for `id` until the stream ends, and
+// how it ended. `on_message` sees each as it arrives.
+grpc::Status WatchAll(pb::SwmService::Stub& stub, const std::string& id,
+                      std::vector<codeco::common::v1::Operation>& seen,
+                      const std::function<void(const codeco::common::v1::Operation&)>& on_message =
+                          nullptr) {
+  grpc::ClientContext context;
+  context.set_deadline(In(absl::Seconds(60)));
+  pb::WatchOperationRequest request;
+  request.set_id(id);
+  auto stream = stub.WatchOperation(&context, request);
+  pb::WatchOperationResponse event;
+  while (stream->Read(&event)) {
+    seen.push_back(event.operation());
+    if (on_message) on_message(event.operation());
+  }
+  return stream->Finish();
+}
+
+TEST_CASE("PlaceApplication in mode RUNNING answers at once and WatchOperation follows it") {
+  Testbed bed;
+  auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  auto channels = PeerChannels::Create({.insecure = true});
+  REQUIRE(channels.ok());
+  SwmServiceImpl hub(*kv, bed.clock, std::move(*channels), nullptr, nullptr);
+  auto hub_server = Serve(&hub);
+  REQUIRE(absl::StartsWith(hub_server->address(), "127.0.0.1:"));
+  auto stub = pb::SwmService::NewStub(
+      grpc::CreateChannel(hub_server->address(), grpc::InsecureChannelCredentials()));
+
+  // The MCs' solvers wait at a gate: the placement is held while SOLVING.
+  absl::Notification gate;
+  bed.a->l2.Hold(&gate);
+  bed.b->l2.Hold(&gate);
+
+  pb::PlaceApplicationRequest request = PlaceThroughSwm(bed, "shop", 2);
+  request.set_mode(pb::PLACE_MODE_RUNNING);
+  request.set_request_id("start-shop");
+  pb::PlaceApplicationResponse response;
+  grpc::Status status = PlaceOver(*stub, request, &response);
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  const codeco::common::v1::Operation started = response.operation();
+  CHECK(!started.done());
+  CHECK(started.phase() == "QUEUED");
+  CHECK(started.kind() == "swm.PlaceApplication");
+  CHECK(started.resource() == "applications/shop");
+  CHECK(started.request_id() == "start-shop");
+
+  // The same request again answers the same operation, not a second placement.
+  pb::PlaceApplicationResponse again;
+  REQUIRE(PlaceOver(*stub, request, &again).ok());
+  CHECK(again.operation().id() == started.id());
+
+  // The watch sees the operation running, with progress, up to SOLVING
+  // (where the gate holds it); the gate opens then; the watch follows it to
+  // its end: DONE with the plan.
+  std::vector<codeco::common::v1::Operation> seen;
+  status = WatchAll(*stub, started.id(), seen, [&](const codeco::common::v1::Operation& op) {
+    if (op.phase() == "SOLVING" && !gate.HasBeenNotified()) gate.Notify();
+  });
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  if (!gate.HasBeenNotified()) gate.Notify();
+  REQUIRE(seen.size() >= 2);
+  bool solving = false;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    CHECK(seen[i].id() == started.id());
+    CHECK(seen[i].done() == (i + 1 == seen.size()));
+    if (i > 0) CHECK(seen[i].progress_percent() >= seen[i - 1].progress_percent());
+    if (seen[i].phase() == "SOLVING") {
+      solving = true;
+      CHECK(seen[i].progress_percent() == 20);
+      CHECK(!seen[i].done());
+    }
+  }
+  CHECK(solving);
+  const codeco::common::v1::Operation& last = seen.back();
+  CHECK(last.phase() == "DONE");
+  CHECK(last.progress_percent() == 100);
+  CHECK(!last.has_error());
+  pb::AssignmentPlan plan;
+  REQUIRE(last.result().UnpackTo(&plan));
+  CHECK(plan.phase() == pb::PLAN_PHASE_DONE);
+  CHECK(plan.operation_id() == started.id());
+  CHECK(plan.targets_size() == 2);
+  CHECK(bed.a->Pods().size() + bed.b->Pods().size() == 2);
+  // The operation kept its creation time through the core's writes.
+  CHECK(last.create_time().seconds() == started.create_time().seconds());
+  CHECK(last.create_time().nanos() == started.create_time().nanos());
+
+  // GetOperation answers the same end; a watch of a done operation sends it once.
+  {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(10)));
+    pb::GetOperationRequest get;
+    get.set_id(started.id());
+    pb::GetOperationResponse got;
+    REQUIRE(stub->GetOperation(&context, get, &got).ok());
+    CHECK(got.operation().SerializeAsString() == last.SerializeAsString());
+  }
+  std::vector<codeco::common::v1::Operation> once;
+  REQUIRE(WatchAll(*stub, started.id(), once).ok());
+  REQUIRE(once.size() == 1);
+  CHECK(once[0].done());
+
+  // The request_id now answers the finished operation.
+  REQUIRE(PlaceOver(*stub, request, &again).ok());
+  CHECK(again.operation().id() == started.id());
+  CHECK(again.operation().done());
+
+  // A second application that does not fit ends FAILED in its operation
+  // (not in the call's status), with the unplaced workloads as causes.
+  pb::PlaceApplicationRequest huge = PlaceThroughSwm(bed, "huge", 5);
+  huge.set_mode(pb::PLACE_MODE_RUNNING);
+  pb::PlaceApplicationResponse huge_started;
+  REQUIRE(PlaceOver(*stub, huge, &huge_started).ok());
+  std::vector<codeco::common::v1::Operation> huge_seen;
+  REQUIRE(WatchAll(*stub, huge_started.operation().id(), huge_seen).ok());
+  REQUIRE(!huge_seen.empty());
+  CHECK(huge_seen.back().done());
+  CHECK(huge_seen.back().phase() == "FAILED");
+  CHECK(huge_seen.back().error().code() == codeco::common::v1::ERROR_CODE_FAILED_PRECONDITION);
+  CHECK(huge_seen.back().error().causes_size() > 0);
+
+  // Bad input is still the call's INVALID_ARGUMENT, naming the field.
+  pb::PlaceApplicationRequest bad = request;
+  bad.set_request_id("");
+  bad.mutable_neighborhood()->clear_members();
+  pb::PlaceApplicationResponse refused;
+  status = PlaceOver(*stub, bad, &refused);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(absl::StrContains(status.error_message(), "neighborhood.members"));
+  // A request_id that placed another application is refused, naming it.
+  pb::PlaceApplicationRequest reused = PlaceThroughSwm(bed, "other", 1);
+  reused.set_mode(pb::PLACE_MODE_RUNNING);
+  reused.set_request_id("start-shop");
+  status = PlaceOver(*stub, reused, &refused);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(absl::StrContains(status.error_message(), "request_id"));
+
+  // Watches of an unknown or missing id end with NOT_FOUND / INVALID_ARGUMENT.
+  std::vector<codeco::common::v1::Operation> none;
+  CHECK(WatchAll(*stub, "place/nothing/1", none).error_code() == grpc::StatusCode::NOT_FOUND);
+  CHECK(WatchAll(*stub, "", none).error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(none.empty());
+  hub_server->Shutdown(absl::Seconds(5));
+}
+
+TEST_CASE("ListOperations pages through the hub's operations newest first") {
+  Testbed bed;
+  auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  auto channels = PeerChannels::Create({.insecure = true});
+  REQUIRE(channels.ok());
+  SwmServiceImpl hub(*kv, bed.clock, std::move(*channels), nullptr, nullptr);
+  auto hub_server = Serve(&hub);
+  auto stub = pb::SwmService::NewStub(
+      grpc::CreateChannel(hub_server->address(), grpc::InsecureChannelCredentials()));
+  // Four one-replica applications, one after the other (the clock moves
+  // between them), then one removal.
+  std::vector<std::string> placed;
+  for (const std::string app : {"one", "two", "three", "four"}) {
+    pb::PlaceApplicationResponse response;
+    grpc::Status status = PlaceOver(*stub, PlaceThroughSwm(bed, app, 1), &response);
+    INFO(status.error_message());
+    REQUIRE(status.ok());
+    placed.push_back(response.operation().id());
+    bed.clock.Advance(absl::Seconds(1));
+  }
+  {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(30)));
+    pb::ReleaseApplicationRequest release;
+    release.set_application("one");
+    pb::ReleaseApplicationResponse released;
+    REQUIRE(stub->ReleaseApplication(&context, release, &released).ok());
+  }
+  auto list = [&](pb::ListOperationsRequest request, pb::ListOperationsResponse* page) {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(10)));
+    return stub->ListOperations(&context, request, page);
+  };
+
+  // Page by page, two at a time: every operation once, newest first.
+  std::vector<std::string> ids;
+  pb::ListOperationsRequest request;
+  request.set_page_size(2);
+  int pages = 0;
+  while (true) {
+    pb::ListOperationsResponse page;
+    grpc::Status status = list(request, &page);
+    INFO(status.error_message());
+    REQUIRE(status.ok());
+    ++pages;
+    CHECK(page.operations_size() <= 2);
+    for (const auto& op : page.operations()) ids.push_back(op.id());
+    if (page.next_page_token().empty()) break;
+    request.set_page_token(page.next_page_token());
+    REQUIRE(pages < 10);
+  }
+  REQUIRE(ids.size() == 5);
+  CHECK(pages == 3);
+  CHECK(absl::StartsWith(ids[0], "release/one/"));
+  CHECK(std::vector<std::string>(ids.begin() + 1, ids.end()) ==
+        std::vector<std::string>{placed[3], placed[2], placed[1], placed[0]});
+
+  // Filters: kind, resource, active only.
+  pb::ListOperationsRequest by_kind;
+  by_kind.set_kind("swm.PlaceApplication");
+  pb::ListOperationsResponse page;
+  REQUIRE(list(by_kind, &page).ok());
+  CHECK(page.operations_size() == 4);
+  pb::ListOperationsRequest by_resource;
+  by_resource.set_resource("applications/one");
+  REQUIRE(list(by_resource, &page).ok());
+  CHECK(page.operations_size() == 2);
+  pb::ListOperationsRequest active;
+  active.set_active_only(true);
+  REQUIRE(list(active, &page).ok());
+  CHECK(page.operations_size() == 0);
+
+  // Bad input names the field.
+  pb::ListOperationsRequest negative;
+  negative.set_page_size(-1);
+  grpc::Status status = list(negative, &page);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(absl::StrContains(status.error_message(), "page_size"));
+  pb::ListOperationsRequest forged;
+  forged.set_page_token("not-a-token");
+  status = list(forged, &page);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(absl::StrContains(status.error_message(), "page_token"));
+  hub_server->Shutdown(absl::Seconds(5));
+}
+
+TEST_CASE("a restarted hub finishes the running operations a crash interrupted") {
+  Testbed bed;
+  auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  // A hub that died while solving a started placement left its operation
+  // stored RUNNING with no plan; one that died while committing left the
+  // plan COMMITTING carrying its operation.
+  KillHubMidPlan(bed, *kv, {{"ready", pb::PLAN_PHASE_COMMITTING}});
+  {
+    PlanStore store(*kv);
+    auto carried = store.GetOperation("place/ready/1");
+    REQUIRE(carried.ok());
+    CHECK(!carried->done());
+    codeco::common::v1::Operation solving;
+    solving.set_id("place/lost/started-1-1");
+    solving.set_kind("swm.PlaceApplication");
+    solving.set_resource("applications/lost");
+    solving.set_request_id("start-lost");
+    solving.set_phase("SOLVING");
+    solving.set_progress_percent(20);
+    REQUIRE(store.Save(nullptr, solving, "").ok());
+  }
+
+  auto channels = PeerChannels::Create({.insecure = true});
+  REQUIRE(channels.ok());
+  SwmServiceImpl hub(*kv, bed.clock, std::move(*channels), nullptr, nullptr);
+  hub.DrainForTest();  // the recovery runs first on the worker
+  auto hub_server = Serve(&hub);
+  auto stub = pb::SwmService::NewStub(
+      grpc::CreateChannel(hub_server->address(), grpc::InsecureChannelCredentials()));
+
+  // The plan's operation took the plan's outcome: committed, DONE.
+  std::vector<codeco::common::v1::Operation> ready;
+  REQUIRE(WatchAll(*stub, "place/ready/1", ready).ok());
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].done());
+  CHECK(ready[0].phase() == "DONE");
+  pb::AssignmentPlan plan;
+  REQUIRE(ready[0].result().UnpackTo(&plan));
+  CHECK(plan.phase() == pb::PLAN_PHASE_DONE);
+
+  // The one with no plan ended ABORTED: nothing was reserved for it.
+  std::vector<codeco::common::v1::Operation> lost;
+  REQUIRE(WatchAll(*stub, "place/lost/started-1-1", lost).ok());
+  REQUIRE(lost.size() == 1);
+  CHECK(lost[0].done());
+  CHECK(lost[0].error().code() == codeco::common::v1::ERROR_CODE_ABORTED);
+
+  // Its request_id is free: the caller's retry places it.
+  pb::PlaceApplicationRequest retry = PlaceThroughSwm(bed, "lost", 1);
+  retry.set_mode(pb::PLACE_MODE_RUNNING);
+  retry.set_request_id("start-lost");
+  pb::PlaceApplicationResponse response;
+  REQUIRE(PlaceOver(*stub, retry, &response).ok());
+  CHECK(response.operation().id() != "place/lost/started-1-1");
+  std::vector<codeco::common::v1::Operation> placed;
+  REQUIRE(WatchAll(*stub, response.operation().id(), placed).ok());
+  REQUIRE(!placed.empty());
+  CHECK(placed.back().phase() == "DONE");
+  hub_server->Shutdown(absl::Seconds(5));
 }
 
 TEST_CASE("an MC swm holds reservations against capacity until their lease runs out") {

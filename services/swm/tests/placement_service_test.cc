@@ -364,6 +364,112 @@ TEST_CASE("PlacementService writes each phase before its step and creates the po
   CHECK(bed.Pods("us") == 0);
 }
 
+// One call of PlaceRequest::on_progress.
+struct Step {
+  std::string id;
+  std::string phase;
+  int percent;
+  bool stored;
+  bool done;
+};
+
+TEST_CASE("PlacementService reports each step of a placement with its progress",
+          "[placement_service]") {
+  Bed bed;
+  std::vector<Step> steps;
+  auto record = [&](const Operation& op, bool stored) {
+    steps.push_back({op.id(), op.phase(), op.progress_percent(), stored, op.done()});
+  };
+
+  SECTION("into the operation the caller stored") {
+    // The caller stored its operation before the work began.
+    Operation accepted;
+    accepted.set_id("place/shop/started-1");
+    accepted.set_kind(kPlaceKind);
+    accepted.set_resource("applications/shop");
+    accepted.set_phase("QUEUED");
+    accepted.mutable_create_time()->set_seconds(1'600'000'000);
+    REQUIRE(bed.repo.Save(nullptr, accepted, "").ok());
+
+    PlaceRequest request = bed.Request(Bed::App("shop", 0));
+    request.operation_id = accepted.id();
+    request.on_progress = record;
+    absl::StatusOr<Operation> op = bed.service->Place(request);
+    REQUIRE(op.ok());
+    CHECK(op->id() == accepted.id());
+    REQUIRE(steps.size() == 5);
+    CHECK(steps[0].phase == "READING_MEMBERS");
+    CHECK(steps[0].percent == 5);
+    CHECK(!steps[0].stored);
+    CHECK(steps[1].phase == "SOLVING");
+    CHECK(steps[1].percent == 20);
+    CHECK(!steps[1].stored);
+    CHECK(steps[2].phase == "RESERVING");
+    CHECK(steps[2].percent == 40);
+    CHECK(steps[2].stored);
+    CHECK(steps[3].phase == "COMMITTING");
+    CHECK(steps[3].percent == 70);
+    CHECK(steps[3].stored);
+    CHECK(steps[4].phase == "DONE");
+    CHECK(steps[4].percent == 100);
+    CHECK(steps[4].stored);
+    CHECK(steps[4].done);
+    for (const Step& s : steps) {
+      CHECK(s.id == accepted.id());
+      CHECK(s.done == (&s == &steps.back()));
+    }
+    // The stored operation is the caller's: its id, its creation time, the plan.
+    absl::StatusOr<Operation> stored = bed.repo.GetOperation(accepted.id());
+    REQUIRE(stored.ok());
+    CHECK(stored->done());
+    CHECK(stored->create_time().seconds() == 1'600'000'000);
+    CHECK(PlanOf(*stored).operation_id() == accepted.id());
+    CHECK(PlanOf(*stored).phase() == pb::PLAN_PHASE_DONE);
+  }
+
+  SECTION("under the core's own id once solved") {
+    PlaceRequest request = bed.Request(Bed::App("shop", 0));
+    request.on_progress = record;
+    REQUIRE(bed.service->Place(request).ok());
+    REQUIRE(steps.size() == 5);
+    CHECK(steps[0].id.empty());  // not named before the revision is known
+    CHECK(steps[1].id.empty());
+    CHECK(steps[2].id == "place/shop/1");
+    CHECK(steps[4].id == "place/shop/1");
+  }
+
+  SECTION("a placement that cannot fit ends FAILED after its solve") {
+    Application app = Bed::App("huge", 0);
+    app.workloads[0].requests.cpu_millis = 64'000;
+    PlaceRequest request = bed.Request(app);
+    request.on_progress = record;
+    REQUIRE(absl::IsFailedPrecondition(bed.service->Place(request).status()));
+    REQUIRE(steps.size() == 3);
+    CHECK(steps[1].phase == "SOLVING");
+    CHECK(steps[2].phase == "FAILED");
+    CHECK(steps[2].stored);
+    CHECK(steps[2].done);
+    CHECK(steps[2].percent == 100);
+  }
+
+  SECTION("an error before any plan is only the answer") {
+    bed.members.away = {"eu", "us"};
+    PlaceRequest request = bed.Request(Bed::App("shop", 0));
+    request.on_progress = record;
+    REQUIRE(absl::IsUnavailable(bed.service->Place(request).status()));
+    REQUIRE(steps.size() == 1);
+    CHECK(steps[0].phase == "READING_MEMBERS");
+  }
+
+  SECTION("a dry run reports nothing") {
+    PlaceRequest request = bed.Request(Bed::App("shop", 0));
+    request.dry_run = true;
+    request.on_progress = record;
+    REQUIRE(bed.service->Place(request).ok());
+    CHECK(steps.empty());
+  }
+}
+
 TEST_CASE("PlacementService stores an unplaceable application as FAILED and reserves nothing",
           "[placement_service]") {
   Bed bed;

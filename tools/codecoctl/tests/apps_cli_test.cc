@@ -10,8 +10,12 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "codeco/swm/v1/swm_service.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 #include "process.h"
 #include "yaml-cpp/yaml.h"
 #include "acm_test_util.h"
@@ -268,6 +272,87 @@ TEST_CASE("codecoctl follows and shows ACM's operations") {
   r = ctl({"get", "operation"});
   REQUIRE(r.exit_code == 1);
   REQUIRE_THAT(r.output, Catch::Contains("usage: codecoctl get"));
+}
+
+TEST_CASE("codecoctl follows and shows the hub SWM's operations") {
+  TempDir dir;
+  // A hub swm on its own (plaintext on loopback), as `codecoctl up` starts it.
+  ChildProcess swm(
+      std::vector<std::string>{std::string(CODECO_BIN_DIR) + "/codeco-swm", "--role", "hub",
+                               "--insecure", "--listen", "127.0.0.1:0", "--metrics-listen",
+                               "127.0.0.1:0", "--data-dir", (dir.path / "swm-data").string()},
+      (dir.path / "swm.log").string());
+  std::optional<std::string> line = swm.ReadLine(absl::Now() + absl::Seconds(60));
+  INFO("codeco-swm printed: " << line.value_or("<nothing>"));
+  REQUIRE(line.has_value());
+  std::smatch m;
+  REQUIRE(std::regex_search(*line, m, std::regex("listening on (127\\.0\\.0\\.1:[0-9]+)")));
+  const std::string address = m[1].str();
+  auto ctl = [&](std::vector<std::string> words) {
+    std::vector<std::string> argv = {"/usr/bin/env", "HOME=" + dir.path.string(),
+                                     std::string(CODECO_BIN_DIR) + "/codecoctl"};
+    argv.insert(argv.end(), words.begin(), words.end());
+    argv.insert(argv.end(), {"--insecure"});
+    CommandResult result = RunCommand(argv, absl::Seconds(30));
+    UNSCOPED_INFO("codecoctl " << absl::StrJoin(words, " ") << " -> " << result.exit_code << "\n"
+                               << result.output);
+    return result;
+  };
+
+  // A placement started in PLACE_MODE_RUNNING over a member whose LMS does
+  // not answer: its operation ends FAILED (UNAVAILABLE).
+  auto stub = swm::v1::SwmService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  swm::v1::PlaceApplicationRequest place;
+  place.set_mode(swm::v1::PLACE_MODE_RUNNING);
+  auto* spec = place.mutable_application()->mutable_spec();
+  spec->set_app_name("shop");
+  auto* service = spec->add_services();
+  service->set_name("web");
+  service->set_image("nginx");
+  service->set_replicas(1);
+  service->mutable_requests()->set_cpu_millicores(100);
+  auto* member = place.mutable_neighborhood()->add_members();
+  member->set_cluster("away");
+  (*member->mutable_endpoints())["lms"] = "127.0.0.1:1";
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  swm::v1::PlaceApplicationResponse started;
+  grpc::Status status = stub->PlaceApplication(&context, place, &started);
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  const std::string id = started.operation().id();
+  REQUIRE(absl::StartsWith(id, "place/shop/started-"));
+
+  // --wait follows it (the same progress lines as apply --wait) and fails with it.
+  CommandResult r = ctl({"get", "operation", id, "--from", "swm", "--swm", address, "--wait"});
+  REQUIRE(r.exit_code == 1);
+  REQUIRE_THAT(r.output, Catch::Contains(id + "  100%  FAILED  failed: "));
+  REQUIRE_THAT(r.output, Catch::Contains("codecoctl get: operation " + id + " failed: "));
+  REQUIRE(r.output.find("\r") == std::string::npos);
+  r = ctl({"get", "operation", id, "--from", "swm", "--swm", address, "-o", "yaml"});
+  REQUIRE(r.exit_code == 0);
+  YAML::Node op = YAML::Load(r.output);
+  REQUIRE(op["kind"].as<std::string>() == "swm.PlaceApplication");
+  REQUIRE(op["done"].as<bool>());
+  r = ctl({"get", "operations", "--from", "swm", "--swm", address});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.output, Catch::StartsWith("ID"));
+  REQUIRE_THAT(r.output, Catch::Contains(id) && Catch::Contains("swm.PlaceApplication"));
+
+  // The flags name what is wrong.
+  r = ctl({"get", "operation", id, "--from", "lms", "--swm", address});
+  REQUIRE(r.exit_code == 1);
+  REQUIRE_THAT(r.output, Catch::Contains("--from: acm or swm"));
+  r = ctl({"get", "apps", "--from", "swm", "--swm", address});
+  REQUIRE(r.exit_code == 1);
+  REQUIRE_THAT(r.output, Catch::Contains("--from, --swm: only apply to get operations"));
+  r = ctl({"get", "operations", "--wait", "--from", "swm", "--swm", address});
+  REQUIRE(r.exit_code == 1);
+  REQUIRE_THAT(r.output, Catch::Contains("--wait: only applies to get operation ID"));
+  r = ctl({"get", "operation", "place/none/1", "--from", "swm", "--swm", address});
+  REQUIRE(r.exit_code == 1);
+  REQUIRE_THAT(r.output, Catch::Contains("no operation place/none/1"));
 }
 
 }  // namespace
