@@ -73,9 +73,9 @@ sanitize_from_args() {
       *) echo "dev.sh: unknown test flag: $1" >&2; exit 2 ;;
     esac
   done
-  [ -n "$SANITIZE" ] && SUITES="one"
+  if [ -n "$SANITIZE" ]; then SUITES="one"; fi
   case "$SANITIZE" in
-    "") return ;;
+    "") return 0 ;;
     address,undefined|undefined,address|address|undefined)
       [ "$SANITIZE" = "undefined,address" ] && SANITIZE="address,undefined"
       BUILD_DIR="$ROOT/build-asan" ;;
