@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The one entry point for developers and CI.
 #
-#   scripts/dev.sh test     install deps, configure, build, run every test (ctest)
+#   scripts/dev.sh test     install deps, build and run every test (ctest): the plain
+#                           suite in build/, then the same suite with AddressSanitizer +
+#                           UndefinedBehaviorSanitizer in build-asan/ (what CI runs)
+#   scripts/dev.sh test --plain
+#                           only the plain suite (the quick loop)
 #   scripts/dev.sh test --sanitize address,undefined | --sanitize thread
-#                           the same suite built with sanitizers, in build-asan/ or
-#                           build-tsan/; the first report fails the test that hit it
+#                           only the suite built with those sanitizers, in build-asan/
+#                           or build-tsan/; the first report fails the test that hit it
 #   scripts/dev.sh demo     install deps, build, run the main job: a five-site emulated
 #                           federation, bookinfo applied and placed (--once: stop it after)
 #   scripts/dev.sh build    install deps, configure and build
@@ -53,19 +57,25 @@ configure() {
   fi
 }
 
-# Parses `--sanitize LIST`: picks the sanitizer build directory and the
-# runtime options that stop at the first report.
+# Which suites `test` runs: "all" (plain, then address,undefined) unless a
+# flag picks one (--plain or --sanitize).
+SUITES="all"
+
+# Parses `--plain` and `--sanitize LIST`: picks the suite, the sanitizer build
+# directory and the runtime options that stop at the first report.
 sanitize_from_args() {
   while [ $# -gt 0 ]; do
     case "$1" in
+      --plain) SUITES="one"; shift ;;
       --sanitize) [ $# -ge 2 ] || { echo "dev.sh: --sanitize needs address,undefined or thread" >&2; exit 2; }
                   SANITIZE="$2"; shift 2 ;;
       --sanitize=*) SANITIZE="${1#--sanitize=}"; shift ;;
       *) echo "dev.sh: unknown test flag: $1" >&2; exit 2 ;;
     esac
   done
+  if [ -n "$SANITIZE" ]; then SUITES="one"; fi
   case "$SANITIZE" in
-    "") return ;;
+    "") return 0 ;;
     address,undefined|undefined,address|address|undefined)
       [ "$SANITIZE" = "undefined,address" ] && SANITIZE="address,undefined"
       BUILD_DIR="$ROOT/build-asan" ;;
@@ -193,7 +203,18 @@ shift || true
 case "$cmd" in
   deps) deps ;;
   build) deps; build ;;
-  test) sanitize_from_args "$@"; deps; build; run_tests ;;
+  test)
+    sanitize_from_args "$@"
+    if [ "$SUITES" = all ]; then
+      # The plain suite, then the ASan+UBSan one in a fresh dev.sh (its own
+      # sanitizer environment); both always run, either failing fails the run.
+      start=$SECONDS status=0
+      deps; build; run_tests || status=$?
+      "$ROOT/scripts/dev.sh" test --sanitize address,undefined || status=$?
+      echo "dev.sh: plain and address,undefined suites took $((SECONDS - start)) s (status $status)"
+      exit "$status"
+    fi
+    deps; build; run_tests ;;
   demo) deps; build; demo "$@" ;;
   bench) deps; bench "$@" ;;
   lint) deps; (cd "$ROOT/proto" && "$BUF" lint) && echo "buf lint: clean" ;;

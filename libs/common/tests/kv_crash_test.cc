@@ -1,5 +1,5 @@
-// Crash test: a child process writes to a RocksDbKvStore and reports every
-// acknowledged write through a pipe; the parent kills it with SIGKILL in the
+// Crash test: a child process (kv_crash_writer) writes to a RocksDbKvStore and
+// reports every acknowledged write through a pipe; the parent kills it with SIGKILL in the
 // middle of the stream, reopens the database and checks that every
 // acknowledged write is there and that no batch is half-applied.
 #include <catch2/catch.hpp>
@@ -24,20 +24,6 @@ std::string Key(uint32_t i) {
   return buf;
 }
 
-// Child: write batches forever (until killed), acknowledging each.
-[[noreturn]] void WriterChild(const std::string& dir, bool sync, int ack_fd) {
-  auto store = OpenRocksDbKvStore({.path = dir, .column_families = {"apps", "index"}, .sync = sync});
-  if (!store.ok()) _exit(3);
-  for (uint32_t i = 0;; ++i) {
-    KvWriteBatch batch;
-    // Two families in one batch: both or neither must survive.
-    batch.Put("apps", Key(i), "value-" + std::to_string(i) + std::string(200, 'x'));
-    batch.Put("index", Key(i), std::to_string(i));
-    if (!(*store)->Write(batch).ok()) _exit(4);
-    if (write(ack_fd, &i, sizeof i) != sizeof i) _exit(5);
-  }
-}
-
 void RunCrashRound(bool sync, uint32_t kill_after, uint64_t seed) {
   auto dir = (std::filesystem::temp_directory_path() /
               ("codeco-crash-" + std::to_string(getpid()) + "-" + std::to_string(seed)))
@@ -45,11 +31,19 @@ void RunCrashRound(bool sync, uint32_t kill_after, uint64_t seed) {
   std::filesystem::remove_all(dir);
   int fds[2];
   REQUIRE(pipe(fds) == 0);
+  // The writer is a fresh process (kv_crash_writer.cc says why): all the child
+  // needs before exec is built here, before the fork.
+  const std::string sync_arg = sync ? "1" : "0";
+  const std::string fd_arg = std::to_string(fds[1]);
+  char* const argv[] = {const_cast<char*>(CODECO_KV_CRASH_WRITER), const_cast<char*>(dir.c_str()),
+                        const_cast<char*>(sync_arg.c_str()), const_cast<char*>(fd_arg.c_str()),
+                        nullptr};
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     close(fds[0]);
-    WriterChild(dir, sync, fds[1]);
+    execve(CODECO_KV_CRASH_WRITER, argv, environ);
+    _exit(127);
   }
   close(fds[1]);
 

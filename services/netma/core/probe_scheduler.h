@@ -67,7 +67,9 @@ class Prober {
     /// Bytes put on the wire by the whole probe (requests and responses).
     int64_t wire_bytes = 0;
   };
-  /// Measures one sample; may block up to task.timeout.
+  /// Measures one sample; may block up to task.timeout. Called from several
+  /// threads at once (NetmaServer probes its peers in parallel), so an
+  /// implementation must be thread-safe.
   virtual absl::StatusOr<Result> Probe(const ProbeTask& task) = 0;
   /// One round trip of the same call to this NetMA itself, without any
   /// network path: the overhead every sample carries. UNIMPLEMENTED when the

@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "absl/synchronization/mutex.h"
 #include "codeco/common/clock.h"
 #include "netma/core/probe_scheduler.h"
 
@@ -12,6 +13,8 @@ namespace codeco::netma::testing {
 
 /// A Prober that answers from a per-peer script and advances a SimulatedClock
 /// by the RTT (plus the bulk time) so probe completion times are realistic.
+/// Thread-safe: NetmaServer probes several peers at once, and tests change a
+/// link while the server probes.
 class ScriptedProber final : public Prober {
  public:
   /// What the link to one peer does.
@@ -27,34 +30,51 @@ class ScriptedProber final : public Prober {
   explicit ScriptedProber(SimulatedClock* clock) : clock_(clock) {}
 
   /// Sets the behavior of the link to `cluster`.
-  void Set(const std::string& cluster, LinkBehavior behavior) { links_[cluster] = behavior; }
+  void Set(const std::string& cluster, LinkBehavior behavior) {
+    absl::MutexLock lock(&mu_);
+    links_[cluster] = behavior;
+  }
 
   absl::StatusOr<Result> Probe(const ProbeTask& task) override {
-    ++probes_;
-    auto it = links_.find(task.peer.cluster);
-    if (it == links_.end() || it->second.down) {
+    LinkBehavior link;
+    bool known = false;
+    {
+      absl::MutexLock lock(&mu_);
+      ++probes_;
+      auto it = links_.find(task.peer.cluster);
+      if (it != links_.end()) {
+        known = true;
+        link = it->second;
+      }
+    }
+    if (!known || link.down) {
+      // SimulatedClock is thread-safe on its own.
       if (clock_ != nullptr) clock_->Advance(task.timeout);
       return absl::UnavailableError("peer " + task.peer.cluster + " unreachable");
     }
     Result r;
-    r.rtt = it->second.rtt;
+    r.rtt = link.rtt;
     r.wire_bytes = 100;
     if (task.bulk_bytes > 0) {
       r.bulk_bytes = task.bulk_bytes;
       r.bulk_duration = absl::Seconds(static_cast<double>(task.bulk_bytes) * 8 /
-                                      static_cast<double>(it->second.bps));
+                                      static_cast<double>(link.bps));
       r.wire_bytes += task.bulk_bytes;
     }
     return r;
   }
 
   /// Probes run so far.
-  int probes() const { return probes_; }
+  int probes() const {
+    absl::MutexLock lock(&mu_);
+    return probes_;
+  }
 
  private:
   SimulatedClock* clock_;
-  std::map<std::string, LinkBehavior> links_;
-  int probes_ = 0;
+  mutable absl::Mutex mu_;
+  std::map<std::string, LinkBehavior> links_ ABSL_GUARDED_BY(mu_);
+  int probes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace codeco::netma::testing
