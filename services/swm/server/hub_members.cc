@@ -276,8 +276,23 @@ std::vector<absl::StatusOr<MemberView>> HubMemberPort::ReadMembers(
       read.nodes = read.rig->runtime->ListNodes();
     }
   };
-  absl::BlockingCounter done(static_cast<int>(reads.size()));
+  // A watched member that is fresh already costs no call: taken here, the
+  // others read on the pool.
+  std::vector<Read*> remote;
   for (Read& read : reads) {
+    if (read.rig.has_value() && read.rig->mc != nullptr) {
+      std::optional<std::vector<Node>> watched =
+          views_.Fresh(read.name, /*until=*/absl::InfinitePast());
+      if (watched.has_value()) {
+        read.nodes = std::move(*watched);
+        continue;
+      }
+    }
+    remote.push_back(&read);
+  }
+  absl::BlockingCounter done(static_cast<int>(remote.size()));
+  for (Read* pending : remote) {
+    Read& read = *pending;
     bool queued = readers_.Submit([&read, &done, &read_one] {
       read_one(read);
       done.DecrementCount();
