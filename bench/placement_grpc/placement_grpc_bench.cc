@@ -3,8 +3,9 @@
 // neighborhood (10 nodes each), measured
 //   - in process: the Coordinator on the federation the hub reads;
 //   - the production path with default settings: every member behind its
-//     own MC SWM (GetClusterView, SolveCluster over gRPC), the links read
-//     once per placement, nothing reused between placements;
+//     own MC SWM, the hub planning on its watched copy of each member's view
+//     (WatchClusterView, used once it counts the hub's own last change
+//     there), SolveCluster over gRPC, the links read once per placement;
 //   - through the hub's PlaceApplication (dry run) on a real gRPC server bound
 //     to 127.0.0.1, which reads every member's nodes and pods from its LMS and
 //     the links from the CODEF control API, then solves;
@@ -355,11 +356,11 @@ void RunLatency(bool quick) {
   through_grpc(*view_stub, viewed, runs);
 
   // The production path (what `codecoctl up` runs): every member has its own
-  // MC SWM on 127.0.0.1 in front of its LMS; the hub reads each member's view
-  // through it (GetClusterView), has it solve its own L2 (SolveCluster), and
-  // reads the links once per placement (in process here, for NetMA's one
-  // GetNetworkTopology). Default settings: nothing is reused between
-  // placements, so no plan is made on stale figures.
+  // MC SWM on 127.0.0.1 in front of its LMS; the hub plans on its watched
+  // copy of each member's view (WatchClusterView; the MC sends it again after
+  // every change it makes and every second), has each member solve its own
+  // L2 (SolveCluster), and reads the links once per placement (in process
+  // here, for NetMA's one GetNetworkTopology). Default settings.
   std::vector<std::unique_ptr<KvStore>> mc_stores;
   std::vector<std::unique_ptr<SwmClusterServiceImpl>> mc_services;
   std::vector<std::unique_ptr<GrpcServer>> mc_servers;
@@ -385,7 +386,7 @@ void RunLatency(bool quick) {
   auto mc_hub_stub = pb::SwmService::NewStub(
       grpc::CreateChannel(mc_hub_server->address(), grpc::InsecureChannelCredentials()));
   Row production{
-      "gRPC PlaceApplication (dry run), production path: 100 MC SWMs (GetClusterView + "
+      "gRPC PlaceApplication (dry run), production path: 100 MC SWMs (watched views + "
       "SolveCluster), links in one read; defaults, fresh data"};
   through_grpc(*mc_hub_stub, production, runs, mc_addresses);
 
