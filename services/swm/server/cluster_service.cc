@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codeco/common/grpc_status.h"
+#include "codeco/common/serve_on_executor.h"
 #include "codeco/common/status.h"
 #include "codeco/common/watch_stream.h"
 #include "swm/server/remote_cluster.h"
@@ -104,19 +105,8 @@ SwmClusterServiceImpl::~SwmClusterServiceImpl() = default;
 
 grpc::ServerUnaryReactor* SwmClusterServiceImpl::Run(grpc::CallbackServerContext* context,
                                                      std::function<absl::Status()> work) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  bool queued = executor_.Submit([context, reactor, work = std::move(work)] {
-    if (context->IsCancelled()) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled while queued"));
-      return;
-    }
-    reactor->Finish(ToGrpcStatus(work()));
-  });
-  if (!queued) {
-    reactor->Finish(
-        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many calls waiting; retry later"));
-  }
-  return reactor;
+  return ServeOnExecutor(executor_, context,
+                         [work = std::move(work)](absl::Time) { return work(); });
 }
 
 absl::StatusOr<pb::SolveClusterResponse> SwmClusterServiceImpl::Solve(

@@ -12,6 +12,7 @@
 #include "absl/synchronization/notification.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
+#include "codeco/common/serve_on_executor.h"
 #include "codeco/common/metrics.h"
 #include "codeco/common/status.h"
 #include "codeco/common/watch_stream.h"
@@ -199,27 +200,8 @@ void SwmServiceImpl::Work(bool first) {
 
 grpc::ServerUnaryReactor* SwmServiceImpl::OnWorker(grpc::CallbackServerContext* context,
                                                    std::function<absl::Status(absl::Time)> work) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  bool queued = Submit([context, reactor, work = std::move(work)] {
-    if (context->IsCancelled()) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled while queued"));
-      return;
-    }
-    if (context->deadline() <= std::chrono::system_clock::now()) {
-      reactor->Finish(
-          grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed while queued"));
-      return;
-    }
-    absl::Time deadline = context->deadline() == std::chrono::system_clock::time_point::max()
-                              ? absl::InfiniteFuture()
-                              : absl::FromChrono(context->deadline());
-    reactor->Finish(ToGrpcStatus(work(deadline)));
-  });
-  if (!queued) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                 "too many placements waiting; retry later"));
-  }
-  return reactor;
+  return ServeOnQueue([this](std::function<void()> task) { return Submit(std::move(task)); },
+                      context, std::move(work));
 }
 
 grpc::ServerUnaryReactor* SwmServiceImpl::PlaceApplication(
@@ -227,17 +209,11 @@ grpc::ServerUnaryReactor* SwmServiceImpl::PlaceApplication(
     pb::PlaceApplicationResponse* response) {
   if (request->mode() == pb::PLACE_MODE_RUNNING && !request->dry_run()) {
     // Answered from the io executor at once; the placement runs on the worker.
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    bool queued = io_.Submit([this, reactor, request, response] {
+    return ServeOnExecutor(io_, context, [this, request, response](absl::Time) {
       absl::StatusOr<Operation> op = Start(*request);
       if (op.ok()) *response->mutable_operation() = std::move(*op);
-      reactor->Finish(ToGrpcStatus(op.status()));
+      return op.status();
     });
-    if (!queued) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                   "swm: too many calls queued; retry later"));
-    }
-    return reactor;
   }
   if (request->mode() != pb::PLACE_MODE_UNSPECIFIED && request->mode() != pb::PLACE_MODE_WAIT &&
       request->mode() != pb::PLACE_MODE_RUNNING) {
@@ -288,33 +264,21 @@ grpc::ServerUnaryReactor* SwmServiceImpl::GetOperation(grpc::CallbackServerConte
                                                        const pb::GetOperationRequest* request,
                                                        pb::GetOperationResponse* response) {
   if (request->id().empty()) return Answer(context, InvalidFieldError("id", "is required"));
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  bool queued = io_.Submit([this, reactor, request, response] {
+  return ServeOnExecutor(io_, context, [this, request, response](absl::Time) {
     absl::StatusOr<Operation> op = plans_.GetOperation(request->id());
     if (op.ok()) *response->mutable_operation() = std::move(*op);
-    reactor->Finish(ToGrpcStatus(op.status()));
+    return op.status();
   });
-  if (!queued) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                 "swm: too many calls queued; retry later"));
-  }
-  return reactor;
 }
 
 grpc::ServerUnaryReactor* SwmServiceImpl::ListOperations(grpc::CallbackServerContext* context,
                                                          const pb::ListOperationsRequest* request,
                                                          pb::ListOperationsResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  bool queued = io_.Submit([this, reactor, request, response] {
+  return ServeOnExecutor(io_, context, [this, request, response](absl::Time) {
     absl::StatusOr<pb::ListOperationsResponse> page = plans_.ListOperations(*request);
     if (page.ok()) *response = std::move(*page);
-    reactor->Finish(ToGrpcStatus(page.status()));
+    return page.status();
   });
-  if (!queued) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                 "swm: too many calls queued; retry later"));
-  }
-  return reactor;
 }
 
 // Streams one operation: its current state, then each stored change (read
