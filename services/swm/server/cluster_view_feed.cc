@@ -82,8 +82,14 @@ void ClusterViewFeed::Loop() {
     // Read after every change up to `target` is visible: this view counts them.
     absl::StatusOr<std::vector<Node>> nodes = reservations_.NodesWithHolds();
     if (!nodes.ok()) {
-      log::Warn("cannot compute the cluster view", {{"error", std::string(nodes.status().message())}});
-      wait = options_.retry_after;
+      log::Warn("cannot compute the cluster view",
+                {{"error", std::string(nodes.status().message())}});
+      // Paced even while changes wait, so an LMS that does not answer is
+      // not asked in a loop.
+      absl::MutexLock lock(&mu_);
+      auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+      mu_.AwaitWithTimeout(absl::Condition(&stopping), options_.retry_after);
+      wait = absl::ZeroDuration();
       continue;
     }
     std::sort(nodes->begin(), nodes->end(),
