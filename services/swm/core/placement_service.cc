@@ -170,11 +170,13 @@ int64_t PlacementService::HeldBandwidth(const std::string& from, const std::stri
   return ledger_.Held(from, to, service_class);
 }
 
+void PlacementService::DropCachedViews(const std::vector<std::string>& clusters) {
+  absl::MutexLock lock(&mu_);
+  for (const std::string& c : clusters) view_cache_.erase(c);
+}
+
 void PlacementService::Invalidate(const std::vector<std::string>& clusters) {
-  {
-    absl::MutexLock lock(&mu_);
-    for (const std::string& c : clusters) view_cache_.erase(c);
-  }
+  DropCachedViews(clusters);
   members_.Touched(clusters);
 }
 
@@ -522,9 +524,9 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
     absl::MutexLock lock(&mu_);
     ledger_.Hold(stored(plan, absl::OkStatus(), /*done=*/false));
   }
-  // The reservations are (or were) in the clusters; the port makes the next
-  // read of them count what changed.
-  Invalidate(touched);
+  // The reservations are (or were) in the clusters: the next placement reads
+  // them again (no pod changed yet, so the port has nothing to re-read).
+  DropCachedViews(touched);
   schedule.Release();
   // The binding cycle, concurrent with other placements: commit and store.
   if (executed.ok()) executed = executor.Commit(plan);

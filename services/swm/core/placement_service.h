@@ -371,6 +371,8 @@ class PlacementService {
   // Recovery of one plan found RESERVING or COMMITTING.
   void RecoverPlacement(codeco::swm::v1::AssignmentPlan plan, absl::Time deadline,
                         RecoveryReport& report);
+  // Drops the cached views of `clusters` (node_view_ttl).
+  void DropCachedViews(const std::vector<std::string>& clusters);
   // Drops the cached views of `clusters` and tells the member port.
   void Invalidate(const std::vector<std::string>& clusters);
 
