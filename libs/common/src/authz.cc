@@ -59,9 +59,11 @@ AuthzPolicy BuildFederationPolicy() {
   add(acm, {"ApplyApplication", "DeleteApplication", "RollbackApplication", "UnregisterCluster"},
       {op});
   add(acm,
-      {"GetApplication", "ListApplications", "WatchApplication", "ListApplicationRevisions",
-       "ListClusters", "GetOperation", "ListOperations", "WatchOperation"},
+      {"ListApplications", "WatchApplication", "ListApplicationRevisions", "ListClusters",
+       "GetOperation", "ListOperations", "WatchOperation"},
       readers);
+  // A member's agent reads the applications of its neighborhoods (bound in the handler).
+  add(acm, {"GetApplication"}, {op, hub, MemberService("acm")});
   // A cluster's agent speaks for its own cluster (bound in the handler).
   add(acm, {"RegisterCluster", "Heartbeat"}, {MemberService("acm")});
   add(acm, {"GetCluster"}, {op, hub, MemberService("acm")});

@@ -11,6 +11,7 @@
 #include "rocksdb/options.h"
 #include "rocksdb/table.h"
 #include "rocksdb/utilities/options_util.h"
+#include "rocksdb/utilities/table_properties_collectors.h"
 #include "rocksdb/write_batch.h"
 
 namespace codeco {
@@ -128,8 +129,18 @@ absl::StatusOr<std::unique_ptr<KvStore>> OpenRocksDbKvStore(const RocksDbOptions
   db_options.db_write_buffer_size = options.memtable_budget_bytes;
   rocksdb::BlockBasedTableOptions table_options;
   table_options.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  // Index and filter blocks live in the block cache too, so the store's
+  // memory is the memtables plus the cache, however many files it has.
+  table_options.cache_index_and_filter_blocks = true;
+  table_options.pin_l0_filter_and_index_blocks_in_cache = true;
   rocksdb::ColumnFamilyOptions cf_options;
   cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table_options));
+  // Files dense with deletions are compacted soon: the stores delete as
+  // much as they write (released reservations, finished requests), and
+  // scans would otherwise step over the deletion markers.
+  cf_options.table_properties_collector_factories.emplace_back(
+      rocksdb::NewCompactOnDeletionCollectorFactory(/*sliding_window_size=*/128,
+                                                    /*deletion_trigger=*/32));
   // One family's memtable is at most a quarter of the budget (at least 1 MiB).
   cf_options.write_buffer_size = std::max<size_t>(options.memtable_budget_bytes / 4, 1u << 20);
 

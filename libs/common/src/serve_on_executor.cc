@@ -3,6 +3,7 @@
 #include <chrono>
 #include <utility>
 
+#include "codeco/common/call_deadline.h"
 #include "codeco/common/grpc_status.h"
 #include "grpcpp/server_context.h"
 
@@ -31,10 +32,19 @@ grpc::ServerUnaryReactor* ServeOnQueue(const std::function<bool(std::function<vo
           grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed while queued"));
       return;
     }
-    const absl::Time deadline = chrono_deadline == std::chrono::system_clock::time_point::max()
-                                    ? absl::InfiniteFuture()
-                                    : absl::FromChrono(chrono_deadline);
-    reactor->Finish(ToGrpcStatus(work(deadline)));
+    // The caller's deadline, or rpc.default_deadline without one, capped at
+    // rpc.max_deadline.
+    const absl::Time deadline =
+        ServedDeadline(chrono_deadline == std::chrono::system_clock::time_point::max()
+                           ? absl::InfiniteFuture()
+                           : absl::FromChrono(chrono_deadline),
+                       absl::Now());
+    absl::Status status;
+    {
+      ScopedCallerDeadline serving(deadline);  // outgoing calls end by it
+      status = work(deadline);
+    }
+    reactor->Finish(ToGrpcStatus(status));
   });
   if (!queued) {
     reactor->Finish(

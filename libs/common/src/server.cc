@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codeco/common/authz.h"
+#include "codeco/common/call_deadline.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/metrics.h"
@@ -157,19 +158,6 @@ int WaitForTerminationSignal() {
   return signal_number;
 }
 
-std::unique_ptr<grpc::ClientContext> OutgoingContext(const grpc::ServerContextBase& parent,
-                                                     absl::Duration fallback, absl::Duration max) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  absl::Time now = absl::Now();
-  absl::Time deadline = now + fallback;
-  if (parent.deadline() != std::chrono::system_clock::time_point::max()) {
-    deadline = absl::FromChrono(parent.deadline());
-  }
-  if (deadline > now + max) deadline = now + max;
-  context->set_deadline(ToChrono(deadline));
-  return context;
-}
-
 int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition) {
   BlockTerminationSignals();
   const std::string binary = "codeco-" + definition.name;
@@ -212,6 +200,7 @@ int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition) {
     return 1;
   };
 
+  SetCallDeadlineLimits({.when_none = cfg.default_deadline, .longest = cfg.max_deadline});
   RocksDbOptions store_options;
   store_options.path = cfg.data_dir;
   store_options.column_families = definition.column_families;

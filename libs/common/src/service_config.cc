@@ -39,7 +39,8 @@ ConfigSchema CommonServiceSchema() {
       .Add({"log.level", ConfigType::kEnum, "info", {"debug", "info", "warn", "error"}, false,
             "minimum level of log lines"})
       .Add({"rpc.default_deadline", ConfigType::kDuration, "30s", {}, false,
-            "deadline of outgoing calls when the incoming call has none"})
+            "deadline a served call gets when its caller set none (the calls it makes "
+            "inherit it)"})
       .Add({"rpc.max_deadline", ConfigType::kDuration, "10m", {}, false,
             "longest a call may run on this server"})
       .Add({"store.sync", ConfigType::kBool, "true", {}, false,

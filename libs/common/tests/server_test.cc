@@ -3,7 +3,12 @@
 #include <catch2/catch.hpp>
 
 
+#include <atomic>
+
+#include "codeco/common/call_deadline.h"
+#include "codeco/common/executor.h"
 #include "codeco/common/grpc_status.h"
+#include "codeco/common/serve_on_executor.h"
 #include "codeco/common/metrics.h"
 #include "http_get.h"
 #include "codeco/common/peer_channels.h"
@@ -129,15 +134,112 @@ TEST_CASE("plaintext is refused off loopback") {
   REQUIRE_THAT(std::string(server.status().message()), Catch::Contains("insecure:"));
 }
 
-TEST_CASE("outgoing calls get the caller's remaining deadline capped") {
-  grpc::ServerContext no_deadline;  // a caller that set no deadline
-  auto fallback = OutgoingContext(no_deadline, absl::Seconds(30), absl::Minutes(10));
-  double left = absl::ToDoubleSeconds(absl::FromChrono(fallback->deadline()) - absl::Now());
-  REQUIRE(left > 25);
-  REQUIRE(left <= 30);
-  auto capped = OutgoingContext(no_deadline, absl::Minutes(30), absl::Seconds(5));
-  left = absl::ToDoubleSeconds(absl::FromChrono(capped->deadline()) - absl::Now());
-  REQUIRE(left <= 5);
+TEST_CASE("outgoing calls end by the earliest of the caller's deadline and their own") {
+  auto left = [](const grpc::ClientContext& c) {
+    return absl::ToDoubleSeconds(absl::FromChrono(c.deadline()) - absl::Now());
+  };
+  // Serving no call: the call's own timeout.
+  REQUIRE(CallerDeadline() == absl::InfiniteFuture());
+  auto own = OutgoingContext(absl::Seconds(30));
+  CHECK(left(*own) > 25);
+  CHECK(left(*own) <= 30);
+  {
+    ScopedCallerDeadline serving(absl::Now() + absl::Seconds(5));
+    // The caller's 5 s cap a 30 s timeout.
+    auto capped = OutgoingContext(absl::Seconds(30));
+    CHECK(left(*capped) <= 5);
+    CHECK(left(*capped) > 1);
+    {
+      // A later deadline nested inside does not extend the caller's.
+      ScopedCallerDeadline later(absl::Now() + absl::Minutes(5));
+      CHECK(CallerDeadline() < absl::Now() + absl::Seconds(6));
+      // A deadline passed down, earlier still, wins.
+      grpc::ClientContext passed;
+      SetOutgoingDeadline(passed, absl::Seconds(30), absl::Now() + absl::Seconds(1));
+      CHECK(left(passed) <= 1);
+    }
+    // A short timeout wins over the caller's deadline.
+    const absl::Time short_deadline = OutgoingDeadline(absl::Milliseconds(100));
+    CHECK(short_deadline <= absl::Now() + absl::Milliseconds(100));
+  }
+  // The scope is gone with the call.
+  CHECK(CallerDeadline() == absl::InfiniteFuture());
+}
+
+TEST_CASE("a served call gets the default deadline without one and never more than the longest") {
+  SetCallDeadlineLimits({.when_none = absl::Seconds(30), .longest = absl::Minutes(10)});
+  const absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+  CHECK(ServedDeadline(absl::InfiniteFuture(), now) == now + absl::Seconds(30));
+  CHECK(ServedDeadline(now + absl::Seconds(5), now) == now + absl::Seconds(5));
+  CHECK(ServedDeadline(now + absl::Hours(2), now) == now + absl::Minutes(10));
+  SetCallDeadlineLimits({.when_none = absl::Minutes(1), .longest = absl::Seconds(20)});
+  CHECK(ServedDeadline(absl::InfiniteFuture(), now) == now + absl::Seconds(20));
+  SetCallDeadlineLimits({});  // the defaults again for the other tests
+}
+
+// Downstream: records the deadline each ListNodes call arrives with.
+class DeadlineRecorder final : public codeco::lms::v1::LmsService::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* context,
+                                      const codeco::lms::v1::ListNodesRequest*,
+                                      codeco::lms::v1::ListNodesResponse*) override {
+    seen = absl::FromChrono(context->deadline());
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  std::atomic<absl::Time> seen{absl::InfinitePast()};
+};
+
+// Upstream: serves ListNodes on an executor and calls downstream with a
+// one-hour timeout of its own.
+class Forwarder final : public codeco::lms::v1::LmsService::CallbackService {
+ public:
+  explicit Forwarder(std::shared_ptr<grpc::Channel> downstream)
+      : stub_(codeco::lms::v1::LmsService::NewStub(std::move(downstream))) {}
+  grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* context,
+                                      const codeco::lms::v1::ListNodesRequest* request,
+                                      codeco::lms::v1::ListNodesResponse* response) override {
+    return ServeOnExecutor(executor_, context, [this, request, response](absl::Time) {
+      auto outgoing = OutgoingContext(absl::Hours(1));
+      return FromGrpcStatus(stub_->ListNodes(outgoing.get(), *request, response));
+    });
+  }
+
+ private:
+  std::unique_ptr<codeco::lms::v1::LmsService::Stub> stub_;
+  BoundedExecutor executor_{2, 8};
+};
+
+TEST_CASE("a call served on the executor passes its caller's deadline on to the calls it makes") {
+  DeadlineRecorder recorder;
+  GrpcServerOptions options;
+  options.service = "test";
+  options.insecure = true;
+  options.services = {&recorder};
+  auto downstream = GrpcServer::Start(options);
+  REQUIRE(downstream.ok());
+  Forwarder forwarder(
+      grpc::CreateChannel((*downstream)->address(), grpc::InsecureChannelCredentials()));
+  options.services = {&forwarder};
+  auto upstream = GrpcServer::Start(options);
+  REQUIRE(upstream.ok());
+
+  auto stub = codeco::lms::v1::LmsService::NewStub(
+      grpc::CreateChannel((*upstream)->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  const absl::Time caller_deadline = absl::Now() + absl::Seconds(20);
+  context.set_deadline(absl::ToChronoTime(caller_deadline));
+  codeco::lms::v1::ListNodesResponse response;
+  grpc::Status status = stub->ListNodes(&context, {}, &response);
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  // Downstream saw the caller's 20 s, not the forwarder's own hour (gRPC
+  // rounds deadlines on the wire, hence the slack).
+  CHECK(recorder.seen.load() <= caller_deadline + absl::Seconds(1));
+  CHECK(recorder.seen.load() > absl::Now());
+  (*upstream)->Shutdown(absl::Seconds(5));
+  (*downstream)->Shutdown(absl::Seconds(5));
 }
 
 TEST_CASE("peer channels are cached per target and plaintext stays on loopback") {

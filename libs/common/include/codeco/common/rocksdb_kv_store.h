@@ -24,7 +24,8 @@ struct RocksDbOptions {
   std::vector<std::string> column_families;
   /// fsync the WAL before each Write returns. Default: true.
   bool sync = true;
-  /// Shared block cache size in bytes. Default: 32 MiB.
+  /// Shared block cache size in bytes; it holds the files' index and filter
+  /// blocks as well as data blocks. Default: 32 MiB.
   size_t block_cache_bytes = 32u << 20;
   /// Background flush and compaction threads. Default: 2 (the CI machine's cores).
   int max_background_jobs = 2;

@@ -4,7 +4,9 @@
 // with its status. One policy for every service: a full queue answers
 // RESOURCE_EXHAUSTED at once; a call cancelled, or whose deadline passed,
 // while it waited answers CANCELLED or DEADLINE_EXCEEDED without running;
-// the work gets the caller's deadline (InfiniteFuture when none).
+// the work gets the caller's deadline (rpc.default_deadline when it has
+// none, never more than rpc.max_deadline: ServedDeadline), also as
+// CallerDeadline() for the outgoing calls it makes (call_deadline.h).
 
 #include <functional>
 

@@ -152,10 +152,4 @@ void BlockTerminationSignals();
 /// returns its number.
 int WaitForTerminationSignal();
 
-/// A ClientContext for an outgoing call made while handling `parent`: its
-/// deadline is what is left of the caller's, capped at `max`, or `fallback`
-/// from now when the caller gave none.
-std::unique_ptr<grpc::ClientContext> OutgoingContext(const grpc::ServerContextBase& parent,
-                                                     absl::Duration fallback, absl::Duration max);
-
 }  // namespace codeco

@@ -63,7 +63,7 @@ struct ServiceConfig {
   /// The LMS endpoints (and CODEF's control API) speak plaintext: true for the
   /// CODEF emulator on loopback, false for a Kubernetes adapter behind mTLS.
   bool lms_plaintext = false;
-  /// Deadline given to outgoing calls when the incoming call carries none.
+  /// Deadline a served call gets when its caller set none (ServedDeadline).
   absl::Duration default_deadline = absl::Seconds(30);
   /// Longest a call may run on this server regardless of the client's deadline.
   absl::Duration max_deadline = absl::Minutes(10);
