@@ -358,9 +358,11 @@ void RunLatency(bool quick) {
   // The production path (what `codecoctl up` runs): every member has its own
   // MC SWM on 127.0.0.1 in front of its LMS; the hub plans on its watched
   // copy of each member's view (WatchClusterView; the MC sends it again after
-  // every change it makes and every second), has each member solve its own
-  // L2 (SolveCluster), and reads the links once per placement (in process
-  // here, for NetMA's one GetNetworkTopology). Default settings.
+  // every change it makes and every second), solves each member's L2 on that
+  // view (swm.member_l2=hub), and reads the links once per placement (in
+  // process here, for NetMA's one GetNetworkTopology). Default settings.
+  // Then the same with every member solving its own L2 (swm.member_l2=member:
+  // one SolveCluster call per visit).
   std::vector<std::unique_ptr<KvStore>> mc_stores;
   std::vector<std::unique_ptr<SwmClusterServiceImpl>> mc_services;
   std::vector<std::unique_ptr<GrpcServer>> mc_servers;
@@ -386,21 +388,36 @@ void RunLatency(bool quick) {
   auto mc_hub_stub = pb::SwmService::NewStub(
       grpc::CreateChannel(mc_hub_server->address(), grpc::InsecureChannelCredentials()));
   Row production{
-      "gRPC PlaceApplication (dry run), production path: 100 MC SWMs (watched views + "
-      "SolveCluster), links in one read; defaults, fresh data"};
+      "gRPC PlaceApplication (dry run), production path: 100 MC SWMs (watched views, L2 "
+      "solved on them), links in one read; defaults, fresh data"};
   through_grpc(*mc_hub_stub, production, runs, mc_addresses);
+  mc_hub_server->Shutdown(absl::Seconds(5));
+
+  auto kv_member = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  auto channels_member = PeerChannels::Create({.insecure = true});
+  if (!channels_member.ok()) std::exit(1);
+  SwmServiceImpl member_hub(*kv_member, RealClock::Default(), std::move(*channels_member), nullptr,
+                            std::make_shared<codef::EmulatedLinks>(*bed.federation),
+                            SwmServiceOptions{.member_l2 = MemberL2::kMember});
+  auto member_hub_server = Serve(&member_hub, "swm-member-l2");
+  auto member_hub_stub = pb::SwmService::NewStub(
+      grpc::CreateChannel(member_hub_server->address(), grpc::InsecureChannelCredentials()));
+  Row member_l2{
+      "same, each member solving its own L2 (swm.member_l2=member: SolveCluster per visit)"};
+  through_grpc(*member_hub_stub, member_l2, runs, mc_addresses);
 
   std::printf("| path | runs | p50 (ms) | p90 (ms) | p99 (ms) | workloads unplaced |\n");
   std::printf("|---|---|---|---|---|---|\n");
   PrintRow(in_process);
   PrintRow(production);
+  PrintRow(member_l2);
   PrintRow(through);
   PrintRow(cached);
   PrintRow(viewed);
   PrintRow(read_lms);
   PrintRow(read_links);
   std::printf("| Karmada, reported (one cluster decision) | - | 12 | 15 | 32 | - |\n");
-  mc_hub_server->Shutdown(absl::Seconds(5));
+  member_hub_server->Shutdown(absl::Seconds(5));
   for (auto& server : mc_servers) server->Shutdown(absl::Seconds(5));
   view_server->Shutdown(absl::Seconds(5));
   cached_server->Shutdown(absl::Seconds(5));

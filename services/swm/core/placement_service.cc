@@ -73,11 +73,13 @@ absl::StatusOr<std::optional<pb::AssignmentPlan>> InMemoryPlanRepository::Latest
   return it->second.rbegin()->second;
 }
 
-absl::StatusOr<std::vector<pb::AssignmentPlan>> InMemoryPlanRepository::LatestPlans() const {
+absl::StatusOr<std::vector<pb::AssignmentPlan>> InMemoryPlanRepository::LivePlans() const {
   absl::MutexLock lock(&mu_);
   std::vector<pb::AssignmentPlan> out;
   for (const auto& [app, revisions] : plans_) {
-    if (!revisions.empty()) out.push_back(revisions.rbegin()->second);
+    if (!revisions.empty() && HoldsPods(revisions.rbegin()->second)) {
+      out.push_back(revisions.rbegin()->second);
+    }
   }
   return out;
 }
@@ -280,10 +282,21 @@ absl::Status PlacementService::BuildFederation(const PlaceRequest& request, absl
   if (neighborhood.empty()) {
     return absl::UnavailableError("no member cluster answers: " + absl::StrJoin(unreachable, ", "));
   }
-  if (links_ != nullptr) {
+  if (links_ != nullptr && options_.link_cache_ttl <= absl::ZeroDuration()) {
+    // Nothing reused (the default): the links among the members, in one
+    // read, straight into the federation.
+    absl::StatusOr<std::vector<Link>> listed = links_->ListLinks(neighborhood);
+    if (!listed.ok()) {
+      return absl::UnavailableError("link source: " + std::string(listed.status().message()));
+    }
+    const std::set<std::string> members(neighborhood.begin(), neighborhood.end());
+    for (const Link& l : *listed) {
+      if (l.from != l.to && members.count(l.from) && members.count(l.to)) federation.AddLink(l);
+    }
+  } else if (links_ != nullptr) {
     // The links among the members in one read of the link source, unless
     // every pair was read less than link_cache_ttl ago.
-    bool fresh = options_.link_cache_ttl > absl::ZeroDuration();
+    bool fresh = true;
     absl::ReleasableMutexLock lock(&mu_);
     for (const std::string& from : neighborhood) {
       for (const std::string& to : neighborhood) {
@@ -827,7 +840,7 @@ void PlacementService::RecoverPlacement(pb::AssignmentPlan plan, absl::Time dead
 RecoveryReport PlacementService::Recover(absl::Time deadline) {
   AdmitAlone();
   RecoveryReport report;
-  absl::StatusOr<std::vector<pb::AssignmentPlan>> latest = plans_.LatestPlans();
+  absl::StatusOr<std::vector<pb::AssignmentPlan>> latest = plans_.LivePlans();
   if (!latest.ok()) {
     report.errors.push_back(absl::StrCat("reading plans: ", latest.status().message()));
     LeaveAlone();
@@ -883,7 +896,7 @@ RecoveryReport PlacementService::Reconcile(absl::Time deadline) {
 
 RecoveryReport PlacementService::ReconcileAlone(absl::Time deadline) {
   RecoveryReport report;
-  absl::StatusOr<std::vector<pb::AssignmentPlan>> latest = plans_.LatestPlans();
+  absl::StatusOr<std::vector<pb::AssignmentPlan>> latest = plans_.LivePlans();
   if (!latest.ok()) {
     report.errors.push_back(absl::StrCat("reading plans: ", latest.status().message()));
     return report;

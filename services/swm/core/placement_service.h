@@ -137,8 +137,11 @@ class PlanRepository {
   /// The newest plan of `application`, or nullopt.
   virtual absl::StatusOr<std::optional<codeco::swm::v1::AssignmentPlan>> Latest(
       const std::string& application) const = 0;
-  /// The newest plan of every application, by application name.
-  virtual absl::StatusOr<std::vector<codeco::swm::v1::AssignmentPlan>> LatestPlans() const = 0;
+  /// The newest plan of every application whose newest plan holds pods
+  /// (HoldsPods: placed, or caught in RESERVING, COMMITTING, RELEASING), by
+  /// application name. Applications removed for good are not read: the
+  /// cost follows the applications that run, not the history.
+  virtual absl::StatusOr<std::vector<codeco::swm::v1::AssignmentPlan>> LivePlans() const = 0;
   /// The operation started by `request_id`, or nullopt.
   virtual absl::StatusOr<std::optional<codeco::common::v1::Operation>> OperationForRequest(
       const std::string& request_id) const = 0;
@@ -158,7 +161,7 @@ class InMemoryPlanRepository final : public PlanRepository {
  public:
   absl::StatusOr<std::optional<codeco::swm::v1::AssignmentPlan>> Latest(
       const std::string& application) const override;
-  absl::StatusOr<std::vector<codeco::swm::v1::AssignmentPlan>> LatestPlans() const override;
+  absl::StatusOr<std::vector<codeco::swm::v1::AssignmentPlan>> LivePlans() const override;
   absl::StatusOr<std::optional<codeco::common::v1::Operation>> OperationForRequest(
       const std::string& request_id) const override;
   absl::StatusOr<codeco::common::v1::Operation> GetOperation(const std::string& id) const override;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "codeco/common/call_deadline.h"
 #include "codeco/common/grpc_status.h"
 
 namespace codeco::swm {
@@ -32,14 +33,12 @@ LmsPodRuntime::LmsPodRuntime(std::shared_ptr<grpc::Channel> channel, LmsPodRunti
 }
 
 std::unique_ptr<grpc::ClientContext> LmsPodRuntime::NewContext() {
-  absl::Time deadline = absl::Now() + options_.call_timeout;
+  absl::Time deadline;
   {
     absl::MutexLock lock(&mu_);
-    deadline = std::min(deadline, deadline_);
+    deadline = deadline_;
   }
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(absl::ToChronoTime(deadline));
-  return context;
+  return OutgoingContext(options_.call_timeout, deadline);
 }
 
 void LmsPodRuntime::SetDeadline(absl::Time deadline) {

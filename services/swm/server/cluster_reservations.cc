@@ -100,7 +100,36 @@ ClusterReservations::ClusterReservations(KvStore& kv, const Clock& clock, LmsPod
     : kv_(kv), clock_(clock), lms_(lms), options_(std::move(options)) {}
 
 absl::Status ClusterReservations::Write(const pb::Reservation& reservation) {
-  return kv_.Put(kReservationsFamily, "r/" + reservation.id(), reservation.SerializeAsString());
+  if (!IsTombstone(reservation)) {
+    return kv_.Put(kReservationsFamily, "r/" + reservation.id(), reservation.SerializeAsString());
+  }
+  KvWriteBatch batch;
+  batch.Put(kReservationsFamily, "t/" + reservation.id(), reservation.SerializeAsString());
+  batch.Delete(kReservationsFamily, "r/" + reservation.id());
+  batch.Delete(kReservationsFamily, "s/" + reservation.id());
+  return kv_.Write(batch);
+}
+
+absl::Status ClusterReservations::SweepTombstonesLocked() {
+  const absl::Time now = clock_.Now();
+  if (now < next_sweep_) return absl::OkStatus();
+  next_sweep_ = now + options_.tombstone_ttl / 10;
+  KvWriteBatch batch;
+  absl::Status parse = absl::OkStatus();
+  RETURN_IF_ERROR(kv_.Scan(
+      kReservationsFamily, {.prefix = "t/"}, [&](std::string_view key, std::string_view value) {
+        pb::Reservation r;
+        if (!r.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+          parse = absl::DataLossError("stored reservation " + std::string(key) + " does not parse");
+          return false;
+        }
+        if (FromTimestamp(r.update_time()) + options_.tombstone_ttl <= now) {
+          batch.Delete(kReservationsFamily, std::string(key));
+        }
+        return true;
+      }));
+  RETURN_IF_ERROR(parse);
+  return batch.empty() ? absl::OkStatus() : kv_.Write(batch);
 }
 
 absl::StatusOr<std::vector<ClusterReservations::Live>> ClusterReservations::LiveLocked() {
@@ -115,16 +144,17 @@ absl::StatusOr<std::vector<ClusterReservations::Live>> ClusterReservations::Live
           parse = absl::DataLossError("stored reservation " + std::string(key) + " does not parse");
           return false;
         }
-        if (IsTombstone(r)) {
-          if (FromTimestamp(r.update_time()) + options_.tombstone_ttl <= now) {
-            batch.Delete(kReservationsFamily, std::string(key));
-          }
-          return true;
-        }
-        if (r.state() == pb::RESERVATION_STATE_RESERVED && FromTimestamp(r.expire_time()) <= now) {
+        const bool lapsed =
+            r.state() == pb::RESERVATION_STATE_RESERVED && FromTimestamp(r.expire_time()) <= now;
+        if (lapsed) {
           r.set_state(pb::RESERVATION_STATE_EXPIRED);
           *r.mutable_update_time() = ToTimestamp(now);
-          batch.Put(kReservationsFamily, std::string(key), r.SerializeAsString());
+        }
+        if (IsTombstone(r)) {
+          // To t/ (a lapsed lease, or a tombstone of the older layout).
+          batch.Put(kReservationsFamily, "t/" + r.id(), r.SerializeAsString());
+          batch.Delete(kReservationsFamily, std::string(key));
+          batch.Delete(kReservationsFamily, "s/" + r.id());
           return true;
         }
         live.push_back(Live{std::move(r), false});
@@ -141,6 +171,7 @@ absl::StatusOr<std::vector<ClusterReservations::Live>> ClusterReservations::Live
     }
   }
   if (!batch.empty()) RETURN_IF_ERROR(kv_.Write(batch));
+  RETURN_IF_ERROR(SweepTombstonesLocked());
   return live;
 }
 
@@ -182,6 +213,7 @@ absl::StatusOr<std::vector<Node>> ClusterReservations::NodesWithHolds() {
 absl::StatusOr<std::optional<pb::Reservation>> ClusterReservations::GetLocked(
     const std::string& id) {
   absl::StatusOr<std::string> value = kv_.Get(kReservationsFamily, "r/" + id);
+  if (absl::IsNotFound(value.status())) value = kv_.Get(kReservationsFamily, "t/" + id);
   if (absl::IsNotFound(value.status())) return std::nullopt;
   if (!value.ok()) return value.status();
   pb::Reservation r;
@@ -348,10 +380,7 @@ absl::StatusOr<std::optional<pb::Reservation>> ClusterReservations::Release(cons
   }
   known->set_state(pb::RESERVATION_STATE_RELEASED);
   *known->mutable_update_time() = ToTimestamp(clock_.Now());
-  KvWriteBatch batch;
-  batch.Put(kReservationsFamily, "r/" + id, known->SerializeAsString());
-  batch.Delete(kReservationsFamily, "s/" + id);
-  RETURN_IF_ERROR(kv_.Write(batch));
+  RETURN_IF_ERROR(Write(*known));
   return known;
 }
 

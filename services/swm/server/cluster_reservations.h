@@ -12,9 +12,14 @@
 // any pod labelled with the reservation) and records which it deleted.
 //
 // Key layout (family "reservations", values are serialized codeco protos):
-//   r/<reservation id>  -> swm.v1.Reservation: RESERVED or COMMITTED, or a
-//                          RELEASED / EXPIRED tombstone kept `tombstone_ttl`
-//                          so that a late retry cannot bring it back
+//   r/<reservation id>  -> swm.v1.Reservation: RESERVED or COMMITTED (the
+//                          live ones, which every view of the nodes reads)
+//   t/<reservation id>  -> swm.v1.Reservation: a RELEASED / EXPIRED tombstone
+//                          kept `tombstone_ttl` so that a late retry cannot
+//                          bring it back; apart from r/ so that the cost of a
+//                          view follows the live reservations, not the history
+//                          (a tombstone an older version left under r/ is
+//                          moved on the next read)
 //   s/<reservation id>  -> "" once every pod of a committed reservation was
 //                          seen in the LMS (from then on the LMS counts them)
 // A reservation's pod for item `workload` is "<application>-<workload>", as
@@ -92,12 +97,18 @@ class ClusterReservations {
   absl::StatusOr<std::optional<codeco::swm::v1::Reservation>> GetLocked(const std::string& id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<Node>> NodesWithHoldsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores `reservation` under r/, or under t/ (gone from r/ and s/) when
+  // it is a tombstone.
   absl::Status Write(const codeco::swm::v1::Reservation& reservation);
+  // Deletes the tombstones older than tombstone_ttl, at most once per
+  // tenth of it.
+  absl::Status SweepTombstonesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   KvStore& kv_;
   const Clock& clock_;
   LmsPodRuntime& lms_;
   ClusterReservationsOptions options_;
+  absl::Time next_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Mutex mu_;  // serialises check-then-write
 };
 

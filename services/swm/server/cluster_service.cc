@@ -22,9 +22,12 @@ constexpr int kViewPage = 500;
 class ClusterViewWatch final : public WatchStream<pb::WatchClusterViewResponse> {
  public:
   // Streams `feed`'s views, or ends at once with `refused` when it is not OK.
-  ClusterViewWatch(ClusterViewFeed& feed, std::string cluster, std::atomic<int>& watchers,
-                   int max_watchers, const absl::Status& refused)
-      : feed_(feed), cluster_(std::move(cluster)), watchers_(watchers) {
+  ClusterViewWatch(ClusterViewFeed& feed, std::string cluster, bool solves_own_l2,
+                   std::atomic<int>& watchers, int max_watchers, const absl::Status& refused)
+      : feed_(feed),
+        cluster_(std::move(cluster)),
+        solves_own_l2_(solves_own_l2),
+        watchers_(watchers) {
     if (!refused.ok()) {
       Fail(ToGrpcStatus(refused));
       return;
@@ -58,6 +61,7 @@ class ClusterViewWatch final : public WatchStream<pb::WatchClusterViewResponse> 
         *page.add_nodes() = view->nodes[i];
       }
       page.set_last_page(i == view->nodes.size());
+      page.set_solves_own_l2(solves_own_l2_);
       batch.messages.push_back(std::move(page));
     } while (i < view->nodes.size());
     last_ = view->version;
@@ -72,6 +76,7 @@ class ClusterViewWatch final : public WatchStream<pb::WatchClusterViewResponse> 
 
   ClusterViewFeed& feed_;
   const std::string cluster_;
+  const bool solves_own_l2_;
   std::atomic<int>& watchers_;
   bool counted_ = false;
   int handle_ = 0;
@@ -196,6 +201,7 @@ absl::StatusOr<pb::GetClusterViewResponse> SwmClusterServiceImpl::View(
   pb::GetClusterViewResponse response;
   response.set_cluster(options_.cluster);
   *response.mutable_view_version() = view_version;
+  response.set_solves_own_l2(SolvesOwnL2());
   // The token is the last node name of the previous page.
   auto it =
       std::upper_bound(nodes.begin(), nodes.end(), request.page_token(),
@@ -231,7 +237,7 @@ grpc::ServerWriteReactor<pb::WatchClusterViewResponse>* SwmClusterServiceImpl::W
     refused = InvalidFieldError("cluster", "this swm serves cluster \"" + options_.cluster +
                                                "\", not \"" + request->cluster() + "\"");
   }
-  return new ClusterViewWatch(view_feed_, options_.cluster, view_watchers_,
+  return new ClusterViewWatch(view_feed_, options_.cluster, SolvesOwnL2(), view_watchers_,
                               options_.max_view_watchers, refused);
 }
 

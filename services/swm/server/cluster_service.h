@@ -93,6 +93,10 @@ class SwmClusterServiceImpl final : public codeco::swm::v1::SwmService::Callback
   /// (INVALID_ARGUMENT naming the field for another cluster or a bad page).
   absl::StatusOr<codeco::swm::v1::GetClusterViewResponse> View(
       const codeco::swm::v1::GetClusterViewRequest& request);
+  /// Whether this swm runs an L2 the hub does not (the exact L2, or
+  /// options.l2): its views say so, and the hub then asks it with
+  /// SolveCluster instead of solving on the view.
+  bool SolvesOwnL2() const { return options_.l2 != nullptr || options_.exact_l2.max_nodes > 0; }
   /// The ledger (for tests and inspection).
   ClusterReservations& reservations() { return reservations_; }
 

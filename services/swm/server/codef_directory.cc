@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "codeco/common/call_deadline.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/proto_util.h"
 
@@ -10,12 +11,6 @@ namespace codeco::swm {
 namespace {
 
 namespace codef = codeco::codef::v1;
-
-std::unique_ptr<grpc::ClientContext> ContextWithin(absl::Duration timeout) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  return context;
-}
 
 absl::Status Wrap(const grpc::Status& status, const std::string& what) {
   absl::Status s = FromGrpcStatus(status);
@@ -34,7 +29,7 @@ absl::StatusOr<std::vector<ClusterEndpoint>> CodefDirectory::ListClusters() {
   do {
     codef::ListClustersResponse response;
     grpc::Status status =
-        stub_->ListClusters(ContextWithin(options_.call_timeout).get(), request, &response);
+        stub_->ListClusters(OutgoingContext(options_.call_timeout).get(), request, &response);
     if (!status.ok()) return Wrap(status, "ListClusters");
     for (const codef::EmulatedCluster& c : response.clusters()) {
       out.push_back(ClusterEndpoint{.name = c.name(),
@@ -56,7 +51,7 @@ absl::StatusOr<std::optional<Link>> CodefDirectory::GetLink(const std::string& f
   request.set_to_cluster(to);
   codef::GetLinkConditionsResponse response;
   grpc::Status status =
-      stub_->GetLinkConditions(ContextWithin(options_.call_timeout).get(), request, &response);
+      stub_->GetLinkConditions(OutgoingContext(options_.call_timeout).get(), request, &response);
   if (status.error_code() == grpc::StatusCode::NOT_FOUND) return std::nullopt;
   if (!status.ok()) return Wrap(status, absl::StrCat("GetLinkConditions ", from, " -> ", to));
   const codef::LinkConditions& c = response.conditions();

@@ -243,6 +243,7 @@ std::vector<absl::StatusOr<MemberView>> HubMemberPort::ReadMembers(
     std::string name;
     std::optional<ClusterLabels> labels;
     absl::StatusOr<std::vector<Node>> nodes = absl::UnknownError("not read");
+    bool solves_own_l2 = false;  // an MC swm's view asked for SolveCluster
   };
   std::vector<Read> reads(clusters.size());
   {
@@ -268,10 +269,16 @@ std::vector<absl::StatusOr<MemberView>> HubMemberPort::ReadMembers(
     if (read.rig->mc != nullptr) {
       // The watched copy once it counts the hub's own last change there;
       // else (stream down or late) the member's GetClusterView.
-      std::optional<std::vector<Node>> watched = views_.Fresh(read.name, deadline);
-      read.nodes = watched.has_value()
-                       ? absl::StatusOr<std::vector<Node>>(std::move(*watched))
-                       : ReadClusterView(read.rig->mc, read.name, mc_timeout, deadline);
+      std::optional<McView> watched = views_.Fresh(read.name, deadline);
+      absl::StatusOr<McView> view =
+          watched.has_value() ? absl::StatusOr<McView>(std::move(*watched))
+                              : ReadClusterView(read.rig->mc, read.name, mc_timeout, deadline);
+      if (view.ok()) {
+        read.nodes = std::move(view->nodes);
+        read.solves_own_l2 = view->solves_own_l2;
+      } else {
+        read.nodes = view.status();
+      }
     } else {
       read.nodes = read.rig->runtime->ListNodes();
     }
@@ -281,10 +288,10 @@ std::vector<absl::StatusOr<MemberView>> HubMemberPort::ReadMembers(
   std::vector<Read*> remote;
   for (Read& read : reads) {
     if (read.rig.has_value() && read.rig->mc != nullptr) {
-      std::optional<std::vector<Node>> watched =
-          views_.Fresh(read.name, /*until=*/absl::InfinitePast());
+      std::optional<McView> watched = views_.Fresh(read.name, /*until=*/absl::InfinitePast());
       if (watched.has_value()) {
-        read.nodes = std::move(*watched);
+        read.nodes = std::move(watched->nodes);
+        read.solves_own_l2 = watched->solves_own_l2;
         continue;
       }
     }
@@ -303,6 +310,13 @@ std::vector<absl::StatusOr<MemberView>> HubMemberPort::ReadMembers(
     }
   }
   done.Wait();
+  {
+    // Which members solve their own L2, as their views just said.
+    absl::MutexLock lock(&mu_);
+    for (const Read& read : reads) {
+      if (read.nodes.ok()) solves_own_l2_[read.name] = read.solves_own_l2;
+    }
+  }
   std::vector<absl::StatusOr<MemberView>> out;
   out.reserve(reads.size());
   for (Read& read : reads) {
@@ -320,10 +334,18 @@ std::vector<absl::StatusOr<MemberView>> HubMemberPort::ReadMembers(
 std::unique_ptr<L2Solver> HubMemberPort::SolverFor(const std::vector<std::string>& neighborhood,
                                                    L2Solver& local) {
   absl::MutexLock lock(&mu_);
+  // An MC member's L2 is solved here, on the view just read, with the same
+  // node-level framework its swm runs (its Reserve re-checks every node);
+  // only a member whose view asks for it (an L2 set on that swm) or that
+  // the hub has not read yet is asked with SolveCluster.
   std::map<std::string, std::shared_ptr<grpc::Channel>> mcs;
   for (const std::string& name : neighborhood) {
     auto it = rigs_.find(name);
-    if (it != rigs_.end() && it->second.mc != nullptr) mcs[name] = it->second.mc;
+    if (it == rigs_.end() || it->second.mc == nullptr) continue;
+    auto own = solves_own_l2_.find(name);
+    if (options_.member_l2 == MemberL2::kMember || own == solves_own_l2_.end() || own->second) {
+      mcs[name] = it->second.mc;
+    }
   }
   return std::make_unique<RemoteL2Solver>(std::move(mcs), local, options_.mc_timeout);
 }

@@ -4,8 +4,9 @@
 // neighborhood's endpoints["swm"], else swm.cluster_endpoints) is read from
 // the hub's watched copy of its view (member_views.h: a WatchClusterView
 // stream, waited for until it counts the hub's own last change there), or
-// through GetClusterView while that stream is down; it solves its own L2
-// (SolveCluster) and runs its side of the two-phase commit (Reserve with
+// through GetClusterView while that stream is down; its L2 is solved here
+// on that view unless the view asks for the member's own (SolveCluster, see
+// MemberL2); it runs its side of the two-phase commit (Reserve with
 // every pod's template, Commit, Release); a member without one is driven
 // through its LMS (endpoints["lms"], else the testbed directory) with a
 // LocalClusterExecutor. Endpoints learned
@@ -32,6 +33,16 @@
 
 namespace codeco::swm {
 
+/// Where the L2 (workloads to nodes) of a member with an MC swm is solved.
+enum class MemberL2 {
+  /// On the hub, on the member's view read for the placement, unless the
+  /// view says its swm solves its own (an L2 set on that swm): no call per
+  /// visit. The member's Reserve re-checks every node.
+  kHub,
+  /// Always by the member's swm (SolveCluster), one call per visit.
+  kMember,
+};
+
 /// Settings of the HubMemberPort.
 struct HubMemberOptions {
   /// Deadline of each call to a cluster's LMS. Default: 10 s.
@@ -42,6 +53,8 @@ struct HubMemberOptions {
   std::map<std::string, std::string> cluster_endpoints;
   /// The watched views of the MC members.
   MemberViewsOptions views;
+  /// Where MC members' L2 is solved. Default: on the hub.
+  MemberL2 member_l2 = MemberL2::kHub;
 };
 
 /// The hub's MemberPort over gRPC. Thread-safe.
@@ -114,6 +127,8 @@ class HubMemberPort final : public MemberPort {
   std::map<std::string, Rig> rigs_ ABSL_GUARDED_BY(mu_);
   // Labels of the members the directory knows (set by Connect).
   std::map<std::string, ClusterLabels> directory_labels_ ABSL_GUARDED_BY(mu_);
+  // MC members whose last view asked for SolveCluster (an L2 set on their swm).
+  std::map<std::string, bool> solves_own_l2_ ABSL_GUARDED_BY(mu_);
   // Reads the members concurrently during a placement.
   BoundedExecutor readers_{8, 1024};
   // Watched views of the MC members (declared last: its streams end first).

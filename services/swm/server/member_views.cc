@@ -74,7 +74,7 @@ bool MemberViews::Synced(const std::string& cluster) {
   return it != members_.end() && it->second->synced;
 }
 
-std::optional<std::vector<Node>> MemberViews::Fresh(const std::string& cluster, absl::Time until) {
+std::optional<McView> MemberViews::Fresh(const std::string& cluster, absl::Time until) {
   absl::MutexLock lock(&mu_);
   auto it = members_.find(cluster);
   if (it == members_.end()) return std::nullopt;
@@ -85,7 +85,7 @@ std::optional<std::vector<Node>> MemberViews::Fresh(const std::string& cluster, 
   mu_.AwaitWithDeadline(absl::Condition(&settled),
                         std::min(until, absl::Now() + options_.fresh_wait));
   if (!fresh()) return std::nullopt;
-  return m->nodes;
+  return m->view;
 }
 
 void MemberViews::Run(Member* member) {
@@ -118,7 +118,8 @@ void MemberViews::Run(Member* member) {
       for (const pb::ClusterNode& n : page.nodes()) building.push_back(FromClusterNode(n));
       if (!page.last_page()) continue;
       absl::MutexLock lock(&mu_);
-      member->nodes = std::move(building);
+      member->view.nodes = std::move(building);
+      member->view.solves_own_l2 = page.solves_own_l2();
       member->version = building_version;
       member->synced = true;
       member->down = false;

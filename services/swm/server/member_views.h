@@ -29,6 +29,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "swm/core/model.h"
+#include "swm/server/remote_cluster.h"
 
 namespace codeco::swm {
 
@@ -63,12 +64,12 @@ class MemberViews {
              std::shared_ptr<grpc::Channel> channel);
   /// Records that a call's effect on `cluster` is in its views from `version` on.
   void Saw(const std::string& cluster, const codeco::swm::v1::ViewVersion& version);
-  /// The watched nodes of `cluster` once its stream is synced and its view
+  /// The watched view of `cluster` once its stream is synced and its view
   /// counts everything Saw() recorded, waiting for that until
   /// min(`until`, now + fresh_wait); nullopt when it does not come, at once
   /// when the stream is down (the caller reads the member itself), or when
   /// `cluster` is not watched.
-  std::optional<std::vector<Node>> Fresh(const std::string& cluster, absl::Time until);
+  std::optional<McView> Fresh(const std::string& cluster, absl::Time until);
   /// Whether `cluster`'s stream has delivered a view and is open (tests).
   bool Synced(const std::string& cluster);
 
@@ -79,8 +80,8 @@ class MemberViews {
     std::shared_ptr<grpc::Channel> channel;
     bool synced = false;
     bool down = false;                      // the stream failed and is not back yet
-    codeco::swm::v1::ViewVersion version;  // of `nodes`
-    std::vector<Node> nodes;
+    codeco::swm::v1::ViewVersion version;  // of `view`
+    McView view;
     codeco::swm::v1::ViewVersion needed;   // newest version a call's effect is in
     grpc::ClientContext* stream = nullptr;  // the open stream, to cancel it
     bool stop = false;

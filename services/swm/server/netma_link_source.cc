@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "codeco/common/call_deadline.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/status.h"
 
@@ -26,7 +27,7 @@ void NetmaLinkSource::RefreshLocked() {
   fetched_at_ = now;
   measured_.clear();
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
+  SetOutgoingDeadline(context, options_.call_timeout);
   netma::GetNetworkTopologyResponse response;
   grpc::Status status =
       stub_->GetNetworkTopology(&context, netma::GetNetworkTopologyRequest(), &response);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <set>
 #include <tuple>
@@ -18,6 +19,9 @@ namespace {
 namespace pb = codeco::swm::v1;
 
 constexpr int kDefaultPageSize = 100;
+// The index of applications whose newest plan holds pods, and its marker.
+constexpr char kLivePrefix[] = "a/";
+constexpr char kLiveIndexBuilt[] = "a!";
 constexpr int kMaxPageSize = 1000;
 
 absl::Status Corrupt(std::string_view key) {
@@ -49,8 +53,8 @@ absl::StatusOr<std::optional<pb::AssignmentPlan>> PlanStore::Latest(
   return out;
 }
 
-absl::StatusOr<std::vector<pb::AssignmentPlan>> PlanStore::LatestPlans() const {
-  std::vector<pb::AssignmentPlan> out;
+absl::Status PlanStore::BuildLiveIndex() const {
+  KvWriteBatch batch;
   std::set<std::string> seen;
   absl::Status parse = absl::OkStatus();
   // Within an application the newest revision comes first (see PlanKey).
@@ -60,10 +64,35 @@ absl::StatusOr<std::vector<pb::AssignmentPlan>> PlanStore::LatestPlans() const {
       parse = Corrupt(key);
       return false;
     }
-    if (seen.insert(plan.application()).second) out.push_back(std::move(plan));
+    if (seen.insert(plan.application()).second && HoldsPods(plan)) {
+      batch.Put(kOperationsFamily, kLivePrefix + plan.application(), "");
+    }
     return true;
   }));
   RETURN_IF_ERROR(parse);
+  batch.Put(kOperationsFamily, kLiveIndexBuilt, "");
+  return kv_.Write(batch);
+}
+
+absl::StatusOr<std::vector<pb::AssignmentPlan>> PlanStore::LivePlans() const {
+  absl::StatusOr<std::string> built = kv_.Get(kOperationsFamily, kLiveIndexBuilt);
+  if (absl::IsNotFound(built.status())) {
+    RETURN_IF_ERROR(BuildLiveIndex());
+  } else if (!built.ok()) {
+    return built.status();
+  }
+  std::vector<std::string> applications;
+  RETURN_IF_ERROR(kv_.Scan(kOperationsFamily, {.prefix = kLivePrefix},
+                           [&](std::string_view key, std::string_view) {
+                             applications.emplace_back(key.substr(std::strlen(kLivePrefix)));
+                             return true;
+                           }));
+  std::vector<pb::AssignmentPlan> out;
+  for (const std::string& application : applications) {
+    ASSIGN_OR_RETURN(std::optional<pb::AssignmentPlan> latest, Latest(application));
+    // An entry a concurrent Save has just made stale is skipped.
+    if (latest.has_value() && HoldsPods(*latest)) out.push_back(*std::move(latest));
+  }
   return out;
 }
 
@@ -146,6 +175,11 @@ absl::Status PlanStore::Save(const pb::AssignmentPlan* plan,
   if (plan != nullptr) {
     batch.Put(kPlansFamily, PlanKey(plan->application(), plan->plan_revision()),
               plan->SerializeAsString());
+    if (HoldsPods(*plan)) {
+      batch.Put(kOperationsFamily, kLivePrefix + plan->application(), "");
+    } else {
+      batch.Delete(kOperationsFamily, kLivePrefix + plan->application());
+    }
   }
   batch.Put(kOperationsFamily, "o/" + operation.id(), operation.SerializeAsString());
   if (!request_id.empty()) batch.Put(kOperationsFamily, "r/" + request_id, operation.id());

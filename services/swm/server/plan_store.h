@@ -12,6 +12,11 @@
 //               reach the clusters its plans placed on)
 //   operations  m/<cluster>                                      -> host:port of its MC swm
 //               (the same, for clusters with an swm of their own)
+//   operations  a/<application>                                  -> "" while its newest
+//               plan holds pods (HoldsPods), so LivePlans reads the running
+//               applications only, not every application ever removed
+//   operations  a!                                               -> "" once the a/ index is
+//               complete (a store written before it gets it built on first use)
 // A placement's plan, operation and request index are written in one batch.
 
 #include <cstdint>
@@ -44,8 +49,10 @@ class PlanStore final : public PlanRepository {
   /// The newest plan of `application`, or nullopt.
   absl::StatusOr<std::optional<codeco::swm::v1::AssignmentPlan>> Latest(
       const std::string& application) const override;
-  /// The newest plan of every application (one scan of the plans family).
-  absl::StatusOr<std::vector<codeco::swm::v1::AssignmentPlan>> LatestPlans() const override;
+  /// The newest plan of every application that holds pods (the a/ index;
+  /// built from one scan of the plans family the first time on a store
+  /// that lacks it).
+  absl::StatusOr<std::vector<codeco::swm::v1::AssignmentPlan>> LivePlans() const override;
   /// Plan `revision` of `application` (0 = newest); NOT_FOUND when absent.
   absl::StatusOr<codeco::swm::v1::AssignmentPlan> Get(const std::string& application,
                                                       int64_t revision) const;
@@ -91,6 +98,8 @@ class PlanStore final : public PlanRepository {
   static std::string PlanKey(const std::string& application, int64_t revision);
 
  private:
+  // Writes the a/ index from one scan of every plan, then its marker.
+  absl::Status BuildLiveIndex() const;
   KvStore& kv_;
   std::function<void()> on_save_;
 };

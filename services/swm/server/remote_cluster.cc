@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "codeco/common/call_deadline.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
@@ -81,12 +82,6 @@ std::string FromProtoProfile(common::PerformanceProfile p) {
     default:
       return "latency";
   }
-}
-
-std::unique_ptr<grpc::ClientContext> Within(absl::Duration timeout) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  return context;
 }
 
 }  // namespace
@@ -380,16 +375,16 @@ ClusterLabels LabelsFromNodes(const std::vector<Node>& nodes) {
   return out;
 }
 
-absl::StatusOr<std::vector<Node>> ReadClusterView(const std::shared_ptr<grpc::Channel>& channel,
-                                                  const std::string& cluster,
-                                                  absl::Duration timeout, absl::Time deadline) {
+absl::StatusOr<McView> ReadClusterView(const std::shared_ptr<grpc::Channel>& channel,
+                                       const std::string& cluster, absl::Duration timeout,
+                                       absl::Time deadline) {
   auto stub = pb::SwmService::NewStub(channel);
   pb::GetClusterViewRequest request;
   request.set_cluster(cluster);
-  std::vector<Node> nodes;
+  McView view;
   do {
     grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(std::min(absl::Now() + timeout, deadline)));
+    SetOutgoingDeadline(context, timeout, deadline);
     pb::GetClusterViewResponse response;
     grpc::Status status = stub->GetClusterView(&context, request, &response);
     if (!status.ok()) {
@@ -397,10 +392,11 @@ absl::StatusOr<std::vector<Node>> ReadClusterView(const std::shared_ptr<grpc::Ch
       return absl::Status(
           s.code(), absl::StrCat("swm of cluster ", cluster, ": GetClusterView: ", s.message()));
     }
-    for (const pb::ClusterNode& n : response.nodes()) nodes.push_back(FromClusterNode(n));
+    for (const pb::ClusterNode& n : response.nodes()) view.nodes.push_back(FromClusterNode(n));
+    view.solves_own_l2 = response.solves_own_l2();
     request.set_page_token(response.next_page_token());
   } while (!request.page_token().empty());
-  return nodes;
+  return view;
 }
 
 RemoteL2Solver::RemoteL2Solver(std::map<std::string, std::shared_ptr<grpc::Channel>> endpoints,
@@ -417,7 +413,7 @@ absl::StatusOr<L2Result> RemoteL2Solver::Solve(const L2Request& request) {
   if (request.app == nullptr) return absl::InvalidArgumentError("app: required");
   pb::SolveClusterRequest call = ToSolveClusterRequest(request, request.app->name);
   pb::SolveClusterResponse response;
-  grpc::Status status = it->second->SolveCluster(Within(timeout_).get(), call, &response);
+  grpc::Status status = it->second->SolveCluster(OutgoingContext(timeout_).get(), call, &response);
   if (!status.ok()) {
     absl::Status s = FromGrpcStatus(status);
     return absl::Status(s.code(), absl::StrCat("swm of cluster ", request.cluster.name,
@@ -461,7 +457,7 @@ absl::Status RemoteClusterExecutor::Reserve(const std::string& reservation_id,
     *p->mutable_pod() = it->second;
   }
   pb::ReserveResponse response;
-  absl::Status st = FromGrpcStatus(stub_->Reserve(Within(timeout_).get(), request, &response));
+  absl::Status st = FromGrpcStatus(stub_->Reserve(OutgoingContext(timeout_).get(), request, &response));
   if (st.ok() && on_version_) on_version_(response.view_version());
   return st;
 }
@@ -470,7 +466,7 @@ absl::Status RemoteClusterExecutor::Commit(const std::string& reservation_id) {
   pb::CommitRequest request;
   request.set_reservation_id(reservation_id);
   pb::CommitResponse response;
-  absl::Status st = FromGrpcStatus(stub_->Commit(Within(timeout_).get(), request, &response));
+  absl::Status st = FromGrpcStatus(stub_->Commit(OutgoingContext(timeout_).get(), request, &response));
   if (st.ok() && on_version_) on_version_(response.view_version());
   return st;
 }
@@ -485,7 +481,7 @@ absl::StatusOr<std::optional<pb::Reservation>> RemoteClusterExecutor::ReleaseRep
   request.set_reservation_id(reservation_id);
   request.set_reason(reason);
   pb::ReleaseResponse response;
-  RETURN_IF_ERROR(FromGrpcStatus(stub_->Release(Within(timeout_).get(), request, &response)));
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->Release(OutgoingContext(timeout_).get(), request, &response)));
   if (on_version_) on_version_(response.view_version());
   if (!response.has_reservation()) return std::nullopt;
   return response.reservation();

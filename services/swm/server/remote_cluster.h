@@ -74,12 +74,18 @@ Node FromClusterNode(const codeco::swm::v1::ClusterNode& node);
 /// rule ACM's cluster agent registers them by.
 ClusterLabels LabelsFromNodes(const std::vector<Node>& nodes);
 
+/// A cluster's view as its MC swm gave it (GetClusterView or WatchClusterView).
+struct McView {
+  std::vector<Node> nodes;     ///< Every node, holds counted.
+  bool solves_own_l2 = false;  ///< The swm asks to solve its L2 itself (SolveCluster).
+};
+
 /// Every node of `cluster` as its MC swm (behind `channel`) sees it, page by
 /// page through GetClusterView; each call ends by `deadline` at the latest
 /// and after `timeout`. Errors name the cluster.
-absl::StatusOr<std::vector<Node>> ReadClusterView(const std::shared_ptr<grpc::Channel>& channel,
-                                                  const std::string& cluster,
-                                                  absl::Duration timeout, absl::Time deadline);
+absl::StatusOr<McView> ReadClusterView(const std::shared_ptr<grpc::Channel>& channel,
+                                       const std::string& cluster, absl::Duration timeout,
+                                       absl::Time deadline);
 
 /// L2 over the MC swm of each cluster that has one, in process for the others.
 class RemoteL2Solver final : public L2Solver {

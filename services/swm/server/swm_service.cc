@@ -84,7 +84,8 @@ SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
       members_(plans_, clock_, *channels_, options_.mc_channels, directory_,
                HubMemberOptions{.lms_timeout = options_.lms_timeout,
                                 .mc_timeout = options_.mc_timeout,
-                                .cluster_endpoints = options_.cluster_endpoints}),
+                                .cluster_endpoints = options_.cluster_endpoints,
+                                .member_l2 = options_.member_l2}),
       in_process_l2_(registry_, nullptr),
       exact_l2_(registry_, nullptr, options_.exact_l2),
       core_(std::make_unique<PlacementService>(
@@ -456,7 +457,7 @@ void SwmServiceImpl::FinishStarted(const Operation& accepted,
 
 void SwmServiceImpl::FinishInterruptedOperations() {
   absl::StatusOr<std::vector<Operation>> ops = plans_.Operations();
-  absl::StatusOr<std::vector<pb::AssignmentPlan>> plans = plans_.LatestPlans();
+  absl::StatusOr<std::vector<pb::AssignmentPlan>> plans = plans_.LivePlans();
   if (!ops.ok() || !plans.ok()) {
     log::Warn("interrupted operations not checked",
               {{"error", std::string((ops.ok() ? plans.status() : ops.status()).message())}});
@@ -577,8 +578,8 @@ void AddSwmConfig(ConfigSchema& schema) {
   schema.Add({.path = "swm.cluster_endpoints",
               .type = ConfigType::kString,
               .help = "hub: the MC swm of each cluster that has one, as "
-                      "cluster=host:port[,cluster=host:port...]; those clusters solve their own "
-                      "L2 and hold reservations; the others are driven through their LMS"});
+                      "cluster=host:port[,cluster=host:port...]; those clusters are read through "
+                      "their swm and hold reservations (swm.member_l2 says who solves their L2); the others are driven through their LMS"});
   schema.Add({.path = "swm.exact_l2_max_nodes",
               .type = ConfigType::kInt,
               .default_value = "0",
@@ -602,6 +603,13 @@ void AddSwmConfig(ConfigSchema& schema) {
               .type = ConfigType::kDuration,
               .default_value = "10s",
               .help = "hub: deadline of each call to an MC swm"});
+  schema.Add({.path = "swm.member_l2",
+              .type = ConfigType::kString,
+              .default_value = "hub",
+              .help = "hub: where a member with an MC swm gets its L2 (workloads to nodes) "
+                      "solved: hub (here, on the view read for the placement, unless the view "
+                      "says the member runs its own L2 strategy; its Reserve re-checks every "
+                      "node) or member (always its SolveCluster, one call per visit)"});
   schema.Add({.path = "swm.placement_workers",
               .type = ConfigType::kInt,
               .default_value = "4",
@@ -663,6 +671,14 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
                    ParseClusterEndpoints(context.config.raw.GetString("swm.cluster_endpoints")));
   options.mc_timeout = context.config.raw.GetDuration("swm.mc_timeout");
   options.reconcile_interval = context.config.raw.GetDuration("swm.reconcile_interval");
+  const std::string member_l2 = context.config.raw.GetString("swm.member_l2");
+  if (member_l2 == "hub") {
+    options.member_l2 = MemberL2::kHub;
+  } else if (member_l2 == "member") {
+    options.member_l2 = MemberL2::kMember;
+  } else {
+    return InvalidFieldError("swm.member_l2", "must be hub or member, not \"" + member_l2 + "\"");
+  }
   const int64_t workers = context.config.raw.GetInt("swm.placement_workers");
   if (workers < 1 || workers > 64) {
     return InvalidFieldError("swm.placement_workers", "must be 1-64");

@@ -114,6 +114,8 @@ struct SwmServiceOptions {
   PeerChannels* mc_channels = nullptr;
   /// Deadline of each call to an MC swm. Default: 10 s.
   absl::Duration mc_timeout = absl::Seconds(10);
+  /// Where MC members' L2 is solved. Default: on the hub, on their views.
+  MemberL2 member_l2 = MemberL2::kHub;
   /// When the hub solves a cluster's L2 exactly with CBC (clusters it drives
   /// through their LMS; small clusters and batches; max_nodes 0 = never).
   /// Default: never.

@@ -164,6 +164,55 @@ TEST_CASE("the plan store keeps plans newest first and pages through them") {
   CHECK(absl::IsNotFound(store.GetOperation("place/x/1").status()));
 }
 
+// Application names of `plans`, sorted.
+std::vector<std::string> Names(const std::vector<pb::AssignmentPlan>& plans) {
+  std::vector<std::string> out;
+  for (const auto& p : plans) out.push_back(p.application());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST_CASE("the plan store reads back only the applications that hold pods") {
+  auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  codeco::common::v1::Operation op;
+  op.set_id("op");
+  {
+    PlanStore store(*kv);
+    pb::AssignmentPlan placed = Plan("placed", 1, pb::PLAN_PHASE_DONE);
+    placed.add_targets()->set_cluster("edge");
+    pb::AssignmentPlan reserving = Plan("reserving", 1, pb::PLAN_PHASE_RESERVING);
+    pb::AssignmentPlan failed = Plan("failed", 1, pb::PLAN_PHASE_FAILED);
+    pb::AssignmentPlan removed = Plan("removed", 1, pb::PLAN_PHASE_DONE);
+    removed.add_targets()->set_cluster("edge");
+    pb::AssignmentPlan released = Plan("removed", 2, pb::PLAN_PHASE_DONE);  // removal: no targets
+    for (const pb::AssignmentPlan* p : {&placed, &reserving, &failed, &removed, &released}) {
+      REQUIRE(store.Save(p, op, "").ok());
+    }
+    auto live = store.LivePlans();
+    REQUIRE(live.ok());
+    CHECK(Names(*live) == std::vector<std::string>{"placed", "reserving"});
+
+    // The one reserving commits, the placed one is removed.
+    pb::AssignmentPlan committed = Plan("reserving", 1, pb::PLAN_PHASE_DONE);
+    committed.add_targets()->set_cluster("edge");
+    pb::AssignmentPlan gone = Plan("placed", 2, pb::PLAN_PHASE_DONE);
+    REQUIRE(store.Save(&committed, op, "").ok());
+    REQUIRE(store.Save(&gone, op, "").ok());
+    live = store.LivePlans();
+    REQUIRE(live.ok());
+    CHECK(Names(*live) == std::vector<std::string>{"reserving"});
+  }
+  // A store written before the index (no a/ keys, no marker) gets it built
+  // from its plans on first use.
+  REQUIRE(kv->Delete(kOperationsFamily, "a/reserving").ok());
+  REQUIRE(kv->Delete(kOperationsFamily, "a!").ok());
+  PlanStore reopened(*kv);
+  auto live = reopened.LivePlans();
+  REQUIRE(live.ok());
+  CHECK(Names(*live) == std::vector<std::string>{"reserving"});
+  CHECK(kv->Get(kOperationsFamily, "a/reserving").ok());
+}
+
 TEST_CASE("an MC's solve request keeps each workload's data locality") {
   Application app{.name = "pipeline",
                   .workloads = {{.name = "sensor-0", .service = "sensor", .data_locality = "lille"}}};

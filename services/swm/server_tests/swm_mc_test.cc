@@ -1,7 +1,8 @@
 // The two-layer path over real gRPC on loopback: two managed clusters, each
 // with CODEF's emulated LMS and its own MC swm (SwmClusterServiceImpl with a
 // durable ledger), and the hub's swm configured with their endpoints. The
-// hub's placement is solved by the MCs (SolveCluster), reserved and committed
+// hub's placement is solved on the MCs' views (or by the MCs, SolveCluster,
+// when an L2 is set on them), reserved and committed
 // through them (pods in the LMS, COMMITTED reservations in their ledgers) and
 // removed through them; the MC RPCs on their own keep their contracts
 // (idempotency, capacity counted until pods are seen, lease expiry on the
@@ -14,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "codeco/common/clock.h"
+#include "codeco/common/interceptors.h"
 #include "codeco/common/kv_store.h"
 #include "codeco/common/peer_channels.h"
 #include "codeco/common/server.h"
@@ -22,6 +24,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "link_control.h"
+#include "prometheus/registry.h"
 #include "lms_service.h"
 #include "scenario.h"
 #include "swm/server/cluster_reservations.h"
@@ -53,11 +56,12 @@ federation:
       nodes: [{name: n, count: 2, capacity: {cpu: 2, memory: 4Gi}}]
 )";
 
-std::unique_ptr<GrpcServer> Serve(grpc::Service* service) {
+std::unique_ptr<GrpcServer> Serve(grpc::Service* service, RpcMetrics* metrics = nullptr) {
   GrpcServerOptions options;
   options.service = "test";
   options.insecure = true;
   options.services = {service};
+  options.metrics = metrics;
   auto server = GrpcServer::Start(options);
   REQUIRE(server.ok());
   return std::move(*server);
@@ -101,8 +105,11 @@ class CountingL2 final : public L2Solver {
 };
 
 // One managed cluster: its emulated LMS and its MC swm, both on loopback.
+// With `own_l2` its swm solves with `l2` (an L2 set on it, so its views ask
+// the hub for SolveCluster); without, with its default heuristic.
 struct Member {
-  Member(codef::Federation& federation, const std::string& name, const Clock& clock)
+  Member(codef::Federation& federation, const std::string& name, const Clock& clock,
+         bool own_l2 = true)
       : name(name), kv(NewInMemoryKvStore({kReservationsFamily})) {
     lms_service = std::make_unique<codef::EmulatedLmsService>(federation.FindLms(name));
     lms_server = Serve(lms_service.get());
@@ -110,8 +117,9 @@ struct Member {
         grpc::CreateChannel(lms_server->address(), grpc::InsecureChannelCredentials()),
         LmsPodRuntimeOptions{.cluster = name});
     service = std::make_unique<SwmClusterServiceImpl>(
-        *kv, clock, std::move(runtime), ClusterServiceOptions{.cluster = name, .l2 = &l2});
-    swm_server = Serve(service.get());
+        *kv, clock, std::move(runtime),
+        ClusterServiceOptions{.cluster = name, .l2 = own_l2 ? &l2 : nullptr});
+    swm_server = Serve(service.get(), &rpc_metrics);
     stub = pb::SwmService::NewStub(
         grpc::CreateChannel(swm_server->address(), grpc::InsecureChannelCredentials()));
     lms_stub = lms::LmsService::NewStub(
@@ -132,7 +140,26 @@ struct Member {
     return names;
   }
 
+  // SolveCluster calls this swm answered (its RPC metrics).
+  int SolveClusterCalls() {
+    double calls = 0;
+    for (const prometheus::MetricFamily& family : registry.Collect()) {
+      for (const prometheus::ClientMetric& metric : family.metric) {
+        bool solve = false;
+        for (const prometheus::ClientMetric::Label& label : metric.label) {
+          solve = solve || (label.name == "method" && absl::EndsWith(label.value, "/SolveCluster"));
+        }
+        if (solve && family.type == prometheus::MetricType::Histogram) {
+          calls += static_cast<double>(metric.histogram.sample_count);
+        }
+      }
+    }
+    return static_cast<int>(calls);
+  }
+
   std::string name;
+  prometheus::Registry registry;
+  RpcMetrics rpc_metrics{"swm", registry};
   CountingL2 l2;
   std::unique_ptr<KvStore> kv;
   std::unique_ptr<codef::EmulatedLmsService> lms_service;
@@ -144,14 +171,15 @@ struct Member {
 };
 
 struct Testbed {
-  Testbed() : clock(absl::FromUnixSeconds(1'800'000'000)) {
+  // `own_l2`: whether the members' swm solve with an L2 set on them (Member).
+  explicit Testbed(bool own_l2 = true) : clock(absl::FromUnixSeconds(1'800'000'000)) {
     auto scenario = codef::ParseScenario(kScenario, "");
     REQUIRE(scenario.ok());
     auto created = codef::Federation::Create(*scenario, clock, &links, &archives, nullptr);
     REQUIRE(created.ok());
     federation = std::move(*created);
-    a = std::make_unique<Member>(*federation, "a-edge", clock);
-    b = std::make_unique<Member>(*federation, "b-edge", clock);
+    a = std::make_unique<Member>(*federation, "a-edge", clock, own_l2);
+    b = std::make_unique<Member>(*federation, "b-edge", clock, own_l2);
   }
   SimulatedClock clock;
   codef::InMemoryLinkControl links;
@@ -365,7 +393,9 @@ TEST_CASE("the hub places and removes through the MC swm of each cluster") {
   REQUIRE(response.operation().result().UnpackTo(&plan));
   CHECK(plan.phase() == pb::PLAN_PHASE_DONE);
   REQUIRE(plan.targets_size() == 3);
-  CHECK(bed.a->l2.calls() + bed.b->l2.calls() >= 2);  // both clusters solved their part
+  // Their views ask for SolveCluster (an L2 is set on them): both solved their part.
+  CHECK(bed.a->l2.calls() + bed.b->l2.calls() >= 2);
+  CHECK(bed.a->SolveClusterCalls() + bed.b->SolveClusterCalls() >= 2);
   std::set<std::string> clusters;
   for (const auto& t : plan.targets()) {
     clusters.insert(t.cluster());
@@ -417,6 +447,61 @@ TEST_CASE("the hub places and removes through the MC swm of each cluster") {
 
 // A placement request for `replicas` 1.5-CPU replicas of "worker" in
 // application `app`, both members given by their swm endpoint only.
+pb::PlaceApplicationRequest PlaceThroughSwm(Testbed& bed, const std::string& app, int replicas);
+
+TEST_CASE("the hub solves an MC member's L2 on its view and the member's Reserve re-checks it") {
+  const bool member_l2 = GENERATE(false, true);  // swm.member_l2: hub, then member
+  INFO("swm.member_l2=" << (member_l2 ? "member" : "hub"));
+  Testbed bed(/*own_l2=*/false);
+  auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  auto channels = PeerChannels::Create({.insecure = true});
+  REQUIRE(channels.ok());
+  SwmServiceOptions options;
+  options.member_l2 = member_l2 ? MemberL2::kMember : MemberL2::kHub;
+  SwmServiceImpl hub(*kv, bed.clock, std::move(*channels), nullptr, nullptr, options);
+  auto hub_server = Serve(&hub);
+  auto stub = pb::SwmService::NewStub(
+      grpc::CreateChannel(hub_server->address(), grpc::InsecureChannelCredentials()));
+
+  // Three 1.5-CPU replicas need three of the four 2-CPU nodes of the two clusters.
+  pb::PlaceApplicationRequest request = PlaceThroughSwm(bed, "batch", 3);
+  grpc::ClientContext context;
+  context.set_deadline(In(absl::Seconds(30)));
+  pb::PlaceApplicationResponse response;
+  grpc::Status status = stub->PlaceApplication(&context, request, &response);
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  pb::AssignmentPlan plan;
+  REQUIRE(response.operation().result().UnpackTo(&plan));
+  CHECK(plan.phase() == pb::PLAN_PHASE_DONE);
+  REQUIRE(plan.targets_size() == 3);
+  std::set<std::string> nodes;
+  for (const auto& t : plan.targets()) {
+    nodes.insert(t.cluster() + "/" + t.node());
+    Member* m = t.cluster() == "a-edge" ? bed.a.get() : bed.b.get();
+    CHECK(PodIn(*m, t.pod()).has_value());
+  }
+  CHECK(nodes.size() == 3);  // one 1.5-CPU replica per 2-CPU node
+  const int solves = bed.a->SolveClusterCalls() + bed.b->SolveClusterCalls();
+  if (member_l2) {
+    CHECK(solves >= 2);  // every visit asked the member
+  } else {
+    CHECK(solves == 0);  // solved on the views the hub read
+  }
+
+  // A fourth replica fits on the one node left; a fifth fits nowhere, and
+  // the hub knows it from the views without asking the members.
+  pb::PlaceApplicationRequest more = PlaceThroughSwm(bed, "more", 2);
+  grpc::ClientContext more_context;
+  more_context.set_deadline(In(absl::Seconds(30)));
+  pb::PlaceApplicationResponse more_response;
+  status = stub->PlaceApplication(&more_context, more, &more_response);
+  CHECK(status.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK_THAT(status.error_message(), Catch::Contains("no feasible placement for 1 of 2"));
+  CHECK(bed.a->Pods().size() + bed.b->Pods().size() == 3);  // nothing of "more" left behind
+  hub_server->Shutdown(absl::Seconds(5));
+}
+
 pb::PlaceApplicationRequest PlaceThroughSwm(Testbed& bed, const std::string& app, int replicas) {
   pb::PlaceApplicationRequest request;
   auto* spec = request.mutable_application()->mutable_spec();
@@ -1090,11 +1175,12 @@ TEST_CASE("the hub's watched copy of an MC's view counts each Reserve and Releas
     return int64_t{-1};
   };
   // The first view arrives without any change.
-  std::optional<std::vector<Node>> first;
+  std::optional<McView> first;
   while (!(first = views.Fresh("a-edge", absl::InfiniteFuture())).has_value()) {
   }
-  CHECK(first->size() == 2);
-  CHECK(allocated_on(*first) == 0);
+  CHECK(first->nodes.size() == 2);
+  CHECK(allocated_on(first->nodes) == 0);
+  CHECK(first->solves_own_l2);  // an L2 is set on a-edge's swm
 
   // Each answer's version is waited for: the copy never misses the hold.
   RemoteClusterExecutor remote(
@@ -1110,15 +1196,15 @@ TEST_CASE("the hub's watched copy of an MC's view counts each Reserve and Releas
                                         .workload = "w"}},
                        absl::Seconds(30))
               .ok());
-  std::optional<std::vector<Node>> held;
+  std::optional<McView> held;
   while (!(held = views.Fresh("a-edge", absl::InfiniteFuture())).has_value()) {
   }
-  CHECK(allocated_on(*held) == 1500);
+  CHECK(allocated_on(held->nodes) == 1500);
   REQUIRE(remote.Release("app/1/a-edge").ok());
-  std::optional<std::vector<Node>> freed;
+  std::optional<McView> freed;
   while (!(freed = views.Fresh("a-edge", absl::InfiniteFuture())).has_value()) {
   }
-  CHECK(allocated_on(*freed) == 0);
+  CHECK(allocated_on(freed->nodes) == 0);
   CHECK(views.Synced("a-edge"));
 
   // A stream for another cluster is refused with the field.

@@ -45,11 +45,13 @@ class FakeRepository final : public PlanRepository {
     if (it == plans_.end() || it->second.empty()) return std::nullopt;
     return it->second.rbegin()->second;
   }
-  absl::StatusOr<std::vector<pb::AssignmentPlan>> LatestPlans() const override {
+  absl::StatusOr<std::vector<pb::AssignmentPlan>> LivePlans() const override {
     absl::MutexLock lock(&mu_);
     std::vector<pb::AssignmentPlan> out;
     for (const auto& [app, revisions] : plans_) {
-      if (!revisions.empty()) out.push_back(revisions.rbegin()->second);
+      if (!revisions.empty() && HoldsPods(revisions.rbegin()->second)) {
+        out.push_back(revisions.rbegin()->second);
+      }
     }
     return out;
   }
