@@ -173,9 +173,11 @@ std::map<std::string, Who> ExpectedPolicy() {
   add(acm, {"ApplyApplication", "DeleteApplication", "RollbackApplication", "UnregisterCluster"},
       kOperator);
   add(acm,
-      {"GetApplication", "ListApplications", "WatchApplication", "ListApplicationRevisions",
-       "ListClusters", "GetOperation", "ListOperations", "WatchOperation"},
+      {"ListApplications", "WatchApplication", "ListApplicationRevisions", "ListClusters",
+       "GetOperation", "ListOperations", "WatchOperation"},
       kReaders);
+  // Unknown application: member agents get NOT_FOUND (as GetNeighborhood).
+  add(acm, {"GetApplication"}, Union({kReaders, {"mc1/acm", "mc2/acm"}}));
   add(acm, {"RegisterCluster", "Heartbeat"}, {"mc1/acm"});  // mc2 may not speak for mc1
   add(acm, {"GetCluster"}, Union({kReaders, {"mc1/acm"}}));
   // Unknown neighborhood: members get NOT_FOUND (the binding needs the members).

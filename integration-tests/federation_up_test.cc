@@ -170,6 +170,25 @@ TEST_CASE("codecoctl up brings the five-site federation up and down cleanly") {
   // A second up while one runs is refused.
   REQUIRE(RunCommand({kCtl, "up", "--scenario", kScenario}, absl::Seconds(30)).exit_code != 0);
 
+  // The federation's own services never refuse each other: every call one
+  // makes to another is in the authorization policy (the clusters' agents
+  // pull their applications, heartbeat, watch views...).
+  const fs::path logs = fs::path(state["run_dir"].get<std::string>()) / "logs";
+  REQUIRE(fs::is_directory(logs));
+  std::string denied;
+  for (const auto& entry : fs::directory_iterator(logs)) {
+    if (entry.path().extension() != ".log") continue;
+    std::ifstream in(entry.path());
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find("\"permission denied\"") != std::string::npos) {
+        denied += entry.path().filename().string() + ": " + line + "\n";
+      }
+    }
+  }
+  INFO(denied);
+  CHECK(denied.empty());
+
   CommandResult down = RunCommand({kCtl, "down"}, absl::Minutes(1));
   INFO(down.output);
   REQUIRE(down.exit_code == 0);

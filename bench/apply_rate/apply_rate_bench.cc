@@ -232,13 +232,16 @@ int Run(const Settings& settings) {
     std::printf("not Running: %ld, apply refused: %ld\n", tally.failed.load(),
                 tally.refused.load());
     // Growth from the sample after one minute of warm-up (the first sample
-    // in runs of two minutes or less).
+    // in runs of two minutes or less), and over the second half of the run
+    // (RocksDB's block cache and memtables fill to their budget first).
     for (const auto& [name, samples] : rss) {
       if (samples.empty()) continue;
       size_t from = samples.size() > 12 ? 6 : 0;
+      size_t half = samples.size() / 2;
       long peak = *std::max_element(samples.begin(), samples.end());
-      std::printf("%-10s RSS %.1f -> %.1f MiB (peak %.1f)\n", name.c_str(), samples[from] / 1024.0,
-                  samples.back() / 1024.0, peak / 1024.0);
+      std::printf("%-10s RSS %.1f -> %.1f MiB (peak %.1f); second half %.1f -> %.1f MiB\n",
+                  name.c_str(), samples[from] / 1024.0, samples.back() / 1024.0, peak / 1024.0,
+                  samples[half] / 1024.0, samples.back() / 1024.0);
     }
     if (tally.running.load() == 0) code = 1;
   }

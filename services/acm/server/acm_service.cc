@@ -16,28 +16,24 @@
 #include "codeco/common/authz.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
+#include "codeco/common/serve_on_executor.h"
 #include "codeco/common/watch_stream.h"
 #include "codeco/common/status.h"
 
 namespace codeco::acm {
 namespace {
 
-// Runs `work` (returning absl::StatusOr<Response>) on `executor` and
-// finishes the call with its result; RESOURCE_EXHAUSTED when the queue is full.
+// Runs `work` (returning absl::StatusOr<Response>) on `executor` with
+// ServeOnExecutor's policy and answers its result.
 template <typename Response, typename Work>
 grpc::ServerUnaryReactor* Answer(BoundedExecutor& executor, grpc::CallbackServerContext* context,
                                  Response* response, Work work) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  bool queued = executor.Submit([reactor, response, work = std::move(work)]() mutable {
-    absl::StatusOr<Response> result = work();
-    if (result.ok()) *response = *std::move(result);
-    reactor->Finish(ToGrpcStatus(result.status()));
-  });
-  if (!queued) {
-    reactor->Finish(
-        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "acm: too many calls queued"));
-  }
-  return reactor;
+  return ServeOnExecutor(executor, context,
+                         [response, work = std::move(work)](absl::Time) mutable -> absl::Status {
+                           absl::StatusOr<Response> result = work();
+                           if (result.ok()) *response = *std::move(result);
+                           return result.status();
+                         });
 }
 
 // Streams an application's changes: first the current state (from_revision
@@ -318,7 +314,30 @@ grpc::ServerUnaryReactor* AcmServiceImpl::ApplyApplication(
 grpc::ServerUnaryReactor* AcmServiceImpl::GetApplication(grpc::CallbackServerContext* context,
                                                          const v1::GetApplicationRequest* request,
                                                          v1::GetApplicationResponse* response) {
-  return Answer(executor_, context, response, [=, this] { return manager_.Get(*request); });
+  absl::StatusOr<Caller> caller = CallerOf(*context, hub_cluster_);
+  return Answer(executor_, context, response,
+                [=, this]() -> absl::StatusOr<v1::GetApplicationResponse> {
+                  if (!caller.ok()) return caller.status();
+                  ASSIGN_OR_RETURN(v1::GetApplicationResponse found_app, manager_.Get(*request));
+                  if (!caller->plaintext && caller->kind == CallerKind::kMember) {
+                    // A member's agent reads the applications of the
+                    // neighborhoods it is in (its local copies), no others;
+                    // checked after the lookup, as GetNeighborhood.
+                    v1::GetNeighborhoodRequest of;
+                    of.set_application(request->name());
+                    absl::StatusOr<v1::GetNeighborhoodResponse> found = neighborhoods_.Get(of);
+                    std::set<std::string> members;
+                    if (found.ok()) {
+                      for (const auto& m : found->neighborhood().members()) {
+                        members.insert(m.cluster());
+                      }
+                    }
+                    RETURN_IF_ERROR(RequireNeighborhoodMember(
+                        *context, hub_cluster_, "GetApplication",
+                        found.ok() ? found->neighborhood().id() : "(none yet)", members));
+                  }
+                  return found_app;
+                });
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::ListApplications(

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "acm/core/cluster_report.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
+#include "codeco/common/call_deadline.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/proto_util.h"
 #include "codeco/common/service_config.h"
@@ -11,16 +12,6 @@
 #include "grpcpp/security/credentials.h"
 
 namespace codeco::acm {
-namespace {
-
-std::unique_ptr<grpc::ClientContext> ContextFor(absl::Duration timeout) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  return context;
-}
-
-}  // namespace
-
 ClusterAgent::ClusterAgent(ClusterAgentOptions options, PeerChannels& peers,
                            std::shared_ptr<LocalCopies> copies)
     : options_(std::move(options)),
@@ -136,7 +127,7 @@ bool ClusterAgent::ReportOnce(bool sync_copies) {
     request.set_page_token(token);
     lms::v1::ListNodesResponse response;
     grpc::Status status =
-        lms->ListNodes(ContextFor(options_.call_timeout).get(), request, &response);
+        lms->ListNodes(OutgoingContext(options_.call_timeout).get(), request, &response);
     if (!status.ok()) {
       log::Warn("agent: LMS ListNodes failed",
                 {{"lms", options_.lms}, {"error", status.error_message()}});
@@ -155,7 +146,7 @@ bool ClusterAgent::ReportOnce(bool sync_copies) {
     lms::v1::ListPodsRequest request;
     request.set_page_token(token);
     lms::v1::ListPodsResponse response;
-    grpc::Status status = lms->ListPods(ContextFor(options_.call_timeout).get(), request, &response);
+    grpc::Status status = lms->ListPods(OutgoingContext(options_.call_timeout).get(), request, &response);
     if (!status.ok()) {
       log::Warn("agent: LMS ListPods failed",
                 {{"lms", options_.lms}, {"error", status.error_message()}});
@@ -191,7 +182,7 @@ bool ClusterAgent::ReportOnce(bool sync_copies) {
         absl::StrCat(options_.cluster, "-register-", absl::ToUnixNanos(absl::Now())));
     v1::RegisterClusterResponse response;
     grpc::Status status =
-        hub->RegisterCluster(ContextFor(options_.call_timeout).get(), request, &response);
+        hub->RegisterCluster(OutgoingContext(options_.call_timeout).get(), request, &response);
     if (!status.ok()) {
       log::Warn("agent: register failed",
                 {{"hub", options_.hub_acm}, {"error", status.error_message()}});
@@ -241,7 +232,7 @@ bool ClusterAgent::ReportOnce(bool sync_copies) {
     }
   }
   v1::HeartbeatResponse response;
-  grpc::Status status = hub->Heartbeat(ContextFor(options_.call_timeout).get(), request, &response);
+  grpc::Status status = hub->Heartbeat(OutgoingContext(options_.call_timeout).get(), request, &response);
   if (!status.ok()) {
     log::Warn("agent: heartbeat failed",
               {{"hub", options_.hub_acm}, {"error", status.error_message()}});
@@ -263,7 +254,7 @@ bool ClusterAgent::SyncCopies(v1::AcmService::Stub& hub) {
     request.set_page_token(token);
     v1::ListNeighborhoodsResponse response;
     grpc::Status status =
-        hub.ListNeighborhoods(ContextFor(options_.call_timeout).get(), request, &response);
+        hub.ListNeighborhoods(OutgoingContext(options_.call_timeout).get(), request, &response);
     if (!status.ok()) {
       log::Warn("agent: ListNeighborhoods failed; copies kept",
                 {{"hub", options_.hub_acm}, {"error", status.error_message()}});
@@ -281,8 +272,12 @@ bool ClusterAgent::SyncCopies(v1::AcmService::Stub& hub) {
     request.set_name(nb.application());
     v1::GetApplicationResponse response;
     grpc::Status status =
-        hub.GetApplication(ContextFor(options_.call_timeout).get(), request, &response);
-    if (status.error_code() == grpc::StatusCode::NOT_FOUND) continue;  // just deleted
+        hub.GetApplication(OutgoingContext(options_.call_timeout).get(), request, &response);
+    // Just deleted, or just moved to a neighborhood without this cluster.
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND ||
+        status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+      continue;
+    }
     if (!status.ok()) {
       log::Warn("agent: GetApplication failed; copies kept",
                 {{"hub", options_.hub_acm}, {"error", status.error_message()}});

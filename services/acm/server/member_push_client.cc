@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
+#include "codeco/common/call_deadline.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
 
@@ -16,7 +17,7 @@ absl::Status Call(PeerChannels& peers, const std::string& endpoint, absl::Durati
   if (!channel.ok()) return channel.status();
   v1::AcmService::Stub stub(*channel);
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  SetOutgoingDeadline(context, timeout);
   Response response;
   grpc::Status status = (stub.*method)(&context, request, &response);
   if (status.ok()) return absl::OkStatus();

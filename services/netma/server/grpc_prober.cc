@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "codeco/common/call_deadline.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/status.h"
 #include "codeco/common/tls.h"
@@ -97,7 +98,7 @@ absl::StatusOr<PeerSummaryExchange::Reply> GrpcSummaryExchange::Exchange(
     const Peer& peer, const codeco::netma::v1::PeerSummary& mine) {
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, channels_.Get(peer.address));
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  SetOutgoingDeadline(context, timeout_);
   codeco::netma::v1::ExchangeSummaryRequest request;
   *request.mutable_summary() = mine;
   codeco::netma::v1::ExchangeSummaryResponse response;

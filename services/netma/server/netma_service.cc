@@ -9,6 +9,7 @@
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/metrics.h"
+#include "codeco/common/serve_on_executor.h"
 #include "codeco/common/status.h"
 #include "codeco/common/tls.h"
 #include "netma/core/alto.h"
@@ -332,13 +333,8 @@ void NetmaServer::UpdateMetricsLocked() {
 
 grpc::ServerUnaryReactor* NetmaServer::Offload(grpc::CallbackServerContext* context,
                                                std::function<absl::Status()> work) {
-  auto* reactor = context->DefaultReactor();
-  bool queued = executor_->Submit(
-      [reactor, work = std::move(work)] { reactor->Finish(ToGrpcStatus(work())); });
-  if (!queued) {
-    reactor->Finish(ToGrpcStatus(absl::UnavailableError("netma is busy; retry later")));
-  }
-  return reactor;
+  return ServeOnExecutor(*executor_, context,
+                         [work = std::move(work)](absl::Time) { return work(); });
 }
 
 absl::Status NetmaServer::RequireRole(Role role, const char* method) const {
