@@ -110,25 +110,34 @@ absl::Status ClusterReservations::Write(const pb::Reservation& reservation) {
   return kv_.Write(batch);
 }
 
+absl::Status ClusterReservations::ScanStored(
+    std::string_view prefix,
+    const std::function<void(std::string_view key, pb::Reservation& r)>& visit) const {
+  absl::Status parse = absl::OkStatus();
+  RETURN_IF_ERROR(kv_.Scan(kReservationsFamily, {.prefix = std::string(prefix)},
+                           [&](std::string_view key, std::string_view value) {
+                             pb::Reservation r;
+                             if (!r.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+                               parse = absl::DataLossError("stored reservation " +
+                                                           std::string(key) + " does not parse");
+                               return false;
+                             }
+                             visit(key, r);
+                             return true;
+                           }));
+  return parse;
+}
+
 absl::Status ClusterReservations::SweepTombstonesLocked() {
   const absl::Time now = clock_.Now();
   if (now < next_sweep_) return absl::OkStatus();
   next_sweep_ = now + options_.tombstone_ttl / 10;
   KvWriteBatch batch;
-  absl::Status parse = absl::OkStatus();
-  RETURN_IF_ERROR(kv_.Scan(
-      kReservationsFamily, {.prefix = "t/"}, [&](std::string_view key, std::string_view value) {
-        pb::Reservation r;
-        if (!r.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-          parse = absl::DataLossError("stored reservation " + std::string(key) + " does not parse");
-          return false;
-        }
-        if (FromTimestamp(r.update_time()) + options_.tombstone_ttl <= now) {
-          batch.Delete(kReservationsFamily, std::string(key));
-        }
-        return true;
-      }));
-  RETURN_IF_ERROR(parse);
+  RETURN_IF_ERROR(ScanStored("t/", [&](std::string_view key, pb::Reservation& r) {
+    if (FromTimestamp(r.update_time()) + options_.tombstone_ttl <= now) {
+      batch.Delete(kReservationsFamily, std::string(key));
+    }
+  }));
   return batch.empty() ? absl::OkStatus() : kv_.Write(batch);
 }
 
@@ -136,31 +145,22 @@ absl::StatusOr<std::vector<ClusterReservations::Live>> ClusterReservations::Live
   const absl::Time now = clock_.Now();
   std::vector<Live> live;
   KvWriteBatch batch;
-  absl::Status parse = absl::OkStatus();
-  RETURN_IF_ERROR(kv_.Scan(
-      kReservationsFamily, {.prefix = "r/"}, [&](std::string_view key, std::string_view value) {
-        pb::Reservation r;
-        if (!r.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-          parse = absl::DataLossError("stored reservation " + std::string(key) + " does not parse");
-          return false;
-        }
-        const bool lapsed =
-            r.state() == pb::RESERVATION_STATE_RESERVED && FromTimestamp(r.expire_time()) <= now;
-        if (lapsed) {
-          r.set_state(pb::RESERVATION_STATE_EXPIRED);
-          *r.mutable_update_time() = ToTimestamp(now);
-        }
-        if (IsTombstone(r)) {
-          // To t/ (a lapsed lease, or a tombstone of the older layout).
-          batch.Put(kReservationsFamily, "t/" + r.id(), r.SerializeAsString());
-          batch.Delete(kReservationsFamily, std::string(key));
-          batch.Delete(kReservationsFamily, "s/" + r.id());
-          return true;
-        }
-        live.push_back(Live{std::move(r), false});
-        return true;
-      }));
-  RETURN_IF_ERROR(parse);
+  RETURN_IF_ERROR(ScanStored("r/", [&](std::string_view key, pb::Reservation& r) {
+    const bool lapsed =
+        r.state() == pb::RESERVATION_STATE_RESERVED && FromTimestamp(r.expire_time()) <= now;
+    if (lapsed) {
+      r.set_state(pb::RESERVATION_STATE_EXPIRED);
+      *r.mutable_update_time() = ToTimestamp(now);
+    }
+    if (IsTombstone(r)) {
+      // To t/ (a lapsed lease, or a tombstone of the older layout).
+      batch.Put(kReservationsFamily, "t/" + r.id(), r.SerializeAsString());
+      batch.Delete(kReservationsFamily, std::string(key));
+      batch.Delete(kReservationsFamily, "s/" + r.id());
+      return;
+    }
+    live.push_back(Live{std::move(r), false});
+  }));
   for (Live& l : live) {
     if (l.reservation.state() != pb::RESERVATION_STATE_COMMITTED) continue;
     absl::StatusOr<std::string> seen = kv_.Get(kReservationsFamily, "s/" + l.reservation.id());

@@ -25,7 +25,9 @@
 // A reservation's pod for item `workload` is "<application>-<workload>", as
 // the hub names pods.
 
+#include <functional>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -100,6 +102,12 @@ class ClusterReservations {
   // Stores `reservation` under r/, or under t/ (gone from r/ and s/) when
   // it is a tombstone.
   absl::Status Write(const codeco::swm::v1::Reservation& reservation);
+  // Calls `visit` with every stored reservation whose key starts with
+  // `prefix` ("r/", "t/"); DATA_LOSS naming the key when one does not parse.
+  absl::Status ScanStored(
+      std::string_view prefix,
+      const std::function<void(std::string_view key, codeco::swm::v1::Reservation& r)>& visit)
+      const;
   // Deletes the tombstones older than tombstone_ttl, at most once per
   // tenth of it.
   absl::Status SweepTombstonesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -347,6 +347,20 @@ TEST_CASE("an MC refuses a reservation whose pod template is missing or inconsis
   CHECK(call(ReserveOf("r1", node, 2000)).ok());
 }
 
+// Places `request` through the hub's `stub`; the plan answered, which is DONE.
+pb::AssignmentPlan PlaceDone(pb::SwmService::Stub& stub, const pb::PlaceApplicationRequest& request) {
+  grpc::ClientContext context;
+  context.set_deadline(In(absl::Seconds(30)));
+  pb::PlaceApplicationResponse response;
+  grpc::Status status = stub.PlaceApplication(&context, request, &response);
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  pb::AssignmentPlan plan;
+  REQUIRE(response.operation().result().UnpackTo(&plan));
+  CHECK(plan.phase() == pb::PLAN_PHASE_DONE);
+  return plan;
+}
+
 TEST_CASE("the hub places and removes through the MC swm of each cluster") {
   Testbed bed;
   auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
@@ -383,15 +397,7 @@ TEST_CASE("the hub places and removes through the MC swm of each cluster") {
     member->set_cluster(m->name);
     if (m == bed.b.get()) (*member->mutable_endpoints())["swm"] = m->swm_server->address();
   }
-  grpc::ClientContext context;
-  context.set_deadline(In(absl::Seconds(30)));
-  pb::PlaceApplicationResponse response;
-  grpc::Status status = stub->PlaceApplication(&context, request, &response);
-  INFO(status.error_message());
-  REQUIRE(status.ok());
-  pb::AssignmentPlan plan;
-  REQUIRE(response.operation().result().UnpackTo(&plan));
-  CHECK(plan.phase() == pb::PLAN_PHASE_DONE);
+  pb::AssignmentPlan plan = PlaceDone(*stub, request);
   REQUIRE(plan.targets_size() == 3);
   // Their views ask for SolveCluster (an L2 is set on them): both solved their part.
   CHECK(bed.a->l2.calls() + bed.b->l2.calls() >= 2);
@@ -426,7 +432,7 @@ TEST_CASE("the hub places and removes through the MC swm of each cluster") {
   release.set_application("batch");
   release.set_request_id("release-1");
   pb::ReleaseApplicationResponse released;
-  status = stub->ReleaseApplication(&release_context, release, &released);
+  grpc::Status status = stub->ReleaseApplication(&release_context, release, &released);
   INFO(status.error_message());
   REQUIRE(status.ok());
   REQUIRE(released.plan().actions_size() == 3);
@@ -464,16 +470,7 @@ TEST_CASE("the hub solves an MC member's L2 on its view and the member's Reserve
       grpc::CreateChannel(hub_server->address(), grpc::InsecureChannelCredentials()));
 
   // Three 1.5-CPU replicas need three of the four 2-CPU nodes of the two clusters.
-  pb::PlaceApplicationRequest request = PlaceThroughSwm(bed, "batch", 3);
-  grpc::ClientContext context;
-  context.set_deadline(In(absl::Seconds(30)));
-  pb::PlaceApplicationResponse response;
-  grpc::Status status = stub->PlaceApplication(&context, request, &response);
-  INFO(status.error_message());
-  REQUIRE(status.ok());
-  pb::AssignmentPlan plan;
-  REQUIRE(response.operation().result().UnpackTo(&plan));
-  CHECK(plan.phase() == pb::PLAN_PHASE_DONE);
+  pb::AssignmentPlan plan = PlaceDone(*stub, PlaceThroughSwm(bed, "batch", 3));
   REQUIRE(plan.targets_size() == 3);
   std::set<std::string> nodes;
   for (const auto& t : plan.targets()) {
@@ -495,7 +492,7 @@ TEST_CASE("the hub solves an MC member's L2 on its view and the member's Reserve
   grpc::ClientContext more_context;
   more_context.set_deadline(In(absl::Seconds(30)));
   pb::PlaceApplicationResponse more_response;
-  status = stub->PlaceApplication(&more_context, more, &more_response);
+  grpc::Status status = stub->PlaceApplication(&more_context, more, &more_response);
   CHECK(status.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
   CHECK_THAT(status.error_message(), Catch::Contains("no feasible placement for 1 of 2"));
   CHECK(bed.a->Pods().size() + bed.b->Pods().size() == 3);  // nothing of "more" left behind
