@@ -146,7 +146,8 @@ bool ClusterAgent::ReportOnce(bool sync_copies) {
     lms::v1::ListPodsRequest request;
     request.set_page_token(token);
     lms::v1::ListPodsResponse response;
-    grpc::Status status = lms->ListPods(OutgoingContext(options_.call_timeout).get(), request, &response);
+    grpc::Status status =
+        lms->ListPods(OutgoingContext(options_.call_timeout).get(), request, &response);
     if (!status.ok()) {
       log::Warn("agent: LMS ListPods failed",
                 {{"lms", options_.lms}, {"error", status.error_message()}});
@@ -232,7 +233,8 @@ bool ClusterAgent::ReportOnce(bool sync_copies) {
     }
   }
   v1::HeartbeatResponse response;
-  grpc::Status status = hub->Heartbeat(OutgoingContext(options_.call_timeout).get(), request, &response);
+  grpc::Status status =
+      hub->Heartbeat(OutgoingContext(options_.call_timeout).get(), request, &response);
   if (!status.ok()) {
     log::Warn("agent: heartbeat failed",
               {{"hub", options_.hub_acm}, {"error", status.error_message()}});

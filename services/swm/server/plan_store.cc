@@ -19,10 +19,10 @@ namespace {
 namespace pb = codeco::swm::v1;
 
 constexpr int kDefaultPageSize = 100;
+constexpr int kMaxPageSize = 1000;
 // The index of applications whose newest plan holds pods, and its marker.
 constexpr char kLivePrefix[] = "a/";
 constexpr char kLiveIndexBuilt[] = "a!";
-constexpr int kMaxPageSize = 1000;
 
 absl::Status Corrupt(std::string_view key) {
   return absl::DataLossError("stored record " + std::string(key) + " does not parse");

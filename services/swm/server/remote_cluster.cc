@@ -457,7 +457,8 @@ absl::Status RemoteClusterExecutor::Reserve(const std::string& reservation_id,
     *p->mutable_pod() = it->second;
   }
   pb::ReserveResponse response;
-  absl::Status st = FromGrpcStatus(stub_->Reserve(OutgoingContext(timeout_).get(), request, &response));
+  absl::Status st =
+      FromGrpcStatus(stub_->Reserve(OutgoingContext(timeout_).get(), request, &response));
   if (st.ok() && on_version_) on_version_(response.view_version());
   return st;
 }
@@ -466,7 +467,8 @@ absl::Status RemoteClusterExecutor::Commit(const std::string& reservation_id) {
   pb::CommitRequest request;
   request.set_reservation_id(reservation_id);
   pb::CommitResponse response;
-  absl::Status st = FromGrpcStatus(stub_->Commit(OutgoingContext(timeout_).get(), request, &response));
+  absl::Status st =
+      FromGrpcStatus(stub_->Commit(OutgoingContext(timeout_).get(), request, &response));
   if (st.ok() && on_version_) on_version_(response.view_version());
   return st;
 }
@@ -481,7 +483,8 @@ absl::StatusOr<std::optional<pb::Reservation>> RemoteClusterExecutor::ReleaseRep
   request.set_reservation_id(reservation_id);
   request.set_reason(reason);
   pb::ReleaseResponse response;
-  RETURN_IF_ERROR(FromGrpcStatus(stub_->Release(OutgoingContext(timeout_).get(), request, &response)));
+  RETURN_IF_ERROR(
+      FromGrpcStatus(stub_->Release(OutgoingContext(timeout_).get(), request, &response)));
   if (on_version_) on_version_(response.view_version());
   if (!response.has_reservation()) return std::nullopt;
   return response.reservation();

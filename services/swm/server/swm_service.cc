@@ -12,8 +12,8 @@
 #include "absl/synchronization/notification.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
-#include "codeco/common/serve_on_executor.h"
 #include "codeco/common/metrics.h"
+#include "codeco/common/serve_on_executor.h"
 #include "codeco/common/status.h"
 #include "codeco/common/watch_stream.h"
 #include "prometheus/counter.h"
@@ -579,7 +579,8 @@ void AddSwmConfig(ConfigSchema& schema) {
               .type = ConfigType::kString,
               .help = "hub: the MC swm of each cluster that has one, as "
                       "cluster=host:port[,cluster=host:port...]; those clusters are read through "
-                      "their swm and hold reservations (swm.member_l2 says who solves their L2); the others are driven through their LMS"});
+                      "their swm and hold reservations (swm.member_l2 says who solves their L2); "
+                      "the others are driven through their LMS"});
   schema.Add({.path = "swm.exact_l2_max_nodes",
               .type = ConfigType::kInt,
               .default_value = "0",
@@ -604,8 +605,9 @@ void AddSwmConfig(ConfigSchema& schema) {
               .default_value = "10s",
               .help = "hub: deadline of each call to an MC swm"});
   schema.Add({.path = "swm.member_l2",
-              .type = ConfigType::kString,
+              .type = ConfigType::kEnum,
               .default_value = "hub",
+              .allowed_values = {"hub", "member"},
               .help = "hub: where a member with an MC swm gets its L2 (workloads to nodes) "
                       "solved: hub (here, on the view read for the placement, unless the view "
                       "says the member runs its own L2 strategy; its Reserve re-checks every "
@@ -671,14 +673,9 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
                    ParseClusterEndpoints(context.config.raw.GetString("swm.cluster_endpoints")));
   options.mc_timeout = context.config.raw.GetDuration("swm.mc_timeout");
   options.reconcile_interval = context.config.raw.GetDuration("swm.reconcile_interval");
-  const std::string member_l2 = context.config.raw.GetString("swm.member_l2");
-  if (member_l2 == "hub") {
-    options.member_l2 = MemberL2::kHub;
-  } else if (member_l2 == "member") {
-    options.member_l2 = MemberL2::kMember;
-  } else {
-    return InvalidFieldError("swm.member_l2", "must be hub or member, not \"" + member_l2 + "\"");
-  }
+  // An enum key: the configuration refused any other value already.
+  options.member_l2 = context.config.raw.GetString("swm.member_l2") == "member" ? MemberL2::kMember
+                                                                               : MemberL2::kHub;
   const int64_t workers = context.config.raw.GetInt("swm.placement_workers");
   if (workers < 1 || workers > 64) {
     return InvalidFieldError("swm.placement_workers", "must be 1-64");

@@ -348,7 +348,8 @@ TEST_CASE("an MC refuses a reservation whose pod template is missing or inconsis
 }
 
 // Places `request` through the hub's `stub`; the plan answered, which is DONE.
-pb::AssignmentPlan PlaceDone(pb::SwmService::Stub& stub, const pb::PlaceApplicationRequest& request) {
+pb::AssignmentPlan PlaceDone(pb::SwmService::Stub& stub,
+                             const pb::PlaceApplicationRequest& request) {
   grpc::ClientContext context;
   context.set_deadline(In(absl::Seconds(30)));
   pb::PlaceApplicationResponse response;
