@@ -1,6 +1,7 @@
 #include "codeco/common/service_config.h"
 
 #include "absl/strings/str_cat.h"
+#include "codeco/common/quantity.h"
 #include "codeco/common/status.h"
 
 namespace codeco {
@@ -45,6 +46,11 @@ ConfigSchema CommonServiceSchema() {
             "longest a call may run on this server"})
       .Add({"store.sync", ConfigType::kBool, "true", {}, false,
             "fsync the write-ahead log on every write (survives power loss)"})
+      .Add({"store.block_cache", ConfigType::kString, "32Mi", {}, false,
+            "RocksDB block cache (data, index and filter blocks), bytes: e.g. 32Mi"})
+      .Add({"store.memtable_budget", ConfigType::kString, "16Mi", {}, false,
+            "memory all RocksDB memtables may hold together before the largest is "
+            "flushed, bytes: e.g. 16Mi"})
       .Add({"shutdown.grace", ConfigType::kDuration, "10s", {}, false,
             "time in-flight calls get to finish after SIGTERM"});
   return schema;
@@ -110,6 +116,20 @@ absl::StatusOr<ServiceConfig> ReadServiceConfig(const std::string& service, cons
     errors.Add("rpc.default_deadline", "must be positive");
   }
   if (out.max_deadline <= absl::ZeroDuration()) errors.Add("rpc.max_deadline", "must be positive");
+  // Store budgets: a quantity of bytes, at least 1 MiB (RocksDB rounds
+  // smaller ones up) and at most 64 GiB.
+  auto store_bytes = [&](const char* key, size_t& field) {
+    absl::StatusOr<int64_t> bytes = ParseBytes(config.GetString(key));
+    if (!bytes.ok()) {
+      errors.Add(key, std::string(bytes.status().message()));
+    } else if (*bytes < (int64_t{1} << 20) || *bytes > (int64_t{64} << 30)) {
+      errors.Add(key, absl::StrCat("must be between 1Mi and 64Gi, not ", config.GetString(key)));
+    } else {
+      field = static_cast<size_t>(*bytes);
+    }
+  };
+  store_bytes("store.block_cache", out.store_block_cache_bytes);
+  store_bytes("store.memtable_budget", out.store_memtable_budget_bytes);
   RETURN_IF_ERROR(errors.ToStatus());
   return out;
 }

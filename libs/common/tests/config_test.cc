@@ -137,6 +137,25 @@ TEST_CASE("service config checks the rules between keys") {
     REQUIRE(service.ok());
     REQUIRE(service->role == Role::kManagedCluster);
   }
+  SECTION("store budgets are byte quantities within bounds") {
+    auto config = schema.Load(
+        "role: hub\ndata_dir: d\ninsecure: true\nstore:\n  block_cache: 8Mi\n"
+        "  memtable_budget: 4Mi\n",
+        {});
+    REQUIRE(config.ok());
+    auto service = ReadServiceConfig("acm", *config);
+    REQUIRE(service.ok());
+    REQUIRE(service->store_block_cache_bytes == (8u << 20));
+    REQUIRE(service->store_memtable_budget_bytes == (4u << 20));
+    auto bad = schema.Load(
+        "role: hub\ndata_dir: d\ninsecure: true\nstore:\n  block_cache: lots\n"
+        "  memtable_budget: 100Ki\n",
+        {});
+    REQUIRE(bad.ok());
+    std::string error(ReadServiceConfig("acm", *bad).status().message());
+    REQUIRE_THAT(error, Catch::Contains("store.block_cache: "));
+    REQUIRE_THAT(error, Catch::Contains("store.memtable_budget: must be between 1Mi and 64Gi"));
+  }
   REQUIRE(IsLoopbackAddress("127.0.3.1:80"));
   REQUIRE(IsLoopbackAddress("localhost:1"));
   REQUIRE_FALSE(IsLoopbackAddress("10.0.0.1:80"));

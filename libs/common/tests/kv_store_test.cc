@@ -101,6 +101,30 @@ TEST_CASE("RocksDB store keeps the contract and survives reopening") {
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("RocksDB store reports the memory its memtables and block cache hold") {
+  std::string dir = TempDir("kv-memory");
+  {
+    auto store = OpenRocksDbKvStore({.path = dir, .column_families = {"apps"}, .sync = false});
+    REQUIRE(store.ok());
+    const KvStoreMemory empty = (*store)->MemoryUsage();
+    const std::string value(1000, 'v');
+    for (int i = 0; i < 1000; ++i) {
+      REQUIRE((*store)->Put("apps", "k/" + std::to_string(i), value).ok());
+    }
+    const KvStoreMemory written = (*store)->MemoryUsage();
+    REQUIRE(written.memtables >= empty.memtables + 1000 * 1000);
+  }
+  {
+    // Reopened, the data is in a table file: reading it fills the block cache.
+    auto store = OpenRocksDbKvStore({.path = dir, .column_families = {"apps"}, .sync = false});
+    REQUIRE(store.ok());
+    for (int i = 0; i < 1000; ++i) REQUIRE((*store)->Get("apps", "k/" + std::to_string(i)).ok());
+    REQUIRE((*store)->MemoryUsage().block_cache >= 1000 * 1000);
+  }
+  REQUIRE(NewInMemoryKvStore({"apps"})->MemoryUsage().memtables == 0);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("RocksDB store needs a path") {
   auto store = OpenRocksDbKvStore({});
   REQUIRE(store.status().code() == absl::StatusCode::kInvalidArgument);

@@ -8,6 +8,7 @@
 #include "codeco/common/call_deadline.h"
 #include "codeco/common/executor.h"
 #include "codeco/common/grpc_status.h"
+#include "codeco/common/kv_store.h"
 #include "codeco/common/serve_on_executor.h"
 #include "codeco/common/metrics.h"
 #include "http_get.h"
@@ -122,6 +123,20 @@ TEST_CASE("RPC latency histograms appear on /metrics") {
   REQUIRE_THAT(body, Catch::Contains("method=\"/grpc.health.v1.Health/Check\""));
   REQUIRE_THAT(body, Catch::Contains("code=\"OK\""));
   REQUIRE_THAT(body, Catch::Contains("codeco_test_rpc_deadline_budget_seconds"));
+}
+
+TEST_CASE("process and store memory appear on /metrics") {
+  auto exposer = MetricsExposer::Start("127.0.0.1:0");
+  REQUIRE(exposer.ok());
+  auto store = NewInMemoryKvStore({"apps"});
+  (*exposer)->ExportMemory("test", store.get());
+  std::string body = testing::HttpGet("http://" + (*exposer)->address() + "/metrics").body;
+  REQUIRE_THAT(body, Catch::Contains("# TYPE codeco_test_resident_memory_bytes gauge"));
+  REQUIRE_THAT(body, Catch::Contains("codeco_test_heap_bytes{state=\"in_use\"}"));
+  REQUIRE_THAT(body, Catch::Contains("codeco_test_heap_bytes{state=\"free_held\"}"));
+  REQUIRE_THAT(body, Catch::Contains("codeco_test_store_memory_bytes{part=\"block_cache\"} 0"));
+  // The resident set is read, not left at zero.
+  REQUIRE_THAT(body, !Catch::Contains("codeco_test_resident_memory_bytes 0\n"));
 }
 
 TEST_CASE("plaintext is refused off loopback") {

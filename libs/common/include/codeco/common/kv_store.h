@@ -6,6 +6,7 @@
 // Implementations: RocksDbKvStore (store/rocksdb_kv_store.h) and
 // InMemoryKvStore (below, for unit tests and the simulator).
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -59,6 +60,16 @@ struct KvScanOptions {
 /// Called for each entry in key order; return false to stop the scan.
 using KvVisitor = std::function<bool(std::string_view key, std::string_view value)>;
 
+/// What a store holds in memory, in bytes (zeros where it does not say).
+struct KvStoreMemory {
+  /// Memtables, active and waiting for a flush.
+  uint64_t memtables = 0;
+  /// The block cache in use (data, index and filter blocks).
+  uint64_t block_cache = 0;
+  /// Table readers outside the block cache.
+  uint64_t table_readers = 0;
+};
+
 /// Ordered key-value storage with column families and atomic batches.
 class KvStore {
  public:
@@ -74,6 +85,8 @@ class KvStore {
                             const KvVisitor& visitor) const = 0;
   /// The column families this store holds (always includes "default").
   virtual std::vector<std::string> ColumnFamilies() const = 0;
+  /// What the store holds in memory now; zeros for a store that does not say.
+  virtual KvStoreMemory MemoryUsage() const { return {}; }
 
   /// Convenience: a batch with one put.
   absl::Status Put(std::string_view column_family, std::string_view key, std::string_view value);

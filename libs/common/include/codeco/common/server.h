@@ -149,7 +149,13 @@ int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition);
 void BlockTerminationSignals();
 
 /// Waits for SIGTERM or SIGINT (blocked by BlockTerminationSignals) and
-/// returns its number.
+/// returns its number; meanwhile, every 30 s, hands the free memory malloc
+/// holds back to the system (malloc_trim).
 int WaitForTerminationSignal();
+
+/// Sets the process's malloc policy for a long-running service: large
+/// blocks mapped on their own, few arenas (see server.cc for the reasons).
+/// Call once at start, before threads are made.
+void ConfigureMalloc();
 
 }  // namespace codeco

@@ -70,6 +70,10 @@ struct ServiceConfig {
   /// fsync the RocksDB WAL on every write (survives power loss, not only a
   /// process kill).
   bool store_sync = true;
+  /// RocksDB block cache in bytes (`store.block_cache`).
+  size_t store_block_cache_bytes = 32u << 20;
+  /// Memory all RocksDB memtables may hold together (`store.memtable_budget`).
+  size_t store_memtable_budget_bytes = 16u << 20;
   /// How long in-flight calls may finish after SIGTERM.
   absl::Duration shutdown_grace = absl::Seconds(10);
   /// The whole validated configuration, for service-specific keys.
