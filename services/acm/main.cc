@@ -59,7 +59,13 @@ void AddConfig(codeco::ConfigSchema& schema) {
             "hub: a cluster silent this long (UNREACHABLE) has its applications moved to a "
             "neighborhood without it (0: never)"})
       .Add({"acm.reevaluate_interval", codeco::ConfigType::kDuration, "10s", {}, false,
-            "hub: how often long-unreachable clusters are looked for"});
+            "hub: how often long-unreachable clusters are looked for"})
+      .Add({"acm.operation_retention", codeco::ConfigType::kDuration, "168h", {}, false,
+            "a done operation is deleted this long after it last changed, unless an "
+            "application still names it"})
+      .Add({"acm.request_retention", codeco::ConfigType::kDuration, "24h", {}, false,
+            "how long a request_id is remembered: a request repeated within it gets the "
+            "first answer"});
   // clang-format on
 }
 
@@ -75,6 +81,13 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
   }
   options.placement_concurrency = static_cast<int>(concurrency);
   options.hub_cluster = config.hub_cluster;
+  for (const char* key : {"acm.operation_retention", "acm.request_retention"}) {
+    if (config.raw.GetDuration(key) < absl::Minutes(1)) {
+      return codeco::InvalidFieldError(key, "must be at least 1m");
+    }
+  }
+  options.manager.operation_retention = config.raw.GetDuration("acm.operation_retention");
+  options.manager.request_retention = config.raw.GetDuration("acm.request_retention");
   if (config.role == codeco::Role::kHub &&
       config.raw.GetDuration("acm.reevaluate_after") > absl::ZeroDuration()) {
     options.reevaluate_after = config.raw.GetDuration("acm.reevaluate_after");

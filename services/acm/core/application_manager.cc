@@ -1,6 +1,7 @@
 #include "acm/core/application_manager.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -121,6 +122,7 @@ absl::StatusOr<std::optional<std::string>> ApplicationManager::CheckRequest(
 absl::Status ApplicationManager::CommitNext(ApplicationCommit& commit) {
   ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
   commit.revision = last + 1;
+  commit.time = clock_.Now();
   RETURN_IF_ERROR(FoldOperationLocked(commit));
   return store_.Commit(commit);
 }
@@ -681,6 +683,9 @@ absl::StatusOr<int> ApplicationManager::Resume() { return Reconcile(); }
 absl::StatusOr<int> ApplicationManager::Reconcile() {
   std::vector<v1::Application> releases;
   std::vector<v1::Application> placements;
+  // Set when history is due for pruning, with the operations applications name.
+  std::optional<absl::Time> prune_at;
+  std::set<std::string> keep_operations;
   {
     absl::MutexLock lock(&write_mu_);
     const absl::Time now = clock_.Now();
@@ -706,19 +711,12 @@ absl::StatusOr<int> ApplicationManager::Reconcile() {
     std::erase_if(attempts_, [&](const auto& entry) { return !intents.count(entry.first); });
     if (now >= next_prune_) {
       next_prune_ = now + absl::Minutes(1);
-      std::vector<std::string> expired;
-      RETURN_IF_ERROR(store_.ListOperations([&](const common::v1::Operation& op) {
-        const absl::Time changed = absl::FromUnixSeconds(op.update_time().seconds()) +
-                                   absl::Nanoseconds(op.update_time().nanos());
-        if (op.done() && changed + options_.operation_retention <= now &&
-            !named_operations.count(op.id())) {
-          expired.push_back(op.id());
-        }
-        return true;
-      }));
-      RETURN_IF_ERROR(store_.DeleteOperations(expired));
+      prune_at = now;
+      keep_operations = std::move(named_operations);
     }
   }
+  // Outside write_mu_: it deletes only records nothing writes any more.
+  if (prune_at) RETURN_IF_ERROR(PruneHistory(*prune_at, keep_operations));
   for (const auto& app : releases) {
     absl::Status asked = scheduler_.ReleasePlacement(app.metadata().name(), ReleaseRequestId(app));
     if (!asked.ok()) RecordRelease(app.metadata().name(), asked).IgnoreError();
@@ -733,6 +731,20 @@ absl::StatusOr<int> ApplicationManager::Reconcile() {
     SendPlacement(app, nb.value_or(v1::Neighborhood()));
   }
   return static_cast<int>(releases.size() + placements.size());
+}
+
+absl::Status ApplicationManager::PruneHistory(absl::Time now,
+                                              const std::set<std::string>& named_operations) {
+  HistoryPruning pruning{
+      .now = now,
+      .operations_done_by = now - options_.operation_retention,
+      .keep = [&](const common::v1::Operation& op) { return named_operations.count(op.id()) > 0; },
+      .requests_done_by = now - options_.request_retention};
+  for (bool more = true; more;) {
+    ASSIGN_OR_RETURN(PrunedHistory pruned, store_.PruneHistory(pruning));
+    more = pruned.more;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::RollbackApplicationResponse> ApplicationManager::Rollback(
@@ -1018,35 +1030,28 @@ absl::StatusOr<v1::GetOperationResponse> ApplicationManager::GetOperation(
 absl::StatusOr<v1::ListOperationsResponse> ApplicationManager::ListOperations(
     const v1::ListOperationsRequest& request) const {
   if (request.page_size() < 0) return InvalidFieldError("page_size", "must not be negative");
-  std::vector<common::v1::Operation> ops;
-  RETURN_IF_ERROR(store_.ListOperations([&](const common::v1::Operation& op) {
-    if (!request.kind().empty() && op.kind() != request.kind()) return true;
-    if (!request.resource().empty() && op.resource() != request.resource()) return true;
-    if (request.active_only() && op.done()) return true;
-    ops.push_back(op);
-    return true;
-  }));
-  // Newest first; the id breaks ties, so pages are stable.
-  auto key = [](const common::v1::Operation& op) {
-    return std::make_tuple(op.create_time().seconds(), op.create_time().nanos(), op.id());
-  };
-  std::sort(ops.begin(), ops.end(), [&](const auto& a, const auto& b) { return key(a) > key(b); });
-  size_t start = 0;
-  if (!request.page_token().empty()) {
-    auto it = std::find_if(ops.begin(), ops.end(),
-                           [&](const auto& op) { return op.id() == request.page_token(); });
-    if (it == ops.end()) return InvalidFieldError("page_token", "not a token this server issued");
-    start = static_cast<size_t>(it - ops.begin()) + 1;
-  }
   const size_t page = PageSize(request.page_size());
   v1::ListOperationsResponse response;
-  for (size_t i = start; i < ops.size(); ++i) {
-    if (static_cast<size_t>(response.operations_size()) == page) {
-      response.set_next_page_token(response.operations(response.operations_size() - 1).id());
-      break;
-    }
-    *response.add_operations() = std::move(ops[i]);
+  std::string last_position;
+  // Newest first; reads one page (and one more to know there is a next).
+  // Tokens are the store's positions.
+  absl::Status listed = store_.ListOperations(
+      request.page_token(), [&](const std::string& position, const common::v1::Operation& op) {
+        if (!request.kind().empty() && op.kind() != request.kind()) return true;
+        if (!request.resource().empty() && op.resource() != request.resource()) return true;
+        if (request.active_only() && op.done()) return true;
+        if (static_cast<size_t>(response.operations_size()) == page) {
+          response.set_next_page_token(last_position);
+          return false;
+        }
+        *response.add_operations() = op;
+        last_position = position;
+        return true;
+      });
+  if (absl::IsInvalidArgument(listed)) {
+    return InvalidFieldError("page_token", "not a token this server issued");
   }
+  RETURN_IF_ERROR(listed);
   return response;
 }
 

@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,11 @@ struct ApplicationManagerOptions {
   /// application still names it in status.operation_id (Reconcile looks at
   /// most once a minute). Default: 7 days.
   absl::Duration operation_retention = absl::Hours(24 * 7);
+  /// How long a request_id is remembered: a request repeated with the same
+  /// request_id within it gets the first answer, not a second change.
+  /// Records past it are deleted (Reconcile looks at most once a minute).
+  /// Default: 24 h.
+  absl::Duration request_retention = absl::Hours(24);
 };
 
 /// The scheduler's answer for one spec revision of an application.
@@ -250,6 +256,9 @@ class ApplicationManager {
   // (pending channels left out, channel names unique in the application).
   static v1::Application ForScheduler(const v1::Application& app);
   void Notify();
+  // Deletes the operations and idempotency records past their retention
+  // (operations in `named_operations` stay), a bounded batch at a time.
+  absl::Status PruneHistory(absl::Time now, const std::set<std::string>& named_operations);
   google::protobuf::Timestamp NowProto() const;
   int PageSize(int requested) const;
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "codeco/acm/v1/acm_service.pb.h"
 #include "codeco/common/v1/operation.pb.h"
 
@@ -46,6 +47,34 @@ struct ApplicationCommit {
   std::optional<std::pair<std::string, StoredRequest>> request;
   /// Operations created or changed by this commit (stored under their id).
   std::vector<common::v1::Operation> operations;
+  /// When the commit is made (the manager's clock); dates `request` for
+  /// PruneHistory.
+  absl::Time time = absl::InfinitePast();
+};
+
+/// What one ApplicationStore::PruneHistory call deletes.
+struct HistoryPruning {
+  /// Now, by the manager's clock (dates records found without a date).
+  absl::Time now = absl::InfinitePast();
+  /// Done operations that last changed at or before this go...
+  absl::Time operations_done_by = absl::InfinitePast();
+  /// ...unless this says to keep them (an application still names them):
+  /// those are looked at again one retention after `now`.
+  std::function<bool(const common::v1::Operation&)> keep;
+  /// Idempotency records committed at or before this go.
+  absl::Time requests_done_by = absl::InfinitePast();
+  /// Most index entries one call looks at (bounds one write). Default: 1000.
+  size_t max_entries = 1000;
+};
+
+/// What one PruneHistory call did.
+struct PrunedHistory {
+  /// Operations deleted.
+  size_t operations = 0;
+  /// Idempotency records deleted.
+  size_t requests = 0;
+  /// True when it stopped at max_entries with more due: call again.
+  bool more = false;
 };
 
 /// Where applications, their spec revisions and their change log live.
@@ -81,14 +110,22 @@ class ApplicationStore {
   /// The operation `id`, or nullopt.
   virtual absl::StatusOr<std::optional<common::v1::Operation>> GetOperation(
       const std::string& id) const = 0;
-  /// Visits every stored operation (in id order) until the visitor returns false.
+  /// Visits the stored operations newest first (by create time, then id),
+  /// starting after `start_after` (a `position` an earlier visit gave; empty:
+  /// from the newest), until the visitor returns false; INVALID_ARGUMENT for
+  /// a `start_after` it did not give. Memory does not grow with the number
+  /// of operations.
   virtual absl::Status ListOperations(
-      const std::function<bool(const common::v1::Operation&)>& visitor) const = 0;
+      const std::string& start_after,
+      const std::function<bool(const std::string& position, const common::v1::Operation&)>&
+          visitor) const = 0;
   /// Stores `operation` on its own, outside the change log (an operation
   /// that changes no application, e.g. UnregisterCluster's).
   virtual absl::Status PutOperation(const common::v1::Operation& operation) = 0;
-  /// Removes the operations `ids` (absent ones are ignored), in one write.
-  virtual absl::Status DeleteOperations(const std::vector<std::string>& ids) = 0;
+  /// Deletes done operations and idempotency records past their time (see
+  /// HistoryPruning), looking only at the ones due: the work is the number
+  /// of records deleted, not the number stored.
+  virtual absl::StatusOr<PrunedHistory> PruneHistory(const HistoryPruning& pruning) = 0;
 };
 
 }  // namespace codeco::acm

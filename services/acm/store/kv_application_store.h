@@ -8,11 +8,19 @@
 //   application_requests  f/<kind>/<request_id>           -> request fingerprint
 //   application_requests  r/<kind>/<request_id>           -> the serialized response
 //   application_operations <operation id>                 -> codeco.common.v1.Operation
+//   application_history   c/<inverted create µs, 20 digits>/<operation id> -> ""
+//   application_history   d/<done µs, 20 digits>/<operation id>  -> "" (done operations)
+//   application_history   q/<commit µs, 20 digits>/<request key> -> "" (idempotency records)
 //   default               acm/last_revision               -> decimal revision
+//   default               acm/operation_index, acm/request_index -> "" (indexes built)
+// The history family orders operations newest first for listing, and done
+// operations and idempotency records by age for PruneHistory. Stores written
+// before it existed are indexed on first use (requests dated then).
 // Every commit is one KvWriteBatch, so a crash leaves either all of it or none.
 // Events older than `max_events` revisions are deleted in the commit that
 // makes them too old.
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,13 +62,30 @@ class KvApplicationStore final : public ApplicationStore {
   absl::StatusOr<std::optional<common::v1::Operation>> GetOperation(
       const std::string& id) const override;
   absl::Status ListOperations(
-      const std::function<bool(const common::v1::Operation&)>& visitor) const override;
+      const std::string& start_after,
+      const std::function<bool(const std::string& position, const common::v1::Operation&)>&
+          visitor) const override;
   absl::Status PutOperation(const common::v1::Operation& operation) override;
-  absl::Status DeleteOperations(const std::vector<std::string>& ids) override;
+  absl::StatusOr<PrunedHistory> PruneHistory(const HistoryPruning& pruning) override;
 
  private:
+  // Indexes the operations of a store written before the history family
+  // (once; a marker records it).
+  absl::Status EnsureOperationIndex() const;
+  // Indexes its idempotency records, dated `now` (once).
+  absl::Status EnsureRequestIndex(absl::Time now);
+  // Up to `limit` history keys with `prefix`, after `after`, before `end`
+  // (empty: no end), in key order.
+  absl::StatusOr<std::vector<std::string>> IndexKeys(const char* prefix,
+                                                     const std::string& after, size_t limit,
+                                                     const std::string& end = "") const;
+
   KvStore& kv_;
   const KvApplicationStoreOptions options_;
+  // Set once EnsureOperationIndex found or wrote its marker.
+  mutable std::atomic<bool> operations_indexed_{false};
+  // Set once EnsureRequestIndex found or wrote its marker.
+  std::atomic<bool> requests_indexed_{false};
 };
 
 }  // namespace codeco::acm

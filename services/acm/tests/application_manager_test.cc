@@ -931,7 +931,8 @@ TEST_CASE("operations end failed or superseded or deleted and list newest first"
   list.set_page_size(2);
   absl::StatusOr<v1::ListOperationsResponse> page = f.manager.ListOperations(list);
   REQUIRE(page->operations_size() == 2);
-  REQUIRE(page->next_page_token() == second);
+  REQUIRE(page->operations(1).id() == second);
+  REQUIRE_FALSE(page->next_page_token().empty());
   list.set_page_token(page->next_page_token());
   page = f.manager.ListOperations(list);
   REQUIRE(page->operations_size() == 1);
@@ -982,6 +983,141 @@ TEST_CASE("done operations go after the retention unless an application still na
   REQUIRE(ids() == std::set<std::string>{active, failed});
   REQUIRE(!ids().count(superseded));
   REQUIRE(!ids().count(deleted));
+}
+
+TEST_CASE("a request_id is remembered for request_retention and then forgotten") {
+  Fixture f;
+  f.Apply(SmallCam("shop", "1"), "req-1");
+  v1::ApplyApplicationRequest reuse;
+  reuse.set_cam_yaml(SmallCam("shop", "2"));
+  reuse.set_request_id("req-1");
+  f.clock.Advance(absl::Hours(24) - absl::Minutes(1));
+  REQUIRE(f.manager.Reconcile().ok());
+  REQUIRE(f.manager.Apply(reuse).status().code() == absl::StatusCode::kInvalidArgument);
+  f.clock.Advance(absl::Minutes(2));
+  REQUIRE(f.manager.Reconcile().ok());
+  // Past the retention the id is free again: the request is a new change.
+  absl::StatusOr<v1::ApplyApplicationResponse> again = f.manager.Apply(reuse);
+  REQUIRE(again.ok());
+  REQUIRE(again->application().spec_revision() == 2);
+}
+
+// Operations `count` done ones of application "a<i>", created a second apart.
+std::vector<common::v1::Operation> DoneOperations(int count) {
+  std::vector<common::v1::Operation> ops;
+  for (int i = 0; i < count; ++i) {
+    common::v1::Operation op;
+    op.set_id("op-" + std::to_string(1000 + i));
+    op.set_kind("acm.ApplyApplication");
+    op.set_resource("applications/a" + std::to_string(i));
+    op.set_done(true);
+    op.mutable_create_time()->set_seconds(1'800'000'000 + i);
+    op.mutable_update_time()->set_seconds(1'800'000'000 + i);
+    ops.push_back(op);
+  }
+  return ops;
+}
+
+TEST_CASE("history is pruned a bounded batch at a time and listed newest first") {
+  std::unique_ptr<KvStore> kv = NewInMemoryKvStore(ApplicationColumnFamilies());
+  KvApplicationStore store(*kv);
+  for (const auto& op : DoneOperations(25)) REQUIRE(store.PutOperation(op).ok());
+  std::vector<std::string> listed;
+  std::string position;
+  REQUIRE(store
+              .ListOperations("",
+                              [&](const std::string& at, const common::v1::Operation& op) {
+                                listed.push_back(op.id());
+                                position = at;
+                                return listed.size() < 3;
+                              })
+              .ok());
+  REQUIRE(listed == std::vector<std::string>{"op-1024", "op-1023", "op-1022"});
+  listed.clear();
+  REQUIRE(store
+              .ListOperations(position,
+                              [&](const std::string&, const common::v1::Operation& op) {
+                                listed.push_back(op.id());
+                                return listed.size() < 2;
+                              })
+              .ok());
+  REQUIRE(listed == std::vector<std::string>{"op-1021", "op-1020"});
+
+  // The ones done by second 19 are due; op-1003 is kept (an application names it).
+  HistoryPruning pruning{
+      .now = absl::FromUnixSeconds(1'800'000'100),
+      .operations_done_by = absl::FromUnixSeconds(1'800'000'019),
+      .keep = [](const common::v1::Operation& op) { return op.id() == "op-1003"; },
+      .max_entries = 8};
+  absl::StatusOr<PrunedHistory> first = store.PruneHistory(pruning);
+  REQUIRE(first.ok());
+  REQUIRE(first->more);
+  REQUIRE(first->operations == 7);
+  size_t pruned = first->operations;
+  for (bool more = true; more;) {
+    absl::StatusOr<PrunedHistory> next = store.PruneHistory(pruning);
+    REQUIRE(next.ok());
+    pruned += next->operations;
+    more = next->more;
+  }
+  REQUIRE(pruned == 19);
+  listed.clear();
+  REQUIRE(store
+              .ListOperations("",
+                              [&](const std::string&, const common::v1::Operation& op) {
+                                listed.push_back(op.id());
+                                return true;
+                              })
+              .ok());
+  REQUIRE(listed == std::vector<std::string>{"op-1024", "op-1023", "op-1022", "op-1021",
+                                             "op-1020", "op-1003"});
+  // The kept one is looked at again one retention later, and goes once no
+  // application names it.
+  pruning.keep = nullptr;
+  REQUIRE(store.PruneHistory(pruning)->operations == 0);
+  pruning.operations_done_by = pruning.now;
+  REQUIRE(store.PruneHistory(pruning)->operations == 6);
+  REQUIRE_FALSE(store.GetOperation("op-1003")->has_value());
+}
+
+TEST_CASE("a store written before the history index is indexed on first use") {
+  std::unique_ptr<KvStore> kv = NewInMemoryKvStore(ApplicationColumnFamilies());
+  // What an older ACM wrote: operations and idempotency records, no index.
+  for (const auto& op : DoneOperations(300)) {
+    REQUIRE(kv->Put("application_operations", op.id(), op.SerializeAsString()).ok());
+  }
+  REQUIRE(kv->Put("application_requests", "f/apply/req-1", "fingerprint").ok());
+  REQUIRE(kv->Put("application_requests", "r/apply/req-1", "response").ok());
+  KvApplicationStore store(*kv);
+  size_t listed = 0;
+  std::string newest;
+  REQUIRE(store
+              .ListOperations("",
+                              [&](const std::string&, const common::v1::Operation& op) {
+                                if (listed++ == 0) newest = op.id();
+                                return true;
+                              })
+              .ok());
+  REQUIRE(listed == 300);
+  REQUIRE(newest == "op-1299");
+  // Undated requests are dated at the first pruning and kept for a retention from then.
+  const absl::Time now = absl::FromUnixSeconds(1'900'000'000);
+  HistoryPruning pruning{.now = now,
+                         .operations_done_by = now,
+                         .requests_done_by = now - absl::Hours(24)};
+  absl::StatusOr<PrunedHistory> pruned = store.PruneHistory(pruning);
+  REQUIRE(pruned.ok());
+  REQUIRE(pruned->requests == 0);
+  REQUIRE(store.GetRequest("apply/req-1")->has_value());
+  for (bool more = true; more;) {
+    absl::StatusOr<PrunedHistory> next = store.PruneHistory(pruning);
+    REQUIRE(next.ok());
+    more = next->more;
+  }
+  REQUIRE_FALSE(store.GetOperation("op-1000")->has_value());
+  pruning.requests_done_by = now;
+  REQUIRE(store.PruneHistory(pruning)->requests == 1);
+  REQUIRE_FALSE(store.GetRequest("apply/req-1")->has_value());
 }
 
 }  // namespace
