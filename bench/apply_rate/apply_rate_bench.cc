@@ -7,7 +7,9 @@
 // in the window and the resident memory (VmRSS) of the hub's services and
 // the largest managed-cluster service; at the end, the sustained rate, the
 // apply→Running latency percentiles, failures, and each hub service's RSS
-// growth from the first sample after warm-up to the last.
+// growth from the first sample after warm-up to the last, with what its
+// /metrics says the memory is: malloc's heap in use, freed memory malloc
+// keeps, and the RocksDB store's memtables and block cache.
 //
 //   apply_rate_bench [--quick] [--minutes N] [--workers N] [--scenario FILE] [--keep]
 //
@@ -27,9 +29,12 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <curl/curl.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -71,6 +76,56 @@ long RssKib(int pid) {
     if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
   }
   return 0;
+}
+
+// What a service's /metrics says about its memory, MiB (zeros when it
+// does not answer).
+struct Memory {
+  double heap_in_use = 0;
+  double heap_free_held = 0;
+  double store = 0;  // memtables + block cache + table readers
+  double memtables = 0;
+  double block_cache = 0;
+};
+
+// The body of GET `url` ("" on failure).
+std::string HttpGet(const std::string& url) {
+  std::string body;
+  CURL* curl = curl_easy_init();
+  if (curl == nullptr) return body;
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 5L);
+  curl_easy_setopt(
+      curl, CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t count, void* out) {
+        static_cast<std::string*>(out)->append(data, size * count);
+        return size * count;
+      });
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+  if (curl_easy_perform(curl) != CURLE_OK) body.clear();
+  curl_easy_cleanup(curl);
+  return body;
+}
+
+// Reads the memory gauges of the service `name` ("hub/acm") from `url`.
+Memory ScrapeMemory(const std::string& name, const std::string& url) {
+  const std::string service = name.substr(name.find('/') + 1);
+  const std::string body = HttpGet(url);
+  Memory out;
+  std::istringstream lines(body);
+  std::string line;
+  const std::string heap = "codeco_" + service + "_heap_bytes{state=\"";
+  const std::string store = "codeco_" + service + "_store_memory_bytes{";
+  while (std::getline(lines, line)) {
+    const size_t space = line.rfind(' ');
+    if (space == std::string::npos) continue;
+    const double mib = std::atof(line.c_str() + space + 1) / (1 << 20);
+    if (line.rfind(heap + "in_use", 0) == 0) out.heap_in_use = mib;
+    if (line.rfind(heap + "free_held", 0) == 0) out.heap_free_held = mib;
+    if (line.rfind(store, 0) == 0) out.store += mib;
+    if (line.rfind(store + "part=\"memtables\"", 0) == 0) out.memtables = mib;
+    if (line.rfind(store + "part=\"block_cache\"", 0) == 0) out.block_cache = mib;
+  }
+  return out;
 }
 
 // A context with `timeout` (codecoctl's, without a --timeout flag).
@@ -186,8 +241,9 @@ int Run(const Settings& settings) {
 
     std::printf("\napply_rate_bench: %d workers for %s on %s\n", settings.workers,
                 absl::FormatDuration(settings.duration).c_str(), settings.scenario.c_str());
-    std::printf("%6s %9s %8s %12s %12s %12s %16s\n", "t_s", "running", "per_s", "hub_acm_MiB",
-                "hub_swm_MiB", "hub_netma_MiB", "max_mc_svc_MiB");
+    std::printf("%6s %9s %8s %12s %12s %12s %16s %14s %15s\n", "t_s", "running", "per_s",
+                "hub_acm_MiB", "hub_swm_MiB", "hub_netma_MiB", "max_mc_svc_MiB",
+                "acm_heap_MiB", "acm_store_MiB");
     Tally tally;
     const absl::Time start = absl::Now();
     const absl::Time end = start + settings.duration;
@@ -197,6 +253,7 @@ int Run(const Settings& settings) {
     }
     // Sample every 10 s.
     std::map<std::string, std::vector<long>> rss;  // hub process -> samples, KiB
+    std::map<std::string, std::vector<Memory>> memory;  // hub process -> samples
     long previous = 0;
     for (absl::Time next = start + absl::Seconds(10); next <= end; next += absl::Seconds(10)) {
       absl::SleepFor(next - absl::Now());
@@ -204,17 +261,20 @@ int Run(const Settings& settings) {
       long max_mc = 0;
       for (const auto& p : state->processes) {
         long kib = RssKib(p.pid);
-        if (p.name.rfind("hub/", 0) == 0) rss[p.name].push_back(kib);
-        else if (p.name != "codef") max_mc = std::max(max_mc, kib);
+        if (p.name.rfind("hub/", 0) == 0) {
+          rss[p.name].push_back(kib);
+          memory[p.name].push_back(ScrapeMemory(p.name, p.http));
+        } else if (p.name != "codef") max_mc = std::max(max_mc, kib);
       }
       auto last = [&](const char* name) {
         auto it = rss.find(name);
         return it == rss.end() || it->second.empty() ? 0.0 : it->second.back() / 1024.0;
       };
-      std::printf("%6.0f %9ld %8.1f %12.1f %12.1f %12.1f %16.1f\n",
+      const Memory acm_memory = memory["hub/acm"].empty() ? Memory{} : memory["hub/acm"].back();
+      std::printf("%6.0f %9ld %8.1f %12.1f %12.1f %12.1f %16.1f %14.1f %15.1f\n",
                   absl::ToDoubleSeconds(next - start), now_running,
                   (now_running - previous) / 10.0, last("hub/acm"), last("hub/swm"),
-                  last("hub/netma"), max_mc / 1024.0);
+                  last("hub/netma"), max_mc / 1024.0, acm_memory.heap_in_use, acm_memory.store);
       std::fflush(stdout);
       previous = now_running;
     }
@@ -242,6 +302,18 @@ int Run(const Settings& settings) {
       std::printf("%-10s RSS %.1f -> %.1f MiB (peak %.1f); second half %.1f -> %.1f MiB\n",
                   name.c_str(), samples[from] / 1024.0, samples.back() / 1024.0, peak / 1024.0,
                   samples[half] / 1024.0, samples.back() / 1024.0);
+      const std::vector<Memory>& parts = memory[name];
+      if (parts.size() != samples.size()) continue;
+      auto show = [&](const char* what, double Memory::*field) {
+        std::printf("%-10s   %-15s %.1f -> %.1f MiB; second half %.1f -> %.1f MiB\n", "",
+                    what, parts[from].*field, parts.back().*field, parts[half].*field,
+                    parts.back().*field);
+      };
+      show("heap in use", &Memory::heap_in_use);
+      show("heap free held", &Memory::heap_free_held);
+      show("store", &Memory::store);
+      show("  memtables", &Memory::memtables);
+      show("  block cache", &Memory::block_cache);
     }
     if (tally.running.load() == 0) code = 1;
   }
