@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "codeco/common/backoff.h"
 #include "codeco/common/logging.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "swm/server/remote_cluster.h"
@@ -28,6 +29,7 @@ ClusterViewFeed::ClusterViewFeed(ClusterReservations& reservations, const Clock&
     : reservations_(reservations),
       options_(options),
       incarnation_(absl::ToUnixNanos(clock.Now())),
+      rng_(static_cast<uint64_t>(incarnation_) ^ reinterpret_cast<uintptr_t>(this)),
       thread_([this] { Loop(); }) {}
 
 ClusterViewFeed::~ClusterViewFeed() {
@@ -115,10 +117,25 @@ void ClusterViewFeed::Loop() {
         published_ = target;
         current_ = std::move(snapshot);
       }
-      wait = wanted_ > published_ ? absl::ZeroDuration() : options_.resync_interval;
+      wait = wanted_ > published_ ? absl::ZeroDuration() : NextResync();
     }
     if (publish) subscribers_.Notify();
   }
+}
+
+absl::Duration ClusterViewFeed::NextResync() {
+  // The first resync comes after a random share of the interval, the next
+  // ones after (1 - resync_jitter..1) of it: the feeds of many clusters
+  // started together (a federation brought up at once, or 100 in one
+  // process) do not read their LMSs at the same moment every interval.
+  const double jitter = first_resync_ ? 1.0 : std::clamp(options_.resync_jitter, 0.0, 1.0);
+  first_resync_ = false;
+  const double unit = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  return BackoffDelay({.initial = options_.resync_interval,
+                       .max = options_.resync_interval,
+                       .multiplier = 1.0,
+                       .jitter = jitter},
+                      /*retry=*/1, unit);
 }
 
 }  // namespace codeco::swm

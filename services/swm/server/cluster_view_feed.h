@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +33,9 @@ struct ClusterViewFeedOptions {
   /// How often the view is computed again without a change of its own (to
   /// see pods and nodes others changed on the LMS). Default: 1 s.
   absl::Duration resync_interval = absl::Seconds(1);
+  /// Share of resync_interval a resync may come early, drawn at random each
+  /// time (0..1), so that many clusters' feeds spread out. Default: 0.2.
+  double resync_jitter = 0.2;
   /// Wait before computing again after a failed read of the LMS. Default: 200 ms.
   absl::Duration retry_after = absl::Milliseconds(200);
 };
@@ -71,6 +75,8 @@ class ClusterViewFeed {
 
  private:
   void Loop();
+  // The wait before the next resync (the feed's thread only).
+  absl::Duration NextResync();
 
   ClusterReservations& reservations_;
   ClusterViewFeedOptions options_;
@@ -83,6 +89,10 @@ class ClusterViewFeed {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   Listeners subscribers_;
+
+  // Resync pacing, used by the feed's thread only.
+  std::mt19937_64 rng_;
+  bool first_resync_ = true;
 
   std::thread thread_;
 };
