@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/db.h"
-#include "rocksdb/filter_policy.h"
 #include "rocksdb/options.h"
 #include "rocksdb/table.h"
 #include "rocksdb/utilities/options_util.h"
@@ -151,10 +150,6 @@ absl::StatusOr<std::unique_ptr<KvStore>> OpenRocksDbKvStore(const RocksDbOptions
   // memory is the memtables plus the cache, however many files it has.
   table_options.cache_index_and_filter_blocks = true;
   table_options.pin_l0_filter_and_index_blocks_in_cache = true;
-  // Bloom filters (10 bits a key, about 1% false positives): a Get of an
-  // absent key (a request_id never seen, a reservation already released)
-  // reads no data block, so it neither costs a read nor fills the cache.
-  table_options.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   rocksdb::ColumnFamilyOptions cf_options;
   cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table_options));
   // Files dense with deletions are compacted soon: the stores delete as
