@@ -60,11 +60,16 @@ std::string CreatedKey(const common::v1::Operation& op) {
   return DatedKey(kCreatedPrefix, kLatestMicros - Micros(op.create_time()), op.id());
 }
 
+// Puts the history index entries of `op` into `batch`.
+void IndexOperationInto(KvWriteBatch& batch, const common::v1::Operation& op) {
+  batch.Put(kHistory, CreatedKey(op), "");
+  if (op.done()) batch.Put(kHistory, DatedKey(kDonePrefix, Micros(op.update_time()), op.id()), "");
+}
+
 // Puts `op` and its history index entries into `batch`.
 void PutOperationInto(KvWriteBatch& batch, const common::v1::Operation& op) {
   batch.Put(kOperations, op.id(), op.SerializeAsString());
-  batch.Put(kHistory, CreatedKey(op), "");
-  if (op.done()) batch.Put(kHistory, DatedKey(kDonePrefix, Micros(op.update_time()), op.id()), "");
+  IndexOperationInto(batch, op);
 }
 std::string RevisionKey(const std::string& name, int64_t spec_revision) {
   return absl::StrCat(name, "/", Padded(spec_revision));
@@ -341,19 +346,17 @@ absl::Status KvApplicationStore::EnsureOperationIndex() const {
                                  after = std::string(key);
                                  absl::StatusOr<common::v1::Operation> op =
                                      Decode<common::v1::Operation>(value, "operation");
-                                 if (!op.ok()) failed = op.status();
+                                 if (!op.ok()) {
+                                   failed = op.status();
+                                   return false;
+                                 }
                                  ops.push_back(*std::move(op));
-                                 return failed.ok();
+                                 return true;
                                }));
       RETURN_IF_ERROR(failed);
       more = ops.size() == kChunk;
       KvWriteBatch batch;
-      for (const common::v1::Operation& op : ops) {
-        batch.Put(kHistory, CreatedKey(op), "");
-        if (op.done()) {
-          batch.Put(kHistory, DatedKey(kDonePrefix, Micros(op.update_time()), op.id()), "");
-        }
-      }
+      for (const common::v1::Operation& op : ops) IndexOperationInto(batch, op);
       if (!more) batch.Put(kDefault, kOperationIndexBuilt, "");
       RETURN_IF_ERROR(kv_.Write(batch));
     }
