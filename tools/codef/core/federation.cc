@@ -173,6 +173,32 @@ absl::Status Federation::SetLink(const std::string& from, const std::string& to,
   return absl::OkStatus();
 }
 
+absl::Status Federation::PutVirtualLink(const std::string& id, const std::string& source,
+                                        const std::string& target, const std::string& endpoint) {
+  FieldErrors errors;
+  if (id.empty() || id.size() > 253) errors.Add("virtual_link.id", "must be 1-253 characters");
+  if (absl::Status s = CheckCluster(source, "virtual_link.source_cluster"); !s.ok()) {
+    errors.Add("virtual_link.source_cluster", "unknown cluster \"" + source + "\"");
+  }
+  if (absl::Status s = CheckCluster(target, "virtual_link.target_cluster"); !s.ok()) {
+    errors.Add("virtual_link.target_cluster", "unknown cluster \"" + target + "\"");
+  } else if (source == target) {
+    errors.Add("virtual_link.target_cluster", "must differ from source_cluster");
+  }
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == endpoint.size() ||
+      endpoint.size() > 300) {
+    errors.Add("virtual_link.target_endpoint", "must be host:port");
+  }
+  RETURN_IF_ERROR(errors.ToStatus());
+  return links_->PutVirtualLink(id, source, target, endpoint);
+}
+
+absl::Status Federation::DeleteVirtualLink(const std::string& id) {
+  if (id.empty()) return InvalidFieldError("id", "required");
+  return links_->DeleteVirtualLink(id);
+}
+
 absl::StatusOr<LinkProperties> Federation::GetLink(const std::string& from,
                                                    const std::string& to) const {
   RETURN_IF_ERROR(CheckCluster(from, "from_cluster"));

@@ -112,6 +112,15 @@ class Federation {
   absl::StatusOr<LinkProperties> GetLink(const std::string& from, const std::string& to) const;
   /// Puts both directions back to the scenario's conditions.
   absl::Status ResetLink(const std::string& from, const std::string& to);
+  /// Installs a virtual link on the edge devices (the relays): channel
+  /// traffic from `source` to `endpoint` in `target` passes. INVALID_ARGUMENT
+  /// naming the field (unknown clusters, the same cluster twice, a bad endpoint).
+  absl::Status PutVirtualLink(const std::string& id, const std::string& source,
+                              const std::string& target, const std::string& endpoint);
+  /// Removes virtual link `id`; NOT_FOUND when it is not installed.
+  absl::Status DeleteVirtualLink(const std::string& id);
+  /// How many virtual links are installed.
+  size_t VirtualLinkCount() const { return links_->VirtualLinkCount(); }
   /// Fails a node; returns how many pods failed with it.
   absl::StatusOr<int> FailNode(const std::string& cluster, const std::string& node);
   /// Recovers a node.

@@ -38,4 +38,22 @@ bool InMemoryLinkControl::IsPartitioned(const std::string& cluster) const {
   return partitioned_.count(cluster) > 0;
 }
 
+absl::Status InMemoryLinkControl::PutVirtualLink(const std::string& id, const std::string&,
+                                                 const std::string&, const std::string&) {
+  absl::MutexLock lock(&mu_);
+  virtual_links_.insert(id);
+  return absl::OkStatus();
+}
+
+absl::Status InMemoryLinkControl::DeleteVirtualLink(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  if (virtual_links_.erase(id) == 0) return absl::NotFoundError("no virtual link " + id);
+  return absl::OkStatus();
+}
+
+size_t InMemoryLinkControl::VirtualLinkCount() const {
+  absl::MutexLock lock(&mu_);
+  return virtual_links_.size();
+}
+
 }  // namespace codeco::codef

@@ -40,6 +40,14 @@ class LinkControl {
                                                  const std::string& to) const = 0;
   /// Cuts (or restores) every link to and from `cluster`, keeping their settings.
   virtual absl::Status SetPartitioned(const std::string& cluster, bool partitioned) = 0;
+  /// Installs (or replaces, by `id`) a virtual link on the edge devices:
+  /// channel traffic from `source` to `endpoint` ("host:port") in `target` passes.
+  virtual absl::Status PutVirtualLink(const std::string& id, const std::string& source,
+                                      const std::string& target, const std::string& endpoint) = 0;
+  /// Removes virtual link `id`; NOT_FOUND when it is not installed.
+  virtual absl::Status DeleteVirtualLink(const std::string& id) = 0;
+  /// How many virtual links are installed.
+  virtual size_t VirtualLinkCount() const = 0;
 };
 
 /// A LinkControl that only records (test double and relay-less fallback).
@@ -50,11 +58,16 @@ class InMemoryLinkControl final : public LinkControl {
   absl::StatusOr<LinkProperties> GetLink(const std::string& from,
                                          const std::string& to) const override;
   absl::Status SetPartitioned(const std::string& cluster, bool partitioned) override;
+  absl::Status PutVirtualLink(const std::string& id, const std::string& source,
+                              const std::string& target, const std::string& endpoint) override;
+  absl::Status DeleteVirtualLink(const std::string& id) override;
+  size_t VirtualLinkCount() const override;
   /// True while `cluster` is partitioned.
   bool IsPartitioned(const std::string& cluster) const;
 
  private:
   mutable absl::Mutex mu_;
+  std::set<std::string> virtual_links_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, LinkProperties> links_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> partitioned_ ABSL_GUARDED_BY(mu_);
 };

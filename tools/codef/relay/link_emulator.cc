@@ -116,7 +116,15 @@ std::optional<ConnectTarget> ParseConnect(std::string_view head) {
 struct RelayCounters {
   std::atomic<int64_t> tunnels_opened{0};
   std::atomic<int64_t> requests_refused{0};
+  std::atomic<int64_t> channel_tunnels_opened{0};
+  std::atomic<int64_t> channels_refused{0};
 };
+
+// True when `host` is an IPv4 address (not a channel endpoint's name).
+bool IsIpv4(const std::string& host) {
+  in_addr parsed;
+  return inet_pton(AF_INET, host.c_str(), &parsed) == 1;
+}
 
 // One client connection to a relay: the CONNECT handshake, then two shaped
 // directions, each with a reader thread (socket -> pipe) and a writer thread
@@ -135,6 +143,7 @@ class Connection {
   ~Connection() {
     close(client_fd_);
     if (upstream_fd_ >= 0) close(upstream_fd_);
+    if (endpoint_fd_ >= 0) close(endpoint_fd_);
   }
 
   // Starts the handshake thread.
@@ -150,6 +159,7 @@ class Connection {
       absl::MutexLock lock(&mu_);
       shutdown(client_fd_, SHUT_RDWR);
       if (upstream_fd_ >= 0) shutdown(upstream_fd_, SHUT_RDWR);
+      if (endpoint_fd_ >= 0) shutdown(endpoint_fd_, SHUT_RDWR);
       cv_.SignalAll();
     }
     WakeDirections();
@@ -167,6 +177,7 @@ class Connection {
   // Joins every thread (after Stop, or once finished()).
   void Join() {
     if (run_thread_.joinable()) run_thread_.join();
+    if (echo_thread_.joinable()) echo_thread_.join();
     for (std::thread& thread : threads_) thread.join();
     threads_.clear();
   }
@@ -239,7 +250,21 @@ class Connection {
       return false;
     }
     std::optional<std::string> destination = links_.ClusterForIp(target->host);
-    absl::StatusOr<sockaddr_in> addr = ParseIpv4HostPort(target->host_port, "connect");
+    // A name, not a service address: a channel endpoint ("<pod>.<cluster>:<port>"),
+    // which only a virtual link from this cluster lets through.
+    const bool channel = !IsIpv4(target->host);
+    if (channel) {
+      destination = links_.ChannelDestination(cluster_, target->host_port);
+      if (!destination.has_value()) {
+        counters_.channels_refused++;
+        log::Info("relay: refused channel traffic without a virtual link",
+                  {{"cluster", cluster_}, {"target", target->host_port}});
+        Refuse("403 Forbidden");
+        return false;
+      }
+    }
+    absl::StatusOr<sockaddr_in> addr = channel ? absl::StatusOr<sockaddr_in>(sockaddr_in{})
+                                               : ParseIpv4HostPort(target->host_port, "connect");
     if (!destination.has_value() || !addr.ok()) {
       log::Debug("relay: refused CONNECT to an unknown destination",
                  {{"cluster", cluster_}, {"target", target->host_port}});
@@ -270,23 +295,29 @@ class Connection {
       return false;
     }
 
-    // The destination sees the source cluster's service address as the peer.
-    sockaddr_in source{};
-    source.sin_family = AF_INET;
-    inet_pton(AF_INET, links_.ServiceIp(cluster_).value_or("0.0.0.0").c_str(), &source.sin_addr);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;  // pick the port at connect time, per destination
-    if (fd >= 0) setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
-    if (fd < 0 || bind(fd, reinterpret_cast<const sockaddr*>(&source), sizeof source) != 0 ||
-        connect(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0) {
-      if (fd >= 0) close(fd);
+    if (channel) {
+      // CODEF's pods run no processes: the channel's receiving endpoint is
+      // emulated by an echo at the far end of the shaped path, so what the
+      // sender gets back crossed the link both ways.
+      int pair[2];
+      if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+        Refuse("502 Bad Gateway");
+        return false;
+      }
+      {
+        absl::MutexLock lock(&mu_);
+        upstream_fd_ = pair[0];
+        endpoint_fd_ = pair[1];
+      }
+      live_threads_++;
+      echo_thread_ = std::thread([this] { EchoLoop(); });
+      counters_.channel_tunnels_opened++;
+    } else if (!ConnectUpstream(*addr)) {
       Refuse("502 Bad Gateway");
       return false;
     }
-    SetNoDelay(fd);
     {
       absl::MutexLock lock(&mu_);
-      upstream_fd_ = fd;
       if (stopping_) return false;
       // The TCP handshake to the destination costs one emulated round trip.
       const absl::Time ready = absl::Now() + absl::Nanoseconds(path->forward.one_way_latency_ns +
@@ -298,11 +329,45 @@ class Connection {
     return SendAll(client_fd_, kEstablished.data(), kEstablished.size());
   }
 
+  // Connects to a service address from the source cluster's address.
+  bool ConnectUpstream(const sockaddr_in& addr) {
+    // The destination sees the source cluster's service address as the peer.
+    sockaddr_in source{};
+    source.sin_family = AF_INET;
+    inet_pton(AF_INET, links_.ServiceIp(cluster_).value_or("0.0.0.0").c_str(), &source.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;  // pick the port at connect time, per destination
+    if (fd >= 0) setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+    if (fd < 0 || bind(fd, reinterpret_cast<const sockaddr*>(&source), sizeof source) != 0 ||
+        connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+      if (fd >= 0) close(fd);
+      return false;
+    }
+    SetNoDelay(fd);
+    absl::MutexLock lock(&mu_);
+    upstream_fd_ = fd;
+    return true;
+  }
+
+  // The emulated channel endpoint: sends back what it receives, until EOF.
+  void EchoLoop() {
+    char buf[16 * 1024];
+    while (!stopping_) {
+      ssize_t n = recv(endpoint_fd_, buf, sizeof buf, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      if (!SendAll(endpoint_fd_, buf, static_cast<size_t>(n))) break;
+    }
+    shutdown(endpoint_fd_, SHUT_WR);
+    live_threads_--;
+  }
+
   void Run() {
     std::string destination;
     std::string leftover;
     if (!Handshake(&destination, &leftover)) {
       shutdown(client_fd_, SHUT_RDWR);
+      if (endpoint_fd_ >= 0) shutdown(endpoint_fd_, SHUT_RDWR);  // ends the echo
       live_threads_--;
       return;
     }
@@ -406,6 +471,8 @@ class Connection {
   absl::Mutex mu_;  // guards upstream_fd_ changes and the handshake waits
   absl::CondVar cv_;
   int upstream_fd_ = -1;  // written once by the handshake, under mu_
+  int endpoint_fd_ = -1;  // a channel tunnel's emulated endpoint (the echo's end)
+  std::thread echo_thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> live_threads_{0};
   std::thread run_thread_;
@@ -458,6 +525,8 @@ class LinkEmulator::Relay {
     RelayStats stats;
     stats.tunnels_opened = counters_.tunnels_opened.load();
     stats.requests_refused = counters_.requests_refused.load();
+    stats.channel_tunnels_opened = counters_.channel_tunnels_opened.load();
+    stats.channels_refused = counters_.channels_refused.load();
     absl::MutexLock lock(&mu_);
     for (auto& connection : connections_) stats.open_connections += !connection->finished();
     return stats;
@@ -577,6 +646,18 @@ absl::Status LinkEmulator::SetPartitioned(const std::string& cluster, bool parti
   RETURN_IF_ERROR(links_.SetPartitioned(cluster, partitioned));
   WakeAll();
   return absl::OkStatus();
+}
+
+absl::Status LinkEmulator::PutVirtualLink(const VirtualLinkRoute& route) {
+  return links_.PutVirtualLink(route);
+}
+
+absl::Status LinkEmulator::DeleteVirtualLink(const std::string& id) {
+  return links_.DeleteVirtualLink(id);
+}
+
+std::map<std::string, VirtualLinkRoute> LinkEmulator::VirtualLinks() const {
+  return links_.VirtualLinks();
 }
 
 absl::StatusOr<std::string> LinkEmulator::RelayAddress(const std::string& cluster) const {

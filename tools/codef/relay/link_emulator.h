@@ -26,6 +26,13 @@
 //   really went through its relay.
 // - TLS runs end to end inside the tunnel; the relay never sees plaintext.
 //
+// Channels: a CONNECT to a name rather than a service address,
+// "<pod>.<cluster>:<port>", is channel traffic. It passes only when a virtual
+// link from the relay's cluster to exactly that endpoint is installed
+// (PutVirtualLink; NetMA installs them through CODEF's control API), else
+// 403; it is shaped like any traffic between the two clusters and ends at an
+// echo that stands in for the receiving pod.
+//
 // Connection lifecycle: the relay answers "200 Connection established" after
 // one emulated round trip (the TCP handshake to B). While the link is cut or
 // either cluster partitioned, a new CONNECT stalls (no answer) until the link
@@ -78,6 +85,10 @@ struct RelayStats {
   int64_t requests_refused = 0;
   /// Connections currently open (including those still in the handshake).
   int64_t open_connections = 0;
+  /// Channel tunnels opened (through an installed virtual link).
+  int64_t channel_tunnels_opened = 0;
+  /// Channel traffic refused for want of a virtual link.
+  int64_t channels_refused = 0;
 };
 
 /// Relays and shapes the traffic between emulated clusters.
@@ -106,6 +117,14 @@ class LinkEmulator {
   absl::StatusOr<LinkConditions> GetLink(const std::string& from, const std::string& to) const;
   /// Cuts (or restores) every link to and from `cluster`.
   absl::Status SetPartitioned(const std::string& cluster, bool partitioned);
+  /// Installs a virtual link on the relays (the edge devices' rules):
+  /// channel traffic from its source cluster to its endpoint passes, shaped
+  /// by the link. See VirtualLinkRoute.
+  absl::Status PutVirtualLink(const VirtualLinkRoute& route);
+  /// Removes virtual link `id`; NOT_FOUND when it is not installed.
+  absl::Status DeleteVirtualLink(const std::string& id);
+  /// The installed virtual links, by id.
+  std::map<std::string, VirtualLinkRoute> VirtualLinks() const;
   /// The relay address of `cluster`.
   absl::StatusOr<std::string> RelayAddress(const std::string& cluster) const;
   /// Counters of `cluster`'s relay.

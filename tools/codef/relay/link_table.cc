@@ -115,4 +115,50 @@ absl::StatusOr<PathState> LinkTable::Path(const std::string& from, const std::st
   return path;
 }
 
+absl::Status LinkTable::PutVirtualLink(const VirtualLinkRoute& route) {
+  FieldErrors errors;
+  if (route.id.empty() || route.id.size() > 253) errors.Add("id", "must be 1-253 characters");
+  const size_t colon = route.target_endpoint.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == route.target_endpoint.size() ||
+      route.target_endpoint.size() > 300) {
+    errors.Add("target_endpoint", "must be host:port");
+  }
+  absl::MutexLock lock(&mu_);
+  if (!clusters_.count(route.source_cluster)) {
+    errors.Add("source_cluster", absl::StrCat("unknown cluster \"", route.source_cluster, "\""));
+  }
+  if (!clusters_.count(route.target_cluster)) {
+    errors.Add("target_cluster", absl::StrCat("unknown cluster \"", route.target_cluster, "\""));
+  } else if (route.target_cluster == route.source_cluster) {
+    errors.Add("target_cluster", "must differ from source_cluster");
+  }
+  RETURN_IF_ERROR(errors.ToStatus());
+  virtual_links_[route.id] = route;
+  return absl::OkStatus();
+}
+
+absl::Status LinkTable::DeleteVirtualLink(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  if (virtual_links_.erase(id) == 0) {
+    return absl::NotFoundError(absl::StrCat("no virtual link ", id, " is installed"));
+  }
+  return absl::OkStatus();
+}
+
+std::optional<std::string> LinkTable::ChannelDestination(const std::string& source,
+                                                         const std::string& host_port) const {
+  absl::ReaderMutexLock lock(&mu_);
+  for (const auto& [id, route] : virtual_links_) {
+    if (route.source_cluster == source && route.target_endpoint == host_port) {
+      return route.target_cluster;
+    }
+  }
+  return std::nullopt;
+}
+
+std::map<std::string, VirtualLinkRoute> LinkTable::VirtualLinks() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return virtual_links_;
+}
+
 }  // namespace codeco::codef

@@ -42,6 +42,18 @@ struct PathState {
   int64_t reverse_latency_ns = 0;
 };
 
+/// A virtual link as the relays enforce it: channel traffic from
+/// `source_cluster` to the channel endpoint `target_endpoint`
+/// ("<pod>.<cluster>:<port>") in `target_cluster` passes the source's relay;
+/// channel traffic without one is refused. NetMA installs and removes them
+/// (the edge devices' forwarding rules), through CODEF's control API.
+struct VirtualLinkRoute {
+  std::string id;               ///< NetMA's virtual link id.
+  std::string source_cluster;   ///< Sending cluster.
+  std::string target_cluster;   ///< Receiving cluster.
+  std::string target_endpoint;  ///< "host:port" of the receiving endpoint.
+};
+
 /// Clusters, directed links and partitions. A link that was never set is
 /// unshaped (default LinkConditions); traffic inside one cluster is never
 /// shaped.
@@ -69,6 +81,18 @@ class LinkTable {
   /// partitions applied, plus the reverse latency.
   absl::StatusOr<PathState> Path(const std::string& from, const std::string& to) const;
 
+  /// Installs (or replaces, by id) a virtual link between two distinct
+  /// registered clusters; INVALID_ARGUMENT naming the field.
+  absl::Status PutVirtualLink(const VirtualLinkRoute& route);
+  /// Removes virtual link `id`; NOT_FOUND when it is not installed.
+  absl::Status DeleteVirtualLink(const std::string& id);
+  /// The cluster a channel endpoint `host_port` belongs to when a virtual
+  /// link from `source` to it is installed; nullopt otherwise.
+  std::optional<std::string> ChannelDestination(const std::string& source,
+                                                const std::string& host_port) const;
+  /// The installed virtual links, by id.
+  std::map<std::string, VirtualLinkRoute> VirtualLinks() const;
+
  private:
   absl::Status CheckPair(const std::string& from, const std::string& to) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -81,6 +105,7 @@ class LinkTable {
   std::map<std::string, Cluster> clusters_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> cluster_by_ip_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, LinkConditions> links_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, VirtualLinkRoute> virtual_links_ ABSL_GUARDED_BY(mu_);  // by id
 };
 
 }  // namespace codeco::codef

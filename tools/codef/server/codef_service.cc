@@ -142,6 +142,24 @@ grpc::ServerUnaryReactor* CodefControlService::SetPodLoad(grpc::CallbackServerCo
                                                  request->usage_profile()));
 }
 
+grpc::ServerUnaryReactor* CodefControlService::InstallVirtualLink(
+    grpc::CallbackServerContext* context, const v1::InstallVirtualLinkRequest* request,
+    v1::InstallVirtualLinkResponse* response) {
+  absl::Status status =
+      federation_->PutVirtualLink(request->id(), request->source_cluster(),
+                                  request->target_cluster(), request->target_endpoint());
+  response->set_installed(static_cast<int32_t>(federation_->VirtualLinkCount()));
+  return Answer(context, status);
+}
+
+grpc::ServerUnaryReactor* CodefControlService::RemoveVirtualLink(
+    grpc::CallbackServerContext* context, const v1::RemoveVirtualLinkRequest* request,
+    v1::RemoveVirtualLinkResponse* response) {
+  absl::Status status = federation_->DeleteVirtualLink(request->id());
+  response->set_installed(static_cast<int32_t>(federation_->VirtualLinkCount()));
+  return Answer(context, status);
+}
+
 grpc::ServerUnaryReactor* CodefControlService::SetClusterLoad(
     grpc::CallbackServerContext* context, const v1::SetClusterLoadRequest* request,
     v1::SetClusterLoadResponse*) {

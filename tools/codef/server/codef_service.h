@@ -55,6 +55,14 @@ class CodefControlService final : public codeco::codef::v1::CodefService::Callba
   grpc::ServerUnaryReactor* SetClusterLoad(
       grpc::CallbackServerContext* context, const codeco::codef::v1::SetClusterLoadRequest* request,
       codeco::codef::v1::SetClusterLoadResponse* response) override;
+  grpc::ServerUnaryReactor* InstallVirtualLink(
+      grpc::CallbackServerContext* context,
+      const codeco::codef::v1::InstallVirtualLinkRequest* request,
+      codeco::codef::v1::InstallVirtualLinkResponse* response) override;
+  grpc::ServerUnaryReactor* RemoveVirtualLink(
+      grpc::CallbackServerContext* context,
+      const codeco::codef::v1::RemoveVirtualLinkRequest* request,
+      codeco::codef::v1::RemoveVirtualLinkResponse* response) override;
 
  private:
   Federation* federation_;

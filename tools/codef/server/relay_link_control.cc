@@ -28,4 +28,16 @@ absl::Status RelayLinkControl::SetPartitioned(const std::string& cluster, bool p
   return emulator_->SetPartitioned(cluster, partitioned);
 }
 
+absl::Status RelayLinkControl::PutVirtualLink(const std::string& id, const std::string& source,
+                                              const std::string& target,
+                                              const std::string& endpoint) {
+  return emulator_->PutVirtualLink(VirtualLinkRoute{id, source, target, endpoint});
+}
+
+absl::Status RelayLinkControl::DeleteVirtualLink(const std::string& id) {
+  return emulator_->DeleteVirtualLink(id);
+}
+
+size_t RelayLinkControl::VirtualLinkCount() const { return emulator_->VirtualLinks().size(); }
+
 }  // namespace codeco::codef

@@ -19,6 +19,10 @@ class RelayLinkControl final : public LinkControl {
   absl::StatusOr<LinkProperties> GetLink(const std::string& from,
                                          const std::string& to) const override;
   absl::Status SetPartitioned(const std::string& cluster, bool partitioned) override;
+  absl::Status PutVirtualLink(const std::string& id, const std::string& source,
+                              const std::string& target, const std::string& endpoint) override;
+  absl::Status DeleteVirtualLink(const std::string& id) override;
+  size_t VirtualLinkCount() const override;
 
  private:
   LinkEmulator* emulator_;

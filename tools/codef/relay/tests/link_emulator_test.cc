@@ -265,6 +265,54 @@ TEST_CASE("unknown destinations and bad requests are refused") {
   REQUIRE(Check(channel, absl::Seconds(5)).error_code() == grpc::StatusCode::UNAVAILABLE);
 }
 
+TEST_CASE("channel traffic passes a relay only through an installed virtual link") {
+  Federation f;
+  f.SetRoundTrip(10 * kMs);
+  const std::string endpoint = "shop-db-0.c3:6379";
+  auto open = [&](const std::string& target) {
+    int fd = Dial(f.relay2);
+    REQUIRE(fd >= 0);
+    REQUIRE(SendAll(fd, "CONNECT " + target + " HTTP/1.1\r\n\r\n"));
+    return fd;
+  };
+  // No virtual link: refused, so a missing link is a failure, not a silent success.
+  int fd = open(endpoint);
+  CHECK(ReadUntil(fd, "\r\n\r\n", absl::Now() + absl::Seconds(10)).rfind("HTTP/1.1 403", 0) == 0);
+  close(fd);
+  CHECK(f.emulator.Stats("c2")->channels_refused == 1);
+
+  REQUIRE(f.emulator.PutVirtualLink({"vl-1", "c2", "c3", endpoint}).ok());
+  fd = open(endpoint);
+  const absl::Time start = absl::Now();
+  REQUIRE(ReadUntil(fd, "\r\n\r\n", absl::Now() + absl::Seconds(10)).rfind("HTTP/1.1 200", 0) ==
+          0);
+  // The emulated endpoint echoes; the bytes cross the 10 ms link both ways.
+  const absl::Time sent = absl::Now();
+  REQUIRE(SendAll(fd, "PING readings\n"));
+  CHECK(ReadUntil(fd, "PING readings\n", absl::Now() + absl::Seconds(10)) == "PING readings\n");
+  CHECK(absl::Now() - sent >= absl::Milliseconds(20));
+  CHECK(absl::Now() - start >= absl::Milliseconds(40));  // handshake round trip + echo
+  close(fd);
+  CHECK(f.emulator.Stats("c2")->channel_tunnels_opened == 1);
+  // Another endpoint, or the same one from another cluster, has no link.
+  fd = open("shop-db-1.c3:6379");
+  CHECK(ReadUntil(fd, "\r\n\r\n", absl::Now() + absl::Seconds(10)).rfind("HTTP/1.1 403", 0) == 0);
+  close(fd);
+
+  // Removed: refused again. Bad routes are refused with the field named.
+  REQUIRE(f.emulator.DeleteVirtualLink("vl-1").ok());
+  CHECK(absl::IsNotFound(f.emulator.DeleteVirtualLink("vl-1")));
+  fd = open(endpoint);
+  CHECK(ReadUntil(fd, "\r\n\r\n", absl::Now() + absl::Seconds(10)).rfind("HTTP/1.1 403", 0) == 0);
+  close(fd);
+  absl::Status bad = f.emulator.PutVirtualLink({"vl-2", "c2", "nowhere", "x:1"});
+  CHECK(absl::IsInvalidArgument(bad));
+  CHECK_THAT(std::string(bad.message()), Catch::Contains("target_cluster"));
+  CHECK(absl::IsInvalidArgument(f.emulator.PutVirtualLink({"vl-3", "c2", "c2", "x:1"})));
+  CHECK(absl::IsInvalidArgument(f.emulator.PutVirtualLink({"vl-4", "c2", "c3", "noport"})));
+  CHECK(f.emulator.VirtualLinks().empty());
+}
+
 TEST_CASE("a bandwidth cap stretches a bulk transfer") {
   Federation f;
   // 1 Mbps: 100 kB minus the 16 KiB bucket needs at least 0.66 s.
