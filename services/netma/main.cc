@@ -77,6 +77,13 @@ void AddNetmaConfig(ConfigSchema& schema) {
             {},
             false,
             "ALTO HTTP listen address (empty: no HTTP)"})
+      .Add({"netma.codef_control",
+            ConfigType::kString,
+            "",
+            {},
+            false,
+            "hub, testbed only: host:port of CODEF's control API; its relays are the edge "
+            "devices virtual links are installed on (empty: the rules are only modelled)"})
       .Add({"netma.controllers",
             ConfigType::kString,
             "idco-0",
@@ -128,6 +135,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
   options.summary_interval = raw.GetDuration("netma.summary_interval");
   options.federation.stale_after = 3 * options.summary_interval;
   options.alto_listen = raw.GetString("netma.alto_listen");
+  options.codef_control = raw.GetString("netma.codef_control");
   options.controllers =
       absl::StrSplit(raw.GetString("netma.controllers"), ',', absl::SkipWhitespace());
   options.channels.insecure = context.config.insecure;

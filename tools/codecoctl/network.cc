@@ -112,12 +112,28 @@ int GetLinks(const Args& args) {
     *all.mutable_local_node() = page.local_node();
     request.set_page_token(page.next_page_token());
   } while (!request.page_token().empty());
+  // The virtual links (the hub's NetMA holds them; a member's answers none).
+  pb::ListVirtualLinksResponse vlinks;
+  pb::ListVirtualLinksRequest vrequest;
+  vrequest.set_page_size(1000);
+  do {
+    pb::ListVirtualLinksResponse page;
+    auto context = ContextWithTimeout(args, absl::Seconds(10));
+    grpc::Status status = (*stub)->ListVirtualLinks(context.get(), vrequest, &page);
+    if (!status.ok()) {
+      if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) break;  // not the hub
+      return Fail(status.error_message());
+    }
+    for (const auto& l : page.virtual_links()) *vlinks.add_virtual_links() = l;
+    vrequest.set_page_token(page.next_page_token());
+  } while (!vrequest.page_token().empty());
   if (args.Get("o") == "json") {
-    std::string out;
+    std::string links_json, vlinks_json;
     google::protobuf::util::JsonPrintOptions options;
     options.add_whitespace = true;
-    (void)google::protobuf::util::MessageToJsonString(all, &out, options);
-    std::cout << out << "\n";
+    (void)google::protobuf::util::MessageToJsonString(all, &links_json, options);
+    (void)google::protobuf::util::MessageToJsonString(vlinks, &vlinks_json, options);
+    std::cout << "{\"measured\": " << links_json << ",\n\"virtual\": " << vlinks_json << "}\n";
     return 0;
   }
   std::printf("%-14s %-14s %-10s %-10s %-10s %-12s %-6s %-8s %s\n", "SOURCE", "TARGET", "RTT-EMA",
@@ -133,6 +149,26 @@ int GetLinks(const Args& args) {
                 absl::StrFormat("%.1f%%", l.loss_ratio() * 100).c_str(),
                 absl::StrFormat("%.1fs", static_cast<double>(l.age_ns()) / 1e9).c_str(),
                 state.c_str());
+  }
+  if (vlinks.virtual_links_size() == 0) return 0;
+  std::printf("\nVirtual links:\n");
+  std::printf("%-20s %-28s %-24s %-10s %-10s %-9s %-9s %s\n", "ID", "APPLICATION/CHANNEL",
+              "SOURCE -> TARGET", "CLASS", "HOLDS", "BOUND", "MEASURED", "PHASE");
+  for (const pb::VirtualLink& l : vlinks.virtual_links()) {
+    std::string phase = pb::VirtualLinkPhase_Name(l.phase()).substr(19);
+    std::printf(
+        "%-20s %-28s %-24s %-10s %-10s %-9s %-9s %s\n", l.id().c_str(),
+        (l.application() + "/" + l.channel()).c_str(),
+        (l.source_cluster() + " -> " + l.target_cluster()).c_str(),
+        codeco::common::v1::ServiceClass_Name(l.service_class()).substr(14).c_str(),
+        absl::StrFormat("%.1fMbps", static_cast<double>(l.min_bandwidth_bps()) / 1e6).c_str(),
+        l.max_delay_ns() == 0
+            ? "-"
+            : absl::StrFormat("%.1fms", static_cast<double>(l.max_delay_ns()) / 1e6).c_str(),
+        l.measured_delay_ns() == 0
+            ? "-"
+            : absl::StrFormat("%.1fms", static_cast<double>(l.measured_delay_ns()) / 1e6).c_str(),
+        phase.c_str());
   }
   return 0;
 }

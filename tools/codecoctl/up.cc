@@ -381,6 +381,13 @@ int Upper::Run() {
   // plans with NetMA's topology: CODEF's control API is not on its path.
   ProcessSpec hub_acm = hub.back();
   hub.pop_back();
+  // The hub's NetMA is the SDN controller of the relays (the emulated edge
+  // devices): it installs each virtual link there through CODEF's control API.
+  for (ProcessSpec& spec : hub) {
+    if (spec.service == "netma") {
+      spec.args.insert(spec.args.end(), {"--set", "netma.codef_control=" + state_.codef_control});
+    }
+  }
   if (auto s = StartServices(hub); !s.ok()) return fail(s);
   for (const auto& p : state_.processes) {
     if (p.name == clusters_.front().name + "/swm") state_.swm = p.grpc;

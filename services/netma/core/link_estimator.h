@@ -78,6 +78,8 @@ class LinkEstimator {
   int64_t RttPercentileNs(double quantile) const;
   /// Median of the last `recent_size` successful RTTs, nanoseconds (0 if none).
   int64_t RecentMedianRttNs() const;
+  /// RTT of the newest successful probe, nanoseconds (0 before the first).
+  int64_t LastRttNs() const { return recent_rtts_ns_.empty() ? 0 : recent_rtts_ns_.back(); }
   /// Byte-weighted throughput over the retained bulk samples, bits/s (0 if none).
   int64_t throughput_bps() const;
   /// Share of failed probes in the window, 0-1.

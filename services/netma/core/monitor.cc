@@ -135,6 +135,7 @@ std::vector<LinkMetrics> NetworkMonitor::Links() const {
     const int64_t overhead = LocalOverheadNs();
     m.set_local_overhead_ns(overhead);
     m.set_path_rtt_ns(std::max<int64_t>(link.RecentMedianRttNs() - overhead, 0));
+    if (link.LastRttNs() > 0) m.set_rtt_last_ns(std::max<int64_t>(link.LastRttNs() - overhead, 1));
     m.set_throughput_bps(link.throughput_bps());
     m.set_loss_ratio(link.loss_ratio());
     m.set_sample_count(link.window_count());

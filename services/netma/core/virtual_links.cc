@@ -59,6 +59,7 @@ VirtualLink SpecOf(const VirtualLink& link) {
                             ? codeco::netma::v1::VIRTUAL_LINK_PROVISIONING_PRE_CREATED
                             : link.provisioning());
   spec.set_neighborhood_id(link.neighborhood_id());
+  spec.set_managed_by(link.managed_by());
   return spec;
 }
 
@@ -78,6 +79,7 @@ absl::Status Validate(const VirtualLink& spec) {
   }
   if (spec.min_bandwidth_bps() < 0) errors.Add(p + "min_bandwidth_bps", "must not be negative");
   if (spec.max_delay_ns() < 0) errors.Add(p + "max_delay_ns", "must not be negative");
+  if (spec.managed_by().size() > 63) errors.Add(p + "managed_by", "at most 63 characters");
   if (!codeco::netma::v1::VirtualLinkProvisioning_IsValid(spec.provisioning())) {
     errors.Add(p + "provisioning", "unknown value");
   }
@@ -170,6 +172,22 @@ absl::StatusOr<VirtualLink> VirtualLinkController::Create(const VirtualLink& spe
         "virtual link ", id, " for channel ", spec.application(), "/", spec.channel(), " from ",
         spec.source_cluster(), " to ", spec.target_cluster(), " exists with another spec"));
   }
+  if (capacity_ && spec.min_bandwidth_bps() > 0) {
+    std::optional<int64_t> capacity =
+        capacity_(spec.source_cluster(), spec.target_cluster(), spec.service_class());
+    if (capacity.has_value()) {
+      ASSIGN_OR_RETURN(int64_t held, HeldBandwidth(spec.source_cluster(), spec.target_cluster(),
+                                                   spec.service_class()));
+      if (held + spec.min_bandwidth_bps() > *capacity) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "link ", LinkId(spec.source_cluster(), spec.target_cluster()), " has ",
+            std::max<int64_t>(0, *capacity - held), " bps of class ",
+            codeco::common::v1::ServiceClass_Name(spec.service_class()), " free (", held,
+            " of ", *capacity, " bps held by virtual links); channel ", spec.application(), "/",
+            spec.channel(), " needs ", spec.min_bandwidth_bps(), " bps"));
+      }
+    }
+  }
   std::string scope = Scope(spec);
   ASSIGN_OR_RETURN(std::string controller, AssignController(scope));
   VirtualLink link = spec;
@@ -188,10 +206,21 @@ absl::StatusOr<VirtualLink> VirtualLinkController::Create(const VirtualLink& spe
     link.set_message("intent compiled; rules are installed on first use");
   } else {
     Install(link);
+    if (edge_devices_ != nullptr) {
+      if (absl::Status st = edge_devices_->Install(link); !st.ok()) {
+        return absl::Status(st.code(), absl::StrCat("installing virtual link ", link.id(),
+                                                    " on the edge devices: ", st.message()));
+      }
+    }
     link.set_phase(codeco::netma::v1::VIRTUAL_LINK_PHASE_ESTABLISHING);
     link.set_message("rules installed; waiting for a measurement of the path");
   }
-  RETURN_IF_ERROR(repository_.Put(link, request_id));
+  if (absl::Status stored = repository_.Put(link, request_id); !stored.ok()) {
+    if (edge_devices_ != nullptr && link.forwarding_rules_size() > 0) {
+      (void)edge_devices_->Remove(link.id());
+    }
+    return stored;
+  }
   devices_[scope].insert(Device(spec.source_cluster()));
   devices_[scope].insert(Device(spec.target_cluster()));
   return link;
@@ -203,6 +232,12 @@ absl::StatusOr<VirtualLink> VirtualLinkController::Activate(const std::string& i
   ASSIGN_OR_RETURN(std::string controller, AssignController(Scope(link)));
   link.set_controller(controller);
   Install(link);
+  if (edge_devices_ != nullptr) {
+    if (absl::Status st = edge_devices_->Install(link); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("installing virtual link ", link.id(),
+                                                  " on the edge devices: ", st.message()));
+    }
+  }
   link.set_phase(codeco::netma::v1::VIRTUAL_LINK_PHASE_ESTABLISHING);
   link.set_message("rules installed on first use; waiting for a measurement of the path");
   *link.mutable_update_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_.Now()));
@@ -247,8 +282,26 @@ absl::StatusOr<VirtualLinkPage> VirtualLinkController::List(const VirtualLinkQue
   return page;
 }
 
+absl::Status VirtualLinkController::ReinstallAll() {
+  if (edge_devices_ == nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<VirtualLink> all, repository_.List("", 0));
+  absl::Status first = absl::OkStatus();
+  for (const VirtualLink& link : all) {
+    if (link.forwarding_rules_size() == 0) continue;
+    absl::Status st = edge_devices_->Install(link);
+    if (!st.ok() && first.ok()) first = st;
+  }
+  return first;
+}
+
 absl::StatusOr<VirtualLink> VirtualLinkController::Delete(const std::string& id) {
   ASSIGN_OR_RETURN(VirtualLink link, Get(id));
+  if (edge_devices_ != nullptr) {
+    if (absl::Status st = edge_devices_->Remove(id); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("removing virtual link ", id,
+                                                  " from the edge devices: ", st.message()));
+    }
+  }
   RETURN_IF_ERROR(repository_.Delete(id));
   link.clear_forwarding_rules();
   link.set_phase(codeco::netma::v1::VIRTUAL_LINK_PHASE_DELETING);
@@ -270,22 +323,34 @@ absl::StatusOr<int> VirtualLinkController::ApplyMeasurements(
     if (it == by_id.end() || it->second->rtt_ema_ns() == 0) continue;
     const LinkMetrics& m = *it->second;
     VirtualLink before = link;
-    link.set_measured_delay_ns(m.rtt_ema_ns() / 2);
+    // The newest probe, not an average: a bound is checked probe by probe
+    // and the grace period (counted from out_of_bounds_since) filters blips.
+    const int64_t rtt = m.rtt_last_ns() > 0 ? m.rtt_last_ns() : m.rtt_ema_ns();
+    link.set_measured_delay_ns(rtt / 2);
+    link.set_measured_throughput_bps(m.throughput_bps());
+    *link.mutable_measure_time() = m.measure_time();
+    std::string over;
     if (m.failed()) {
-      link.set_phase(codeco::netma::v1::VIRTUAL_LINK_PHASE_FAILED);
-      link.set_message("the inter-cluster link is down");
+      over = "the inter-cluster link is down";
     } else if (link.max_delay_ns() > 0 && link.measured_delay_ns() > link.max_delay_ns()) {
-      link.set_phase(codeco::netma::v1::VIRTUAL_LINK_PHASE_DEGRADED);
-      link.set_message(absl::StrCat("delay ", link.measured_delay_ns(), " ns exceeds ",
-                                    link.max_delay_ns(), " ns"));
+      over = absl::StrCat("delay ", link.measured_delay_ns(), " ns exceeds ", link.max_delay_ns(),
+                          " ns");
     } else if (link.min_bandwidth_bps() > 0 && m.throughput_bps() > 0 &&
                m.throughput_bps() < link.min_bandwidth_bps()) {
-      link.set_phase(codeco::netma::v1::VIRTUAL_LINK_PHASE_DEGRADED);
-      link.set_message(absl::StrCat("throughput ", m.throughput_bps(), " bps below ",
-                                    link.min_bandwidth_bps(), " bps"));
-    } else {
+      over = absl::StrCat("throughput ", m.throughput_bps(), " bps below ",
+                          link.min_bandwidth_bps(), " bps");
+    }
+    if (over.empty()) {
       link.set_phase(codeco::netma::v1::VIRTUAL_LINK_PHASE_UP);
       link.set_message("within bounds");
+      link.clear_out_of_bounds_since();
+    } else {
+      link.set_phase(m.failed() ? codeco::netma::v1::VIRTUAL_LINK_PHASE_FAILED
+                                : codeco::netma::v1::VIRTUAL_LINK_PHASE_DEGRADED);
+      link.set_message(over);
+      if (!link.has_out_of_bounds_since()) {
+        *link.mutable_out_of_bounds_since() = m.has_measure_time() ? m.measure_time() : now;
+      }
     }
     if (!google::protobuf::util::MessageDifferencer::Equals(before, link)) {
       *link.mutable_update_time() = now;
@@ -294,6 +359,40 @@ absl::StatusOr<int> VirtualLinkController::ApplyMeasurements(
   }
   if (!changed.empty()) RETURN_IF_ERROR(repository_.PutAll(changed));
   return static_cast<int>(changed.size());
+}
+
+absl::StatusOr<int64_t> VirtualLinkController::HeldBandwidth(
+    const std::string& from, const std::string& to,
+    codeco::common::v1::ServiceClass service_class) const {
+  ASSIGN_OR_RETURN(std::vector<VirtualLink> all, repository_.List("", 0));
+  int64_t held = 0;
+  for (const VirtualLink& l : all) {
+    if (l.source_cluster() == from && l.target_cluster() == to &&
+        l.service_class() == service_class) {
+      held += l.min_bandwidth_bps();
+    }
+  }
+  return held;
+}
+
+absl::Status VirtualLinkController::AnnotateTopology(
+    codeco::netma::v1::NetworkTopology& topology) const {
+  ASSIGN_OR_RETURN(std::vector<VirtualLink> all, repository_.List("", 0));
+  // "<from>-><to>" -> class -> bps held
+  std::map<std::string, std::map<int, int64_t>> held;
+  for (const VirtualLink& l : all) {
+    held[LinkId(l.source_cluster(), l.target_cluster())][l.service_class()] +=
+        l.min_bandwidth_bps();
+  }
+  for (auto& link : *topology.mutable_links()) {
+    auto it = held.find(link.id());
+    if (it == held.end()) continue;
+    for (auto& cap : *link.mutable_capabilities()) {
+      auto c = it->second.find(cap.service_class());
+      if (c != it->second.end()) cap.set_reserved_bandwidth_bps(c->second);
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status VirtualLinkController::MarkControllerDown(const std::string& id) {

@@ -8,6 +8,7 @@
 // neighborhoods, and their edge devices, re-associate with a live instance and
 // the rules are re-installed there.
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -42,6 +43,18 @@ class VirtualLinkRepository {
       const std::string& start_after, size_t limit) const = 0;
 };
 
+/// Port: the network edge devices the controller programs with a link's
+/// forwarding rules (CODEF's relays in the testbed, through its control API).
+/// Without one the rules are only modelled.
+class EdgeDevices {
+ public:
+  virtual ~EdgeDevices() = default;
+  /// Installs the forwarding state of `link` (its rules compiled) on its devices.
+  virtual absl::Status Install(const codeco::netma::v1::VirtualLink& link) = 0;
+  /// Removes the state of link `id` from the devices; OK when not installed.
+  virtual absl::Status Remove(const std::string& id) = 0;
+};
+
 /// Filter and page of a listing.
 struct VirtualLinkQuery {
   /// Page size; 0 means 100, at most 1000.
@@ -62,6 +75,11 @@ struct VirtualLinkPage {
   std::string next_page_token;
 };
 
+/// What a directed inter-cluster link offers one service class, bits per
+/// second, or nullopt when nothing is measured yet (then no bandwidth check).
+using LinkCapacityFn = std::function<std::optional<int64_t>(
+    const std::string& from, const std::string& to, codeco::common::v1::ServiceClass)>;
+
 /// The virtual-link controller of the hub. Not thread-safe.
 class VirtualLinkController {
  public:
@@ -75,7 +93,9 @@ class VirtualLinkController {
   /// and by (application, channel, source, target): the same request returns
   /// the stored link; a different spec for an existing one is ALREADY_EXISTS.
   /// INVALID_ARGUMENT naming "virtual_link.<field>"; UNAVAILABLE with no live
-  /// controller instance.
+  /// controller instance; RESOURCE_EXHAUSTED naming the link when the links
+  /// of its class already hold so much of the link's capacity that
+  /// min_bandwidth_bps does not fit (a link is never oversubscribed).
   absl::StatusOr<codeco::netma::v1::VirtualLink> Create(const codeco::netma::v1::VirtualLink& spec,
                                                         const std::string& request_id);
   /// Installs the rules of an on-demand link on first use (no-op when installed).
@@ -87,8 +107,31 @@ class VirtualLinkController {
   /// Removes the link `id` and its rules; returns it in phase DELETING.
   absl::StatusOr<codeco::netma::v1::VirtualLink> Delete(const std::string& id);
 
-  /// Updates measured delay and phase (UP, DEGRADED, FAILED) of every
-  /// installed link from measured `links`; returns how many links changed.
+  /// Where links' rules are installed (not owned; none by default: the
+  /// rules are only modelled). Create and Activate fail (nothing stored) when
+  /// the devices refuse; Delete keeps the link when they cannot remove it.
+  void SetEdgeDevices(EdgeDevices* devices) { edge_devices_ = devices; }
+  /// Installs every stored link that has rules on the edge devices again
+  /// (after a restart of the controller or of the devices); the first error.
+  absl::Status ReinstallAll();
+  /// Where Create reads a link's capacity per class (none by default: no
+  /// bandwidth check).
+  void SetCapacity(LinkCapacityFn capacity) { capacity_ = std::move(capacity); }
+  /// Bits per second of `service_class` the stored links from -> to hold.
+  absl::StatusOr<int64_t> HeldBandwidth(const std::string& from, const std::string& to,
+                                        codeco::common::v1::ServiceClass service_class) const;
+  /// Sets reserved_bandwidth_bps of every capability of `topology`'s links
+  /// to what the stored virtual links of that class hold on it.
+  absl::Status AnnotateTopology(codeco::netma::v1::NetworkTopology& topology) const;
+
+  /// Updates measured delay, throughput and phase (UP, DEGRADED, FAILED) of
+  /// every installed link from measured `links`, probe by probe: the newest
+  /// probe's delay (rtt_last_ns / 2) against max_delay_ns and the measured
+  /// throughput against min_bandwidth_bps. A link over a bound is DEGRADED
+  /// and keeps out_of_bounds_since, the measure time of the first probe of
+  /// the run over it, until a probe is within bounds again (how long a
+  /// channel has been out of QoS is read from it). Returns how many links
+  /// changed.
   absl::StatusOr<int> ApplyMeasurements(const std::vector<codeco::netma::v1::LinkMetrics>& links);
 
   /// Marks controller instance `id` down: its neighborhoods and their edge
@@ -109,6 +152,8 @@ class VirtualLinkController {
 
   VirtualLinkRepository& repository_;
   const Clock& clock_;
+  LinkCapacityFn capacity_;
+  EdgeDevices* edge_devices_ = nullptr;
   std::map<std::string, bool> controllers_;               // instance -> live
   std::map<std::string, std::string> assignments_;        // neighborhood scope -> instance
   std::map<std::string, std::set<std::string>> devices_;  // neighborhood scope -> NEDs

@@ -13,6 +13,7 @@
 #include "codeco/common/status.h"
 #include "codeco/common/tls.h"
 #include "netma/core/alto.h"
+#include "netma/server/codef_edge_devices.h"
 #include "netma/store/kv_virtual_link_repository.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
@@ -149,6 +150,21 @@ absl::StatusOr<std::unique_ptr<NetmaServer>> NetmaServer::Create(
     s->federation_ = std::move(federation);
     s->view_ = std::move(view);
     s->vlinks_ = std::make_unique<VirtualLinkController>(*s->repository_, clock, o.controllers);
+    // Create runs under mu_ (every call to vlinks_ does).
+    s->vlinks_->SetCapacity([self = s.get()](const std::string& from, const std::string& to,
+                                             codeco::common::v1::ServiceClass service_class) {
+      self->mu_.AssertHeld();
+      return self->LinkCapacityLocked(from, to, service_class);
+    });
+    if (!o.codef_control.empty() && o.role == Role::kHub) {
+      s->devices_ = std::make_unique<CodefEdgeDevices>(o.codef_control);
+      s->vlinks_->SetEdgeDevices(s->devices_.get());
+      // The devices may have restarted (or this controller): put the stored links back.
+      if (absl::Status st = s->vlinks_->ReinstallAll(); !st.ok()) {
+        log::Warn("virtual links not reinstalled on the edge devices",
+                  {{"error", std::string(st.message())}});
+      }
+    }
     s->next_summary_ = clock.Now();
     s->peers_ = o.peers;
     s->ApplyPeersLocked();
@@ -223,17 +239,35 @@ void NetmaServer::ProbeRound() {
                                   {"error", std::string(results[i].status().message())}});
     }
   }
-  if (options_.role == Role::kHub) {
-    absl::StatusOr<std::vector<v1::LinkMetrics>> links = view_->Links("");
-    if (links.ok()) {
-      absl::StatusOr<int> changed = vlinks_->ApplyMeasurements(*links);
-      if (!changed.ok()) {
-        log::Warn("virtual link update failed",
-                  {{"error", std::string(changed.status().message())}});
-      }
-    }
-  }
+  ApplyVirtualLinkMeasurementsLocked();
   UpdateMetricsLocked();
+}
+
+void NetmaServer::ApplyVirtualLinkMeasurementsLocked() {
+  if (options_.role != Role::kHub) return;
+  absl::StatusOr<std::vector<v1::LinkMetrics>> links = view_->Links("");
+  if (!links.ok()) return;
+  absl::StatusOr<int> changed = vlinks_->ApplyMeasurements(*links);
+  if (!changed.ok()) {
+    log::Warn("virtual link update failed", {{"error", std::string(changed.status().message())}});
+  }
+}
+
+std::optional<int64_t> NetmaServer::LinkCapacityLocked(
+    const std::string& from, const std::string& to,
+    codeco::common::v1::ServiceClass service_class) {
+  absl::StatusOr<std::vector<v1::LinkMetrics>> links = view_->Links("");
+  if (!links.ok()) return std::nullopt;
+  for (const v1::LinkMetrics& l : *links) {
+    if (l.source_cluster() != from || l.target_cluster() != to) continue;
+    if (l.failed()) return 0;
+    if (l.throughput_bps() <= 0) return std::nullopt;
+    double share = service_class == codeco::common::v1::SERVICE_CLASS_ASSURED
+                       ? view_->options().assured_share
+                       : 1.0;
+    return static_cast<int64_t>(static_cast<double>(l.throughput_bps()) * share);
+  }
+  return std::nullopt;
 }
 
 void NetmaServer::SummaryRound() {
@@ -275,6 +309,9 @@ void NetmaServer::SummaryRound() {
                 {{"peer", reply->cluster}, {"error", std::string(merged.status().message())}});
     }
   }
+  // The peers' newest probes reach the virtual links now, not a probe round later.
+  absl::MutexLock lock(&mu_);
+  ApplyVirtualLinkMeasurementsLocked();
 }
 
 void NetmaServer::Loop() {
@@ -391,8 +428,13 @@ grpc::ServerUnaryReactor* NetmaServer::GetNetworkTopology(
     return Done(context, s);
   }
   absl::StatusOr<v1::NetworkTopology> topology = view_->Topology(request->neighborhood_id());
-  if (topology.ok()) *response->mutable_topology() = std::move(*topology);
-  return Done(context, topology.status());
+  if (!topology.ok()) return Done(context, topology.status());
+  // What the committed channels' virtual links hold of each link.
+  if (options_.role == Role::kHub) {
+    if (absl::Status s = vlinks_->AnnotateTopology(*topology); !s.ok()) return Done(context, s);
+  }
+  *response->mutable_topology() = std::move(*topology);
+  return Done(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* NetmaServer::ListLinks(grpc::CallbackServerContext* context,

@@ -7,6 +7,7 @@
 // ToGrpcStatus.
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -69,6 +70,9 @@ struct NetmaServerOptions {
                               .max_reconnect_backoff = absl::Seconds(2)};
   /// ALTO HTTP listen address (empty: no HTTP server).
   std::string alto_listen;
+  /// Hub, testbed only: CODEF's control API (host:port), whose relays are the
+  /// edge devices the virtual links are installed on. Empty: rules modelled.
+  std::string codef_control;
   /// Run the background probe and summary loop (tests drive rounds by hand when false).
   bool run_loop = true;
 };
@@ -148,6 +152,14 @@ class NetmaServer final : public codeco::netma::v1::NetmaService::CallbackServic
   absl::Status MayRead(const grpc::CallbackServerContext& context, std::string_view method,
                        const std::string& neighborhood_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyPeersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hub: folds the newest link measurements (own probes and peers'
+  // summaries) into the virtual links' phases.
+  void ApplyVirtualLinkMeasurementsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the measured link from -> to offers `service_class` (the virtual
+  // links' capacity check); nullopt while it has no throughput measurement.
+  std::optional<int64_t> LinkCapacityLocked(const std::string& from, const std::string& to,
+                                            codeco::common::v1::ServiceClass service_class)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `work` (which touches RocksDB) on the executor and finishes the call
   // with its status; UNAVAILABLE right away when the executor is saturated.
   grpc::ServerUnaryReactor* Offload(grpc::CallbackServerContext* context,
@@ -166,6 +178,7 @@ class NetmaServer final : public codeco::netma::v1::NetmaService::CallbackServic
   std::unique_ptr<Federation> federation_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<NetworkView> view_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<VirtualLinkController> vlinks_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<EdgeDevices> devices_;  // set before vlinks_ uses it
   std::map<std::string, int64_t> reported_probe_bytes_ ABSL_GUARDED_BY(mu_);
   std::vector<Peer> peers_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

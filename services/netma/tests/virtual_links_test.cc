@@ -170,6 +170,77 @@ TEST_CASE("measurements move links between UP and DEGRADED and FAILED") {
   REQUIRE(f.controller.Get(link->id())->phase() == v1::VIRTUAL_LINK_PHASE_FAILED);
 }
 
+TEST_CASE("the newest probe decides and out_of_bounds_since marks the first probe over a bound") {
+  Fixture f;
+  auto link = f.controller.Create(Spec("orders"), "");
+  v1::LinkMetrics m;
+  m.set_link_id(LinkId("edge-a", "cloud"));
+  m.set_rtt_ema_ns(10'000'000);  // the average still looks fine...
+  m.set_rtt_last_ns(50'000'000);  // ...the newest probe does not: 25 ms > 20 ms
+  m.mutable_measure_time()->set_seconds(3'000'010);
+  REQUIRE(*f.controller.ApplyMeasurements({m}) == 1);
+  auto first = f.controller.Get(link->id());
+  REQUIRE(first->phase() == v1::VIRTUAL_LINK_PHASE_DEGRADED);
+  REQUIRE(first->measured_delay_ns() == 25'000'000);
+  REQUIRE(first->out_of_bounds_since().seconds() == 3'000'010);
+  REQUIRE(first->measure_time().seconds() == 3'000'010);
+  // Still over at the next probe: the run started at the first one.
+  m.mutable_measure_time()->set_seconds(3'000'015);
+  REQUIRE(*f.controller.ApplyMeasurements({m}) == 1);
+  REQUIRE(f.controller.Get(link->id())->out_of_bounds_since().seconds() == 3'000'010);
+  REQUIRE(f.controller.Get(link->id())->measure_time().seconds() == 3'000'015);
+  // Back within bounds: the run ends.
+  m.set_rtt_last_ns(12'000'000);
+  m.mutable_measure_time()->set_seconds(3'000'020);
+  REQUIRE(*f.controller.ApplyMeasurements({m}) == 1);
+  REQUIRE(f.controller.Get(link->id())->phase() == v1::VIRTUAL_LINK_PHASE_UP);
+  REQUIRE_FALSE(f.controller.Get(link->id())->has_out_of_bounds_since());
+}
+
+TEST_CASE("virtual links never oversubscribe a link's bandwidth of their class") {
+  Fixture f;
+  // 40 Mbps of ASSURED on edge-a -> cloud; nothing measured elsewhere.
+  f.controller.SetCapacity([](const std::string& from, const std::string& to,
+                              codeco::common::v1::ServiceClass c) -> std::optional<int64_t> {
+    if (from == "edge-a" && to == "cloud") {
+      return c == codeco::common::v1::SERVICE_CLASS_ASSURED ? 40'000'000 : 80'000'000;
+    }
+    return std::nullopt;
+  });
+  VirtualLink big = Spec("orders");
+  big.set_min_bandwidth_bps(30'000'000);
+  REQUIRE(f.controller.Create(big, "").ok());
+  VirtualLink second = Spec("payments");
+  second.set_min_bandwidth_bps(15'000'000);
+  absl::Status refused = f.controller.Create(second, "").status();
+  REQUIRE(refused.code() == absl::StatusCode::kResourceExhausted);
+  REQUIRE_THAT(std::string(refused.message()), Catch::Contains("edge-a->cloud") &&
+                                                   Catch::Contains("10000000 bps") &&
+                                                   Catch::Contains("shop/payments"));
+  REQUIRE_FALSE(f.controller.Get(VirtualLinkId(second)).ok());  // nothing stored
+  // Another class, or a link with nothing measured, is not limited by it.
+  second.set_service_class(codeco::common::v1::SERVICE_CLASS_BESTEFFORT);
+  REQUIRE(f.controller.Create(second, "").ok());
+  REQUIRE(f.controller.Create(Spec("reverse", "cloud", "edge-a"), "").ok());
+  REQUIRE(*f.controller.HeldBandwidth("edge-a", "cloud",
+                                      codeco::common::v1::SERVICE_CLASS_ASSURED) == 30'000'000);
+  // The topology says what the links hold; deleting gives it back.
+  v1::NetworkTopology topology;
+  auto* l = topology.add_links();
+  l->set_id(LinkId("edge-a", "cloud"));
+  for (auto c : {codeco::common::v1::SERVICE_CLASS_BESTEFFORT,
+                 codeco::common::v1::SERVICE_CLASS_ASSURED}) {
+    l->add_capabilities()->set_service_class(c);
+  }
+  REQUIRE(f.controller.AnnotateTopology(topology).ok());
+  REQUIRE(topology.links(0).capabilities(0).reserved_bandwidth_bps() == 15'000'000);
+  REQUIRE(topology.links(0).capabilities(1).reserved_bandwidth_bps() == 30'000'000);
+  REQUIRE(f.controller.Delete(VirtualLinkId(big)).ok());
+  second.set_service_class(codeco::common::v1::SERVICE_CLASS_ASSURED);
+  second.set_channel("payments-2");
+  REQUIRE(f.controller.Create(second, "").ok());
+}
+
 TEST_CASE("edge devices re-associate with another controller when theirs goes down") {
   Fixture f;
   auto a = f.controller.Create(Spec("orders"), "");
