@@ -189,7 +189,7 @@ std::map<std::string, Who> ExpectedPolicy() {
   add(swm, {"PlaceApplication", "ReleaseApplication"}, {"hub/acm"});
   add(swm,
       {"GetAssignmentPlan", "ListAssignmentPlans", "GetMigration", "ListMigrations", "GetOperation",
-       "ListOperations", "WatchOperation"},
+       "ListOperations", "WatchOperation", "WatchChannels"},
       kReaders);
   add(swm, {"MigrateWorkload"}, {"hub/operator", "hub/swm"});
   add(swm, {"SolveCluster", "GetClusterView", "WatchClusterView", "Reserve", "Commit", "Release"},

@@ -311,18 +311,31 @@ std::string PlanChannels(const acm::v1::Application& app, const Args& args) {
   grpc::Status s =
       swm::v1::SwmService::NewStub(*channel)->GetAssignmentPlan(context.get(), request, &plan);
   if (!s.ok() || plan.plan().channels_size() == 0) return "";
-  std::vector<std::vector<std::string>> rows = {
-      {"CHANNEL", "FROM -> TO", "PATH", "EXPECTED", "BOUND", "OK"}};
+  // The lifecycle phase of each channel, as ACM recorded it from SWM.
+  std::map<std::string, const acm::v1::ChannelStatus*> observed;
+  for (const auto& c : app.status().channels()) observed[c.name()] = &c;
+  std::vector<std::vector<std::string>> rows = {{"CHANNEL", "FROM -> TO", "PATH", "EXPECTED",
+                                                 "BOUND", "STATUS", "MEASURED", "VIRTUAL LINK"}};
+  std::vector<std::string> messages;
   for (const auto& c : plan.plan().channels()) {
+    auto it = observed.find(c.channel());
+    const acm::v1::ChannelStatus* st = it == observed.end() ? nullptr : it->second;
+    std::string phase = st == nullptr ? "-" : acm::v1::ChannelPhase_Name(st->phase()).substr(14);
     rows.push_back({c.channel(), c.from_workload() + " -> " + c.to_workload(),
                     absl::StrJoin(c.clusters(), " -> "),
                     FormatDurationNanos(c.expected_latency_ns()),
-                    c.max_delay_ns() == 0 ? "-" : FormatDurationNanos(c.max_delay_ns()),
-                    c.satisfied() ? "yes" : "NO"});
+                    c.max_delay_ns() == 0 ? "-" : FormatDurationNanos(c.max_delay_ns()), phase,
+                    st == nullptr || st->delay_ns() <= 0 ? "-"
+                                                         : FormatDurationNanos(st->delay_ns()),
+                    c.virtual_link_id().empty() ? "-" : c.virtual_link_id()});
+    if (st != nullptr && !st->message().empty()) {
+      messages.push_back(absl::StrCat(c.channel(), ": ", st->message()));
+    }
   }
   std::string out = absl::StrCat("Channels (plan ", plan.plan().id(), "):\n");
   std::istringstream lines(Columns(rows));
   for (std::string line; std::getline(lines, line);) out += "  " + line + "\n";
+  for (const std::string& m : messages) out += "  " + m + "\n";
   return out;
 }
 

@@ -77,7 +77,7 @@ AuthzPolicy BuildFederationPolicy() {
   add(swm, {"PlaceApplication", "ReleaseApplication"}, {HubService("acm")});
   add(swm,
       {"GetAssignmentPlan", "ListAssignmentPlans", "GetMigration", "ListMigrations", "GetOperation",
-       "ListOperations", "WatchOperation"},
+       "ListOperations", "WatchOperation", "WatchChannels"},
       readers);
   add(swm, {"MigrateWorkload"}, {op, HubService("swm")});
   // A member's L2 solver and reservations take the hub SWM only.
@@ -131,6 +131,8 @@ AuthzPolicy BuildFederationPolicy() {
       {"SetLinkConditions", "ResetLinkConditions", "FailNode", "RecoverNode", "PartitionCluster",
        "HealCluster", "CutHub", "HealHub", "SetPodLoad", "SetClusterLoad"},
       {op});
+  // The edge devices' rules: NetMA (the SDN controller) and the operator.
+  add(codef, {"InstallVirtualLink", "RemoveVirtualLink"}, {op, HubService("netma")});
   return p;
 }
 

@@ -236,7 +236,8 @@ absl::StatusOr<Application> ToCoreApplication(const acm::Application& app,
               .max_delay_ns = c.max_delay_ns(),
               .service_class = c.service_class() == codeco::common::v1::SERVICE_CLASS_ASSURED
                                    ? ServiceClass::kAssured
-                                   : ServiceClass::kBestEffort});
+                                   : ServiceClass::kBestEffort,
+              .to_port = c.to_port()});
         }
       }
     }
@@ -321,6 +322,8 @@ pb::AssignmentPlan ToProtoPlan(const AssignmentPlan& plan, const Application& ap
     p->set_max_delay_ns(r.max_delay_ns);
     p->set_min_bandwidth_bps(r.min_bandwidth_bps);
     p->set_satisfied(r.satisfied);
+    p->set_target_endpoint(r.target_endpoint);
+    p->set_virtual_link_id(r.virtual_link_id);
   }
   for (const PlanAction& a : plan.actions) {
     pb::PlanAction* p = out.add_actions();

@@ -80,13 +80,31 @@ AssignmentPlan BuildPlan(const Application& app, const PlacementResult& result, 
                                       .pod = t.pod});
     plan.targets.push_back(std::move(t));
   }
-  for (const ChannelResult& ch : result.channels) {
+  std::map<std::string, const Channel*> channels;
+  for (const Channel& c : app.channels) channels[c.name] = &c;
+  for (ChannelResult& ch : plan.channels) {
+    auto c = channels.find(ch.channel);
+    auto to = c == channels.end() ? result.placements.end() : result.placements.find(c->second->to);
+    if (c != channels.end()) ch.service_class = c->second->service_class;
+    if (to != result.placements.end()) {
+      ch.target_endpoint =
+          ChannelEndpoint(app.name + "-" + c->second->to, to->second.cluster, c->second->to_port);
+    }
     plan.actions.push_back(PlanAction{.index = static_cast<int>(plan.actions.size()),
                                       .type = ActionType::kCreateChannel,
                                       .cluster = ch.path.front(),
                                       .channel = ch.channel});
   }
   return plan;
+}
+
+std::string ChannelEndpoint(const std::string& pod, const std::string& cluster, int port) {
+  return absl::StrCat(pod, ".", cluster, ":", port > 0 ? port : 80);
+}
+
+std::string VirtualLinkRequestId(const std::string& application, int64_t revision,
+                                 const std::string& channel) {
+  return absl::StrCat(application, "/", revision, "/channel/", channel);
 }
 
 InMemoryPodRuntime::InMemoryPodRuntime(std::vector<Node> nodes) : nodes_(std::move(nodes)) {
@@ -321,6 +339,15 @@ absl::Status PlanExecutor::ReserveAll(AssignmentPlan& plan) {
 
 void PlanExecutor::RollBack(AssignmentPlan& plan, const std::string& why) {
   std::string release_errors;
+  for (const std::string& id : created_links_) {
+    absl::Status st = links_->Delete(id, links_deadline_);
+    if (!st.ok()) {
+      absl::StrAppend(&release_errors, "; deleting virtual link ", id,
+                      " failed (the hub's reconciler deletes it): ", st.message());
+    }
+  }
+  created_links_.clear();
+  for (ChannelResult& ch : plan.channels) ch.virtual_link_id.clear();
   for (const std::string& cluster : touched_) {
     absl::Status st = clusters_[cluster]->Release(ReservationId(plan, cluster));
     if (!st.ok()) {
@@ -380,17 +407,56 @@ absl::Status PlanExecutor::Commit(AssignmentPlan& plan) {
       return absl::AbortedError(why);
     }
   }
-  // Channels inside one cluster need nothing; inter-cluster ones wait for
-  // NetMA's virtual links, which this executor does not drive.
-  for (PlanAction& a : plan.actions) {
-    if (a.type != ActionType::kCreateChannel) continue;
-    for (const ChannelResult& ch : plan.channels) {
-      if (ch.channel == a.channel) {
-        a.result = ch.path.size() == 1 ? ActionResult::kSkipped : ActionResult::kPending;
-      }
-    }
+  if (absl::Status channels = CreateChannels(plan); !channels.ok()) {
+    RollBack(plan, std::string(channels.message()));
+    return absl::AbortedError(plan.error);
   }
   plan.phase = PlanPhase::kDone;
+  return absl::OkStatus();
+}
+
+absl::Status PlanExecutor::CreateChannels(AssignmentPlan& plan) {
+  std::map<std::string, ChannelResult*> by_name;
+  for (ChannelResult& ch : plan.channels) by_name[ch.channel] = &ch;
+  for (PlanAction& a : plan.actions) {
+    if (a.type != ActionType::kCreateChannel) continue;
+    auto it = by_name.find(a.channel);
+    if (it == by_name.end()) continue;
+    ChannelResult& ch = *it->second;
+    // Channels inside one cluster need no virtual link.
+    if (ch.path.size() < 2) {
+      a.result = ActionResult::kSkipped;
+      continue;
+    }
+    if (links_ == nullptr) {
+      a.result = ActionResult::kSkipped;
+      a.error = "no network manager (NetMA) is configured: no virtual link was set up";
+      continue;
+    }
+    VirtualLinkSpec spec{.application = plan.application,
+                         .channel = ch.channel,
+                         .source_cluster = ch.path[0],
+                         .target_cluster = ch.path[1],
+                         .target_endpoint = ch.target_endpoint,
+                         .neighborhood_id = neighborhood_id_,
+                         .service_class = ch.service_class,
+                         .min_bandwidth_bps = ch.min_bandwidth_bps,
+                         .max_delay_ns = ch.max_delay_ns};
+    a.result = ActionResult::kRunning;
+    absl::StatusOr<std::string> id = links_->Create(
+        spec, VirtualLinkRequestId(plan.application, plan.revision, ch.channel), links_deadline_);
+    if (!id.ok()) {
+      a.result = ActionResult::kFailed;
+      a.error = std::string(id.status().message());
+      return absl::Status(id.status().code(),
+                          absl::StrCat("virtual link for channel ", ch.channel, " from ",
+                                       ch.path[0], " to ", ch.path[1], ": ",
+                                       id.status().message()));
+    }
+    created_links_.push_back(*id);
+    ch.virtual_link_id = *id;
+    a.result = ActionResult::kSucceeded;
+  }
   return absl::OkStatus();
 }
 

@@ -74,8 +74,57 @@ struct AssignmentPlan {
 };
 
 /// Builds the plan for `result`: CreatePod per placed workload, CreateChannel
-/// per channel with both ends placed. Phase kPlacing.
+/// per channel with both ends placed (with its target endpoint). Phase kPlacing.
 AssignmentPlan BuildPlan(const Application& app, const PlacementResult& result, int64_t revision);
+
+/// The endpoint a channel delivers to: "<pod>.<cluster>:<port>", port 80
+/// when the channel names none.
+std::string ChannelEndpoint(const std::string& pod, const std::string& cluster, int port);
+
+/// The virtual link one inter-cluster channel needs (NetMA's VirtualLink spec).
+struct VirtualLinkSpec {
+  std::string application;      ///< Application name.
+  std::string channel;          ///< Channel name.
+  std::string source_cluster;   ///< Sending cluster.
+  std::string target_cluster;   ///< Receiving cluster.
+  std::string target_endpoint;  ///< "host:port" it delivers to.
+  std::string neighborhood_id;  ///< The application's neighborhood ("" = none).
+  ServiceClass service_class = ServiceClass::kBestEffort;  ///< Network class.
+  int64_t min_bandwidth_bps = 0;                           ///< Bandwidth to hold.
+  int64_t max_delay_ns = 0;                                ///< Delay bound (0 = none).
+};
+
+/// A virtual link as the network manager lists it.
+struct VirtualLinkRef {
+  std::string id;           ///< Link id.
+  std::string application;  ///< Application it serves.
+  std::string channel;      ///< Channel it serves.
+  bool managed_by_swm = false;  ///< Set up by SWM for a plan (not by hand).
+};
+
+/// Port: the virtual links of inter-cluster channels (NetMA over gRPC in
+/// the binary; NetMA's own controller in process in tests). Thread-safe.
+class VirtualLinkPort {
+ public:
+  virtual ~VirtualLinkPort() = default;
+  /// Sets up the link `spec` describes, marked as managed by SWM;
+  /// idempotent by `request_id` and by spec. Returns the link's id.
+  /// RESOURCE_EXHAUSTED naming the link when its bandwidth is held by other
+  /// channels.
+  virtual absl::StatusOr<std::string> Create(const VirtualLinkSpec& spec,
+                                             const std::string& request_id,
+                                             absl::Time deadline) = 0;
+  /// Tears down link `id`; OK when it is already gone.
+  virtual absl::Status Delete(const std::string& id, absl::Time deadline) = 0;
+  /// The links of `application` (every link when empty), by hand or not.
+  virtual absl::StatusOr<std::vector<VirtualLinkRef>> List(const std::string& application,
+                                                           absl::Time deadline) = 0;
+};
+
+/// The idempotency key of the virtual link of `channel` under plan
+/// `revision` of `application`.
+std::string VirtualLinkRequestId(const std::string& application, int64_t revision,
+                                 const std::string& channel);
 
 /// One pod a reservation covers.
 struct ReservationItem {
@@ -214,6 +263,15 @@ class PlanExecutor {
   using PhaseObserver = std::function<absl::Status(const AssignmentPlan&)>;
   /// Sets the observer (none by default).
   void SetPhaseObserver(PhaseObserver observer) { observer_ = std::move(observer); }
+  /// Where Commit sets up the virtual links of the plan's inter-cluster
+  /// channels, once every cluster created its pods (none by default: those
+  /// channel actions are Skipped, saying no network manager is configured),
+  /// and the neighborhood and deadline of those calls.
+  void SetVirtualLinks(VirtualLinkPort* links, std::string neighborhood_id, absl::Time deadline) {
+    links_ = links;
+    neighborhood_id_ = std::move(neighborhood_id);
+    links_deadline_ = deadline;
+  }
   /// Executes `plan` (phase must be kPlacing): Reserve, then Commit. On
   /// success phase kDone and every CreatePod succeeded; on failure phase
   /// kRolledBack, every cluster released, and the error returned (ABORTED,
@@ -226,16 +284,24 @@ class PlanExecutor {
   /// next placement's view of the clusters counts them.
   absl::Status Reserve(AssignmentPlan& plan);
   /// The second half of Execute, after a successful Reserve: writes the plan
-  /// kCommitting (observer) and commits in every cluster; kDone on success,
-  /// rolled back on failure.
+  /// kCommitting (observer), commits in every cluster, then sets up a
+  /// virtual link for every inter-cluster channel; kDone on success. Any
+  /// failure — a cluster's commit or a channel's link — rolls back both
+  /// the pods and the links made so far (ABORTED naming the channel).
   absl::Status Commit(AssignmentPlan& plan);
 
  private:
   absl::Status ReserveAll(AssignmentPlan& plan);
+  absl::Status CreateChannels(AssignmentPlan& plan);
   void RollBack(AssignmentPlan& plan, const std::string& why);
   std::map<std::string, ClusterExecutor*> clusters_;
   absl::Duration lease_;
   PhaseObserver observer_;
+  VirtualLinkPort* links_ = nullptr;
+  std::string neighborhood_id_;
+  absl::Time links_deadline_ = absl::InfiniteFuture();
+  // Virtual links created so far (what a rollback deletes).
+  std::vector<std::string> created_links_;
   // Clusters asked to reserve so far (what a rollback releases).
   std::vector<std::string> touched_;
 };

@@ -135,6 +135,7 @@ struct Channel {
   int64_t min_bandwidth_bps = 0;                           ///< Bandwidth it needs.
   int64_t max_delay_ns = 0;                                ///< Latency bound (0 = unbounded).
   ServiceClass service_class = ServiceClass::kBestEffort;  ///< Network class.
+  int to_port = 0;  ///< Port on the receiving workload (0: none named; 80 is used).
 };
 
 /// An application to place: its workloads, channels and the profile to use.

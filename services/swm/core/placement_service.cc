@@ -490,6 +490,7 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
     if (!request.dry_run) {
       RETURN_IF_ERROR(plans_.Save(&proto, op, request.request_id));
       report_stored(op);
+      Published(proto);
     }
     return status;
   }
@@ -523,6 +524,7 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
     owned.push_back(std::move(*e));
   }
   PlanExecutor executor(executors, options_.reservation_lease);
+  executor.SetVirtualLinks(virtual_links_, request.neighborhood_id, deadline);
   executor.SetPhaseObserver([&](const AssignmentPlan& at) {
     pb::AssignmentPlan proto = stored(at, absl::OkStatus(), /*done=*/false);
     RETURN_IF_ERROR(plans_.Save(&proto, op, ""));
@@ -552,6 +554,7 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
   pb::AssignmentPlan proto = stored(plan, executed, /*done=*/true);
   RETURN_IF_ERROR(plans_.Save(&proto, op, request.request_id));
   report_stored(op);
+  Published(proto);
   log::Info("placed application", {{"application", app.name},
                                    {"plan", proto.id()},
                                    {"phase", pb::PlanPhase_Name(proto.phase())}});
@@ -692,6 +695,12 @@ absl::Status PlacementService::FinishRemoval(pb::AssignmentPlan& plan, Operation
     }
   }
   Invalidate(touched);
+  // The channels' virtual links go with the pods. One that cannot be deleted
+  // now does not fail the removal: it serves nothing any more, and the
+  // reconciler deletes links no placed plan holds.
+  for (const std::string& left : DeleteVirtualLinks(app, &plan, deadline)) {
+    log::Warn("virtual link left for the reconciler", {{"application", app}, {"error", left}});
+  }
   absl::Status status = absl::OkStatus();
   plan.clear_error();
   {
@@ -724,6 +733,7 @@ absl::Status PlacementService::FinishRemoval(pb::AssignmentPlan& plan, Operation
   *op.mutable_update_time() = ToTimestamp(clock_.Now());
   // A failed removal does not claim the request_id: the same one retries it.
   RETURN_IF_ERROR(plans_.Save(&plan, op, failures.empty() ? request_id : ""));
+  Published(plan);
   log::Info(
       "released application",
       {{"application", app}, {"plan", plan.id()}, {"phase", pb::PlanPhase_Name(plan.phase())}});
@@ -761,6 +771,11 @@ void PlacementService::RecoverPlacement(pb::AssignmentPlan plan, absl::Time dead
       for (pb::PlanAction& a : *plan.mutable_actions()) {
         if (a.type() == pb::ACTION_TYPE_CREATE_POD) a.set_result(pb::ACTION_RESULT_SUCCEEDED);
       }
+      if (absl::Status links = CreateVirtualLinks(plan, deadline); !links.ok()) {
+        why = absl::StrCat("after a restart: ", links.message());
+      }
+    }
+    if (why.empty()) {
       plan.set_phase(pb::PLAN_PHASE_DONE);
       *plan.mutable_update_time() = ToTimestamp(clock_.Now());
       op.set_done(true);
@@ -774,6 +789,7 @@ void PlacementService::RecoverPlacement(pb::AssignmentPlan plan, absl::Time dead
         report.errors.push_back(absl::StrCat(plan.id(), ": ", saved.message()));
         return;
       }
+      Published(plan);
       {
         absl::MutexLock lock(&mu_);
         ledger_.Hold(plan);
@@ -806,6 +822,11 @@ void PlacementService::RecoverPlacement(pb::AssignmentPlan plan, absl::Time dead
     }
   }
   Invalidate(touched);
+  // Links a commit interrupted after some channels went with the pods.
+  for (const std::string& left : DeleteVirtualLinks(app, nullptr, deadline)) {
+    failures.push_back(left);
+  }
+  for (pb::ChannelPath& c : *plan.mutable_channels()) c.clear_virtual_link_id();
   if (!failures.empty()) {
     report.errors.push_back(
         absl::StrCat(plan.id(), ": cannot roll back yet: ", absl::StrJoin(failures, "; ")));
@@ -834,7 +855,76 @@ void PlacementService::RecoverPlacement(pb::AssignmentPlan plan, absl::Time dead
     report.errors.push_back(absl::StrCat(plan.id(), ": ", saved.message()));
     return;
   }
+  Published(plan);
   report.rolled_back.push_back(plan.id());
+}
+
+void PlacementService::Published(const pb::AssignmentPlan& plan) const {
+  if (plan_listener_) plan_listener_(plan);
+}
+
+std::vector<std::string> PlacementService::DeleteVirtualLinks(const std::string& application,
+                                                              pb::AssignmentPlan* plan,
+                                                              absl::Time deadline) {
+  std::vector<std::string> failures;
+  if (virtual_links_ == nullptr) return failures;
+  absl::StatusOr<std::vector<VirtualLinkRef>> links = virtual_links_->List(application, deadline);
+  if (!links.ok()) {
+    failures.push_back(absl::StrCat("listing the virtual links of ", application, ": ",
+                                    links.status().message()));
+    return failures;
+  }
+  for (const VirtualLinkRef& link : *links) {
+    if (!link.managed_by_swm) continue;  // set up by hand: not the plan's
+    absl::Status st = virtual_links_->Delete(link.id, deadline);
+    if (!st.ok()) {
+      failures.push_back(absl::StrCat("virtual link ", link.id, ": ", st.message()));
+    }
+    if (plan == nullptr) continue;
+    pb::PlanAction* action = plan->add_actions();
+    action->set_index(plan->actions_size() - 1);
+    action->set_type(pb::ACTION_TYPE_DELETE_CHANNEL);
+    action->set_channel(link.channel);
+    *action->mutable_update_time() = ToTimestamp(clock_.Now());
+    action->set_result(st.ok() ? pb::ACTION_RESULT_SUCCEEDED : pb::ACTION_RESULT_FAILED);
+    if (!st.ok()) SetError(st, action->mutable_error());
+  }
+  return failures;
+}
+
+absl::Status PlacementService::CreateVirtualLinks(pb::AssignmentPlan& plan, absl::Time deadline) {
+  if (virtual_links_ == nullptr) return absl::OkStatus();
+  for (pb::ChannelPath& c : *plan.mutable_channels()) {
+    if (c.clusters_size() != 2) continue;
+    VirtualLinkSpec spec{.application = plan.application(),
+                         .channel = c.channel(),
+                         .source_cluster = c.clusters(0),
+                         .target_cluster = c.clusters(1),
+                         .target_endpoint = c.target_endpoint(),
+                         .neighborhood_id = plan.neighborhood_id(),
+                         .service_class =
+                             c.service_class() == codeco::common::v1::SERVICE_CLASS_ASSURED
+                                 ? ServiceClass::kAssured
+                                 : ServiceClass::kBestEffort,
+                         .min_bandwidth_bps = c.min_bandwidth_bps(),
+                         .max_delay_ns = c.max_delay_ns()};
+    absl::StatusOr<std::string> id = virtual_links_->Create(
+        spec, VirtualLinkRequestId(plan.application(), plan.plan_revision(), c.channel()),
+        deadline);
+    if (!id.ok()) {
+      return absl::Status(id.status().code(),
+                          absl::StrCat("virtual link for channel ", c.channel(), " from ",
+                                       c.clusters(0), " to ", c.clusters(1), ": ",
+                                       id.status().message()));
+    }
+    c.set_virtual_link_id(*id);
+    for (pb::PlanAction& a : *plan.mutable_actions()) {
+      if (a.type() == pb::ACTION_TYPE_CREATE_CHANNEL && a.channel() == c.channel()) {
+        a.set_result(pb::ACTION_RESULT_SUCCEEDED);
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 RecoveryReport PlacementService::Recover(absl::Time deadline) {
@@ -907,6 +997,33 @@ RecoveryReport PlacementService::ReconcileAlone(absl::Time deadline) {
     if (!HoldsPods(plan)) continue;
     for (const pb::WorkloadTarget& t : plan.targets()) {
       live.insert(LabelValue(ReservationOf(plan.application(), PlacedRevision(plan), t.cluster())));
+    }
+  }
+  // Virtual links no placed plan holds (a removal or rollback that could
+  // not reach NetMA, a hub that died between a link and its plan).
+  if (virtual_links_ != nullptr) {
+    std::set<std::string> held;
+    for (const pb::AssignmentPlan& plan : *latest) {
+      if (!HoldsPods(plan)) continue;
+      for (const pb::ChannelPath& c : plan.channels()) {
+        if (!c.virtual_link_id().empty()) held.insert(c.virtual_link_id());
+      }
+    }
+    absl::StatusOr<std::vector<VirtualLinkRef>> links = virtual_links_->List("", deadline);
+    if (!links.ok()) {
+      report.errors.push_back(absl::StrCat("virtual links: ", links.status().message()));
+    } else {
+      for (const VirtualLinkRef& link : *links) {
+        if (!link.managed_by_swm || held.count(link.id)) continue;
+        absl::Status st = virtual_links_->Delete(link.id, deadline);
+        if (st.ok()) {
+          report.orphans.push_back("virtual-link/" + link.id);
+          log::Info("deleted an orphan virtual link",
+                    {{"link", link.id}, {"application", link.application}});
+        } else {
+          report.errors.push_back(absl::StrCat("virtual link ", link.id, ": ", st.message()));
+        }
+      }
     }
   }
   for (const std::string& cluster : members_.KnownClusters()) {

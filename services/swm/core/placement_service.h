@@ -16,6 +16,9 @@
 //   - LinkSource: the inter-cluster links (NetMA's topology);
 //   - PlanRepository: the stored plans and operations (the RocksDB PlanStore
 //     in the binary);
+//   - VirtualLinkPort (optional): NetMA's virtual links, one per committed
+//     inter-cluster channel, set up in the same all-or-nothing execution as
+//     the pods and torn down with them;
 //   - ExecutorFactory, given with each placement: the cluster side of the
 //     two-phase commit for that plan (it knows the pod templates);
 //   - Clock.
@@ -344,6 +347,18 @@ class PlacementService {
   /// Bits per second of `service_class` that placed plans hold on from -> to.
   int64_t HeldBandwidth(const std::string& from, const std::string& to, ServiceClass service_class);
 
+  /// Where placements set up (and removals, rollbacks and the reconciler
+  /// tear down) the virtual links of inter-cluster channels; not owned.
+  /// None by default: those channels get no link (their actions say why).
+  /// Call before the first placement.
+  void SetVirtualLinks(VirtualLinkPort* links) { virtual_links_ = links; }
+
+  /// Called with every plan once stored in a final state (placed, failed,
+  /// rolled back, removed), after the store; e.g. the channel tracker.
+  using PlanListener = std::function<void(const codeco::swm::v1::AssignmentPlan&)>;
+  /// Sets the plan listener. Call before the first placement.
+  void SetPlanListener(PlanListener listener) { plan_listener_ = std::move(listener); }
+
  private:
   // Admission: one operation per application, none while Recover or
   // Reconcile runs. Admit waits (up to `deadline`) for its turn.
@@ -378,6 +393,16 @@ class PlacementService {
   void DropCachedViews(const std::vector<std::string>& clusters);
   // Drops the cached views of `clusters` and tells the member port.
   void Invalidate(const std::vector<std::string>& clusters);
+  // Tells the plan listener, if any.
+  void Published(const codeco::swm::v1::AssignmentPlan& plan) const;
+  // Deletes every virtual link of `application`; each deletion is added to
+  // `plan` as a DeleteChannel action. Returns what could not be deleted.
+  std::vector<std::string> DeleteVirtualLinks(const std::string& application,
+                                              codeco::swm::v1::AssignmentPlan* plan,
+                                              absl::Time deadline);
+  // Sets up the virtual links of `plan`'s inter-cluster channels (recovery
+  // of a plan found COMMITTING); the error names the channel.
+  absl::Status CreateVirtualLinks(codeco::swm::v1::AssignmentPlan& plan, absl::Time deadline);
 
   const Clock& clock_;
   MemberPort& members_;
@@ -386,6 +411,8 @@ class PlacementService {
   L2Solver& local_l2_;
   const PluginRegistry& registry_;
   PlacementServiceOptions options_;
+  VirtualLinkPort* virtual_links_ = nullptr;
+  PlanListener plan_listener_;
 
   // Admission state.
   absl::Mutex admit_mu_;

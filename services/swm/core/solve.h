@@ -91,6 +91,10 @@ struct ChannelResult {
   int64_t max_delay_ns = 0;         ///< Its bound (0 = none).
   int64_t min_bandwidth_bps = 0;    ///< Bandwidth it needs.
   bool satisfied = false;           ///< Both bounds hold.
+  // Set by BuildPlan and the executor, not by the solver:
+  ServiceClass service_class = ServiceClass::kBestEffort;  ///< The channel's class.
+  std::string target_endpoint;  ///< "<pod>.<cluster>:<port>" the channel delivers to.
+  std::string virtual_link_id;  ///< NetMA's virtual link (inter-cluster, once committed).
 };
 
 /// The outcome of a placement solve.

@@ -28,6 +28,7 @@ namespace codeco::swm {
 namespace {
 
 namespace pb = codeco::swm::v1;
+namespace acm = codeco::acm::v1;
 using codeco::common::v1::Operation;
 
 grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const absl::Status& status) {
@@ -61,11 +62,23 @@ struct SwmServiceImpl::Metrics {
                      .Name(MetricName("swm", "workloads_unplaced_total"))
                      .Help("Workloads a placement could not fit")
                      .Register(r)
-                     .Add({})) {}
+                     .Add({})),
+        channels(prometheus::BuildGauge()
+                     .Name(MetricName("swm", "channels"))
+                     .Help("Channels of placed applications by lifecycle phase (REQUESTED, "
+                           "REVIEWED, IMPLEMENTING, IMPLEMENTED, RUNNING, REJECTED, OOQOS)")
+                     .Register(r)),
+        channel_triggers(prometheus::BuildCounter()
+                             .Name(MetricName("swm", "channel_triggers_total"))
+                             .Help("Channels that became out of QoS (adaptation triggers raised)")
+                             .Register(r)
+                             .Add({})) {}
   prometheus::Family<prometheus::Counter>& placements;
   prometheus::Histogram& duration;
   prometheus::Counter& placed;
   prometheus::Counter& unplaced;
+  prometheus::Family<prometheus::Gauge>& channels;
+  prometheus::Counter& channel_triggers;
 };
 
 SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
@@ -97,9 +110,15 @@ SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
                                   .intra_cluster_latency_ns = options_.intra_cluster_latency_ns,
                                   .link_cache_ttl = options_.link_cache_ttl,
                                   .node_view_ttl = options_.node_view_ttl,
-                                  .coordinator = options_.coordinator})) {
+                                  .coordinator = options_.coordinator})),
+      channel_tracker_(options_.channels) {
   // Every stored change of an operation wakes the watches.
   plans_.SetSaveObserver([this] { listeners_.Notify(); });
+  core_->SetVirtualLinks(options_.virtual_links.get());
+  core_->SetPlanListener([this](const pb::AssignmentPlan& plan) { TrackPlan(plan); });
+  if (options_.virtual_links != nullptr) {
+    channel_monitor_ = std::thread([this] { MonitorChannels(); });
+  }
   // The first worker drives the plans a crash interrupted to an outcome
   // before any worker takes a request.
   const size_t workers = std::max<size_t>(1, options_.placement_workers);
@@ -119,6 +138,15 @@ void SwmServiceImpl::DrainForTest() {
 void SwmServiceImpl::Recover() {
   RecoveryReport recovered = core_->Recover();
   members_.ClearDeadlines();
+  if (!recovered_once_) {
+    // The channels of the applications placed before a restart.
+    absl::StatusOr<std::vector<pb::AssignmentPlan>> live = plans_.LivePlans();
+    if (live.ok()) {
+      for (const pb::AssignmentPlan& plan : *live) TrackPlan(plan);
+    } else {
+      log::Warn("channel status not restored", {{"error", std::string(live.status().message())}});
+    }
+  }
   if (!recovered_once_) {
     recovered_once_ = true;
     FinishInterruptedOperations();
@@ -147,6 +175,64 @@ SwmServiceImpl::~SwmServiceImpl() {
     stopping_ = true;
   }
   for (std::thread& worker : workers_) worker.join();
+  {
+    absl::MutexLock lock(&channel_mu_);
+    channel_stop_ = true;
+  }
+  if (channel_monitor_.joinable()) channel_monitor_.join();
+}
+
+void SwmServiceImpl::TrackPlan(const pb::AssignmentPlan& plan) {
+  if (channel_tracker_.SetPlan(plan, clock_.Now())) ChannelsChanged();
+}
+
+void SwmServiceImpl::ChannelsChanged() {
+  {
+    absl::MutexLock lock(&channel_mu_);
+    for (const pb::ApplicationChannels& app : channel_tracker_.ChangesAfter(channel_logged_, "")) {
+      for (const pb::ChannelTrigger& t : app.triggers()) {
+        log::Warn("channel out of QoS: adaptation trigger raised",
+                  {{"application", t.application()},
+                   {"channel", t.channel()},
+                   {"virtual_link", t.virtual_link_id()},
+                   {"why", t.message()}});
+        if (metrics_ != nullptr) metrics_->channel_triggers.Increment();
+      }
+      channel_logged_ = std::max(channel_logged_, app.sequence());
+    }
+  }
+  if (metrics_ != nullptr) {
+    std::map<acm::ChannelPhase, int> counts = channel_tracker_.CountByPhase();
+    for (int phase = acm::CHANNEL_PHASE_REQUESTED; phase <= acm::CHANNEL_PHASE_DELETED; ++phase) {
+      if (phase == acm::CHANNEL_PHASE_DELETED) continue;  // removed channels are not counted
+      auto it = counts.find(static_cast<acm::ChannelPhase>(phase));
+      std::string name = acm::ChannelPhase_Name(static_cast<acm::ChannelPhase>(phase));
+      metrics_->channels.Add({{"phase", name.substr(std::string("CHANNEL_PHASE_").size())}})
+          .Set(it == counts.end() ? 0 : it->second);
+    }
+  }
+  channel_listeners_.Notify();
+}
+
+void SwmServiceImpl::MonitorChannels() {
+  while (true) {
+    {
+      absl::MutexLock lock(&channel_mu_);
+      const absl::Time until = absl::Now() + options_.channel_poll;
+      while (!channel_stop_ && absl::Now() < until) {
+        channel_mu_.AwaitWithDeadline(absl::Condition(&channel_stop_), until);
+      }
+      if (channel_stop_) return;
+    }
+    if (!channel_tracker_.FollowsLinks()) continue;
+    absl::StatusOr<std::vector<codeco::netma::v1::VirtualLink>> links =
+        options_.virtual_links->ListAll("", absl::Now() + options_.channel_poll * 5);
+    if (!links.ok()) {
+      log::Debug("virtual links not read", {{"error", std::string(links.status().message())}});
+      continue;
+    }
+    if (channel_tracker_.ApplyLinks(*links, clock_.Now()) > 0) ChannelsChanged();
+  }
 }
 
 bool SwmServiceImpl::Submit(std::function<void()> task) {
@@ -331,6 +417,57 @@ class SwmServiceImpl::OperationWatch final : public WatchStream<pb::WatchOperati
 grpc::ServerWriteReactor<pb::WatchOperationResponse>* SwmServiceImpl::WatchOperation(
     grpc::CallbackServerContext* /*context*/, const pb::WatchOperationRequest* request) {
   return new OperationWatch(*this, request->id());
+}
+
+// Streams the channel tracker: every application's channels first (those
+// of `application` only, when set), then each change after the last
+// sequence written, with the triggers it raised.
+class SwmServiceImpl::ChannelWatch final : public WatchStream<pb::WatchChannelsResponse> {
+ public:
+  ChannelWatch(SwmServiceImpl& service, const std::string& application)
+      : service_(service), application_(application) {
+    if (service_.operation_watchers_.fetch_add(1) >= service_.options_.max_operation_watchers) {
+      Fail(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat("swm: already ", service_.options_.max_operation_watchers,
+                                     " open watches; retry later")));
+      return;
+    }
+    if (application_.size() > 253) {
+      Fail(ToGrpcStatus(InvalidFieldError("application", "at most 253 characters")));
+      return;
+    }
+    listener_ = service_.channel_listeners_.Add([this] { Poke(); });
+    Start();
+  }
+
+ private:
+  absl::StatusOr<Batch> Next() override {
+    std::vector<pb::ApplicationChannels> changes =
+        service_.channel_tracker_.ChangesAfter(sent_, application_);
+    if (changes.empty()) return Batch{};
+    Batch batch;
+    batch.messages.emplace_back();
+    for (pb::ApplicationChannels& app : changes) {
+      sent_ = std::max(sent_, app.sequence());
+      *batch.messages.back().add_applications() = std::move(app);
+    }
+    return batch;
+  }
+
+  void Closed() override {
+    if (listener_ != 0) service_.channel_listeners_.Remove(listener_);
+    service_.operation_watchers_.fetch_sub(1);
+  }
+
+  SwmServiceImpl& service_;
+  const std::string application_;
+  int listener_ = 0;
+  int64_t sent_ = 0;  // the newest sequence written (under the stream's lock)
+};
+
+grpc::ServerWriteReactor<pb::WatchChannelsResponse>* SwmServiceImpl::WatchChannels(
+    grpc::CallbackServerContext* /*context*/, const pb::WatchChannelsRequest* request) {
+  return new ChannelWatch(*this, request->application());
 }
 
 absl::StatusOr<PlaceRequest> SwmServiceImpl::ToPlaceRequest(
@@ -556,6 +693,17 @@ void AddSwmConfig(ConfigSchema& schema) {
               .type = ConfigType::kAddress,
               .help = "host:port of the hub's NetMA: links are planned with its measured "
                       "latency and bandwidth (configured conditions where nothing is measured)"});
+  schema.Add({.path = "swm.channel_poll",
+              .type = ConfigType::kDuration,
+              .default_value = "1s",
+              .help = "hub: how often NetMA's virtual links are read for the channels' status "
+                      "(only while some placed channel has one)"});
+  schema.Add({.path = "swm.channel_grace",
+              .type = ConfigType::kDuration,
+              .default_value = "4s",
+              .help = "hub: how long a channel's virtual link must be measured out of its bounds "
+                      "(first to newest probe over them) before the channel is OOQOS and an "
+                      "adaptation trigger is raised; 4s = two probes in a row at NetMA's 5 s"});
   schema.Add({.path = "swm.lms_timeout",
               .type = ConfigType::kDuration,
               .default_value = "10s",
@@ -701,7 +849,16 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
                      PeerChannels::Create(PeerChannelOptionsFrom(context.config)));
     ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
                      netma_channels->Get(context.config.raw.GetString("swm.netma")));
-    links = std::make_shared<NetmaLinkSource>(std::move(channel), directory, context.clock);
+    links = std::make_shared<NetmaLinkSource>(channel, directory, context.clock);
+    options.virtual_links = std::make_shared<NetmaVirtualLinks>(std::move(channel));
+  }
+  options.channel_poll = context.config.raw.GetDuration("swm.channel_poll");
+  if (options.channel_poll < absl::Milliseconds(100)) {
+    return InvalidFieldError("swm.channel_poll", "must be at least 100ms");
+  }
+  options.channels.grace = context.config.raw.GetDuration("swm.channel_grace");
+  if (options.channels.grace < absl::ZeroDuration()) {
+    return InvalidFieldError("swm.channel_grace", "must not be negative");
   }
   services.push_back(std::make_unique<SwmServiceImpl>(context.store, context.clock,
                                                       std::move(channels), directory, links,

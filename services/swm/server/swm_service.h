@@ -77,7 +77,9 @@
 #include "swm/milp/exact_l2.h"
 #include "swm/core/federation_source.h"
 #include "swm/core/placement_service.h"
+#include "swm/core/channel_status.h"
 #include "swm/server/hub_members.h"
+#include "swm/server/netma_virtual_links.h"
 #include "swm/server/plan_store.h"
 #include "swm/server/remote_cluster.h"
 
@@ -131,6 +133,15 @@ struct SwmServiceOptions {
   int max_operation_watchers = 256;
   /// Coordinator settings. Default: the core's.
   CoordinatorOptions coordinator;
+  /// NetMA's virtual links: each committed inter-cluster channel gets one,
+  /// torn down with its plan, and the channels' status follows their
+  /// measurements. Null: no virtual links (those channels stay REVIEWED).
+  std::shared_ptr<NetmaVirtualLinks> virtual_links;
+  /// How often NetMA's virtual links are read for the channels' status
+  /// (only while some channel has one). Default: 1 s.
+  absl::Duration channel_poll = absl::Seconds(1);
+  /// The channel lifecycle's settings (the out-of-QoS grace period).
+  ChannelTrackerOptions channels;
   /// How often the orphan reconciler runs (at start, then every interval):
   /// pods in the LMS-driven clusters labelled with a plan the hub no longer
   /// holds are deleted; each round first retries the recovery of plans a
@@ -180,6 +191,12 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   grpc::ServerWriteReactor<codeco::swm::v1::WatchOperationResponse>* WatchOperation(
       grpc::CallbackServerContext* context,
       const codeco::swm::v1::WatchOperationRequest* request) override;
+  /// The channels of every placed application (or one): all first, then
+  /// each change with the out-of-QoS triggers it raised. Counted with the
+  /// operation watches against max_operation_watchers.
+  grpc::ServerWriteReactor<codeco::swm::v1::WatchChannelsResponse>* WatchChannels(
+      grpc::CallbackServerContext* context,
+      const codeco::swm::v1::WatchChannelsRequest* request) override;
 
   /// PlaceApplication in PLACE_MODE_RUNNING: checks the request, answers
   /// the operation (started before by the same request_id, or new: stored
@@ -218,6 +235,14 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
 
  private:
   class OperationWatch;
+  class ChannelWatch;
+  // Takes `plan` into the channel tracker; tells the channel watches.
+  void TrackPlan(const codeco::swm::v1::AssignmentPlan& plan);
+  // The channel monitor's loop: reads NetMA's virtual links every
+  // channel_poll while some channel has one.
+  void MonitorChannels();
+  // After a change of the tracker: metrics, trigger log, watches.
+  void ChannelsChanged();
   // The checked core request of `request`, without its executors;
   // INVALID_ARGUMENT naming the field.
   absl::StatusOr<PlaceRequest> ToPlaceRequest(
@@ -266,6 +291,12 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   std::vector<std::thread> workers_;
 
   Listeners listeners_;  // told after every stored change of an operation
+  ChannelTracker channel_tracker_;
+  Listeners channel_listeners_;  // told after every change of the tracker
+  absl::Mutex channel_mu_;
+  int64_t channel_logged_ ABSL_GUARDED_BY(channel_mu_) = 0;  // triggers logged up to this sequence
+  bool channel_stop_ ABSL_GUARDED_BY(channel_mu_) = false;
+  std::thread channel_monitor_;
   std::atomic<int> operation_watchers_{0};
   // Operations this process started in PLACE_MODE_RUNNING and not finished,
   // by id, and their request_ids.

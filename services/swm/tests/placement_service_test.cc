@@ -17,6 +17,9 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "codeco/common/clock.h"
+#include "codeco/common/kv_store.h"
+#include "netma/core/virtual_links.h"
+#include "netma/store/kv_virtual_link_repository.h"
 #include "swm/core/convert.h"
 #include "swm/core/plugins.h"
 #include "swm/tests/fixtures.h"
@@ -629,6 +632,222 @@ TEST_CASE("Link bandwidth of placed channels is held across applications", "[pla
   CHECK(bed.service->HeldBandwidth("eu", "us", ServiceClass::kBestEffort) == 0);
   REQUIRE(bed.service->Place(bed.Request(Bed::App("second", 600'000'000))).ok());
   CHECK(bed.service->HeldBandwidth("eu", "us", ServiceClass::kBestEffort) == 600'000'000);
+}
+
+// NetMA's own virtual-link controller, in process, as SWM's VirtualLinkPort
+// (what NetmaVirtualLinks does over gRPC), with a switch that fails the n-th
+// Create: the fault between the pods and the links.
+class ControllerLinks final : public VirtualLinkPort {
+ public:
+  explicit ControllerLinks(const Clock& clock)
+      : store_(NewInMemoryKvStore({netma::kVirtualLinksColumnFamily})),
+        repository_(netma::NewKvVirtualLinkRepository(*store_)),
+        controller_(*repository_, clock, {"idco-0"}) {}
+  absl::StatusOr<std::string> Create(const VirtualLinkSpec& spec, const std::string& request_id,
+                                     absl::Time) override {
+    absl::MutexLock lock(&mu_);
+    if (++creates_ == fail_create) return absl::UnavailableError("NetMA: connection reset");
+    netma::v1::VirtualLink link;
+    link.set_application(spec.application);
+    link.set_channel(spec.channel);
+    link.set_source_cluster(spec.source_cluster);
+    link.set_target_cluster(spec.target_cluster);
+    link.set_target_endpoint(spec.target_endpoint);
+    link.set_service_class(spec.service_class == ServiceClass::kAssured
+                               ? codeco::common::v1::SERVICE_CLASS_ASSURED
+                               : codeco::common::v1::SERVICE_CLASS_BESTEFFORT);
+    link.set_min_bandwidth_bps(spec.min_bandwidth_bps);
+    link.set_max_delay_ns(spec.max_delay_ns);
+    link.set_managed_by("swm");
+    absl::StatusOr<netma::v1::VirtualLink> made = controller_.Create(link, request_id);
+    if (!made.ok()) return made.status();
+    return made->id();
+  }
+  absl::Status Delete(const std::string& id, absl::Time) override {
+    absl::MutexLock lock(&mu_);
+    absl::Status st = controller_.Delete(id).status();
+    return absl::IsNotFound(st) ? absl::OkStatus() : st;
+  }
+  absl::StatusOr<std::vector<VirtualLinkRef>> List(const std::string& application,
+                                                   absl::Time) override {
+    absl::MutexLock lock(&mu_);
+    std::vector<VirtualLinkRef> out;
+    for (const netma::v1::VirtualLink& l : AllLocked(application)) {
+      out.push_back({l.id(), l.application(), l.channel(), l.managed_by() == "swm"});
+    }
+    return out;
+  }
+  std::vector<netma::v1::VirtualLink> All(const std::string& application = "") {
+    absl::MutexLock lock(&mu_);
+    return AllLocked(application);
+  }
+  netma::VirtualLinkController& controller() { return controller_; }
+  int fail_create = 0;  // 1-based; 0 = never
+
+ private:
+  std::vector<netma::v1::VirtualLink> AllLocked(const std::string& application) {
+    netma::VirtualLinkQuery query{.page_size = 1000, .application = application};
+    return controller_.List(query)->links;
+  }
+  absl::Mutex mu_;
+  std::unique_ptr<KvStore> store_;
+  std::unique_ptr<netma::VirtualLinkRepository> repository_;
+  netma::VirtualLinkController controller_;
+  int creates_ = 0;
+};
+
+// "shop" with a channel each way between eu and us.
+Application TwoWayApp() {
+  Application app = Bed::App("shop", 100'000'000);
+  app.channels.push_back(Channel{.name = "back-front",
+                                 .from = "back-0",
+                                 .to = "front-0",
+                                 .min_bandwidth_bps = 50'000'000,
+                                 .max_delay_ns = 100 * test::kMs,
+                                 .to_port = 8443});
+  return app;
+}
+
+TEST_CASE(
+    "A placement sets up one virtual link per inter-cluster channel and a removal deletes them",
+          "[placement_service][channels]") {
+  Bed bed;
+  ControllerLinks netma(bed.clock);
+  bed.service->SetVirtualLinks(&netma);
+  absl::StatusOr<Operation> placed = bed.service->Place(bed.Request(TwoWayApp()));
+  REQUIRE(placed.ok());
+  pb::AssignmentPlan plan = PlanOf(*placed);
+  std::vector<netma::v1::VirtualLink> links = netma.All();
+  REQUIRE(links.size() == 2);
+  std::map<std::string, netma::v1::VirtualLink> by_channel;
+  for (const auto& l : links) by_channel[l.channel()] = l;
+  CHECK(by_channel["front-back"].source_cluster() == "eu");
+  CHECK(by_channel["front-back"].target_cluster() == "us");
+  CHECK(by_channel["front-back"].target_endpoint() == "shop-back-0.us:80");
+  CHECK(by_channel["front-back"].min_bandwidth_bps() == 100'000'000);
+  CHECK(by_channel["back-front"].target_endpoint() == "shop-front-0.eu:8443");
+  CHECK(by_channel["back-front"].managed_by() == "swm");
+  for (const pb::ChannelPath& c : plan.channels()) {
+    CHECK(c.virtual_link_id() == by_channel[c.channel()].id());
+  }
+  int created = 0;
+  for (const pb::PlanAction& a : plan.actions()) {
+    if (a.type() != pb::ACTION_TYPE_CREATE_CHANNEL) continue;
+    CHECK(a.result() == pb::ACTION_RESULT_SUCCEEDED);
+    ++created;
+  }
+  CHECK(created == 2);
+
+  absl::StatusOr<pb::AssignmentPlan> removed = bed.service->Release({.application = "shop"});
+  REQUIRE(removed.ok());
+  CHECK(netma.All().empty());
+  int deleted = 0;
+  for (const pb::PlanAction& a : removed->actions()) {
+    if (a.type() == pb::ACTION_TYPE_DELETE_CHANNEL) {
+      CHECK(a.result() == pb::ACTION_RESULT_SUCCEEDED);
+      ++deleted;
+    }
+  }
+  CHECK(deleted == 2);
+}
+
+TEST_CASE("A fault between the pods and the virtual links rolls back both",
+          "[placement_service][channels]") {
+  Bed bed;
+  ControllerLinks netma(bed.clock);
+  bed.service->SetVirtualLinks(&netma);
+  netma.fail_create = 2;  // the first link is made, the second fails
+  absl::StatusOr<Operation> placed = bed.service->Place(bed.Request(TwoWayApp()));
+  REQUIRE(absl::IsAborted(placed.status()));
+  CHECK_THAT(std::string(placed.status().message()),
+             Catch::Contains("virtual link for channel") && Catch::Contains("connection reset"));
+  CHECK(bed.Pods("eu") == 0);
+  CHECK(bed.Pods("us") == 0);
+  CHECK(netma.All().empty());  // the first link went with the pods
+  CHECK(bed.service->HeldBandwidth("eu", "us", ServiceClass::kBestEffort) == 0);
+  absl::StatusOr<std::optional<pb::AssignmentPlan>> stored = bed.repo.Latest("shop");
+  REQUIRE(stored.ok());
+  REQUIRE(stored->has_value());
+  CHECK((*stored)->phase() == pb::PLAN_PHASE_ROLLED_BACK);
+  bool failed_channel = false;
+  for (const pb::PlanAction& a : (*stored)->actions()) {
+    if (a.type() == pb::ACTION_TYPE_CREATE_CHANNEL && a.result() == pb::ACTION_RESULT_FAILED) {
+      failed_channel = true;
+    }
+    CHECK(a.result() != pb::ACTION_RESULT_SUCCEEDED);
+  }
+  CHECK(failed_channel);
+  // The retry places both again.
+  REQUIRE(bed.service->Place(bed.Request(TwoWayApp())).ok());
+  CHECK(netma.All().size() == 2);
+  CHECK(bed.Pods("eu") == 1);
+}
+
+TEST_CASE("NetMA refusing a channel's bandwidth rolls the plan back and names the link",
+          "[placement_service][channels]") {
+  Bed bed;
+  ControllerLinks netma(bed.clock);
+  // NetMA measured only 80 Mbps on eu -> us; the hub's configured 1 Gbps is stale.
+  netma.controller().SetCapacity(
+      [](const std::string& from, const std::string& to,
+         codeco::common::v1::ServiceClass) -> std::optional<int64_t> {
+        if (from == "eu" && to == "us") return 80'000'000;
+        return std::nullopt;
+      });
+  bed.service->SetVirtualLinks(&netma);
+  absl::StatusOr<Operation> placed = bed.service->Place(bed.Request(Bed::App("shop", 100'000'000)));
+  REQUIRE(absl::IsAborted(placed.status()));
+  CHECK_THAT(std::string(placed.status().message()),
+             Catch::Contains("eu->us") && Catch::Contains("80000000 bps"));
+  CHECK(bed.Pods("eu") + bed.Pods("us") == 0);
+  REQUIRE(bed.service->Place(bed.Request(Bed::App("shop", 60'000'000))).ok());
+  CHECK(netma.All().size() == 1);
+}
+
+TEST_CASE("Reconcile deletes the virtual links no placed plan holds and leaves hand-made ones",
+          "[placement_service][channels]") {
+  Bed bed;
+  ControllerLinks netma(bed.clock);
+  bed.service->SetVirtualLinks(&netma);
+  REQUIRE(bed.service->Place(bed.Request(Bed::App("shop", 1'000'000))).ok());
+  // A link of a plan the hub never stored, and one made by an operator.
+  REQUIRE(netma.Create({.application = "ghost", .channel = "a-b", .source_cluster = "eu",
+                        .target_cluster = "us", .target_endpoint = "ghost-b.us:80"},
+                       "", absl::InfiniteFuture())
+              .ok());
+  netma::v1::VirtualLink by_hand;
+  by_hand.set_application("ops");
+  by_hand.set_channel("tunnel");
+  by_hand.set_source_cluster("us");
+  by_hand.set_target_cluster("eu");
+  by_hand.set_target_endpoint("10.0.0.1:22");
+  REQUIRE(netma.controller().Create(by_hand, "").ok());
+  RecoveryReport report = bed.service->Reconcile();
+  CHECK(report.errors.empty());
+  REQUIRE(report.orphans.size() == 1);
+  CHECK(absl::StartsWith(report.orphans[0], "virtual-link/vl-"));
+  std::set<std::string> left;
+  for (const auto& l : netma.All()) left.insert(l.application());
+  CHECK(left == std::set<std::string>{"ops", "shop"});
+}
+
+TEST_CASE("Recover sets up the virtual links of a plan the hub left COMMITTING",
+          "[placement_service][channels]") {
+  Bed bed;
+  ControllerLinks netma(bed.clock);
+  bed.service->SetVirtualLinks(&netma);
+  bed.crash.at = pb::PLAN_PHASE_COMMITTING;
+  bed.repo.crash = &bed.crash;
+  (void)bed.service->Place(bed.Request(Bed::App("shop", 1'000'000)));
+  CHECK(netma.All().empty());
+  bed.Restart();
+  bed.service->SetVirtualLinks(&netma);
+  RecoveryReport report = bed.service->Recover();
+  REQUIRE(report.committed.size() == 1);
+  REQUIRE(netma.All().size() == 1);
+  absl::StatusOr<std::optional<pb::AssignmentPlan>> stored = bed.repo.Latest("shop");
+  REQUIRE(stored.ok());
+  CHECK((*stored)->channels(0).virtual_link_id() == netma.All()[0].id());
 }
 
 TEST_CASE("Reconcile deletes pods whose plan the hub does not hold", "[placement_service]") {
