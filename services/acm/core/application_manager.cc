@@ -867,6 +867,14 @@ absl::StatusOr<v1::Application> ApplicationManager::RecordPlacement(const std::s
       status.clear_placements();
       status.set_observed_spec_revision(spec_revision);
       status.set_plan_revision(result.plan_revision);
+      // The channels of the new plan: those SWM reported already, else none yet.
+      status.clear_channels();
+      if (auto early = early_channels_.find(name); early != early_channels_.end()) {
+        if (early->second.plan_revision == result.plan_revision) {
+          for (const v1::ChannelStatus& c : early->second.channels) *status.add_channels() = c;
+        }
+        if (early->second.plan_revision <= result.plan_revision) early_channels_.erase(early);
+      }
       status.set_neighborhood_id(result.neighborhood_id);
       if (!result.error.ok()) {
         // The scheduler's definitive answer (e.g. INVALID_ARGUMENT, FAILED_PRECONDITION).
@@ -931,6 +939,13 @@ void ApplicationManager::FoldPodStatus(v1::Application& app) const {
     }
   }
   if (!missing.empty()) problems.push_back(absl::StrCat("not placed: ", missing));
+  for (const auto& c : status.channels()) {
+    if (c.phase() == v1::CHANNEL_PHASE_OOQOS || c.phase() == v1::CHANNEL_PHASE_REJECTED) {
+      problems.push_back(absl::StrCat("channel ", c.name(), " ",
+                                      v1::ChannelPhase_Name(c.phase()).substr(14), ": ",
+                                      c.message()));
+    }
+  }
   if (auto it = pod_failures_.find(app.metadata().name()); it != pod_failures_.end()) {
     for (const auto& [cluster, failures] : it->second) {
       problems.insert(problems.end(), failures.begin(), failures.end());
@@ -952,6 +967,39 @@ void ApplicationManager::FoldPodStatus(v1::Application& app) const {
     status.set_status(all_served ? v1::STATUS_LEVEL_WARNING : v1::STATUS_LEVEL_ERROR);
     status.set_error_msg(absl::StrJoin(problems, "; "));
   }
+}
+
+absl::Status ApplicationManager::RecordChannels(const std::string& name, int64_t plan_revision,
+                                                const std::vector<v1::ChannelStatus>& channels) {
+  {
+    absl::MutexLock lock(&write_mu_);
+    ASSIGN_OR_RETURN(std::optional<v1::Application> current, store_.Get(name));
+    if (!current) {
+      early_channels_.erase(name);
+      return absl::NotFoundError(absl::StrCat("application \"", name, "\""));
+    }
+    v1::Application app = *std::move(current);
+    const int64_t held = app.status().plan_revision();
+    if (plan_revision <= 0 || plan_revision < held) return absl::OkStatus();  // removed or stale
+    if (plan_revision > held) {
+      early_channels_[name] = ChannelReport{plan_revision, channels};
+      return absl::OkStatus();
+    }
+    early_channels_.erase(name);
+    const v1::ApplicationStatus before = app.status();
+    v1::ApplicationStatus& status = *app.mutable_status();
+    status.clear_channels();
+    for (const v1::ChannelStatus& c : channels) *status.add_channels() = c;
+    const auto phase = status.phase();
+    if (phase == v1::APPLICATION_PHASE_DEPLOYING || phase == v1::APPLICATION_PHASE_RUNNING ||
+        phase == v1::APPLICATION_PHASE_DEGRADED) {
+      FoldPodStatus(app);
+    }
+    if (MessageDifferencer::Equals(before, app.status())) return absl::OkStatus();
+    RETURN_IF_ERROR(CommitModified(app));
+  }
+  Notify();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int> ApplicationManager::RecordPods(const std::string& cluster,

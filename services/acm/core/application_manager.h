@@ -158,6 +158,17 @@ class ApplicationManager {
   /// DEPLOYING. A pod the cluster does not report is not ready. Each changed
   /// application is one commit (a MODIFIED event); returns how many changed.
   absl::StatusOr<int> RecordPods(const std::string& cluster, const std::vector<PodReport>& pods);
+  /// Folds the channel status the scheduler reports for plan
+  /// `plan_revision` of `name` into status.channels: an OOQOS or REJECTED
+  /// channel makes a running application DEGRADED (WARNING) with the
+  /// channel named in error_msg, until it runs within bounds again. A report
+  /// for a plan the application does not hold yet is kept (in memory) and
+  /// folded in when RecordPlacement brings that plan; one for an older plan
+  /// or a removed application (plan_revision 0) is dropped. One commit (a
+  /// MODIFIED event) when something changed; NOT_FOUND for an unknown
+  /// application.
+  absl::Status RecordChannels(const std::string& name, int64_t plan_revision,
+                              const std::vector<v1::ChannelStatus>& channels);
   /// Moves every application off `cluster` (unregistered or long
   /// unreachable, already excluded from neighborhood selection): each one
   /// with a placement there or a neighborhood containing it gets a
@@ -287,6 +298,13 @@ class ApplicationManager {
     absl::Time due = absl::InfinitePast();
   };
   std::map<std::string, Attempt> attempts_ ABSL_GUARDED_BY(write_mu_);
+  // Channel reports for a plan an application does not hold yet (the
+  // scheduler's channel stream ran ahead of its placement answer).
+  struct ChannelReport {
+    int64_t plan_revision = 0;
+    std::vector<v1::ChannelStatus> channels;
+  };
+  std::map<std::string, ChannelReport> early_channels_ ABSL_GUARDED_BY(write_mu_);
   Backoff backoff_ ABSL_GUARDED_BY(write_mu_);
   // When Reconcile next deletes old operations.
   absl::Time next_prune_ ABSL_GUARDED_BY(write_mu_) = absl::InfinitePast();

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "acm/core/cluster_report.h"
+#include "acm/server/channel_status_follower.h"
 #include "acm/server/member_push_client.h"
 #include "acm/server/swm_placement_scheduler.h"
 #include "acm/store/kv_application_store.h"
@@ -205,6 +206,10 @@ struct OwnedDependencies {
           std::make_unique<GrpcMemberPush>(*options.member_peers, options.push_timeout),
           options.publish_interval);
     }
+    // The hub's SWM reports the channels of the applications it placed.
+    if (options.swm_channel != nullptr && options.local_copies == nullptr) {
+      channel_follower = std::make_unique<ChannelStatusFollower>(options.swm_channel, manager);
+    }
     if (options.reevaluate_interval > absl::ZeroDuration()) {
       maintenance = std::thread([this, interval = options.reevaluate_interval,
                                  after = options.reevaluate_after] { Maintain(interval, after); });
@@ -236,6 +241,7 @@ struct OwnedDependencies {
       stopping = true;
     }
     publisher.reset();
+    channel_follower.reset();
     if (maintenance.joinable()) maintenance.join();
     if (reconciler.joinable()) reconciler.join();
     if (swm != nullptr) swm->Stop();
@@ -289,6 +295,8 @@ struct OwnedDependencies {
   std::thread reconciler;
   // Pushes to managed clusters (hub with options.member_peers only).
   std::unique_ptr<MemberPublisherLoop> publisher;
+  // Records SWM's channel status (hub with an SWM only).
+  std::unique_ptr<ChannelStatusFollower> channel_follower;
 };
 
 class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl {

@@ -352,6 +352,70 @@ TEST_CASE("pod reports move a placed application to RUNNING and failures to WARN
   REQUIRE(absl::IsInvalidArgument(f.manager.RecordPods("", {}).status()));
 }
 
+TEST_CASE("channel status from the scheduler shows in the application and OOQOS degrades it") {
+  Fixture f;
+  f.Apply(SmallCam("shop", "1"));
+  auto channel = [](const std::string& name, v1::ChannelPhase phase, const std::string& message) {
+    v1::ChannelStatus c;
+    c.set_name(name);
+    c.set_phase(phase);
+    c.set_message(message);
+    c.set_virtual_link_id("vl-1");
+    return c;
+  };
+  auto status = [&] {
+    v1::GetApplicationRequest get;
+    get.set_name("shop");
+    return f.manager.Get(get)->application().status();
+  };
+  // The channel stream ran ahead of the placement answer: kept for plan 1.
+  REQUIRE(f.manager
+              .RecordChannels("shop", 1,
+                              {channel("web-db", v1::CHANNEL_PHASE_IMPLEMENTED, "set up")})
+              .ok());
+  REQUIRE(status().channels_size() == 0);
+  PlacementResult result;
+  result.placed = true;
+  result.plan_revision = 1;
+  v1::ServicePlacement p;
+  p.set_service("web");
+  p.set_cluster("rennes");
+  p.set_node("n1");
+  p.set_pod("shop-web-0");
+  result.placements.push_back(p);
+  REQUIRE(f.manager.RecordPlacement("shop", 1, result).ok());
+  REQUIRE(status().channels_size() == 1);
+  CHECK(status().channels(0).phase() == v1::CHANNEL_PHASE_IMPLEMENTED);
+  REQUIRE(*f.manager.RecordPods("rennes", {PodReport{"shop", "web", "shop-web-0", "n1",
+                                                     lms::v1::POD_PHASE_RUNNING, ""}}) == 1);
+  REQUIRE(status().phase() == v1::APPLICATION_PHASE_RUNNING);
+
+  REQUIRE(f.manager
+              .RecordChannels("shop", 1,
+                              {channel("web-db", v1::CHANNEL_PHASE_OOQOS,
+                                       "out of QoS: delay 35 ms exceeds 20 ms")})
+              .ok());
+  CHECK(status().phase() == v1::APPLICATION_PHASE_DEGRADED);
+  CHECK(status().status() == v1::STATUS_LEVEL_WARNING);
+  CHECK_THAT(status().error_msg(), Catch::Contains("channel web-db OOQOS") &&
+                                       Catch::Contains("35 ms exceeds"));
+  // The change is an event watchers read.
+  auto changes = f.manager.ReadChanges("shop", 0, 1000);
+  REQUIRE(changes.ok());
+  CHECK(changes->back().application().status().channels(0).phase() == v1::CHANNEL_PHASE_OOQOS);
+
+  // Within bounds again: RUNNING. A stale report (older plan) or one for a
+  // removed application changes nothing.
+  REQUIRE(f.manager.RecordChannels("shop", 1, {channel("web-db", v1::CHANNEL_PHASE_RUNNING, "ok")})
+              .ok());
+  CHECK(status().phase() == v1::APPLICATION_PHASE_RUNNING);
+  REQUIRE(f.manager.RecordChannels("shop", 0, {}).ok());
+  REQUIRE(f.manager.RecordChannels("shop", 1, {channel("web-db", v1::CHANNEL_PHASE_RUNNING, "ok")})
+              .ok());
+  CHECK(status().channels_size() == 1);
+  CHECK(absl::IsNotFound(f.manager.RecordChannels("nope", 1, {})));
+}
+
 TEST_CASE("list pages by name and filters by phase and labels") {
   Fixture f;
   for (int i = 0; i < 5; ++i) {
