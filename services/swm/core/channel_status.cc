@@ -51,7 +51,15 @@ bool ChannelTracker::SetPlan(const pb::AssignmentPlan& plan, absl::Time now) {
     entry.removed = true;
   } else {
     entry.removed = false;
-    entry.plan = plan;
+    // Only what the channels' status is computed from: a tracked application
+    // costs its channels, not its whole plan.
+    entry.plan.Clear();
+    entry.plan.set_id(plan.id());
+    entry.plan.set_application(plan.application());
+    entry.plan.set_plan_revision(plan.plan_revision());
+    entry.plan.set_phase(plan.phase());
+    if (plan.has_error()) entry.plan.mutable_error()->set_message(plan.error().message());
+    *entry.plan.mutable_channels() = plan.channels();
   }
   bool changed = RecomputeLocked(entry, now);
   ForgetRemovedLocked();

@@ -86,7 +86,7 @@ class ChannelTracker {
 
  private:
   struct Entry {
-    codeco::swm::v1::AssignmentPlan plan;  // channels, phase, revision
+    codeco::swm::v1::AssignmentPlan plan;  // id, revision, phase, error and channels only
     codeco::swm::v1::ApplicationChannels state;
     std::vector<codeco::swm::v1::ChannelTrigger> triggers;  // newest last, with sequence in raise
     std::vector<int64_t> trigger_sequences;
