@@ -1,6 +1,11 @@
 #include "federation_util.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -47,6 +52,11 @@ FederationHome::FederationHome() {
 FederationHome::~FederationHome() {
   // Whatever happened, leave nothing running.
   RunCommand({CtlBinary(), "down"}, absl::Seconds(60));
+  // CODECO_TEST_KEEP_HOME=1 keeps the logs and data of the run for a post-mortem.
+  if (const char* keep = std::getenv("CODECO_TEST_KEEP_HOME"); keep != nullptr && *keep == '1') {
+    std::fprintf(stderr, "kept %s\n", path.c_str());
+    return;
+  }
   fs::remove_all(path);
 }
 
@@ -89,6 +99,62 @@ std::map<std::string, std::string> LmsEndpoints(const std::string& up_output) {
     out[(*it)[1]] = (*it)[2];
   }
   return out;
+}
+
+std::map<std::string, std::string> RelayEndpoints(const std::string& up_output) {
+  std::map<std::string, std::string> out;
+  // A cluster row: ... IP, the LMS (host:port), then the relay (host:port).
+  std::regex row(R"(\n(\S+) [^\n]*? 127\.[0-9.]+ +127\.[0-9.]+:\d+ +(127\.[0-9.]+:\d+))");
+  for (auto it = std::sregex_iterator(up_output.begin(), up_output.end(), row);
+       it != std::sregex_iterator(); ++it) {
+    out[(*it)[1]] = (*it)[2];
+  }
+  return out;
+}
+
+std::string ConnectThroughRelay(const std::string& relay, const std::string& target,
+                                const std::string& payload, std::string* echoed) {
+  echoed->clear();
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  const size_t colon = relay.rfind(':');
+  inet_pton(AF_INET, relay.substr(0, colon).c_str(), &addr.sin_addr);
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(relay.substr(colon + 1))));
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return "";
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  auto read_until = [&](const std::string& marker) {
+    std::string got;
+    char buf[4096];
+    while (got.find(marker) == std::string::npos && absl::Now() < deadline) {
+      pollfd pfd{fd, POLLIN, 0};
+      if (poll(&pfd, 1, static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()))) <= 0) {
+        continue;
+      }
+      ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      got.append(buf, static_cast<size_t>(n));
+    }
+    return got;
+  };
+  const std::string request = "CONNECT " + target + " HTTP/1.1\r\n\r\n";
+  std::string status;
+  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+      static_cast<ssize_t>(request.size())) {
+    std::string head = read_until("\r\n\r\n");
+    status = head.substr(0, head.find("\r\n"));
+    if (status.rfind("HTTP/1.1 200", 0) == 0 &&
+        send(fd, payload.data(), payload.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(payload.size())) {
+      *echoed = read_until(payload);
+    }
+  }
+  close(fd);
+  return status;
 }
 
 std::vector<codeco::lms::v1::Pod> PodsOf(const std::string& lms, const std::string& app) {

@@ -21,7 +21,8 @@ const std::string& FiveSiteScenario();
 /// The source tree's root.
 const std::string& SourceDir();
 
-/// A fresh CODECO_HOME for one test; `codecoctl down` and removal on destruction.
+/// A fresh CODECO_HOME for one test; `codecoctl down` and removal on
+/// destruction (kept, for a post-mortem, when CODECO_TEST_KEEP_HOME=1).
 struct FederationHome {
   FederationHome();
   ~FederationHome();
@@ -43,6 +44,18 @@ bool WaitUntilClustersReady(size_t count);
 /// Each cluster's LMS endpoint, from the table `codecoctl up` prints
 /// (CLUSTER TIER REGION NODES IP LMS RELAY).
 std::map<std::string, std::string> LmsEndpoints(const std::string& up_output);
+
+/// Each cluster's egress relay (its edge device in the testbed), from the
+/// same table.
+std::map<std::string, std::string> RelayEndpoints(const std::string& up_output);
+
+/// The status line a CONNECT to `target` through the relay at `relay`
+/// answers ("HTTP/1.1 200 Connection established", "HTTP/1.1 403 Forbidden"),
+/// after sending `payload` and reading its echo when the tunnel opened
+/// (empty when the relay does not answer within 10 s). `echoed` is set to
+/// what came back.
+std::string ConnectThroughRelay(const std::string& relay, const std::string& target,
+                                const std::string& payload, std::string* echoed);
 
 /// The pods of application `app` (every pod when `app` is empty) in the LMS
 /// at `lms` (CODEF's: plaintext). Fails the test when the LMS cannot be read.
