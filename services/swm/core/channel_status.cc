@@ -33,6 +33,24 @@ std::string Ms(int64_t ns) { return absl::StrCat(ns / 1'000'000, ".", (ns / 100'
 
 }  // namespace
 
+netma::VirtualLink VirtualLinkFor(const VirtualLinkSpec& spec) {
+  netma::VirtualLink link;
+  link.set_application(spec.application);
+  link.set_channel(spec.channel);
+  link.set_source_cluster(spec.source_cluster);
+  link.set_target_cluster(spec.target_cluster);
+  link.set_target_endpoint(spec.target_endpoint);
+  link.set_neighborhood_id(spec.neighborhood_id);
+  link.set_service_class(spec.service_class == ServiceClass::kAssured
+                             ? codeco::common::v1::SERVICE_CLASS_ASSURED
+                             : codeco::common::v1::SERVICE_CLASS_BESTEFFORT);
+  link.set_min_bandwidth_bps(spec.min_bandwidth_bps);
+  link.set_max_delay_ns(spec.max_delay_ns);
+  link.set_provisioning(netma::VIRTUAL_LINK_PROVISIONING_PRE_CREATED);
+  link.set_managed_by(kSwmManagedBy);
+  return link;
+}
+
 ChannelTracker::ChannelTracker(ChannelTrackerOptions options) : options_(options) {}
 
 bool ChannelTracker::SetPlan(const pb::AssignmentPlan& plan, absl::Time now) {

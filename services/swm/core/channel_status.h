@@ -35,8 +35,15 @@
 #include "codeco/netma/v1/topology.pb.h"
 #include "codeco/swm/v1/plan.pb.h"
 #include "codeco/swm/v1/swm_service.pb.h"
+#include "swm/core/execution.h"
 
 namespace codeco::swm {
+
+/// The value of VirtualLink.managed_by for the links SWM sets up.
+inline constexpr char kSwmManagedBy[] = "swm";
+
+/// The NetMA virtual link `spec` asks for (pre-created, managed by SWM).
+codeco::netma::v1::VirtualLink VirtualLinkFor(const VirtualLinkSpec& spec);
 
 /// Settings of the ChannelTracker.
 struct ChannelTrackerOptions {

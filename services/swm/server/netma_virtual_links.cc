@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "codeco/common/grpc_status.h"
 #include "grpcpp/client_context.h"
+#include "swm/core/channel_status.h"
 
 namespace codeco::swm {
 
@@ -22,20 +23,7 @@ absl::StatusOr<std::string> NetmaVirtualLinks::Create(const VirtualLinkSpec& spe
                                                       const std::string& request_id,
                                                       absl::Time deadline) {
   netma::CreateVirtualLinkRequest request;
-  netma::VirtualLink& link = *request.mutable_virtual_link();
-  link.set_application(spec.application);
-  link.set_channel(spec.channel);
-  link.set_source_cluster(spec.source_cluster);
-  link.set_target_cluster(spec.target_cluster);
-  link.set_target_endpoint(spec.target_endpoint);
-  link.set_neighborhood_id(spec.neighborhood_id);
-  link.set_service_class(spec.service_class == ServiceClass::kAssured
-                             ? codeco::common::v1::SERVICE_CLASS_ASSURED
-                             : codeco::common::v1::SERVICE_CLASS_BESTEFFORT);
-  link.set_min_bandwidth_bps(spec.min_bandwidth_bps);
-  link.set_max_delay_ns(spec.max_delay_ns);
-  link.set_provisioning(netma::VIRTUAL_LINK_PROVISIONING_PRE_CREATED);
-  link.set_managed_by(kSwmManagedBy);
+  *request.mutable_virtual_link() = VirtualLinkFor(spec);
   request.set_request_id(request_id);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(Deadline(deadline)));

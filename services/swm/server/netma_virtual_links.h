@@ -18,9 +18,6 @@
 
 namespace codeco::swm {
 
-/// The value of VirtualLink.managed_by for the links SWM sets up.
-inline constexpr char kSwmManagedBy[] = "swm";
-
 /// NetMA's virtual links as a VirtualLinkPort. Thread-safe.
 class NetmaVirtualLinks final : public VirtualLinkPort {
  public:

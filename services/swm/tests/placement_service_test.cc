@@ -20,6 +20,7 @@
 #include "codeco/common/kv_store.h"
 #include "netma/core/virtual_links.h"
 #include "netma/store/kv_virtual_link_repository.h"
+#include "swm/core/channel_status.h"
 #include "swm/core/convert.h"
 #include "swm/core/plugins.h"
 #include "swm/tests/fixtures.h"
@@ -647,18 +648,7 @@ class ControllerLinks final : public VirtualLinkPort {
                                      absl::Time) override {
     absl::MutexLock lock(&mu_);
     if (++creates_ == fail_create) return absl::UnavailableError("NetMA: connection reset");
-    netma::v1::VirtualLink link;
-    link.set_application(spec.application);
-    link.set_channel(spec.channel);
-    link.set_source_cluster(spec.source_cluster);
-    link.set_target_cluster(spec.target_cluster);
-    link.set_target_endpoint(spec.target_endpoint);
-    link.set_service_class(spec.service_class == ServiceClass::kAssured
-                               ? codeco::common::v1::SERVICE_CLASS_ASSURED
-                               : codeco::common::v1::SERVICE_CLASS_BESTEFFORT);
-    link.set_min_bandwidth_bps(spec.min_bandwidth_bps);
-    link.set_max_delay_ns(spec.max_delay_ns);
-    link.set_managed_by("swm");
+    netma::v1::VirtualLink link = VirtualLinkFor(spec);
     absl::StatusOr<netma::v1::VirtualLink> made = controller_.Create(link, request_id);
     if (!made.ok()) return made.status();
     return made->id();
@@ -673,7 +663,7 @@ class ControllerLinks final : public VirtualLinkPort {
     absl::MutexLock lock(&mu_);
     std::vector<VirtualLinkRef> out;
     for (const netma::v1::VirtualLink& l : AllLocked(application)) {
-      out.push_back({l.id(), l.application(), l.channel(), l.managed_by() == "swm"});
+      out.push_back({l.id(), l.application(), l.channel(), l.managed_by() == kSwmManagedBy});
     }
     return out;
   }
