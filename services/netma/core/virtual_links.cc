@@ -206,12 +206,7 @@ absl::StatusOr<VirtualLink> VirtualLinkController::Create(const VirtualLink& spe
     link.set_message("intent compiled; rules are installed on first use");
   } else {
     Install(link);
-    if (edge_devices_ != nullptr) {
-      if (absl::Status st = edge_devices_->Install(link); !st.ok()) {
-        return absl::Status(st.code(), absl::StrCat("installing virtual link ", link.id(),
-                                                    " on the edge devices: ", st.message()));
-      }
-    }
+    RETURN_IF_ERROR(InstallOnDevices(link));
     link.set_phase(codeco::netma::v1::VIRTUAL_LINK_PHASE_ESTABLISHING);
     link.set_message("rules installed; waiting for a measurement of the path");
   }
@@ -232,12 +227,7 @@ absl::StatusOr<VirtualLink> VirtualLinkController::Activate(const std::string& i
   ASSIGN_OR_RETURN(std::string controller, AssignController(Scope(link)));
   link.set_controller(controller);
   Install(link);
-  if (edge_devices_ != nullptr) {
-    if (absl::Status st = edge_devices_->Install(link); !st.ok()) {
-      return absl::Status(st.code(), absl::StrCat("installing virtual link ", link.id(),
-                                                  " on the edge devices: ", st.message()));
-    }
-  }
+  RETURN_IF_ERROR(InstallOnDevices(link));
   link.set_phase(codeco::netma::v1::VIRTUAL_LINK_PHASE_ESTABLISHING);
   link.set_message("rules installed on first use; waiting for a measurement of the path");
   *link.mutable_update_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_.Now()));
@@ -288,7 +278,7 @@ absl::Status VirtualLinkController::ReinstallAll() {
   absl::Status first = absl::OkStatus();
   for (const VirtualLink& link : all) {
     if (link.forwarding_rules_size() == 0) continue;
-    absl::Status st = edge_devices_->Install(link);
+    absl::Status st = InstallOnDevices(link);
     if (!st.ok() && first.ok()) first = st;
   }
   return first;
@@ -361,29 +351,38 @@ absl::StatusOr<int> VirtualLinkController::ApplyMeasurements(
   return static_cast<int>(changed.size());
 }
 
-absl::StatusOr<int64_t> VirtualLinkController::HeldBandwidth(
-    const std::string& from, const std::string& to,
-    codeco::common::v1::ServiceClass service_class) const {
-  ASSIGN_OR_RETURN(std::vector<VirtualLink> all, repository_.List("", 0));
-  int64_t held = 0;
-  for (const VirtualLink& l : all) {
-    if (l.source_cluster() == from && l.target_cluster() == to &&
-        l.service_class() == service_class) {
-      held += l.min_bandwidth_bps();
-    }
-  }
-  return held;
+absl::Status VirtualLinkController::InstallOnDevices(const VirtualLink& link) const {
+  if (edge_devices_ == nullptr) return absl::OkStatus();
+  absl::Status st = edge_devices_->Install(link);
+  if (st.ok()) return st;
+  return absl::Status(st.code(), absl::StrCat("installing virtual link ", link.id(),
+                                              " on the edge devices: ", st.message()));
 }
 
-absl::Status VirtualLinkController::AnnotateTopology(
-    codeco::netma::v1::NetworkTopology& topology) const {
+absl::StatusOr<std::map<std::string, std::map<int, int64_t>>> VirtualLinkController::HeldByLink()
+    const {
   ASSIGN_OR_RETURN(std::vector<VirtualLink> all, repository_.List("", 0));
-  // "<from>-><to>" -> class -> bps held
   std::map<std::string, std::map<int, int64_t>> held;
   for (const VirtualLink& l : all) {
     held[LinkId(l.source_cluster(), l.target_cluster())][l.service_class()] +=
         l.min_bandwidth_bps();
   }
+  return held;
+}
+
+absl::StatusOr<int64_t> VirtualLinkController::HeldBandwidth(
+    const std::string& from, const std::string& to,
+    codeco::common::v1::ServiceClass service_class) const {
+  ASSIGN_OR_RETURN(auto held, HeldByLink());
+  auto link = held.find(LinkId(from, to));
+  if (link == held.end()) return 0;
+  auto c = link->second.find(service_class);
+  return c == link->second.end() ? 0 : c->second;
+}
+
+absl::Status VirtualLinkController::AnnotateTopology(
+    codeco::netma::v1::NetworkTopology& topology) const {
+  ASSIGN_OR_RETURN(auto held, HeldByLink());
   for (auto& link : *topology.mutable_links()) {
     auto it = held.find(link.id());
     if (it == held.end()) continue;

@@ -149,6 +149,10 @@ class VirtualLinkController {
  private:
   absl::StatusOr<std::string> AssignController(const std::string& scope);
   void Install(codeco::netma::v1::VirtualLink& link) const;
+  // Installs `link`'s rules on the edge devices, if any; the error names the link.
+  absl::Status InstallOnDevices(const codeco::netma::v1::VirtualLink& link) const;
+  // Bits per second the stored links hold, by "<from>-><to>" and class.
+  absl::StatusOr<std::map<std::string, std::map<int, int64_t>>> HeldByLink() const;
 
   VirtualLinkRepository& repository_;
   const Clock& clock_;
