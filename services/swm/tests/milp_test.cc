@@ -20,11 +20,13 @@ struct Heuristic {
   Coordinator coord{l2, registry, nullptr};
 };
 
-TEST_CASE("the heuristic is never better than the CBC optimum") {
+// Solves the random instances of seeds [first, last] with CBC and with the
+// heuristic, requires the heuristic never better than the optimum and
+// returns on how many it found the optimum.
+int CompareWithOptimum(uint64_t first, uint64_t last) {
   Heuristic h;
   int equal = 0;
-  const int kSeeds = 150;
-  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+  for (uint64_t seed = first; seed <= last; ++seed) {
     testing::InstanceOptions opts;
     opts.clusters = 3;
     opts.min_nodes = 1;
@@ -44,9 +46,24 @@ TEST_CASE("the heuristic is never better than the CBC optimum") {
     REQUIRE(hv <= exact->objective + 1e-6);
     if (hv >= exact->objective - 1e-6) ++equal;
   }
-  // Measured: optimal on 55 of 150 (seeded, deterministic). A drop below a
-  // quarter means the heuristic regressed.
-  CHECK(equal >= kSeeds / 4);
+  return equal;
+}
+
+// 150 seeded instances in three test cases of 50, so that each stays well
+// inside the test timeout under AddressSanitizer (CBC allocates heavily).
+// Measured: optimal on 12, 20 and 23 of the 50 of each range (55 of 150;
+// seeded, deterministic). Fewer than a fifth of a range means the heuristic
+// regressed.
+TEST_CASE("the heuristic is never better than the CBC optimum on seeds 1 to 50") {
+  CHECK(CompareWithOptimum(1, 50) >= 50 / 5);
+}
+
+TEST_CASE("the heuristic is never better than the CBC optimum on seeds 51 to 100") {
+  CHECK(CompareWithOptimum(51, 100) >= 50 / 5);
+}
+
+TEST_CASE("the heuristic is never better than the CBC optimum on seeds 101 to 150") {
+  CHECK(CompareWithOptimum(101, 150) >= 50 / 5);
 }
 
 TEST_CASE("heuristic and CBC agree on trivial instances") {
