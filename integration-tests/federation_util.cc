@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -185,6 +186,45 @@ std::map<std::string, std::string> PlacedClusters(const std::string& app) {
     }
   }
   return out;
+}
+
+std::map<std::pair<std::string, std::string>, double> DelayCostMap(const std::string& cluster) {
+  std::vector<std::string> argv = {CtlBinary(), "get", "costmap", "--metric", "delay", "-o", "json"};
+  if (!cluster.empty()) argv.insert(argv.end(), {"--cluster", cluster});
+  CommandResult r = RunCommand(argv, absl::Seconds(30));
+  std::map<std::pair<std::string, std::string>, double> out;
+  if (r.exit_code != 0) return out;
+  nlohmann::json doc = nlohmann::json::parse(r.output, nullptr, false);
+  if (doc.is_discarded() || !doc.contains("cost-map")) return out;
+  for (const auto& [source, row] : doc["cost-map"].items()) {
+    for (const auto& [destination, cost] : row.items()) {
+      out[{source, destination}] = cost.get<double>();
+    }
+  }
+  return out;
+}
+
+std::string SensorFusionCam(const std::string& name, const std::string& min_bandwidth) {
+  std::ifstream in(SourceDir() + "/examples/cams/sensor-fusion.yaml");
+  std::string cam((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE_FALSE(cam.empty());
+  for (size_t at = cam.find("sensor-fusion"); at != std::string::npos;
+       at = cam.find("sensor-fusion", at + name.size())) {
+    cam.replace(at, std::string("sensor-fusion").size(), name);
+  }
+  const std::string example = "minBandwidth: \"5Mbps\"";
+  const size_t at = cam.find(example);
+  REQUIRE(at != std::string::npos);
+  cam.replace(at, example.size(), "minBandwidth: \"" + min_bandwidth + "\"");
+  return cam;
+}
+
+double RttToleranceMs(double rtt_ms) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return std::max(0.25 * rtt_ms, 3.0);
+#else
+  return std::max(0.1 * rtt_ms, 1.0);
+#endif
 }
 
 }  // namespace codeco::testing

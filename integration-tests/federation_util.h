@@ -65,4 +65,20 @@ std::vector<codeco::lms::v1::Pod> PodsOf(const std::string& lms, const std::stri
 /// until placed).
 std::map<std::string, std::string> PlacedClusters(const std::string& app);
 
+/// The hub's delay cost map (`codecoctl get costmap --metric delay`), or
+/// `cluster`'s own when set: one-way delay in nanoseconds per (source,
+/// destination); empty when it cannot be read.
+std::map<std::pair<std::string, std::string>, double> DelayCostMap(
+    const std::string& cluster = "");
+
+/// examples/cams/sensor-fusion.yaml as application `name`, its channel
+/// asking for `min_bandwidth` (e.g. "5Mbps", the example's own).
+std::string SensorFusionCam(const std::string& name, const std::string& min_bandwidth = "5Mbps");
+
+/// How far NetMA's RTT of a link may be from the emulated `rtt_ms`: 10 % or
+/// 1 ms. Under a sanitizer the relays' instrumented forwarding adds time
+/// that NetMA's self probe does not see (measured: up to 2.4 ms on a 12 ms
+/// link), so there it is 25 % or 3 ms.
+double RttToleranceMs(double rtt_ms);
+
 }  // namespace codeco::testing
