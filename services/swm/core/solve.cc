@@ -27,6 +27,47 @@ absl::StatusOr<const Framework*> CachedFramework(
   return raw;
 }
 
+// Why a workload was left unplaced, from the per-cluster reasons of every
+// attempt ("<cluster>: <why>"): repeats dropped, clusters that failed for the
+// same reason named together, the rarer reasons first (the cluster that
+// almost took it says most), at most four groups.
+std::string UnplacedReason(const std::vector<std::string>& per_cluster) {
+  if (per_cluster.empty()) return "no cluster in the neighborhood could take it";
+  struct Group {
+    std::string why;
+    std::vector<std::string> clusters;
+  };
+  std::vector<Group> groups;
+  for (const std::string& reason : per_cluster) {
+    const size_t colon = reason.find(": ");
+    const std::string cluster = colon == std::string::npos ? "" : reason.substr(0, colon);
+    const std::string why = colon == std::string::npos ? reason : reason.substr(colon + 2);
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const Group& group) { return group.why == why; });
+    if (g == groups.end()) {
+      groups.push_back({why, {}});
+      g = groups.end() - 1;
+    }
+    if (!cluster.empty() &&
+        std::find(g->clusters.begin(), g->clusters.end(), cluster) == g->clusters.end()) {
+      g->clusters.push_back(cluster);
+    }
+  }
+  std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
+    return a.clusters.size() < b.clusters.size();
+  });
+  constexpr size_t kShown = 4;
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < std::min(kShown, groups.size()); ++i) {
+    const Group& g = groups[i];
+    parts.push_back(g.clusters.empty() ? g.why
+                                       : absl::StrCat(absl::StrJoin(g.clusters, ", "), ": ", g.why));
+  }
+  std::string text = "no cluster fits: " + absl::StrJoin(parts, " | ");
+  if (groups.size() > kShown) absl::StrAppend(&text, " | and ", groups.size() - kShown, " more");
+  return text;
+}
+
 }  // namespace
 
 InProcessL2Solver::InProcessL2Solver(const PluginRegistry& registry,
@@ -484,18 +525,7 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
     RETURN_IF_ERROR(Polish(app, federation, *fw, best.placed));
   }
   result.placements = best.placed;
-  for (const std::string& name : pending) {
-    const std::vector<std::string>& r = reasons[name];
-    std::string text;
-    if (r.empty()) {
-      text = "no cluster in the neighborhood could take it";
-    } else {
-      std::vector<std::string> head(r.begin(), r.begin() + std::min<size_t>(3, r.size()));
-      text = "no cluster fits: " + absl::StrJoin(head, " | ");
-      if (r.size() > 3) absl::StrAppend(&text, " | and ", r.size() - 3, " more");
-    }
-    result.unplaced[name] = text;
-  }
+  for (const std::string& name : pending) result.unplaced[name] = UnplacedReason(reasons[name]);
   for (const Channel& ch : app.channels) {
     auto a = result.placements.find(ch.from);
     auto b = result.placements.find(ch.to);

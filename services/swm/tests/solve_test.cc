@@ -95,6 +95,31 @@ TEST_CASE("coordinator reports a readable reason per unplaced workload") {
   CHECK(r->unplaced.at("huge").find("insufficient cpu") != std::string::npos);
 }
 
+TEST_CASE("an unplaced workload's reason names the near miss first and groups the same reason") {
+  Env env;
+  Federation fed;
+  fed.AddCluster(MakeCluster("edge", 2, 2000, 4 * kGi));
+  fed.AddCluster(MakeCluster("metro-a", 2, 4000, 8 * kGi));
+  fed.AddCluster(MakeCluster("metro-b", 2, 4000, 8 * kGi));
+  Connect(fed, "edge", "metro-a", 2 * kMs, 1'000'000'000);
+  Connect(fed, "edge", "metro-b", 2 * kMs, 1'000'000'000);
+  Connect(fed, "metro-a", "metro-b", 2 * kMs, 1'000'000'000);
+  Workload sensor = MakeWorkload("sensor", 3000);
+  sensor.data_locality = "edge";
+  Application app{.name = "pinned", .workloads = {sensor}};
+  auto r = env.coord.Place(app, fed, {});
+  REQUIRE(r.ok());
+  REQUIRE(r->unplaced.count("sensor") == 1);
+  const std::string& why = r->unplaced.at("sensor");
+  INFO(why);
+  // Edge, where its data lives, is the one that matters: first, on its own.
+  CHECK_THAT(why, Catch::StartsWith("no cluster fits: edge: 2 nodes: insufficient cpu"));
+  CHECK_THAT(why, Catch::Contains("metro-a, metro-b: 2 nodes: its data lives in \"edge\""));
+  // Every attempt visits every cluster; each is named once all the same.
+  CHECK(why.find("metro-a", why.find("metro-a") + 1) == std::string::npos);
+  CHECK(why.find("more") == std::string::npos);
+}
+
 TEST_CASE("coordinator rejects bad input with field paths and writes nothing") {
   Env env;
   Federation fed = ThreeSites();
