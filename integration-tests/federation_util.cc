@@ -219,12 +219,16 @@ std::string SensorFusionCam(const std::string& name, const std::string& min_band
   return cam;
 }
 
-double RttToleranceMs(double rtt_ms) {
+bool SanitizedBuild() {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  return std::max(0.25 * rtt_ms, 3.0);
+  return true;
 #else
-  return std::max(0.1 * rtt_ms, 1.0);
+  return false;
 #endif
+}
+
+double RttToleranceMs(double rtt_ms) {
+  return SanitizedBuild() ? std::max(0.25 * rtt_ms, 3.0) : std::max(0.1 * rtt_ms, 1.0);
 }
 
 }  // namespace codeco::testing

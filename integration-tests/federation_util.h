@@ -75,6 +75,11 @@ std::map<std::pair<std::string, std::string>, double> DelayCostMap(
 /// asking for `min_bandwidth` (e.g. "5Mbps", the example's own).
 std::string SensorFusionCam(const std::string& name, const std::string& min_bandwidth = "5Mbps");
 
+/// True in a build with AddressSanitizer or ThreadSanitizer: every process
+/// runs several times slower, so what the emulated links measure (RTT above
+/// all, throughput, which is bound by the CPU there) is not the emulation's.
+bool SanitizedBuild();
+
 /// How far NetMA's RTT of a link may be from the emulated `rtt_ms`: 10 % or
 /// 1 ms. Under a sanitizer the relays' instrumented forwarding adds time
 /// that NetMA's self probe does not see (measured: up to 2.4 ms on a 12 ms
