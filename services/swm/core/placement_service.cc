@@ -552,7 +552,10 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
   }
   Invalidate(touched);
   pb::AssignmentPlan proto = stored(plan, executed, /*done=*/true);
-  RETURN_IF_ERROR(plans_.Save(&proto, op, request.request_id));
+  // A plan that rolled back holds nothing and does not claim the request_id:
+  // the caller's retry with the same id places again (as after Recover's
+  // rollback), instead of being answered this attempt's error forever.
+  RETURN_IF_ERROR(plans_.Save(&proto, op, executed.ok() ? request.request_id : ""));
   report_stored(op);
   Published(proto);
   log::Info("placed application", {{"application", app.name},

@@ -773,6 +773,28 @@ TEST_CASE("A fault between the pods and the virtual links rolls back both",
   CHECK(bed.Pods("eu") == 1);
 }
 
+TEST_CASE("A placement that rolled back leaves its request_id free: the retry places again",
+          "[placement_service][channels]") {
+  // ACM resends an unanswered or transiently failed placement with the same
+  // request_id; one answered from the rolled-back attempt would fail forever.
+  Bed bed;
+  ControllerLinks netma(bed.clock);
+  bed.service->SetVirtualLinks(&netma);
+  netma.fail_create = 1;  // NetMA away in the middle of the commit
+  absl::StatusOr<Operation> first = bed.service->Place(bed.Request(TwoWayApp(), "acm/shop-1"));
+  REQUIRE(absl::IsAborted(first.status()));
+  CHECK(bed.Pods("eu") + bed.Pods("us") == 0);
+  absl::StatusOr<Operation> retry = bed.service->Place(bed.Request(TwoWayApp(), "acm/shop-1"));
+  REQUIRE(retry.ok());
+  CHECK(PlanOf(*retry).phase() == pb::PLAN_PHASE_DONE);
+  CHECK(bed.Pods("eu") == 1);
+  // Answered now: the same id again gets this placement, not a second one.
+  absl::StatusOr<Operation> again = bed.service->Place(bed.Request(TwoWayApp(), "acm/shop-1"));
+  REQUIRE(again.ok());
+  CHECK(again->id() == retry->id());
+  CHECK(bed.Pods("eu") == 1);
+}
+
 TEST_CASE("NetMA refusing a channel's bandwidth rolls the plan back and names the link",
           "[placement_service][channels]") {
   Bed bed;
