@@ -259,8 +259,9 @@ TEST_CASE("NetMA measures the five-site links and the scheduler avoids a degrade
   const auto rtts = ScenarioRtts();
 
   // Every directed link appears in the hub's cost map, within 10 % (or 1 ms)
-  // of the emulated RTT (wider under a sanitizer: RttToleranceMs). Early samples carry start-up noise that the EMA
-  // decays, so the map is read until it matches or two minutes pass.
+  // of the emulated RTT (wider under a sanitizer: RttToleranceMs). Early
+  // samples carry start-up noise that the EMA decays, so the map is read
+  // until it matches or two minutes pass.
   std::map<std::pair<std::string, std::string>, double> costs;
   double worst_error_ms = 0;
   std::string worst_link;
