@@ -13,7 +13,7 @@ BUILD_PKGS=(cmake ninja-build ccache g++ pkg-config git)
 LIB_PKGS=(libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
           libabsl-dev prometheus-cpp-dev librocksdb-dev catch2 libyaml-cpp-dev
           nlohmann-json3-dev libssl-dev libcurl4-openssl-dev libbenchmark-dev
-          coinor-libcbc-dev)
+          coinor-libcbc-dev libhiredis-dev)
 # Real servers the testbed and tests run: Prometheus scrapes every service;
 # docker-registry holds checkpoint images; redis-server is the stateful workload.
 SERVER_PKGS=(prometheus docker-registry redis-server)

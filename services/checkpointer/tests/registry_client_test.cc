@@ -3,10 +3,6 @@
 #include "checkpointer/image/registry_client.h"
 
 #include <catch2/catch.hpp>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -15,75 +11,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "process.h"
+#include "checkpointer/tests/test_registry.h"
 
 namespace codeco::checkpointer {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A loopback port nobody listens on now.
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// docker-registry serving plain HTTP on 127.0.0.1 from a scratch directory.
-struct Registry {
-  Registry() {
-    std::random_device rd;
-    dir = fs::temp_directory_path() / ("codeco-registry-" + std::to_string(rd()));
-    fs::create_directories(dir / "data");
-    Start();
-  }
-  ~Registry() {
-    process.reset();
-    fs::remove_all(dir);
-  }
-  void Start() {
-    if (port == 0) port = FreePort();
-    std::ofstream(dir / "config.yml") << "version: 0.1\n"
-                                      << "log: {level: warn}\n"
-                                      << "storage:\n  filesystem: {rootdirectory: "
-                                      << (dir / "data").string() << "}\n"
-                                      << "  delete: {enabled: true}\n"
-                                      << "http: {addr: \"127.0.0.1:" << port << "\"}\n";
-    process = std::make_unique<codeco::testing::ChildProcess>(
-        std::vector<std::string>{"/usr/bin/docker-registry", "serve", (dir / "config.yml").string()},
-        (dir / "registry.log").string());
-    RegistryClient probe(Options());
-    ImageReference repo{.registry = Address(), .repository = "probe"};
-    for (absl::Time end = absl::Now() + absl::Seconds(30); absl::Now() < end;) {
-      if (probe.HasBlob(repo, DigestOf("probe")).ok()) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    FAIL("docker-registry did not answer on " << Address());
-  }
-  void Stop() { process->Stop(SIGTERM, absl::Now() + absl::Seconds(10)); }
-  std::string Address() const { return absl::StrCat("127.0.0.1:", port); }
-  RegistryOptions Options() const {
-    RegistryOptions o;
-    o.scheme = "http";
-    o.timeout = absl::Seconds(20);
-    return o;
-  }
-  // Where the registry keeps blob `digest` on disk.
-  fs::path BlobFile(const std::string& digest) const {
-    const std::string hex = digest.substr(7);
-    return dir / "data/docker/registry/v2/blobs/sha256" / hex.substr(0, 2) / hex / "data";
-  }
-
-  fs::path dir;
-  int port = 0;
-  std::unique_ptr<codeco::testing::ChildProcess> process;
-};
+using testing::Registry;
 
 std::string Read(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -1,0 +1,265 @@
+#include "checkpointer/drivers/redis_hook.h"
+
+#include <hiredis.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "codeco/common/status.h"
+
+extern char** environ;
+
+namespace codeco::checkpointer {
+namespace {
+
+namespace fs = std::filesystem;
+
+redisContext* Ctx(void* context) { return static_cast<redisContext*>(context); }
+
+// The value of `field` in an INFO section ("loading:0").
+std::string InfoField(const std::string& info, const std::string& field) {
+  const std::string key = field + ":";
+  size_t at = info.find("\n" + key);
+  if (at == std::string::npos) {
+    if (!absl::StartsWith(info, key)) return "";
+    at = 0;
+  } else {
+    at += 1;
+  }
+  const size_t end = info.find_first_of("\r\n", at);
+  return info.substr(at + key.size(), end == std::string::npos ? std::string::npos
+                                                                : end - at - key.size());
+}
+
+void StopProcess(pid_t pid) {
+  if (pid <= 0) return;
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Connect(const std::string& host,
+                                                                          int port,
+                                                                          absl::Duration timeout) {
+  redisContext* c = redisConnectWithTimeout(host.c_str(), port, absl::ToTimeval(timeout));
+  if (c == nullptr) return absl::ResourceExhaustedError("redis: cannot allocate a connection");
+  if (c->err != 0) {
+    std::string why = c->errstr;
+    redisFree(c);
+    return absl::UnavailableError(absl::StrCat("redis at ", host, ":", port, ": ", why));
+  }
+  redisSetTimeout(c, absl::ToTimeval(timeout));
+  return std::unique_ptr<RedisConnection>(new RedisConnection(c));
+}
+
+RedisConnection::~RedisConnection() { redisFree(Ctx(context_)); }
+
+namespace {
+
+// Sends `argv` and returns the reply (owned by the caller) or the failure.
+absl::StatusOr<redisReply*> Send(redisContext* c, const std::vector<std::string>& argv) {
+  std::vector<const char*> args;
+  std::vector<size_t> lengths;
+  for (const std::string& a : argv) {
+    args.push_back(a.data());
+    lengths.push_back(a.size());
+  }
+  auto* reply = static_cast<redisReply*>(
+      redisCommandArgv(c, static_cast<int>(args.size()), args.data(), lengths.data()));
+  const std::string name = argv.empty() ? "" : argv[0];
+  if (reply == nullptr) {
+    return absl::UnavailableError(absl::StrCat("redis ", name, ": ", c->errstr));
+  }
+  if (reply->type == REDIS_REPLY_ERROR) {
+    std::string message(reply->str, reply->len);
+    freeReplyObject(reply);
+    return absl::FailedPreconditionError(absl::StrCat("redis ", name, ": ", message));
+  }
+  return reply;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RedisConnection::Command(const std::vector<std::string>& argv) {
+  ASSIGN_OR_RETURN(redisReply * reply, Send(Ctx(context_), argv));
+  std::string out;
+  switch (reply->type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+      out.assign(reply->str, reply->len);
+      break;
+    case REDIS_REPLY_INTEGER:
+      out = absl::StrCat(reply->integer);
+      break;
+    default:
+      break;
+  }
+  freeReplyObject(reply);
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> RedisConnection::ArrayCommand(
+    const std::vector<std::string>& argv) {
+  ASSIGN_OR_RETURN(redisReply * reply, Send(Ctx(context_), argv));
+  std::vector<std::string> out;
+  if (reply->type == REDIS_REPLY_ARRAY) {
+    for (size_t i = 0; i < reply->elements; ++i) {
+      const redisReply* e = reply->element[i];
+      out.emplace_back(e->str == nullptr ? "" : std::string(e->str, e->len));
+    }
+  }
+  freeReplyObject(reply);
+  return out;
+}
+
+absl::StatusOr<RedisSnapshot> RedisCheckpointHook::Checkpoint(const RedisInstance& source,
+                                                              const fs::path& directory) {
+  std::error_code error;
+  if (fs::exists(directory, error)) {
+    return absl::FailedPreconditionError(absl::StrCat(directory.string(), " exists"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<RedisConnection> redis,
+                   RedisConnection::Connect(source.host, source.port, options_.command_timeout));
+  // Where Redis writes its RDB.
+  ASSIGN_OR_RETURN(std::vector<std::string> dir, redis->ArrayCommand({"CONFIG", "GET", "dir"}));
+  ASSIGN_OR_RETURN(std::vector<std::string> file,
+                   redis->ArrayCommand({"CONFIG", "GET", "dbfilename"}));
+  if (dir.size() != 2 || file.size() != 2) {
+    return absl::FailedPreconditionError("redis: CONFIG GET dir/dbfilename gave no answer");
+  }
+  const fs::path rdb = fs::path(dir[1]) / file[1];
+
+  RedisSnapshot snapshot;
+  snapshot.fenced_at = absl::Now();
+  RETURN_IF_ERROR(redis
+                      ->Command({"CLIENT", "PAUSE",
+                                 absl::StrCat(absl::ToInt64Milliseconds(options_.max_fence)),
+                                 "WRITE"})
+                      .status());
+  absl::Status saved = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::string keys, redis->Command({"DBSIZE"}));
+    if (!absl::SimpleAtoi(keys, &snapshot.keys)) {
+      return absl::FailedPreconditionError("redis: DBSIZE gave \"" + keys + "\"");
+    }
+    RETURN_IF_ERROR(redis->Command({"SAVE"}).status());
+    fs::create_directories(directory, error);
+    if (error) return absl::InternalError(absl::StrCat("creating ", directory.string(), ": ",
+                                                       error.message()));
+    snapshot.rdb = directory / "dump.rdb";
+    fs::copy_file(rdb, snapshot.rdb, error);
+    if (error) {
+      return absl::InternalError(
+          absl::StrCat("copying ", rdb.string(), " to ", snapshot.rdb.string(), ": ",
+                       error.message()));
+    }
+    return absl::OkStatus();
+  }();
+  if (!saved.ok()) {
+    redis->Command({"CLIENT", "UNPAUSE"}).IgnoreError();
+    fs::remove_all(directory, error);
+    return saved;
+  }
+  return snapshot;
+}
+
+absl::Status RedisCheckpointHook::Abort(const RedisInstance& source) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RedisConnection> redis,
+                   RedisConnection::Connect(source.host, source.port, options_.command_timeout));
+  return redis->Command({"CLIENT", "UNPAUSE"}).status();
+}
+
+absl::Status RedisCheckpointHook::Retire(const RedisInstance& source) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RedisConnection> redis,
+                   RedisConnection::Connect(source.host, source.port, options_.command_timeout));
+  // SHUTDOWN closes the connection without a reply: that is success.
+  absl::Status st = redis->Command({"SHUTDOWN", "NOSAVE"}).status();
+  if (st.ok() || absl::IsUnavailable(st)) return absl::OkStatus();
+  return st;
+}
+
+absl::StatusOr<RedisCheckpointHook::Restored> RedisCheckpointHook::Restore(
+    const fs::path& rdb, const fs::path& data_directory, const RedisInstance& target,
+    int64_t expected_keys) {
+  std::error_code error;
+  if (fs::exists(data_directory, error)) {
+    return absl::FailedPreconditionError(absl::StrCat(data_directory.string(), " exists"));
+  }
+  fs::create_directories(data_directory, error);
+  if (error) {
+    return absl::InternalError(absl::StrCat("creating ", data_directory.string(), ": ",
+                                            error.message()));
+  }
+  Restored restored{.instance = target};
+  auto fail = [&](absl::Status status) {
+    StopProcess(restored.pid);
+    fs::remove_all(data_directory, error);
+    return status;
+  };
+  fs::rename(rdb, data_directory / "dump.rdb", error);
+  if (error) fs::copy_file(rdb, data_directory / "dump.rdb", error);
+  if (error) return fail(absl::InternalError(absl::StrCat("placing the RDB: ", error.message())));
+
+  std::vector<std::string> args = {options_.server_binary,
+                                   "--bind", target.host,
+                                   "--port", absl::StrCat(target.port),
+                                   "--dir", data_directory.string(),
+                                   "--dbfilename", "dump.rdb",
+                                   "--save", "",
+                                   "--appendonly", "no",
+                                   "--daemonize", "no",
+                                   "--logfile", (data_directory / "redis.log").string()};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, options_.server_binary.c_str(), nullptr, nullptr, argv.data(), environ) !=
+      0) {
+    return fail(absl::FailedPreconditionError(
+        absl::StrCat("cannot start ", options_.server_binary)));
+  }
+  restored.pid = pid;
+  // Wait until it answers and has loaded the RDB.
+  const absl::Time deadline = absl::Now() + options_.command_timeout;
+  absl::Status last = absl::UnavailableError("not started");
+  while (absl::Now() < deadline) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      restored.pid = -1;
+      return fail(absl::FailedPreconditionError(absl::StrCat(
+          "redis-server exited while restoring (see ", (data_directory / "redis.log").string(),
+          ")")));
+    }
+    absl::StatusOr<std::unique_ptr<RedisConnection>> redis =
+        RedisConnection::Connect(target.host, target.port, absl::Seconds(5));
+    if (redis.ok()) {
+      absl::StatusOr<std::string> info = (*redis)->Command({"INFO", "persistence"});
+      if (info.ok() && InfoField(*info, "loading") == "0") {
+        absl::StatusOr<std::string> keys = (*redis)->Command({"DBSIZE"});
+        if (!keys.ok()) return fail(keys.status());
+        int64_t count = -1;
+        if (!absl::SimpleAtoi(*keys, &count) || count != expected_keys) {
+          return fail(absl::DataLossError(absl::StrCat("restored redis holds ", *keys,
+                                                       " keys, the checkpoint ", expected_keys)));
+        }
+        return restored;
+      }
+      last = info.ok() ? absl::UnavailableError("still loading") : info.status();
+    } else {
+      last = redis.status();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return fail(absl::DeadlineExceededError(
+      absl::StrCat("restored redis did not finish loading: ", last.message())));
+}
+
+}  // namespace codeco::checkpointer

@@ -1,0 +1,110 @@
+#pragma once
+// The application-consistent checkpoint driver for Redis, the default where
+// CRIU cannot run: writes are fenced (CLIENT PAUSE … WRITE, reads go on),
+// the dataset is saved to its RDB file (SAVE), and the file is the
+// checkpoint. Every write Redis acknowledged before the fence is in the
+// file; a write sent after it waits, unacknowledged, until the migration
+// either cuts over (the source shuts down, the client's connection drops and
+// it retries against the destination) or aborts (the fence is lifted and the
+// source serves on, nothing lost). Restoring starts redis-server on the RDB
+// and checks that it loaded the same number of keys.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace codeco::checkpointer {
+
+/// A connection to one Redis server (hiredis, RESP2). Not thread-safe.
+class RedisConnection {
+ public:
+  /// Connects to `host`:`port` within `timeout` (also each command's).
+  static absl::StatusOr<std::unique_ptr<RedisConnection>> Connect(const std::string& host,
+                                                                  int port,
+                                                                  absl::Duration timeout);
+  ~RedisConnection();
+  RedisConnection(const RedisConnection&) = delete;
+  RedisConnection& operator=(const RedisConnection&) = delete;
+
+  /// Runs one command; its reply as text (a status, a bulk string, or an
+  /// integer in decimal; a nil is ""). A Redis error is FAILED_PRECONDITION
+  /// with Redis's message; a broken connection UNAVAILABLE.
+  absl::StatusOr<std::string> Command(const std::vector<std::string>& argv);
+  /// Runs a command whose reply is an array of bulk strings.
+  absl::StatusOr<std::vector<std::string>> ArrayCommand(const std::vector<std::string>& argv);
+
+ private:
+  explicit RedisConnection(void* context) : context_(context) {}
+  void* context_;  // redisContext
+};
+
+/// Where a Redis instance is and what it keeps.
+struct RedisInstance {
+  /// Address Redis listens on.
+  std::string host = "127.0.0.1";
+  /// Port.
+  int port = 0;
+};
+
+/// A fenced, saved Redis: the RDB to pack and what restoring must find.
+struct RedisSnapshot {
+  /// Copy of the RDB file, taken while writes were fenced.
+  std::filesystem::path rdb;
+  /// Keys in the dataset at the fence (DBSIZE of db 0).
+  int64_t keys = 0;
+  /// When the fence was raised.
+  absl::Time fenced_at;
+};
+
+/// The checkpoint hook for Redis.
+class RedisCheckpointHook {
+ public:
+  /// Options of the hook.
+  struct Options {
+    /// How long writes may stay fenced before Redis lifts the pause by
+    /// itself (a crashed migrator never freezes a source for good). Default 5 min.
+    absl::Duration max_fence = absl::Minutes(5);
+    /// Per-command timeout (SAVE of a large dataset included). Default 2 min.
+    absl::Duration command_timeout = absl::Minutes(2);
+    /// The redis-server binary restores start. Default /usr/bin/redis-server.
+    std::string server_binary = "/usr/bin/redis-server";
+  };
+
+  /// A hook with `options`.
+  explicit RedisCheckpointHook(Options options) : options_(std::move(options)) {}
+
+  /// Fences writes on `source`, saves, and copies the RDB into `directory`
+  /// (created; must not exist). On failure the fence is lifted again.
+  absl::StatusOr<RedisSnapshot> Checkpoint(const RedisInstance& source,
+                                           const std::filesystem::path& directory);
+  /// Lifts the fence on `source`: the migration was abandoned and the source serves on.
+  absl::Status Abort(const RedisInstance& source);
+  /// Ends `source` for good after a cut-over (SHUTDOWN NOSAVE): clients
+  /// blocked on the fence see their connection drop, unacknowledged.
+  absl::Status Retire(const RedisInstance& source);
+
+  /// A started restore: the redis-server process serving the restored data.
+  struct Restored {
+    /// Process id of the redis-server (the caller owns and stops it).
+    int pid = -1;
+    /// Where it listens.
+    RedisInstance instance;
+  };
+  /// Starts redis-server on `rdb` (moved into `data_directory`, created) at
+  /// `target.port`, waits until it has loaded, and checks it holds
+  /// `expected_keys`; on any failure the process is stopped and the
+  /// directory removed (nothing half-restored is left).
+  absl::StatusOr<Restored> Restore(const std::filesystem::path& rdb,
+                                   const std::filesystem::path& data_directory,
+                                   const RedisInstance& target, int64_t expected_keys);
+
+ private:
+  Options options_;
+};
+
+}  // namespace codeco::checkpointer
