@@ -89,7 +89,7 @@ TEST_CASE("image references are parsed strictly and errors name the field") {
   }
 }
 
-TEST_CASE("an image pushed in chunks pulls back byte for byte, digests checked") {
+TEST_CASE("an image pushed in chunks pulls back byte for byte with its digests checked") {
   Registry registry;
   RegistryOptions options = registry.Options();
   options.chunk_bytes = 64 * 1024;  // many PATCHes for the 1 MB layer
@@ -125,7 +125,7 @@ TEST_CASE("an image pushed in chunks pulls back byte for byte, digests checked")
   CHECK(absl::IsNotFound(client.PullManifest(pinned).status()));
 }
 
-TEST_CASE("a corrupted layer, an unknown image and a registry that is down fail clearly") {
+TEST_CASE("a corrupted layer or an unknown image or a registry that is down fails clearly") {
   Registry registry;
   RegistryClient client(registry.Options());
   Built b = BuildImage(registry.dir, 200'000);
