@@ -1,10 +1,7 @@
 #include "checkpointer/tests/test_registry.h"
 
 #include <catch2/catch.hpp>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <random>
@@ -18,15 +15,9 @@ namespace codeco::checkpointer::testing {
 namespace fs = std::filesystem;
 
 int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+  const int port = codeco::testing::FreeLoopbackPort();
+  REQUIRE(port > 0);
+  return port;
 }
 
 Registry::Registry() {

@@ -35,15 +35,9 @@ void Run(const std::string& command) {
 // A port that is free on 127.0.0.1 now (the processes bind it on other
 // loopback addresses, so a race with an unrelated listener is unlikely).
 int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+  const int port = codeco::testing::FreeLoopbackPort();
+  REQUIRE(port > 0);
+  return port;
 }
 
 struct Cluster {
