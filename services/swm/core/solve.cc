@@ -27,30 +27,32 @@ absl::StatusOr<const Framework*> CachedFramework(
   return raw;
 }
 
+// Why one cluster did not take a workload.
+struct ClusterReason {
+  std::string cluster;
+  std::string why;
+};
+
 // Why a workload was left unplaced, from the per-cluster reasons of every
-// attempt ("<cluster>: <why>"): repeats dropped, clusters that failed for the
-// same reason named together, the rarer reasons first (the cluster that
-// almost took it says most), at most four groups.
-std::string UnplacedReason(const std::vector<std::string>& per_cluster) {
+// attempt: repeats dropped, clusters that failed for the same reason named
+// together, the rarer reasons first (the cluster that almost took it says
+// most), at most four groups.
+std::string UnplacedReason(const std::vector<ClusterReason>& per_cluster) {
   if (per_cluster.empty()) return "no cluster in the neighborhood could take it";
   struct Group {
     std::string why;
     std::vector<std::string> clusters;
   };
   std::vector<Group> groups;
-  for (const std::string& reason : per_cluster) {
-    const size_t colon = reason.find(": ");
-    const std::string cluster = colon == std::string::npos ? "" : reason.substr(0, colon);
-    const std::string why = colon == std::string::npos ? reason : reason.substr(colon + 2);
+  for (const ClusterReason& reason : per_cluster) {
     auto g = std::find_if(groups.begin(), groups.end(),
-                          [&](const Group& group) { return group.why == why; });
+                          [&](const Group& group) { return group.why == reason.why; });
     if (g == groups.end()) {
-      groups.push_back({why, {}});
+      groups.push_back({reason.why, {}});
       g = groups.end() - 1;
     }
-    if (!cluster.empty() &&
-        std::find(g->clusters.begin(), g->clusters.end(), cluster) == g->clusters.end()) {
-      g->clusters.push_back(cluster);
+    if (std::find(g->clusters.begin(), g->clusters.end(), reason.cluster) == g->clusters.end()) {
+      g->clusters.push_back(reason.cluster);
     }
   }
   std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
@@ -60,8 +62,7 @@ std::string UnplacedReason(const std::vector<std::string>& per_cluster) {
   std::vector<std::string> parts;
   for (size_t i = 0; i < std::min(kShown, groups.size()); ++i) {
     const Group& g = groups[i];
-    parts.push_back(g.clusters.empty() ? g.why
-                                       : absl::StrCat(absl::StrJoin(g.clusters, ", "), ": ", g.why));
+    parts.push_back(absl::StrCat(absl::StrJoin(g.clusters, ", "), ": ", g.why));
   }
   std::string text = "no cluster fits: " + absl::StrJoin(parts, " | ");
   if (groups.size() > kShown) absl::StrAppend(&text, " | and ", groups.size() - kShown, " more");
@@ -354,7 +355,7 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
   struct Attempt {
     std::map<std::string, Placement> placed;
     std::vector<std::string> pending;
-    std::map<std::string, std::vector<std::string>> reasons;
+    std::map<std::string, std::vector<ClusterReason>> reasons;
   };
   auto attempt = [&](const std::vector<std::string>& initial,
                      const std::vector<const Cluster*>& order) {
@@ -369,7 +370,7 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
       return copy;
     };
     std::vector<std::string> pending = initial;
-    std::map<std::string, std::vector<std::string>> reasons;  // workload -> per-cluster reasons
+    std::map<std::string, std::vector<ClusterReason>> reasons;  // by workload
 
     for (int round = 0; round < (options_.reconsider ? 2 : 1) && !pending.empty(); ++round) {
       for (size_t ci = 0; ci < order.size() && !pending.empty(); ++ci) {
@@ -415,8 +416,8 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
         absl::StatusOr<L2Result> l2 = l2_.Solve(req);
         if (!l2.ok()) {
           for (const std::string& w : pending) {
-            reasons[w].push_back(cluster.name + ": unavailable (" +
-                                 std::string(l2.status().message()) + ")");
+            reasons[w].push_back(
+                {cluster.name, absl::StrCat("unavailable (", l2.status().message(), ")")});
           }
           continue;
         }
@@ -427,7 +428,7 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
           if (node_it == l2->node_of.end()) {
             auto unfit = l2->unfit.find(name);
             if (unfit != l2->unfit.end())
-              reasons[name].push_back(cluster.name + ": " + unfit->second);
+              reasons[name].push_back({cluster.name, unfit->second});
             still.push_back(name);
             continue;
           }
@@ -449,7 +450,7 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
             if (!ch.ok()) reject = ch.reason();
           }
           if (!reject.empty()) {
-            reasons[name].push_back(cluster.name + ": rejected by the coordinator: " + reject);
+            reasons[name].push_back({cluster.name, "rejected by the coordinator: " + reject});
             still.push_back(name);
             continue;
           }
@@ -520,7 +521,7 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
     }
   }
   std::vector<std::string>& pending = best.pending;
-  std::map<std::string, std::vector<std::string>>& reasons = best.reasons;
+  std::map<std::string, std::vector<ClusterReason>>& reasons = best.reasons;
   if (options_.polish_rounds > 0 && !app.channels.empty()) {
     RETURN_IF_ERROR(Polish(app, federation, *fw, best.placed));
   }
