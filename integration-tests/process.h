@@ -21,10 +21,6 @@ struct CommandResult {
   std::string output;
 };
 
-/// A TCP port free on 127.0.0.1 now (0 if none could be had). Another
-/// process may take it before the caller binds it; tests bind quickly.
-int FreeLoopbackPort();
-
 /// Runs `argv` to completion (killed after `timeout`) and captures its output.
 CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration timeout);
 

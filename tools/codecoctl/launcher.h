@@ -35,10 +35,5 @@ bool IsRunning(pid_t pid, const std::string& expected);
 int StopAll(const std::vector<pid_t>& pids, const std::vector<std::string>& expected,
             absl::Duration grace);
 
-/// A free TCP port on `ip` (bound and released; for programs that cannot
-/// take port 0). With `from` > 0, the first free port of [from, from + 1000):
-/// below the kernel's ephemeral range, no process binding port 0 can be
-/// handed it before its owner starts; otherwise any port the kernel picks.
-absl::StatusOr<int> FreePort(const std::string& ip, int from = 0);
 
 }  // namespace codeco::ctl

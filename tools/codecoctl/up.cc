@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codeco/common/ports.h"
 #include "codeco/common/proto_util.h"
 #include "absl/time/clock.h"
 #include "cli.h"

@@ -9,15 +9,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "codeco/common/ports.h"
 
 namespace codeco::checkpointer::testing {
 
 namespace fs = std::filesystem;
 
 int FreePort() {
-  const int port = codeco::testing::FreeLoopbackPort();
-  REQUIRE(port > 0);
-  return port;
+  absl::StatusOr<int> port = codeco::FreePort("127.0.0.1");
+  INFO(port.status());
+  REQUIRE(port.ok());
+  return *port;
 }
 
 Registry::Registry() {

@@ -4,6 +4,8 @@
 // stop cleanly on SIGTERM.
 #include "process.h"
 
+#include "codeco/common/ports.h"
+
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -35,9 +37,9 @@ void Run(const std::string& command) {
 // A port that is free on 127.0.0.1 now (the processes bind it on other
 // loopback addresses, so a race with an unrelated listener is unlikely).
 int FreePort() {
-  const int port = codeco::testing::FreeLoopbackPort();
-  REQUIRE(port > 0);
-  return port;
+  absl::StatusOr<int> port = codeco::FreePort("127.0.0.1");
+  REQUIRE(port.ok());
+  return *port;
 }
 
 struct Cluster {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <random>
 
+#include "codeco/common/ports.h"
 #include "federation_plan.h"
 #include "launcher.h"
 #include "run_state.h"
