@@ -186,7 +186,67 @@ absl::Status RedisCheckpointHook::Retire(const RedisInstance& source) {
   return st;
 }
 
-absl::StatusOr<RedisCheckpointHook::Restored> RedisCheckpointHook::Restore(
+absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(const std::string& binary,
+                                                                const fs::path& directory,
+                                                                const RedisInstance& instance,
+                                                                absl::Duration timeout) {
+  std::error_code error;
+  fs::create_directories(directory, error);
+  if (error) {
+    return absl::InternalError(absl::StrCat("creating ", directory.string(), ": ", error.message()));
+  }
+  const fs::path log = directory / "redis.log";
+  std::vector<std::string> args = {binary,
+                                   "--bind", instance.host,
+                                   "--port", absl::StrCat(instance.port),
+                                   "--dir", directory.string(),
+                                   "--dbfilename", "dump.rdb",
+                                   "--save", "",
+                                   "--appendonly", "no",
+                                   "--daemonize", "no",
+                                   "--logfile", log.string()};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, binary.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot start ", binary,
+                                                      " (install redis-server)"));
+  }
+  std::unique_ptr<RedisServer> server(new RedisServer(pid, instance));
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::Status last = absl::UnavailableError("not started");
+  while (absl::Now() < deadline) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      server->pid_ = -1;
+      return absl::FailedPreconditionError(
+          absl::StrCat("redis-server exited at start (see ", log.string(), ")"));
+    }
+    absl::StatusOr<std::unique_ptr<RedisConnection>> redis =
+        RedisConnection::Connect(instance.host, instance.port, absl::Seconds(5));
+    if (redis.ok()) {
+      absl::StatusOr<std::string> info = (*redis)->Command({"INFO", "persistence"});
+      if (info.ok() && InfoField(*info, "loading") == "0") return server;
+      last = info.ok() ? absl::UnavailableError("still loading") : info.status();
+    } else {
+      last = redis.status();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("redis-server on ", instance.host, ":",
+                                                  instance.port, " did not finish loading: ",
+                                                  last.message()));
+}
+
+RedisServer::~RedisServer() { Kill(); }
+
+void RedisServer::Kill() {
+  StopProcess(pid_);
+  pid_ = -1;
+}
+
+absl::StatusOr<std::unique_ptr<RedisServer>> RedisCheckpointHook::Restore(
     const fs::path& rdb, const fs::path& data_directory, const RedisInstance& target,
     int64_t expected_keys) {
   std::error_code error;
@@ -198,68 +258,32 @@ absl::StatusOr<RedisCheckpointHook::Restored> RedisCheckpointHook::Restore(
     return absl::InternalError(absl::StrCat("creating ", data_directory.string(), ": ",
                                             error.message()));
   }
-  Restored restored{.instance = target};
   auto fail = [&](absl::Status status) {
-    StopProcess(restored.pid);
     fs::remove_all(data_directory, error);
     return status;
   };
   fs::rename(rdb, data_directory / "dump.rdb", error);
   if (error) fs::copy_file(rdb, data_directory / "dump.rdb", error);
   if (error) return fail(absl::InternalError(absl::StrCat("placing the RDB: ", error.message())));
-
-  std::vector<std::string> args = {options_.server_binary,
-                                   "--bind", target.host,
-                                   "--port", absl::StrCat(target.port),
-                                   "--dir", data_directory.string(),
-                                   "--dbfilename", "dump.rdb",
-                                   "--save", "",
-                                   "--appendonly", "no",
-                                   "--daemonize", "no",
-                                   "--logfile", (data_directory / "redis.log").string()};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, options_.server_binary.c_str(), nullptr, nullptr, argv.data(), environ) !=
-      0) {
-    return fail(absl::FailedPreconditionError(
-        absl::StrCat("cannot start ", options_.server_binary)));
+  absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start(
+      options_.server_binary, data_directory, target, options_.command_timeout);
+  if (!server.ok()) return fail(server.status());
+  absl::StatusOr<std::unique_ptr<RedisConnection>> redis =
+      RedisConnection::Connect(target.host, target.port, options_.command_timeout);
+  if (!redis.ok()) {
+    (*server)->Kill();
+    return fail(redis.status());
   }
-  restored.pid = pid;
-  // Wait until it answers and has loaded the RDB.
-  const absl::Time deadline = absl::Now() + options_.command_timeout;
-  absl::Status last = absl::UnavailableError("not started");
-  while (absl::Now() < deadline) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      restored.pid = -1;
-      return fail(absl::FailedPreconditionError(absl::StrCat(
-          "redis-server exited while restoring (see ", (data_directory / "redis.log").string(),
-          ")")));
-    }
-    absl::StatusOr<std::unique_ptr<RedisConnection>> redis =
-        RedisConnection::Connect(target.host, target.port, absl::Seconds(5));
-    if (redis.ok()) {
-      absl::StatusOr<std::string> info = (*redis)->Command({"INFO", "persistence"});
-      if (info.ok() && InfoField(*info, "loading") == "0") {
-        absl::StatusOr<std::string> keys = (*redis)->Command({"DBSIZE"});
-        if (!keys.ok()) return fail(keys.status());
-        int64_t count = -1;
-        if (!absl::SimpleAtoi(*keys, &count) || count != expected_keys) {
-          return fail(absl::DataLossError(absl::StrCat("restored redis holds ", *keys,
-                                                       " keys, the checkpoint ", expected_keys)));
-        }
-        return restored;
-      }
-      last = info.ok() ? absl::UnavailableError("still loading") : info.status();
-    } else {
-      last = redis.status();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  absl::StatusOr<std::string> keys = (*redis)->Command({"DBSIZE"});
+  int64_t count = -1;
+  if (!keys.ok() || !absl::SimpleAtoi(*keys, &count) || count != expected_keys) {
+    (*server)->Kill();
+    return fail(keys.ok() ? absl::DataLossError(absl::StrCat("restored redis holds ", *keys,
+                                                             " keys, the checkpoint ",
+                                                             expected_keys))
+                          : keys.status());
   }
-  return fail(absl::DeadlineExceededError(
-      absl::StrCat("restored redis did not finish loading: ", last.message())));
+  return server;
 }
 
 }  // namespace codeco::checkpointer

@@ -51,6 +51,36 @@ struct RedisInstance {
   int port = 0;
 };
 
+/// A redis-server process this process started; killed (SIGKILL) when the
+/// object goes.
+class RedisServer {
+ public:
+  /// Starts `binary` bound to `instance`, its data in `directory` (created)
+  /// as dump.rdb (loaded at start when present), with no persistence of its
+  /// own; waits up to `timeout` until it has loaded. FAILED_PRECONDITION when
+  /// it cannot start or exits (its log, redis.log in `directory`, is named),
+  /// DEADLINE_EXCEEDED when it never finishes loading.
+  static absl::StatusOr<std::unique_ptr<RedisServer>> Start(const std::string& binary,
+                                                            const std::filesystem::path& directory,
+                                                            const RedisInstance& instance,
+                                                            absl::Duration timeout);
+  ~RedisServer();
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+
+  /// Where it listens.
+  const RedisInstance& instance() const { return instance_; }
+  /// Its process id (-1 once stopped).
+  int pid() const { return pid_; }
+  /// Kills it now (SIGKILL) and reaps it; idempotent.
+  void Kill();
+
+ private:
+  RedisServer(int pid, RedisInstance instance) : pid_(pid), instance_(std::move(instance)) {}
+  int pid_;
+  RedisInstance instance_;
+};
+
 /// A fenced, saved Redis: the RDB to pack and what restoring must find.
 struct RedisSnapshot {
   /// Copy of the RDB file, taken while writes were fenced.
@@ -88,20 +118,13 @@ class RedisCheckpointHook {
   /// blocked on the fence see their connection drop, unacknowledged.
   absl::Status Retire(const RedisInstance& source);
 
-  /// A started restore: the redis-server process serving the restored data.
-  struct Restored {
-    /// Process id of the redis-server (the caller owns and stops it).
-    int pid = -1;
-    /// Where it listens.
-    RedisInstance instance;
-  };
   /// Starts redis-server on `rdb` (moved into `data_directory`, created) at
-  /// `target.port`, waits until it has loaded, and checks it holds
-  /// `expected_keys`; on any failure the process is stopped and the
-  /// directory removed (nothing half-restored is left).
-  absl::StatusOr<Restored> Restore(const std::filesystem::path& rdb,
-                                   const std::filesystem::path& data_directory,
-                                   const RedisInstance& target, int64_t expected_keys);
+  /// `target`, waits until it has loaded, and checks it holds
+  /// `expected_keys` (DATA_LOSS otherwise); on any failure the process is
+  /// stopped and the directory removed (nothing half-restored is left).
+  absl::StatusOr<std::unique_ptr<RedisServer>> Restore(
+      const std::filesystem::path& rdb, const std::filesystem::path& data_directory,
+      const RedisInstance& target, int64_t expected_keys);
 
  private:
   Options options_;

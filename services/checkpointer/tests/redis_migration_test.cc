@@ -5,8 +5,6 @@
 #include "checkpointer/drivers/redis_hook.h"
 
 #include <catch2/catch.hpp>
-#include <signal.h>
-#include <sys/wait.h>
 
 #include <atomic>
 #include <map>
@@ -27,25 +25,14 @@ namespace fs = std::filesystem;
 using testing::FreePort;
 using testing::Registry;
 
-// A redis-server this test started (the first source), stopped at the end.
-struct SourceRedis {
-  SourceRedis(const fs::path& dir, int port) : port(port) {
-    fs::create_directories(dir);
-    process = std::make_unique<codeco::testing::ChildProcess>(
-        std::vector<std::string>{"/usr/bin/redis-server", "--bind", "127.0.0.1", "--port",
-                                 absl::StrCat(port), "--dir", dir.string(), "--save", "",
-                                 "--appendonly", "no", "--daemonize", "no"},
-        (dir / "stderr.log").string());
-    for (absl::Time end = absl::Now() + absl::Seconds(20); absl::Now() < end;) {
-      auto c = RedisConnection::Connect("127.0.0.1", port, absl::Seconds(1));
-      if (c.ok() && (*c)->Command({"PING"}).ok()) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    FAIL("redis-server did not start on " << port);
-  }
-  int port;
-  std::unique_ptr<codeco::testing::ChildProcess> process;
-};
+// A redis-server for the first source; fails the test when it cannot start.
+std::unique_ptr<RedisServer> StartRedis(const fs::path& dir, int port) {
+  absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start(
+      "/usr/bin/redis-server", dir, RedisInstance{.port = port}, absl::Seconds(20));
+  INFO(server.status());
+  REQUIRE(server.ok());
+  return *std::move(server);
+}
 
 // Writes key-N = value-N one after the other to whichever port `target`
 // names; a write counts once Redis acknowledged it. A failed write (the
@@ -115,7 +102,7 @@ TEST_CASE("ten migrations of a Redis under a write load through the registry los
   fs::create_directories(work);
   // Some state to carry from the start.
   int source_port = FreePort();
-  auto first = std::make_unique<SourceRedis>(work / "source", source_port);
+  std::unique_ptr<RedisServer> first = StartRedis(work / "source", source_port);
   {
     auto c = RedisConnection::Connect("127.0.0.1", source_port, absl::Seconds(5));
     REQUIRE(c.ok());
@@ -126,7 +113,7 @@ TEST_CASE("ten migrations of a Redis under a write load through the registry los
   std::atomic<int> target{source_port};
   Writer writer(target);
   RedisCheckpointHook hook({});
-  std::vector<pid_t> restored_pids;
+  std::vector<std::unique_ptr<RedisServer>> restored_servers;
   absl::Duration longest_fence, total_fence;
   const ImageReference repository{.registry = registry.Address(), .repository = "codeco/redis"};
   for (int round = 0; round < 10; ++round) {
@@ -160,12 +147,12 @@ TEST_CASE("ten migrations of a Redis under a write load through the registry los
     REQUIRE(client.PullBlobToFile(repository, parsed->layers[0], step / "pulled.tar").ok());
     REQUIRE(ExtractLayer(step / "pulled.tar", step / "unpacked", int64_t{1} << 30).ok());
     const int destination_port = FreePort();
-    absl::StatusOr<RedisCheckpointHook::Restored> restored =
+    absl::StatusOr<std::unique_ptr<RedisServer>> restored =
         hook.Restore(step / "unpacked/checkpoint/dump.rdb", step / "data",
                      RedisInstance{.port = destination_port}, snapshot->keys);
     INFO(restored.status());
     REQUIRE(restored.ok());
-    restored_pids.push_back(restored->pid);
+    restored_servers.push_back(*std::move(restored));
     target = destination_port;  // the cut-over: new connections go there
     REQUIRE(hook.Retire(source).ok());
     const absl::Duration fenced = absl::Now() - snapshot->fenced_at;
@@ -195,16 +182,12 @@ TEST_CASE("ten migrations of a Redis under a write load through the registry los
                            << " retried after a cut-over; all present; writes fenced "
                            << absl::FormatDuration(total_fence / 10) << " on average, "
                            << absl::FormatDuration(longest_fence) << " at most (~1 MB of state)");
-  for (pid_t pid : restored_pids) {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-  }
 }
 
 TEST_CASE("an abandoned migration lifts the fence and the source serves on") {
   Registry registry;  // only for its scratch directory
   const int port = FreePort();
-  SourceRedis source(registry.dir / "source", port);
+  std::unique_ptr<RedisServer> source = StartRedis(registry.dir / "source", port);
   RedisCheckpointHook hook({});
   absl::StatusOr<RedisSnapshot> snapshot =
       hook.Checkpoint(RedisInstance{.port = port}, registry.dir / "checkpoint");
@@ -222,7 +205,7 @@ TEST_CASE("an abandoned migration lifts the fence and the source serves on") {
   CHECK(written);
   // A restore of a checkpoint that does not hold what it says is refused and
   // leaves nothing behind.
-  absl::StatusOr<RedisCheckpointHook::Restored> wrong =
+  absl::StatusOr<std::unique_ptr<RedisServer>> wrong =
       hook.Restore(snapshot->rdb, registry.dir / "restore", RedisInstance{.port = FreePort()},
                    snapshot->keys + 1);
   REQUIRE(absl::IsDataLoss(wrong.status()));

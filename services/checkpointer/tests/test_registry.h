@@ -1,43 +1,38 @@
 #pragma once
-// What the checkpointer's tests share: a free loopback port, and Debian's
-// docker-registry serving plain HTTP on 127.0.0.1 from a scratch directory,
-// stopped and removed with the test.
+// What the checkpointer's tests share: a free loopback port, and a
+// LocalRegistry (Debian's docker-registry on 127.0.0.1) in a scratch
+// directory removed with the test.
 
 #include <filesystem>
 #include <memory>
 #include <string>
 
-#include "checkpointer/image/registry_client.h"
-#include "process.h"
+#include "checkpointer/image/local_registry.h"
 
 namespace codeco::checkpointer::testing {
 
-/// A loopback port nobody listens on now.
+/// A TCP port free on 127.0.0.1 now (fails the test when there is none).
 int FreePort();
 
-/// docker-registry on 127.0.0.1:<free port>, storage in a scratch directory.
+/// A LocalRegistry in a scratch directory; fails the test when it cannot start.
 struct Registry {
-  /// Starts it and waits until it answers (fails the test after 30 s).
   Registry();
-  /// Stops it and removes its directory.
   ~Registry();
-  /// Starts it (again) on the same port and storage.
-  void Start();
-  /// Stops it (SIGTERM).
-  void Stop();
+  /// Stops it (the storage stays until the test ends).
+  void Stop() { registry->Stop(); }
   /// "127.0.0.1:<port>".
-  std::string Address() const;
+  std::string Address() const { return registry->Address(); }
   /// Client options for it (plain HTTP).
-  RegistryOptions Options() const;
+  RegistryOptions Options() const { return registry->ClientOptions(); }
   /// Where the registry keeps blob `digest` on disk.
-  std::filesystem::path BlobFile(const std::string& digest) const;
+  std::filesystem::path BlobFile(const std::string& digest) const {
+    return registry->BlobFile(digest);
+  }
 
-  /// Scratch directory (storage in data/, config.yml, registry.log).
+  /// Scratch directory (the registry's storage is under registry/).
   std::filesystem::path dir;
-  /// Its port.
-  int port = 0;
-  /// The process.
-  std::unique_ptr<codeco::testing::ChildProcess> process;
+  /// The registry.
+  std::unique_ptr<LocalRegistry> registry;
 };
 
 }  // namespace codeco::checkpointer::testing
