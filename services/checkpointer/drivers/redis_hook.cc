@@ -155,7 +155,14 @@ absl::StatusOr<RedisSnapshot> RedisCheckpointHook::Checkpoint(const RedisInstanc
     if (error) return absl::InternalError(absl::StrCat("creating ", directory.string(), ": ",
                                                        error.message()));
     snapshot.rdb = directory / "dump.rdb";
-    fs::copy_file(rdb, snapshot.rdb, error);
+    // A hard link is the snapshot at no cost: Redis writes its next RDB to
+    // a temporary file and renames it over this name, so the linked inode
+    // never changes. Another filesystem: a copy.
+    fs::create_hard_link(rdb, snapshot.rdb, error);
+    if (error) {
+      error.clear();
+      fs::copy_file(rdb, snapshot.rdb, error);
+    }
     if (error) {
       return absl::InternalError(
           absl::StrCat("copying ", rdb.string(), " to ", snapshot.rdb.string(), ": ",

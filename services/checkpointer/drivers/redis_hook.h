@@ -83,7 +83,7 @@ class RedisServer {
 
 /// A fenced, saved Redis: the RDB to pack and what restoring must find.
 struct RedisSnapshot {
-  /// Copy of the RDB file, taken while writes were fenced.
+  /// The RDB as saved while writes were fenced (a hard link or a copy).
   std::filesystem::path rdb;
   /// Keys in the dataset at the fence (DBSIZE of db 0).
   int64_t keys = 0;
@@ -108,8 +108,9 @@ class RedisCheckpointHook {
   /// A hook with `options`.
   explicit RedisCheckpointHook(Options options) : options_(std::move(options)) {}
 
-  /// Fences writes on `source`, saves, and copies the RDB into `directory`
-  /// (created; must not exist). On failure the fence is lifted again.
+  /// Fences writes on `source`, saves, and links (or, across filesystems,
+  /// copies) the RDB into `directory` (created; must not exist). On failure
+  /// the fence is lifted again.
   absl::StatusOr<RedisSnapshot> Checkpoint(const RedisInstance& source,
                                            const std::filesystem::path& directory);
   /// Lifts the fence on `source`: the migration was abandoned and the source serves on.
