@@ -15,8 +15,10 @@ LIB_PKGS=(libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
           nlohmann-json3-dev libssl-dev libcurl4-openssl-dev libbenchmark-dev
           coinor-libcbc-dev libhiredis-dev)
 # Real servers the testbed and tests run: Prometheus scrapes every service;
-# docker-registry holds checkpoint images; redis-server is the stateful workload.
-SERVER_PKGS=(prometheus docker-registry redis-server)
+# docker-registry holds checkpoint images; redis-server is the stateful workload;
+# criu (3.17 on Debian 12) backs the checkpointer's CRIU driver where `criu check`
+# passes (root, a full kernel; in containers it fails and the driver says why).
+SERVER_PKGS=(prometheus docker-registry redis-server criu)
 TOOL_PKGS=(openssl nodejs npm curl procps)
 
 missing=()
