@@ -45,7 +45,7 @@ void Run(const std::string& command) {
 const std::vector<std::string> kIdentities = {
     "hub/operator", "hub/acm", "hub/swm",   "hub/netma", "hub/pdlc", "hub/mdm",
     "mc1/acm",      "mc1/swm", "mc1/netma", "mc1/pdlc",  "mc1/mdm",  "mc1/operator",
-    "mc2/acm",      "mc2/swm", "mc2/netma", "mc2/pdlc"};
+    "mc2/acm",      "mc2/swm", "mc2/netma", "mc2/pdlc",  "mc2/checkpointer"};
 
 using Who = std::set<std::string>;
 
@@ -59,7 +59,8 @@ const Who kOperator = {"hub/operator"};
 const Who kHub = {"hub/acm", "hub/swm", "hub/netma", "hub/pdlc", "hub/mdm"};
 const Who kReaders = Union({kOperator, kHub});
 const Who kMc1 = {"mc1/acm", "mc1/swm", "mc1/netma", "mc1/pdlc", "mc1/mdm", "mc1/operator"};
-const Who kMembers = Union({kMc1, {"mc2/acm", "mc2/swm", "mc2/netma", "mc2/pdlc"}});
+const Who kMembers =
+    Union({kMc1, {"mc2/acm", "mc2/swm", "mc2/netma", "mc2/pdlc", "mc2/checkpointer"}});
 const Who kEveryone(kIdentities.begin(), kIdentities.end());
 
 // A service binary under test and where it runs.
@@ -109,7 +110,9 @@ std::vector<Server> Servers() {
        "mc",
        "mc1",
        ServiceOf(checkpointer::v1::CreateCheckpointRequest::descriptor(), "CheckpointerService"),
-       {}},
+       // An LMS address it never needs to reach: the calls are refused or
+       // answered before any reaches the LMS.
+       {"--federation.lms", "127.0.0.1:9", "--federation.lms-plaintext"}},
   };
 }
 
@@ -216,10 +219,13 @@ std::map<std::string, Who> ExpectedPolicy() {
   add(mdm, {"ListTypes"}, Union({kReaders, kMembers}));
 
   const std::string checkpointer = "codeco.checkpointer.v1.CheckpointerService";  // mc1
-  add(checkpointer, {"CreateCheckpoint", "DeleteCheckpoint", "RestoreCheckpoint"},
+  add(checkpointer, {"CreateCheckpoint", "DeleteCheckpoint", "MigrateContainer"},
       {"hub/operator", "hub/swm", "mc1/swm"});
-  add(checkpointer, {"GetCheckpoint", "ListCheckpoints", "GetOperation", "WatchOperation"},
-      Union({kReaders, {"mc1/swm"}}));
+  // A migration's source checkpointer (mc2's) restores here and follows the operation.
+  add(checkpointer, {"RestoreCheckpoint"}, {"hub/operator", "hub/swm", "mc1/swm", "mc2/checkpointer"});
+  add(checkpointer, {"GetOperation", "WatchOperation"},
+      Union({kReaders, {"mc1/swm", "mc2/checkpointer"}}));
+  add(checkpointer, {"GetCheckpoint", "ListCheckpoints"}, Union({kReaders, {"mc1/swm"}}));
   return p;
 }
 

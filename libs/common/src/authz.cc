@@ -109,12 +109,17 @@ AuthzPolicy BuildFederationPolicy() {
   add(mdm, {"RegisterType"}, {op});
   add(mdm, {"ListTypes"}, {op, hub, MemberService()});
 
-  // Checkpointer (managed clusters): SWM drives migrations.
+  // Checkpointer (managed clusters): SWM and the operator drive checkpoints
+  // and migrations; a migration's source checkpointer restores at the target
+  // cluster's and follows that operation.
   const std::string checkpointer = "codeco.checkpointer.v1.CheckpointerService";
-  add(checkpointer, {"CreateCheckpoint", "DeleteCheckpoint", "RestoreCheckpoint"},
+  add(checkpointer, {"CreateCheckpoint", "DeleteCheckpoint", "MigrateContainer"},
       {op, HubService("swm"), LocalService("swm")});
-  add(checkpointer, {"GetCheckpoint", "ListCheckpoints", "GetOperation", "WatchOperation"},
-      {op, hub, LocalService("swm")});
+  add(checkpointer, {"RestoreCheckpoint"},
+      {op, HubService("swm"), LocalService("swm"), MemberService("checkpointer")});
+  add(checkpointer, {"GetOperation", "WatchOperation"},
+      {op, hub, LocalService("swm"), MemberService("checkpointer")});
+  add(checkpointer, {"GetCheckpoint", "ListCheckpoints"}, {op, hub, LocalService("swm")});
 
   // LMS (a cluster's local management system, when served behind mTLS): that
   // cluster's own services and the operator.

@@ -271,7 +271,7 @@ absl::StatusOr<StateDump> CriuDriver::Checkpoint(const ContainerTarget& target,
     StateDump dump;
     dump.directory = directory;
     dump.bytes = BytesUnder(directory);
-    dump.facts[kCriuDriverFact] = name();
+    dump.facts[kDriverFact] = name();
     dump.facts[kCriuPidFact] = absl::StrCat(target.pid);
     dump.facts[kCriuCommFact] = comm;
     return dump;
@@ -311,10 +311,10 @@ absl::Status CriuDriver::Retire(const ContainerTarget& source) {
 absl::Status CriuDriver::Verify(const ContainerTarget& restored,
                                 const std::map<std::string, std::string>& facts) {
   const std::string what = absl::StrCat("verifying the restored pid ", restored.pid);
-  auto driver = facts.find(kCriuDriverFact);
+  auto driver = facts.find(kDriverFact);
   if (driver == facts.end() || driver->second != name()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(what, ": the checkpoint was not taken by the criu driver (", kCriuDriverFact,
+        absl::StrCat(what, ": the checkpoint was not taken by the criu driver (", kDriverFact,
                      " is \"", driver == facts.end() ? "" : driver->second, "\")"));
   }
   if (restored.pid <= 1) {

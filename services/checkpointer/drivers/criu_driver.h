@@ -30,9 +30,6 @@
 namespace codeco::checkpointer {
 
 // Facts the CRIU driver records with each checkpoint (image annotations).
-/// Which driver took the checkpoint: "criu" (the kubelet driver writes the
-/// same key).
-inline constexpr char kCriuDriverFact[] = "org.codeco.checkpoint.driver";
 /// The dumped tree's root process id (restore gives it the same one).
 inline constexpr char kCriuPidFact[] = "org.codeco.criu.pid";
 /// The root process's command name (/proc/<pid>/comm) at the dump.

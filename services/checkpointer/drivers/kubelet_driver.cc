@@ -288,7 +288,7 @@ absl::StatusOr<StateDump> KubeletCheckpointDriver::Checkpoint(const ContainerTar
   StateDump dump;
   dump.directory = directory;
   dump.bytes = digest->size;
-  dump.facts[kKubeletDriverFact] = name();
+  dump.facts[kDriverFact] = name();
   dump.facts[kKubeletArchiveFact] = reported;
   dump.facts[kKubeletArchiveDigestFact] = digest->digest;
   dump.facts[kKubeletSourceFact] =
@@ -306,10 +306,10 @@ absl::Status KubeletCheckpointDriver::Verify(const ContainerTarget& restored,
       absl::StrCat(restored.pod_namespace, "/", restored.pod, "/", restored.container);
   const std::string what =
       absl::StrCat("kubelet of node ", restored.node, ": verifying ", container);
-  auto driver = facts.find(kKubeletDriverFact);
+  auto driver = facts.find(kDriverFact);
   if (driver == facts.end() || driver->second != name()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, ": the checkpoint was not taken by the kubelet driver (", kKubeletDriverFact,
+        what, ": the checkpoint was not taken by the kubelet driver (", kDriverFact,
         " is \"", driver == facts.end() ? "" : driver->second, "\")"));
   }
   ASSIGN_OR_RETURN(const std::string base, KubeletUrl(restored.node));

@@ -31,9 +31,6 @@
 namespace codeco::checkpointer {
 
 // Facts the kubelet driver records with each checkpoint (image annotations).
-/// Which driver took the checkpoint: "kubelet" (the CRIU driver writes the
-/// same key; state_driver.h could own it once more drivers use it).
-inline constexpr char kKubeletDriverFact[] = "org.codeco.checkpoint.driver";
 /// The archive's path on the node, as the kubelet reported it.
 inline constexpr char kKubeletArchiveFact[] = "org.codeco.kubelet.archive";
 /// The archive's digest, "sha256:<64 hex>".

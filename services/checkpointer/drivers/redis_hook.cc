@@ -150,6 +150,12 @@ absl::StatusOr<RedisSnapshot> RedisCheckpointHook::Checkpoint(const RedisInstanc
     if (!absl::SimpleAtoi(keys, &snapshot.keys)) {
       return absl::FailedPreconditionError("redis: DBSIZE gave \"" + keys + "\"");
     }
+    if (options_.digest) {
+      // Refused unless the server allows DEBUG to this client: then the key
+      // count alone is checked.
+      absl::StatusOr<std::string> digest = redis->Command({"DEBUG", "DIGEST"});
+      if (digest.ok()) snapshot.digest = *digest;
+    }
     RETURN_IF_ERROR(redis->Command({"SAVE"}).status());
     fs::create_directories(directory, error);
     if (error) return absl::InternalError(absl::StrCat("creating ", directory.string(), ": ",
@@ -193,6 +199,28 @@ absl::Status RedisCheckpointHook::Retire(const RedisInstance& source) {
   return st;
 }
 
+absl::Status RedisCheckpointHook::Verify(const RedisInstance& restored, int64_t expected_keys,
+                                         const std::string& expected_digest) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RedisConnection> redis,
+                   RedisConnection::Connect(restored.host, restored.port,
+                                            options_.command_timeout));
+  ASSIGN_OR_RETURN(std::string keys, redis->Command({"DBSIZE"}));
+  int64_t count = -1;
+  if (!absl::SimpleAtoi(keys, &count) || count != expected_keys) {
+    return absl::DataLossError(absl::StrCat("the restored redis on ", restored.host, ":",
+                                            restored.port, " holds ", keys,
+                                            " keys, the checkpoint ", expected_keys));
+  }
+  if (expected_digest.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::string digest, redis->Command({"DEBUG", "DIGEST"}));
+  if (digest != expected_digest) {
+    return absl::DataLossError(absl::StrCat("the restored redis on ", restored.host, ":",
+                                            restored.port, " has dataset digest ", digest,
+                                            ", the checkpoint ", expected_digest));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(const std::string& binary,
                                                                 const fs::path& directory,
                                                                 const RedisInstance& instance,
@@ -211,7 +239,9 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(const std::strin
                                    "--save", "",
                                    "--appendonly", "no",
                                    "--daemonize", "no",
-                                   "--logfile", log.string()};
+                                   "--logfile", log.string(),
+                                   // DEBUG DIGEST from loopback: the restore's checksum.
+                                   "--enable-debug-command", "local"};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -275,22 +305,83 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisCheckpointHook::Restore(
   absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start(
       options_.server_binary, data_directory, target, options_.command_timeout);
   if (!server.ok()) return fail(server.status());
-  absl::StatusOr<std::unique_ptr<RedisConnection>> redis =
-      RedisConnection::Connect(target.host, target.port, options_.command_timeout);
-  if (!redis.ok()) {
+  absl::Status verified = Verify(target, expected_keys, "");
+  if (!verified.ok()) {
     (*server)->Kill();
-    return fail(redis.status());
-  }
-  absl::StatusOr<std::string> keys = (*redis)->Command({"DBSIZE"});
-  int64_t count = -1;
-  if (!keys.ok() || !absl::SimpleAtoi(*keys, &count) || count != expected_keys) {
-    (*server)->Kill();
-    return fail(keys.ok() ? absl::DataLossError(absl::StrCat("restored redis holds ", *keys,
-                                                             " keys, the checkpoint ",
-                                                             expected_keys))
-                          : keys.status());
+    return fail(verified);
   }
   return server;
+}
+
+bool IsRedisImage(const std::string& image) {
+  std::string name = image;
+  if (const size_t at = name.find('@'); at != std::string::npos) name.resize(at);
+  const size_t slash = name.rfind('/');
+  if (const size_t colon = name.rfind(':');
+      colon != std::string::npos && (slash == std::string::npos || colon > slash)) {
+    name.resize(colon);
+  }
+  if (slash != std::string::npos) name = name.substr(slash + 1);
+  return name == "redis";
+}
+
+absl::StatusOr<RedisInstance> ParseRedisEndpoint(const std::string& endpoint,
+                                                 const std::string& field) {
+  const size_t colon = endpoint.rfind(':');
+  RedisInstance instance;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(endpoint.substr(colon + 1), &instance.port) || instance.port <= 0 ||
+      instance.port > 65535) {
+    return InvalidFieldError(field, absl::StrCat("\"", endpoint, "\" is not host:port"));
+  }
+  instance.host = endpoint.substr(0, colon);
+  if (instance.host.size() > 2 && instance.host.front() == '[' && instance.host.back() == ']') {
+    instance.host = instance.host.substr(1, instance.host.size() - 2);
+  }
+  return instance;
+}
+
+bool RedisHookDriver::Handles(const ContainerTarget& target) const {
+  return IsRedisImage(target.image) && !target.endpoint.empty();
+}
+
+absl::StatusOr<StateDump> RedisHookDriver::Checkpoint(const ContainerTarget& target,
+                                                      const fs::path& directory) {
+  ASSIGN_OR_RETURN(RedisInstance source, ParseRedisEndpoint(target.endpoint, "endpoint"));
+  ASSIGN_OR_RETURN(RedisSnapshot snapshot, hook_.Checkpoint(source, directory));
+  StateDump dump;
+  dump.directory = directory;
+  dump.facts[kDriverFact] = name();
+  dump.facts[kRedisKeysFact] = absl::StrCat(snapshot.keys);
+  dump.fence_expires = snapshot.fenced_at + hook_.options().max_fence;
+  if (!snapshot.digest.empty()) dump.facts[kRedisDigestFact] = snapshot.digest;
+  std::error_code error;
+  dump.bytes = static_cast<int64_t>(fs::file_size(snapshot.rdb, error));
+  if (error) dump.bytes = 0;
+  return dump;
+}
+
+absl::Status RedisHookDriver::Resume(const ContainerTarget& source) {
+  ASSIGN_OR_RETURN(RedisInstance instance, ParseRedisEndpoint(source.endpoint, "endpoint"));
+  return hook_.Abort(instance);
+}
+
+absl::Status RedisHookDriver::Retire(const ContainerTarget& source) {
+  ASSIGN_OR_RETURN(RedisInstance instance, ParseRedisEndpoint(source.endpoint, "endpoint"));
+  return hook_.Retire(instance);
+}
+
+absl::Status RedisHookDriver::Verify(const ContainerTarget& restored,
+                                     const std::map<std::string, std::string>& facts) {
+  ASSIGN_OR_RETURN(RedisInstance instance, ParseRedisEndpoint(restored.endpoint, "endpoint"));
+  auto keys_fact = facts.find(kRedisKeysFact);
+  int64_t expected = -1;
+  if (keys_fact == facts.end() || !absl::SimpleAtoi(keys_fact->second, &expected)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the checkpoint has no usable ", kRedisKeysFact, " fact to verify against"));
+  }
+  return hook_.Verify(instance, expected,
+                      facts.contains(kRedisDigestFact) ? facts.at(kRedisDigestFact) : "");
 }
 
 }  // namespace codeco::checkpointer

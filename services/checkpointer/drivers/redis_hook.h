@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "checkpointer/core/state_driver.h"
 
 namespace codeco::checkpointer {
 
@@ -87,6 +88,9 @@ struct RedisSnapshot {
   std::filesystem::path rdb;
   /// Keys in the dataset at the fence (DBSIZE of db 0).
   int64_t keys = 0;
+  /// DEBUG DIGEST of the dataset at the fence (empty when the server does
+  /// not allow DEBUG from this client).
+  std::string digest;
   /// When the fence was raised.
   absl::Time fenced_at;
 };
@@ -103,10 +107,16 @@ class RedisCheckpointHook {
     absl::Duration command_timeout = absl::Minutes(2);
     /// The redis-server binary restores start. Default /usr/bin/redis-server.
     std::string server_binary = "/usr/bin/redis-server";
+    /// Also record the dataset's DEBUG DIGEST at the fence (where the server
+    /// allows DEBUG), for Verify to compare. Default true.
+    bool digest = true;
   };
 
   /// A hook with `options`.
   explicit RedisCheckpointHook(Options options) : options_(std::move(options)) {}
+
+  /// The options it runs with.
+  const Options& options() const { return options_; }
 
   /// Fences writes on `source`, saves, and links (or, across filesystems,
   /// copies) the RDB into `directory` (created; must not exist). On failure
@@ -119,6 +129,12 @@ class RedisCheckpointHook {
   /// blocked on the fence see their connection drop, unacknowledged.
   absl::Status Retire(const RedisInstance& source);
 
+  /// Checks that `restored` holds `expected_keys` keys and, when
+  /// `expected_digest` is set, the same DEBUG DIGEST; DATA_LOSS naming both
+  /// otherwise.
+  absl::Status Verify(const RedisInstance& restored, int64_t expected_keys,
+                      const std::string& expected_digest);
+
   /// Starts redis-server on `rdb` (moved into `data_directory`, created) at
   /// `target`, waits until it has loaded, and checks it holds
   /// `expected_keys` (DATA_LOSS otherwise); on any failure the process is
@@ -130,5 +146,42 @@ class RedisCheckpointHook {
  private:
   Options options_;
 };
+
+/// The Redis hook as a StateDriver: handles containers whose image is a
+/// Redis image ("redis", "redis:<tag>", "<registry>/…/redis[:tag|@digest]")
+/// and that have an endpoint. The dump directory holds dump.rdb; the facts
+/// are the key count and, where the server allows DEBUG, the dataset digest,
+/// both checked by Verify on the restored server. Fenced: a write after the
+/// dump waits unacknowledged until Resume or Retire.
+class RedisHookDriver final : public StateDriver {
+ public:
+  /// A driver over a hook with `options`.
+  explicit RedisHookDriver(RedisCheckpointHook::Options options) : hook_(std::move(options)) {}
+
+  std::string name() const override { return "redis-hook"; }
+  bool Handles(const ContainerTarget& target) const override;
+  absl::StatusOr<StateDump> Checkpoint(const ContainerTarget& target,
+                                       const std::filesystem::path& directory) override;
+  absl::Status Resume(const ContainerTarget& source) override;
+  absl::Status Retire(const ContainerTarget& source) override;
+  absl::Status Verify(const ContainerTarget& restored,
+                      const std::map<std::string, std::string>& facts) override;
+
+ private:
+  RedisCheckpointHook hook_;
+};
+
+/// Fact names the Redis driver records.
+inline constexpr char kRedisKeysFact[] = "org.codeco.redis.keys";
+/// DEBUG DIGEST of the dataset at the fence.
+inline constexpr char kRedisDigestFact[] = "org.codeco.redis.digest";
+
+/// True when `image` names a Redis image (the repository's last path component is "redis").
+bool IsRedisImage(const std::string& image);
+
+/// The host and port of an endpoint "host:port"; INVALID_ARGUMENT naming
+/// `field` otherwise.
+absl::StatusOr<RedisInstance> ParseRedisEndpoint(const std::string& endpoint,
+                                                 const std::string& field);
 
 }  // namespace codeco::checkpointer

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <system_error>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "codeco/common/status.h"
@@ -375,6 +376,13 @@ absl::StatusOr<CheckpointImage> BuildCheckpointImage(const Descriptor& layer,
   annotate("rootfsImageName", metadata.rootfs_image);
   annotate("runtime.name", metadata.runtime);
   annotate("engine", metadata.engine);
+  for (const auto& [name, value] : metadata.facts) {
+    if (name.empty() || absl::StartsWith(name, kAnnotationPrefix) || annotations.contains(name)) {
+      return InvalidFieldError(absl::StrCat("facts[", name, "]"),
+                               "must be a non-empty name outside the checkpoint annotations");
+    }
+    annotations[name] = value;
+  }
   json manifest = {{"schemaVersion", 2},
                    {"mediaType", kManifestMediaType},
                    {"config", DescriptorJson(image.config_descriptor)},
@@ -441,6 +449,9 @@ absl::StatusOr<CheckpointMetadata> CheckpointMetadataOf(const ParsedManifest& ma
   std::string error;
   if (!absl::ParseTime(absl::RFC3339_full, get(kCreatedAnnotation), &m.created, &error)) {
     m.created = absl::UnixEpoch();
+  }
+  for (const auto& [name, value] : manifest.annotations) {
+    if (!absl::StartsWith(name, prefix) && name != kCreatedAnnotation) m.facts[name] = value;
   }
   return m;
 }

@@ -117,6 +117,10 @@ struct CheckpointMetadata {
   std::string engine = "codeco";
   /// When it was taken.
   absl::Time created = absl::UnixEpoch();
+  /// What the driver recorded for the restore to check (key count, digest),
+  /// carried as manifest annotations under their own names; a name in the
+  /// CRI-O checkpoint namespace is refused.
+  std::map<std::string, std::string> facts;
 };
 
 /// A built image: what to push, in order (layer and config blobs, then the manifest).

@@ -247,7 +247,7 @@ TEST_CASE("criu driver dumps with the options it was given") {
     CHECK(Read(dir / ("core-" + pid + ".img")) == "core");
     CHECK(fs::exists(dir / kCriuDumpLog));
     CHECK(dump->bytes == static_cast<int64_t>(8 + fs::file_size(dir / kCriuDumpLog)));
-    CHECK(dump->facts.at(kCriuDriverFact) == "criu");
+    CHECK(dump->facts.at(kDriverFact) == "criu");
     CHECK(dump->facts.at(kCriuPidFact) == pid);
     CHECK(dump->facts.at(kCriuCommFact) == "sleep");
     REQUIRE(Calls(scratch.path).size() == 1);
@@ -383,15 +383,15 @@ TEST_CASE("criu driver retires the whole process tree and resumes a stopped one"
 TEST_CASE("criu driver verifies the restored process runs the dumped program") {
   CriuDriver driver({});
   Child sleeper({"sleep", "1000"});
-  const std::map<std::string, std::string> facts = {{kCriuDriverFact, "criu"},
+  const std::map<std::string, std::string> facts = {{kDriverFact, "criu"},
                                                     {kCriuCommFact, "sleep"}};
   absl::Status st = driver.Verify(Target(sleeper.pid()), facts);
   INFO(st);
   CHECK(st.ok());
-  st = driver.Verify(Target(sleeper.pid()), {{kCriuDriverFact, "criu"}, {kCriuCommFact, "redis"}});
+  st = driver.Verify(Target(sleeper.pid()), {{kDriverFact, "criu"}, {kCriuCommFact, "redis"}});
   CHECK(st.code() == absl::StatusCode::kDataLoss);
   CHECK(absl::StrContains(st.message(), "\"redis\""));
-  st = driver.Verify(Target(sleeper.pid()), {{kCriuDriverFact, "kubelet"}});
+  st = driver.Verify(Target(sleeper.pid()), {{kDriverFact, "kubelet"}});
   CHECK(st.code() == absl::StatusCode::kInvalidArgument);
 
   int status = 0;

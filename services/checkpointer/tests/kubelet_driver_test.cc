@@ -340,7 +340,7 @@ TEST_CASE("kubelet driver copies the checkpoint archive and records it") {
     CHECK(dump->directory == dir);
     CHECK(Read(dir / "checkpoint.tar") == node.archive_contents);
     CHECK(dump->bytes == static_cast<int64_t>(node.archive_contents.size()));
-    CHECK(dump->facts.at(kKubeletDriverFact) == "kubelet");
+    CHECK(dump->facts.at(kDriverFact) == "kubelet");
     CHECK(dump->facts.at(kKubeletArchiveFact) == Node::kArchive);
     CHECK(dump->facts.at(kKubeletArchiveDigestFact) == DigestOf(node.archive_contents));
     CHECK(dump->facts.at(kKubeletSourceFact) == "node-a/default/redis-0/redis");
@@ -597,7 +597,7 @@ TEST_CASE("kubelet driver verifies that the restored container runs") {
     return Response{404, "404 page not found", "text/plain"};
   });
   KubeletCheckpointDriver driver(DriverOptions(pki, kubelet.url(), scratch.path / "node"));
-  const std::map<std::string, std::string> facts = {{kKubeletDriverFact, "kubelet"}};
+  const std::map<std::string, std::string> facts = {{kDriverFact, "kubelet"}};
 
   absl::Status st = driver.Verify(Redis0(), facts);
   INFO(st);
@@ -619,7 +619,7 @@ TEST_CASE("kubelet driver verifies that the restored container runs") {
   st = driver.Verify(other, facts);
   CHECK(st.code() == absl::StatusCode::kNotFound);
   CHECK(absl::StrContains(st.message(), "no pod default/redis-9"));
-  st = driver.Verify(Redis0(), {{kKubeletDriverFact, "criu"}});
+  st = driver.Verify(Redis0(), {{kDriverFact, "criu"}});
   CHECK(st.code() == absl::StatusCode::kInvalidArgument);
 }
 

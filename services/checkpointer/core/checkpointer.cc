@@ -1,0 +1,892 @@
+#include "checkpointer/core/checkpointer.h"
+
+#include <algorithm>
+#include <system_error>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "checkpointer/image/registry_client.h"
+#include "codeco/common/logging.h"
+#include "codeco/common/proto_util.h"
+#include "codeco/common/status.h"
+#include "google/protobuf/any.pb.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace codeco::checkpointer {
+namespace {
+
+namespace fs = std::filesystem;
+using common::v1::Operation;
+
+constexpr char kOperationPrefix[] = "op/";
+constexpr char kJobPrefix[] = "job/";
+constexpr char kRequestPrefix[] = "req/";
+
+// The steps an operation goes through, in order; an operation's phase text
+// starts with its step's name, which is how a restart finds where it was.
+enum class Step { kPending, kCheckpointing, kBuilding, kPushing, kRestoring, kCuttingOver };
+
+constexpr struct {
+  Step step;
+  const char* name;
+} kSteps[] = {{Step::kCheckpointing, "checkpointing"}, {Step::kBuilding, "building"},
+              {Step::kPushing, "pushing"},             {Step::kRestoring, "pulling"},
+              {Step::kRestoring, "restoring"},         {Step::kRestoring, "verifying"},
+              {Step::kCuttingOver, "cutting over"}};
+
+Step StepOf(const std::string& phase) {
+  for (const auto& s : kSteps) {
+    if (absl::StartsWith(phase, s.name)) return s.step;
+  }
+  return Step::kPending;
+}
+
+google::protobuf::Timestamp Stamp(absl::Time t) { return ToProtoTimestamp(t); }
+
+void SetError(const absl::Status& status, common::v1::Error* error) {
+  error->set_code(static_cast<common::v1::ErrorCode>(status.code()));
+  error->set_message(std::string(status.message()));
+  if (status.code() == absl::StatusCode::kInvalidArgument) {
+    const std::string message(status.message());
+    const size_t colon = message.find(": ");
+    if (colon != std::string::npos && message.find(' ') > colon) {
+      error->set_field_path(message.substr(0, colon));
+    }
+  }
+}
+
+// An image tag or checkpoint id: [a-z0-9][a-z0-9._-]*, at most 128.
+bool IsTag(const std::string& tag) {
+  if (tag.empty() || tag.size() > 128) return false;
+  for (size_t i = 0; i < tag.size(); ++i) {
+    const char c = tag[i];
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || (i > 0 && (c == '.' || c == '-'));
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// Adds to `errors` what is wrong with `value` as a Kubernetes object name
+// (a lowercase DNS subdomain of at most 253 characters) at `field`.
+void CheckName(const std::string& value, const std::string& field, bool required,
+               FieldErrors& errors) {
+  if (value.empty()) {
+    if (required) errors.Add(field, "is required");
+    return;
+  }
+  if (value.size() > 253) return errors.Add(field, "is longer than 253 characters");
+  for (char c : value) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.')) {
+      return errors.Add(field, absl::StrCat("\"", value.substr(0, 64),
+                                            "\" is not a lowercase DNS name"));
+    }
+  }
+}
+
+int64_t Nanos(absl::Duration d) { return absl::ToInt64Nanoseconds(d); }
+
+// One step's timing in PhaseTimings.
+struct TimingField {
+  int64_t (v1::PhaseTimings::*get)() const;
+  void (v1::PhaseTimings::*set)(int64_t);
+};
+constexpr TimingField kCheckpointTime{&v1::PhaseTimings::checkpoint_ns,
+                                      &v1::PhaseTimings::set_checkpoint_ns};
+constexpr TimingField kBuildTime{&v1::PhaseTimings::build_ns, &v1::PhaseTimings::set_build_ns};
+constexpr TimingField kPushTime{&v1::PhaseTimings::push_ns, &v1::PhaseTimings::set_push_ns};
+constexpr TimingField kPullTime{&v1::PhaseTimings::pull_ns, &v1::PhaseTimings::set_pull_ns};
+constexpr TimingField kRestoreTime{&v1::PhaseTimings::restore_ns,
+                                   &v1::PhaseTimings::set_restore_ns};
+constexpr TimingField kVerifyTime{&v1::PhaseTimings::verify_ns, &v1::PhaseTimings::set_verify_ns};
+constexpr TimingField kCutoverTime{&v1::PhaseTimings::cutover_ns,
+                                   &v1::PhaseTimings::set_cutover_ns};
+
+}  // namespace
+
+// One accepted operation on its way through the workers.
+struct Checkpointer::Job {
+  std::string operation_id;
+  std::string kind;
+  google::protobuf::Any request;
+  bool resumed = false;
+};
+
+// The state of one operation while it runs: its stored records, kept in
+// step with the store after every change.
+class Checkpointer::Run {
+ public:
+  Run(Checkpointer& owner, Job& job, Operation op, v1::Checkpoint checkpoint)
+      : owner_(owner), job_(job), op_(std::move(op)), ck_(std::move(checkpoint)),
+        started_(owner.clock_.Now()),
+        work_(owner.options_.work_directory / ck_.id()) {}
+
+  absl::Status Create(const v1::CreateCheckpointRequest& request);
+  absl::Status Restore(const v1::RestoreCheckpointRequest& request);
+  absl::Status Migrate(const v1::MigrateContainerRequest& request);
+  void Finish(const absl::Status& status);
+
+ private:
+  // Records `phase` and `percent` (never going back) and stores both records.
+  void Phase(const std::string& phase, int percent) {
+    op_.set_phase(phase);
+    op_.set_progress_percent(std::max(op_.progress_percent(), percent));
+    Store();
+  }
+  void Store() {
+    const absl::Time now = owner_.clock_.Now();
+    *op_.mutable_update_time() = Stamp(now);
+    *ck_.mutable_update_time() = Stamp(now);
+    absl::Status saved = owner_.Save(op_, ck_);
+    if (!saved.ok()) {
+      log::Warn("checkpointer: storing an operation failed",
+                {{"operation", op_.id()}, {"error", saved.ToString()}});
+    }
+  }
+  // Runs `work`, adding the time it took to the timing `field`.
+  template <typename F>
+  auto Timed(const TimingField& field, F work) {
+    const absl::Time start = owner_.clock_.Now();
+    auto result = work();
+    v1::PhaseTimings& t = *ck_.mutable_timings();
+    (t.*field.set)((t.*field.get)() + Nanos(owner_.clock_.Now() - start));
+    return result;
+  }
+
+  absl::StatusOr<ContainerTarget> Source(const v1::ContainerRef& ref, lms::v1::Pod* pod);
+  absl::StatusOr<StateDump> TakeState(const ContainerTarget& source, StateDriver& driver);
+  absl::Status PackAndPush(const StateDump& dump, const ContainerTarget& source,
+                           const lms::v1::Pod& pod, const std::string& repository,
+                           const std::string& tag);
+  absl::StatusOr<v1::Checkpoint> RestoreHere(const v1::RestoreCheckpointRequest& request,
+                                             int from_percent, int to_percent);
+  absl::Status CutOver(const ContainerTarget& source, StateDriver& driver);
+  void ResumeSource(const ContainerTarget& source, StateDriver& driver);
+  void RemoveWork() {
+    std::error_code error;
+    fs::remove_all(work_, error);
+  }
+
+  Checkpointer& owner_;
+  Job& job_;
+  Operation op_;
+  v1::Checkpoint ck_;
+  const absl::Time started_;
+  const fs::path work_;
+};
+
+absl::StatusOr<ContainerTarget> Checkpointer::Run::Source(const v1::ContainerRef& ref,
+                                                          lms::v1::Pod* pod) {
+  absl::StatusOr<lms::v1::Pod> found = owner_.lms_.GetPod(ref.pod());
+  if (!found.ok()) {
+    if (absl::IsNotFound(found.status())) {
+      return InvalidFieldError("source.pod", absl::StrCat("no pod \"", ref.pod(), "\" in cluster ",
+                                                          owner_.options_.cluster));
+    }
+    return found.status();
+  }
+  *pod = *std::move(found);
+  if (!ref.node().empty() && ref.node() != pod->node_name()) {
+    return InvalidFieldError("source.node", absl::StrCat("pod ", ref.pod(), " runs on ",
+                                                         pod->node_name(), ", not ", ref.node()));
+  }
+  if (pod->phase() != lms::v1::POD_PHASE_RUNNING) {
+    return absl::FailedPreconditionError(absl::StrCat("pod ", ref.pod(), " is not running (",
+                                                      lms::v1::PodPhase_Name(pod->phase()), ")"));
+  }
+  return owner_.TargetOf(*pod, ref.container());
+}
+
+absl::StatusOr<StateDump> Checkpointer::Run::TakeState(const ContainerTarget& source,
+                                                       StateDriver& driver) {
+  ck_.set_driver(driver.name());
+  ck_.set_phase(v1::CHECKPOINT_PHASE_CHECKPOINTING);
+  Phase(absl::StrCat("checkpointing ", source.pod, "/", source.container, " (", driver.name(),
+                     ")"),
+        5);
+  RemoveWork();
+  absl::StatusOr<StateDump> dump = Timed(kCheckpointTime, [&] {
+    return driver.Checkpoint(source, work_ / "state");
+  });
+  if (!dump.ok()) {
+    return absl::Status(dump.status().code(),
+                        absl::StrCat("checkpointing ", source.pod, "/", source.container, " with ",
+                                     driver.name(), ": ", dump.status().message()));
+  }
+  ck_.set_state_bytes(dump->bytes);
+  ck_.mutable_facts()->clear();
+  for (const auto& [name, value] : dump->facts) (*ck_.mutable_facts())[name] = value;
+  if (dump->fence_expires != absl::InfiniteFuture()) {
+    *ck_.mutable_fence_expire_time() = Stamp(dump->fence_expires);
+  }
+  Store();
+  return dump;
+}
+
+absl::Status Checkpointer::Run::PackAndPush(const StateDump& dump, const ContainerTarget& source,
+                                            const lms::v1::Pod& pod,
+                                            const std::string& repository,
+                                            const std::string& tag) {
+  CheckpointMetadata metadata;
+  metadata.container = source.container;
+  metadata.pod = source.pod;
+  metadata.pod_namespace = source.pod_namespace;
+  metadata.rootfs_image = source.image;
+  metadata.runtime = ck_.driver();
+  metadata.created = owner_.clock_.Now();
+  metadata.facts = dump.facts;
+  // The pod as declared, so that a restore needs only the image.
+  lms::v1::Pod declared;
+  declared.set_name(pod.name());
+  *declared.mutable_labels() = pod.labels();
+  *declared.mutable_annotations() = pod.annotations();
+  declared.mutable_annotations()->erase(kEndpointAnnotation);
+  *declared.mutable_containers() = pod.containers();
+  std::string pod_json;
+  if (!google::protobuf::util::MessageToJsonString(declared, &pod_json).ok()) {
+    return absl::InternalError("encoding the pod template");
+  }
+  metadata.facts[kPodTemplateFact] = pod_json;
+
+  ck_.set_phase(v1::CHECKPOINT_PHASE_BUILDING);
+  Phase("building the image", 20);
+  absl::StatusOr<BuiltImage> built = Timed(kBuildTime, [&] {
+    return owner_.images_.Build(dump.directory, metadata, work_ / "layer.tar");
+  });
+  if (!built.ok()) return built.status();
+
+  ck_.set_phase(v1::CHECKPOINT_PHASE_PUSHING);
+  const std::string tagged = absl::StrCat(repository, ":", tag);
+  Phase(absl::StrCat("pushing ", tagged), 30);
+  absl::StatusOr<std::string> digest = Timed(kPushTime, [&] {
+    return owner_.images_.Push(*built, tagged);
+  });
+  if (!digest.ok()) {
+    return absl::Status(digest.status().code(), absl::StrCat("pushing ", tagged, ": ",
+                                                             digest.status().message()));
+  }
+  ck_.set_image_reference(absl::StrCat(repository, "@", *digest));
+  ck_.set_image_digest(*digest);
+  ck_.set_size_bytes(built->image.layer.size + built->image.config_descriptor.size +
+                     static_cast<int64_t>(built->image.manifest.size()));
+  Phase("pushed", 50);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Checkpoint> Checkpointer::Run::RestoreHere(
+    const v1::RestoreCheckpointRequest& request, int from_percent, int to_percent) {
+  const int span = to_percent - from_percent;
+  const fs::path pulled_dir = work_ / "image";
+  std::error_code error;
+  fs::remove_all(pulled_dir, error);
+  Phase(absl::StrCat("pulling ", request.image_reference()), from_percent);
+  absl::StatusOr<PulledImage> pulled = Timed(kPullTime, [&] {
+    return owner_.images_.Pull(request.image_reference(), pulled_dir);
+  });
+  if (!pulled.ok()) {
+    return absl::Status(pulled.status().code(),
+                        absl::StrCat("pulling ", request.image_reference(), ": ",
+                                     pulled.status().message()));
+  }
+  const CheckpointMetadata& metadata = pulled->metadata;
+  for (const auto& [name, value] : metadata.facts) {
+    if (name != kPodTemplateFact) (*ck_.mutable_facts())[name] = value;
+  }
+  ck_.set_driver(metadata.runtime);
+  StateDriver* driver = owner_.DriverNamed(metadata.runtime);
+  if (driver == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the image was taken by driver \"", metadata.runtime,
+        "\", which this checkpointer does not run: nothing can verify its restore"));
+  }
+  lms::v1::Pod pod;
+  auto template_fact = metadata.facts.find(kPodTemplateFact);
+  if (template_fact == metadata.facts.end() ||
+      !google::protobuf::util::JsonStringToMessage(template_fact->second, &pod).ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the image has no readable ", kPodTemplateFact, " annotation: not a codeco checkpoint"));
+  }
+  pod.set_name(request.pod().empty() ? metadata.pod : request.pod());
+  pod.set_node_name(request.target_node());
+  const std::string container = request.container().empty() ? metadata.container
+                                                             : request.container();
+  const bool listed = std::any_of(pod.containers().begin(), pod.containers().end(),
+                                  [&](const lms::v1::Container& c) { return c.name() == container; });
+  if (!listed) {
+    return InvalidFieldError("container", absl::StrCat("the checkpointed pod has no container \"",
+                                                       container, "\""));
+  }
+  (*pod.mutable_annotations())["checkpointer.codeco.io/restored-from"] = request.image_reference();
+
+  ck_.set_phase(v1::CHECKPOINT_PHASE_PUSHING);  // not READY: nothing restored yet
+  Phase(absl::StrCat("restoring ", pod.name(), " on ", request.target_node()),
+        from_percent + span * 2 / 5);
+  lms::v1::RestoreContainerRequest restore;
+  *restore.mutable_pod() = pod;
+  restore.set_container(container);
+  restore.set_archive_path(pulled->directory.string());
+  restore.set_request_id(op_.id() + "/lms");
+  absl::StatusOr<lms::v1::Pod> restored = Timed(kRestoreTime, [&] {
+    return owner_.lms_.RestoreContainer(restore);
+  });
+  if (!restored.ok()) {
+    // The LMS leaves nothing on failure; a pod it may have made anyway goes.
+    owner_.lms_.DeletePod(pod.name()).IgnoreError();
+    return absl::Status(restored.status().code(),
+                        absl::StrCat("restoring ", pod.name(), " on ", request.target_node(), ": ",
+                                     restored.status().message()));
+  }
+  Phase(absl::StrCat("verifying ", pod.name(), "/", container), from_percent + span * 4 / 5);
+  absl::Status verified = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(ContainerTarget target, owner_.TargetOf(*restored, container));
+    return Timed(kVerifyTime,
+                 [&] { return driver->Verify(target, metadata.facts); });
+  }();
+  if (!verified.ok()) {
+    owner_.lms_.DeletePod(pod.name()).IgnoreError();
+    return absl::Status(verified.code(), absl::StrCat("verifying the restored ", pod.name(), ": ",
+                                                      verified.message(),
+                                                      " (the restored pod was deleted)"));
+  }
+  fs::remove_all(pulled_dir, error);
+  v1::ContainerRef* where = ck_.mutable_restored();
+  where->set_cluster(owner_.options_.cluster);
+  where->set_node(restored->node_name());
+  where->set_pod(restored->name());
+  where->set_container(container);
+  ck_.set_phase(v1::CHECKPOINT_PHASE_RESTORED);
+  return ck_;
+}
+
+void Checkpointer::Run::ResumeSource(const ContainerTarget& source, StateDriver& driver) {
+  absl::Status resumed = driver.Resume(source);
+  if (!resumed.ok()) {
+    log::Warn("checkpointer: resuming the source failed",
+              {{"pod", source.pod}, {"container", source.container}, {"error", resumed.ToString()}});
+  }
+}
+
+absl::Status Checkpointer::Run::CutOver(const ContainerTarget& source, StateDriver& driver) {
+  Phase(absl::StrCat("cutting over: retiring ", source.pod), 95);
+  return Timed(kCutoverTime, [&]() -> absl::Status {
+    // The source ends without taking another write, then its pod goes (which
+    // also ends a source the driver could not reach).
+    absl::Status retired = driver.Retire(source);
+    if (!retired.ok()) {
+      log::Warn("checkpointer: retiring the source failed; deleting its pod ends it",
+                {{"pod", source.pod}, {"error", retired.ToString()}});
+    }
+    absl::Status deleted = owner_.lms_.DeletePod(source.pod);
+    if (!deleted.ok()) {
+      return absl::Status(deleted.code(), absl::StrCat("deleting the source pod ", source.pod,
+                                                       ": ", deleted.message()));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status Checkpointer::Run::Create(const v1::CreateCheckpointRequest& request) {
+  lms::v1::Pod pod;
+  if (job_.resumed && !ck_.driver().empty()) {
+    // A previous run dumped and may have left the source fenced: lift it and start over.
+    absl::StatusOr<lms::v1::Pod> found = owner_.lms_.GetPod(request.source().pod());
+    if (found.ok()) {
+      absl::StatusOr<ContainerTarget> source = owner_.TargetOf(*found, request.source().container());
+      StateDriver* driver = source.ok() ? owner_.DriverNamed(ck_.driver()) : nullptr;
+      if (driver != nullptr) ResumeSource(*source, *driver);
+    }
+    *ck_.mutable_timings() = v1::PhaseTimings();
+  }
+  ASSIGN_OR_RETURN(ContainerTarget source, Source(request.source(), &pod));
+  StateDriver* driver = owner_.DriverFor(source);
+  if (driver == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no checkpoint driver handles ", source.pod, "/", source.container,
+                     " (image ", source.image, ")"));
+  }
+  ASSIGN_OR_RETURN(StateDump dump, TakeState(source, *driver));
+  // A checkpoint alone holds the source no longer than the dump.
+  if (request.stop_after_checkpoint()) {
+    RETURN_IF_ERROR(CutOver(source, *driver));
+  } else {
+    ResumeSource(source, *driver);
+  }
+  const std::string repository = request.target_repository().empty()
+                                     ? owner_.options_.default_repository
+                                     : request.target_repository();
+  RETURN_IF_ERROR(PackAndPush(dump, source, pod, repository,
+                              request.tag().empty() ? ck_.id() : request.tag()));
+  ck_.set_phase(v1::CHECKPOINT_PHASE_READY);
+  return absl::OkStatus();
+}
+
+absl::Status Checkpointer::Run::Restore(const v1::RestoreCheckpointRequest& request) {
+  return RestoreHere(request, 5, 95).status();
+}
+
+absl::Status Checkpointer::Run::Migrate(const v1::MigrateContainerRequest& request) {
+  const Step from = job_.resumed ? StepOf(op_.phase()) : Step::kPending;
+  const std::string target_cluster =
+      request.target_cluster().empty() ? owner_.options_.cluster : request.target_cluster();
+  lms::v1::Pod pod;
+  absl::StatusOr<lms::v1::Pod> found = owner_.lms_.GetPod(request.source().pod());
+  if (!found.ok() && from == Step::kCuttingOver && absl::IsNotFound(found.status())) {
+    return absl::OkStatus();  // the cut-over had deleted the source already
+  }
+  if (!found.ok()) {
+    return absl::IsNotFound(found.status())
+               ? InvalidFieldError("source.pod", absl::StrCat("no pod \"", request.source().pod(),
+                                                             "\" in cluster ",
+                                                             owner_.options_.cluster))
+               : found.status();
+  }
+  pod = *std::move(found);
+  ASSIGN_OR_RETURN(ContainerTarget source, owner_.TargetOf(pod, request.source().container()));
+  StateDriver* driver = ck_.driver().empty() ? owner_.DriverFor(source)
+                                             : owner_.DriverNamed(ck_.driver());
+  if (driver == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no checkpoint driver handles ", source.pod, "/", source.container,
+                     " (image ", source.image, ")"));
+  }
+  if (from < Step::kRestoring) {
+    if (job_.resumed && !ck_.driver().empty()) ResumeSource(source, *driver);
+    *ck_.mutable_timings() = v1::PhaseTimings();
+    if (pod.phase() != lms::v1::POD_PHASE_RUNNING) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "pod ", pod.name(), " is not running (", lms::v1::PodPhase_Name(pod.phase()), ")"));
+    }
+    ASSIGN_OR_RETURN(StateDump dump, TakeState(source, *driver));
+    const std::string repository = request.target_repository().empty()
+                                       ? owner_.options_.default_repository
+                                       : request.target_repository();
+    absl::Status pushed = PackAndPush(dump, source, pod, repository, ck_.id());
+    if (!pushed.ok()) {
+      ResumeSource(source, *driver);
+      return absl::Status(pushed.code(), absl::StrCat(pushed.message(), "; ", source.pod,
+                                                      " serves on"));
+    }
+  }
+  if (from < Step::kCuttingOver) {
+    v1::RestoreCheckpointRequest restore;
+    restore.set_checkpoint_id(ck_.id());
+    restore.set_image_reference(ck_.image_reference());
+    restore.set_target_node(request.target_node());
+    restore.set_pod(request.target_pod().empty() ? pod.name() : request.target_pod());
+    restore.set_container(source.container);
+    restore.set_request_id(op_.id() + "/restore");
+    absl::StatusOr<v1::Checkpoint> restored;
+    if (target_cluster == owner_.options_.cluster) {
+      restored = RestoreHere(restore, 55, 90);
+    } else {
+      Phase(absl::StrCat("restoring at ", target_cluster), 55);
+      restored = owner_.peers_.Restore(
+          target_cluster, restore, [&](const Operation& remote) {
+            // "restoring at <cluster>: <its phase>", 55..90 %.
+            op_.set_phase(absl::StrCat("restoring at ", target_cluster, ": ", remote.phase()));
+            op_.set_progress_percent(
+                std::max(op_.progress_percent(), 55 + remote.progress_percent() * 35 / 100));
+            Store();
+          });
+      if (restored.ok()) {
+        ck_.mutable_timings()->set_pull_ns(restored->timings().pull_ns());
+        ck_.mutable_timings()->set_restore_ns(restored->timings().restore_ns());
+        ck_.mutable_timings()->set_verify_ns(restored->timings().verify_ns());
+        *ck_.mutable_restored() = restored->restored();
+      }
+    }
+    if (!restored.ok()) {
+      ResumeSource(source, *driver);
+      return absl::Status(restored.status().code(),
+                          absl::StrCat(restored.status().message(), "; ", source.pod,
+                                       " serves on"));
+    }
+    if (ck_.has_fence_expire_time() &&
+        owner_.clock_.Now() >= absl::FromUnixSeconds(ck_.fence_expire_time().seconds()) +
+                                   absl::Nanoseconds(ck_.fence_expire_time().nanos())) {
+      // The fence lifted by itself while the restore ran: the copy may lack writes.
+      ResumeSource(source, *driver);
+      return absl::AbortedError(absl::StrCat(
+          "the source's write fence expired before the cut-over; ", source.pod,
+          " serves on and the restored copy ", ck_.restored().pod(), " in ",
+          ck_.restored().cluster(), " is stale: delete it"));
+    }
+  }
+  RETURN_IF_ERROR(CutOver(source, *driver));
+  ck_.set_phase(v1::CHECKPOINT_PHASE_RESTORED);
+  return absl::OkStatus();
+}
+
+void Checkpointer::Run::Finish(const absl::Status& status) {
+  const absl::Time now = owner_.clock_.Now();
+  ck_.mutable_timings()->set_total_ns(ck_.timings().total_ns() + Nanos(now - started_));
+  op_.set_done(true);
+  if (status.ok()) {
+    op_.set_progress_percent(100);
+    op_.set_phase("done");
+    op_.mutable_result()->PackFrom(ck_);
+  } else {
+    ck_.set_phase(v1::CHECKPOINT_PHASE_FAILED);
+    SetError(status, ck_.mutable_error());
+    SetError(status, op_.mutable_error());
+    op_.set_phase(absl::StrCat("failed: ", op_.phase()));
+  }
+  RemoveWork();
+  Store();
+}
+
+Checkpointer::Checkpointer(CheckpointerOptions options, KvStore& store, const Clock& clock,
+                           LmsPort& lms, ImageStore& images, PeerCheckpointers& peers,
+                           std::vector<StateDriver*> drivers)
+    : options_(std::move(options)), store_(store), clock_(clock), lms_(lms), images_(images),
+      peers_(peers), drivers_(std::move(drivers)),
+      workers_(std::make_unique<BoundedExecutor>(std::max(1, options_.parallelism),
+                                                 static_cast<size_t>(std::max(1, options_.max_pending)))) {}
+
+Checkpointer::~Checkpointer() { workers_.reset(); }
+
+absl::StatusOr<ContainerTarget> Checkpointer::TargetOf(const lms::v1::Pod& pod,
+                                                       const std::string& container) const {
+  ContainerTarget target;
+  target.cluster = options_.cluster;
+  target.node = pod.node_name();
+  target.pod = pod.name();
+  const lms::v1::Container* found = nullptr;
+  for (const lms::v1::Container& c : pod.containers()) {
+    if (c.name() == container || (container.empty() && pod.containers_size() == 1)) found = &c;
+  }
+  if (found == nullptr) {
+    return InvalidFieldError("source.container",
+                             absl::StrCat("pod ", pod.name(), " has no container \"", container,
+                                          "\""));
+  }
+  target.container = found->name();
+  target.image = found->image();
+  auto endpoint = pod.annotations().find(kEndpointAnnotation);
+  if (endpoint != pod.annotations().end()) {
+    target.endpoint = endpoint->second;
+  } else if (!pod.pod_ip().empty() && found->ports_size() > 0) {
+    target.endpoint = absl::StrCat(pod.pod_ip(), ":", found->ports(0).port());
+  }
+  return target;
+}
+
+StateDriver* Checkpointer::DriverFor(const ContainerTarget& target) const {
+  for (StateDriver* driver : drivers_) {
+    if (driver->Handles(target)) return driver;
+  }
+  return nullptr;
+}
+
+StateDriver* Checkpointer::DriverNamed(const std::string& name) const {
+  for (StateDriver* driver : drivers_) {
+    if (driver->name() == name) return driver;
+  }
+  return nullptr;
+}
+
+absl::Status Checkpointer::Save(const Operation& op, const v1::Checkpoint& checkpoint) {
+  KvWriteBatch batch;
+  batch.Put(kOperationsFamily, kOperationPrefix + op.id(), op.SerializeAsString());
+  batch.Put(kCheckpointsFamily, checkpoint.id(), checkpoint.SerializeAsString());
+  RETURN_IF_ERROR(store_.Write(batch));
+  listeners_.Notify();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Operation> Checkpointer::Accept(const std::string& kind,
+                                               const std::string& request_id,
+                                               const google::protobuf::Message& request,
+                                               v1::Checkpoint checkpoint) {
+  if (request_id.size() > 128) return InvalidFieldError("request_id", "at most 128 characters");
+  std::shared_ptr<Job> job;
+  Operation op;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!request_id.empty()) {
+      absl::StatusOr<std::string> seen = store_.Get(kOperationsFamily, kRequestPrefix + request_id);
+      if (seen.ok()) {
+        absl::StatusOr<std::string> bytes = store_.Get(kOperationsFamily, kOperationPrefix + *seen);
+        if (bytes.ok() && op.ParseFromString(*bytes)) {
+          if (op.kind() != kind) {
+            return absl::AlreadyExistsError(absl::StrCat("request_id ", request_id,
+                                                         " started ", op.id(), " (", op.kind(),
+                                                         ")"));
+          }
+          return op;
+        }
+      } else if (!absl::IsNotFound(seen.status())) {
+        return seen.status();
+      }
+    }
+    if (pending_.load() >= options_.max_pending) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "checkpointer: ", options_.max_pending, " operations already pending; retry later"));
+    }
+    ++sequence_;
+    const absl::Time now = clock_.Now();
+    // Sortable by time, unique within this checkpointer, a valid image tag.
+    checkpoint.set_id(absl::StrCat("ck-", absl::FormatTime("%Y%m%d-%H%M%S", now,
+                                                           absl::UTCTimeZone()),
+                                   "-", sequence_, "-", absl::ToUnixMicros(now) % 1000000));
+    checkpoint.set_phase(v1::CHECKPOINT_PHASE_PENDING);
+    *checkpoint.mutable_create_time() = Stamp(now);
+    *checkpoint.mutable_update_time() = Stamp(now);
+    const char* verb = kind == kCreateCheckpointKind  ? "checkpoint/"
+                       : kind == kRestoreCheckpointKind ? "restore/"
+                                                         : "migrate/";
+    op.set_id(absl::StrCat(verb, checkpoint.id()));
+    op.set_kind(kind);
+    op.set_resource(absl::StrCat("checkpoints/", checkpoint.id()));
+    op.set_request_id(request_id);
+    op.set_phase("pending");
+    *op.mutable_create_time() = Stamp(now);
+    *op.mutable_update_time() = Stamp(now);
+    job = std::make_shared<Job>();
+    job->operation_id = op.id();
+    job->kind = kind;
+    job->request.PackFrom(request);
+    KvWriteBatch batch;
+    batch.Put(kOperationsFamily, kOperationPrefix + op.id(), op.SerializeAsString());
+    batch.Put(kOperationsFamily, kJobPrefix + op.id(), job->request.SerializeAsString());
+    if (!request_id.empty()) batch.Put(kOperationsFamily, kRequestPrefix + request_id, op.id());
+    batch.Put(kCheckpointsFamily, checkpoint.id(), checkpoint.SerializeAsString());
+    RETURN_IF_ERROR(store_.Write(batch));
+    pending_.fetch_add(1);
+  }
+  listeners_.Notify();
+  Submit(std::move(job));
+  return op;
+}
+
+void Checkpointer::Submit(std::shared_ptr<Job> job) {
+  // The queue holds max_pending, and at most that many are pending: it never refuses.
+  const bool queued = workers_->Submit([this, job] { Execute(*job); });
+  if (!queued) {
+    log::Error("checkpointer: the worker queue refused an operation",
+               {{"operation", job->operation_id}});
+    pending_.fetch_sub(1);
+  }
+}
+
+void Checkpointer::Execute(Job& job) {
+  Operation op;
+  v1::Checkpoint ck;
+  absl::StatusOr<std::string> op_bytes =
+      store_.Get(kOperationsFamily, kOperationPrefix + job.operation_id);
+  const std::string ck_id = job.operation_id.substr(job.operation_id.find('/') + 1);
+  absl::StatusOr<std::string> ck_bytes = store_.Get(kCheckpointsFamily, ck_id);
+  if (!op_bytes.ok() || !op.ParseFromString(*op_bytes) || !ck_bytes.ok() ||
+      !ck.ParseFromString(*ck_bytes)) {
+    log::Error("checkpointer: an operation has no readable record",
+               {{"operation", job.operation_id}});
+    pending_.fetch_sub(1);
+    listeners_.Notify();
+    return;
+  }
+  Run run(*this, job, std::move(op), std::move(ck));
+  absl::Status status;
+  if (v1::CreateCheckpointRequest create; job.request.UnpackTo(&create)) {
+    status = run.Create(create);
+  } else if (v1::RestoreCheckpointRequest restore; job.request.UnpackTo(&restore)) {
+    status = run.Restore(restore);
+  } else if (v1::MigrateContainerRequest migrate; job.request.UnpackTo(&migrate)) {
+    status = run.Migrate(migrate);
+  } else {
+    status = absl::InternalError(absl::StrCat("unknown request type ", job.request.type_url()));
+  }
+  run.Finish(status);
+  pending_.fetch_sub(1);
+  listeners_.Notify();
+}
+
+absl::StatusOr<int> Checkpointer::Recover() {
+  std::vector<std::shared_ptr<Job>> unfinished;
+  absl::Status scanned = store_.Scan(
+      kOperationsFamily, KvScanOptions{.prefix = kOperationPrefix},
+      [&](std::string_view /*key*/, std::string_view value) {
+        Operation op;
+        if (op.ParseFromArray(value.data(), static_cast<int>(value.size())) && !op.done()) {
+          auto job = std::make_shared<Job>();
+          job->operation_id = op.id();
+          job->kind = op.kind();
+          job->resumed = true;
+          unfinished.push_back(std::move(job));
+        }
+        return true;
+      });
+  RETURN_IF_ERROR(scanned);
+  for (auto& job : unfinished) {
+    absl::StatusOr<std::string> request = store_.Get(kOperationsFamily, kJobPrefix + job->operation_id);
+    if (!request.ok() || !job->request.ParseFromString(*request)) {
+      log::Error("checkpointer: an operation has no stored request; left unfinished",
+                 {{"operation", job->operation_id}});
+      continue;
+    }
+    log::Info("checkpointer: resuming an operation a previous run left",
+              {{"operation", job->operation_id}, {"kind", job->kind}});
+    pending_.fetch_add(1);
+    Submit(job);
+  }
+  return static_cast<int>(unfinished.size());
+}
+
+absl::StatusOr<Operation> Checkpointer::CreateCheckpoint(const v1::CreateCheckpointRequest& request) {
+  FieldErrors errors;
+  if (!request.source().cluster().empty() && request.source().cluster() != options_.cluster) {
+    errors.Add("source.cluster", absl::StrCat("this checkpointer serves cluster ", options_.cluster,
+                                              ", not ", request.source().cluster()));
+  }
+  CheckName(request.source().pod(), "source.pod", true, errors);
+  if (request.target_repository().empty() && options_.default_repository.empty()) {
+    errors.Add("target_repository", "is required (no checkpointer.repository is configured)");
+  }
+  if (!request.tag().empty() && !IsTag(request.tag())) {
+    errors.Add("tag", "must be [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters");
+  }
+  RETURN_IF_ERROR(errors.ToStatus());
+  v1::Checkpoint checkpoint;
+  *checkpoint.mutable_source() = request.source();
+  checkpoint.mutable_source()->set_cluster(options_.cluster);
+  checkpoint.set_target_repository(request.target_repository().empty()
+                                       ? options_.default_repository
+                                       : request.target_repository());
+  return Accept(kCreateCheckpointKind, request.request_id(), request, std::move(checkpoint));
+}
+
+absl::StatusOr<Operation> Checkpointer::RestoreCheckpoint(
+    const v1::RestoreCheckpointRequest& request) {
+  FieldErrors errors;
+  if (request.image_reference().empty()) {
+    errors.Add("image_reference", "is required");
+  } else if (request.image_reference().size() > 512) {
+    errors.Add("image_reference", "is longer than 512 characters");
+  } else if (absl::Status parsed =
+                 ParseImageReference(request.image_reference(), "image_reference").status();
+             !parsed.ok()) {
+    errors.Add("image_reference", std::string(parsed.message()));
+  }
+  CheckName(request.target_node(), "target_node", true, errors);
+  CheckName(request.pod(), "pod", false, errors);
+  RETURN_IF_ERROR(errors.ToStatus());
+  v1::Checkpoint checkpoint;
+  checkpoint.set_image_reference(request.image_reference());
+  return Accept(kRestoreCheckpointKind, request.request_id(), request, std::move(checkpoint));
+}
+
+absl::StatusOr<Operation> Checkpointer::MigrateContainer(
+    const v1::MigrateContainerRequest& request) {
+  FieldErrors errors;
+  if (!request.source().cluster().empty() && request.source().cluster() != options_.cluster) {
+    errors.Add("source.cluster", absl::StrCat("this checkpointer serves cluster ", options_.cluster,
+                                              ", not ", request.source().cluster()));
+  }
+  CheckName(request.source().pod(), "source.pod", true, errors);
+  CheckName(request.target_node(), "target_node", true, errors);
+  CheckName(request.target_pod(), "target_pod", false, errors);
+  const std::string target_cluster =
+      request.target_cluster().empty() ? options_.cluster : request.target_cluster();
+  if (target_cluster == options_.cluster && request.target_node() == request.source().node() &&
+      (request.target_pod().empty() || request.target_pod() == request.source().pod())) {
+    errors.Add("target_node", "is where the pod runs already: name another node or target_pod");
+  }
+  if (request.target_repository().empty() && options_.default_repository.empty()) {
+    errors.Add("target_repository", "is required (no checkpointer.repository is configured)");
+  }
+  RETURN_IF_ERROR(errors.ToStatus());
+  v1::Checkpoint checkpoint;
+  *checkpoint.mutable_source() = request.source();
+  checkpoint.mutable_source()->set_cluster(options_.cluster);
+  checkpoint.set_target_repository(request.target_repository().empty()
+                                       ? options_.default_repository
+                                       : request.target_repository());
+  return Accept(kMigrateContainerKind, request.request_id(), request, std::move(checkpoint));
+}
+
+absl::StatusOr<v1::Checkpoint> Checkpointer::GetCheckpoint(const std::string& id) const {
+  if (id.empty()) return InvalidFieldError("id", "is required");
+  absl::StatusOr<std::string> bytes = store_.Get(kCheckpointsFamily, id);
+  if (absl::IsNotFound(bytes.status())) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint ", id));
+  }
+  RETURN_IF_ERROR(bytes.status());
+  v1::Checkpoint checkpoint;
+  if (!checkpoint.ParseFromString(*bytes)) return absl::DataLossError("checkpoint " + id);
+  return checkpoint;
+}
+
+absl::StatusOr<v1::ListCheckpointsResponse> Checkpointer::ListCheckpoints(
+    const v1::ListCheckpointsRequest& request) const {
+  if (request.page_size() < 0) return InvalidFieldError("page_size", "must not be negative");
+  const int size = request.page_size() == 0 ? 100 : std::min(request.page_size(),
+                                                              options_.max_page_size);
+  int64_t offset = 0;
+  if (!request.page_token().empty() &&
+      (!absl::SimpleAtoi(request.page_token(), &offset) || offset < 0)) {
+    return InvalidFieldError("page_token", "is not a token this service returned");
+  }
+  std::vector<v1::Checkpoint> all;
+  RETURN_IF_ERROR(store_.Scan(kCheckpointsFamily, {}, [&](std::string_view, std::string_view v) {
+    v1::Checkpoint c;
+    if (!c.ParseFromArray(v.data(), static_cast<int>(v.size()))) return true;
+    if (!request.pod().empty() && c.source().pod() != request.pod() &&
+        c.restored().pod() != request.pod()) {
+      return true;
+    }
+    if (request.phase() != v1::CHECKPOINT_PHASE_UNSPECIFIED && c.phase() != request.phase()) {
+      return true;
+    }
+    all.push_back(std::move(c));
+    return true;
+  }));
+  std::sort(all.begin(), all.end(), [](const v1::Checkpoint& a, const v1::Checkpoint& b) {
+    if (a.create_time().seconds() != b.create_time().seconds()) {
+      return a.create_time().seconds() > b.create_time().seconds();
+    }
+    if (a.create_time().nanos() != b.create_time().nanos()) {
+      return a.create_time().nanos() > b.create_time().nanos();
+    }
+    return a.id() > b.id();
+  });
+  if (offset > static_cast<int64_t>(all.size())) {
+    return absl::OutOfRangeError("page_token: past the end of the list");
+  }
+  v1::ListCheckpointsResponse page;
+  for (int64_t i = offset; i < static_cast<int64_t>(all.size()) && i < offset + size; ++i) {
+    *page.add_checkpoints() = std::move(all[i]);
+  }
+  if (offset + size < static_cast<int64_t>(all.size())) {
+    page.set_next_page_token(absl::StrCat(offset + size));
+  }
+  return page;
+}
+
+absl::Status Checkpointer::DeleteCheckpoint(const v1::DeleteCheckpointRequest& request) {
+  ASSIGN_OR_RETURN(v1::Checkpoint checkpoint, GetCheckpoint(request.id()));
+  const v1::CheckpointPhase phase = checkpoint.phase();
+  if (phase != v1::CHECKPOINT_PHASE_READY && phase != v1::CHECKPOINT_PHASE_FAILED &&
+      phase != v1::CHECKPOINT_PHASE_RESTORED) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", request.id(), " is ", v1::CheckpointPhase_Name(phase),
+        ": its operation is still running"));
+  }
+  if (request.delete_image() && !checkpoint.image_reference().empty()) {
+    RETURN_IF_ERROR(images_.Delete(checkpoint.image_reference()));
+  }
+  RETURN_IF_ERROR(store_.Delete(kCheckpointsFamily, request.id()));
+  listeners_.Notify();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Operation> Checkpointer::GetOperation(const std::string& id) const {
+  if (id.empty()) return InvalidFieldError("id", "is required");
+  absl::StatusOr<std::string> bytes = store_.Get(kOperationsFamily, kOperationPrefix + id);
+  if (absl::IsNotFound(bytes.status())) return absl::NotFoundError("no operation " + id);
+  RETURN_IF_ERROR(bytes.status());
+  Operation op;
+  if (!op.ParseFromString(*bytes)) return absl::DataLossError("operation " + id);
+  return op;
+}
+
+}  // namespace codeco::checkpointer

@@ -1,0 +1,465 @@
+// The checkpointer's core with real parts: Redis (Debian's redis-server)
+// behind the Redis hook, Debian's docker-registry on loopback, and two
+// checkpointers (clusters "north" and "south") whose restore half runs in
+// the other one. Each cluster's LMS is a small in-test one that runs a Redis
+// pod as a redis-server process, as CODEF's does.
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <map>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "checkpointer/core/checkpointer.h"
+#include "checkpointer/drivers/redis_hook.h"
+#include "checkpointer/image/registry_image_store.h"
+#include "codeco/common/clock.h"
+#include "codeco/common/kv_store.h"
+#include "codeco/common/ports.h"
+#include "codeco/common/status.h"
+#include "test_registry.h"
+
+namespace codeco::checkpointer {
+namespace {
+
+namespace fs = std::filesystem;
+using common::v1::Operation;
+using testing::Registry;
+
+// One cluster's pods: Redis pods are redis-server processes on loopback.
+class TestLms final : public LmsPort {
+ public:
+  TestLms(fs::path dir, int64_t node_memory) : dir_(std::move(dir)), node_memory_(node_memory) {}
+
+  // Starts an empty Redis pod on `node`.
+  lms::v1::Pod AddRedisPod(const std::string& name, const std::string& node) {
+    lms::v1::Pod pod;
+    pod.set_name(name);
+    pod.set_node_name(node);
+    lms::v1::Container* c = pod.add_containers();
+    c->set_name("redis");
+    c->set_image("redis:7");
+    c->mutable_requests()->set_memory_bytes(64 << 20);
+    auto started = Start(pod, "");
+    REQUIRE(started.ok());
+    return *started;
+  }
+
+  absl::StatusOr<lms::v1::Pod> GetPod(const std::string& name) override {
+    absl::MutexLock lock(&mu_);
+    auto it = pods_.find(name);
+    if (it == pods_.end()) return absl::NotFoundError("no pod " + name);
+    return it->second.pod;
+  }
+
+  absl::StatusOr<lms::v1::Pod> RestoreContainer(
+      const lms::v1::RestoreContainerRequest& request) override {
+    if (request.pod().containers(0).requests().memory_bytes() > node_memory_) {
+      return absl::ResourceExhaustedError(absl::StrCat("node ", request.pod().node_name(),
+                                                       ": not enough memory"));
+    }
+    return Start(request.pod(), request.archive_path());
+  }
+
+  absl::Status DeletePod(const std::string& name) override {
+    absl::MutexLock lock(&mu_);
+    pods_.erase(name);
+    return absl::OkStatus();
+  }
+
+  // Pods now.
+  size_t size() {
+    absl::MutexLock lock(&mu_);
+    return pods_.size();
+  }
+
+ private:
+  struct Running {
+    lms::v1::Pod pod;
+    std::unique_ptr<RedisServer> server;
+  };
+
+  absl::StatusOr<lms::v1::Pod> Start(lms::v1::Pod pod, const std::string& archive) {
+    const fs::path data = dir_ / absl::StrCat(pod.name(), "-", ++generation_);
+    fs::create_directories(data);
+    if (!archive.empty()) {
+      std::error_code error;
+      fs::copy_file(fs::path(archive) / "dump.rdb", data / "dump.rdb", error);
+      if (error) return absl::InvalidArgumentError("archive_path: no dump.rdb");
+    }
+    const RedisInstance instance{.port = *FreePort("127.0.0.1")};
+    ASSIGN_OR_RETURN(std::unique_ptr<RedisServer> server,
+                     RedisServer::Start("/usr/bin/redis-server", data, instance,
+                                        absl::Seconds(60)));
+    pod.set_phase(lms::v1::POD_PHASE_RUNNING);
+    (*pod.mutable_annotations())[kEndpointAnnotation] = absl::StrCat("127.0.0.1:", instance.port);
+    absl::MutexLock lock(&mu_);
+    pods_[pod.name()] = Running{pod, std::move(server)};
+    return pod;
+  }
+
+  const fs::path dir_;
+  const int64_t node_memory_;
+  absl::Mutex mu_;
+  int generation_ = 0;
+  std::map<std::string, Running> pods_;
+};
+
+// Checkpointers by cluster; a peer's restore runs in the other one.
+class InProcessPeers final : public PeerCheckpointers {
+ public:
+  void Add(const std::string& cluster, Checkpointer* checkpointer) { by_cluster_[cluster] = checkpointer; }
+
+  absl::StatusOr<v1::Checkpoint> Restore(
+      const std::string& cluster, const v1::RestoreCheckpointRequest& request,
+      const std::function<void(const Operation&)>& progress) override {
+    auto it = by_cluster_.find(cluster);
+    if (it == by_cluster_.end()) return absl::NotFoundError("no checkpointer for " + cluster);
+    absl::StatusOr<Operation> op = it->second->RestoreCheckpoint(request);
+    if (!op.ok()) return op.status();
+    while (!op->done()) {
+      progress(*op);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      op = it->second->GetOperation(op->id());
+      if (!op.ok()) return op.status();
+    }
+    if (op->has_error()) {
+      return absl::Status(static_cast<absl::StatusCode>(op->error().code()), op->error().message());
+    }
+    v1::Checkpoint restored;
+    op->result().UnpackTo(&restored);
+    return restored;
+  }
+
+ private:
+  std::map<std::string, Checkpointer*> by_cluster_;
+};
+
+// A cluster: its LMS, store and checkpointer.
+struct Cluster {
+  Cluster(const std::string& name, const fs::path& dir, ImageStore& images,
+          PeerCheckpointers& peers, const std::string& repository, int64_t node_memory = 1 << 30)
+      : lms(dir / name / "pods", node_memory),
+        store(NewInMemoryKvStore({kCheckpointsFamily, kOperationsFamily})),
+        checkpointer(CheckpointerOptions{.cluster = name,
+                                         .work_directory = dir / name / "work",
+                                         .default_repository = repository},
+                     *store, RealClock::Default(), lms, images, peers, {&redis}) {}
+
+  TestLms lms;
+  std::unique_ptr<KvStore> store;
+  RedisHookDriver redis{RedisCheckpointHook::Options{.max_fence = absl::Minutes(2)}};
+  Checkpointer checkpointer;
+};
+
+// Waits until operation `id` of `c` is done and returns it.
+Operation Await(Checkpointer& c, const std::string& id) {
+  for (;;) {
+    absl::StatusOr<Operation> op = c.GetOperation(id);
+    REQUIRE(op.ok());
+    if (op->done()) return *op;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::unique_ptr<RedisConnection> Connect(const std::string& endpoint) {
+  absl::StatusOr<RedisInstance> at = ParseRedisEndpoint(endpoint, "endpoint");
+  REQUIRE(at.ok());
+  auto c = RedisConnection::Connect(at->host, at->port, absl::Seconds(10));
+  REQUIRE(c.ok());
+  return *std::move(c);
+}
+
+std::string EndpointOf(const lms::v1::Pod& pod) { return pod.annotations().at(kEndpointAnnotation); }
+
+// Fills `pod` with `keys` keys of 1 KiB.
+void Fill(const lms::v1::Pod& pod, int keys) {
+  auto c = Connect(EndpointOf(pod));
+  for (int i = 0; i < keys; ++i) {
+    REQUIRE(c->Command({"SET", absl::StrCat("key-", i), std::string(1024, 'a' + i % 26)}).ok());
+  }
+}
+
+struct Federation {
+  Federation()
+      : dir(registry.dir / "clusters"),
+        images(registry.Options(), int64_t{1} << 32),
+        repository(registry.Address() + "/codeco/checkpoints"),
+        north("north", dir, images, peers, repository),
+        south("south", dir, images, peers, repository, /*node_memory=*/1 << 30) {
+    peers.Add("north", &north.checkpointer);
+    peers.Add("south", &south.checkpointer);
+  }
+  Registry registry;
+  fs::path dir;
+  RegistryImageStore images;
+  InProcessPeers peers;
+  std::string repository;
+  Cluster north, south;
+};
+
+v1::MigrateContainerRequest MoveToSouth(const std::string& pod) {
+  v1::MigrateContainerRequest request;
+  request.mutable_source()->set_pod(pod);
+  request.mutable_source()->set_container("redis");
+  request.set_target_cluster("south");
+  request.set_target_node("south-1");
+  return request;
+}
+
+TEST_CASE("A migration moves a Redis and its data to another cluster and retires the source") {
+  Federation f;
+  lms::v1::Pod pod = f.north.lms.AddRedisPod("cache", "north-1");
+  Fill(pod, 500);
+  std::string digest = *Connect(EndpointOf(pod))->Command({"DEBUG", "DIGEST"});
+
+  v1::MigrateContainerRequest request = MoveToSouth("cache");
+  request.set_request_id("move-cache-1");
+  absl::StatusOr<Operation> started = f.north.checkpointer.MigrateContainer(request);
+  REQUIRE(started.ok());
+  // The same request_id names the same operation.
+  absl::StatusOr<Operation> again = f.north.checkpointer.MigrateContainer(request);
+  REQUIRE(again.ok());
+  CHECK(again->id() == started->id());
+
+  Operation done = Await(f.north.checkpointer, started->id());
+  INFO(done.DebugString());
+  REQUIRE_FALSE(done.has_error());
+  CHECK(done.progress_percent() == 100);
+  v1::Checkpoint result;
+  REQUIRE(done.result().UnpackTo(&result));
+  CHECK(result.phase() == v1::CHECKPOINT_PHASE_RESTORED);
+  CHECK(result.driver() == "redis-hook");
+  CHECK(result.restored().cluster() == "south");
+  CHECK(result.restored().node() == "south-1");
+  CHECK(result.facts().at(kRedisKeysFact) == "500");
+  CHECK(result.facts().at(kRedisDigestFact) == digest);
+  for (int64_t ns : {result.timings().checkpoint_ns(), result.timings().build_ns(),
+                     result.timings().push_ns(), result.timings().pull_ns(),
+                     result.timings().restore_ns(), result.timings().verify_ns(),
+                     result.timings().cutover_ns(), result.timings().total_ns()}) {
+    CHECK(ns > 0);
+  }
+  CHECK(absl::StrContains(result.image_reference(), f.repository + "@sha256:"));
+
+  // The source is gone; the copy in the south holds every key and value.
+  CHECK_FALSE(f.north.lms.GetPod("cache").ok());
+  absl::StatusOr<lms::v1::Pod> moved = f.south.lms.GetPod("cache");
+  REQUIRE(moved.ok());
+  CHECK(*Connect(EndpointOf(*moved))->Command({"DEBUG", "DIGEST"}) == digest);
+  CHECK(moved->annotations().at("checkpointer.codeco.io/restored-from") ==
+        result.image_reference());
+  // Both sides keep a record.
+  absl::StatusOr<v1::ListCheckpointsResponse> listed =
+      f.north.checkpointer.ListCheckpoints(v1::ListCheckpointsRequest());
+  REQUIRE(listed.ok());
+  CHECK(listed->checkpoints_size() == 1);
+}
+
+TEST_CASE("A checkpoint alone leaves the source serving and an image another cluster restores") {
+  Federation f;
+  lms::v1::Pod pod = f.north.lms.AddRedisPod("sessions", "north-1");
+  Fill(pod, 100);
+  v1::CreateCheckpointRequest create;
+  create.mutable_source()->set_pod("sessions");
+  create.set_tag("nightly");
+  absl::StatusOr<Operation> op = f.north.checkpointer.CreateCheckpoint(create);
+  REQUIRE(op.ok());
+  Operation done = Await(f.north.checkpointer, op->id());
+  REQUIRE_FALSE(done.has_error());
+  v1::Checkpoint checkpoint;
+  REQUIRE(done.result().UnpackTo(&checkpoint));
+  CHECK(checkpoint.phase() == v1::CHECKPOINT_PHASE_READY);
+  // The source took writes again right after the dump.
+  CHECK(Connect(EndpointOf(pod))->Command({"SET", "after", "1"}).ok());
+
+  v1::RestoreCheckpointRequest restore;
+  restore.set_image_reference(f.repository + ":nightly");
+  restore.set_target_node("south-2");
+  restore.set_pod("sessions-copy");
+  absl::StatusOr<Operation> restoring = f.south.checkpointer.RestoreCheckpoint(restore);
+  REQUIRE(restoring.ok());
+  Operation restored = Await(f.south.checkpointer, restoring->id());
+  INFO(restored.DebugString());
+  REQUIRE_FALSE(restored.has_error());
+  absl::StatusOr<lms::v1::Pod> copy = f.south.lms.GetPod("sessions-copy");
+  REQUIRE(copy.ok());
+  CHECK(*Connect(EndpointOf(*copy))->Command({"DBSIZE"}) == "100");
+}
+
+TEST_CASE("Bad requests are refused naming the field and start nothing") {
+  Federation f;
+  v1::MigrateContainerRequest no_pod;
+  no_pod.set_target_node("south-1");
+  absl::Status s = f.north.checkpointer.MigrateContainer(no_pod).status();
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StrContains(s.message(), "source.pod"));
+
+  v1::MigrateContainerRequest bad_node = MoveToSouth("cache");
+  bad_node.set_target_node("South_1!");
+  s = f.north.checkpointer.MigrateContainer(bad_node).status();
+  CHECK(absl::StrContains(s.message(), "target_node"));
+
+  v1::RestoreCheckpointRequest bad_ref;
+  bad_ref.set_image_reference("no registry here");
+  bad_ref.set_target_node("south-1");
+  s = f.south.checkpointer.RestoreCheckpoint(bad_ref).status();
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StrContains(s.message(), "image_reference"));
+
+  v1::CreateCheckpointRequest other_cluster;
+  other_cluster.mutable_source()->set_cluster("south");
+  other_cluster.mutable_source()->set_pod("cache");
+  s = f.north.checkpointer.CreateCheckpoint(other_cluster).status();
+  CHECK(absl::StrContains(s.message(), "source.cluster"));
+  CHECK(f.north.checkpointer.pending() == 0);
+}
+
+// A failed migration: an error that says what failed, the source still
+// serving (and taking writes), and nothing restored.
+void ExpectSourceServes(Federation& f, const Operation& op, const std::string& says) {
+  INFO(op.DebugString());
+  REQUIRE(op.done());
+  REQUIRE(op.has_error());
+  CHECK(absl::StrContains(op.error().message(), says));
+  CHECK(absl::StrContains(op.error().message(), "serves on"));
+  absl::StatusOr<lms::v1::Pod> source = f.north.lms.GetPod("cache");
+  REQUIRE(source.ok());
+  CHECK(Connect(EndpointOf(*source))->Command({"SET", "after-failure", "1"}).ok());
+  CHECK(*Connect(EndpointOf(*source))->Command({"GET", "after-failure"}) == "1");
+  CHECK(f.south.lms.size() == 0);
+}
+
+TEST_CASE("Registry down: the migration fails naming the push and the source serves on") {
+  Federation f;
+  Fill(f.north.lms.AddRedisPod("cache", "north-1"), 50);
+  f.registry.Stop();
+  absl::StatusOr<Operation> op = f.north.checkpointer.MigrateContainer(MoveToSouth("cache"));
+  REQUIRE(op.ok());
+  ExpectSourceServes(f, Await(f.north.checkpointer, op->id()), "pushing");
+}
+
+TEST_CASE("Destination node full: the restore is refused and the source serves on") {
+  Federation f;
+  Cluster tiny("tiny", f.dir, f.images, f.peers, f.repository, /*node_memory=*/1 << 20);
+  f.peers.Add("tiny", &tiny.checkpointer);
+  Fill(f.north.lms.AddRedisPod("cache", "north-1"), 50);
+  v1::MigrateContainerRequest request = MoveToSouth("cache");
+  request.set_target_cluster("tiny");
+  absl::StatusOr<Operation> op = f.north.checkpointer.MigrateContainer(request);
+  REQUIRE(op.ok());
+  ExpectSourceServes(f, Await(f.north.checkpointer, op->id()), "not enough memory");
+  CHECK(tiny.lms.size() == 0);
+}
+
+TEST_CASE("A corrupted layer is caught by its digest: nothing restored and the source serves on") {
+  Federation f;
+  // Corrupt every blob of the repository as soon as it is pushed.
+  class Corrupting final : public ImageStore {
+   public:
+    Corrupting(ImageStore& inner, Registry& registry) : inner_(inner), registry_(registry) {}
+    absl::StatusOr<BuiltImage> Build(const fs::path& d, const CheckpointMetadata& m,
+                                     const fs::path& l) override {
+      return inner_.Build(d, m, l);
+    }
+    absl::StatusOr<std::string> Push(const BuiltImage& image, const std::string& ref) override {
+      absl::StatusOr<std::string> digest = inner_.Push(image, ref);
+      if (digest.ok()) {
+        std::FILE* blob = std::fopen(registry_.BlobFile(image.image.layer.digest).c_str(), "r+b");
+        REQUIRE(blob != nullptr);
+        std::fseek(blob, 600, SEEK_SET);
+        std::fputc('X', blob);
+        std::fclose(blob);
+      }
+      return digest;
+    }
+    absl::StatusOr<PulledImage> Pull(const std::string& ref, const fs::path& d) override {
+      return inner_.Pull(ref, d);
+    }
+    absl::Status Delete(const std::string& ref) override { return inner_.Delete(ref); }
+
+   private:
+    ImageStore& inner_;
+    Registry& registry_;
+  } corrupting(f.images, f.registry);
+  Cluster source("west", f.dir, corrupting, f.peers, f.repository);
+  Fill(source.lms.AddRedisPod("cache", "west-1"), 50);
+  absl::StatusOr<Operation> op = source.checkpointer.MigrateContainer(MoveToSouth("cache"));
+  REQUIRE(op.ok());
+  Operation failed = Await(source.checkpointer, op->id());
+  INFO(failed.DebugString());
+  REQUIRE(failed.has_error());
+  CHECK(absl::StrContains(failed.error().message(), "digest"));
+  CHECK(absl::StrContains(failed.error().message(), "serves on"));
+  absl::StatusOr<lms::v1::Pod> still = source.lms.GetPod("cache");
+  REQUIRE(still.ok());
+  CHECK(Connect(EndpointOf(*still))->Command({"SET", "after-failure", "1"}).ok());
+  CHECK(f.south.lms.size() == 0);
+}
+
+TEST_CASE("Ten migrations back and forth under a write load lose no acknowledged write") {
+  Federation f;
+  f.north.lms.AddRedisPod("cache", "north-1");
+  // The writer follows the pod: a write that fails (fenced, then the
+  // connection dropped at the cut-over) is retried against wherever the pod runs.
+  std::atomic<bool> stop{false};
+  std::atomic<int> acknowledged{0};
+  std::thread writer([&] {
+    std::unique_ptr<RedisConnection> c;
+    int next = 0;
+    while (!stop.load()) {
+      if (c == nullptr) {
+        for (Cluster* cluster : {&f.north, &f.south}) {
+          absl::StatusOr<lms::v1::Pod> pod = cluster->lms.GetPod("cache");
+          if (!pod.ok()) continue;
+          absl::StatusOr<RedisInstance> at = ParseRedisEndpoint(EndpointOf(*pod), "endpoint");
+          auto made = RedisConnection::Connect(at->host, at->port, absl::Seconds(30));
+          if (made.ok()) c = *std::move(made);
+          break;
+        }
+        if (c == nullptr) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          continue;
+        }
+      }
+      if (c->Command({"SET", absl::StrCat("w-", next), absl::StrCat("v-", next)}).ok()) {
+        acknowledged.store(++next);
+      } else {
+        c.reset();
+      }
+    }
+  });
+  bool north = true;
+  for (int i = 0; i < 10; ++i) {
+    Cluster& from = north ? f.north : f.south;
+    v1::MigrateContainerRequest request;
+    request.mutable_source()->set_pod("cache");
+    request.set_target_cluster(north ? "south" : "north");
+    request.set_target_node(north ? "south-1" : "north-1");
+    absl::StatusOr<Operation> op = from.checkpointer.MigrateContainer(request);
+    REQUIRE(op.ok());
+    Operation done = Await(from.checkpointer, op->id());
+    INFO("migration " << i << ": " << done.DebugString());
+    REQUIRE_FALSE(done.has_error());
+    north = !north;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  stop.store(true);
+  writer.join();
+  const int written = acknowledged.load();
+  REQUIRE(written > 100);
+  absl::StatusOr<lms::v1::Pod> pod = (north ? f.north : f.south).lms.GetPod("cache");
+  REQUIRE(pod.ok());
+  auto c = Connect(EndpointOf(*pod));
+  for (int i = 0; i < written; ++i) {
+    absl::StatusOr<std::string> value = c->Command({"GET", absl::StrCat("w-", i)});
+    REQUIRE(value.ok());
+    REQUIRE(*value == absl::StrCat("v-", i));
+  }
+}
+
+}  // namespace
+}  // namespace codeco::checkpointer
