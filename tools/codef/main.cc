@@ -7,11 +7,16 @@
 // runs the scenario's fault timeline, and stops cleanly on SIGTERM or SIGINT.
 // With --record it writes the scenario's metrics as CSV and, at exit, the
 // experiment report (report.md + SVG plots) when `output.report` is on.
+// A pod whose container is a Redis image runs a real redis-server on
+// loopback (its data under <state-dir>/pods/, or a temporary directory),
+// killed with the pod and at exit.
 //
 // `codef --simulate` instead runs the scenario in this process under a
 // virtual clock (tools/codef/sim): the scheduler's core places the task
 // stream, the fault timeline plays, and the CSV files and the report are
 // written to --out (default: the scenario's output.dir). No sockets.
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -37,6 +42,7 @@
 #include "lms_service.h"
 #include "nlohmann/json.hpp"
 #include "recorder.h"
+#include "redis_pod_processes.h"
 #include "report.h"
 #include "scenario.h"
 #include "simulation.h"
@@ -52,9 +58,14 @@ namespace fs = std::filesystem;
 ConfigSchema CodefSchema() {
   ConfigSchema schema;
   schema.Add({.path = "scenario", .required = true, .help = "scenario YAML file"});
-  schema.Add(
-      {.path = "state_dir",
-       .help = "directory for endpoints.json and checkpoint archives (in memory when empty)"});
+  schema.Add({.path = "state_dir",
+              .help = "directory for endpoints.json, checkpoint archives and the data of Redis "
+                      "pods (archives in memory and Redis data in a temporary directory when "
+                      "empty)"});
+  schema.Add({.path = "redis_server",
+              .default_value = "/usr/bin/redis-server",
+              .help = "redis-server binary run for pods whose container is a Redis image (when "
+                      "missing, those pods are bookkeeping only)"});
   schema.Add({.path = "control_listen",
               .type = ConfigType::kAddress,
               .default_value = "127.0.0.1:7100",
@@ -443,9 +454,34 @@ int Run(int argc, char** argv) {
   } else {
     archives = std::make_unique<InMemoryCheckpointArchiveStore>();
   }
+  // Redis pods are real redis-server processes. Declared before the
+  // federation: its clusters go first, then this kills what is left.
+  std::unique_ptr<RedisPodProcesses> pod_processes;
+  {
+    RedisPodProcessesOptions options;
+    options.server_binary = config->GetString("redis_server");
+    if (config->Has("state_dir")) {
+      options.data_dir = config->GetString("state_dir");
+    } else {
+      options.data_dir =
+          (fs::temp_directory_path() / absl::StrCat("codef-redis-", getpid())).string();
+      options.remove_data_dir = true;
+    }
+    absl::StatusOr<std::unique_ptr<RedisPodProcesses>> made =
+        RedisPodProcesses::Create(std::move(options));
+    if (made.ok()) {
+      pod_processes = std::move(*made);
+    } else if (absl::IsFailedPrecondition(made.status())) {
+      log::Warn("Redis pods are bookkeeping only",
+                {{"reason", std::string(made.status().message())}});
+    } else {
+      return fail(made.status());
+    }
+  }
   std::string base_dir = fs::path(scenario_file).parent_path().string();
-  absl::StatusOr<std::unique_ptr<Federation>> federation = Federation::Create(
-      *scenario, RealClock::Default(), &links, archives.get(), ReaderUnder(base_dir));
+  absl::StatusOr<std::unique_ptr<Federation>> federation =
+      Federation::Create(*scenario, RealClock::Default(), &links, archives.get(),
+                         ReaderUnder(base_dir), pod_processes.get());
   if (!federation.ok()) return fail(federation.status());
 
   std::vector<std::unique_ptr<EmulatedLmsService>> services;
@@ -454,7 +490,7 @@ int Run(int argc, char** argv) {
   for (const auto& [name, ip] : clusters) {
     std::string lms_address;
     if (SynchronizedCluster* lms = (*federation)->FindLms(name)) {
-      services.push_back(std::make_unique<EmulatedLmsService>(lms));
+      services.push_back(std::make_unique<EmulatedLmsService>(lms, pod_processes.get()));
       GrpcServerOptions options;
       options.service = "codef-lms";
       options.listen = absl::StrCat(ip, ":", lms_port);

@@ -107,12 +107,20 @@ absl::StatusOr<ContainerCheckpoint> InMemoryCheckpointArchiveStore::Get(
 }
 
 EmulatedCluster::EmulatedCluster(EmulatedClusterOptions options, const Clock& clock,
-                                 CheckpointArchiveStore* archives, FileReader read_file)
+                                 CheckpointArchiveStore* archives, FileReader read_file,
+                                 PodProcessRunner* processes)
     : options_(std::move(options)),
       clock_(clock),
       archives_(archives),
       read_file_(std::move(read_file)),
+      processes_(processes),
       now_(clock.Now()) {}
+
+EmulatedCluster::~EmulatedCluster() {
+  for (const auto& [name, pod] : pods_) {
+    if (pod->process_container >= 0) processes_->Remove(options_.name, name);
+  }
+}
 
 void EmulatedCluster::SetEventListener(std::function<void(const WatchEvent&)> listener) {
   listener_ = std::move(listener);
@@ -172,8 +180,39 @@ void EmulatedCluster::Emit(WatchEventType type, const Node* node, const Pod* pod
 void EmulatedCluster::AdvanceTo(absl::Time now) {
   if (now < now_) return;
   now_ = now;
+  std::vector<std::pair<std::string, std::string>> failed_restores;  // (pod, why)
   for (auto& [name, pod] : pods_) {
     if (pod->terminal) continue;
+    if (pod->pod.phase() == codeco::lms::v1::POD_PHASE_PENDING && pod->process_container >= 0) {
+      // A real process: Running once it has loaded (pod_start_delay does
+      // not apply; the load is the start time).
+      PodProcessStatus status = processes_->Poll(options_.name, name);
+      if (status.state == PodProcessStatus::State::kStarting) continue;
+      if (status.state != PodProcessStatus::State::kReady) {
+        std::string why = status.state == PodProcessStatus::State::kFailed
+                              ? status.message
+                              : std::string("its process is gone");
+        if (!pod->restoring_from.empty()) {
+          failed_restores.emplace_back(name, why);
+        } else {
+          SetPhase(*pod, codeco::lms::v1::POD_PHASE_FAILED,
+                   absl::StrCat("redis-server did not start: ", why), now);
+        }
+        continue;
+      }
+      pod->started = now;
+      const std::string& endpoint = pod->pod.annotations().at(kEndpointAnnotation);
+      pod->pod.set_pod_ip(endpoint.substr(0, endpoint.rfind(':')));
+      *pod->pod.mutable_start_time() = ToProtoTimestamp(now);
+      SetPhase(*pod, codeco::lms::v1::POD_PHASE_RUNNING, "", now);
+      if (!pod->restoring_from.empty()) {
+        pod->restoring_from.clear();
+        pod->restore_took = now - pod->created;
+        if (!pod->restore_request_id.empty()) {
+          restores_by_request_[pod->restore_request_id] = RestoreResponse(*pod);
+        }
+      }
+    }
     if (pod->pod.phase() == codeco::lms::v1::POD_PHASE_PENDING) {
       absl::Time start = pod->created + options_.pod_start_delay;
       if (start > now) continue;
@@ -191,6 +230,21 @@ void EmulatedCluster::AdvanceTo(absl::Time now) {
       }
     }
   }
+  for (const auto& [name, why] : failed_restores) DropFailedRestore(name, why);
+}
+
+void EmulatedCluster::DropFailedRestore(const std::string& name, const std::string& why) {
+  auto it = pods_.find(name);
+  if (it == pods_.end()) return;
+  std::unique_ptr<PodState> pod = std::move(it->second);
+  pods_.erase(it);
+  Touch(&pod->pod);
+  Emit(codeco::common::v1::WATCH_EVENT_TYPE_DELETED, nullptr, &pod->pod);
+  if (!pod->terminal) Release(*pod);
+  processes_->Remove(options_.name, name);
+  if (!pod->restore_request_id.empty()) restores_by_request_.erase(pod->restore_request_id);
+  failed_restores_[name] = absl::FailedPreconditionError(absl::StrCat(
+      "archive_path ", pod->restoring_from, ": redis-server could not load it: ", why));
 }
 
 void EmulatedCluster::SetPhase(PodState& pod, PodPhase phase, const std::string& message,
@@ -204,6 +258,7 @@ void EmulatedCluster::SetPhase(PodState& pod, PodPhase phase, const std::string&
   if (terminal && !pod.terminal) {
     pod.terminal = true;
     Release(pod);
+    if (pod.process_container >= 0) processes_->Stop(options_.name, pod.pod.name());
   }
 }
 
@@ -253,11 +308,25 @@ absl::StatusOr<std::unique_ptr<EmulatedCluster::PodState>> EmulatedCluster::Buil
   RETURN_IF_ERROR(ValidatePod(pod, path));
   auto state = std::make_unique<PodState>();
   state->pod = pod;
-  for (const auto& c : pod.containers()) {
+  for (int i = 0; i < pod.containers_size(); ++i) {
+    const auto& c = pod.containers(i);
     state->requests.cpu_millicores += c.requests().cpu_millicores();
     state->requests.memory_bytes += c.requests().memory_bytes();
     state->gpu += c.requests().gpu();
+    if (processes_ != nullptr && IsRedisImage(c.image())) {
+      if (state->process_container >= 0) {
+        return InvalidFieldError(
+            absl::StrCat(path, ".containers[", i, "].image"),
+            absl::StrCat("a second Redis container (codef runs one redis-server per pod; "
+                         "the first is containers[",
+                         state->process_container, "])"));
+      }
+      state->process_container = i;
+    }
   }
+  // Only codef says where a process serves (a restored pod may carry its
+  // source's endpoint).
+  state->pod.mutable_annotations()->erase(kEndpointAnnotation);
   const auto& annotations = pod.annotations();
   std::string annotation_path = absl::StrCat(path, ".annotations[", kDurationAnnotation, "]");
   if (auto it = annotations.find(kDurationAnnotation); it != annotations.end()) {
@@ -312,7 +381,31 @@ absl::Status EmulatedCluster::CheckFits(const NodeState& state, const PodState& 
   return absl::OkStatus();
 }
 
+absl::Status EmulatedCluster::StartProcess(PodState& pod, const std::string& state_source) {
+  const auto& container = pod.pod.containers(pod.process_container);
+  PodProcessSpec spec{.cluster = options_.name,
+                      .pod = pod.pod.name(),
+                      .container = container.name(),
+                      .image = container.image(),
+                      .state_source = state_source};
+  absl::StatusOr<std::string> endpoint = processes_->Start(spec);
+  if (!endpoint.ok()) {
+    if (!state_source.empty()) {
+      return absl::Status(
+          endpoint.status().code(),
+          absl::StrCat("archive_path ", state_source, ": ", endpoint.status().message()));
+    }
+    return absl::Status(
+        endpoint.status().code(),
+        absl::StrCat("pod.containers[", pod.process_container,
+                     "]: cannot start redis-server: ", endpoint.status().message()));
+  }
+  (*pod.pod.mutable_annotations())[kEndpointAnnotation] = *endpoint;
+  return absl::OkStatus();
+}
+
 void EmulatedCluster::Bind(std::unique_ptr<PodState> pod) {
+  failed_restores_.erase(pod->pod.name());
   NodeState& node = nodes_.at(pod->pod.node_name());
   auto* requested = node.node.mutable_requested();
   requested->set_cpu_millicores(requested->cpu_millicores() + pod->requests.cpu_millicores);
@@ -341,9 +434,9 @@ absl::StatusOr<Pod> EmulatedCluster::CreatePod(const Pod& pod, const std::string
         absl::StrCat("pod.node_name: no node ", pod.node_name(), " in cluster ", options_.name));
   }
   RETURN_IF_ERROR(CheckFits(node->second, *state));
-  Pod created = state->pod;
+  if (state->process_container >= 0) RETURN_IF_ERROR(StartProcess(*state, ""));
   Bind(std::move(state));
-  created = pods_.at(pod.name())->pod;
+  Pod created = pods_.at(pod.name())->pod;
   if (!request_id.empty()) created_by_request_[request_id] = created;
   return created;
 }
@@ -362,6 +455,7 @@ absl::StatusOr<Pod> EmulatedCluster::DeletePod(const std::string& name) {
   Touch(&pod->pod);
   Emit(codeco::common::v1::WATCH_EVENT_TYPE_DELETED, nullptr, &pod->pod);
   if (!pod->terminal) Release(*pod);
+  if (pod->process_container >= 0) processes_->Remove(options_.name, name);
   return pod->pod;
 }
 
@@ -604,6 +698,23 @@ absl::StatusOr<codeco::lms::v1::CheckpointContainerResponse> EmulatedCluster::Ch
     return absl::FailedPreconditionError(
         absl::StrCat("pod ", request.pod(), " is not running; only running containers dump"));
   }
+  if (pod.process_container >= 0 &&
+      pod.pod.containers(pod.process_container).name() == request.container()) {
+    // A real redis-server: a point-in-time save, as a kubelet's checkpoint
+    // would be (crash-consistent; no write fence).
+    ++checkpoint_counter_;
+    ASSIGN_OR_RETURN(PodProcessDump dump,
+                     processes_->Dump(options_.name, pod.pod.name(),
+                                      absl::StrCat("checkpoint-", pod.pod.name(), "_",
+                                                   request.container(), "-", checkpoint_counter_)));
+    codeco::lms::v1::CheckpointContainerResponse out;
+    out.set_node(pod.pod.node_name());
+    out.set_archive_path(dump.path);
+    out.set_size_bytes(dump.size_bytes);
+    out.set_duration_ns(absl::ToInt64Nanoseconds(dump.took));
+    if (!request.request_id().empty()) checkpoints_by_request_[request.request_id()] = out;
+    return out;
+  }
   ContainerCheckpoint cp;
   ++checkpoint_counter_;
   cp.cluster = options_.name;
@@ -652,11 +763,16 @@ absl::StatusOr<codeco::lms::v1::RestoreContainerResponse> EmulatedCluster::Resto
   }
   if (source.empty()) return InvalidFieldError(source_path, "is required");
   if (request.container().empty()) return InvalidFieldError("container", "is required");
-  bool listed = false;
-  for (const auto& c : request.pod().containers()) listed |= c.name() == request.container();
-  if (!listed) {
+  const codeco::lms::v1::Container* restored = nullptr;
+  for (const auto& c : request.pod().containers()) {
+    if (c.name() == request.container()) restored = &c;
+  }
+  if (restored == nullptr) {
     return InvalidFieldError(
         "container", absl::StrCat("pod.containers has no container \"", request.container(), "\""));
+  }
+  if (processes_ != nullptr && IsRedisImage(restored->image())) {
+    return RestoreProcess(request);
   }
   ASSIGN_OR_RETURN(ContainerCheckpoint cp, archives_->Get(source));
   Pod pod = request.pod();
@@ -674,13 +790,68 @@ absl::StatusOr<codeco::lms::v1::RestoreContainerResponse> EmulatedCluster::Resto
         absl::StrCat("pod.node_name: no node ", pod.node_name(), " in cluster ", options_.name));
   }
   RETURN_IF_ERROR(CheckFits(node->second, *state));
+  // A Redis container beside the restored one starts empty.
+  if (state->process_container >= 0) RETURN_IF_ERROR(StartProcess(*state, ""));
+  const int64_t restore_ns =
+      100'000'000 + cp.size_bytes * 1'000'000'000 / options_.checkpoint_bytes_per_second;
+  state->restore_took = absl::Nanoseconds(restore_ns);
   Bind(std::move(state));
-  codeco::lms::v1::RestoreContainerResponse out;
-  *out.mutable_pod() = pods_.at(pod.name())->pod;
-  out.set_duration_ns(100'000'000 +
-                      cp.size_bytes * 1'000'000'000 / options_.checkpoint_bytes_per_second);
+  codeco::lms::v1::RestoreContainerResponse out = RestoreResponse(*pods_.at(pod.name()));
   if (!request.request_id().empty()) restores_by_request_[request.request_id()] = out;
   return out;
+}
+
+absl::StatusOr<codeco::lms::v1::RestoreContainerResponse> EmulatedCluster::RestoreProcess(
+    const codeco::lms::v1::RestoreContainerRequest& request) {
+  if (request.state_source_case() != codeco::lms::v1::RestoreContainerRequest::kArchivePath) {
+    return InvalidFieldError("image_reference",
+                             "a Redis container restores from archive_path (a dump.rdb, or a "
+                             "directory holding one): codef pulls no images");
+  }
+  Pod pod = request.pod();
+  (*pod.mutable_annotations())[kRestoredFromAnnotation] = request.archive_path();
+  ASSIGN_OR_RETURN(std::unique_ptr<PodState> state, BuildPod(pod, "pod"));
+  if (pods_.count(pod.name()) > 0) {
+    return absl::AlreadyExistsError(absl::StrCat("pod ", pod.name(), " already exists"));
+  }
+  auto node = nodes_.find(pod.node_name());
+  if (node == nodes_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("pod.node_name: no node ", pod.node_name(), " in cluster ", options_.name));
+  }
+  // Room first: a full node refuses before any process starts.
+  RETURN_IF_ERROR(CheckFits(node->second, *state));
+  RETURN_IF_ERROR(StartProcess(*state, request.archive_path()));
+  state->restoring_from = request.archive_path();
+  state->restore_request_id = request.request_id();
+  Bind(std::move(state));
+  codeco::lms::v1::RestoreContainerResponse out = RestoreResponse(*pods_.at(pod.name()));
+  if (!request.request_id().empty()) restores_by_request_[request.request_id()] = out;
+  return out;
+}
+
+codeco::lms::v1::RestoreContainerResponse EmulatedCluster::RestoreResponse(
+    const PodState& pod) const {
+  codeco::lms::v1::RestoreContainerResponse out;
+  *out.mutable_pod() = pod.pod;
+  out.set_duration_ns(absl::ToInt64Nanoseconds(pod.restore_took));
+  return out;
+}
+
+absl::StatusOr<codeco::lms::v1::RestoreContainerResponse> EmulatedCluster::RestoreOutcome(
+    const std::string& name) const {
+  auto it = pods_.find(name);
+  if (it == pods_.end()) {
+    auto failed = failed_restores_.find(name);
+    if (failed != failed_restores_.end()) return failed->second;
+    return absl::NotFoundError(absl::StrCat("no pod ", name));
+  }
+  const PodState& pod = *it->second;
+  if (pod.pod.phase() == codeco::lms::v1::POD_PHASE_FAILED) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("restored pod ", name, " failed: ", pod.pod.message()));
+  }
+  return RestoreResponse(pod);
 }
 
 }  // namespace codeco::codef

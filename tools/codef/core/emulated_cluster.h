@@ -15,6 +15,14 @@
 //  - Succeeded and Failed pods no longer count in the node's requests.
 //  - Every stored change gets the next resource version (one counter for
 //    nodes and pods); usage and energy are sampled on read, not versioned.
+//  - With a PodProcessRunner, a pod whose container is a Redis image is a
+//    real process (pod_processes.h): it reports its endpoint in
+//    "codef.codeco.io/endpoint" from creation on, stays Pending until the
+//    process has loaded (pod_start_delay does not apply), and is Failed with
+//    the reason when it cannot load. A terminal phase stops the process and
+//    DeletePod removes it with its data. A restore of such a container
+//    starts it on the RDB at `archive_path`; one that fails to load leaves no
+//    pod (RestoreOutcome gives the error).
 
 #include <cstdint>
 #include <deque>
@@ -31,6 +39,7 @@
 #include "absl/time/time.h"
 #include "codeco/common/clock.h"
 #include "codeco/lms/v1/lms_service.pb.h"
+#include "pod_processes.h"
 #include "scenario.h"
 #include "usage_profile.h"
 
@@ -46,6 +55,10 @@ inline constexpr char kStateAnnotation[] = "codef.codeco.io/state";
 inline constexpr char kRestoredFromAnnotation[] = "codef.codeco.io/restored-from";
 /// Pod annotation set on restore: run time accumulated before the checkpoint.
 inline constexpr char kRestoredProgressAnnotation[] = "codef.codeco.io/restored-progress";
+/// Pod annotation set by codef on a pod backed by a real process (a Redis
+/// container): where it serves, "127.0.0.1:<port>". Set when the pod is
+/// created; the process answers there once the pod is Running.
+inline constexpr char kEndpointAnnotation[] = "codef.codeco.io/endpoint";
 
 /// What a checkpoint captured of one container.
 struct ContainerCheckpoint {
@@ -128,8 +141,15 @@ class EmulatedCluster {
  public:
   /// `clock` stamps creation times; `archives` and `read_file` are not owned
   /// and must outlive the cluster (`read_file` may be empty: no trace files).
+  /// `processes` (not owned, outlives the cluster) runs the real processes
+  /// of Redis pods; null: every pod is bookkeeping only.
   EmulatedCluster(EmulatedClusterOptions options, const Clock& clock,
-                  CheckpointArchiveStore* archives, FileReader read_file);
+                  CheckpointArchiveStore* archives, FileReader read_file,
+                  PodProcessRunner* processes = nullptr);
+  /// Removes the processes of the pods still here.
+  ~EmulatedCluster();
+  EmulatedCluster(const EmulatedCluster&) = delete;
+  EmulatedCluster& operator=(const EmulatedCluster&) = delete;
 
   /// Adds a node (Ready). ALREADY_EXISTS for a duplicate name.
   absl::Status AddNode(const NodeSpec& spec);
@@ -162,12 +182,25 @@ class EmulatedCluster {
   absl::StatusOr<codeco::lms::v1::Pod> DeletePod(const std::string& name);
   /// Usage of a node and of each of its running pods, and its power.
   absl::StatusOr<codeco::lms::v1::NodeUsage> GetNodeUsage(const std::string& node) const;
-  /// Dumps a running container's state to an archive; idempotent by request_id.
+  /// Dumps a running container's state to an archive; idempotent by
+  /// request_id. A Redis container with a process is saved for real (SAVE):
+  /// the archive is a directory holding dump.rdb.
   absl::StatusOr<codeco::lms::v1::CheckpointContainerResponse> CheckpointContainer(
       const codeco::lms::v1::CheckpointContainerRequest& request);
-  /// Creates a pod whose container resumes from an archive; idempotent by request_id.
+  /// Creates a pod whose container resumes from an archive; idempotent by
+  /// request_id. A Redis container with a process restores from
+  /// `archive_path` (a directory holding dump.rdb, or an RDB file): the pod
+  /// comes back Pending while redis-server loads; RestoreOutcome tells how
+  /// it ended.
   absl::StatusOr<codeco::lms::v1::RestoreContainerResponse> RestoreContainer(
       const codeco::lms::v1::RestoreContainerRequest& request);
+  /// The restore that created pod `pod`, as it stands: the pod (Pending
+  /// while its process loads, then Running) and the time the restore took;
+  /// the error naming `archive_path` when its process could not load it (the
+  /// pod is gone then); FAILED_PRECONDITION when the pod failed meanwhile;
+  /// NOT_FOUND when there is no such pod.
+  absl::StatusOr<codeco::lms::v1::RestoreContainerResponse> RestoreOutcome(
+      const std::string& pod) const;
 
   /// Events after `resource_version` for nodes ("" or "0": every node as
   /// ADDED), and the version the stream continues from. OUT_OF_RANGE when
@@ -208,12 +241,25 @@ class EmulatedCluster {
     absl::Duration restored_progress;
     std::unique_ptr<UsageProfile> profile;
     bool terminal = false;
+    // Index of the container a runner process stands for (-1: none).
+    int process_container = -1;
+    // While a restore waits for its process: the archive_path it loads.
+    std::string restoring_from;
+    // The restore's request_id, whose cached response follows the pod.
+    std::string restore_request_id;
+    // How long the restore took, once the process loaded.
+    absl::Duration restore_took;
   };
 
   absl::Status ValidatePod(const codeco::lms::v1::Pod& pod, const std::string& path) const;
   absl::StatusOr<std::unique_ptr<PodState>> BuildPod(const codeco::lms::v1::Pod& pod,
                                                      const std::string& path) const;
   absl::Status CheckFits(const NodeState& node, const PodState& pod) const;
+  absl::Status StartProcess(PodState& pod, const std::string& state_source);
+  absl::StatusOr<codeco::lms::v1::RestoreContainerResponse> RestoreProcess(
+      const codeco::lms::v1::RestoreContainerRequest& request);
+  void DropFailedRestore(const std::string& name, const std::string& why);
+  codeco::lms::v1::RestoreContainerResponse RestoreResponse(const PodState& pod) const;
   void Bind(std::unique_ptr<PodState> pod);
   void Emit(codeco::common::v1::WatchEventType type, const codeco::lms::v1::Node* node,
             const codeco::lms::v1::Pod* pod);
@@ -231,6 +277,7 @@ class EmulatedCluster {
   const Clock& clock_;
   CheckpointArchiveStore* archives_;
   FileReader read_file_;
+  PodProcessRunner* processes_;
   std::function<void(const WatchEvent&)> listener_;
   absl::Time now_;
   int64_t version_ = 0;
@@ -241,6 +288,8 @@ class EmulatedCluster {
   std::map<std::string, codeco::lms::v1::Pod> created_by_request_;
   std::map<std::string, codeco::lms::v1::CheckpointContainerResponse> checkpoints_by_request_;
   std::map<std::string, codeco::lms::v1::RestoreContainerResponse> restores_by_request_;
+  // Restores whose process could not load, by pod name, until the name is reused.
+  std::map<std::string, absl::Status> failed_restores_;
   double load_factor_ = 1.0;
   int64_t pod_ip_counter_ = 0;
   int64_t checkpoint_counter_ = 0;

@@ -48,11 +48,9 @@ std::string ManagedClusterServiceIp(size_t index) {
 Federation::Federation(const Scenario& scenario, const Clock& clock, LinkControl* links)
     : scenario_(scenario), clock_(clock), links_(links) {}
 
-absl::StatusOr<std::unique_ptr<Federation>> Federation::Create(const Scenario& scenario,
-                                                               const Clock& clock,
-                                                               LinkControl* links,
-                                                               CheckpointArchiveStore* archives,
-                                                               FileReader read_file) {
+absl::StatusOr<std::unique_ptr<Federation>> Federation::Create(
+    const Scenario& scenario, const Clock& clock, LinkControl* links,
+    CheckpointArchiveStore* archives, FileReader read_file, PodProcessRunner* processes) {
   std::unique_ptr<Federation> f(new Federation(scenario, clock, links));
   std::vector<const ClusterSpec*> all = {&scenario.hub};
   for (const ClusterSpec& c : scenario.clusters) all.push_back(&c);
@@ -67,7 +65,8 @@ absl::StatusOr<std::unique_ptr<Federation>> Federation::Create(const Scenario& s
     options.pod_start_delay = absl::Nanoseconds(spec.pod_start_delay_ns);
     // Pod IPs: 10.<cluster index + 1>.x.y, distinct per cluster.
     options.pod_ip_prefix = absl::StrCat("10.", i + 1);
-    auto cluster = std::make_unique<EmulatedCluster>(options, clock, archives, read_file);
+    auto cluster =
+        std::make_unique<EmulatedCluster>(options, clock, archives, read_file, processes);
     for (const NodeSpec& node : spec.nodes) RETURN_IF_ERROR(cluster->AddNode(node));
     f->lms_[spec.name] = std::make_unique<SynchronizedCluster>(std::move(cluster), clock);
   }

@@ -23,6 +23,7 @@
 #include "codeco/common/clock.h"
 #include "emulated_cluster.h"
 #include "link_control.h"
+#include "pod_processes.h"
 #include "scenario.h"
 
 namespace codeco::codef {
@@ -87,12 +88,14 @@ std::string ManagedClusterServiceIp(size_t index);
 class Federation {
  public:
   /// Builds every cluster and applies the link matrix (one-way latency =
-  /// RTT / 2; pairs without a link are cut). `links`, `archives` and
-  /// `read_file` must outlive the federation.
+  /// RTT / 2; pairs without a link are cut). `links`, `archives`,
+  /// `read_file` and `processes` must outlive the federation; `processes`
+  /// runs the real processes of Redis pods (null: none, pods are bookkeeping).
   static absl::StatusOr<std::unique_ptr<Federation>> Create(const Scenario& scenario,
                                                             const Clock& clock, LinkControl* links,
                                                             CheckpointArchiveStore* archives,
-                                                            FileReader read_file);
+                                                            FileReader read_file,
+                                                            PodProcessRunner* processes = nullptr);
 
   /// Names of every cluster: the hub first, then the managed ones in order.
   std::vector<std::string> ClusterNames() const;

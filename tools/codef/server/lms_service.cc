@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codeco/common/grpc_status.h"
+#include "codeco/common/serve_on_executor.h"
 #include "codeco/common/status.h"
 #include "codeco/common/watch_stream.h"
 
@@ -122,6 +123,12 @@ class ClusterWatch final : public WatchStream<Response>, public EventSubscriber 
 
 }  // namespace
 
+EmulatedLmsService::EmulatedLmsService(SynchronizedCluster* cluster, PodProcessRunner* processes)
+    : cluster_(cluster), processes_(processes) {
+  // Restores that wait for a redis-server to load: a few at a time.
+  if (processes_ != nullptr) restores_ = std::make_unique<BoundedExecutor>(4, 64);
+}
+
 grpc::ServerUnaryReactor* EmulatedLmsService::ListNodes(
     grpc::CallbackServerContext* context, const codeco::lms::v1::ListNodesRequest* request,
     codeco::lms::v1::ListNodesResponse* response) {
@@ -219,9 +226,33 @@ grpc::ServerUnaryReactor* EmulatedLmsService::CheckpointContainer(
 grpc::ServerUnaryReactor* EmulatedLmsService::RestoreContainer(
     grpc::CallbackServerContext* context, const codeco::lms::v1::RestoreContainerRequest* request,
     codeco::lms::v1::RestoreContainerResponse* response) {
-  auto result = cluster_->Run([&](EmulatedCluster& c) { return c.RestoreContainer(*request); });
-  if (result.ok()) *response = std::move(*result);
-  return Answer(context, result.status());
+  if (processes_ == nullptr) {
+    auto result = cluster_->Run([&](EmulatedCluster& c) { return c.RestoreContainer(*request); });
+    if (result.ok()) *response = std::move(*result);
+    return Answer(context, result.status());
+  }
+  return ServeOnExecutor(*restores_, context, [this, request, response](absl::Time deadline) {
+    auto result = cluster_->Run([&](EmulatedCluster& c) { return c.RestoreContainer(*request); });
+    if (!result.ok()) return result.status();
+    const codeco::lms::v1::Pod& pod = result->pod();
+    if (pod.phase() == codeco::lms::v1::POD_PHASE_PENDING &&
+        pod.annotations().contains(kEndpointAnnotation)) {
+      // Its process loads without the cluster's lock held; then the cluster
+      // turns the pod Running, or drops it when the load failed.
+      const std::string name = pod.name();
+      const std::string cluster = cluster_->Run([](EmulatedCluster& c) { return c.name(); });
+      processes_->AwaitSettled(cluster, name, deadline);
+      result = cluster_->Run([&](EmulatedCluster& c) { return c.RestoreOutcome(name); });
+      if (!result.ok()) return result.status();
+      if (result->pod().phase() == codeco::lms::v1::POD_PHASE_PENDING) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("pod ", name, " is still loading ", request->archive_path(),
+                         "; call again with the same request_id to wait on"));
+      }
+    }
+    *response = std::move(*result);
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace codeco::codef

@@ -2,17 +2,26 @@
 // codeco.lms.v1.LmsService over one emulated cluster (callback API). Unary
 // calls run inline: the core is in memory and each call holds the cluster's
 // lock only briefly. Watches are write reactors fed by the cluster's events.
+// With a PodProcessRunner, RestoreContainer runs on a small executor: a
+// restored Redis pod's redis-server loads its RDB outside the cluster's lock
+// and the call answers once it has loaded (the pod Running) or failed (the
+// error, no pod left).
 
+#include <memory>
+
+#include "codeco/common/executor.h"
 #include "codeco/lms/v1/lms_service.grpc.pb.h"
 #include "federation.h"
+#include "pod_processes.h"
 
 namespace codeco::codef {
 
 /// The LMS of one emulated cluster, served over gRPC.
 class EmulatedLmsService final : public codeco::lms::v1::LmsService::CallbackService {
  public:
-  /// Serves `cluster`, which must outlive the service.
-  explicit EmulatedLmsService(SynchronizedCluster* cluster) : cluster_(cluster) {}
+  /// Serves `cluster`, which must outlive the service. `processes` (may be
+  /// null) is the runner the cluster was built with; restores wait on it.
+  explicit EmulatedLmsService(SynchronizedCluster* cluster, PodProcessRunner* processes = nullptr);
 
   // The RPCs of codeco.lms.v1.LmsService; lms_service.proto documents each
   // and docs/codef.md the emulator's semantics.
@@ -54,6 +63,8 @@ class EmulatedLmsService final : public codeco::lms::v1::LmsService::CallbackSer
 
  private:
   SynchronizedCluster* cluster_;
+  PodProcessRunner* processes_;
+  std::unique_ptr<BoundedExecutor> restores_;  // with processes_ only
 };
 
 }  // namespace codeco::codef
