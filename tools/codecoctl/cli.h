@@ -75,6 +75,9 @@ int RunDelete(const Args& args);
 int RunWatch(const Args& args);
 /// `codecoctl rollback app NAME --to-revision N`.
 int RunRollback(const Args& args);
+/// `codecoctl migrate POD --from C --to C --node N`: moves a container with
+/// its state through the checkpointers, with a progress bar.
+int RunMigrate(const Args& args);
 
 // Rendering of ACM resources (apps.cc). Pure functions, so they are tested
 // without a server.

@@ -55,6 +55,27 @@ void AddNetmaMesh(const ClusterEndpoint& cluster, const std::vector<ClusterEndpo
                     "--netma.summary-interval", "5s"});
 }
 
+// A checkpointer's listen address, its peers (the other clusters'
+// checkpointers: migration targets) and the registry it pushes to.
+void AddCheckpointerMesh(const ClusterEndpoint& cluster,
+                         const std::vector<ClusterEndpoint>& clusters, ProcessSpec& spec) {
+  if (!cluster.checkpointer_address.empty()) SetListen(cluster.checkpointer_address, spec);
+  std::vector<std::string> peers;
+  for (const ClusterEndpoint& c : clusters) {
+    if (c.name != cluster.name && !c.checkpointer_address.empty()) {
+      peers.push_back(c.name + "=" + c.checkpointer_address);
+    }
+  }
+  if (!peers.empty()) {
+    spec.args.insert(spec.args.end(), {"--set", "checkpointer.peers=" + absl::StrJoin(peers, ",")});
+  }
+  if (!cluster.registry.empty()) {
+    spec.args.insert(spec.args.end(),
+                     {"--set", "checkpointer.repository=" + cluster.registry + "/codeco/checkpoints",
+                      "--set", "checkpointer.registry_plaintext=true"});
+  }
+}
+
 ProcessSpec Plan(const ClusterEndpoint& cluster, const std::string& service, bool hub,
                  const SecuritySettings& security, const std::string& data_dir,
                  const std::string& hub_acm, const std::vector<ClusterEndpoint>& clusters) {
@@ -91,6 +112,7 @@ ProcessSpec Plan(const ClusterEndpoint& cluster, const std::string& service, boo
     if (!hub && c.is_hub) spec.args.insert(spec.args.end(), {"--federation.hub-cluster", c.name});
   }
   if (service == "netma") AddNetmaMesh(cluster, clusters, spec);
+  if (service == "checkpointer") AddCheckpointerMesh(cluster, clusters, spec);
   if (service == "swm" && hub) AddSwmLayers(cluster, spec);
   if (service == "acm" && !hub) AddAdvertisedEndpoints(cluster, spec);
   if (service == "swm" && !hub && !cluster.swm_address.empty()) {

@@ -30,6 +30,13 @@ struct ClusterEndpoint {
   /// starts so its agent can register it and the hub push it its copies);
   /// empty: an ephemeral port, and the cluster only pulls them.
   std::string acm_address;
+  /// Where a managed cluster's checkpointer will listen (host:port, chosen
+  /// before it starts so the others can restore there); empty: an ephemeral
+  /// port, and no migration can target the cluster.
+  std::string checkpointer_address;
+  /// The registry checkpoint images go to ("host:port", plain HTTP on
+  /// loopback); empty: requests must name a repository.
+  std::string registry;
 };
 
 /// How every service process authenticates.

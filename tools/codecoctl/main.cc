@@ -28,6 +28,12 @@ constexpr char kUsage[] =
     "  fault hub --cut|--heal\n"
     "      Change the emulated network and nodes at run time.\n"
     "\n"
+    "stateful migration (through the source cluster's checkpointer):\n"
+    "  migrate POD --from CLUSTER --to CLUSTER --node NODE [--as NAME] [--container NAME]\n"
+    "          [--repository REPO] [--request-id ID] [--no-wait] [--checkpointer ADDR]\n"
+    "      Checkpoint POD's container, push it as an OCI image, restore and verify it on\n"
+    "      NODE, then retire the source; a progress bar, then the time of each phase.\n"
+    "\n"
     "applications (through the hub ACM; --acm ADDR overrides the federation's):\n"
     "  apply -f FILE [--dry-run] [--wait]    create or update applications from the CAMs of\n"
     "                                        FILE (each CodecoApp joins its appName's app);\n"
@@ -87,6 +93,10 @@ int main(int argc, char** argv) {
       {"delete", {codeco::ctl::RunDelete, {"insecure", "force"}, {"acm", "f", "filename"}}},
       {"rollback", {codeco::ctl::RunRollback, {"insecure"}, {"o", "acm", "to-revision"}}},
       {"watch", {codeco::ctl::RunWatch, {"insecure"}, {"o", "acm", "from-revision"}}},
+      {"migrate",
+       {codeco::ctl::RunMigrate,
+        {"insecure", "no-wait"},
+        {"from", "to", "node", "as", "container", "repository", "request-id", "checkpointer"}}},
       {"fault",
        {codeco::ctl::RunFault,
         {"cut", "heal", "fail", "recover", "partition"},

@@ -21,7 +21,7 @@ std::string StateFilePath() { return CodecoHome() + "/state.json"; }
 absl::Status SaveRunState(const RunState& state) {
   nlohmann::json j = {{"scenario", state.scenario},   {"run_dir", state.run_dir},
                       {"acm", state.acm},             {"swm", state.swm}, {"netma", state.netma},             {"codef_control", state.codef_control},
-                      {"prometheus", state.prometheus}, {"insecure", state.insecure},
+                      {"prometheus", state.prometheus}, {"registry", state.registry}, {"insecure", state.insecure},
                       {"ca_file", state.ca_file},     {"cert_file", state.cert_file},
                       {"key_file", state.key_file},   {"processes", nlohmann::json::array()}};
   for (const auto& p : state.processes) {
@@ -63,6 +63,7 @@ absl::StatusOr<RunState> LoadRunState() {
     state.netma = j.value("netma", "");
     state.codef_control = j.value("codef_control", "");
     state.prometheus = j.value("prometheus", "");
+    state.registry = j.value("registry", "");
     state.insecure = j.value("insecure", false);
     state.ca_file = j.value("ca_file", "");
     state.cert_file = j.value("cert_file", "");

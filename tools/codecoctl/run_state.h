@@ -46,6 +46,8 @@ struct RunState {
   std::string codef_control;
   /// Prometheus URL, empty when not started.
   std::string prometheus;
+  /// The checkpoint registry, "host:port" (plain HTTP), empty when not started.
+  std::string registry;
   /// Plaintext services (development) instead of mTLS.
   bool insecure = false;
   /// Client identity for codecoctl (empty when insecure).

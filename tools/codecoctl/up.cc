@@ -23,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "cli.h"
 #include "codeco/codef/v1/codef_service.grpc.pb.h"
+#include "checkpointer/image/local_registry.h"
 #include "federation_plan.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -42,6 +43,7 @@ namespace fs = std::filesystem;
 constexpr int kNetmaPortsFrom = 17400;
 constexpr int kSwmPortsFrom = 17500;
 constexpr int kAcmPortsFrom = 17600;
+constexpr int kCheckpointerPortsFrom = 17700;
 
 // What a service prints once it serves, followed by its gRPC address.
 constexpr char kListeningMarker[] = "listening on ";
@@ -70,6 +72,7 @@ class Upper {
   absl::Status StartServices(const std::vector<ProcessSpec>& specs);
   absl::Status WaitHealthy();
   void StartPrometheus();
+  absl::Status StartRegistry();
   void PrintSummary(absl::Duration took) const;
   void Abort();
 
@@ -225,6 +228,41 @@ absl::Status Upper::WaitHealthy() {
   return absl::OkStatus();
 }
 
+// Debian's docker-registry on loopback, for the checkpointers' images.
+absl::Status Upper::StartRegistry() {
+  const std::string binary = "/usr/bin/docker-registry";
+  if (!fs::exists(binary)) {
+    return absl::FailedPreconditionError(
+        "no " + binary + ": stateful migration needs it (scripts/install-deps.sh installs it)");
+  }
+  auto port = FreePort("127.0.0.1");
+  if (!port.ok()) return port.status();
+  const std::string address = absl::StrCat("127.0.0.1:", *port);
+  const std::string config = state_.run_dir + "/registry.yml";
+  std::ofstream(config) << checkpointer::LocalRegistryConfig(state_.run_dir + "/registry", address);
+  auto started = Launch("registry", {binary, "serve", config}, "");
+  if (!started.ok()) return started.status();
+  state_.processes.back().http = "http://" + address;
+  // Ready when /v2/ answers 200.
+  const std::string url = "http://" + address + "/v2/";
+  while (absl::Now() < deadline_) {
+    CURL* curl = curl_easy_init();
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 2L);
+    curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    long code = 0;
+    if (curl_easy_perform(curl) == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(curl);
+    if (code == 200) {
+      state_.registry = address;
+      return absl::OkStatus();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return absl::DeadlineExceededError("docker-registry did not answer on " + address + "; see " +
+                                     state_.run_dir + "/logs");
+}
+
 // Prometheus is optional: a failure here is reported, not fatal.
 void Upper::StartPrometheus() {
   const std::string binary = "/usr/bin/prometheus";
@@ -295,6 +333,7 @@ void Upper::PrintSummary(absl::Duration took) const {
               state_.netma.c_str());
   std::printf("CODEF control:  %s\n", state_.codef_control.c_str());
   if (!state_.prometheus.empty()) std::printf("Prometheus:     %s\n", state_.prometheus.c_str());
+  if (!state_.registry.empty()) std::printf("Registry:       %s (checkpoint images)\n", state_.registry.c_str());
   std::printf("Run directory:  %s (logs/, data/, certs/)\n", state_.run_dir.c_str());
   std::printf("\nNext: codecoctl health --all   codecoctl fault link A B --rtt 50ms   "
               "codecoctl down\n");
@@ -353,6 +392,7 @@ int Upper::Run() {
   };
   if (auto s = StartCodef(); !s.ok()) return fail(s);
   if (auto s = ListClusters(); !s.ok()) return fail(s);
+  if (auto s = StartRegistry(); !s.ok()) return fail(s);
   SecuritySettings security{state_.insecure, state_.run_dir + "/certs"};
   std::string data = state_.run_dir + "/data";
   // NetMAs learn their peers, and the hub SWM the clusters' SWMs, from
@@ -368,6 +408,10 @@ int Upper::Run() {
     auto acm_port = FreePort(c.service_ip, kAcmPortsFrom);
     if (!acm_port.ok()) return fail(acm_port.status());
     c.acm_address = absl::StrCat(c.service_ip, ":", *acm_port);
+    auto checkpointer_port = FreePort(c.service_ip, kCheckpointerPortsFrom);
+    if (!checkpointer_port.ok()) return fail(checkpointer_port.status());
+    c.checkpointer_address = absl::StrCat(c.service_ip, ":", *checkpointer_port);
+    c.registry = state_.registry;
   }
   state_.netma = clusters_.front().netma_address;
   std::vector<ProcessSpec> hub = PlanHub(clusters_, security, data);

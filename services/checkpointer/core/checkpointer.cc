@@ -85,6 +85,25 @@ void CheckName(const std::string& value, const std::string& field, bool required
   }
 }
 
+// Adds to `errors` what is wrong with `repository` ("registry/path", no tag)
+// as target_repository; empty is fine when there is a default.
+void CheckRepository(const std::string& repository, const std::string& default_repository,
+                     FieldErrors& errors) {
+  if (repository.empty()) {
+    if (default_repository.empty()) {
+      errors.Add("target_repository", "is required (no checkpointer.repository is configured)");
+    }
+    return;
+  }
+  absl::StatusOr<ImageReference> parsed =
+      ParseImageReference(repository, "target_repository", /*repository_only=*/true);
+  if (!parsed.ok()) {
+    errors.Add("target_repository", std::string(parsed.status().message()));
+  } else if (!parsed->tag.empty() || !parsed->digest.empty()) {
+    errors.Add("target_repository", "names a repository, without a tag or digest");
+  }
+}
+
 int64_t Nanos(absl::Duration d) { return absl::ToInt64Nanoseconds(d); }
 
 // One step's timing in PhaseTimings.
@@ -201,6 +220,8 @@ absl::StatusOr<ContainerTarget> Checkpointer::Run::Source(const v1::ContainerRef
 absl::StatusOr<StateDump> Checkpointer::Run::TakeState(const ContainerTarget& source,
                                                        StateDriver& driver) {
   ck_.set_driver(driver.name());
+  ck_.mutable_source()->set_node(source.node);
+  ck_.mutable_source()->set_container(source.container);
   ck_.set_phase(v1::CHECKPOINT_PHASE_CHECKPOINTING);
   Phase(absl::StrCat("checkpointing ", source.pod, "/", source.container, " (", driver.name(),
                      ")"),
@@ -739,9 +760,7 @@ absl::StatusOr<Operation> Checkpointer::CreateCheckpoint(const v1::CreateCheckpo
                                               ", not ", request.source().cluster()));
   }
   CheckName(request.source().pod(), "source.pod", true, errors);
-  if (request.target_repository().empty() && options_.default_repository.empty()) {
-    errors.Add("target_repository", "is required (no checkpointer.repository is configured)");
-  }
+  CheckRepository(request.target_repository(), options_.default_repository, errors);
   if (!request.tag().empty() && !IsTag(request.tag())) {
     errors.Add("tag", "must be [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters");
   }
@@ -791,9 +810,7 @@ absl::StatusOr<Operation> Checkpointer::MigrateContainer(
       (request.target_pod().empty() || request.target_pod() == request.source().pod())) {
     errors.Add("target_node", "is where the pod runs already: name another node or target_pod");
   }
-  if (request.target_repository().empty() && options_.default_repository.empty()) {
-    errors.Add("target_repository", "is required (no checkpointer.repository is configured)");
-  }
+  CheckRepository(request.target_repository(), options_.default_repository, errors);
   RETURN_IF_ERROR(errors.ToStatus());
   v1::Checkpoint checkpoint;
   *checkpoint.mutable_source() = request.source();

@@ -35,6 +35,12 @@ absl::StatusOr<std::unique_ptr<LocalRegistry>> LocalRegistry::Start(Options opti
   return registry;
 }
 
+std::string LocalRegistryConfig(const fs::path& storage, const std::string& address) {
+  return absl::StrCat("version: 0.1\n", "log: {level: warn}\n", "storage:\n",
+                      "  filesystem: {rootdirectory: \"", storage.string(), "\"}\n",
+                      "  delete: {enabled: true}\n", "http: {addr: \"", address, "\"}\n");
+}
+
 LocalRegistry::~LocalRegistry() { Stop(); }
 
 absl::Status LocalRegistry::Launch() {
@@ -45,13 +51,7 @@ absl::Status LocalRegistry::Launch() {
         absl::StrCat("creating ", options_.directory.string(), ": ", error.message()));
   }
   const fs::path config = options_.directory / "config.yml";
-  std::ofstream(config) << "version: 0.1\n"
-                        << "log: {level: warn}\n"
-                        << "storage:\n"
-                        << "  filesystem: {rootdirectory: \""
-                        << (options_.directory / "data").string() << "\"}\n"
-                        << "  delete: {enabled: true}\n"
-                        << "http: {addr: \"" << Address() << "\"}\n";
+  std::ofstream(config) << LocalRegistryConfig(options_.directory / "data", Address());
   const fs::path log = options_.directory / "registry.log";
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);

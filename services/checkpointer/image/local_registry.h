@@ -16,6 +16,11 @@
 
 namespace codeco::checkpointer {
 
+/// The config.yml of a docker-registry keeping its blobs under `storage`,
+/// listening on `address` (host:port), deletes allowed (DeleteCheckpoint),
+/// warnings only in its log. LocalRegistry and `codecoctl up` write it.
+std::string LocalRegistryConfig(const std::filesystem::path& storage, const std::string& address);
+
 /// A docker-registry this process started.
 class LocalRegistry {
  public:

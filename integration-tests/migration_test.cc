@@ -1,0 +1,211 @@
+// Stateful migration end to end on the five-site federation (`codecoctl up`,
+// with Debian's docker-registry): a Redis pod of CODEF (a real redis-server)
+// moves ten times between two clusters with `codecoctl migrate` while a
+// client writes to it; every write Redis acknowledged must be there at the
+// end, every key with its value. Then a bad image reference and a full
+// destination fail with a clear error while the source serves on. Timings
+// are reported (WARN), never asserted.
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "checkpointer/drivers/redis_hook.h"
+#include "codeco/lms/v1/lms_service.grpc.pb.h"
+#include "federation_util.h"
+#include "grpcpp/create_channel.h"
+#include "process.h"
+
+namespace {
+
+using codeco::checkpointer::ParseRedisEndpoint;
+using codeco::checkpointer::RedisConnection;
+using codeco::checkpointer::RedisInstance;
+using codeco::testing::CommandResult;
+using codeco::testing::CtlBinary;
+using codeco::testing::FederationHome;
+using codeco::testing::FiveSiteScenario;
+using codeco::testing::RunCommand;
+namespace lms = codeco::lms::v1;
+
+std::unique_ptr<lms::LmsService::Stub> Lms(const std::string& address) {
+  return lms::LmsService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+}
+
+// The pod `name` of the cluster behind `address`, if it exists.
+std::optional<lms::Pod> GetPod(const std::string& address, const std::string& name) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  lms::GetPodRequest request;
+  request.set_name(name);
+  lms::GetPodResponse response;
+  if (!Lms(address)->GetPod(&context, request, &response).ok()) return std::nullopt;
+  return response.pod();
+}
+
+// The first node of the cluster behind `address`.
+std::string FirstNode(const std::string& address) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  lms::ListNodesResponse nodes;
+  REQUIRE(Lms(address)->ListNodes(&context, lms::ListNodesRequest(), &nodes).ok());
+  REQUIRE(nodes.nodes_size() > 0);
+  return nodes.nodes(0).name();
+}
+
+std::string Endpoint(const lms::Pod& pod) {
+  return pod.annotations().at("codef.codeco.io/endpoint");
+}
+
+// Waits until pod `name` of `address` runs; its state.
+lms::Pod WaitRunning(const std::string& address, const std::string& name) {
+  for (absl::Time end = absl::Now() + absl::Minutes(1); absl::Now() < end;) {
+    std::optional<lms::Pod> pod = GetPod(address, name);
+    if (pod && pod->phase() == lms::POD_PHASE_RUNNING) return *pod;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  FAIL("pod " << name << " never ran");
+  return {};
+}
+
+TEST_CASE("Ten migrations of a Redis between clusters under a write load lose no acknowledged write") {
+  FederationHome home;
+  CommandResult up = RunCommand(
+      {CtlBinary(), "up", "--scenario", FiveSiteScenario(), "--no-prometheus"}, absl::Minutes(3));
+  INFO(up.output);
+  REQUIRE(up.exit_code == 0);
+  REQUIRE(absl::StrContains(up.output, "Registry:"));
+  std::map<std::string, std::string> lms_of = codeco::testing::LmsEndpoints(up.output);
+  REQUIRE(lms_of.count("nantes") == 1);
+  REQUIRE(lms_of.count("lille") == 1);
+  const std::map<std::string, std::string> node_of = {{"nantes", FirstNode(lms_of["nantes"])},
+                                                      {"lille", FirstNode(lms_of["lille"])}};
+
+  // A Redis pod in nantes, as SWM would create it.
+  {
+    lms::CreatePodRequest create;
+    lms::Pod* pod = create.mutable_pod();
+    pod->set_name("cache");
+    pod->set_node_name(node_of.at("nantes"));
+    lms::Container* c = pod->add_containers();
+    c->set_name("redis");
+    c->set_image("redis:7");
+    c->mutable_requests()->set_cpu_millicores(100);
+    c->mutable_requests()->set_memory_bytes(128 << 20);
+    create.set_request_id("cache-1");
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    lms::CreatePodResponse created;
+    grpc::Status status = Lms(lms_of["nantes"])->CreatePod(&context, create, &created);
+    INFO(status.error_message());
+    REQUIRE(status.ok());
+  }
+  WaitRunning(lms_of["nantes"], "cache");
+
+  // The client: writes w-N = v-N; a write that fails (fenced, then its
+  // connection dropped at the cut-over) is retried wherever the pod runs now.
+  std::atomic<bool> stop{false};
+  std::atomic<int> acknowledged{0};
+  std::thread writer;
+  // Stops the client however the test ends (a failed REQUIRE included).
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~Joiner() {
+      stop.store(true);
+      if (thread.joinable()) thread.join();
+    }
+  } joiner{stop, writer};
+  writer = std::thread([&] {
+    std::unique_ptr<RedisConnection> c;
+    int next = 0;
+    while (!stop.load()) {
+      if (c == nullptr) {
+        for (const std::string cluster : {"nantes", "lille"}) {
+          std::optional<lms::Pod> pod = GetPod(lms_of[cluster], "cache");
+          if (!pod || pod->phase() != lms::POD_PHASE_RUNNING) continue;
+          absl::StatusOr<RedisInstance> at = ParseRedisEndpoint(Endpoint(*pod), "endpoint");
+          if (!at.ok()) continue;
+          auto made = RedisConnection::Connect(at->host, at->port, absl::Seconds(60));
+          if (made.ok()) c = *std::move(made);
+          break;
+        }
+        if (c == nullptr) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          continue;
+        }
+      }
+      if (c->Command({"SET", absl::StrCat("w-", next), absl::StrCat("v-", next)}).ok()) {
+        acknowledged.store(++next);
+      } else {
+        c.reset();
+      }
+    }
+  });
+
+  std::string from = "nantes", to = "lille";
+  for (int i = 0; i < 10; ++i) {
+    const absl::Time start = absl::Now();
+    CommandResult moved =
+        RunCommand({CtlBinary(), "migrate", "cache", "--from", from, "--to", to, "--node",
+                    node_of.at(to)},
+                   absl::Minutes(3));
+    INFO("migration " << i << ": " << moved.output);
+    REQUIRE(moved.exit_code == 0);
+    REQUIRE(absl::StrContains(moved.output, "100%"));
+    REQUIRE(absl::StrContains(moved.output, "moved cache/redis from " + from + " to " + to));
+    WARN("migration " << i << " " << from << " -> " << to << ": "
+                      << absl::ToDoubleSeconds(absl::Now() - start) << " s, "
+                      << acknowledged.load() << " writes acknowledged so far");
+    REQUIRE_FALSE(GetPod(lms_of[from], "cache").has_value());
+    std::swap(from, to);
+  }
+  stop.store(true);
+  writer.join();
+  const int written = acknowledged.load();
+  REQUIRE(written > 100);
+
+  // Every acknowledged write, with its value, where the pod runs now.
+  const lms::Pod pod = WaitRunning(lms_of[from], "cache");
+  absl::StatusOr<RedisInstance> at = ParseRedisEndpoint(Endpoint(pod), "endpoint");
+  REQUIRE(at.ok());
+  auto c = RedisConnection::Connect(at->host, at->port, absl::Seconds(10));
+  REQUIRE(c.ok());
+  int missing = 0;
+  for (int i = 0; i < written; ++i) {
+    absl::StatusOr<std::string> value = (*c)->Command({"GET", absl::StrCat("w-", i)});
+    if (!value.ok() || *value != absl::StrCat("v-", i)) ++missing;
+  }
+  CHECK(missing == 0);
+  WARN(written << " acknowledged writes over ten migrations, " << missing << " lost");
+
+  // A destination node that cannot hold the pod: refused, named, the source serves on.
+  CommandResult full = RunCommand({CtlBinary(), "migrate", "cache", "--from", from, "--to",
+                                   from == "nantes" ? "lille" : "nantes", "--node", "no-such-node"},
+                                  absl::Minutes(2));
+  INFO(full.output);
+  CHECK(full.exit_code != 0);
+  CHECK(absl::StrContains(full.output, "no-such-node"));
+  CHECK(absl::StrContains(full.output, "serves on"));
+  CHECK((*c)->Command({"SET", "after-failure", "1"}).ok());
+
+  // A bad repository: refused at once, naming the field.
+  CommandResult bad = RunCommand({CtlBinary(), "migrate", "cache", "--from", from, "--to",
+                                  from == "nantes" ? "lille" : "nantes", "--node",
+                                  node_of.at(from == "nantes" ? "lille" : "nantes"),
+                                  "--repository", "Not A Registry"},
+                                 absl::Minutes(1));
+  INFO(bad.output);
+  CHECK(bad.exit_code != 0);
+  CHECK(absl::StrContains(bad.output, "target_repository"));
+  CHECK((*c)->Command({"GET", "after-failure"}).ok());
+  RunCommand({CtlBinary(), "down"}, absl::Minutes(1));
+}
+
+}  // namespace

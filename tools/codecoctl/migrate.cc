@@ -1,0 +1,151 @@
+// codecoctl migrate POD --from CLUSTER --to CLUSTER --node NODE [--as NAME]
+//   [--container NAME] [--repository REPO] [--request-id ID] [--no-wait]
+//   [--checkpointer ADDR]
+//
+// Moves a pod's container with its state: the source cluster's checkpointer
+// checkpoints it, pushes the image, has the target cluster's checkpointer
+// restore and verify it, then retires the source. Follows the operation with
+// a progress bar (one line updated in place on a terminal, a line per change
+// otherwise) and prints the time of each phase at the end.
+#include <unistd.h>
+
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli.h"
+#include "codeco/checkpointer/v1/checkpointer_service.grpc.pb.h"
+#include "run_state.h"
+
+namespace codeco::ctl {
+namespace {
+
+namespace cp = checkpointer::v1;
+
+constexpr char kUsage[] =
+    "usage: codecoctl migrate POD --from CLUSTER --to CLUSTER --node NODE [--as NAME]\n"
+    "         [--container NAME] [--repository REPO] [--request-id ID] [--no-wait]\n"
+    "         [--checkpointer ADDR]";
+
+int MigrateFail(const std::string& message) {
+  std::cerr << "codecoctl migrate: " << message << "\n";
+  return 1;
+}
+
+// The checkpointer of `cluster`: --checkpointer, else the federation's (`codecoctl up`).
+absl::StatusOr<std::string> CheckpointerOf(const std::string& cluster, const Args& args) {
+  if (args.Has("checkpointer")) return args.Get("checkpointer");
+  auto state = LoadRunState();
+  if (!state.ok()) return state.status();
+  for (const RunProcess& p : state->processes) {
+    if (p.name == cluster + "/checkpointer" && !p.grpc.empty()) return p.grpc;
+  }
+  return absl::NotFoundError(absl::StrCat("--from: the federation has no cluster \"", cluster,
+                                          "\" with a checkpointer; give --checkpointer ADDR"));
+}
+
+// "[#########...........]  45%  pushing …" in at most 100 columns.
+std::string ProgressLine(const common::v1::Operation& op) {
+  constexpr int kWidth = 24;
+  const int filled = std::clamp(op.progress_percent(), 0, 100) * kWidth / 100;
+  std::string phase = op.phase();
+  std::replace(phase.begin(), phase.end(), '\n', ' ');
+  if (phase.size() > 64) phase = phase.substr(0, 61) + "...";
+  return absl::StrCat("[", std::string(filled, '#'), std::string(kWidth - filled, '.'), "] ",
+                      absl::StrFormat("%3d%%", op.progress_percent()), "  ", phase);
+}
+
+std::string Seconds(int64_t ns) { return absl::StrFormat("%.2fs", static_cast<double>(ns) / 1e9); }
+
+// The phases of a finished migration and where the state went.
+void PrintResult(const cp::Checkpoint& c) {
+  const cp::PhaseTimings& t = c.timings();
+  std::cout << "moved " << c.source().pod() << "/" << c.source().container() << " from "
+            << c.source().cluster() << " to " << c.restored().cluster() << "/"
+            << c.restored().node() << " as " << c.restored().pod() << " (" << c.driver() << ", "
+            << absl::StrFormat("%.1f MB", static_cast<double>(c.state_bytes()) / 1e6)
+            << " of state)\n"
+            << "image " << c.image_reference() << "\n"
+            << absl::StrFormat("%-11s %-8s %-8s %-8s %-8s %-8s %-8s %-8s %s\n", "phase",
+                               "checkpoint", "build", "push", "pull", "restore", "verify",
+                               "cutover", "total")
+            << absl::StrFormat("%-11s %-10s %-8s %-8s %-8s %-8s %-8s %-8s %s\n", "seconds",
+                               Seconds(t.checkpoint_ns()), Seconds(t.build_ns()),
+                               Seconds(t.push_ns()), Seconds(t.pull_ns()), Seconds(t.restore_ns()),
+                               Seconds(t.verify_ns()), Seconds(t.cutover_ns()),
+                               Seconds(t.total_ns()));
+}
+
+}  // namespace
+
+int RunMigrate(const Args& args) {
+  if (args.positional.size() != 1 || args.Get("from").empty() || args.Get("to").empty() ||
+      args.Get("node").empty()) {
+    std::cerr << kUsage << "\n";
+    return 2;
+  }
+  auto address = CheckpointerOf(args.Get("from"), args);
+  if (!address.ok()) return MigrateFail(std::string(address.status().message()));
+  auto channel = ChannelTo(*address, args);
+  if (!channel.ok()) return MigrateFail(std::string(channel.status().message()));
+  auto stub = cp::CheckpointerService::NewStub(*channel);
+
+  cp::MigrateContainerRequest request;
+  request.mutable_source()->set_cluster(args.Get("from"));
+  request.mutable_source()->set_pod(args.positional[0]);
+  request.mutable_source()->set_container(args.Get("container"));
+  request.set_target_cluster(args.Get("to"));
+  request.set_target_node(args.Get("node"));
+  request.set_target_pod(args.Get("as"));
+  request.set_target_repository(args.Get("repository"));
+  request.set_request_id(args.Get("request-id"));
+  cp::MigrateContainerResponse started;
+  {
+    auto context = ContextWithTimeout(args, absl::Seconds(30));
+    grpc::Status status = stub->MigrateContainer(context.get(), request, &started);
+    if (!status.ok()) return MigrateFail(status.error_message());
+  }
+  if (args.Has("no-wait")) {
+    std::cout << started.operation().id() << "\n";
+    return 0;
+  }
+  const bool tty = ::isatty(STDOUT_FILENO) == 1;
+  common::v1::Operation last = started.operation();
+  std::string shown;
+  auto show = [&](const common::v1::Operation& op) {
+    const std::string line = ProgressLine(op);
+    if (line == shown) return;
+    shown = line;
+    std::cout << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
+  };
+  show(last);
+  while (!last.done()) {
+    auto context = ContextWithTimeout(args, absl::Minutes(30));
+    cp::WatchOperationRequest watch;
+    watch.set_id(last.id());
+    auto stream = stub->WatchOperation(context.get(), watch);
+    cp::WatchOperationResponse event;
+    while (stream->Read(&event)) {
+      last = event.operation();
+      show(last);
+    }
+    grpc::Status status = stream->Finish();
+    if (!last.done()) {
+      if (tty) std::cout << "\n";
+      return MigrateFail(absl::StrCat("lost operation ", last.id(), " before it was done (",
+                                      status.error_message(), "); follow it with GetOperation"));
+    }
+  }
+  if (tty) std::cout << "\n";
+  if (last.has_error() && last.error().code() != common::v1::ERROR_CODE_UNSPECIFIED) {
+    return MigrateFail(absl::StrCat("operation ", last.id(), " failed: ", last.error().message()));
+  }
+  cp::Checkpoint result;
+  if (!last.result().UnpackTo(&result)) {
+    return MigrateFail("operation " + last.id() + " finished without a result");
+  }
+  PrintResult(result);
+  return 0;
+}
+
+}  // namespace codeco::ctl
