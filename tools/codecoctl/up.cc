@@ -228,6 +228,22 @@ absl::Status Upper::WaitHealthy() {
   return absl::OkStatus();
 }
 
+// True once `url` answers 200 to a HEAD, polled until `deadline`.
+bool AnswersOk(const std::string& url, absl::Time deadline) {
+  while (absl::Now() < deadline) {
+    CURL* curl = curl_easy_init();
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 2L);
+    curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    long code = 0;
+    if (curl_easy_perform(curl) == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(curl);
+    if (code == 200) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
 // Debian's docker-registry on loopback, for the checkpointers' images.
 absl::Status Upper::StartRegistry() {
   const std::string binary = "/usr/bin/docker-registry";
@@ -243,21 +259,9 @@ absl::Status Upper::StartRegistry() {
   auto started = Launch("registry", {binary, "serve", config}, "");
   if (!started.ok()) return started.status();
   state_.processes.back().http = "http://" + address;
-  // Ready when /v2/ answers 200.
-  const std::string url = "http://" + address + "/v2/";
-  while (absl::Now() < deadline_) {
-    CURL* curl = curl_easy_init();
-    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 2L);
-    curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
-    long code = 0;
-    if (curl_easy_perform(curl) == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
-    curl_easy_cleanup(curl);
-    if (code == 200) {
-      state_.registry = address;
-      return absl::OkStatus();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (AnswersOk("http://" + address + "/v2/", deadline_)) {
+    state_.registry = address;
+    return absl::OkStatus();
   }
   return absl::DeadlineExceededError("docker-registry did not answer on " + address + "; see " +
                                      state_.run_dir + "/logs");
@@ -295,20 +299,9 @@ void Upper::StartPrometheus() {
   }
   state_.processes.back().http = "http://" + listen;
   // Ready when /-/ready answers 200.
-  std::string url = "http://" + listen + "/-/ready";
-  while (absl::Now() < deadline_) {
-    CURL* curl = curl_easy_init();
-    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 2L);
-    curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
-    long code = 0;
-    if (curl_easy_perform(curl) == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
-    curl_easy_cleanup(curl);
-    if (code == 200) {
-      state_.prometheus = "http://" + listen;
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (AnswersOk("http://" + listen + "/-/ready", deadline_)) {
+    state_.prometheus = "http://" + listen;
+    return;
   }
   std::cerr << "codecoctl up: Prometheus did not become ready; see " << state_.run_dir
             << "/logs/prometheus.log\n";
