@@ -461,5 +461,190 @@ TEST_CASE("Ten migrations back and forth under a write load lose no acknowledged
   }
 }
 
+// A checkpointer "killed" mid-operation: from Crash() on, nothing it does
+// reaches its store, its source or a registry any more, as if its process
+// had died; a new checkpointer on a copy of its store takes over.
+class Crashable {
+ public:
+  // The store the first checkpointer writes through.
+  class Store final : public KvStore {
+   public:
+    Store(KvStore& inner, std::atomic<bool>& crashed) : inner_(inner), crashed_(crashed) {}
+    absl::StatusOr<std::string> Get(std::string_view cf, std::string_view key) const override {
+      return inner_.Get(cf, key);
+    }
+    absl::Status Write(const KvWriteBatch& batch) override {
+      if (crashed_.load()) return absl::UnavailableError("crashed");
+      return inner_.Write(batch);
+    }
+    absl::Status Scan(std::string_view cf, const KvScanOptions& options,
+                      const KvVisitor& visit) const override {
+      return inner_.Scan(cf, options, visit);
+    }
+    std::vector<std::string> ColumnFamilies() const override { return inner_.ColumnFamilies(); }
+
+   private:
+    KvStore& inner_;
+    std::atomic<bool>& crashed_;
+  };
+  // Its Redis driver: after the crash it lifts no fence and retires nothing.
+  class Driver final : public StateDriver {
+   public:
+    Driver(StateDriver& inner, std::atomic<bool>& crashed) : inner_(inner), crashed_(crashed) {}
+    std::string name() const override { return inner_.name(); }
+    bool Handles(const ContainerTarget& t) const override { return inner_.Handles(t); }
+    absl::StatusOr<StateDump> Checkpoint(const ContainerTarget& t, const fs::path& d) override {
+      return inner_.Checkpoint(t, d);
+    }
+    absl::Status Resume(const ContainerTarget& t) override {
+      return crashed_.load() ? absl::UnavailableError("crashed") : inner_.Resume(t);
+    }
+    absl::Status Retire(const ContainerTarget& t) override {
+      return crashed_.load() ? absl::UnavailableError("crashed") : inner_.Retire(t);
+    }
+    absl::Status Verify(const ContainerTarget& t,
+                        const std::map<std::string, std::string>& f) override {
+      return inner_.Verify(t, f);
+    }
+
+   private:
+    StateDriver& inner_;
+    std::atomic<bool>& crashed_;
+  };
+  // Its image store: the push blocks at `stage` until the crash, then fails.
+  class Images final : public ImageStore {
+   public:
+    Images(ImageStore& inner, Crashable& owner) : inner_(inner), owner_(owner) {}
+    absl::StatusOr<BuiltImage> Build(const fs::path& d, const CheckpointMetadata& m,
+                                     const fs::path& l) override {
+      return inner_.Build(d, m, l);
+    }
+    absl::StatusOr<std::string> Push(const BuiltImage& image, const std::string& ref) override {
+      if (owner_.block_push) owner_.Block();
+      if (owner_.crashed.load()) return absl::UnavailableError("crashed");
+      return inner_.Push(image, ref);
+    }
+    absl::StatusOr<PulledImage> Pull(const std::string& ref, const fs::path& d) override {
+      return inner_.Pull(ref, d);
+    }
+    absl::Status Delete(const std::string& ref) override { return inner_.Delete(ref); }
+
+   private:
+    ImageStore& inner_;
+    Crashable& owner_;
+  };
+  // Its peers: the restore runs at the peer, then the caller dies before it hears back.
+  class Peers final : public PeerCheckpointers {
+   public:
+    Peers(PeerCheckpointers& inner, Crashable& owner) : inner_(inner), owner_(owner) {}
+    absl::StatusOr<v1::Checkpoint> Restore(
+        const std::string& cluster, const v1::RestoreCheckpointRequest& request,
+        const std::function<void(const Operation&)>& progress) override {
+      absl::StatusOr<v1::Checkpoint> restored = inner_.Restore(cluster, request, progress);
+      if (!owner_.block_push) owner_.Block();
+      return owner_.crashed.load() ? absl::UnavailableError("crashed") : restored;
+    }
+
+   private:
+    PeerCheckpointers& inner_;
+    Crashable& owner_;
+  };
+
+  // Waits until the first checkpointer reached the blocking point.
+  void AwaitBlocked() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&blocked_));
+  }
+  // Kills it: it never acts again once it is let go.
+  void Crash() {
+    crashed.store(true);
+    absl::MutexLock lock(&mu_);
+    released_ = true;
+  }
+
+  std::atomic<bool> crashed{false};
+  bool block_push = true;
+
+ private:
+  void Block() {
+    absl::MutexLock lock(&mu_);
+    blocked_ = true;
+    mu_.Await(absl::Condition(&released_));
+  }
+  absl::Mutex mu_;
+  bool blocked_ = false;
+  bool released_ = false;
+};
+
+// Copies every record of `from` into a new in-memory store.
+std::unique_ptr<KvStore> CopyOf(const KvStore& from) {
+  std::unique_ptr<KvStore> to = NewInMemoryKvStore({kCheckpointsFamily, kOperationsFamily});
+  for (const char* cf : {kCheckpointsFamily, kOperationsFamily}) {
+    REQUIRE(from.Scan(cf, {}, [&](std::string_view key, std::string_view value) {
+                  REQUIRE(to->Put(cf, key, value).ok());
+                  return true;
+                }).ok());
+  }
+  return to;
+}
+
+// Kills north's checkpointer at the blocking point of `crash`, starts a new
+// one on what it had stored, and checks that it finishes the migration.
+void MigrationSurvivesACrash(bool during_push) {
+  Federation f;
+  lms::v1::Pod pod = f.north.lms.AddRedisPod("cache", "north-1");
+  Fill(pod, 300);
+  const std::string digest = *Connect(EndpointOf(pod))->Command({"DEBUG", "DIGEST"});
+
+  Crashable crash;
+  crash.block_push = during_push;
+  std::unique_ptr<KvStore> backing = NewInMemoryKvStore({kCheckpointsFamily, kOperationsFamily});
+  Crashable::Store store(*backing, crash.crashed);
+  Crashable::Driver driver(f.north.redis, crash.crashed);
+  Crashable::Images images(f.images, crash);
+  Crashable::Peers peers(f.peers, crash);
+  auto first = std::make_unique<Checkpointer>(
+      CheckpointerOptions{.cluster = "north", .work_directory = f.dir / "north-first",
+                          .default_repository = f.repository},
+      store, RealClock::Default(), f.north.lms, images, peers, std::vector<StateDriver*>{&driver});
+  v1::MigrateContainerRequest request = MoveToSouth("cache");
+  request.set_request_id("move-cache");
+  absl::StatusOr<Operation> op = first->MigrateContainer(request);
+  REQUIRE(op.ok());
+  crash.AwaitBlocked();
+  std::unique_ptr<KvStore> survived = CopyOf(*backing);
+  crash.Crash();
+  first.reset();  // its worker ends without acting
+
+  // The restarted checkpointer: the same store contents, the real ports.
+  Checkpointer second(CheckpointerOptions{.cluster = "north",
+                                          .work_directory = f.dir / "north-second",
+                                          .default_repository = f.repository},
+                      *survived, RealClock::Default(), f.north.lms, f.images, f.peers,
+                      {&f.north.redis});
+  absl::StatusOr<int> resumed = second.Recover();
+  REQUIRE(resumed.ok());
+  CHECK(*resumed == 1);
+  Operation done = Await(second, op->id());
+  INFO(done.DebugString());
+  REQUIRE_FALSE(done.has_error());
+  // The same request_id still names it.
+  absl::StatusOr<Operation> again = second.MigrateContainer(request);
+  REQUIRE(again.ok());
+  CHECK(again->id() == op->id());
+  CHECK_FALSE(f.north.lms.GetPod("cache").ok());
+  absl::StatusOr<lms::v1::Pod> moved = f.south.lms.GetPod("cache");
+  REQUIRE(moved.ok());
+  CHECK(*Connect(EndpointOf(*moved))->Command({"DEBUG", "DIGEST"}) == digest);
+}
+
+TEST_CASE("A checkpointer killed while pushing redoes the migration when it starts again") {
+  MigrationSurvivesACrash(/*during_push=*/true);
+}
+
+TEST_CASE("A checkpointer killed after the remote restore finishes the cut-over when it starts again") {
+  MigrationSurvivesACrash(/*during_push=*/false);
+}
+
 }  // namespace
 }  // namespace codeco::checkpointer
