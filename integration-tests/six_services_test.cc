@@ -29,9 +29,10 @@ using grpc::reflection::v1alpha::ServerReflectionRequest;
 using grpc::reflection::v1alpha::ServerReflectionResponse;
 
 struct ServiceUnderTest {
-  std::string name;          // "acm"
-  std::string role;          // "hub" or "mc"
-  std::string grpc_service;  // "codeco.acm.v1.AcmService"
+  std::string name;                     // "acm"
+  std::string role;                     // "hub" or "mc"
+  std::string grpc_service;             // "codeco.acm.v1.AcmService"
+  std::vector<std::string> extra_args;  // what this service needs besides the common flags
 };
 
 const std::vector<ServiceUnderTest> kServices = {
@@ -40,7 +41,9 @@ const std::vector<ServiceUnderTest> kServices = {
     {"pdlc", "mc", "codeco.pdlc.v1.PdlcService"},
     {"netma", "hub", "codeco.netma.v1.NetmaService"},
     {"mdm", "hub", "codeco.mdm.v1.MdmService"},
-    {"checkpointer", "mc", "codeco.checkpointer.v1.CheckpointerService"},
+    // The checkpointer needs its cluster and LMS (an address nothing here calls).
+    {"checkpointer", "mc", "codeco.checkpointer.v1.CheckpointerService",
+     {"--cluster", "mc1", "--federation.lms", "127.0.0.1:9", "--federation.lms-plaintext"}},
 };
 
 std::chrono::system_clock::time_point In(absl::Duration d) {
@@ -59,11 +62,12 @@ struct RunningService {
 RunningService StartService(const ServiceUnderTest& spec, const fs::path& work) {
   RunningService out{spec, nullptr, "", ""};
   std::string binary = std::string(CODECO_BIN_DIR) + "/codeco-" + spec.name;
-  out.process = std::make_unique<ChildProcess>(
-      std::vector<std::string>{binary, "--role", spec.role, "--insecure", "--listen",
-                               "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--data-dir",
-                               (work / spec.name).string()},
-      (work / (spec.name + ".log")).string());
+  std::vector<std::string> argv = {binary,          "--role",           spec.role,
+                                   "--insecure",    "--listen",         "127.0.0.1:0",
+                                   "--metrics-listen", "127.0.0.1:0",   "--data-dir",
+                                   (work / spec.name).string()};
+  argv.insert(argv.end(), spec.extra_args.begin(), spec.extra_args.end());
+  out.process = std::make_unique<ChildProcess>(argv, (work / (spec.name + ".log")).string());
   std::optional<std::string> line = out.process->ReadLine(absl::Now() + absl::Seconds(30));
   INFO("service " << spec.name << " printed: " << line.value_or("<nothing>"));
   REQUIRE(line.has_value());

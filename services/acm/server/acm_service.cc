@@ -18,6 +18,7 @@
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/serve_on_executor.h"
+#include "codeco/common/operation_watch.h"
 #include "codeco/common/watch_stream.h"
 #include "codeco/common/status.h"
 
@@ -105,56 +106,6 @@ class ApplicationWatch final : public WatchStream<v1::WatchApplicationResponse> 
   std::atomic<int>& watchers_;
   int listener_ = 0;
   int64_t last_ = 0;  // under the stream's lock (Next) once started
-};
-
-// Streams one operation: its current state, then each change (read again
-// after every commit the manager reports), and ends after the state with
-// done = true. Counted in `watchers`; refused past `max_watchers`.
-class OperationWatch final : public WatchStream<v1::WatchOperationResponse> {
- public:
-  OperationWatch(ApplicationManager& manager, const std::string& id, std::atomic<int>& watchers,
-                 int max_watchers)
-      : manager_(manager), id_(id), watchers_(watchers) {
-    if (watchers_.fetch_add(1) >= max_watchers) {
-      Fail(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        "acm: too many operation watches open"));
-      return;
-    }
-    if (id_.empty()) {
-      Fail(ToGrpcStatus(InvalidFieldError("id", "required")));
-      return;
-    }
-    listener_ = manager_.AddListener([this] { Poke(); });
-    Start();
-  }
-
- private:
-  // The operation, when it changed since the last write; the last one once done.
-  absl::StatusOr<Batch> Next() override {
-    v1::GetOperationRequest get;
-    get.set_id(id_);
-    absl::StatusOr<v1::GetOperationResponse> got = manager_.GetOperation(get);
-    if (!got.ok()) return got.status();
-    std::string bytes = got->operation().SerializeAsString();
-    if (bytes == sent_) return Batch{};
-    sent_ = std::move(bytes);
-    Batch batch;
-    batch.last = got->operation().done();
-    batch.messages.emplace_back();
-    *batch.messages.back().mutable_operation() = got->operation();
-    return batch;
-  }
-
-  void Closed() override {
-    if (listener_ != 0) manager_.RemoveListener(listener_);
-    watchers_.fetch_sub(1);
-  }
-
-  ApplicationManager& manager_;
-  const std::string id_;
-  std::atomic<int>& watchers_;
-  int listener_ = 0;
-  std::string sent_;  // the last operation written, serialized (under the stream's lock)
 };
 
 // The member-from-base idiom: the dependencies are built before the service
@@ -400,8 +351,18 @@ grpc::ServerUnaryReactor* AcmServiceImpl::ListOperations(grpc::CallbackServerCon
 
 grpc::ServerWriteReactor<v1::WatchOperationResponse>* AcmServiceImpl::WatchOperation(
     grpc::CallbackServerContext* context, const v1::WatchOperationRequest* request) {
-  return new OperationWatch(manager_, request->id(), operation_watchers_,
-                            max_operation_watchers_);
+  return new OperationWatch<v1::WatchOperationResponse>(
+      "acm",
+      [this](const std::string& id) -> absl::StatusOr<common::v1::Operation> {
+        v1::GetOperationRequest get;
+        get.set_id(id);
+        absl::StatusOr<v1::GetOperationResponse> got = manager_.GetOperation(get);
+        if (!got.ok()) return got.status();
+        return got->operation();
+      },
+      [this](std::function<void()> f) { return manager_.AddListener(std::move(f)); },
+      [this](int listener) { manager_.RemoveListener(listener); }, operation_watchers_,
+      max_operation_watchers_, request->id());
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::RegisterCluster(grpc::CallbackServerContext* context,

@@ -4,7 +4,7 @@
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/serve_on_executor.h"
 #include "codeco/common/status.h"
-#include "codeco/common/watch_stream.h"
+#include "codeco/common/operation_watch.h"
 
 namespace codeco::checkpointer {
 
@@ -79,55 +79,12 @@ grpc::ServerUnaryReactor* CheckpointerServiceImpl::GetOperation(
   });
 }
 
-// Streams one operation: its current state, then each stored change, and
-// ends after the state with done = true. Refused past the watcher cap.
-class CheckpointerServiceImpl::OperationWatch final
-    : public WatchStream<v1::WatchOperationResponse> {
- public:
-  OperationWatch(CheckpointerServiceImpl& service, const std::string& id)
-      : service_(service), id_(id) {
-    if (service_.watchers_.fetch_add(1) >= service_.max_watchers_) {
-      Fail(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        absl::StrCat("checkpointer: already ", service_.max_watchers_,
-                                     " open operation watches; retry later")));
-      return;
-    }
-    if (id_.empty()) {
-      Fail(ToGrpcStatus(InvalidFieldError("id", "is required")));
-      return;
-    }
-    listener_ = service_.checkpointer_.listeners().Add([this] { Poke(); });
-    Start();
-  }
-
- private:
-  absl::StatusOr<Batch> Next() override {
-    absl::StatusOr<common::v1::Operation> op = service_.checkpointer_.GetOperation(id_);
-    if (!op.ok()) return op.status();
-    std::string bytes = op->SerializeAsString();
-    if (bytes == sent_) return Batch{};
-    sent_ = std::move(bytes);
-    Batch batch;
-    batch.last = op->done();
-    batch.messages.emplace_back();
-    *batch.messages.back().mutable_operation() = *std::move(op);
-    return batch;
-  }
-
-  void Closed() override {
-    if (listener_ != 0) service_.checkpointer_.listeners().Remove(listener_);
-    service_.watchers_.fetch_sub(1);
-  }
-
-  CheckpointerServiceImpl& service_;
-  const std::string id_;
-  int listener_ = 0;
-  std::string sent_;
-};
-
 grpc::ServerWriteReactor<v1::WatchOperationResponse>* CheckpointerServiceImpl::WatchOperation(
     grpc::CallbackServerContext* /*context*/, const v1::WatchOperationRequest* request) {
-  return new OperationWatch(*this, request->id());
+  return new OperationWatch<v1::WatchOperationResponse>(
+      "checkpointer",
+      [this](const std::string& id) { return checkpointer_.GetOperation(id); },
+      checkpointer_.listeners(), watchers_, max_watchers_, request->id());
 }
 
 }  // namespace codeco::checkpointer

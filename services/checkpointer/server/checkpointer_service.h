@@ -44,8 +44,6 @@ class CheckpointerServiceImpl : public v1::CheckpointerService::CallbackService 
       grpc::CallbackServerContext* context, const v1::WatchOperationRequest* request) override;
 
  private:
-  class OperationWatch;
-
   Checkpointer& checkpointer_;
   const int max_watchers_;
   std::atomic<int> watchers_{0};

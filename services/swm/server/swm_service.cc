@@ -15,6 +15,8 @@
 #include "codeco/common/metrics.h"
 #include "codeco/common/serve_on_executor.h"
 #include "codeco/common/status.h"
+#include "codeco/common/operation_watch.h"
+#include "codeco/common/operation_watch.h"
 #include "codeco/common/watch_stream.h"
 #include "prometheus/counter.h"
 #include "prometheus/histogram.h"
@@ -368,55 +370,11 @@ grpc::ServerUnaryReactor* SwmServiceImpl::ListOperations(grpc::CallbackServerCon
   });
 }
 
-// Streams one operation: its current state, then each stored change (read
-// again whenever the store saved something), and ends after the state with
-// done = true. Counted in the service's watchers; refused past the cap.
-class SwmServiceImpl::OperationWatch final : public WatchStream<pb::WatchOperationResponse> {
- public:
-  OperationWatch(SwmServiceImpl& service, const std::string& id) : service_(service), id_(id) {
-    if (service_.operation_watchers_.fetch_add(1) >= service_.options_.max_operation_watchers) {
-      Fail(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        absl::StrCat("swm: already ", service_.options_.max_operation_watchers,
-                                     " open operation watches; retry later")));
-      return;
-    }
-    if (id_.empty()) {
-      Fail(ToGrpcStatus(InvalidFieldError("id", "is required")));
-      return;
-    }
-    listener_ = service_.listeners_.Add([this] { Poke(); });
-    Start();
-  }
-
- private:
-  // The operation when it changed since the last write; the last one once done.
-  absl::StatusOr<Batch> Next() override {
-    absl::StatusOr<Operation> op = service_.plans_.GetOperation(id_);
-    if (!op.ok()) return op.status();
-    std::string bytes = op->SerializeAsString();
-    if (bytes == sent_) return Batch{};
-    sent_ = std::move(bytes);
-    Batch batch;
-    batch.last = op->done();
-    batch.messages.emplace_back();
-    *batch.messages.back().mutable_operation() = *std::move(op);
-    return batch;
-  }
-
-  void Closed() override {
-    if (listener_ != 0) service_.listeners_.Remove(listener_);
-    service_.operation_watchers_.fetch_sub(1);
-  }
-
-  SwmServiceImpl& service_;
-  const std::string id_;
-  int listener_ = 0;
-  std::string sent_;  // the last operation written, serialized (under the stream's lock)
-};
-
 grpc::ServerWriteReactor<pb::WatchOperationResponse>* SwmServiceImpl::WatchOperation(
     grpc::CallbackServerContext* /*context*/, const pb::WatchOperationRequest* request) {
-  return new OperationWatch(*this, request->id());
+  return new OperationWatch<pb::WatchOperationResponse>(
+      "swm", [this](const std::string& id) { return plans_.GetOperation(id); }, listeners_,
+      operation_watchers_, options_.max_operation_watchers, request->id());
 }
 
 // Streams the channel tracker: every application's channels first (those

@@ -234,7 +234,6 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   void DrainForTest();
 
  private:
-  class OperationWatch;
   class ChannelWatch;
   // Takes `plan` into the channel tracker; tells the channel watches.
   void TrackPlan(const codeco::swm::v1::AssignmentPlan& plan);
