@@ -806,9 +806,11 @@ absl::StatusOr<Operation> Checkpointer::MigrateContainer(
   CheckName(request.target_pod(), "target_pod", false, errors);
   const std::string target_cluster =
       request.target_cluster().empty() ? options_.cluster : request.target_cluster();
-  if (target_cluster == options_.cluster && request.target_node() == request.source().node() &&
+  if (target_cluster == options_.cluster &&
       (request.target_pod().empty() || request.target_pod() == request.source().pod())) {
-    errors.Add("target_node", "is where the pod runs already: name another node or target_pod");
+    // Pod names are unique in a cluster: the copy runs beside the source until the cut-over.
+    errors.Add("target_pod", "must name the copy (not the source's name) for a move inside cluster " +
+                                 options_.cluster);
   }
   CheckRepository(request.target_repository(), options_.default_repository, errors);
   RETURN_IF_ERROR(errors.ToStatus());

@@ -310,6 +310,11 @@ TEST_CASE("Bad requests are refused naming the field and start nothing") {
   CHECK(s.code() == absl::StatusCode::kInvalidArgument);
   CHECK(absl::StrContains(s.message(), "image_reference"));
 
+  v1::MigrateContainerRequest same_name = MoveToSouth("cache");
+  same_name.set_target_cluster("north");
+  s = f.north.checkpointer.MigrateContainer(same_name).status();
+  CHECK(absl::StrContains(s.message(), "target_pod"));
+
   v1::CreateCheckpointRequest other_cluster;
   other_cluster.mutable_source()->set_cluster("south");
   other_cluster.mutable_source()->set_pod("cache");
@@ -398,6 +403,25 @@ TEST_CASE("A corrupted layer is caught by its digest: nothing restored and the s
   REQUIRE(still.ok());
   CHECK(Connect(EndpointOf(*still))->Command({"SET", "after-failure", "1"}).ok());
   CHECK(f.south.lms.size() == 0);
+}
+
+TEST_CASE("A move inside the cluster restores the copy under its new name and retires the source") {
+  Federation f;
+  Fill(f.north.lms.AddRedisPod("cache", "north-1"), 200);
+  v1::MigrateContainerRequest request;
+  request.mutable_source()->set_pod("cache");
+  request.set_target_node("north-2");
+  request.set_target_pod("cache-2");
+  absl::StatusOr<Operation> op = f.north.checkpointer.MigrateContainer(request);
+  REQUIRE(op.ok());
+  Operation done = Await(f.north.checkpointer, op->id());
+  INFO(done.DebugString());
+  REQUIRE_FALSE(done.has_error());
+  CHECK_FALSE(f.north.lms.GetPod("cache").ok());
+  absl::StatusOr<lms::v1::Pod> moved = f.north.lms.GetPod("cache-2");
+  REQUIRE(moved.ok());
+  CHECK(moved->node_name() == "north-2");
+  CHECK(*Connect(EndpointOf(*moved))->Command({"DBSIZE"}) == "200");
 }
 
 TEST_CASE("Ten migrations back and forth under a write load lose no acknowledged write") {
