@@ -34,29 +34,14 @@
 
 extern char** environ;
 
+#include "checkpointer/tests/test_registry.h"
+
 namespace codeco::checkpointer {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A scratch directory removed at the end of the test.
-struct Scratch {
-  Scratch() {
-    std::string templ = (fs::temp_directory_path() / "codeco-criu-XXXXXX").string();
-    REQUIRE(mkdtemp(templ.data()) != nullptr);
-    path = templ;
-  }
-  ~Scratch() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  fs::path path;
-};
-
-std::string Read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+using testing::ReadFile;
+using testing::Scratch;
 
 // Waits up to `limit` for `condition`.
 bool WaitFor(const std::function<bool()>& condition, absl::Duration limit = absl::Seconds(20)) {
@@ -112,7 +97,7 @@ class Child {
 // signal the test sends can reach a stranger that reused a freed pid.
 int64_t NoSuchPid() {
   int64_t pid_max = 0;
-  REQUIRE(absl::SimpleAtoi(absl::StripAsciiWhitespace(Read("/proc/sys/kernel/pid_max")), &pid_max));
+  REQUIRE(absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile("/proc/sys/kernel/pid_max")), &pid_max));
   return pid_max + 1;
 }
 
@@ -165,7 +150,7 @@ fs::path FakeCriu(const fs::path& scratch, const std::string& mode) {
 }
 
 std::vector<std::string> Calls(const fs::path& scratch) {
-  std::vector<std::string> lines = absl::StrSplit(Read(scratch / "args"), '\n', absl::SkipEmpty());
+  std::vector<std::string> lines = absl::StrSplit(ReadFile(scratch / "args"), '\n', absl::SkipEmpty());
   return lines;
 }
 
@@ -244,7 +229,7 @@ TEST_CASE("criu driver dumps with the options it was given") {
     INFO(dump.status());
     REQUIRE(dump.ok());
     CHECK(dump->directory == dir);
-    CHECK(Read(dir / ("core-" + pid + ".img")) == "core");
+    CHECK(ReadFile(dir / ("core-" + pid + ".img")) == "core");
     CHECK(fs::exists(dir / kCriuDumpLog));
     CHECK(dump->bytes == static_cast<int64_t>(8 + fs::file_size(dir / kCriuDumpLog)));
     CHECK(dump->facts.at(kDriverFact) == "criu");
@@ -297,7 +282,7 @@ TEST_CASE("criu driver keeps the log of a failed dump and leaves the process run
   CHECK_FALSE(absl::StrContains(dump.status().message(), "Dumping starts"));
   const fs::path kept = scratch.path / "dump.dump.log";
   CHECK(absl::StrContains(dump.status().message(), "log kept at " + kept.string()));
-  CHECK(absl::StrContains(Read(kept), "Dumping starts"));
+  CHECK(absl::StrContains(ReadFile(kept), "Dumping starts"));
   CHECK_FALSE(fs::exists(dir));
   CHECK(sleeper.Running());
 
@@ -340,7 +325,7 @@ TEST_CASE("criu driver refuses a target it cannot dump") {
   fs::create_directories(scratch.path / "exists");
   CHECK(driver.Checkpoint(Target(sleeper.pid()), scratch.path / "exists").status().code() ==
         absl::StatusCode::kFailedPrecondition);
-  CHECK(Read(scratch.path / "args").empty());  // criu was never run
+  CHECK(ReadFile(scratch.path / "args").empty());  // criu was never run
 }
 
 TEST_CASE("criu driver retires the whole process tree and resumes a stopped one") {
@@ -354,7 +339,7 @@ TEST_CASE("criu driver retires the whole process tree and resumes a stopped one"
     Child parent({"sh", "-c", "sleep 1000 & echo $! > " + pidfile.string() + "; wait"});
     int64_t grandchild = 0;
     REQUIRE(WaitFor(
-        [&] { return absl::SimpleAtoi(absl::StripAsciiWhitespace(Read(pidfile)), &grandchild); }));
+        [&] { return absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(pidfile)), &grandchild); }));
     REQUIRE(driver.Retire(Target(parent.pid())).ok());
     const int status = parent.Reap();
     CHECK(WIFSIGNALED(status));
@@ -402,7 +387,7 @@ TEST_CASE("criu driver verifies the restored process runs the dumped program") {
   // Ended but not reaped (a zombie), and no such process at all.
   REQUIRE(kill(sleeper.pid(), SIGKILL) == 0);
   REQUIRE(WaitFor([&] {
-    return Read(absl::StrCat("/proc/", sleeper.pid(), "/stat")).find(") Z") != std::string::npos;
+    return ReadFile(absl::StrCat("/proc/", sleeper.pid(), "/stat")).find(") Z") != std::string::npos;
   }));
   CHECK(driver.Verify(Target(sleeper.pid()), facts).code() == absl::StatusCode::kNotFound);
   sleeper.Reap();
@@ -412,7 +397,7 @@ TEST_CASE("criu driver verifies the restored process runs the dumped program") {
 // The counter the round trip's process last wrote; -1 before its first.
 int64_t Counter(const fs::path& file) {
   int64_t n = -1;
-  return absl::SimpleAtoi(absl::StripAsciiWhitespace(Read(file)), &n) ? n : -1;
+  return absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(file)), &n) ? n : -1;
 }
 
 TEST_CASE("criu driver dumps and restores a running process where criu check passes") {

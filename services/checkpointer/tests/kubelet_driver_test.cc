@@ -33,29 +33,14 @@
 #include "absl/strings/str_split.h"
 #include "checkpointer/image/oci_image.h"
 
+#include "checkpointer/tests/test_registry.h"
+
 namespace codeco::checkpointer {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A scratch directory removed at the end of the test.
-struct Scratch {
-  Scratch() {
-    std::string templ = (fs::temp_directory_path() / "codeco-kubelet-XXXXXX").string();
-    REQUIRE(mkdtemp(templ.data()) != nullptr);
-    path = templ;
-  }
-  ~Scratch() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  fs::path path;
-};
-
-std::string Read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+using testing::ReadFile;
+using testing::Scratch;
 
 void Write(const fs::path& p, const std::string& contents) {
   fs::create_directories(p.parent_path());
@@ -74,7 +59,7 @@ struct Pki {
     const std::string log = (dir / "openssl.log").string();
     auto run = [&](const std::string& command) {
       const int rc = std::system((command + " >>" + log + " 2>&1").c_str());
-      INFO(command << "\n" << Read(log));
+      INFO(command << "\n" << ReadFile(log));
       REQUIRE(rc == 0);
     };
     const std::string newkey = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
@@ -338,7 +323,7 @@ TEST_CASE("kubelet driver copies the checkpoint archive and records it") {
     INFO(dump.status());
     REQUIRE(dump.ok());
     CHECK(dump->directory == dir);
-    CHECK(Read(dir / "checkpoint.tar") == node.archive_contents);
+    CHECK(ReadFile(dir / "checkpoint.tar") == node.archive_contents);
     CHECK(dump->bytes == static_cast<int64_t>(node.archive_contents.size()));
     CHECK(dump->facts.at(kDriverFact) == "kubelet");
     CHECK(dump->facts.at(kKubeletArchiveFact) == Node::kArchive);
@@ -364,7 +349,7 @@ TEST_CASE("kubelet driver copies the checkpoint archive and records it") {
     absl::StatusOr<StateDump> dump = driver.Checkpoint(Redis0(), scratch.path / "dump");
     INFO(dump.status());
     REQUIRE(dump.ok());
-    CHECK(Read(scratch.path / "dump" / "checkpoint.tar") == node.archive_contents);
+    CHECK(ReadFile(scratch.path / "dump" / "checkpoint.tar") == node.archive_contents);
     CHECK_FALSE(fs::exists(original));
   }
 }

@@ -8,32 +8,14 @@
 
 #include "nlohmann/json.hpp"
 
+#include "checkpointer/tests/test_registry.h"
+
 namespace codeco::checkpointer {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A scratch directory removed at the end of the test.
-struct Scratch {
-  Scratch() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("codeco-oci-" + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~Scratch() { fs::remove_all(path); }
-  fs::path Write(const std::string& name, const std::string& contents) const {
-    fs::path p = path / name;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary) << contents;
-    return p;
-  }
-  fs::path path;
-};
-
-std::string Read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+using testing::ReadFile;
+using testing::Scratch;
 
 const absl::Time kWhen = absl::FromUnixSeconds(1'790'000'000);
 
@@ -81,9 +63,9 @@ TEST_CASE("a layer round-trips its files byte for byte and its digest is its fil
   REQUIRE(names.ok());
   CHECK(*names == std::vector<std::string>{"checkpoint/dump.rdb", "checkpoint/empty",
                                            long_dir + "/appendonly.aof"});
-  CHECK(Read(scratch.path / "out/checkpoint/dump.rdb") == big);
-  CHECK(Read(scratch.path / "out/checkpoint/empty").empty());
-  CHECK(Read(scratch.path / "out" / long_dir / "appendonly.aof") == "SET k v\n");
+  CHECK(ReadFile(scratch.path / "out/checkpoint/dump.rdb") == big);
+  CHECK(ReadFile(scratch.path / "out/checkpoint/empty").empty());
+  CHECK(ReadFile(scratch.path / "out" / long_dir / "appendonly.aof") == "SET k v\n");
   CHECK((fs::status(scratch.path / "out" / long_dir / "appendonly.aof").permissions() &
          fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write));
 }
@@ -113,7 +95,7 @@ TEST_CASE("extracting a damaged or oversized layer leaves nothing behind") {
   std::vector<LayerEntry> entries = {{.name = "a", .source = scratch.Write("a", std::string(5000, 'a'))},
                                      {.name = "b", .source = scratch.Write("b", "bbb")}};
   REQUIRE(WriteLayer(entries, scratch.path / "l.tar", kWhen).ok());
-  const std::string whole = Read(scratch.path / "l.tar");
+  const std::string whole = ReadFile(scratch.path / "l.tar");
 
   SECTION("truncated") {
     std::ofstream(scratch.path / "cut.tar", std::ios::binary) << whole.substr(0, 3000);

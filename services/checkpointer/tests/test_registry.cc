@@ -2,6 +2,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>
+
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "codeco/common/ports.h"
@@ -15,6 +19,29 @@ int FreePort() {
   INFO(port.status());
   REQUIRE(port.ok());
   return *port;
+}
+
+Scratch::Scratch(const std::string& prefix) {
+  std::string name = (fs::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  REQUIRE(mkdtemp(name.data()) != nullptr);
+  path = name;
+}
+
+Scratch::~Scratch() {
+  std::error_code ignored;
+  fs::remove_all(path, ignored);
+}
+
+fs::path Scratch::Write(const std::string& name, const std::string& contents) const {
+  const fs::path file = path / name;
+  fs::create_directories(file.parent_path());
+  std::ofstream(file, std::ios::binary) << contents;
+  return file;
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 Registry::Registry() {
