@@ -228,7 +228,7 @@ bool SanitizedBuild() {
 }
 
 double RttToleranceMs(double rtt_ms) {
-  return SanitizedBuild() ? std::max(0.25 * rtt_ms, 3.0) : std::max(0.1 * rtt_ms, 1.0);
+  return SanitizedBuild() ? std::max(0.25 * rtt_ms, 5.0) : std::max(0.1 * rtt_ms, 1.0);
 }
 
 }  // namespace codeco::testing
