@@ -352,6 +352,19 @@ absl::StatusOr<std::unique_ptr<EmulatedCluster::PodState>> EmulatedCluster::Buil
   return state;
 }
 
+absl::Status EmulatedCluster::CheckAdmissible(const PodState& pod) const {
+  const Pod& spec = pod.pod;
+  if (pods_.count(spec.name()) > 0) {
+    return absl::AlreadyExistsError(absl::StrCat("pod ", spec.name(), " already exists"));
+  }
+  auto node = nodes_.find(spec.node_name());
+  if (node == nodes_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("pod.node_name: no node ", spec.node_name(), " in cluster ", options_.name));
+  }
+  return CheckFits(node->second, pod);
+}
+
 absl::Status EmulatedCluster::CheckFits(const NodeState& state, const PodState& pod) const {
   const Node& node = state.node;
   if (node.condition() != codeco::lms::v1::NODE_CONDITION_READY) {
@@ -425,15 +438,7 @@ absl::StatusOr<Pod> EmulatedCluster::CreatePod(const Pod& pod, const std::string
     if (it != created_by_request_.end()) return it->second;
   }
   ASSIGN_OR_RETURN(std::unique_ptr<PodState> state, BuildPod(pod, "pod"));
-  if (pods_.count(pod.name()) > 0) {
-    return absl::AlreadyExistsError(absl::StrCat("pod ", pod.name(), " already exists"));
-  }
-  auto node = nodes_.find(pod.node_name());
-  if (node == nodes_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("pod.node_name: no node ", pod.node_name(), " in cluster ", options_.name));
-  }
-  RETURN_IF_ERROR(CheckFits(node->second, *state));
+  RETURN_IF_ERROR(CheckAdmissible(*state));
   if (state->process_container >= 0) RETURN_IF_ERROR(StartProcess(*state, ""));
   Bind(std::move(state));
   Pod created = pods_.at(pod.name())->pod;
@@ -781,15 +786,7 @@ absl::StatusOr<codeco::lms::v1::RestoreContainerResponse> EmulatedCluster::Resto
   (*pod.mutable_annotations())[kRestoredProgressAnnotation] = FormatDurationNanos(cp.progress_ns);
   ASSIGN_OR_RETURN(std::unique_ptr<PodState> state, BuildPod(pod, "pod"));
   state->restored_progress = absl::Nanoseconds(cp.progress_ns);
-  if (pods_.count(pod.name()) > 0) {
-    return absl::AlreadyExistsError(absl::StrCat("pod ", pod.name(), " already exists"));
-  }
-  auto node = nodes_.find(pod.node_name());
-  if (node == nodes_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("pod.node_name: no node ", pod.node_name(), " in cluster ", options_.name));
-  }
-  RETURN_IF_ERROR(CheckFits(node->second, *state));
+  RETURN_IF_ERROR(CheckAdmissible(*state));
   // A Redis container beside the restored one starts empty.
   if (state->process_container >= 0) RETURN_IF_ERROR(StartProcess(*state, ""));
   const int64_t restore_ns =
@@ -811,16 +808,8 @@ absl::StatusOr<codeco::lms::v1::RestoreContainerResponse> EmulatedCluster::Resto
   Pod pod = request.pod();
   (*pod.mutable_annotations())[kRestoredFromAnnotation] = request.archive_path();
   ASSIGN_OR_RETURN(std::unique_ptr<PodState> state, BuildPod(pod, "pod"));
-  if (pods_.count(pod.name()) > 0) {
-    return absl::AlreadyExistsError(absl::StrCat("pod ", pod.name(), " already exists"));
-  }
-  auto node = nodes_.find(pod.node_name());
-  if (node == nodes_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("pod.node_name: no node ", pod.node_name(), " in cluster ", options_.name));
-  }
   // Room first: a full node refuses before any process starts.
-  RETURN_IF_ERROR(CheckFits(node->second, *state));
+  RETURN_IF_ERROR(CheckAdmissible(*state));
   RETURN_IF_ERROR(StartProcess(*state, request.archive_path()));
   state->restoring_from = request.archive_path();
   state->restore_request_id = request.request_id();

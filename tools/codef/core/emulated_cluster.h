@@ -254,6 +254,9 @@ class EmulatedCluster {
   absl::Status ValidatePod(const codeco::lms::v1::Pod& pod, const std::string& path) const;
   absl::StatusOr<std::unique_ptr<PodState>> BuildPod(const codeco::lms::v1::Pod& pod,
                                                      const std::string& path) const;
+  // ALREADY_EXISTS, NOT_FOUND (its node) or CheckFits's refusal when `pod`
+  // cannot be bound as it is.
+  absl::Status CheckAdmissible(const PodState& pod) const;
   absl::Status CheckFits(const NodeState& node, const PodState& pod) const;
   absl::Status StartProcess(PodState& pod, const std::string& state_source);
   absl::StatusOr<codeco::lms::v1::RestoreContainerResponse> RestoreProcess(
