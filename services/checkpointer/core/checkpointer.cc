@@ -173,7 +173,11 @@ class Checkpointer::Run {
     return result;
   }
 
-  absl::StatusOr<ContainerTarget> Source(const v1::ContainerRef& ref, lms::v1::Pod* pod);
+  // The source's pod; INVALID_ARGUMENT naming source.pod or source.node
+  // when there is none or it runs elsewhere.
+  absl::StatusOr<lms::v1::Pod> SourcePod(const v1::ContainerRef& ref);
+  // FAILED_PRECONDITION unless `pod` runs.
+  static absl::Status CheckRunning(const lms::v1::Pod& pod);
   absl::StatusOr<StateDump> TakeState(const ContainerTarget& source, StateDriver& driver);
   absl::Status PackAndPush(const StateDump& dump, const ContainerTarget& source,
                            const lms::v1::Pod& pod, const std::string& repository,
@@ -195,26 +199,24 @@ class Checkpointer::Run {
   const fs::path work_;
 };
 
-absl::StatusOr<ContainerTarget> Checkpointer::Run::Source(const v1::ContainerRef& ref,
-                                                          lms::v1::Pod* pod) {
-  absl::StatusOr<lms::v1::Pod> found = owner_.lms_.GetPod(ref.pod());
-  if (!found.ok()) {
-    if (absl::IsNotFound(found.status())) {
-      return InvalidFieldError("source.pod", absl::StrCat("no pod \"", ref.pod(), "\" in cluster ",
-                                                          owner_.options_.cluster));
-    }
-    return found.status();
+absl::StatusOr<lms::v1::Pod> Checkpointer::Run::SourcePod(const v1::ContainerRef& ref) {
+  absl::StatusOr<lms::v1::Pod> pod = owner_.lms_.GetPod(ref.pod());
+  if (absl::IsNotFound(pod.status())) {
+    return InvalidFieldError("source.pod", absl::StrCat("no pod \"", ref.pod(), "\" in cluster ",
+                                                        owner_.options_.cluster));
   }
-  *pod = *std::move(found);
+  RETURN_IF_ERROR(pod.status());
   if (!ref.node().empty() && ref.node() != pod->node_name()) {
     return InvalidFieldError("source.node", absl::StrCat("pod ", ref.pod(), " runs on ",
                                                          pod->node_name(), ", not ", ref.node()));
   }
-  if (pod->phase() != lms::v1::POD_PHASE_RUNNING) {
-    return absl::FailedPreconditionError(absl::StrCat("pod ", ref.pod(), " is not running (",
-                                                      lms::v1::PodPhase_Name(pod->phase()), ")"));
-  }
-  return owner_.TargetOf(*pod, ref.container());
+  return pod;
+}
+
+absl::Status Checkpointer::Run::CheckRunning(const lms::v1::Pod& pod) {
+  if (pod.phase() == lms::v1::POD_PHASE_RUNNING) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("pod ", pod.name(), " is not running (",
+                                                    lms::v1::PodPhase_Name(pod.phase()), ")"));
 }
 
 absl::StatusOr<StateDump> Checkpointer::Run::TakeState(const ContainerTarget& source,
@@ -408,24 +410,15 @@ absl::Status Checkpointer::Run::CutOver(const ContainerTarget& source, StateDriv
 }
 
 absl::Status Checkpointer::Run::Create(const v1::CreateCheckpointRequest& request) {
-  lms::v1::Pod pod;
+  ASSIGN_OR_RETURN(lms::v1::Pod pod, SourcePod(request.source()));
+  ASSIGN_OR_RETURN(ContainerTarget source, owner_.TargetOf(pod, request.source().container()));
   if (job_.resumed && !ck_.driver().empty()) {
     // A previous run dumped and may have left the source fenced: lift it and start over.
-    absl::StatusOr<lms::v1::Pod> found = owner_.lms_.GetPod(request.source().pod());
-    if (found.ok()) {
-      absl::StatusOr<ContainerTarget> source = owner_.TargetOf(*found, request.source().container());
-      StateDriver* driver = source.ok() ? owner_.DriverNamed(ck_.driver()) : nullptr;
-      if (driver != nullptr) ResumeSource(*source, *driver);
-    }
+    if (StateDriver* previous = owner_.DriverNamed(ck_.driver())) ResumeSource(source, *previous);
     *ck_.mutable_timings() = v1::PhaseTimings();
   }
-  ASSIGN_OR_RETURN(ContainerTarget source, Source(request.source(), &pod));
-  StateDriver* driver = owner_.DriverFor(source);
-  if (driver == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("no checkpoint driver handles ", source.pod, "/", source.container,
-                     " (image ", source.image, ")"));
-  }
+  RETURN_IF_ERROR(CheckRunning(pod));
+  ASSIGN_OR_RETURN(StateDriver * driver, owner_.DriverFor(source));
   ASSIGN_OR_RETURN(StateDump dump, TakeState(source, *driver));
   // A checkpoint alone holds the source no longer than the dump.
   if (request.stop_after_checkpoint()) {
@@ -433,10 +426,7 @@ absl::Status Checkpointer::Run::Create(const v1::CreateCheckpointRequest& reques
   } else {
     ResumeSource(source, *driver);
   }
-  const std::string repository = request.target_repository().empty()
-                                     ? owner_.options_.default_repository
-                                     : request.target_repository();
-  RETURN_IF_ERROR(PackAndPush(dump, source, pod, repository,
+  RETURN_IF_ERROR(PackAndPush(dump, source, pod, ck_.target_repository(),
                               request.tag().empty() ? ck_.id() : request.tag()));
   ck_.set_phase(v1::CHECKPOINT_PHASE_READY);
   return absl::OkStatus();
@@ -450,39 +440,27 @@ absl::Status Checkpointer::Run::Migrate(const v1::MigrateContainerRequest& reque
   const Step from = job_.resumed ? StepOf(op_.phase()) : Step::kPending;
   const std::string target_cluster =
       request.target_cluster().empty() ? owner_.options_.cluster : request.target_cluster();
-  lms::v1::Pod pod;
-  absl::StatusOr<lms::v1::Pod> found = owner_.lms_.GetPod(request.source().pod());
-  if (!found.ok() && from == Step::kCuttingOver && absl::IsNotFound(found.status())) {
+  if (from == Step::kCuttingOver &&
+      absl::IsNotFound(owner_.lms_.GetPod(request.source().pod()).status())) {
     return absl::OkStatus();  // the cut-over had deleted the source already
   }
-  if (!found.ok()) {
-    return absl::IsNotFound(found.status())
-               ? InvalidFieldError("source.pod", absl::StrCat("no pod \"", request.source().pod(),
-                                                             "\" in cluster ",
-                                                             owner_.options_.cluster))
-               : found.status();
-  }
-  pod = *std::move(found);
+  ASSIGN_OR_RETURN(lms::v1::Pod pod, SourcePod(request.source()));
   ASSIGN_OR_RETURN(ContainerTarget source, owner_.TargetOf(pod, request.source().container()));
-  StateDriver* driver = ck_.driver().empty() ? owner_.DriverFor(source)
-                                             : owner_.DriverNamed(ck_.driver());
-  if (driver == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("no checkpoint driver handles ", source.pod, "/", source.container,
-                     " (image ", source.image, ")"));
+  // A resumed migration keeps the driver that took (or may have fenced) the state.
+  StateDriver* driver = owner_.DriverNamed(ck_.driver());
+  if (ck_.driver().empty()) {
+    ASSIGN_OR_RETURN(driver, owner_.DriverFor(source));
+  } else if (driver == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("the state was taken by driver \"",
+                                                      ck_.driver(),
+                                                      "\", which this checkpointer does not run"));
   }
   if (from < Step::kRestoring) {
     if (job_.resumed && !ck_.driver().empty()) ResumeSource(source, *driver);
     *ck_.mutable_timings() = v1::PhaseTimings();
-    if (pod.phase() != lms::v1::POD_PHASE_RUNNING) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "pod ", pod.name(), " is not running (", lms::v1::PodPhase_Name(pod.phase()), ")"));
-    }
+    RETURN_IF_ERROR(CheckRunning(pod));
     ASSIGN_OR_RETURN(StateDump dump, TakeState(source, *driver));
-    const std::string repository = request.target_repository().empty()
-                                       ? owner_.options_.default_repository
-                                       : request.target_repository();
-    absl::Status pushed = PackAndPush(dump, source, pod, repository, ck_.id());
+    absl::Status pushed = PackAndPush(dump, source, pod, ck_.target_repository(), ck_.id());
     if (!pushed.ok()) {
       ResumeSource(source, *driver);
       return absl::Status(pushed.code(), absl::StrCat(pushed.message(), "; ", source.pod,
@@ -593,11 +571,13 @@ absl::StatusOr<ContainerTarget> Checkpointer::TargetOf(const lms::v1::Pod& pod,
   return target;
 }
 
-StateDriver* Checkpointer::DriverFor(const ContainerTarget& target) const {
+absl::StatusOr<StateDriver*> Checkpointer::DriverFor(const ContainerTarget& target) const {
   for (StateDriver* driver : drivers_) {
     if (driver->Handles(target)) return driver;
   }
-  return nullptr;
+  return absl::FailedPreconditionError(absl::StrCat("no checkpoint driver handles ", target.pod,
+                                                    "/", target.container, " (image ",
+                                                    target.image, ")"));
 }
 
 StateDriver* Checkpointer::DriverNamed(const std::string& name) const {
@@ -753,24 +733,32 @@ absl::StatusOr<int> Checkpointer::Recover() {
   return static_cast<int>(unfinished.size());
 }
 
+void Checkpointer::CheckSource(const v1::ContainerRef& source, FieldErrors& errors) const {
+  if (!source.cluster().empty() && source.cluster() != options_.cluster) {
+    errors.Add("source.cluster", absl::StrCat("this checkpointer serves cluster ", options_.cluster,
+                                              ", not ", source.cluster()));
+  }
+  CheckName(source.pod(), "source.pod", true, errors);
+}
+
+v1::Checkpoint Checkpointer::SourceRecord(const v1::ContainerRef& source,
+                                          const std::string& repository) const {
+  v1::Checkpoint checkpoint;
+  *checkpoint.mutable_source() = source;
+  checkpoint.mutable_source()->set_cluster(options_.cluster);
+  checkpoint.set_target_repository(repository.empty() ? options_.default_repository : repository);
+  return checkpoint;
+}
+
 absl::StatusOr<Operation> Checkpointer::CreateCheckpoint(const v1::CreateCheckpointRequest& request) {
   FieldErrors errors;
-  if (!request.source().cluster().empty() && request.source().cluster() != options_.cluster) {
-    errors.Add("source.cluster", absl::StrCat("this checkpointer serves cluster ", options_.cluster,
-                                              ", not ", request.source().cluster()));
-  }
-  CheckName(request.source().pod(), "source.pod", true, errors);
+  CheckSource(request.source(), errors);
   CheckRepository(request.target_repository(), options_.default_repository, errors);
   if (!request.tag().empty() && !IsTag(request.tag())) {
     errors.Add("tag", "must be [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters");
   }
   RETURN_IF_ERROR(errors.ToStatus());
-  v1::Checkpoint checkpoint;
-  *checkpoint.mutable_source() = request.source();
-  checkpoint.mutable_source()->set_cluster(options_.cluster);
-  checkpoint.set_target_repository(request.target_repository().empty()
-                                       ? options_.default_repository
-                                       : request.target_repository());
+  v1::Checkpoint checkpoint = SourceRecord(request.source(), request.target_repository());
   return Accept(kCreateCheckpointKind, request.request_id(), request, std::move(checkpoint));
 }
 
@@ -797,11 +785,7 @@ absl::StatusOr<Operation> Checkpointer::RestoreCheckpoint(
 absl::StatusOr<Operation> Checkpointer::MigrateContainer(
     const v1::MigrateContainerRequest& request) {
   FieldErrors errors;
-  if (!request.source().cluster().empty() && request.source().cluster() != options_.cluster) {
-    errors.Add("source.cluster", absl::StrCat("this checkpointer serves cluster ", options_.cluster,
-                                              ", not ", request.source().cluster()));
-  }
-  CheckName(request.source().pod(), "source.pod", true, errors);
+  CheckSource(request.source(), errors);
   CheckName(request.target_node(), "target_node", true, errors);
   CheckName(request.target_pod(), "target_pod", false, errors);
   const std::string target_cluster =
@@ -814,12 +798,7 @@ absl::StatusOr<Operation> Checkpointer::MigrateContainer(
   }
   CheckRepository(request.target_repository(), options_.default_repository, errors);
   RETURN_IF_ERROR(errors.ToStatus());
-  v1::Checkpoint checkpoint;
-  *checkpoint.mutable_source() = request.source();
-  checkpoint.mutable_source()->set_cluster(options_.cluster);
-  checkpoint.set_target_repository(request.target_repository().empty()
-                                       ? options_.default_repository
-                                       : request.target_repository());
+  v1::Checkpoint checkpoint = SourceRecord(request.source(), request.target_repository());
   return Accept(kMigrateContainerKind, request.request_id(), request, std::move(checkpoint));
 }
 

@@ -31,6 +31,7 @@
 #include "codeco/common/executor.h"
 #include "codeco/common/kv_store.h"
 #include "codeco/common/listeners.h"
+#include "codeco/common/status.h"
 
 namespace codeco::checkpointer {
 
@@ -119,6 +120,11 @@ class Checkpointer {
   struct Job;
   class Run;
 
+  // Adds what is wrong with a request's source container to `errors`.
+  void CheckSource(const v1::ContainerRef& source, FieldErrors& errors) const;
+  // The record of a checkpoint of `source` pushed to `repository` (empty:
+  // the default); the operation reads the repository back from it.
+  v1::Checkpoint SourceRecord(const v1::ContainerRef& source, const std::string& repository) const;
   absl::StatusOr<common::v1::Operation> Accept(const std::string& kind,
                                                const std::string& request_id,
                                                const google::protobuf::Message& request,
@@ -127,7 +133,7 @@ class Checkpointer {
   void Execute(Job& job);
   absl::StatusOr<ContainerTarget> TargetOf(const lms::v1::Pod& pod,
                                            const std::string& container) const;
-  StateDriver* DriverFor(const ContainerTarget& target) const;
+  absl::StatusOr<StateDriver*> DriverFor(const ContainerTarget& target) const;
   StateDriver* DriverNamed(const std::string& name) const;
   absl::Status Save(const common::v1::Operation& op, const v1::Checkpoint& checkpoint);
 
