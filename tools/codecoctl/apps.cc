@@ -26,6 +26,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "cli.h"
+#include "operation_wait.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
 #include "codeco/common/proto_util.h"
 #include "codeco/common/quantity.h"
@@ -271,11 +272,6 @@ absl::StatusOr<std::unique_ptr<AcmService::Stub>> AcmStub(const Args& args) {
   auto channel = ChannelTo(*address, args);
   if (!channel.ok()) return channel.status();
   return AcmService::NewStub(*channel);
-}
-
-int Fail(const std::string& command, const std::string& message) {
-  std::cerr << "codecoctl " << command << ": " << message << "\n";
-  return 1;
 }
 
 // "app NAME" (or "application NAME") positional arguments; empty on misuse.
@@ -601,51 +597,6 @@ std::string WatchLine(const acm::v1::WatchApplicationResponse& event, Output out
                          absl::AsciiStrToUpper(type), app.metadata().name(),
                          PhaseName(app.status().phase()), LevelName(app.status().status()),
                          ReadyText(app), message);
-}
-
-// Follows operation `first` with WatchOperation of `stub` (ACM's or SWM's:
-// WatchRequest/WatchResponse are that service's) until it is done: one line
-// that updates in place on a terminal, one line per change otherwise.
-// 0 when it succeeded; 1 (the error on stderr, as `command`) when it failed
-// or the stream broke.
-template <typename WatchRequest, typename WatchResponse, typename Stub>
-static int WaitForOperation(Stub& stub, const common::v1::Operation& first, const Args& args,
-                            const std::string& command) {
-  const bool tty = ::isatty(STDOUT_FILENO) == 1;
-  auto show = [&](const common::v1::Operation& op) {
-    if (tty) {
-      std::cout << "\r\033[K" << OperationLine(op) << std::flush;
-    } else {
-      std::cout << OperationLine(op) << "\n" << std::flush;
-    }
-  };
-  common::v1::Operation last = first;
-  show(last);
-  if (!last.done()) {
-    auto context = ContextWithTimeout(args, absl::Minutes(10));
-    WatchRequest request;
-    request.set_id(first.id());
-    auto stream = stub.WatchOperation(context.get(), request);
-    WatchResponse event;
-    while (stream->Read(&event)) {
-      if (event.operation().SerializeAsString() != last.SerializeAsString()) {
-        last = event.operation();
-        show(last);
-      }
-    }
-    grpc::Status status = stream->Finish();
-    if (tty) std::cout << "\n";
-    if (!last.done()) {
-      return Fail(command, absl::StrCat("--wait: lost operation ", first.id(),
-                                        " before it was done (", status.error_message(), ")"));
-    }
-  } else if (tty) {
-    std::cout << "\n";
-  }
-  if (last.has_error() && last.error().code() != common::v1::ERROR_CODE_UNSPECIFIED) {
-    return Fail(command, absl::StrCat("operation ", last.id(), " failed: ", last.error().message()));
-  }
-  return 0;
 }
 
 // Follows ACM's operation `first` (see WaitForOperation).

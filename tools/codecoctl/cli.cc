@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "codeco/common/tls.h"
@@ -98,6 +99,11 @@ std::string BinDir() {
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? std::string(".") : exe.parent_path().string();
+}
+
+int Fail(const std::string& command, const std::string& message) {
+  std::cerr << "codecoctl " << command << ": " << message << "\n";
+  return 1;
 }
 
 }  // namespace codeco::ctl

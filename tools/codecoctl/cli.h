@@ -46,6 +46,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ChannelTo(const std::string& addr
 
 /// A context whose deadline is --timeout (default `fallback`) from now.
 std::unique_ptr<grpc::ClientContext> ContextWithTimeout(const Args& args, absl::Duration fallback);
+/// Writes "codecoctl <command>: <message>" to stderr; returns 1 (the exit code).
+int Fail(const std::string& command, const std::string& message);
 
 /// Where the codeco binaries are: $CODECO_BIN_DIR when set, else the
 /// directory codecoctl itself lives in (the build's bin/ directory).

@@ -7,14 +7,13 @@
 // restore and verify it, then retires the source. Follows the operation with
 // a progress bar (one line updated in place on a terminal, a line per change
 // otherwise) and prints the time of each phase at the end.
-#include <unistd.h>
-
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli.h"
 #include "codeco/checkpointer/v1/checkpointer_service.grpc.pb.h"
+#include "operation_wait.h"
 #include "run_state.h"
 
 namespace codeco::ctl {
@@ -26,11 +25,6 @@ constexpr char kUsage[] =
     "usage: codecoctl migrate POD --from CLUSTER --to CLUSTER --node NODE [--as NAME]\n"
     "         [--container NAME] [--repository REPO] [--request-id ID] [--no-wait]\n"
     "         [--checkpointer ADDR]";
-
-int MigrateFail(const std::string& message) {
-  std::cerr << "codecoctl migrate: " << message << "\n";
-  return 1;
-}
 
 // The checkpointer of `cluster`: --checkpointer, else the federation's (`codecoctl up`).
 absl::StatusOr<std::string> CheckpointerOf(const std::string& cluster, const Args& args) {
@@ -85,9 +79,9 @@ int RunMigrate(const Args& args) {
     return 2;
   }
   auto address = CheckpointerOf(args.Get("from"), args);
-  if (!address.ok()) return MigrateFail(std::string(address.status().message()));
+  if (!address.ok()) return Fail("migrate", std::string(address.status().message()));
   auto channel = ChannelTo(*address, args);
-  if (!channel.ok()) return MigrateFail(std::string(channel.status().message()));
+  if (!channel.ok()) return Fail("migrate", std::string(channel.status().message()));
   auto stub = cp::CheckpointerService::NewStub(*channel);
 
   cp::MigrateContainerRequest request;
@@ -103,46 +97,20 @@ int RunMigrate(const Args& args) {
   {
     auto context = ContextWithTimeout(args, absl::Seconds(30));
     grpc::Status status = stub->MigrateContainer(context.get(), request, &started);
-    if (!status.ok()) return MigrateFail(status.error_message());
+    if (!status.ok()) return Fail("migrate", status.error_message());
   }
   if (args.Has("no-wait")) {
     std::cout << started.operation().id() << "\n";
     return 0;
   }
-  const bool tty = ::isatty(STDOUT_FILENO) == 1;
-  common::v1::Operation last = started.operation();
-  std::string shown;
-  auto show = [&](const common::v1::Operation& op) {
-    const std::string line = ProgressLine(op);
-    if (line == shown) return;
-    shown = line;
-    std::cout << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
-  };
-  show(last);
-  while (!last.done()) {
-    auto context = ContextWithTimeout(args, absl::Minutes(30));
-    cp::WatchOperationRequest watch;
-    watch.set_id(last.id());
-    auto stream = stub->WatchOperation(context.get(), watch);
-    cp::WatchOperationResponse event;
-    while (stream->Read(&event)) {
-      last = event.operation();
-      show(last);
-    }
-    grpc::Status status = stream->Finish();
-    if (!last.done()) {
-      if (tty) std::cout << "\n";
-      return MigrateFail(absl::StrCat("lost operation ", last.id(), " before it was done (",
-                                      status.error_message(), "); follow it with GetOperation"));
-    }
-  }
-  if (tty) std::cout << "\n";
-  if (last.has_error() && last.error().code() != common::v1::ERROR_CODE_UNSPECIFIED) {
-    return MigrateFail(absl::StrCat("operation ", last.id(), " failed: ", last.error().message()));
-  }
+  common::v1::Operation last;
+  const int waited = WaitForOperation<cp::WatchOperationRequest, cp::WatchOperationResponse>(
+      *stub, started.operation(), args, "migrate",
+      {.line = ProgressLine, .timeout = absl::Minutes(30), .lost_prefix = "", .last = &last});
+  if (waited != 0) return waited;
   cp::Checkpoint result;
   if (!last.result().UnpackTo(&result)) {
-    return MigrateFail("operation " + last.id() + " finished without a result");
+    return Fail("migrate", "operation " + last.id() + " finished without a result");
   }
   PrintResult(result);
   return 0;
