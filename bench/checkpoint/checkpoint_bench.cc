@@ -1,46 +1,57 @@
 // Stateful migration of a Redis through the registry, phase by phase (issue
 // 12), against a plain copy of the same bytes through the same registry.
-// For each state size it starts Debian's redis-server, fills it with 1 MiB
-// random values up to the size, then times
-//   checkpoint  fence writes (CLIENT PAUSE WRITE), SAVE, copy the RDB
-//   build       the checkpoint layer (tar, sha256), config and manifest
-//   push        layer and config blobs (chunked) and the manifest
-//   pull        manifest by digest, then the layer, digest checked
-//   restore     unpack, start redis-server on the RDB, wait until loaded,
-//               check the key count
-// and, for the baseline, pushes the RDB file alone as one blob to another
-// repository and pulls it back (the same bytes over the same registry, no
-// checkpoint, no image, no restore). Both go to Debian's docker-registry on
-// loopback, storage in a scratch directory.
+// For each state size it starts Debian's redis-server as a pod of a
+// loopback cluster "north", fills it with 1 MB random values up to the size,
+// and migrates it with the checkpointer's core (the same code the service
+// runs) to a second loopback cluster "south": fence and SAVE (checkpoint),
+// tar layers of 16 MiB with their sha256 (build), chunked upload (push),
+// and, as soon as the first layer is published, the restore at the target —
+// pulling each layer while later ones are pushed and loading it into an
+// empty redis-server that replicates from the checkpointer (pull, restore)
+// — then the key count check (verify) and the source's retirement
+// (cutover). Push, pull and restore overlap, so the total is less than
+// their sum. The baseline pushes the same dataset's RDB (saved as the
+// checkpoint saves it) as one blob to another repository and pulls it
+// back. Both go to Debian's docker-registry on loopback.
 //
-//   checkpoint_bench [--quick] [--sizes 10,50,100,200,500] [--keep DIR]
+//   checkpoint_bench [--quick] [--sizes 10,50,100,200,500] [--layer-mb N] [--keep DIR]
 //
-// --quick: 10 and 50 MB. Sizes in MB (10^6 bytes of values). Wall-clock
+// --quick: 10 and 50 MB. --layer-mb: the most state per layer (default 64). Sizes in MB (10^6 bytes of values). Wall-clock
 // time is read here (a benchmark, not the core).
 
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "checkpointer/core/checkpointer.h"
 #include "checkpointer/drivers/redis_hook.h"
 #include "checkpointer/image/local_registry.h"
 #include "checkpointer/image/oci_image.h"
 #include "checkpointer/image/registry_client.h"
+#include "checkpointer/image/registry_image_store.h"
+#include "checkpointer/testing/loopback_cluster.h"
+#include "codeco/common/clock.h"
+#include "codeco/common/kv_store.h"
 #include "codeco/common/ports.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace codeco::checkpointer;
+namespace lms = codeco::lms;
+namespace common = codeco::common;
 
 [[noreturn]] void Die(const std::string& what, const absl::Status& status) {
   std::fprintf(stderr, "checkpoint_bench: %s: %s\n", what.c_str(), status.ToString().c_str());
@@ -62,24 +73,48 @@ double Seconds(absl::Time since) { return absl::ToDoubleSeconds(absl::Now() - si
 struct Row {
   int megabytes = 0;
   int64_t rdb_bytes = 0;
-  double checkpoint = 0, build = 0, push = 0, pull = 0, restore = 0, plain_push = 0,
-         plain_pull = 0;
-  double Total() const { return checkpoint + build + push + pull + restore; }
+  int layers = 0;
+  double checkpoint = 0, build = 0, push = 0, pull = 0, restore = 0, verify = 0, cutover = 0,
+         total = 0, plain_push = 0, plain_pull = 0;
   double Plain() const { return plain_push + plain_pull; }
 };
 
-Row Measure(int megabytes, const fs::path& work, LocalRegistry& registry) {
+double Secs(int64_t nanos) { return static_cast<double>(nanos) / 1e9; }
+
+// One loopback cluster: its pods, store and checkpointer.
+struct Cluster {
+  Cluster(const std::string& name, const fs::path& dir, ImageStore& images,
+          PeerCheckpointers& peers, const std::string& repository)
+      : lms(dir / name / "pods", int64_t{64} << 30),
+        store(codeco::NewInMemoryKvStore({kCheckpointsFamily, kOperationsFamily})),
+        checkpointer(CheckpointerOptions{.cluster = name,
+                                         .work_directory = dir / name / "work",
+                                         .default_repository = repository},
+                     *store, codeco::RealClock::Default(), lms, images, peers, {&redis}) {}
+  LoopbackLms lms;
+  std::unique_ptr<codeco::KvStore> store;
+  RedisHookDriver redis{RedisCheckpointHook::Options{}};
+  Checkpointer checkpointer;
+};
+
+Row Measure(int megabytes, const fs::path& work, LocalRegistry& registry,
+            const ImageStoreOptions& image_options) {
   Row row{.megabytes = megabytes};
   const fs::path dir = work / absl::StrCat(megabytes, "MB");
   fs::create_directories(dir);
-  RedisCheckpointHook hook({});
-  const RedisInstance source{.port = Must(codeco::FreePort("127.0.0.1"), "a port")};
-  std::unique_ptr<RedisServer> server = Must(
-      RedisServer::Start("/usr/bin/redis-server", dir / "source", source, absl::Minutes(2)),
-      "starting redis-server");
+  const std::string repository = registry.Address() + "/bench/redis";
+  RegistryImageStore images(registry.ClientOptions(), image_options);
+  InProcessPeers peers;
+  Cluster north("north", dir, images, peers, repository);
+  Cluster south("south", dir, images, peers, repository);
+  peers.Add("north", &north.checkpointer);
+  peers.Add("south", &south.checkpointer);
+  const lms::v1::Pod pod = Must(north.lms.AddRedisPod("cache", "north-1"), "starting redis");
+  const RedisInstance source = Must(
+      ParseRedisEndpoint(pod.annotations().at(kEndpointAnnotation), "endpoint"), "endpoint");
+  std::unique_ptr<RedisConnection> c =
+      Must(RedisConnection::Connect(source.host, source.port, absl::Minutes(1)), "connecting");
   {
-    std::unique_ptr<RedisConnection> c =
-        Must(RedisConnection::Connect(source.host, source.port, absl::Minutes(1)), "connecting");
     std::mt19937_64 rng(static_cast<uint64_t>(megabytes));
     std::string value(1'000'000, '\0');
     for (int i = 0; i < megabytes; ++i) {
@@ -90,62 +125,58 @@ Row Measure(int megabytes, const fs::path& work, LocalRegistry& registry) {
       Must(c->Command({"SET", absl::StrCat("blob-", i), value}).status(), "filling redis");
     }
   }
+
+  // The baseline's bytes: the dataset's RDB saved as a checkpoint saves it (uncompressed).
+  const std::string compression =
+      Must(c->ArrayCommand({"CONFIG", "GET", "rdbcompression"}), "config").at(1);
+  Must(c->Command({"CONFIG", "SET", "rdbcompression", "no"}).status(), "config");
+  Must(c->Command({"SAVE"}).status(), "SAVE");
+  Must(c->Command({"CONFIG", "SET", "rdbcompression", compression}).status(), "config");
+  const fs::path rdb_dir = Must(c->ArrayCommand({"CONFIG", "GET", "dir"}), "config").at(1);
+  const fs::path rdb = dir / "plain-source.rdb";
+  fs::copy_file(rdb_dir / "dump.rdb", rdb);
+  c.reset();
+
+  v1::MigrateContainerRequest move;
+  move.mutable_source()->set_pod("cache");
+  move.set_target_cluster("south");
+  move.set_target_node("south-1");
+  common::v1::Operation op = Must(north.checkpointer.MigrateContainer(move), "migrating");
+  while (!op.done()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    op = Must(north.checkpointer.GetOperation(op.id()), "following the migration");
+  }
+  if (op.has_error()) {
+    Die("migrating", absl::Status(static_cast<absl::StatusCode>(op.error().code()),
+                                  op.error().message()));
+  }
+  v1::Checkpoint done;
+  op.result().UnpackTo(&done);
+  const v1::PhaseTimings& t = done.timings();
+  row.rdb_bytes = done.state_bytes();
+  row.layers = done.layers();
+  row.checkpoint = Secs(t.checkpoint_ns());
+  row.build = Secs(t.build_ns());
+  row.push = Secs(t.push_ns());
+  row.pull = Secs(t.pull_ns());
+  row.restore = Secs(t.restore_ns());
+  row.verify = Secs(t.verify_ns());
+  row.cutover = Secs(t.cutover_ns());
+  row.total = Secs(t.total_ns());
+
+  // The baseline: the same bytes as one blob, pushed and pulled.
   RegistryClient client(registry.ClientOptions());
-  const ImageReference repository{.registry = registry.Address(), .repository = "bench/redis"};
-
-  absl::Time t = absl::Now();
-  RedisSnapshot snapshot = Must(hook.Checkpoint(source, dir / "checkpoint"), "checkpoint");
-  row.checkpoint = Seconds(t);
-  row.rdb_bytes = static_cast<int64_t>(fs::file_size(snapshot.rdb));
-
-  t = absl::Now();
-  Descriptor layer = Must(WriteLayer({{.name = "checkpoint/dump.rdb", .source = snapshot.rdb}},
-                                     dir / "layer.tar", snapshot.fenced_at),
-                          "building the layer");
-  CheckpointImage image =
-      Must(BuildCheckpointImage(layer, CheckpointMetadata{.container = "redis",
-                                                          .runtime = "redis-hook",
-                                                          .created = snapshot.fenced_at}),
-           "building the image");
-  row.build = Seconds(t);
-
-  t = absl::Now();
-  ImageReference tagged = repository;
-  tagged.tag = absl::StrCat("size-", megabytes);
-  Must(client.PushBlobFile(tagged, dir / "layer.tar", image.layer), "pushing the layer");
-  Must(client.PushBlob(tagged, image.config, image.config_descriptor), "pushing the config");
-  const std::string digest = Must(client.PushManifest(tagged, image.manifest), "pushing");
-  row.push = Seconds(t);
-
-  t = absl::Now();
-  ImageReference pinned = repository;
-  pinned.digest = digest;
-  ParsedManifest manifest =
-      Must(ParseManifest(Must(client.PullManifest(pinned), "pulling the manifest")), "manifest");
-  Must(client.PullBlobToFile(repository, manifest.layers[0], dir / "pulled.tar"),
-       "pulling the layer");
-  row.pull = Seconds(t);
-
-  t = absl::Now();
-  Must(ExtractLayer(dir / "pulled.tar", dir / "unpacked", int64_t{1} << 40).status(), "unpacking");
-  const RedisInstance target{.port = Must(codeco::FreePort("127.0.0.1"), "a port")};
-  std::unique_ptr<RedisServer> restored = Must(
-      hook.Restore(dir / "unpacked/checkpoint/dump.rdb", dir / "restored", target, snapshot.keys),
-      "restoring");
-  row.restore = Seconds(t);
-  Must(hook.Retire(source), "retiring the source");
-
-  // The baseline: the RDB's bytes as one blob, pushed and pulled.
-  const FileDigest raw = Must(DigestFile(snapshot.rdb), "digesting the RDB");
+  const FileDigest raw = Must(DigestFile(rdb), "digesting the RDB");
   const Descriptor blob{.media_type = "application/octet-stream", .digest = raw.digest,
                         .size = raw.size};
   const ImageReference plain{.registry = registry.Address(), .repository = "bench/plain"};
-  t = absl::Now();
-  Must(client.PushBlobFile(plain, snapshot.rdb, blob), "plain push");
-  row.plain_push = Seconds(t);
-  t = absl::Now();
+  absl::Time start = absl::Now();
+  Must(client.PushBlobFile(plain, rdb, blob), "plain push");
+  row.plain_push = Seconds(start);
+  start = absl::Now();
   Must(client.PullBlobToFile(plain, blob, dir / "plain.rdb"), "plain pull");
-  row.plain_pull = Seconds(t);
+  row.plain_pull = Seconds(start);
+  south.lms.DeletePod("cache").IgnoreError();
   fs::remove_all(dir);
   return row;
 }
@@ -155,6 +186,7 @@ Row Measure(int megabytes, const fs::path& work, LocalRegistry& registry) {
 int main(int argc, char** argv) {
   std::vector<int> sizes = {10, 50, 100, 200, 500};
   std::string keep;
+  ImageStoreOptions image_options;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--quick") {
@@ -170,10 +202,19 @@ int main(int argc, char** argv) {
         }
         sizes.push_back(mb);
       }
+    } else if (arg == "--layer-mb" && i + 1 < argc) {
+      int mb = 0;
+      if (!absl::SimpleAtoi(argv[++i], &mb) || mb <= 0 || mb > 1024) {
+        std::fprintf(stderr, "checkpoint_bench: --layer-mb: 1-1024\n");
+        return 2;
+      }
+      image_options.layer_bytes = int64_t{mb} << 20;
     } else if (arg == "--keep" && i + 1 < argc) {
       keep = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: checkpoint_bench [--quick] [--sizes 10,50,...] [--keep DIR]\n");
+      std::fprintf(stderr,
+                   "usage: checkpoint_bench [--quick] [--sizes 10,50,...] [--layer-mb N] "
+                   "[--keep DIR]\n");
       return 2;
     }
   }
@@ -182,14 +223,18 @@ int main(int argc, char** argv) {
                                      : fs::path(keep);
   std::unique_ptr<LocalRegistry> registry =
       Must(LocalRegistry::Start({.directory = work / "registry"}), "starting docker-registry");
-  std::printf("Redis through docker-registry on loopback; seconds per phase\n");
-  std::printf("%6s %8s %10s %7s %7s %7s %8s %7s %11s %7s\n", "state", "rdb MB", "checkpoint",
-              "build", "push", "pull", "restore", "total", "plain copy", "ratio");
+  std::printf(
+      "Redis migrated between two loopback clusters through docker-registry; seconds per phase\n"
+      "(push, pull and restore overlap: the total is less than their sum)\n");
+  std::printf("%6s %8s %6s %10s %6s %6s %6s %8s %7s %8s %7s %11s %7s\n", "state", "rdb MB",
+              "layers", "checkpoint", "build", "push", "pull", "restore", "verify", "cutover",
+              "total", "plain copy", "ratio");
   for (int mb : sizes) {
-    Row r = Measure(mb, work, *registry);
-    std::printf("%4dMB %8.1f %10.2f %7.2f %7.2f %7.2f %8.2f %7.2f %11.2f %6.2fx\n", r.megabytes,
-                static_cast<double>(r.rdb_bytes) / 1e6, r.checkpoint, r.build, r.push, r.pull,
-                r.restore, r.Total(), r.Plain(), r.Total() / r.Plain());
+    Row r = Measure(mb, work, *registry, image_options);
+    std::printf("%4dMB %8.1f %6d %10.2f %6.2f %6.2f %6.2f %8.2f %7.2f %8.2f %7.2f %11.2f %6.2fx\n",
+                r.megabytes, static_cast<double>(r.rdb_bytes) / 1e6, r.layers, r.checkpoint,
+                r.build, r.push, r.pull, r.restore, r.verify, r.cutover, r.total, r.Plain(),
+                r.total / r.Plain());
     std::fflush(stdout);
   }
   registry->Stop();

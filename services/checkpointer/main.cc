@@ -36,7 +36,12 @@ void AddCheckpointerConfig(ConfigSchema& schema) {
       .Add({"checkpointer.max_pending", ConfigType::kInt, "256", {}, false,
             "operations accepted and not finished, at most (1-100000)"})
       .Add({"checkpointer.max_state_bytes", ConfigType::kInt, "17179869184", {}, false,
-            "largest checkpoint layer a restore unpacks, bytes"})
+            "largest checkpoint image a restore unpacks (all its layers), bytes"})
+      .Add({"checkpointer.layer_bytes", ConfigType::kInt, "67108864", {}, false,
+            "most bytes of state per image layer; a restore pulls and loads each layer while "
+            "later ones are pushed (1 MiB - 1 GiB)"})
+      .Add({"checkpointer.stall_timeout", ConfigType::kDuration, "60s", {}, false,
+            "how long a restore follows an image whose push stopped adding layers"})
       .Add({"checkpointer.restore_timeout", ConfigType::kDuration, "10m", {}, false,
             "how long a restore (here or at a peer) may take"})
       .Add({"checkpointer.max_fence", ConfigType::kDuration, "5m", {}, false,
@@ -102,6 +107,14 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
   if (max_state < 1) {
     return codeco::InvalidFieldError("checkpointer.max_state_bytes", "must be positive");
   }
+  const int64_t layer_bytes = raw.GetInt("checkpointer.layer_bytes");
+  if (layer_bytes < (int64_t{1} << 20) || layer_bytes > (int64_t{1} << 30)) {
+    return codeco::InvalidFieldError("checkpointer.layer_bytes", "must be 1 MiB - 1 GiB");
+  }
+  const absl::Duration stall_timeout = raw.GetDuration("checkpointer.stall_timeout");
+  if (stall_timeout <= absl::ZeroDuration()) {
+    return codeco::InvalidFieldError("checkpointer.stall_timeout", "must be positive");
+  }
   const std::string repository = raw.GetString("checkpointer.repository");
   if (!repository.empty()) {
     RETURN_IF_ERROR(ParseImageReference(repository, "checkpointer.repository",
@@ -127,7 +140,9 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
   registry.scheme = raw.GetBool("checkpointer.registry_plaintext") ? "http" : "https";
   registry.ca_file = raw.GetString("checkpointer.registry_ca_file");
   RETURN_IF_ERROR(RegistryClient(registry).Check());
-  parts->images = std::make_unique<RegistryImageStore>(registry, max_state);
+  parts->images = std::make_unique<RegistryImageStore>(
+      registry, ImageStoreOptions{.max_state_bytes = max_state, .layer_bytes = layer_bytes,
+                                  .stall_timeout = stall_timeout});
   parts->peers = std::make_unique<GrpcPeerCheckpointers>(std::move(peer_addresses), context.peers,
                                                          restore_timeout);
   RedisCheckpointHook::Options redis;

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <system_error>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "checkpointer/core/stream_pipe.h"
 #include "checkpointer/image/registry_client.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/proto_util.h"
@@ -104,6 +106,14 @@ void CheckRepository(const std::string& repository, const std::string& default_r
   }
 }
 
+// Bytes a streamed restore buffers between the pull and the driver.
+constexpr size_t kStreamBufferBytes = size_t{64} << 20;
+
+// Pod annotations of a restore: the image it came from and the operation
+// that made it (a resumed operation deletes only a pod it made itself).
+constexpr char kRestoredFromAnnotation[] = "checkpointer.codeco.io/restored-from";
+constexpr char kRestoredByAnnotation[] = "checkpointer.codeco.io/restored-by";
+
 int64_t Nanos(absl::Duration d) { return absl::ToInt64Nanoseconds(d); }
 
 // One step's timing in PhaseTimings.
@@ -179,9 +189,18 @@ class Checkpointer::Run {
   // FAILED_PRECONDITION unless `pod` runs.
   static absl::Status CheckRunning(const lms::v1::Pod& pod);
   absl::StatusOr<StateDump> TakeState(const ContainerTarget& source, StateDriver& driver);
-  absl::Status PackAndPush(const StateDump& dump, const ContainerTarget& source,
-                           const lms::v1::Pod& pod, const std::string& repository,
-                           const std::string& tag);
+  // Packs `dump` into an image and pushes it under `tag` of the record's
+  // repository; with `restore`, runs it as soon as the first layer is
+  // published, alongside the rest of the push (the push gives up when the
+  // restore fails). Records timings, size and the image's digest.
+  absl::Status PushImage(const StateDump& dump, const ContainerTarget& source,
+                         const lms::v1::Pod& pod, const std::string& tag,
+                         const std::function<absl::Status()>& restore);
+  // The pod a restore of `request` creates, from the image's pod template;
+  // sets `container` to the container restored.
+  absl::StatusOr<lms::v1::Pod> PodToRestore(const CheckpointMetadata& metadata,
+                                            const v1::RestoreCheckpointRequest& request,
+                                            std::string& container);
   absl::StatusOr<v1::Checkpoint> RestoreHere(const v1::RestoreCheckpointRequest& request,
                                              int from_percent, int to_percent);
   absl::Status CutOver(const ContainerTarget& source, StateDriver& driver);
@@ -197,6 +216,7 @@ class Checkpointer::Run {
   v1::Checkpoint ck_;
   const absl::Time started_;
   const fs::path work_;
+  std::atomic<bool> push_done_{false};  // set by the push thread once the image is complete
 };
 
 absl::StatusOr<lms::v1::Pod> Checkpointer::Run::SourcePod(const v1::ContainerRef& ref) {
@@ -247,10 +267,9 @@ absl::StatusOr<StateDump> Checkpointer::Run::TakeState(const ContainerTarget& so
   return dump;
 }
 
-absl::Status Checkpointer::Run::PackAndPush(const StateDump& dump, const ContainerTarget& source,
-                                            const lms::v1::Pod& pod,
-                                            const std::string& repository,
-                                            const std::string& tag) {
+absl::Status Checkpointer::Run::PushImage(const StateDump& dump, const ContainerTarget& source,
+                                          const lms::v1::Pod& pod, const std::string& tag,
+                                          const std::function<absl::Status()>& restore) {
   CheckpointMetadata metadata;
   metadata.container = source.container;
   metadata.pod = source.pod;
@@ -272,57 +291,71 @@ absl::Status Checkpointer::Run::PackAndPush(const StateDump& dump, const Contain
   }
   metadata.facts[kPodTemplateFact] = pod_json;
 
-  ck_.set_phase(v1::CHECKPOINT_PHASE_BUILDING);
-  Phase("building the image", 20);
-  absl::StatusOr<BuiltImage> built = Timed(kBuildTime, [&] {
-    return owner_.images_.Build(dump.directory, metadata, work_ / "layer.tar");
-  });
-  if (!built.ok()) return built.status();
-
+  const std::string tagged = absl::StrCat(ck_.target_repository(), ":", tag);
+  ck_.set_image_tag(tag);
+  ck_.set_image_reference(tagged);
   ck_.set_phase(v1::CHECKPOINT_PHASE_PUSHING);
-  const std::string tagged = absl::StrCat(repository, ":", tag);
-  Phase(absl::StrCat("pushing ", tagged), 30);
-  absl::StatusOr<std::string> digest = Timed(kPushTime, [&] {
-    return owner_.images_.Push(*built, tagged);
+  Phase(absl::StrCat("pushing ", tagged), 20);
+
+  // The push runs on its own thread; the restore, when there is one, starts
+  // on this one as soon as the first layer is published (or the push is
+  // done) and follows the push layer by layer.
+  std::atomic<bool> give_up{false};
+  struct Progress {
+    bool published = false;  // a first (incomplete) image is up
+    bool done = false;       // the push ended
+    bool Started() const { return published || done; }
+  };
+  absl::Mutex mu;
+  Progress progress;
+  absl::StatusOr<PushedImage> pushed = absl::UnknownError("not pushed");
+  std::thread pusher([&] {
+    absl::StatusOr<PushedImage> result = owner_.images_.Push(
+        dump.directory, metadata, tagged, work_ / "layers",
+        [&] {
+          absl::MutexLock lock(&mu);
+          progress.published = true;
+        },
+        give_up);
+    push_done_.store(result.ok());
+    absl::MutexLock lock(&mu);
+    pushed = std::move(result);
+    progress.done = true;
   });
-  if (!digest.ok()) {
-    return absl::Status(digest.status().code(), absl::StrCat("pushing ", tagged, ": ",
-                                                             digest.status().message()));
+  absl::Status restored = absl::OkStatus();
+  if (restore) {
+    bool start_restore = false;
+    {
+      absl::MutexLock lock(&mu);
+      mu.Await(absl::Condition(&progress, &Progress::Started));
+      start_restore = progress.published || pushed.ok();
+    }
+    if (start_restore) {
+      restored = restore();
+      if (!restored.ok()) give_up.store(true);
+    }
   }
-  ck_.set_image_reference(absl::StrCat(repository, "@", *digest));
-  ck_.set_image_digest(*digest);
-  ck_.set_size_bytes(built->image.layer.size + built->image.config_descriptor.size +
-                     static_cast<int64_t>(built->image.manifest.size()));
-  Phase("pushed", 50);
+  pusher.join();
+  if (pushed.ok()) {
+    ck_.mutable_timings()->set_build_ns(Nanos(pushed->build_time));
+    ck_.mutable_timings()->set_push_ns(Nanos(pushed->push_time));
+  }
+  if (!pushed.ok() && !(absl::IsCancelled(pushed.status()) && !restored.ok())) {
+    return absl::Status(pushed.status().code(), absl::StrCat("pushing ", tagged, ": ",
+                                                             pushed.status().message()));
+  }
+  RETURN_IF_ERROR(restored);
+  ck_.set_image_reference(absl::StrCat(ck_.target_repository(), "@", pushed->manifest_digest));
+  ck_.set_image_digest(pushed->manifest_digest);
+  ck_.set_size_bytes(pushed->size_bytes);
+  ck_.set_layers(pushed->layers);
+  if (!restore) Phase("pushed", 50);
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::Checkpoint> Checkpointer::Run::RestoreHere(
-    const v1::RestoreCheckpointRequest& request, int from_percent, int to_percent) {
-  const int span = to_percent - from_percent;
-  const fs::path pulled_dir = work_ / "image";
-  std::error_code error;
-  fs::remove_all(pulled_dir, error);
-  Phase(absl::StrCat("pulling ", request.image_reference()), from_percent);
-  absl::StatusOr<PulledImage> pulled = Timed(kPullTime, [&] {
-    return owner_.images_.Pull(request.image_reference(), pulled_dir);
-  });
-  if (!pulled.ok()) {
-    return absl::Status(pulled.status().code(),
-                        absl::StrCat("pulling ", request.image_reference(), ": ",
-                                     pulled.status().message()));
-  }
-  const CheckpointMetadata& metadata = pulled->metadata;
-  for (const auto& [name, value] : metadata.facts) {
-    if (name != kPodTemplateFact) (*ck_.mutable_facts())[name] = value;
-  }
-  ck_.set_driver(metadata.runtime);
-  StateDriver* driver = owner_.DriverNamed(metadata.runtime);
-  if (driver == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the image was taken by driver \"", metadata.runtime,
-        "\", which this checkpointer does not run: nothing can verify its restore"));
-  }
+absl::StatusOr<lms::v1::Pod> Checkpointer::Run::PodToRestore(
+    const CheckpointMetadata& metadata, const v1::RestoreCheckpointRequest& request,
+    std::string& container) {
   lms::v1::Pod pod;
   auto template_fact = metadata.facts.find(kPodTemplateFact);
   if (template_fact == metadata.facts.end() ||
@@ -332,39 +365,117 @@ absl::StatusOr<v1::Checkpoint> Checkpointer::Run::RestoreHere(
   }
   pod.set_name(request.pod().empty() ? metadata.pod : request.pod());
   pod.set_node_name(request.target_node());
-  const std::string container = request.container().empty() ? metadata.container
-                                                             : request.container();
+  container = request.container().empty() ? metadata.container : request.container();
   const bool listed = std::any_of(pod.containers().begin(), pod.containers().end(),
                                   [&](const lms::v1::Container& c) { return c.name() == container; });
   if (!listed) {
     return InvalidFieldError("container", absl::StrCat("the checkpointed pod has no container \"",
                                                        container, "\""));
   }
-  (*pod.mutable_annotations())["checkpointer.codeco.io/restored-from"] = request.image_reference();
+  (*pod.mutable_annotations())[kRestoredFromAnnotation] = request.image_reference();
+  (*pod.mutable_annotations())[kRestoredByAnnotation] = op_.id();
+  return pod;
+}
 
-  ck_.set_phase(v1::CHECKPOINT_PHASE_PUSHING);  // not READY: nothing restored yet
-  Phase(absl::StrCat("restoring ", pod.name(), " on ", request.target_node()),
-        from_percent + span * 2 / 5);
-  lms::v1::RestoreContainerRequest restore;
-  *restore.mutable_pod() = pod;
-  restore.set_container(container);
-  restore.set_archive_path(pulled->directory.string());
-  restore.set_request_id(op_.id() + "/lms");
-  absl::StatusOr<lms::v1::Pod> restored = Timed(kRestoreTime, [&] {
-    return owner_.lms_.RestoreContainer(restore);
-  });
-  if (!restored.ok()) {
+absl::StatusOr<v1::Checkpoint> Checkpointer::Run::RestoreHere(
+    const v1::RestoreCheckpointRequest& request, int from_percent, int to_percent) {
+  const int span = to_percent - from_percent;
+  const std::string& reference = request.image_reference();
+  auto pulling = [&](const absl::Status& status) {
+    return absl::Status(status.code(),
+                        absl::StrCat("pulling ", reference, ": ", status.message()));
+  };
+  const fs::path pulled_dir = work_ / "image";
+  std::error_code error;
+  fs::remove_all(pulled_dir, error);
+  ck_.set_phase(v1::CHECKPOINT_PHASE_RESTORING);
+  Phase(absl::StrCat("pulling ", reference), from_percent);
+  absl::StatusOr<CheckpointMetadata> inspected = owner_.images_.Inspect(reference);
+  if (!inspected.ok()) return pulling(inspected.status());
+  ck_.set_driver(inspected->runtime);
+  StateDriver* driver = owner_.DriverNamed(inspected->runtime);
+  if (driver == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the image was taken by driver \"", inspected->runtime,
+        "\", which this checkpointer does not run: nothing can verify its restore"));
+  }
+  std::string container;
+  ASSIGN_OR_RETURN(lms::v1::Pod pod, PodToRestore(*inspected, request, container));
+  std::string lms_request = op_.id() + "/lms";
+  if (job_.resumed) {
+    // A previous run may have left its pod half-restored: it starts over.
+    absl::StatusOr<lms::v1::Pod> left = owner_.lms_.GetPod(pod.name());
+    if (left.ok() && left->annotations().count(kRestoredByAnnotation) &&
+        left->annotations().at(kRestoredByAnnotation) == op_.id()) {
+      RETURN_IF_ERROR(owner_.lms_.DeletePod(pod.name()));
+    }
+    lms_request = absl::StrCat(lms_request, "/", absl::ToUnixMillis(owner_.clock_.Now()));
+  }
+  auto restoring = [&](const absl::Status& status) {
     // The LMS leaves nothing on failure; a pod it may have made anyway goes.
     owner_.lms_.DeletePod(pod.name()).IgnoreError();
-    return absl::Status(restored.status().code(),
-                        absl::StrCat("restoring ", pod.name(), " on ", request.target_node(), ": ",
-                                     restored.status().message()));
+    return absl::Status(status.code(), absl::StrCat("restoring ", pod.name(), " on ",
+                                                    request.target_node(), ": ",
+                                                    status.message()));
+  };
+
+  absl::StatusOr<PulledImage> pulled = absl::UnknownError("not pulled");
+  absl::StatusOr<lms::v1::Pod> restored = absl::UnknownError("not restored");
+  const std::string streamed = driver->StreamedFile();
+  if (streamed.empty()) {
+    // The LMS restores from the complete, unpacked image.
+    pulled = Timed(kPullTime, [&] { return owner_.images_.Pull(reference, pulled_dir, {}); });
+    if (!pulled.ok()) return pulling(pulled.status());
+    Phase(absl::StrCat("restoring ", pod.name(), " on ", request.target_node()),
+          from_percent + span * 2 / 5);
+    lms::v1::RestoreContainerRequest restore;
+    *restore.mutable_pod() = pod;
+    restore.set_container(container);
+    restore.set_archive_path(pulled->directory.string());
+    restore.set_request_id(lms_request);
+    restored = Timed(kRestoreTime, [&] { return owner_.lms_.RestoreContainer(restore); });
+    if (!restored.ok()) return restoring(restored.status());
+  } else {
+    // The pod starts empty and the driver loads the state into it while the
+    // image is pulled (and, in a migration, while later layers are pushed).
+    Phase(absl::StrCat("restoring ", pod.name(), " on ", request.target_node(),
+                       " while pulling"),
+          from_percent + span / 5);
+    const absl::Time start = owner_.clock_.Now();
+    restored = owner_.lms_.CreatePod(pod, lms_request);
+    if (!restored.ok()) return restoring(restored.status());
+    absl::StatusOr<ContainerTarget> target = owner_.TargetOf(*restored, container);
+    if (!target.ok()) return restoring(target.status());
+    StreamPipe pipe(kStreamBufferBytes);
+    absl::Duration pull_time;
+    std::thread puller([&] {
+      const absl::Time pull_start = owner_.clock_.Now();
+      pulled = owner_.images_.Pull(
+          reference, pulled_dir,
+          StreamedFile{.name = streamed,
+                       .write = [&pipe](absl::string_view bytes) { return pipe.Write(bytes); }});
+      pull_time = owner_.clock_.Now() - pull_start;
+      pipe.Close(pulled.ok() ? absl::OkStatus() : pulled.status());
+    });
+    absl::Status loaded = driver->RestoreInto(*target, pipe);
+    if (!loaded.ok()) pipe.Stop(loaded);
+    puller.join();
+    ck_.mutable_timings()->set_pull_ns(Nanos(pull_time));
+    ck_.mutable_timings()->set_restore_ns(Nanos(owner_.clock_.Now() - start));
+    if (!pulled.ok()) {
+      owner_.lms_.DeletePod(pod.name()).IgnoreError();
+      return pulling(pulled.status());
+    }
+    if (!loaded.ok()) return restoring(loaded);
+  }
+  const CheckpointMetadata& metadata = pulled->metadata;
+  for (const auto& [name, value] : metadata.facts) {
+    if (name != kPodTemplateFact) (*ck_.mutable_facts())[name] = value;
   }
   Phase(absl::StrCat("verifying ", pod.name(), "/", container), from_percent + span * 4 / 5);
   absl::Status verified = [&]() -> absl::Status {
     ASSIGN_OR_RETURN(ContainerTarget target, owner_.TargetOf(*restored, container));
-    return Timed(kVerifyTime,
-                 [&] { return driver->Verify(target, metadata.facts); });
+    return Timed(kVerifyTime, [&] { return driver->Verify(target, metadata.facts); });
   }();
   if (!verified.ok()) {
     owner_.lms_.DeletePod(pod.name()).IgnoreError();
@@ -426,8 +537,8 @@ absl::Status Checkpointer::Run::Create(const v1::CreateCheckpointRequest& reques
   } else {
     ResumeSource(source, *driver);
   }
-  RETURN_IF_ERROR(PackAndPush(dump, source, pod, ck_.target_repository(),
-                              request.tag().empty() ? ck_.id() : request.tag()));
+  RETURN_IF_ERROR(PushImage(dump, source, pod, request.tag().empty() ? ck_.id() : request.tag(),
+                            nullptr));
   ck_.set_phase(v1::CHECKPOINT_PHASE_READY);
   return absl::OkStatus();
 }
@@ -455,52 +566,77 @@ absl::Status Checkpointer::Run::Migrate(const v1::MigrateContainerRequest& reque
                                                       ck_.driver(),
                                                       "\", which this checkpointer does not run"));
   }
-  if (from < Step::kRestoring) {
+  const bool remote = target_cluster != owner_.options_.cluster;
+  // The restore of the image pushed under `tag`: here, or at the target's
+  // checkpointer (re-attached by its request_id after a restart).
+  auto restore_at_target = [&](const std::string& tag) -> absl::Status {
+    v1::RestoreCheckpointRequest restore;
+    restore.set_checkpoint_id(ck_.id());
+    restore.set_image_reference(absl::StrCat(ck_.target_repository(), ":", tag));
+    restore.set_target_node(request.target_node());
+    restore.set_pod(request.target_pod().empty() ? pod.name() : request.target_pod());
+    restore.set_container(source.container);
+    restore.set_request_id(absl::StrCat(op_.id(), "/restore/", tag));
+    if (!remote) return RestoreHere(restore, 25, 90).status();
+    // The phase says "pushing" while the push still runs beside the restore.
+    auto phase = [&](const std::string& remote_phase) {
+      return absl::StrCat(push_done_.load() ? "" : "pushing; ", "restoring at ", target_cluster,
+                          remote_phase.empty() ? "" : ": ", remote_phase);
+    };
+    Phase(phase(""), 25);
+    absl::StatusOr<v1::Checkpoint> restored = owner_.peers_.Restore(
+        target_cluster, restore, [&](const Operation& remote_op) {
+          op_.set_phase(phase(remote_op.phase()));
+          op_.set_progress_percent(
+              std::max(op_.progress_percent(), 25 + remote_op.progress_percent() * 65 / 100));
+          Store();
+        });
+    if (!restored.ok()) return restored.status();
+    ck_.mutable_timings()->set_pull_ns(restored->timings().pull_ns());
+    ck_.mutable_timings()->set_restore_ns(restored->timings().restore_ns());
+    ck_.mutable_timings()->set_verify_ns(restored->timings().verify_ns());
+    *ck_.mutable_restored() = restored->restored();
+    return absl::OkStatus();
+  };
+  bool restored = false;
+  if (job_.resumed && from < Step::kCuttingOver && !ck_.image_tag().empty()) {
+    // The previous run pushed (part of) an image and may have restored it.
+    // Marking an unfinished image abandoned stops a restore still following
+    // it; then the restore is re-attached by its request_id: it either
+    // finished (cut over now, if the fence still holds) or fails, and the
+    // migration starts over.
+    owner_.images_.Abandon(absl::StrCat(ck_.target_repository(), ":", ck_.image_tag()))
+        .IgnoreError();
+    if (remote) {
+      push_done_.store(true);
+      absl::Status again = restore_at_target(ck_.image_tag());
+      restored = again.ok();
+      if (!restored) {
+        log::Info("checkpointer: the previous run's restore did not finish; starting over",
+                  {{"operation", op_.id()}, {"error", again.ToString()}});
+        push_done_.store(false);
+      }
+    }
+  }
+  if (!restored && from < Step::kCuttingOver) {
     if (job_.resumed && !ck_.driver().empty()) ResumeSource(source, *driver);
     *ck_.mutable_timings() = v1::PhaseTimings();
     RETURN_IF_ERROR(CheckRunning(pod));
     ASSIGN_OR_RETURN(StateDump dump, TakeState(source, *driver));
-    absl::Status pushed = PackAndPush(dump, source, pod, ck_.target_repository(), ck_.id());
-    if (!pushed.ok()) {
+    // Each attempt pushes under its own tag: a restore still following an
+    // earlier attempt's image never mixes the two.
+    const std::string tag =
+        job_.resumed ? absl::StrCat(ck_.id(), "-", absl::ToUnixMillis(owner_.clock_.Now()))
+                     : ck_.id();
+    absl::Status moved =
+        PushImage(dump, source, pod, tag, [&] { return restore_at_target(tag); });
+    if (!moved.ok()) {
       ResumeSource(source, *driver);
-      return absl::Status(pushed.code(), absl::StrCat(pushed.message(), "; ", source.pod,
-                                                      " serves on"));
+      return absl::Status(moved.code(), absl::StrCat(moved.message(), "; ", source.pod,
+                                                     " serves on"));
     }
   }
   if (from < Step::kCuttingOver) {
-    v1::RestoreCheckpointRequest restore;
-    restore.set_checkpoint_id(ck_.id());
-    restore.set_image_reference(ck_.image_reference());
-    restore.set_target_node(request.target_node());
-    restore.set_pod(request.target_pod().empty() ? pod.name() : request.target_pod());
-    restore.set_container(source.container);
-    restore.set_request_id(op_.id() + "/restore");
-    absl::StatusOr<v1::Checkpoint> restored;
-    if (target_cluster == owner_.options_.cluster) {
-      restored = RestoreHere(restore, 55, 90);
-    } else {
-      Phase(absl::StrCat("restoring at ", target_cluster), 55);
-      restored = owner_.peers_.Restore(
-          target_cluster, restore, [&](const Operation& remote) {
-            // "restoring at <cluster>: <its phase>", 55..90 %.
-            op_.set_phase(absl::StrCat("restoring at ", target_cluster, ": ", remote.phase()));
-            op_.set_progress_percent(
-                std::max(op_.progress_percent(), 55 + remote.progress_percent() * 35 / 100));
-            Store();
-          });
-      if (restored.ok()) {
-        ck_.mutable_timings()->set_pull_ns(restored->timings().pull_ns());
-        ck_.mutable_timings()->set_restore_ns(restored->timings().restore_ns());
-        ck_.mutable_timings()->set_verify_ns(restored->timings().verify_ns());
-        *ck_.mutable_restored() = restored->restored();
-      }
-    }
-    if (!restored.ok()) {
-      ResumeSource(source, *driver);
-      return absl::Status(restored.status().code(),
-                          absl::StrCat(restored.status().message(), "; ", source.pod,
-                                       " serves on"));
-    }
     if (ck_.has_fence_expire_time() &&
         owner_.clock_.Now() >= absl::FromUnixSeconds(ck_.fence_expire_time().seconds()) +
                                    absl::Nanoseconds(ck_.fence_expire_time().nanos())) {

@@ -5,15 +5,19 @@
 // with its phase, progress and the time each step took; operations run on a
 // pool of workers, so checkpoints of different pods run in parallel.
 //
-// A migration: the source's driver takes the state (fencing writes), the
-// state is packed as an OCI image and pushed, the target cluster's
-// checkpointer (or this one) pulls, restores through its LMS and verifies
+// A migration: the source's driver takes the state (fencing writes); the
+// state is cut into OCI image layers pushed one at a time, each published
+// under the image's tag as soon as it is up; the target cluster's
+// checkpointer (or this one) starts restoring at the first layer, pulling
+// each layer while later ones are pushed, and a driver that streams (Redis)
+// loads them into an empty container as they arrive; the copy is verified
 // against the facts the driver recorded, then the source is retired and its
 // pod deleted. Anything failing before the cut-over resumes the source and
 // leaves nothing restored. A checkpointer that restarts finishes the
-// operations a previous run left unfinished: it redoes the steps before the
-// restore, re-attaches to the restore by its idempotency key, and completes
-// a cut-over that had begun.
+// operations a previous run left unfinished: it marks an image it was still
+// pushing abandoned, re-attaches to the restore by its idempotency key (and
+// cuts over if that restore had finished while the fence held), or starts
+// over under a new tag; a cut-over that had begun is completed.
 
 #include <atomic>
 #include <cstdint>

@@ -58,6 +58,18 @@ struct StateDump {
   absl::Time fence_expires = absl::InfiniteFuture();
 };
 
+/// One file of a dump arriving while it is restored: its bytes in order, as
+/// the pull of the image delivers them (a restore then overlaps the pull
+/// instead of waiting for it). Read by one thread while another writes.
+class StateStream {
+ public:
+  virtual ~StateStream() = default;
+  /// Copies the next bytes, at most `max`, into `buffer`, waiting until some
+  /// arrive; returns how many, 0 at the end of the file, or the error that
+  /// ended the pull.
+  virtual absl::StatusOr<size_t> Read(char* buffer, size_t max) = 0;
+};
+
 /// One way of taking and putting back a container's state. Implementations
 /// are thread-safe: checkpoints of different containers run in parallel.
 class StateDriver {
@@ -80,6 +92,19 @@ class StateDriver {
   /// The restored copy took over: the source ends without accepting another
   /// write (its pod is deleted by the LMS afterwards).
   virtual absl::Status Retire(const ContainerTarget& source) = 0;
+  /// The dump file (relative to the dump directory, e.g. "dump.rdb") this
+  /// driver restores by streaming it into an empty container the LMS has
+  /// just started (RestoreInto); "" when it restores only through the LMS
+  /// from a complete dump (the default).
+  virtual std::string StreamedFile() const { return ""; }
+  /// Loads the file StreamedFile() names, read from `state` as it arrives,
+  /// into `restored` (an empty container just started) and returns once
+  /// all of it is loaded. On failure the caller deletes the pod.
+  virtual absl::Status RestoreInto(const ContainerTarget& restored, StateStream& state) {
+    (void)restored;
+    (void)state;
+    return absl::UnimplementedError(name() + " restores only from a complete dump");
+  }
   /// Checks that `restored` holds what the dump held (`facts` as Checkpoint
   /// returned them, read back from the image): DATA_LOSS when not.
   virtual absl::Status Verify(const ContainerTarget& restored,

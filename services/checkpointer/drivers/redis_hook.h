@@ -7,7 +7,9 @@
 // either cuts over (the source shuts down, the client's connection drops and
 // it retries against the destination) or aborts (the fence is lifted and the
 // source serves on, nothing lost). Restoring starts redis-server on the RDB
-// and checks that it loaded the same number of keys.
+// and checks that it loaded the same number of keys; or, to overlap loading
+// with the transfer, streams the RDB into an empty Redis just started, this
+// process acting as its replication master (RestoreInto, redis_feed.h).
 
 #include <cstdint>
 #include <filesystem>
@@ -38,6 +40,8 @@ class RedisConnection {
   absl::StatusOr<std::string> Command(const std::vector<std::string>& argv);
   /// Runs a command whose reply is an array of bulk strings.
   absl::StatusOr<std::vector<std::string>> ArrayCommand(const std::vector<std::string>& argv);
+  /// Sets the timeout of each command from now on.
+  void SetTimeout(absl::Duration timeout);
 
  private:
   explicit RedisConnection(void* context) : context_(context) {}
@@ -89,7 +93,8 @@ struct RedisSnapshot {
   /// Keys in the dataset at the fence (DBSIZE of db 0).
   int64_t keys = 0;
   /// DEBUG DIGEST of the dataset at the fence (empty when the server does
-  /// not allow DEBUG from this client).
+  /// not allow DEBUG from this client, or the dataset is larger than
+  /// Options::digest_max_bytes).
   std::string digest;
   /// When the fence was raised.
   absl::Time fenced_at;
@@ -108,8 +113,22 @@ class RedisCheckpointHook {
     /// The redis-server binary restores start. Default /usr/bin/redis-server.
     std::string server_binary = "/usr/bin/redis-server";
     /// Also record the dataset's DEBUG DIGEST at the fence (where the server
-    /// allows DEBUG), for Verify to compare. Default true.
-    bool digest = true;
+    /// allows DEBUG), for Verify to compare, when the dataset
+    /// (used_memory_dataset of INFO memory) is at most this many bytes; 0:
+    /// never, negative: always. The digest walks the whole dataset while
+    /// writes are fenced (0.6 s for 500 MB of 1 MB values here, more for
+    /// many small keys), and a restored RDB is checked anyway: Redis checks
+    /// its CRC64 as it loads it, the image layer's sha256 digest covers the
+    /// transfer, Verify the key count.
+    /// Default 64 MiB.
+    int64_t digest_max_bytes = int64_t{64} << 20;
+    /// The address of this process a restored Redis reaches it at:
+    /// RestoreInto serves the RDB from there as that Redis's replication
+    /// master. Default 127.0.0.1.
+    std::string feed_host = "127.0.0.1";
+    /// How long RestoreInto waits, once the whole RDB is sent, for the
+    /// restored Redis to report it loaded. Zero (the default): command_timeout.
+    absl::Duration restore_timeout = absl::ZeroDuration();
   };
 
   /// A hook with `options`.
@@ -118,9 +137,10 @@ class RedisCheckpointHook {
   /// The options it runs with.
   const Options& options() const { return options_; }
 
-  /// Fences writes on `source`, saves, and links (or, across filesystems,
-  /// copies) the RDB into `directory` (created; must not exist). On failure
-  /// the fence is lifted again.
+  /// Fences writes on `source`, saves (uncompressed: rdbcompression is
+  /// set to no for the SAVE and put back after it), and links (or, across
+  /// filesystems, copies) the RDB into `directory` (created; must not
+  /// exist). On failure the fence is lifted again.
   absl::StatusOr<RedisSnapshot> Checkpoint(const RedisInstance& source,
                                            const std::filesystem::path& directory);
   /// Lifts the fence on `source`: the migration was abandoned and the source serves on.
@@ -143,6 +163,24 @@ class RedisCheckpointHook {
       const std::filesystem::path& rdb, const std::filesystem::path& data_directory,
       const RedisInstance& target, int64_t expected_keys);
 
+  /// Loads the RDB read from `rdb` as it arrives into `restored`, an empty
+  /// Redis master (it may have just been started: connecting is retried
+  /// for command_timeout), by serving it as that Redis's replication
+  /// master on feed_host: its repl-diskless-load is set to on-empty-db
+  /// (it parses the RDB from the socket as it arrives), REPLICAOF points
+  /// it here, and once it reports the RDB loaded it is made a master again
+  /// (REPLICAOF NO ONE) and repl-diskless-load is put back. Returns then.
+  /// FAILED_PRECONDITION, nothing changed, when `restored` holds keys or is
+  /// a replica; `rdb`'s error (its code, what was happening prefixed) when
+  /// the stream fails; DATA_LOSS when Redis refuses the RDB (a corrupted
+  /// one fails its CRC64 check, and Redis then exits), drops the link or
+  /// does not finish loading within restore_timeout. Every failure after
+  /// REPLICAOF also tries REPLICAOF NO ONE (no reconnecting to a feed that
+  /// is gone); Redis itself empties a half-loaded dataset. It may stop
+  /// reading `rdb` before its end: a writer feeding it must be stopped by
+  /// the caller (StreamPipe::Stop) once this returns.
+  absl::Status RestoreInto(const RedisInstance& restored, StateStream& rdb);
+
  private:
   Options options_;
 };
@@ -150,9 +188,12 @@ class RedisCheckpointHook {
 /// The Redis hook as a StateDriver: handles containers whose image is a
 /// Redis image ("redis", "redis:<tag>", "<registry>/…/redis[:tag|@digest]")
 /// and that have an endpoint. The dump directory holds dump.rdb; the facts
-/// are the key count and, where the server allows DEBUG, the dataset digest,
-/// both checked by Verify on the restored server. Fenced: a write after the
-/// dump waits unacknowledged until Resume or Retire.
+/// are the key count and, where the server allows DEBUG and the dataset is
+/// small enough (Options::digest_max_bytes), the dataset digest, both
+/// checked by Verify on the restored server. Fenced: a write after the dump
+/// waits unacknowledged until Resume or Retire. Restores stream dump.rdb
+/// into the empty Redis of the restored container
+/// (RedisCheckpointHook::RestoreInto).
 class RedisHookDriver final : public StateDriver {
  public:
   /// A driver over a hook with `options`.
@@ -164,6 +205,11 @@ class RedisHookDriver final : public StateDriver {
                                        const std::filesystem::path& directory) override;
   absl::Status Resume(const ContainerTarget& source) override;
   absl::Status Retire(const ContainerTarget& source) override;
+  /// "dump.rdb".
+  std::string StreamedFile() const override { return "dump.rdb"; }
+  /// Streams dump.rdb into the empty Redis at `restored`'s endpoint
+  /// (RedisCheckpointHook::RestoreInto).
+  absl::Status RestoreInto(const ContainerTarget& restored, StateStream& state) override;
   absl::Status Verify(const ContainerTarget& restored,
                       const std::map<std::string, std::string>& facts) override;
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <system_error>
@@ -107,25 +108,24 @@ absl::StatusOr<std::array<char, kBlock>> FileHeader(const std::string& name, int
   return h;
 }
 
-// Writes to a file while digesting what it writes.
+// Hands what it is given to a sink while digesting it.
 class DigestingWriter {
  public:
-  explicit DigestingWriter(const fs::path& path) : out_(path, std::ios::binary | std::ios::trunc) {}
-  bool ok() const { return out_.good(); }
+  explicit DigestingWriter(const std::function<bool(absl::string_view)>& sink) : sink_(sink) {}
   void Write(const char* data, size_t n) {
-    out_.write(data, static_cast<std::streamsize>(n));
+    if (!ok_) return;
+    ok_ = sink_(absl::string_view(data, n));
     hash_.Update(absl::string_view(data, n));
     size_ += static_cast<int64_t>(n);
   }
   absl::StatusOr<Descriptor> Close() {
-    out_.flush();
-    if (!out_.good()) return absl::InternalError("writing the layer failed");
-    out_.close();
+    if (!ok_) return absl::InternalError("writing the layer failed");
     return Descriptor{.media_type = kLayerMediaType, .digest = hash_.Finish(), .size = size_};
   }
 
  private:
-  std::ofstream out_;
+  const std::function<bool(absl::string_view)>& sink_;
+  bool ok_ = true;
   Sha256 hash_;
   int64_t size_ = 0;
 };
@@ -210,8 +210,22 @@ bool IsSha256Digest(absl::string_view digest) {
 
 absl::StatusOr<Descriptor> WriteLayer(const std::vector<LayerEntry>& entries, const fs::path& out,
                                       absl::Time modified) {
-  DigestingWriter writer(out);
-  if (!writer.ok()) return absl::InternalError(absl::StrCat("cannot write ", out.string()));
+  std::ofstream file(out, std::ios::binary | std::ios::trunc);
+  if (!file) return absl::InternalError(absl::StrCat("cannot write ", out.string()));
+  absl::StatusOr<Descriptor> layer =
+      WriteLayerTo(entries, modified, [&](absl::string_view bytes) {
+        file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        return file.good();
+      });
+  file.close();
+  if (layer.ok() && !file) return absl::InternalError(absl::StrCat("writing ", out.string()));
+  return layer;
+}
+
+absl::StatusOr<Descriptor> WriteLayerTo(const std::vector<LayerEntry>& entries,
+                                        absl::Time modified,
+                                        const std::function<bool(absl::string_view)>& sink) {
+  DigestingWriter writer(sink);
   const int64_t mtime = absl::ToUnixSeconds(modified);
   std::string buffer(kChunk, '\0');
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -221,11 +235,19 @@ absl::StatusOr<Descriptor> WriteLayer(const std::vector<LayerEntry>& entries, co
       return InvalidFieldError(field + ".name", absl::StrCat("\"", e.name, "\" ", name.message()));
     }
     std::error_code error;
-    const auto size = fs::file_size(e.source, error);
+    const auto file_size = fs::file_size(e.source, error);
     if (error) {
       return InvalidFieldError(field + ".source",
                                absl::StrCat("cannot read ", e.source.string(), ": ", error.message()));
     }
+    if (e.offset < 0 || static_cast<uint64_t>(e.offset) > file_size ||
+        (e.length >= 0 && static_cast<uint64_t>(e.offset + e.length) > file_size)) {
+      return InvalidFieldError(field + ".offset",
+                               absl::StrCat("bytes ", e.offset, "+", e.length, " are outside ",
+                                            e.source.string(), " (", file_size, " bytes)"));
+    }
+    const uint64_t size = e.length >= 0 ? static_cast<uint64_t>(e.length)
+                                        : file_size - static_cast<uint64_t>(e.offset);
     absl::StatusOr<std::array<char, kBlock>> header =
         FileHeader(e.name, static_cast<int64_t>(size), e.mode, mtime);
     if (!header.ok()) {
@@ -234,6 +256,7 @@ absl::StatusOr<Descriptor> WriteLayer(const std::vector<LayerEntry>& entries, co
     }
     writer.Write(header->data(), kBlock);
     std::ifstream in(e.source, std::ios::binary);
+    in.seekg(e.offset);
     uint64_t left = size;
     while (left > 0 && in) {
       in.read(buffer.data(), static_cast<std::streamsize>(std::min<uint64_t>(left, kChunk)));
@@ -255,6 +278,64 @@ absl::StatusOr<Descriptor> WriteLayer(const std::vector<LayerEntry>& entries, co
   return writer.Close();
 }
 
+absl::Status ReadLayer(std::istream& in, int64_t max_bytes, const LayerVisitor& visit) {
+  int64_t total = 0;
+  std::string buffer(kChunk, '\0');
+  for (int64_t index = 0;; ++index) {
+    std::array<char, kBlock> h{};
+    in.read(h.data(), kBlock);
+    if (in.gcount() != static_cast<std::streamsize>(kBlock)) {
+      return absl::DataLossError(
+          absl::StrCat("layer truncated at entry ", index, " (no end-of-archive blocks)"));
+    }
+    if (std::all_of(h.begin(), h.end(), [](char c) { return c == '\0'; })) break;
+    const int64_t stored_sum = GetOctal(h.data() + 148, 8);
+    if (stored_sum < 0 || static_cast<uint32_t>(stored_sum) != HeaderChecksum(h)) {
+      return absl::DataLossError(absl::StrCat("entry ", index, ": bad header checksum"));
+    }
+    std::string name(h.data(), strnlen(h.data(), 100));
+    const std::string prefix(h.data() + 345, strnlen(h.data() + 345, 155));
+    if (!prefix.empty()) name = prefix + "/" + name;
+    while (!name.empty() && name.back() == '/') name.pop_back();
+    const char type = h[156];
+    const std::string what = absl::StrCat("entry ", index, " \"", name, "\"");
+    if (absl::Status ok = CheckEntryName(name); !ok.ok()) {
+      return absl::DataLossError(absl::StrCat(what, ": name ", ok.message()));
+    }
+    const int64_t size = GetOctal(h.data() + 124, 12);
+    if (size < 0) return absl::DataLossError(absl::StrCat(what, ": bad size field"));
+    if (type == '5') {
+      if (visit.directory) RETURN_IF_ERROR(visit.directory(name));
+      continue;
+    }
+    if (type != '0' && type != '\0') {
+      return absl::DataLossError(
+          absl::StrCat(what, ": entry type '", std::string(1, type),
+                       "' is not accepted (only regular files and directories)"));
+    }
+    total += size;
+    if (total > max_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("layer holds more than ", max_bytes, " bytes (at ", what, ")"));
+    }
+    const int64_t mode = GetOctal(h.data() + 100, 8);
+    RETURN_IF_ERROR(visit.file(name, size, mode < 0 ? 0644 : static_cast<uint32_t>(mode & 0777)));
+    int64_t left = size;
+    while (left > 0) {
+      in.read(buffer.data(), static_cast<std::streamsize>(std::min<int64_t>(left, kChunk)));
+      const std::streamsize n = in.gcount();
+      if (n <= 0) return absl::DataLossError(absl::StrCat(what, ": truncated"));
+      RETURN_IF_ERROR(visit.data(absl::string_view(buffer.data(), static_cast<size_t>(n))));
+      left -= n;
+    }
+    RETURN_IF_ERROR(visit.end());
+    const int64_t pad = (kBlock - size % kBlock) % kBlock;
+    in.ignore(pad);
+    if (in.gcount() != pad) return absl::DataLossError(absl::StrCat(what, ": truncated"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::string>> ExtractLayer(const fs::path& layer,
                                                       const fs::path& directory,
                                                       int64_t max_bytes) {
@@ -271,94 +352,75 @@ absl::StatusOr<std::vector<std::string>> ExtractLayer(const fs::path& layer,
         absl::StrCat("cannot create ", directory.string(), ": ", error.message()));
   }
   std::vector<std::string> written;
-  // Nothing half-unpacked stays behind.
-  auto fail = [&](absl::Status status) {
-    fs::remove_all(directory, error);
-    return status;
+  std::ofstream out;
+  fs::path target;
+  uint32_t target_mode = 0644;
+  LayerVisitor visit;
+  visit.directory = [&](const std::string& name) -> absl::Status {
+    fs::create_directories(directory / name, error);
+    if (error) return absl::InternalError(absl::StrCat(name, ": ", error.message()));
+    return absl::OkStatus();
   };
-  int64_t total = 0;
-  std::string buffer(kChunk, '\0');
-  for (int64_t index = 0;; ++index) {
-    std::array<char, kBlock> h{};
-    in.read(h.data(), kBlock);
-    if (in.gcount() != static_cast<std::streamsize>(kBlock)) {
-      return fail(absl::DataLossError(
-          absl::StrCat("layer truncated at entry ", index, " (no end-of-archive blocks)")));
-    }
-    if (std::all_of(h.begin(), h.end(), [](char c) { return c == '\0'; })) break;
-    const int64_t stored_sum = GetOctal(h.data() + 148, 8);
-    if (stored_sum < 0 || static_cast<uint32_t>(stored_sum) != HeaderChecksum(h)) {
-      return fail(absl::DataLossError(absl::StrCat("entry ", index, ": bad header checksum")));
-    }
-    std::string name(h.data(), strnlen(h.data(), 100));
-    const std::string prefix(h.data() + 345, strnlen(h.data() + 345, 155));
-    if (!prefix.empty()) name = prefix + "/" + name;
-    while (!name.empty() && name.back() == '/') name.pop_back();
-    const char type = h[156];
-    const std::string what = absl::StrCat("entry ", index, " \"", name, "\"");
-    if (absl::Status ok = CheckEntryName(name); !ok.ok()) {
-      return fail(absl::DataLossError(absl::StrCat(what, ": name ", ok.message())));
-    }
-    const int64_t size = GetOctal(h.data() + 124, 12);
-    if (size < 0) return fail(absl::DataLossError(absl::StrCat(what, ": bad size field")));
-    if (type == '5') {
-      fs::create_directories(directory / name, error);
-      if (error) return fail(absl::InternalError(absl::StrCat(what, ": ", error.message())));
-      continue;
-    }
-    if (type != '0' && type != '\0') {
-      return fail(absl::DataLossError(
-          absl::StrCat(what, ": entry type '", std::string(1, type),
-                       "' is not accepted (only regular files and directories)")));
-    }
-    total += size;
-    if (total > max_bytes) {
-      return fail(absl::ResourceExhaustedError(
-          absl::StrCat("layer holds more than ", max_bytes, " bytes (at ", what, ")")));
-    }
-    const fs::path target = directory / name;
+  visit.file = [&](const std::string& name, int64_t, uint32_t mode) -> absl::Status {
+    target = directory / name;
+    target_mode = mode;
     fs::create_directories(target.parent_path(), error);
-    if (error) return fail(absl::InternalError(absl::StrCat(what, ": ", error.message())));
-    std::ofstream out(target, std::ios::binary | std::ios::trunc);
-    if (!out) return fail(absl::InternalError(absl::StrCat(what, ": cannot be written")));
-    int64_t left = size;
-    while (left > 0) {
-      in.read(buffer.data(), static_cast<std::streamsize>(std::min<int64_t>(left, kChunk)));
-      const std::streamsize n = in.gcount();
-      if (n <= 0) return fail(absl::DataLossError(absl::StrCat(what, ": truncated")));
-      out.write(buffer.data(), n);
-      left -= n;
-    }
-    out.close();
-    if (!out) return fail(absl::InternalError(absl::StrCat(what, ": writing failed")));
-    const int64_t pad = (kBlock - size % kBlock) % kBlock;
-    in.ignore(pad);
-    if (in.gcount() != pad) return fail(absl::DataLossError(absl::StrCat(what, ": truncated")));
-    const int64_t mode = GetOctal(h.data() + 100, 8);
-    if (mode >= 0) {
-      fs::permissions(target, static_cast<fs::perms>(mode & 0777), error);
-    }
+    if (error) return absl::InternalError(absl::StrCat(name, ": ", error.message()));
+    out.open(target, std::ios::binary | std::ios::trunc);
+    if (!out) return absl::InternalError(absl::StrCat(name, ": cannot be written"));
     written.push_back(name);
+    return absl::OkStatus();
+  };
+  visit.data = [&](absl::string_view bytes) -> absl::Status {
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    return out ? absl::OkStatus() : absl::InternalError(target.string() + ": writing failed");
+  };
+  visit.end = [&]() -> absl::Status {
+    out.close();
+    if (!out) return absl::InternalError(target.string() + ": writing failed");
+    fs::permissions(target, static_cast<fs::perms>(target_mode), error);
+    return absl::OkStatus();
+  };
+  absl::Status read = ReadLayer(in, max_bytes, visit);
+  if (!read.ok()) {
+    // Nothing half-unpacked stays behind.
+    out.close();
+    fs::remove_all(directory, error);
+    return read;
   }
   return written;
 }
 
-absl::StatusOr<CheckpointImage> BuildCheckpointImage(const Descriptor& layer,
-                                                      const CheckpointMetadata& metadata) {
+std::string PartName(const std::string& file, int index) {
+  char digits[16];
+  std::snprintf(digits, sizeof(digits), "%05d", index);
+  return absl::StrCat(file, ".part-", digits);
+}
+
+absl::StatusOr<CheckpointImage> BuildCheckpointImage(
+    const std::vector<Descriptor>& layers, const CheckpointMetadata& metadata,
+    const std::map<std::string, std::string>& image_annotations) {
   if (metadata.container.empty()) return InvalidFieldError("container", "is required");
-  if (!IsSha256Digest(layer.digest)) {
-    return InvalidFieldError("layer.digest", "must be \"sha256:\" and 64 lowercase hex digits");
+  if (layers.empty()) return InvalidFieldError("layers", "must list at least one layer");
+  json diff_ids = json::array();
+  json layer_list = json::array();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (!IsSha256Digest(layers[i].digest)) {
+      return InvalidFieldError(absl::StrCat("layers[", i, "].digest"),
+                               "must be \"sha256:\" and 64 lowercase hex digits");
+    }
+    diff_ids.push_back(layers[i].digest);  // an uncompressed layer's diff_id is its digest
+    layer_list.push_back(DescriptorJson(layers[i]));
   }
   const std::string created = absl::FormatTime(absl::RFC3339_sec, metadata.created,
                                                absl::UTCTimeZone());
   CheckpointImage image;
-  image.layer = layer;
-  // An uncompressed layer's diff_id is its digest.
+  image.layers = layers;
   json config = {{"created", created},
                  {"architecture", "amd64"},
                  {"os", "linux"},
                  {"config", json::object()},
-                 {"rootfs", {{"type", "layers"}, {"diff_ids", json::array({layer.digest})}}},
+                 {"rootfs", {{"type", "layers"}, {"diff_ids", diff_ids}}},
                  {"history", json::array({{{"created", created},
                                            {"created_by", "codeco-checkpointer"},
                                            {"comment", "checkpoint of " + metadata.container}}})}};
@@ -377,16 +439,24 @@ absl::StatusOr<CheckpointImage> BuildCheckpointImage(const Descriptor& layer,
   annotate("runtime.name", metadata.runtime);
   annotate("engine", metadata.engine);
   for (const auto& [name, value] : metadata.facts) {
-    if (name.empty() || absl::StartsWith(name, kAnnotationPrefix) || annotations.contains(name)) {
+    if (name.empty() || absl::StartsWith(name, kAnnotationPrefix) ||
+        absl::StartsWith(name, kImageAnnotationPrefix) || annotations.contains(name)) {
       return InvalidFieldError(absl::StrCat("facts[", name, "]"),
                                "must be a non-empty name outside the checkpoint annotations");
+    }
+    annotations[name] = value;
+  }
+  for (const auto& [name, value] : image_annotations) {
+    if (!absl::StartsWith(name, kImageAnnotationPrefix)) {
+      return InvalidFieldError(absl::StrCat("image_annotations[", name, "]"),
+                               absl::StrCat("must start with ", kImageAnnotationPrefix));
     }
     annotations[name] = value;
   }
   json manifest = {{"schemaVersion", 2},
                    {"mediaType", kManifestMediaType},
                    {"config", DescriptorJson(image.config_descriptor)},
-                   {"layers", json::array({DescriptorJson(layer)})},
+                   {"layers", layer_list},
                    {"annotations", annotations}};
   image.manifest = manifest.dump();
   image.manifest_digest = DigestOf(image.manifest);
@@ -451,7 +521,10 @@ absl::StatusOr<CheckpointMetadata> CheckpointMetadataOf(const ParsedManifest& ma
     m.created = absl::UnixEpoch();
   }
   for (const auto& [name, value] : manifest.annotations) {
-    if (!absl::StartsWith(name, prefix) && name != kCreatedAnnotation) m.facts[name] = value;
+    if (!absl::StartsWith(name, prefix) && !absl::StartsWith(name, kImageAnnotationPrefix) &&
+        name != kCreatedAnnotation) {
+      m.facts[name] = value;
+    }
   }
   return m;
 }

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <istream>
 #include <map>
 #include <string>
 #include "absl/strings/string_view.h"
@@ -30,6 +32,22 @@ inline constexpr char kLayerMediaType[] = "application/vnd.oci.image.layer.v1.ta
 /// The annotation that marks an image as a checkpoint: the container's name.
 inline constexpr char kCheckpointNameAnnotation[] =
     "io.kubernetes.cri-o.annotations.checkpoint.name";
+
+/// Annotations codeco puts on a checkpoint image's manifest about the image
+/// itself (never taken for facts): their common prefix.
+inline constexpr char kImageAnnotationPrefix[] = "org.codeco.image.";
+/// "true" on the manifest of an image still being pushed: its layers so
+/// far, published so that a restore can pull while the push goes on; the
+/// complete manifest replaces it under the same tag.
+inline constexpr char kIncompleteAnnotation[] = "org.codeco.image.incomplete";
+/// "true" on the manifest of an image whose push was given up: a restore
+/// following it stops.
+inline constexpr char kAbandonedAnnotation[] = "org.codeco.image.abandoned";
+/// Files split across layers, comma-separated: file F travels as entries
+/// "F.part-00000", "F.part-00001", … one per layer, joined again on a pull.
+inline constexpr char kSplitFilesAnnotation[] = "org.codeco.image.split";
+/// The entry name of part `index` of a split file.
+std::string PartName(const std::string& file, int index);
 
 /// Streaming sha256 in the OCI digest form ("sha256:<64 hex>").
 class Sha256 {
@@ -83,6 +101,10 @@ struct LayerEntry {
   std::filesystem::path source;
   /// Permission bits. Default 0644.
   uint32_t mode = 0644;
+  /// Where in `source` the entry's bytes start (a part of a split file).
+  int64_t offset = 0;
+  /// How many bytes of `source` go in from `offset`; -1: up to its end.
+  int64_t length = -1;
 };
 
 /// Writes `entries` as an uncompressed POSIX (ustar) tar to `out`, digesting
@@ -91,6 +113,30 @@ struct LayerEntry {
 /// files at the same time give the same digest.
 absl::StatusOr<Descriptor> WriteLayer(const std::vector<LayerEntry>& entries,
                                       const std::filesystem::path& out, absl::Time modified);
+
+/// Writes `entries` as WriteLayer does, handing the bytes to `sink` in
+/// order instead of a file (false from the sink stops with an error).
+absl::StatusOr<Descriptor> WriteLayerTo(const std::vector<LayerEntry>& entries,
+                                        absl::Time modified,
+                                        const std::function<bool(absl::string_view)>& sink);
+
+/// What ReadLayer calls for the entries of a layer, in order.
+struct LayerVisitor {
+  /// A directory entry (may be left unset).
+  std::function<absl::Status(const std::string& name)> directory;
+  /// A regular file begins: its name, size and permission bits.
+  std::function<absl::Status(const std::string& name, int64_t size, uint32_t mode)> file;
+  /// The next bytes of the file begun last.
+  std::function<absl::Status(absl::string_view bytes)> data;
+  /// The file begun last is complete.
+  std::function<absl::Status()> end;
+};
+
+/// Reads a tar layer from `in` and calls `visit` for each entry, with the
+/// checks ExtractLayer makes (DATA_LOSS naming the entry for an unsafe
+/// name, a link or device, a bad header or a truncated archive;
+/// RESOURCE_EXHAUSTED past `max_bytes`). An error from `visit` stops it.
+absl::Status ReadLayer(std::istream& in, int64_t max_bytes, const LayerVisitor& visit);
 
 /// Unpacks the tar layer at `layer` into `directory` (created if missing)
 /// and returns the relative names of the files it wrote. Only regular files
@@ -125,8 +171,8 @@ struct CheckpointMetadata {
 
 /// A built image: what to push, in order (layer and config blobs, then the manifest).
 struct CheckpointImage {
-  /// The layer.
-  Descriptor layer;
+  /// The layers, in order.
+  std::vector<Descriptor> layers;
   /// The config blob.
   std::string config;
   /// Its descriptor.
@@ -137,10 +183,13 @@ struct CheckpointImage {
   std::string manifest_digest;
 };
 
-/// The config and manifest of an image whose single layer is `layer`;
-/// INVALID_ARGUMENT naming the field when `metadata.container` is empty.
-absl::StatusOr<CheckpointImage> BuildCheckpointImage(const Descriptor& layer,
-                                                      const CheckpointMetadata& metadata);
+/// The config and manifest of an image of `layers` (in order, at least one),
+/// with `image_annotations` (names under kImageAnnotationPrefix) beside
+/// the checkpoint's; INVALID_ARGUMENT naming the field when
+/// `metadata.container` is empty or a name is out of place.
+absl::StatusOr<CheckpointImage> BuildCheckpointImage(
+    const std::vector<Descriptor>& layers, const CheckpointMetadata& metadata,
+    const std::map<std::string, std::string>& image_annotations = {});
 
 /// A manifest read back: its layers and annotations.
 struct ParsedManifest {

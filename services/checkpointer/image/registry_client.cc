@@ -333,18 +333,16 @@ absl::StatusOr<bool> RegistryClient::PushBlobFrom(const ImageReference& reposito
     return absl::UnknownError(where + ": the registry gave no upload location");
   }
   location = absolute(location);
-  std::string buffer;
   for (int64_t offset = 0; offset < blob.size;) {
     const int64_t n = std::min(options_.chunk_bytes, blob.size - offset);
-    buffer.resize(static_cast<size_t>(n));
-    RETURN_IF_ERROR(read(offset, n, buffer.data()));
+    ASSIGN_OR_RETURN(absl::string_view chunk, read(offset, n));
     HttpResult patch = Perform(
         options_,
         HttpRequest{.method = "PATCH",
                     .url = location,
                     .headers = {"Content-Type: application/octet-stream",
                                 absl::StrCat("Content-Range: ", offset, "-", offset + n - 1)},
-                    .body = buffer});
+                    .body = chunk});
     RETURN_IF_ERROR(ExpectStatus(patch, absl::StrCat(where, ": chunk at byte ", offset), {202}));
     if (!patch.Header("location").empty()) location = absolute(patch.Header("location"));
     offset += n;
@@ -368,15 +366,18 @@ absl::StatusOr<bool> RegistryClient::PushBlobFile(const ImageReference& reposito
                                                   const fs::path& file, const Descriptor& blob) {
   std::ifstream in(file, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", file.string()));
-  return PushBlobFrom(repository, blob, [&](int64_t offset, int64_t n, char* out) {
-    in.seekg(offset);
-    in.read(out, n);
-    if (in.gcount() != n) {
-      return absl::DataLossError(absl::StrCat(file.string(), " is shorter than the ", blob.size,
-                                              " bytes its descriptor says"));
-    }
-    return absl::OkStatus();
-  });
+  std::string buffer;
+  return PushBlobFrom(
+      repository, blob, [&](int64_t offset, int64_t n) -> absl::StatusOr<absl::string_view> {
+        buffer.resize(static_cast<size_t>(n));
+        in.seekg(offset);
+        in.read(buffer.data(), n);
+        if (in.gcount() != n) {
+          return absl::DataLossError(absl::StrCat(file.string(), " is shorter than the ",
+                                                  blob.size, " bytes its descriptor says"));
+        }
+        return absl::string_view(buffer);
+      });
 }
 
 absl::StatusOr<bool> RegistryClient::PushBlob(const ImageReference& repository,
@@ -385,10 +386,10 @@ absl::StatusOr<bool> RegistryClient::PushBlob(const ImageReference& repository,
     return InvalidFieldError("blob.size", absl::StrCat("is ", blob.size, " but the blob has ",
                                                        bytes.size(), " bytes"));
   }
-  return PushBlobFrom(repository, blob, [&](int64_t offset, int64_t n, char* out) {
-    std::copy_n(bytes.data() + offset, n, out);
-    return absl::OkStatus();
-  });
+  return PushBlobFrom(repository, blob,
+                      [&](int64_t offset, int64_t n) -> absl::StatusOr<absl::string_view> {
+                        return bytes.substr(static_cast<size_t>(offset), static_cast<size_t>(n));
+                      });
 }
 
 absl::StatusOr<std::string> RegistryClient::PushManifest(const ImageReference& reference,
@@ -426,16 +427,17 @@ absl::StatusOr<std::string> RegistryClient::PullManifest(const ImageReference& r
 }
 
 absl::StatusOr<std::string> RegistryClient::PullBlob(const ImageReference& repository,
-                                                     const Descriptor& blob) {
+                                                     const Descriptor& blob, int64_t max_bytes) {
   const std::string what = absl::StrCat("pulling blob ", blob.digest, " of ", repository.ToString());
-  if (blob.size > options_.max_document_bytes) {
+  const int64_t limit = max_bytes > 0 ? max_bytes : options_.max_document_bytes;
+  if (blob.size > limit) {
     return absl::ResourceExhaustedError(
-        absl::StrCat(what, ": ", blob.size, " bytes is more than ", options_.max_document_bytes));
+        absl::StrCat(what, ": ", blob.size, " bytes is more than ", limit));
   }
   HttpResult r = Perform(options_, HttpRequest{.method = "GET",
                                                .url = absl::StrCat(BaseUrl(repository), "/blobs/",
                                                                    blob.digest),
-                                               .body_limit = options_.max_document_bytes});
+                                               .body_limit = blob.size});
   RETURN_IF_ERROR(ExpectStatus(r, what, {200}));
   if (static_cast<int64_t>(r.body.size()) != blob.size || DigestOf(r.body) != blob.digest) {
     return absl::DataLossError(absl::StrCat(what, ": content does not match its digest or size"));
@@ -443,44 +445,54 @@ absl::StatusOr<std::string> RegistryClient::PullBlob(const ImageReference& repos
   return std::move(r.body);
 }
 
+absl::Status RegistryClient::PullBlobTo(const ImageReference& repository, const Descriptor& blob,
+                                        const std::function<bool(absl::string_view)>& sink) {
+  const std::string what = absl::StrCat("pulling blob ", blob.digest, " of ", repository.ToString());
+  Sha256 hash;
+  int64_t received = 0;
+  bool too_long = false;
+  bool refused = false;
+  HttpRequest get{.method = "GET", .url = absl::StrCat(BaseUrl(repository), "/blobs/", blob.digest)};
+  get.sink = [&](absl::string_view chunk) {
+    received += static_cast<int64_t>(chunk.size());
+    if (received > blob.size) {
+      too_long = true;
+      return false;
+    }
+    hash.Update(chunk);
+    refused = !sink(chunk);
+    return !refused;
+  };
+  HttpResult r = Perform(options_, get);
+  if (too_long) {
+    return absl::DataLossError(
+        absl::StrCat(what, ": more bytes than the ", blob.size, " its descriptor says"));
+  }
+  if (refused) return absl::InternalError(absl::StrCat(what, ": the bytes could not be kept"));
+  RETURN_IF_ERROR(ExpectStatus(r, what, {200}));
+  if (received != blob.size) {
+    return absl::DataLossError(absl::StrCat(what, ": got ", received, " of ", blob.size, " bytes"));
+  }
+  if (hash.Finish() != blob.digest) {
+    return absl::DataLossError(absl::StrCat(what, ": content does not match its digest"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RegistryClient::PullBlobToFile(const ImageReference& repository,
                                             const Descriptor& blob, const fs::path& out) {
-  const std::string what = absl::StrCat("pulling blob ", blob.digest, " of ", repository.ToString());
-  absl::Status status = [&]() -> absl::Status {
-    std::ofstream file(out, std::ios::binary | std::ios::trunc);
-    if (!file) return absl::InternalError(absl::StrCat(what, ": cannot write ", out.string()));
-    Sha256 hash;
-    int64_t received = 0;
-    bool too_long = false;
-    HttpRequest get{.method = "GET",
-                    .url = absl::StrCat(BaseUrl(repository), "/blobs/", blob.digest)};
-    get.sink = [&](absl::string_view chunk) {
-      received += static_cast<int64_t>(chunk.size());
-      if (received > blob.size) {
-        too_long = true;
-        return false;
-      }
-      hash.Update(chunk);
-      file.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-      return file.good();
-    };
-    HttpResult r = Perform(options_, get);
-    if (too_long) {
-      return absl::DataLossError(
-          absl::StrCat(what, ": more bytes than the ", blob.size, " its descriptor says"));
-    }
-    RETURN_IF_ERROR(ExpectStatus(r, what, {200}));
+  std::ofstream file(out, std::ios::binary | std::ios::trunc);
+  absl::Status status =
+      file ? PullBlobTo(repository, blob,
+                        [&](absl::string_view chunk) {
+                          file.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+                          return file.good();
+                        })
+           : absl::InternalError(absl::StrCat("cannot write ", out.string()));
+  if (status.ok()) {
     file.close();
-    if (!file) return absl::InternalError(absl::StrCat(what, ": writing ", out.string(), " failed"));
-    if (received != blob.size) {
-      return absl::DataLossError(
-          absl::StrCat(what, ": got ", received, " of ", blob.size, " bytes"));
-    }
-    if (hash.Finish() != blob.digest) {
-      return absl::DataLossError(absl::StrCat(what, ": content does not match its digest"));
-    }
-    return absl::OkStatus();
-  }();
+    if (!file) status = absl::InternalError(absl::StrCat("writing ", out.string(), " failed"));
+  }
   if (!status.ok()) {
     std::error_code ignored;
     fs::remove(out, ignored);

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include "absl/strings/string_view.h"
 
@@ -87,8 +88,15 @@ class RegistryClient {
                                            absl::string_view manifest);
   /// Gets the manifest `reference` names; with a digest, checks it.
   absl::StatusOr<std::string> PullManifest(const ImageReference& reference);
-  /// Gets a small blob (a config) and checks its size and digest.
-  absl::StatusOr<std::string> PullBlob(const ImageReference& repository, const Descriptor& blob);
+  /// Gets a blob into memory and checks its size and digest; one larger
+  /// than `max_bytes` (0: max_document_bytes, for configs) is refused.
+  absl::StatusOr<std::string> PullBlob(const ImageReference& repository, const Descriptor& blob,
+                                       int64_t max_bytes = 0);
+  /// Streams blob `blob` of `repository` to `sink` (false stops it),
+  /// checking its size and digest once all of it arrived: a caller uses
+  /// what it got only after an OK.
+  absl::Status PullBlobTo(const ImageReference& repository, const Descriptor& blob,
+                          const std::function<bool(absl::string_view)>& sink);
   /// Streams blob `blob` of `repository` into `out`, checking its size and
   /// digest; on any failure `out` is removed.
   absl::Status PullBlobToFile(const ImageReference& repository, const Descriptor& blob,
@@ -100,7 +108,8 @@ class RegistryClient {
 
  private:
   struct Response;
-  // Uploads from `read(offset, n, buffer)`; the common part of both pushes.
+  // Uploads the chunks `read(offset, n)` returns (a view valid until the
+  // next call); the common part of both pushes.
   template <typename Read>
   absl::StatusOr<bool> PushBlobFrom(const ImageReference& repository, const Descriptor& blob,
                                     Read read);

@@ -40,28 +40,42 @@ absl::StatusOr<lms::v1::Pod> GrpcLms::RestoreContainer(
     const lms::v1::RestoreContainerRequest& request) {
   lms::v1::LmsService::Stub stub(channel_);
   lms::v1::RestoreContainerResponse response;
-  {
-    grpc::ClientContext context;
-    // Loading the state is part of the call on some LMSs.
-    SetDeadline(context, start_timeout_);
-    RETURN_IF_ERROR(FromGrpcStatus(stub.RestoreContainer(&context, request, &response)));
-  }
-  // Then wait until the container runs (an LMS may answer while it starts).
+  grpc::ClientContext context;
+  // Loading the state is part of the call on some LMSs.
+  SetDeadline(context, start_timeout_);
+  RETURN_IF_ERROR(FromGrpcStatus(stub.RestoreContainer(&context, request, &response)));
+  return AwaitRunning(response.pod());
+}
+
+absl::StatusOr<lms::v1::Pod> GrpcLms::CreatePod(const lms::v1::Pod& pod,
+                                                const std::string& request_id) {
+  lms::v1::LmsService::Stub stub(channel_);
+  lms::v1::CreatePodRequest request;
+  *request.mutable_pod() = pod;
+  request.set_request_id(request_id);
+  lms::v1::CreatePodResponse response;
+  grpc::ClientContext context;
+  SetDeadline(context, start_timeout_);
+  RETURN_IF_ERROR(FromGrpcStatus(stub.CreatePod(&context, request, &response)));
+  return AwaitRunning(response.pod());
+}
+
+absl::StatusOr<lms::v1::Pod> GrpcLms::AwaitRunning(lms::v1::Pod pod) {
+  // An LMS may answer while the container still starts.
   const absl::Time deadline = absl::Now() + start_timeout_;
-  lms::v1::Pod pod = response.pod();
   while (pod.phase() != lms::v1::POD_PHASE_RUNNING) {
     if (pod.phase() == lms::v1::POD_PHASE_FAILED || pod.phase() == lms::v1::POD_PHASE_SUCCEEDED) {
-      return absl::FailedPreconditionError(absl::StrCat("the restored pod ", pod.name(), " is ",
+      return absl::FailedPreconditionError(absl::StrCat("the pod ", pod.name(), " is ",
                                                         lms::v1::PodPhase_Name(pod.phase()),
                                                         ": ", pod.message()));
     }
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("the restored pod ", pod.name(),
+      return absl::DeadlineExceededError(absl::StrCat("the pod ", pod.name(),
                                                       " did not run within ",
                                                       absl::FormatDuration(start_timeout_)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    ASSIGN_OR_RETURN(pod, GetPod(request.pod().name()));
+    ASSIGN_OR_RETURN(pod, GetPod(pod.name()));
   }
   return pod;
 }

@@ -23,9 +23,14 @@ class GrpcLms final : public LmsPort {
   absl::StatusOr<lms::v1::Pod> GetPod(const std::string& name) override;
   absl::StatusOr<lms::v1::Pod> RestoreContainer(
       const lms::v1::RestoreContainerRequest& request) override;
+  absl::StatusOr<lms::v1::Pod> CreatePod(const lms::v1::Pod& pod,
+                                         const std::string& request_id) override;
   absl::Status DeletePod(const std::string& name) override;
 
  private:
+  // `pod` once it runs (read again until then, for at most start_timeout).
+  absl::StatusOr<lms::v1::Pod> AwaitRunning(lms::v1::Pod pod);
+
   std::shared_ptr<grpc::Channel> channel_;
   absl::Duration call_timeout_;
   absl::Duration start_timeout_;

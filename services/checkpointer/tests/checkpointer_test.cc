@@ -7,6 +7,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -20,6 +21,7 @@
 #include "codeco/common/kv_store.h"
 #include "codeco/common/ports.h"
 #include "codeco/common/status.h"
+#include "checkpointer/testing/loopback_cluster.h"
 #include "test_registry.h"
 
 namespace codeco::checkpointer {
@@ -29,114 +31,13 @@ namespace fs = std::filesystem;
 using common::v1::Operation;
 using testing::Registry;
 
-// One cluster's pods: Redis pods are redis-server processes on loopback.
-class TestLms final : public LmsPort {
- public:
-  TestLms(fs::path dir, int64_t node_memory) : dir_(std::move(dir)), node_memory_(node_memory) {}
-
-  // Starts an empty Redis pod on `node`.
-  lms::v1::Pod AddRedisPod(const std::string& name, const std::string& node) {
-    lms::v1::Pod pod;
-    pod.set_name(name);
-    pod.set_node_name(node);
-    lms::v1::Container* c = pod.add_containers();
-    c->set_name("redis");
-    c->set_image("redis:7");
-    c->mutable_requests()->set_memory_bytes(64 << 20);
-    auto started = Start(pod, "");
-    REQUIRE(started.ok());
-    return *started;
-  }
-
-  absl::StatusOr<lms::v1::Pod> GetPod(const std::string& name) override {
-    absl::MutexLock lock(&mu_);
-    auto it = pods_.find(name);
-    if (it == pods_.end()) return absl::NotFoundError("no pod " + name);
-    return it->second.pod;
-  }
-
-  absl::StatusOr<lms::v1::Pod> RestoreContainer(
-      const lms::v1::RestoreContainerRequest& request) override {
-    if (request.pod().containers(0).requests().memory_bytes() > node_memory_) {
-      return absl::ResourceExhaustedError(absl::StrCat("node ", request.pod().node_name(),
-                                                       ": not enough memory"));
-    }
-    return Start(request.pod(), request.archive_path());
-  }
-
-  absl::Status DeletePod(const std::string& name) override {
-    absl::MutexLock lock(&mu_);
-    pods_.erase(name);
-    return absl::OkStatus();
-  }
-
-  // Pods now.
-  size_t size() {
-    absl::MutexLock lock(&mu_);
-    return pods_.size();
-  }
-
- private:
-  struct Running {
-    lms::v1::Pod pod;
-    std::unique_ptr<RedisServer> server;
-  };
-
-  absl::StatusOr<lms::v1::Pod> Start(lms::v1::Pod pod, const std::string& archive) {
-    const fs::path data = dir_ / absl::StrCat(pod.name(), "-", ++generation_);
-    fs::create_directories(data);
-    if (!archive.empty()) {
-      std::error_code error;
-      fs::copy_file(fs::path(archive) / "dump.rdb", data / "dump.rdb", error);
-      if (error) return absl::InvalidArgumentError("archive_path: no dump.rdb");
-    }
-    const RedisInstance instance{.port = *FreePort("127.0.0.1")};
-    ASSIGN_OR_RETURN(std::unique_ptr<RedisServer> server,
-                     RedisServer::Start("/usr/bin/redis-server", data, instance,
-                                        absl::Seconds(60)));
-    pod.set_phase(lms::v1::POD_PHASE_RUNNING);
-    (*pod.mutable_annotations())[kEndpointAnnotation] = absl::StrCat("127.0.0.1:", instance.port);
-    absl::MutexLock lock(&mu_);
-    pods_[pod.name()] = Running{pod, std::move(server)};
-    return pod;
-  }
-
-  const fs::path dir_;
-  const int64_t node_memory_;
-  absl::Mutex mu_;
-  int generation_ = 0;
-  std::map<std::string, Running> pods_;
-};
-
-// Checkpointers by cluster; a peer's restore runs in the other one.
-class InProcessPeers final : public PeerCheckpointers {
- public:
-  void Add(const std::string& cluster, Checkpointer* checkpointer) { by_cluster_[cluster] = checkpointer; }
-
-  absl::StatusOr<v1::Checkpoint> Restore(
-      const std::string& cluster, const v1::RestoreCheckpointRequest& request,
-      const std::function<void(const Operation&)>& progress) override {
-    auto it = by_cluster_.find(cluster);
-    if (it == by_cluster_.end()) return absl::NotFoundError("no checkpointer for " + cluster);
-    absl::StatusOr<Operation> op = it->second->RestoreCheckpoint(request);
-    if (!op.ok()) return op.status();
-    while (!op->done()) {
-      progress(*op);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      op = it->second->GetOperation(op->id());
-      if (!op.ok()) return op.status();
-    }
-    if (op->has_error()) {
-      return absl::Status(static_cast<absl::StatusCode>(op->error().code()), op->error().message());
-    }
-    v1::Checkpoint restored;
-    op->result().UnpackTo(&restored);
-    return restored;
-  }
-
- private:
-  std::map<std::string, Checkpointer*> by_cluster_;
-};
+// Starts an empty Redis pod on `node` of `lms`.
+lms::v1::Pod AddRedisPod(LoopbackLms& lms, const std::string& name, const std::string& node) {
+  absl::StatusOr<lms::v1::Pod> pod = lms.AddRedisPod(name, node);
+  INFO(pod.status());
+  REQUIRE(pod.ok());
+  return *pod;
+}
 
 // A cluster: its LMS, store and checkpointer.
 struct Cluster {
@@ -149,7 +50,7 @@ struct Cluster {
                                          .default_repository = repository},
                      *store, RealClock::Default(), lms, images, peers, {&redis}) {}
 
-  TestLms lms;
+  LoopbackLms lms;
   std::unique_ptr<KvStore> store;
   RedisHookDriver redis{RedisCheckpointHook::Options{.max_fence = absl::Minutes(2)}};
   Checkpointer checkpointer;
@@ -186,7 +87,7 @@ void Fill(const lms::v1::Pod& pod, int keys) {
 struct Federation {
   Federation()
       : dir(registry.dir / "clusters"),
-        images(registry.Options(), int64_t{1} << 32),
+        images(registry.Options(), ImageStoreOptions{.layer_bytes = 64 << 10}),
         repository(registry.Address() + "/codeco/checkpoints"),
         north("north", dir, images, peers, repository),
         south("south", dir, images, peers, repository, /*node_memory=*/1 << 30) {
@@ -212,7 +113,7 @@ v1::MigrateContainerRequest MoveToSouth(const std::string& pod) {
 
 TEST_CASE("A migration moves a Redis and its data to another cluster and retires the source") {
   Federation f;
-  lms::v1::Pod pod = f.north.lms.AddRedisPod("cache", "north-1");
+  lms::v1::Pod pod = AddRedisPod(f.north.lms, "cache", "north-1");
   Fill(pod, 500);
   std::string digest = *Connect(EndpointOf(pod))->Command({"DEBUG", "DIGEST"});
 
@@ -250,8 +151,10 @@ TEST_CASE("A migration moves a Redis and its data to another cluster and retires
   absl::StatusOr<lms::v1::Pod> moved = f.south.lms.GetPod("cache");
   REQUIRE(moved.ok());
   CHECK(*Connect(EndpointOf(*moved))->Command({"DEBUG", "DIGEST"}) == digest);
+  // The copy was restored from the tag, followed layer by layer while it was pushed.
   CHECK(moved->annotations().at("checkpointer.codeco.io/restored-from") ==
-        result.image_reference());
+        f.repository + ":" + result.image_tag());
+  CHECK(result.layers() > 1);
   // Both sides keep a record.
   absl::StatusOr<v1::ListCheckpointsResponse> listed =
       f.north.checkpointer.ListCheckpoints(v1::ListCheckpointsRequest());
@@ -261,7 +164,7 @@ TEST_CASE("A migration moves a Redis and its data to another cluster and retires
 
 TEST_CASE("A checkpoint alone leaves the source serving and an image another cluster restores") {
   Federation f;
-  lms::v1::Pod pod = f.north.lms.AddRedisPod("sessions", "north-1");
+  lms::v1::Pod pod = AddRedisPod(f.north.lms, "sessions", "north-1");
   Fill(pod, 100);
   v1::CreateCheckpointRequest create;
   create.mutable_source()->set_pod("sessions");
@@ -340,7 +243,7 @@ void ExpectSourceServes(Federation& f, const Operation& op, const std::string& s
 
 TEST_CASE("Registry down: the migration fails naming the push and the source serves on") {
   Federation f;
-  Fill(f.north.lms.AddRedisPod("cache", "north-1"), 50);
+  Fill(AddRedisPod(f.north.lms, "cache", "north-1"), 50);
   f.registry.Stop();
   absl::StatusOr<Operation> op = f.north.checkpointer.MigrateContainer(MoveToSouth("cache"));
   REQUIRE(op.ok());
@@ -351,7 +254,7 @@ TEST_CASE("Destination node full: the restore is refused and the source serves o
   Federation f;
   Cluster tiny("tiny", f.dir, f.images, f.peers, f.repository, /*node_memory=*/1 << 20);
   f.peers.Add("tiny", &tiny.checkpointer);
-  Fill(f.north.lms.AddRedisPod("cache", "north-1"), 50);
+  Fill(AddRedisPod(f.north.lms, "cache", "north-1"), 50);
   v1::MigrateContainerRequest request = MoveToSouth("cache");
   request.set_target_cluster("tiny");
   absl::StatusOr<Operation> op = f.north.checkpointer.MigrateContainer(request);
@@ -366,32 +269,52 @@ TEST_CASE("A corrupted layer is caught by its digest: nothing restored and the s
   class Corrupting final : public ImageStore {
    public:
     Corrupting(ImageStore& inner, Registry& registry) : inner_(inner), registry_(registry) {}
-    absl::StatusOr<BuiltImage> Build(const fs::path& d, const CheckpointMetadata& m,
-                                     const fs::path& l) override {
-      return inner_.Build(d, m, l);
+    absl::StatusOr<PushedImage> Push(const fs::path& d, const CheckpointMetadata& m,
+                                     const std::string& ref, const fs::path& w,
+                                     const std::function<void()>& published,
+                                     const std::atomic<bool>& cancel) override {
+      // Each layer is corrupted in the registry before it is published.
+      absl::StatusOr<PushedImage> pushed = inner_.Push(d, m, ref, w, [&] {
+        Corrupt();
+        if (published) published();
+      }, cancel);
+      Corrupt();
+      return pushed;
     }
-    absl::StatusOr<std::string> Push(const BuiltImage& image, const std::string& ref) override {
-      absl::StatusOr<std::string> digest = inner_.Push(image, ref);
-      if (digest.ok()) {
-        std::FILE* blob = std::fopen(registry_.BlobFile(image.image.layer.digest).c_str(), "r+b");
+    absl::StatusOr<CheckpointMetadata> Inspect(const std::string& ref) override {
+      return inner_.Inspect(ref);
+    }
+    absl::StatusOr<PulledImage> Pull(const std::string& ref, const fs::path& d,
+                                     const StreamedFile& s) override {
+      return inner_.Pull(ref, d, s);
+    }
+    absl::Status Abandon(const std::string& ref) override { return inner_.Abandon(ref); }
+    absl::Status Delete(const std::string& ref) override { return inner_.Delete(ref); }
+
+   private:
+    // Flips a byte in every layer blob stored so far (configs are small).
+    void Corrupt() {
+      std::error_code error;
+      for (const auto& entry : fs::recursive_directory_iterator(registry_.dir, error)) {
+        if (entry.path().filename() != "data" || entry.file_size(error) < 4096 ||
+            !absl::StrContains(entry.path().string(), "/blobs/")) {
+          continue;
+        }
+        if (!corrupted_.insert(entry.path().string()).second) continue;
+        std::FILE* blob = std::fopen(entry.path().c_str(), "r+b");
         REQUIRE(blob != nullptr);
         std::fseek(blob, 600, SEEK_SET);
         std::fputc('X', blob);
         std::fclose(blob);
       }
-      return digest;
     }
-    absl::StatusOr<PulledImage> Pull(const std::string& ref, const fs::path& d) override {
-      return inner_.Pull(ref, d);
-    }
-    absl::Status Delete(const std::string& ref) override { return inner_.Delete(ref); }
-
+    std::set<std::string> corrupted_;
    private:
     ImageStore& inner_;
     Registry& registry_;
   } corrupting(f.images, f.registry);
   Cluster source("west", f.dir, corrupting, f.peers, f.repository);
-  Fill(source.lms.AddRedisPod("cache", "west-1"), 50);
+  Fill(AddRedisPod(source.lms, "cache", "west-1"), 50);
   absl::StatusOr<Operation> op = source.checkpointer.MigrateContainer(MoveToSouth("cache"));
   REQUIRE(op.ok());
   Operation failed = Await(source.checkpointer, op->id());
@@ -407,7 +330,7 @@ TEST_CASE("A corrupted layer is caught by its digest: nothing restored and the s
 
 TEST_CASE("A move inside the cluster restores the copy under its new name and retires the source") {
   Federation f;
-  Fill(f.north.lms.AddRedisPod("cache", "north-1"), 200);
+  Fill(AddRedisPod(f.north.lms, "cache", "north-1"), 200);
   v1::MigrateContainerRequest request;
   request.mutable_source()->set_pod("cache");
   request.set_target_node("north-2");
@@ -426,7 +349,7 @@ TEST_CASE("A move inside the cluster restores the copy under its new name and re
 
 TEST_CASE("Ten migrations back and forth under a write load lose no acknowledged write") {
   Federation f;
-  f.north.lms.AddRedisPod("cache", "north-1");
+  AddRedisPod(f.north.lms, "cache", "north-1");
   // The writer follows the pod: a write that fails (fenced, then the
   // connection dropped at the cut-over) is retried against wherever the pod runs.
   std::atomic<bool> stop{false};
@@ -530,6 +453,10 @@ class Crashable {
                         const std::map<std::string, std::string>& f) override {
       return inner_.Verify(t, f);
     }
+    std::string StreamedFile() const override { return inner_.StreamedFile(); }
+    absl::Status RestoreInto(const ContainerTarget& t, StateStream& s) override {
+      return inner_.RestoreInto(t, s);
+    }
 
    private:
     StateDriver& inner_;
@@ -539,18 +466,22 @@ class Crashable {
   class Images final : public ImageStore {
    public:
     Images(ImageStore& inner, Crashable& owner) : inner_(inner), owner_(owner) {}
-    absl::StatusOr<BuiltImage> Build(const fs::path& d, const CheckpointMetadata& m,
-                                     const fs::path& l) override {
-      return inner_.Build(d, m, l);
-    }
-    absl::StatusOr<std::string> Push(const BuiltImage& image, const std::string& ref) override {
+    absl::StatusOr<PushedImage> Push(const fs::path& d, const CheckpointMetadata& m,
+                                     const std::string& ref, const fs::path& w,
+                                     const std::function<void()>& published,
+                                     const std::atomic<bool>& cancel) override {
       if (owner_.block_push) owner_.Block();
       if (owner_.crashed.load()) return absl::UnavailableError("crashed");
-      return inner_.Push(image, ref);
+      return inner_.Push(d, m, ref, w, published, cancel);
     }
-    absl::StatusOr<PulledImage> Pull(const std::string& ref, const fs::path& d) override {
-      return inner_.Pull(ref, d);
+    absl::StatusOr<CheckpointMetadata> Inspect(const std::string& ref) override {
+      return inner_.Inspect(ref);
     }
+    absl::StatusOr<PulledImage> Pull(const std::string& ref, const fs::path& d,
+                                     const StreamedFile& s) override {
+      return inner_.Pull(ref, d, s);
+    }
+    absl::Status Abandon(const std::string& ref) override { return inner_.Abandon(ref); }
     absl::Status Delete(const std::string& ref) override { return inner_.Delete(ref); }
 
    private:
@@ -616,7 +547,7 @@ std::unique_ptr<KvStore> CopyOf(const KvStore& from) {
 // one on what it had stored, and checks that it finishes the migration.
 void MigrationSurvivesACrash(bool during_push) {
   Federation f;
-  lms::v1::Pod pod = f.north.lms.AddRedisPod("cache", "north-1");
+  lms::v1::Pod pod = AddRedisPod(f.north.lms, "cache", "north-1");
   Fill(pod, 300);
   const std::string digest = *Connect(EndpointOf(pod))->Command({"DEBUG", "DIGEST"});
 

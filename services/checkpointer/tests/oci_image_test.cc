@@ -126,7 +126,7 @@ TEST_CASE("a checkpoint image's manifest carries the CRI-O checkpoint annotation
                        .rootfs_image = "docker.io/library/redis:7",
                        .runtime = "redis-hook",
                        .created = kWhen};
-  absl::StatusOr<CheckpointImage> image = BuildCheckpointImage(layer, m);
+  absl::StatusOr<CheckpointImage> image = BuildCheckpointImage({layer}, m);
   REQUIRE(image.ok());
   CHECK(image->manifest_digest == DigestOf(image->manifest));
   CHECK(image->config_descriptor.digest == DigestOf(image->config));
@@ -147,7 +147,7 @@ TEST_CASE("a checkpoint image's manifest carries the CRI-O checkpoint annotation
   CHECK(back->runtime == "redis-hook");
   CHECK(back->created == kWhen);
 
-  CHECK(absl::IsInvalidArgument(BuildCheckpointImage(layer, CheckpointMetadata{}).status()));
+  CHECK(absl::IsInvalidArgument(BuildCheckpointImage({layer}, CheckpointMetadata{}).status()));
 }
 
 TEST_CASE("a manifest that is not a checkpoint image or is malformed is refused by field") {

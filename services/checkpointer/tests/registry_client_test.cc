@@ -43,7 +43,7 @@ Built BuildImage(const fs::path& dir, size_t bytes) {
                  absl::FromUnixSeconds(1'790'000'000));
   REQUIRE(layer.ok());
   absl::StatusOr<CheckpointImage> image =
-      BuildCheckpointImage(*layer, CheckpointMetadata{.container = "redis", .pod = "cache-0"});
+      BuildCheckpointImage({*layer}, CheckpointMetadata{.container = "redis", .pod = "cache-0"});
   REQUIRE(image.ok());
   b.image = *image;
   return b;
@@ -51,7 +51,7 @@ Built BuildImage(const fs::path& dir, size_t bytes) {
 
 // Pushes `b` as `reference` (blobs, then the manifest); the manifest digest.
 std::string Push(RegistryClient& client, const ImageReference& reference, const Built& b) {
-  absl::StatusOr<bool> layer = client.PushBlobFile(reference, b.layer_file, b.image.layer);
+  absl::StatusOr<bool> layer = client.PushBlobFile(reference, b.layer_file, b.image.layers[0]);
   INFO(layer.status());
   REQUIRE(layer.ok());
   absl::StatusOr<bool> config =
@@ -100,7 +100,7 @@ TEST_CASE("an image pushed in chunks pulls back byte for byte with its digests c
   const std::string digest = Push(client, ref, b);
   CHECK(digest == b.image.manifest_digest);
   // Pushing again uploads nothing: the registry has the blobs.
-  absl::StatusOr<bool> again = client.PushBlobFile(ref, b.layer_file, b.image.layer);
+  absl::StatusOr<bool> again = client.PushBlobFile(ref, b.layer_file, b.image.layers[0]);
   REQUIRE(again.ok());
   CHECK_FALSE(*again);
 
@@ -133,15 +133,15 @@ TEST_CASE("a corrupted layer or an unknown image or a registry that is down fail
   Push(client, ref, b);
 
   SECTION("a layer changed in the registry's storage") {
-    const fs::path stored = registry.BlobFile(b.image.layer.digest);
+    const fs::path stored = registry.BlobFile(b.image.layers[0].digest);
     REQUIRE(fs::exists(stored));
     std::string bytes = Read(stored);
     bytes[bytes.size() / 2] ^= 0x40;
     std::ofstream(stored, std::ios::binary | std::ios::trunc) << bytes;
     const fs::path out = registry.dir / "pulled.tar";
-    absl::Status st = client.PullBlobToFile(ref, b.image.layer, out);
+    absl::Status st = client.PullBlobToFile(ref, b.image.layers[0], out);
     REQUIRE(absl::IsDataLoss(st));
-    CHECK_THAT(std::string(st.message()), Catch::Contains(b.image.layer.digest));
+    CHECK_THAT(std::string(st.message()), Catch::Contains(b.image.layers[0].digest));
     CHECK_FALSE(fs::exists(out));  // nothing half-pulled is left
   }
   SECTION("an unknown tag and an unknown repository") {
@@ -158,11 +158,11 @@ TEST_CASE("a corrupted layer or an unknown image or a registry that is down fail
     absl::Status st = client.PullManifest(ref).status();
     REQUIRE(absl::IsUnavailable(st));
     CHECK_THAT(std::string(st.message()), Catch::Contains(registry.Address()));
-    absl::StatusOr<bool> push = client.PushBlobFile(ref, b.layer_file, b.image.layer);
+    absl::StatusOr<bool> push = client.PushBlobFile(ref, b.layer_file, b.image.layers[0]);
     CHECK(absl::IsUnavailable(push.status()));
   }
   SECTION("a descriptor that lies about the size") {
-    Descriptor lying = b.image.layer;
+    Descriptor lying = b.image.layers[0];
     lying.size -= 1;
     const fs::path out = registry.dir / "short.tar";
     CHECK(absl::IsDataLoss(client.PullBlobToFile(ref, lying, out)));
