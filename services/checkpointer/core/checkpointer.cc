@@ -193,7 +193,7 @@ class Checkpointer::Run {
   // repository; with `restore`, runs it as soon as the first layer is
   // published, alongside the rest of the push (the push gives up when the
   // restore fails). Records timings, size and the image's digest.
-  absl::Status PushImage(const StateDump& dump, const ContainerTarget& source,
+  absl::Status PushImage(StateDump& dump, const ContainerTarget& source,
                          const lms::v1::Pod& pod, const std::string& tag,
                          const std::function<absl::Status()>& restore);
   // The pod a restore of `request` creates, from the image's pod template;
@@ -267,7 +267,7 @@ absl::StatusOr<StateDump> Checkpointer::Run::TakeState(const ContainerTarget& so
   return dump;
 }
 
-absl::Status Checkpointer::Run::PushImage(const StateDump& dump, const ContainerTarget& source,
+absl::Status Checkpointer::Run::PushImage(StateDump& dump, const ContainerTarget& source,
                                           const lms::v1::Pod& pod, const std::string& tag,
                                           const std::function<absl::Status()>& restore) {
   CheckpointMetadata metadata;
@@ -311,7 +311,7 @@ absl::Status Checkpointer::Run::PushImage(const StateDump& dump, const Container
   absl::StatusOr<PushedImage> pushed = absl::UnknownError("not pushed");
   std::thread pusher([&] {
     absl::StatusOr<PushedImage> result = owner_.images_.Push(
-        dump.directory, metadata, tagged, work_ / "layers",
+        dump, metadata, tagged, work_ / "layers",
         [&] {
           absl::MutexLock lock(&mu);
           progress.published = true;
@@ -349,6 +349,7 @@ absl::Status Checkpointer::Run::PushImage(const StateDump& dump, const Container
   ck_.set_image_digest(pushed->manifest_digest);
   ck_.set_size_bytes(pushed->size_bytes);
   ck_.set_layers(pushed->layers);
+  ck_.set_state_bytes(pushed->state_bytes);
   if (!restore) Phase("pushed", 50);
   return absl::OkStatus();
 }
@@ -531,14 +532,26 @@ absl::Status Checkpointer::Run::Create(const v1::CreateCheckpointRequest& reques
   RETURN_IF_ERROR(CheckRunning(pod));
   ASSIGN_OR_RETURN(StateDriver * driver, owner_.DriverFor(source));
   ASSIGN_OR_RETURN(StateDump dump, TakeState(source, *driver));
-  // A checkpoint alone holds the source no longer than the dump.
-  if (request.stop_after_checkpoint()) {
+  // A checkpoint alone holds the source's writes no longer than the dump
+  // (a streamed dump's snapshot is fixed already). A source that stops
+  // after it stops once its state is read: a streamed dump reads from it.
+  const bool stop_after_push = request.stop_after_checkpoint() && dump.stream != nullptr;
+  if (request.stop_after_checkpoint() && !stop_after_push) {
     RETURN_IF_ERROR(CutOver(source, *driver));
-  } else {
+  } else if (!request.stop_after_checkpoint()) {
     ResumeSource(source, *driver);
   }
-  RETURN_IF_ERROR(PushImage(dump, source, pod, request.tag().empty() ? ck_.id() : request.tag(),
-                            nullptr));
+  absl::Status pushed = PushImage(dump, source, pod,
+                                  request.tag().empty() ? ck_.id() : request.tag(), nullptr);
+  if (stop_after_push) {
+    // The source serves on if its state could not be pushed.
+    if (!pushed.ok()) {
+      ResumeSource(source, *driver);
+      return pushed;
+    }
+    RETURN_IF_ERROR(CutOver(source, *driver));
+  }
+  RETURN_IF_ERROR(pushed);
   ck_.set_phase(v1::CHECKPOINT_PHASE_READY);
   return absl::OkStatus();
 }

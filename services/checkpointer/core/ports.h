@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "checkpointer/core/state_driver.h"
 #include "checkpointer/image/oci_image.h"
 #include "codeco/checkpointer/v1/checkpointer_service.pb.h"
 #include "codeco/lms/v1/lms_service.pb.h"
@@ -49,6 +50,8 @@ struct PushedImage {
   int64_t size_bytes = 0;
   /// Layers the state was cut into.
   int layers = 0;
+  /// Bytes of state packed (the streamed file's as read).
+  int64_t state_bytes = 0;
   /// Time spent writing layers (tar and sha256).
   absl::Duration build_time;
   /// Time spent uploading them and the manifests.
@@ -78,17 +81,18 @@ struct StreamedFile {
 class ImageStore {
  public:
   virtual ~ImageStore() = default;
-  /// Packs every regular file under `state_directory` into layers (a large
-  /// file is split across several, joined again on a pull), writing them
-  /// under `work_directory`, and pushes the image as `reference`
-  /// ("registry/repository:tag") one layer at a time. While layers follow,
-  /// each pushed one is published at once — the tag names a manifest of the
-  /// layers so far marked incomplete (kIncompleteAnnotation) — and
-  /// `published` is called, so a restore can pull while the push goes on.
-  /// Gives up with CANCELLED once `cancel` is true; a push given up after
-  /// publishing marks the tag abandoned where the registry still answers.
-  virtual absl::StatusOr<PushedImage> Push(const std::filesystem::path& state_directory,
-                                           const CheckpointMetadata& metadata,
+  /// Packs the dump into layers and pushes the image as `reference`
+  /// ("registry/repository:tag") one layer at a time: every regular file
+  /// under `dump.directory` (a large one split across several layers, joined
+  /// again on a pull), then the streamed file, if any, cut into parts as its
+  /// bytes arrive (so the push overlaps taking the state). While layers
+  /// follow, each pushed one is published at once — the tag names a
+  /// manifest of the layers so far marked incomplete (kIncompleteAnnotation)
+  /// — and `published` is called, so a restore can pull while the push goes
+  /// on. Layers are built under `work_directory` where they do not fit in
+  /// memory. Gives up with CANCELLED once `cancel` is true; a push given up
+  /// after publishing marks the tag abandoned where the registry answers.
+  virtual absl::StatusOr<PushedImage> Push(StateDump& dump, const CheckpointMetadata& metadata,
                                            const std::string& reference,
                                            const std::filesystem::path& work_directory,
                                            const std::function<void()>& published,

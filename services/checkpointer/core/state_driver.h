@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -42,32 +43,41 @@ struct ContainerTarget {
   int64_t pid = 0;
 };
 
-/// What a driver wrote for one checkpoint.
-struct StateDump {
-  /// Directory holding the state; every regular file under it is packed
-  /// into the image's layer, with its path relative to the directory.
-  std::filesystem::path directory;
-  /// Facts a restore checks (e.g. "org.codeco.redis.keys": "1000"); they
-  /// travel as image annotations.
-  std::map<std::string, std::string> facts;
-  /// Bytes of state, summed over the files.
-  int64_t bytes = 0;
-  /// When the fence the driver raised lifts by itself (a driver's guard
-  /// against a migrator that died); a cut-over after it could lose writes,
-  /// so the migration is abandoned instead. InfiniteFuture: no fence or no limit.
-  absl::Time fence_expires = absl::InfiniteFuture();
-};
-
-/// One file of a dump arriving while it is restored: its bytes in order, as
-/// the pull of the image delivers them (a restore then overlaps the pull
-/// instead of waiting for it). Read by one thread while another writes.
+/// One file of a dump arriving while it is read: its bytes in order, as a
+/// checkpoint produces them (packing then overlaps taking the state) or as
+/// the pull of an image delivers them (a restore then overlaps the pull).
 class StateStream {
  public:
   virtual ~StateStream() = default;
   /// Copies the next bytes, at most `max`, into `buffer`, waiting until some
   /// arrive; returns how many, 0 at the end of the file, or the error that
-  /// ended the pull.
+  /// ended the stream.
   virtual absl::StatusOr<size_t> Read(char* buffer, size_t max) = 0;
+};
+
+/// What a driver wrote for one checkpoint.
+struct StateDump {
+  /// Directory holding the state; every regular file under it is packed
+  /// into the image's layer, with its path relative to the directory.
+  std::filesystem::path directory;
+  /// A file of the dump still arriving when Checkpoint returns (Redis streams
+  /// the RDB of the snapshot it forked at the fence): its name as if it were
+  /// under `directory` (it is not there); empty when every file is.
+  std::string streamed_file;
+  /// Its bytes, in order, read once by whoever packs the image; the snapshot
+  /// they come from is already fixed (the fence may be lifted before they
+  /// are all read, but the source must live until then).
+  std::unique_ptr<StateStream> stream;
+  /// Facts a restore checks (e.g. "org.codeco.redis.keys": "1000"); they
+  /// travel as image annotations.
+  std::map<std::string, std::string> facts;
+  /// Bytes of state, summed over the files (for a streamed file, an
+  /// estimate until it has been read).
+  int64_t bytes = 0;
+  /// When the fence the driver raised lifts by itself (a driver's guard
+  /// against a migrator that died); a cut-over after it could lose writes,
+  /// so the migration is abandoned instead. InfiniteFuture: no fence or no limit.
+  absl::Time fence_expires = absl::InfiniteFuture();
 };
 
 /// One way of taking and putting back a container's state. Implementations

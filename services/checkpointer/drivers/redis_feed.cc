@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "checkpointer/drivers/socket_wait.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "codeco/common/status.h"
@@ -29,8 +30,6 @@ namespace {
 // dozen bytes).
 constexpr size_t kMaxHandshakeBytes = 64 << 10;
 
-std::string ErrnoText(int error) { return std::generic_category().message(error); }
-
 // `n` random characters of [0-9a-f] (a replication id, an EOF mark).
 std::string RandomHex(size_t n) {
   std::random_device random;
@@ -38,25 +37,6 @@ std::string RandomHex(size_t n) {
   std::string out(n, '0');
   for (char& c : out) c = "0123456789abcdef"[digit(random)];
   return out;
-}
-
-// Waits until `fd` is ready for `events` (or in error: the next read or
-// write says which) or `deadline`: DEADLINE_EXCEEDED naming `what` then.
-absl::Status WaitFor(int fd, short events, absl::Time deadline, absl::string_view what) {
-  for (;;) {
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
-      return absl::DeadlineExceededError(absl::StrCat("timed out waiting for ", what));
-    }
-    pollfd p{.fd = fd, .events = events, .revents = 0};
-    const int64_t ms = std::min<int64_t>(
-        absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), int64_t{3600000});
-    const int ready = poll(&p, 1, static_cast<int>(ms));
-    if (ready > 0) return absl::OkStatus();
-    if (ready < 0 && errno != EINTR) {
-      return absl::InternalError(absl::StrCat("poll: ", ErrnoText(errno)));
-    }
-  }
 }
 
 // Takes the next command off the front of `input`: its arguments (none for

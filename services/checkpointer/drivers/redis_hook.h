@@ -1,15 +1,22 @@
 #pragma once
 // The application-consistent checkpoint driver for Redis, the default where
-// CRIU cannot run: writes are fenced (CLIENT PAUSE … WRITE, reads go on),
-// the dataset is saved to its RDB file (SAVE), and the file is the
-// checkpoint. Every write Redis acknowledged before the fence is in the
-// file; a write sent after it waits, unacknowledged, until the migration
-// either cuts over (the source shuts down, the client's connection drops and
-// it retries against the destination) or aborts (the fence is lifted and the
-// source serves on, nothing lost). Restoring starts redis-server on the RDB
-// and checks that it loaded the same number of keys; or, to overlap loading
-// with the transfer, streams the RDB into an empty Redis just started, this
-// process acting as its replication master (RestoreInto, redis_feed.h).
+// CRIU cannot run. Writes are fenced (CLIENT PAUSE … WRITE, reads go on),
+// the key count (and, for a small dataset, its digest) recorded, and the
+// RDB of that moment streamed straight from the source: this process
+// connects to it as a replica that wants only the RDB, the source forks
+// (diskless, uncompressed) and sends it over the socket, and whoever packs
+// the image reads it as it comes (RedisSnapshotStream), so packing and
+// pushing overlap taking the state and the source's disk is not touched.
+// Every write Redis acknowledged before the fence is in the RDB; a write
+// sent after it waits, unacknowledged, until the migration either cuts over
+// (the source shuts down, the client's connection drops and it retries
+// against the destination) or aborts (the fence is lifted and the source
+// serves on, nothing lost). The older path, SAVE and the RDB file
+// (RedisCheckpointHook::Checkpoint), remains for callers that want a file.
+// Restoring either starts redis-server on the RDB and checks that it loaded
+// the same number of keys, or, to overlap loading with the transfer,
+// streams the RDB into an empty Redis just started, this process acting as
+// its replication master (RestoreInto, redis_feed.h).
 
 #include <cstdint>
 #include <filesystem>
@@ -100,6 +107,34 @@ struct RedisSnapshot {
   absl::Time fenced_at;
 };
 
+/// A fenced Redis whose RDB is being streamed from it: what restoring must
+/// find, and the RDB itself as it arrives.
+struct RedisStreamedSnapshot {
+  /// Keys in the dataset at the fence (DBSIZE of db 0).
+  int64_t keys = 0;
+  /// DEBUG DIGEST of the dataset at the fence (empty when the server does
+  /// not allow DEBUG from this client, or the dataset is larger than
+  /// Options::digest_max_bytes).
+  std::string digest;
+  /// When the fence was raised.
+  absl::Time fenced_at;
+  /// What the RDB will probably weigh, in bytes: used_memory_dataset of
+  /// INFO memory at the fence. An estimate only (an uncompressed RDB of
+  /// incompressible strings is about that size; small keys, integers and
+  /// compact encodings make it smaller, allocator overhead counts in it);
+  /// 0 when the server does not say.
+  int64_t estimated_bytes = 0;
+  /// The RDB of the dataset at the fence, uncompressed, read from the
+  /// source's socket as the source produces it (a RedisSnapshotStream). Its
+  /// snapshot is fixed already (the source forks for it in the turn of its
+  /// event loop that answered the replica, before it runs another command):
+  /// the fence may be lifted or the source written to before it is read,
+  /// but the source must live until it is, and it must not be left unread
+  /// for longer than the source's repl-timeout (60 s by default): a source
+  /// then drops a replica that takes nothing, and Read fails.
+  std::unique_ptr<StateStream> rdb;
+};
+
 /// The checkpoint hook for Redis.
 class RedisCheckpointHook {
  public:
@@ -108,7 +143,9 @@ class RedisCheckpointHook {
     /// How long writes may stay fenced before Redis lifts the pause by
     /// itself (a crashed migrator never freezes a source for good). Default 5 min.
     absl::Duration max_fence = absl::Minutes(5);
-    /// Per-command timeout (SAVE of a large dataset included). Default 2 min.
+    /// Per-command timeout (SAVE of a large dataset included); also how
+    /// long a streamed checkpoint waits for the source to fork and, while
+    /// its RDB is read, for each next byte. Default 2 min.
     absl::Duration command_timeout = absl::Minutes(2);
     /// The redis-server binary restores start. Default /usr/bin/redis-server.
     std::string server_binary = "/usr/bin/redis-server";
@@ -137,10 +174,26 @@ class RedisCheckpointHook {
   /// The options it runs with.
   const Options& options() const { return options_; }
 
-  /// Fences writes on `source`, saves (uncompressed: rdbcompression is
-  /// set to no for the SAVE and put back after it), and links (or, across
-  /// filesystems, copies) the RDB into `directory` (created; must not
-  /// exist). On failure the fence is lifted again.
+  /// Fences writes on `source`, records its key count (and digest, see
+  /// Options::digest_max_bytes) and the size of its dataset, and streams its
+  /// RDB: it sets `repl-diskless-sync yes`, `repl-diskless-sync-delay 0`
+  /// and `rdbcompression no` on `source` (those that differ), connects to
+  /// it as a replica wanting only the RDB (RedisSnapshotStream::Open), and
+  /// once the source has answered "+FULLRESYNC" (it forks in that same turn
+  /// of its event loop, before it runs another command) puts the three
+  /// settings back (the fork keeps its own copy). Returns with writes still
+  /// fenced, until Abort or Retire; the RDB is read from the returned
+  /// stream. Commands and waits time out after command_timeout (the source
+  /// may first finish a save already under way for another replica). On
+  /// failure the settings are put back, the fence lifted, the connection
+  /// closed: the source serves on as before.
+  absl::StatusOr<RedisStreamedSnapshot> StreamCheckpoint(const RedisInstance& source);
+  /// The checkpoint as a file: fences writes on `source`, saves
+  /// (uncompressed: rdbcompression is set to no for the SAVE and put back
+  /// after it), and links (or, across filesystems, copies) the RDB into
+  /// `directory` (created; must not exist). On failure the fence is lifted
+  /// again. Nothing can be read before SAVE ends (about 1-2 s per 500 MB);
+  /// the driver streams instead (StreamCheckpoint).
   absl::StatusOr<RedisSnapshot> Checkpoint(const RedisInstance& source,
                                            const std::filesystem::path& directory);
   /// Lifts the fence on `source`: the migration was abandoned and the source serves on.
@@ -187,12 +240,15 @@ class RedisCheckpointHook {
 
 /// The Redis hook as a StateDriver: handles containers whose image is a
 /// Redis image ("redis", "redis:<tag>", "<registry>/…/redis[:tag|@digest]")
-/// and that have an endpoint. The dump directory holds dump.rdb; the facts
-/// are the key count and, where the server allows DEBUG and the dataset is
-/// small enough (Options::digest_max_bytes), the dataset digest, both
-/// checked by Verify on the restored server. Fenced: a write after the dump
-/// waits unacknowledged until Resume or Retire. Restores stream dump.rdb
-/// into the empty Redis of the restored container
+/// and that have an endpoint. Checkpoint streams (StreamCheckpoint): the
+/// dump directory it creates stays empty, and the dump's one file,
+/// dump.rdb, is its `stream`, read from the source as the source produces
+/// it (the dump's `bytes` are the dataset's size, an estimate until it is
+/// read). The facts are the key count and, where the server allows DEBUG
+/// and the dataset is small enough (Options::digest_max_bytes), the dataset
+/// digest, both checked by Verify on the restored server. Fenced: a write
+/// after the dump waits unacknowledged until Resume or Retire. Restores
+/// stream dump.rdb into the empty Redis of the restored container
 /// (RedisCheckpointHook::RestoreInto).
 class RedisHookDriver final : public StateDriver {
  public:
@@ -201,6 +257,9 @@ class RedisHookDriver final : public StateDriver {
 
   std::string name() const override { return "redis-hook"; }
   bool Handles(const ContainerTarget& target) const override;
+  /// Creates `directory` (empty; it must not exist) and streams the RDB
+  /// (RedisCheckpointHook::StreamCheckpoint): the dump's streamed_file is
+  /// "dump.rdb", its stream the RDB. On failure `directory` is removed.
   absl::StatusOr<StateDump> Checkpoint(const ContainerTarget& target,
                                        const std::filesystem::path& directory) override;
   absl::Status Resume(const ContainerTarget& source) override;

@@ -234,6 +234,20 @@ absl::StatusOr<Descriptor> WriteLayerTo(const std::vector<LayerEntry>& entries,
     if (absl::Status name = CheckEntryName(e.name); !name.ok()) {
       return InvalidFieldError(field + ".name", absl::StrCat("\"", e.name, "\" ", name.message()));
     }
+    if (e.contents != nullptr) {
+      // Bytes held in memory (a part of a streamed file).
+      absl::StatusOr<std::array<char, kBlock>> header =
+          FileHeader(e.name, static_cast<int64_t>(e.contents->size()), e.mode, mtime);
+      if (!header.ok()) {
+        return InvalidFieldError(field + ".name",
+                                 absl::StrCat("\"", e.name, "\" ", header.status().message()));
+      }
+      writer.Write(header->data(), kBlock);
+      writer.Write(e.contents->data(), e.contents->size());
+      static const std::array<char, kBlock> kPad{};
+      writer.Write(kPad.data(), (kBlock - e.contents->size() % kBlock) % kBlock);
+      continue;
+    }
     std::error_code error;
     const auto file_size = fs::file_size(e.source, error);
     if (error) {

@@ -105,6 +105,8 @@ struct LayerEntry {
   int64_t offset = 0;
   /// How many bytes of `source` go in from `offset`; -1: up to its end.
   int64_t length = -1;
+  /// When set, the entry's bytes, held in memory (`source` is not read).
+  const std::string* contents = nullptr;
 };
 
 /// Writes `entries` as an uncompressed POSIX (ustar) tar to `out`, digesting

@@ -46,7 +46,9 @@ using LayerPlan = std::vector<LayerEntry>;
 // of the split files.
 absl::StatusOr<std::vector<LayerPlan>> PlanLayers(const fs::path& state_directory,
                                                   const ImageStoreOptions& options,
-                                                  std::vector<std::string>& split) {
+                                                  int64_t streamed_bytes,
+                                                  std::vector<std::string>& split,
+                                                  int64_t& layer_bytes) {
   struct File {
     std::string name;
     fs::path path;
@@ -66,21 +68,16 @@ absl::StatusOr<std::vector<LayerPlan>> PlanLayers(const fs::path& state_director
     return absl::InternalError(absl::StrCat("reading ", state_directory.string(), ": ",
                                             error.message()));
   }
-  if (files.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the driver wrote no file under ", state_directory.string()));
-  }
   std::sort(files.begin(), files.end(),
             [](const File& a, const File& b) { return a.name < b.name; });
-  int64_t total = 0;
+  int64_t total = streamed_bytes;
   for (const File& f : files) total += f.size;
   // n layers cost n registry round trips and leave 1/n of the state to load
   // after the push ends: n = sqrt(total / kLayerCostBytes) balances the two.
   const int64_t most = std::max<int64_t>(1, options.layer_bytes);
   const int64_t balanced = static_cast<int64_t>(
       std::sqrt(static_cast<double>(total) * static_cast<double>(kLayerCostBytes)));
-  const int64_t layer_bytes =
-      std::clamp<int64_t>(balanced, std::min<int64_t>(most, kMinLayerBytes), most);
+  layer_bytes = std::clamp<int64_t>(balanced, std::min<int64_t>(most, kMinLayerBytes), most);
   std::vector<LayerPlan> layers;
   LayerPlan current;
   int64_t current_bytes = 0;
@@ -122,20 +119,29 @@ size_t TarSize(const LayerPlan& entries) {
   return size;
 }
 
-// Builds the layers of a plan, in order, on its own thread into two
-// buffers that take turns: Next() waits for the next one, Release() hands
-// its buffer back for the one after.
+// Builds the layers of a dump, in order, on its own thread into two
+// buffers that take turns (reused, so no fresh pages per layer): the planned
+// layers of its files, then the parts of its streamed file as its bytes
+// arrive. Next() waits for the next one, Release() hands its buffer back for
+// the one after.
 class LayerBuilder {
  public:
-  /// A built layer: its bytes and descriptor (or why it could not be built).
+  /// A built layer (its bytes and descriptor, or why it could not be
+  /// built), or the end of the layers.
   struct Slot {
     std::string tar;
     absl::StatusOr<Descriptor> layer = absl::UnknownError("not built");
+    bool end = false;
     bool ready = false;
   };
 
-  LayerBuilder(const std::vector<LayerPlan>& plan, absl::Time modified)
-      : thread_([this, &plan, modified] { Run(plan, modified); }) {}
+  /// Builds `plan`, then the parts of `stream` (when set) named after
+  /// `streamed_file`, each of up to `part_bytes`.
+  LayerBuilder(const std::vector<LayerPlan>& plan, const std::string& streamed_file,
+               StateStream* stream, int64_t part_bytes, absl::Time modified)
+      : plan_(plan), streamed_file_(streamed_file), stream_(stream),
+        part_bytes_(static_cast<size_t>(std::max<int64_t>(1, part_bytes))), modified_(modified),
+        thread_([this] { Run(); }) {}
   ~LayerBuilder() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -158,42 +164,106 @@ class LayerBuilder {
     }
     changed_.notify_all();
   }
+  /// Time spent building (reading the stream included).
   absl::Duration build_time() {
     std::lock_guard<std::mutex> lock(mu_);
     return build_time_;
   }
-
- private:
-  void Run(const std::vector<LayerPlan>& plan, absl::Time modified) {
-    for (size_t i = 0; i < plan.size(); ++i) {
-      Slot& slot = slots_[i % 2];
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        changed_.wait(lock, [&] { return !slot.ready || stop_; });
-        if (stop_) return;
-      }
-      const absl::Time start = absl::Now();
-      slot.tar.clear();
-      slot.tar.reserve(TarSize(plan[i]));
-      slot.layer = WriteLayerTo(plan[i], modified, [&slot](absl::string_view bytes) {
-        slot.tar.append(bytes.data(), bytes.size());
-        return true;
-      });
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        build_time_ += absl::Now() - start;
-        slot.ready = true;
-      }
-      changed_.notify_all();
-    }
+  /// Bytes of the streamed file read.
+  int64_t streamed_bytes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return streamed_bytes_;
   }
 
+ private:
+  // Waits for the buffer of layer `index` and fills it with `build`; false
+  // once the builder is stopped.
+  template <typename Build>
+  bool Produce(size_t index, Build build) {
+    Slot& slot = slots_[index % 2];
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      changed_.wait(lock, [&] { return !slot.ready || stop_; });
+      if (stop_) return false;
+    }
+    const absl::Time start = absl::Now();
+    slot.tar.clear();
+    slot.end = false;
+    build(slot);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      build_time_ += absl::Now() - start;
+      slot.ready = true;
+    }
+    changed_.notify_all();
+    return true;
+  }
+
+  void Run() {
+    size_t index = 0;
+    auto append_to = [](Slot& slot) {
+      return [&slot](absl::string_view bytes) {
+        slot.tar.append(bytes.data(), bytes.size());
+        return true;
+      };
+    };
+    for (const LayerPlan& layer : plan_) {
+      const bool going = Produce(index++, [&](Slot& slot) {
+        slot.tar.reserve(TarSize(layer));
+        slot.layer = WriteLayerTo(layer, modified_, append_to(slot));
+      });
+      if (!going) return;
+    }
+    for (int part = 0; stream_ != nullptr; ++part) {
+      // Up to part_bytes of the stream (a short read is not its end).
+      part_.resize(part_bytes_);
+      size_t filled = 0;
+      absl::Status read = absl::OkStatus();
+      while (filled < part_.size()) {
+        absl::StatusOr<size_t> n = stream_->Read(part_.data() + filled, part_.size() - filled);
+        if (!n.ok()) {
+          read = absl::Status(n.status().code(), absl::StrCat("reading ", streamed_file_, ": ",
+                                                               n.status().message()));
+          break;
+        }
+        if (*n == 0) break;
+        filled += *n;
+      }
+      part_.resize(filled);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        streamed_bytes_ += static_cast<int64_t>(filled);
+      }
+      // The file has at least one part, even when empty.
+      if (read.ok() && filled == 0 && part > 0) break;
+      const bool going = Produce(index++, [&](Slot& slot) {
+        if (!read.ok()) {
+          slot.layer = read;
+          return;
+        }
+        slot.tar.reserve(filled + 3 * 512 + 512);
+        slot.layer = WriteLayerTo({LayerEntry{.name = PartName(streamed_file_, part),
+                                              .contents = &part_}},
+                                  modified_, append_to(slot));
+      });
+      if (!going || !read.ok()) return;
+    }
+    Produce(index, [](Slot& slot) { slot.end = true; });
+  }
+
+  const std::vector<LayerPlan>& plan_;
+  const std::string streamed_file_;
+  StateStream* const stream_;
+  const size_t part_bytes_;
+  const absl::Time modified_;
+  std::string part_;  // the part of the stream being packed (builder thread only)
   Slot slots_[2];
   size_t next_ = 0;
   std::mutex mu_;
   std::condition_variable changed_;
   bool stop_ = false;
   absl::Duration build_time_;
+  int64_t streamed_bytes_ = 0;
   std::thread thread_;  // last: starts once the rest is ready
 };
 
@@ -243,7 +313,7 @@ bool Marked(const ParsedManifest& manifest, const char* annotation) {
 
 }  // namespace
 
-absl::StatusOr<PushedImage> RegistryImageStore::Push(const fs::path& state_directory,
+absl::StatusOr<PushedImage> RegistryImageStore::Push(StateDump& dump,
                                                      const CheckpointMetadata& metadata,
                                                      const std::string& reference,
                                                      const fs::path& work_directory,
@@ -255,9 +325,23 @@ absl::StatusOr<PushedImage> RegistryImageStore::Push(const fs::path& state_direc
   }
   RegistryClient client(registry_);
   RETURN_IF_ERROR(client.Check());
+  StateStream* stream = dump.streamed_file.empty() ? nullptr : dump.stream.get();
+  if (!dump.streamed_file.empty() && stream == nullptr) {
+    return absl::InternalError(absl::StrCat("the dump names ", dump.streamed_file,
+                                            " as streamed but has no stream"));
+  }
   std::vector<std::string> split;
+  int64_t layer_bytes = 0;
   ASSIGN_OR_RETURN(std::vector<LayerPlan> plan,
-                   PlanLayers(state_directory, options_, split));
+                   PlanLayers(dump.directory, options_,
+                              stream != nullptr ? std::max<int64_t>(0, dump.bytes) : 0, split,
+                              layer_bytes));
+  if (plan.empty() && stream == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the driver wrote no file under ", dump.directory.string()));
+  }
+  // A streamed file always travels in parts: its size is known only at its end.
+  if (stream != nullptr) split.push_back(dump.streamed_file);
   std::map<std::string, std::string> annotations;
   if (!split.empty()) annotations[kSplitFilesAnnotation] = absl::StrJoin(split, ",");
   std::error_code error;
@@ -289,30 +373,43 @@ absl::StatusOr<PushedImage> RegistryImageStore::Push(const fs::path& state_direc
     }
     return status;
   };
-  // Layers are built on a second thread into two buffers that take turns
-  // (reused, so no fresh pages per layer): building layer i+1 overlaps
-  // uploading layer i.
-  LayerBuilder builder(plan, metadata.created);
-  for (size_t i = 0; i < plan.size(); ++i) {
+  // Layers are built on a second thread: building (and reading the stream
+  // for) layer i+1 overlaps uploading layer i. A layer is published once the
+  // next one is built, which is also when it is known not to be the last.
+  LayerBuilder builder(plan, dump.streamed_file, stream, layer_bytes, metadata.created);
+  LayerBuilder::Slot* slot = &builder.Next();
+  if (slot->end) {
+    return absl::FailedPreconditionError("the dump holds no state to push");
+  }
+  for (;;) {
     if (cancel.load()) return give_up(absl::CancelledError("the push was given up"));
-    LayerBuilder::Slot& slot = builder.Next();
-    if (!slot.layer.ok()) return give_up(slot.layer.status());
-    const absl::Time start = absl::Now();
-    absl::Status sent = client.PushBlob(tagged, slot.tar, *slot.layer).status();
+    if (!slot->layer.ok()) return give_up(slot->layer.status());
+    absl::Time start = absl::Now();
+    absl::Status sent = client.PushBlob(tagged, slot->tar, *slot->layer).status();
     if (sent.ok()) {
-      out.size_bytes += slot.layer->size;
-      pushed.push_back(*slot.layer);
-      if (i + 1 < plan.size()) {
-        sent = push_manifest({kIncompleteAnnotation}).status();
-        if (sent.ok()) published_any = true;
-      }
+      out.size_bytes += slot->layer->size;
+      pushed.push_back(*slot->layer);
     }
-    builder.Release(slot);
+    builder.Release(*slot);
     out.push_time += absl::Now() - start;
     if (!sent.ok()) return give_up(sent);
-    if (published_any && i + 1 < plan.size() && published) published();
+    slot = &builder.Next();
+    if (slot->end) break;
+    start = absl::Now();
+    sent = push_manifest({kIncompleteAnnotation}).status();
+    out.push_time += absl::Now() - start;
+    if (!sent.ok()) return give_up(sent);
+    published_any = true;
+    if (published) published();
   }
   out.build_time = builder.build_time();
+  out.state_bytes = builder.streamed_bytes();
+  for (const LayerPlan& layer : plan) {
+    for (const LayerEntry& e : layer) {
+      out.state_bytes +=
+          e.length >= 0 ? e.length : static_cast<int64_t>(fs::file_size(e.source, error));
+    }
+  }
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(CheckpointImage image, BuildCheckpointImage(pushed, metadata, annotations));
   absl::Status config = client.PushBlob(tagged, image.config, image.config_descriptor).status();

@@ -43,8 +43,7 @@ class RegistryImageStore final : public ImageStore {
   RegistryImageStore(RegistryOptions registry, ImageStoreOptions options)
       : registry_(std::move(registry)), options_(options) {}
 
-  absl::StatusOr<PushedImage> Push(const std::filesystem::path& state_directory,
-                                   const CheckpointMetadata& metadata,
+  absl::StatusOr<PushedImage> Push(StateDump& dump, const CheckpointMetadata& metadata,
                                    const std::string& reference,
                                    const std::filesystem::path& work_directory,
                                    const std::function<void()>& published,

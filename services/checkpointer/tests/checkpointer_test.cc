@@ -39,6 +39,30 @@ lms::v1::Pod AddRedisPod(LoopbackLms& lms, const std::string& name, const std::s
   return *pod;
 }
 
+// An ImageStore passing every call to another; tests override what they change.
+class ForwardingImageStore : public ImageStore {
+ public:
+  explicit ForwardingImageStore(ImageStore& inner) : inner_(inner) {}
+  absl::StatusOr<PushedImage> Push(StateDump& d, const CheckpointMetadata& m,
+                                   const std::string& ref, const fs::path& w,
+                                   const std::function<void()>& published,
+                                   const std::atomic<bool>& cancel) override {
+    return inner_.Push(d, m, ref, w, published, cancel);
+  }
+  absl::StatusOr<CheckpointMetadata> Inspect(const std::string& ref) override {
+    return inner_.Inspect(ref);
+  }
+  absl::StatusOr<PulledImage> Pull(const std::string& ref, const fs::path& d,
+                                   const StreamedFile& s) override {
+    return inner_.Pull(ref, d, s);
+  }
+  absl::Status Abandon(const std::string& ref) override { return inner_.Abandon(ref); }
+  absl::Status Delete(const std::string& ref) override { return inner_.Delete(ref); }
+
+ protected:
+  ImageStore& inner_;
+};
+
 // A cluster: its LMS, store and checkpointer.
 struct Cluster {
   Cluster(const std::string& name, const fs::path& dir, ImageStore& images,
@@ -266,10 +290,11 @@ TEST_CASE("Destination node full: the restore is refused and the source serves o
 TEST_CASE("A corrupted layer is caught by its digest: nothing restored and the source serves on") {
   Federation f;
   // Corrupt every blob of the repository as soon as it is pushed.
-  class Corrupting final : public ImageStore {
+  class Corrupting final : public ForwardingImageStore {
    public:
-    Corrupting(ImageStore& inner, Registry& registry) : inner_(inner), registry_(registry) {}
-    absl::StatusOr<PushedImage> Push(const fs::path& d, const CheckpointMetadata& m,
+    Corrupting(ImageStore& inner, Registry& registry)
+        : ForwardingImageStore(inner), registry_(registry) {}
+    absl::StatusOr<PushedImage> Push(StateDump& d, const CheckpointMetadata& m,
                                      const std::string& ref, const fs::path& w,
                                      const std::function<void()>& published,
                                      const std::atomic<bool>& cancel) override {
@@ -281,15 +306,6 @@ TEST_CASE("A corrupted layer is caught by its digest: nothing restored and the s
       Corrupt();
       return pushed;
     }
-    absl::StatusOr<CheckpointMetadata> Inspect(const std::string& ref) override {
-      return inner_.Inspect(ref);
-    }
-    absl::StatusOr<PulledImage> Pull(const std::string& ref, const fs::path& d,
-                                     const StreamedFile& s) override {
-      return inner_.Pull(ref, d, s);
-    }
-    absl::Status Abandon(const std::string& ref) override { return inner_.Abandon(ref); }
-    absl::Status Delete(const std::string& ref) override { return inner_.Delete(ref); }
 
    private:
     // Flips a byte in every layer blob stored so far (configs are small).
@@ -309,8 +325,6 @@ TEST_CASE("A corrupted layer is caught by its digest: nothing restored and the s
       }
     }
     std::set<std::string> corrupted_;
-   private:
-    ImageStore& inner_;
     Registry& registry_;
   } corrupting(f.images, f.registry);
   Cluster source("west", f.dir, corrupting, f.peers, f.repository);
@@ -463,10 +477,10 @@ class Crashable {
     std::atomic<bool>& crashed_;
   };
   // Its image store: the push blocks at `stage` until the crash, then fails.
-  class Images final : public ImageStore {
+  class Images final : public ForwardingImageStore {
    public:
-    Images(ImageStore& inner, Crashable& owner) : inner_(inner), owner_(owner) {}
-    absl::StatusOr<PushedImage> Push(const fs::path& d, const CheckpointMetadata& m,
+    Images(ImageStore& inner, Crashable& owner) : ForwardingImageStore(inner), owner_(owner) {}
+    absl::StatusOr<PushedImage> Push(StateDump& d, const CheckpointMetadata& m,
                                      const std::string& ref, const fs::path& w,
                                      const std::function<void()>& published,
                                      const std::atomic<bool>& cancel) override {
@@ -474,18 +488,8 @@ class Crashable {
       if (owner_.crashed.load()) return absl::UnavailableError("crashed");
       return inner_.Push(d, m, ref, w, published, cancel);
     }
-    absl::StatusOr<CheckpointMetadata> Inspect(const std::string& ref) override {
-      return inner_.Inspect(ref);
-    }
-    absl::StatusOr<PulledImage> Pull(const std::string& ref, const fs::path& d,
-                                     const StreamedFile& s) override {
-      return inner_.Pull(ref, d, s);
-    }
-    absl::Status Abandon(const std::string& ref) override { return inner_.Abandon(ref); }
-    absl::Status Delete(const std::string& ref) override { return inner_.Delete(ref); }
 
    private:
-    ImageStore& inner_;
     Crashable& owner_;
   };
   // Its peers: the restore runs at the peer, then the caller dies before it hears back.

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -48,6 +49,12 @@ struct State {
     scratch.Write("state/notes.txt", notes);
   }
   fs::path dir() const { return scratch.path / "state"; }
+  // The dump of its files.
+  StateDump Dump() const {
+    StateDump dump;
+    dump.directory = dir();
+    return dump;
+  }
 };
 
 TEST_CASE("a state larger than a layer is split across layers and a pull joins it") {
@@ -57,7 +64,8 @@ TEST_CASE("a state larger than a layer is split across layers and a pull joins i
   const std::string tagged = registry.Address() + "/codeco/split:t1";
   std::atomic<bool> cancel{false};
   int published = 0;
-  absl::StatusOr<PushedImage> pushed = store.Push(state.dir(), Metadata(), tagged,
+  StateDump dump = state.Dump();
+  absl::StatusOr<PushedImage> pushed = store.Push(dump, Metadata(), tagged,
                                                   state.scratch.path / "work",
                                                   [&] { ++published; }, cancel);
   INFO(pushed.status());
@@ -97,6 +105,63 @@ TEST_CASE("a state larger than a layer is split across layers and a pull joins i
   CHECK(ReadFile(again->directory / "notes.txt") == state.notes);
 }
 
+// A stream over bytes held in memory, handed out a little at a time.
+class SlowStream final : public StateStream {
+ public:
+  explicit SlowStream(std::string bytes) : bytes_(std::move(bytes)) {}
+  absl::StatusOr<size_t> Read(char* buffer, size_t max) override {
+    const size_t n = std::min({max, bytes_.size() - offset_, size_t{100'000}});
+    std::memcpy(buffer, bytes_.data() + offset_, n);
+    offset_ += n;
+    return n;
+  }
+
+ private:
+  std::string bytes_;
+  size_t offset_ = 0;
+};
+
+TEST_CASE("a streamed file is cut into parts as it arrives and a pull joins them") {
+  Registry registry;
+  State state;
+  RegistryImageStore store(registry.Options(), ImageStoreOptions{.layer_bytes = 1 << 20});
+  const std::string tagged = registry.Address() + "/codeco/streamed:t1";
+  StateDump dump;
+  dump.directory = state.scratch.path / "only-notes";
+  state.scratch.Write("only-notes/notes.txt", state.notes);
+  dump.streamed_file = "dump.rdb";
+  dump.stream = std::make_unique<SlowStream>(state.dump);
+  dump.bytes = static_cast<int64_t>(state.dump.size());  // the driver's estimate
+  std::atomic<bool> cancel{false};
+  absl::StatusOr<PushedImage> pushed =
+      store.Push(dump, Metadata(), tagged, state.scratch.path / "work", nullptr, cancel);
+  INFO(pushed.status());
+  REQUIRE(pushed.ok());
+  CHECK(pushed->layers == 5);  // the small file, then four parts of the stream
+  CHECK(pushed->state_bytes == static_cast<int64_t>(state.dump.size() + state.notes.size()));
+  absl::StatusOr<PulledImage> pulled = store.Pull(tagged, state.scratch.path / "pulled", {});
+  REQUIRE(pulled.ok());
+  CHECK(ReadFile(pulled->directory / "dump.rdb") == state.dump);
+  CHECK(ReadFile(pulled->directory / "notes.txt") == state.notes);
+
+  // An empty stream still leaves its (empty) file in the image.
+  StateDump empty;
+  empty.directory = state.scratch.path / "nothing";
+  fs::create_directories(empty.directory);
+  empty.streamed_file = "dump.rdb";
+  empty.stream = std::make_unique<SlowStream>("");
+  absl::StatusOr<PushedImage> nothing = store.Push(
+      empty, Metadata(), registry.Address() + "/codeco/streamed:empty",
+      state.scratch.path / "work2", nullptr, cancel);
+  REQUIRE(nothing.ok());
+  CHECK(nothing->layers == 1);
+  absl::StatusOr<PulledImage> back = store.Pull(registry.Address() + "/codeco/streamed:empty",
+                                                state.scratch.path / "pulled-empty", {});
+  REQUIRE(back.ok());
+  CHECK(fs::exists(back->directory / "dump.rdb"));
+  CHECK(fs::file_size(back->directory / "dump.rdb") == 0);
+}
+
 TEST_CASE("a pull follows an image while it is still being pushed") {
   Registry registry;
   State state;
@@ -108,8 +173,9 @@ TEST_CASE("a pull follows an image while it is still being pushed") {
   absl::StatusOr<PulledImage> pulled = absl::UnknownError("not pulled");
   std::thread puller;
   std::atomic<bool> cancel{false};
+  StateDump dump = state.Dump();
   absl::StatusOr<PushedImage> pushed = store.Push(
-      state.dir(), Metadata(), tagged, state.scratch.path / "work",
+      dump, Metadata(), tagged, state.scratch.path / "work",
       [&] {
         if (puller.joinable()) return;
         // At the first published layer: start pulling, and go on pushing only
@@ -144,7 +210,8 @@ TEST_CASE("a push given up marks its image abandoned and a following pull stops"
   RegistryImageStore store(registry.Options(), ImageStoreOptions{.layer_bytes = 1 << 20});
   const std::string tagged = registry.Address() + "/codeco/abandoned:t1";
   std::atomic<bool> cancel{false};
-  absl::StatusOr<PushedImage> pushed = store.Push(state.dir(), Metadata(), tagged,
+  StateDump dump = state.Dump();
+  absl::StatusOr<PushedImage> pushed = store.Push(dump, Metadata(), tagged,
                                                   state.scratch.path / "work",
                                                   [&] { cancel.store(true); }, cancel);
   CHECK(absl::IsCancelled(pushed.status()));
