@@ -8,6 +8,7 @@
 #include "checkpointer/drivers/kubelet_driver.h"
 #include "checkpointer/drivers/redis_hook.h"
 #include "checkpointer/image/registry_image_store.h"
+#include "checkpointer/server/checkpointer_metrics.h"
 #include "checkpointer/server/checkpointer_service.h"
 #include "checkpointer/server/grpc_ports.h"
 #include "codeco/common/logging.h"
@@ -72,6 +73,7 @@ struct Parts {
   std::unique_ptr<RedisHookDriver> redis;
   std::unique_ptr<KubeletCheckpointDriver> kubelet;
   std::unique_ptr<CriuDriver> criu;
+  std::unique_ptr<CheckpointerMetrics> metrics;
   std::unique_ptr<Checkpointer> checkpointer;
 };
 
@@ -178,6 +180,11 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
   options.default_repository = repository;
   options.parallelism = static_cast<int>(parallelism);
   options.max_pending = static_cast<int>(max_pending);
+  parts->metrics = std::make_unique<CheckpointerMetrics>(context.metrics);
+  options.on_finished = [metrics = parts->metrics.get()](const codeco::common::v1::Operation& op,
+                                                         const v1::Checkpoint& checkpoint) {
+    metrics->Record(op, checkpoint);
+  };
   parts->checkpointer = std::make_unique<Checkpointer>(
       options, context.store, context.clock, *parts->lms, *parts->images, *parts->peers,
       std::move(drivers));

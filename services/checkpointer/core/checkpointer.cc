@@ -682,6 +682,7 @@ void Checkpointer::Run::Finish(const absl::Status& status) {
   }
   RemoveWork();
   Store();
+  if (owner_.options_.on_finished) owner_.options_.on_finished(op_, ck_);
 }
 
 Checkpointer::Checkpointer(CheckpointerOptions options, KvStore& store, const Clock& clock,

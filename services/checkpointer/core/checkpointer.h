@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,6 +75,10 @@ struct CheckpointerOptions {
   int max_pending = 256;
   /// Largest page ListCheckpoints returns. Default 500.
   int max_page_size = 500;
+  /// Called once as each operation ends, after its record is stored, with
+  /// the operation and its checkpoint record (the server counts them in
+  /// metrics), on the worker that ran it. Unset: nothing is called.
+  std::function<void(const common::v1::Operation&, const v1::Checkpoint&)> on_finished;
 };
 
 /// The checkpointer's logic. Thread-safe.

@@ -71,9 +71,27 @@ struct Cluster {
         store(NewInMemoryKvStore({kCheckpointsFamily, kOperationsFamily})),
         checkpointer(CheckpointerOptions{.cluster = name,
                                          .work_directory = dir / name / "work",
-                                         .default_repository = repository},
+                                         .default_repository = repository,
+                                         .on_finished =
+                                             [this](const Operation& op, const v1::Checkpoint&) {
+                                               absl::MutexLock lock(&mu);
+                                               finished.push_back(op.id());
+                                             }},
                      *store, RealClock::Default(), lms, images, peers, {&redis}) {}
 
+  // Operations reported finished (on_finished), in order, once there are
+  // `count` (the report follows the stored record that Await sees).
+  std::vector<std::string> Finished(size_t count) {
+    absl::MutexLock lock(&mu);
+    wanted = count;
+    mu.Await(absl::Condition(this, &Cluster::EnoughFinished));
+    return finished;
+  }
+  bool EnoughFinished() const { return finished.size() >= wanted; }
+
+  absl::Mutex mu;
+  std::vector<std::string> finished;
+  size_t wanted = 0;
   LoopbackLms lms;
   std::unique_ptr<KvStore> store;
   RedisHookDriver redis{RedisCheckpointHook::Options{.max_fence = absl::Minutes(2)}};
@@ -179,6 +197,11 @@ TEST_CASE("A migration moves a Redis and its data to another cluster and retires
   CHECK(moved->annotations().at("checkpointer.codeco.io/restored-from") ==
         f.repository + ":" + result.image_tag());
   CHECK(result.layers() > 1);
+  // Each side reported its operation finished, once (the server counts it in metrics).
+  CHECK(f.north.Finished(1) == std::vector<std::string>{done.id()});
+  const std::vector<std::string> south_finished = f.south.Finished(1);
+  REQUIRE(south_finished.size() == 1);
+  CHECK(absl::StartsWith(south_finished[0], "restore/"));
   // Both sides keep a record.
   absl::StatusOr<v1::ListCheckpointsResponse> listed =
       f.north.checkpointer.ListCheckpoints(v1::ListCheckpointsRequest());
