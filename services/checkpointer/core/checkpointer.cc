@@ -311,7 +311,7 @@ absl::Status Checkpointer::Run::PushImage(StateDump& dump, const ContainerTarget
   absl::StatusOr<PushedImage> pushed = absl::UnknownError("not pushed");
   std::thread pusher([&] {
     absl::StatusOr<PushedImage> result = owner_.images_.Push(
-        dump, metadata, tagged, work_ / "layers",
+        dump, metadata, tagged,
         [&] {
           absl::MutexLock lock(&mu);
           progress.published = true;

@@ -89,12 +89,11 @@ class ImageStore {
   /// follow, each pushed one is published at once — the tag names a
   /// manifest of the layers so far marked incomplete (kIncompleteAnnotation)
   /// — and `published` is called, so a restore can pull while the push goes
-  /// on. Layers are built under `work_directory` where they do not fit in
-  /// memory. Gives up with CANCELLED once `cancel` is true; a push given up
-  /// after publishing marks the tag abandoned where the registry answers.
+  /// on. Layers are built in memory, each of a size the store bounds. Gives
+  /// up with CANCELLED once `cancel` is true; a push given up after
+  /// publishing marks the tag abandoned where the registry answers.
   virtual absl::StatusOr<PushedImage> Push(StateDump& dump, const CheckpointMetadata& metadata,
                                            const std::string& reference,
-                                           const std::filesystem::path& work_directory,
                                            const std::function<void()>& published,
                                            const std::atomic<bool>& cancel) = 0;
   /// What the image `reference` names says about its checkpoint (from its

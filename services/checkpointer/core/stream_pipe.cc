@@ -20,7 +20,6 @@ absl::Status StreamPipe::Write(absl::string_view bytes) {
     const size_t n = std::min(bytes.size(), capacity_ - buffered_);
     chunks_.emplace_back(bytes.substr(0, n));
     buffered_ += n;
-    written_ += static_cast<int64_t>(n);
     bytes.remove_prefix(n);
   }
   return absl::OkStatus();
@@ -70,11 +69,6 @@ absl::StatusOr<size_t> StreamPipe::Read(char* buffer, size_t max) {
   }
   buffered_ -= copied;
   return copied;
-}
-
-int64_t StreamPipe::written() const {
-  absl::MutexLock lock(&mu_);
-  return written_;
 }
 
 }  // namespace codeco::checkpointer

@@ -33,16 +33,12 @@ class StreamPipe final : public StateStream {
 
   absl::StatusOr<size_t> Read(char* buffer, size_t max) override;
 
-  /// Bytes written so far.
-  int64_t written() const;
-
  private:
   const size_t capacity_;
   mutable absl::Mutex mu_;
   std::deque<std::string> chunks_ ABSL_GUARDED_BY(mu_);
   size_t front_offset_ ABSL_GUARDED_BY(mu_) = 0;  // read from chunks_.front()
   size_t buffered_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t written_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status close_status_ ABSL_GUARDED_BY(mu_);
   absl::Status stop_status_ ABSL_GUARDED_BY(mu_);  // set by Stop

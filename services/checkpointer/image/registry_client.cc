@@ -427,12 +427,11 @@ absl::StatusOr<std::string> RegistryClient::PullManifest(const ImageReference& r
 }
 
 absl::StatusOr<std::string> RegistryClient::PullBlob(const ImageReference& repository,
-                                                     const Descriptor& blob, int64_t max_bytes) {
+                                                     const Descriptor& blob) {
   const std::string what = absl::StrCat("pulling blob ", blob.digest, " of ", repository.ToString());
-  const int64_t limit = max_bytes > 0 ? max_bytes : options_.max_document_bytes;
-  if (blob.size > limit) {
+  if (blob.size > options_.max_document_bytes) {
     return absl::ResourceExhaustedError(
-        absl::StrCat(what, ": ", blob.size, " bytes is more than ", limit));
+        absl::StrCat(what, ": ", blob.size, " bytes is more than ", options_.max_document_bytes));
   }
   HttpResult r = Perform(options_, HttpRequest{.method = "GET",
                                                .url = absl::StrCat(BaseUrl(repository), "/blobs/",

@@ -88,10 +88,9 @@ class RegistryClient {
                                            absl::string_view manifest);
   /// Gets the manifest `reference` names; with a digest, checks it.
   absl::StatusOr<std::string> PullManifest(const ImageReference& reference);
-  /// Gets a blob into memory and checks its size and digest; one larger
-  /// than `max_bytes` (0: max_document_bytes, for configs) is refused.
-  absl::StatusOr<std::string> PullBlob(const ImageReference& repository, const Descriptor& blob,
-                                       int64_t max_bytes = 0);
+  /// Gets a small blob (a config) and checks its size and digest; one
+  /// larger than max_document_bytes is refused.
+  absl::StatusOr<std::string> PullBlob(const ImageReference& repository, const Descriptor& blob);
   /// Streams blob `blob` of `repository` to `sink` (false stops it),
   /// checking its size and digest once all of it arrived: a caller uses
   /// what it got only after an OK.

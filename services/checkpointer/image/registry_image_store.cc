@@ -42,13 +42,20 @@ using LayerPlan = std::vector<LayerEntry>;
 
 // How the files of a state directory go into layers: files up to
 // `layer_bytes` whole (several to a layer while they fit), larger ones
-// split into parts of `layer_bytes`, one per layer. Also returns the names
-// of the split files.
-absl::StatusOr<std::vector<LayerPlan>> PlanLayers(const fs::path& state_directory,
-                                                  const ImageStoreOptions& options,
-                                                  int64_t streamed_bytes,
-                                                  std::vector<std::string>& split,
-                                                  int64_t& layer_bytes) {
+// split into parts of `layer_bytes`, one per layer.
+struct Planned {
+  /// The layers of the files, in order.
+  std::vector<LayerPlan> layers;
+  /// Names of the files split into parts.
+  std::vector<std::string> split;
+  /// Bytes of state per layer (also the size of a streamed file's parts).
+  int64_t layer_bytes = 0;
+  /// Bytes of the files.
+  int64_t file_bytes = 0;
+};
+
+absl::StatusOr<Planned> PlanLayers(const fs::path& state_directory,
+                                   const ImageStoreOptions& options, int64_t streamed_bytes) {
   struct File {
     std::string name;
     fs::path path;
@@ -70,14 +77,18 @@ absl::StatusOr<std::vector<LayerPlan>> PlanLayers(const fs::path& state_director
   }
   std::sort(files.begin(), files.end(),
             [](const File& a, const File& b) { return a.name < b.name; });
-  int64_t total = streamed_bytes;
-  for (const File& f : files) total += f.size;
+  Planned planned;
+  for (const File& f : files) planned.file_bytes += f.size;
+  const int64_t total = planned.file_bytes + streamed_bytes;
   // n layers cost n registry round trips and leave 1/n of the state to load
   // after the push ends: n = sqrt(total / kLayerCostBytes) balances the two.
   const int64_t most = std::max<int64_t>(1, options.layer_bytes);
   const int64_t balanced = static_cast<int64_t>(
       std::sqrt(static_cast<double>(total) * static_cast<double>(kLayerCostBytes)));
-  layer_bytes = std::clamp<int64_t>(balanced, std::min<int64_t>(most, kMinLayerBytes), most);
+  const int64_t layer_bytes =
+      std::clamp<int64_t>(balanced, std::min<int64_t>(most, kMinLayerBytes), most);
+  planned.layer_bytes = layer_bytes;
+  std::vector<std::string>& split = planned.split;
   std::vector<LayerPlan> layers;
   LayerPlan current;
   int64_t current_bytes = 0;
@@ -103,7 +114,8 @@ absl::StatusOr<std::vector<LayerPlan>> PlanLayers(const fs::path& state_director
     current_bytes += f.size;
   }
   flush();
-  return layers;
+  planned.layers = std::move(layers);
+  return planned;
 }
 
 // Bytes of the tar of `entries`: a header and padded contents each, and
@@ -316,7 +328,6 @@ bool Marked(const ParsedManifest& manifest, const char* annotation) {
 absl::StatusOr<PushedImage> RegistryImageStore::Push(StateDump& dump,
                                                      const CheckpointMetadata& metadata,
                                                      const std::string& reference,
-                                                     const fs::path& work_directory,
                                                      const std::function<void()>& published,
                                                      const std::atomic<bool>& cancel) {
   ASSIGN_OR_RETURN(ImageReference tagged, ParseImageReference(reference, "target_repository"));
@@ -330,12 +341,11 @@ absl::StatusOr<PushedImage> RegistryImageStore::Push(StateDump& dump,
     return absl::InternalError(absl::StrCat("the dump names ", dump.streamed_file,
                                             " as streamed but has no stream"));
   }
-  std::vector<std::string> split;
-  int64_t layer_bytes = 0;
-  ASSIGN_OR_RETURN(std::vector<LayerPlan> plan,
+  ASSIGN_OR_RETURN(Planned planned,
                    PlanLayers(dump.directory, options_,
-                              stream != nullptr ? std::max<int64_t>(0, dump.bytes) : 0, split,
-                              layer_bytes));
+                              stream != nullptr ? std::max<int64_t>(0, dump.bytes) : 0));
+  const std::vector<LayerPlan>& plan = planned.layers;
+  std::vector<std::string>& split = planned.split;
   if (plan.empty() && stream == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("the driver wrote no file under ", dump.directory.string()));
@@ -344,13 +354,6 @@ absl::StatusOr<PushedImage> RegistryImageStore::Push(StateDump& dump,
   if (stream != nullptr) split.push_back(dump.streamed_file);
   std::map<std::string, std::string> annotations;
   if (!split.empty()) annotations[kSplitFilesAnnotation] = absl::StrJoin(split, ",");
-  std::error_code error;
-  fs::create_directories(work_directory, error);
-  if (error) {
-    return absl::InternalError(absl::StrCat("creating ", work_directory.string(), ": ",
-                                            error.message()));
-  }
-
   PushedImage out;
   std::vector<Descriptor> pushed;
   bool published_any = false;
@@ -376,7 +379,7 @@ absl::StatusOr<PushedImage> RegistryImageStore::Push(StateDump& dump,
   // Layers are built on a second thread: building (and reading the stream
   // for) layer i+1 overlaps uploading layer i. A layer is published once the
   // next one is built, which is also when it is known not to be the last.
-  LayerBuilder builder(plan, dump.streamed_file, stream, layer_bytes, metadata.created);
+  LayerBuilder builder(plan, dump.streamed_file, stream, planned.layer_bytes, metadata.created);
   LayerBuilder::Slot* slot = &builder.Next();
   if (slot->end) {
     return absl::FailedPreconditionError("the dump holds no state to push");
@@ -403,13 +406,7 @@ absl::StatusOr<PushedImage> RegistryImageStore::Push(StateDump& dump,
     if (published) published();
   }
   out.build_time = builder.build_time();
-  out.state_bytes = builder.streamed_bytes();
-  for (const LayerPlan& layer : plan) {
-    for (const LayerEntry& e : layer) {
-      out.state_bytes +=
-          e.length >= 0 ? e.length : static_cast<int64_t>(fs::file_size(e.source, error));
-    }
-  }
+  out.state_bytes = planned.file_bytes + builder.streamed_bytes();
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(CheckpointImage image, BuildCheckpointImage(pushed, metadata, annotations));
   absl::Status config = client.PushBlob(tagged, image.config, image.config_descriptor).status();

@@ -45,7 +45,6 @@ class RegistryImageStore final : public ImageStore {
 
   absl::StatusOr<PushedImage> Push(StateDump& dump, const CheckpointMetadata& metadata,
                                    const std::string& reference,
-                                   const std::filesystem::path& work_directory,
                                    const std::function<void()>& published,
                                    const std::atomic<bool>& cancel) override;
   absl::StatusOr<CheckpointMetadata> Inspect(const std::string& reference) override;

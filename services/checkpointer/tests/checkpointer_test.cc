@@ -44,10 +44,10 @@ class ForwardingImageStore : public ImageStore {
  public:
   explicit ForwardingImageStore(ImageStore& inner) : inner_(inner) {}
   absl::StatusOr<PushedImage> Push(StateDump& d, const CheckpointMetadata& m,
-                                   const std::string& ref, const fs::path& w,
+                                   const std::string& ref,
                                    const std::function<void()>& published,
                                    const std::atomic<bool>& cancel) override {
-    return inner_.Push(d, m, ref, w, published, cancel);
+    return inner_.Push(d, m, ref, published, cancel);
   }
   absl::StatusOr<CheckpointMetadata> Inspect(const std::string& ref) override {
     return inner_.Inspect(ref);
@@ -318,11 +318,11 @@ TEST_CASE("A corrupted layer is caught by its digest: nothing restored and the s
     Corrupting(ImageStore& inner, Registry& registry)
         : ForwardingImageStore(inner), registry_(registry) {}
     absl::StatusOr<PushedImage> Push(StateDump& d, const CheckpointMetadata& m,
-                                     const std::string& ref, const fs::path& w,
+                                     const std::string& ref,
                                      const std::function<void()>& published,
                                      const std::atomic<bool>& cancel) override {
       // Each layer is corrupted in the registry before it is published.
-      absl::StatusOr<PushedImage> pushed = inner_.Push(d, m, ref, w, [&] {
+      absl::StatusOr<PushedImage> pushed = inner_.Push(d, m, ref, [&] {
         Corrupt();
         if (published) published();
       }, cancel);
@@ -504,12 +504,12 @@ class Crashable {
    public:
     Images(ImageStore& inner, Crashable& owner) : ForwardingImageStore(inner), owner_(owner) {}
     absl::StatusOr<PushedImage> Push(StateDump& d, const CheckpointMetadata& m,
-                                     const std::string& ref, const fs::path& w,
+                                     const std::string& ref,
                                      const std::function<void()>& published,
                                      const std::atomic<bool>& cancel) override {
       if (owner_.block_push) owner_.Block();
       if (owner_.crashed.load()) return absl::UnavailableError("crashed");
-      return inner_.Push(d, m, ref, w, published, cancel);
+      return inner_.Push(d, m, ref, published, cancel);
     }
 
    private:

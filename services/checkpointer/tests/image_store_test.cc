@@ -66,7 +66,6 @@ TEST_CASE("a state larger than a layer is split across layers and a pull joins i
   int published = 0;
   StateDump dump = state.Dump();
   absl::StatusOr<PushedImage> pushed = store.Push(dump, Metadata(), tagged,
-                                                  state.scratch.path / "work",
                                                   [&] { ++published; }, cancel);
   INFO(pushed.status());
   REQUIRE(pushed.ok());
@@ -134,7 +133,7 @@ TEST_CASE("a streamed file is cut into parts as it arrives and a pull joins them
   dump.bytes = static_cast<int64_t>(state.dump.size());  // the driver's estimate
   std::atomic<bool> cancel{false};
   absl::StatusOr<PushedImage> pushed =
-      store.Push(dump, Metadata(), tagged, state.scratch.path / "work", nullptr, cancel);
+      store.Push(dump, Metadata(), tagged, nullptr, cancel);
   INFO(pushed.status());
   REQUIRE(pushed.ok());
   CHECK(pushed->layers == 5);  // the small file, then four parts of the stream
@@ -151,8 +150,7 @@ TEST_CASE("a streamed file is cut into parts as it arrives and a pull joins them
   empty.streamed_file = "dump.rdb";
   empty.stream = std::make_unique<SlowStream>("");
   absl::StatusOr<PushedImage> nothing = store.Push(
-      empty, Metadata(), registry.Address() + "/codeco/streamed:empty",
-      state.scratch.path / "work2", nullptr, cancel);
+      empty, Metadata(), registry.Address() + "/codeco/streamed:empty", nullptr, cancel);
   REQUIRE(nothing.ok());
   CHECK(nothing->layers == 1);
   absl::StatusOr<PulledImage> back = store.Pull(registry.Address() + "/codeco/streamed:empty",
@@ -175,7 +173,7 @@ TEST_CASE("a pull follows an image while it is still being pushed") {
   std::atomic<bool> cancel{false};
   StateDump dump = state.Dump();
   absl::StatusOr<PushedImage> pushed = store.Push(
-      dump, Metadata(), tagged, state.scratch.path / "work",
+      dump, Metadata(), tagged,
       [&] {
         if (puller.joinable()) return;
         // At the first published layer: start pulling, and go on pushing only
@@ -212,7 +210,6 @@ TEST_CASE("a push given up marks its image abandoned and a following pull stops"
   std::atomic<bool> cancel{false};
   StateDump dump = state.Dump();
   absl::StatusOr<PushedImage> pushed = store.Push(dump, Metadata(), tagged,
-                                                  state.scratch.path / "work",
                                                   [&] { cancel.store(true); }, cancel);
   CHECK(absl::IsCancelled(pushed.status()));
   absl::StatusOr<PulledImage> pulled = store.Pull(tagged, state.scratch.path / "pulled", {});
