@@ -8,12 +8,12 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-# Debian packages, grouped by what needs them.
+# Debian packages, grouped by what needs them (libtorch-dev: PDLC's LSTM, CPU).
 BUILD_PKGS=(cmake ninja-build ccache g++ pkg-config git)
 LIB_PKGS=(libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
           libabsl-dev prometheus-cpp-dev librocksdb-dev catch2 libyaml-cpp-dev
           nlohmann-json3-dev libssl-dev libcurl4-openssl-dev libbenchmark-dev
-          coinor-libcbc-dev libhiredis-dev)
+          coinor-libcbc-dev libhiredis-dev libtorch-dev)
 # Real servers the testbed and tests run: Prometheus scrapes every service;
 # docker-registry holds checkpoint images; redis-server is the stateful workload;
 # criu (3.17 on Debian 12) backs the checkpointer's CRIU driver where `criu check`

@@ -1,0 +1,187 @@
+#include "pdlc/core/usage_series.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace codeco::pdlc {
+namespace {
+
+struct Row {
+  int64_t minute;
+  double cpu;
+  double mem;
+  size_t line;
+};
+
+absl::Status LineError(size_t line, absl::string_view column, absl::string_view message) {
+  return absl::InvalidArgumentError(
+      column.empty() ? absl::StrCat("line ", line, ": ", message)
+                     : absl::StrCat("line ", line, ": ", column, ": ", message));
+}
+
+absl::StatusOr<double> ParsePercent(absl::string_view text, size_t line, absl::string_view column) {
+  double value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || text.empty()) {
+    return LineError(line, column, absl::StrCat("not a number: \"", text.substr(0, 40), "\""));
+  }
+  if (!std::isfinite(value) || value < 0 || value > 1000) {
+    return LineError(line, column, absl::StrCat("must be a percentage in [0, 1000], got ", text));
+  }
+  return value;
+}
+
+// FNV-1a: stable across runs, machines and standard libraries (std::hash is not).
+uint64_t StableHash(absl::string_view text) {
+  uint64_t hash = 1469598103934665603ULL;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  return hash;
+}
+
+}  // namespace
+
+const char* UsageMetricName(UsageMetric metric) {
+  return metric == UsageMetric::kCpu ? "cpu" : "memory";
+}
+
+const std::vector<double>& MetricValues(const UsageSeries& series, UsageMetric metric) {
+  return metric == UsageMetric::kCpu ? series.cpu_percent : series.mem_percent;
+}
+
+absl::StatusOr<std::vector<UsageSeries>> ParseUsageTrace(std::istream& in,
+                                                         std::vector<std::string>* warnings,
+                                                         const TraceLimits& limits) {
+  std::string line;
+  size_t line_number = 0;
+  // Column positions, found from the header.
+  int vm_col = -1, minute_col = -1, cpu_col = -1, mem_col = -1;
+  size_t column_count = 0;
+  std::map<std::string, std::vector<Row>, std::less<>> rows_by_node;
+  size_t sample_count = 0;
+
+  auto read_line = [&]() -> absl::StatusOr<bool> {
+    line.clear();
+    // Reads by character up to the limit so one endless line cannot grow the buffer.
+    int c;
+    while ((c = in.get()) != EOF && c != '\n') {
+      if (line.size() >= limits.max_line_bytes) {
+        return LineError(line_number + 1, "", absl::StrCat("longer than ", limits.max_line_bytes, " bytes"));
+      }
+      line.push_back(static_cast<char>(c));
+    }
+    if (c == EOF && line.empty()) return false;
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    return true;
+  };
+
+  // Header.
+  while (true) {
+    auto more = read_line();
+    if (!more.ok()) return more.status();
+    if (!*more) return absl::InvalidArgumentError("trace is empty: expected the header vm,minute,cpu_percent,mem_percent");
+    if (!absl::StripAsciiWhitespace(line).empty()) break;
+  }
+  std::vector<std::string> header = absl::StrSplit(line, ',');
+  column_count = header.size();
+  for (size_t i = 0; i < header.size(); ++i) {
+    const std::string name(absl::StripAsciiWhitespace(header[i]));
+    int* slot = name == "vm"            ? &vm_col
+                : name == "minute"      ? &minute_col
+                : name == "cpu_percent" ? &cpu_col
+                : name == "mem_percent" ? &mem_col
+                                        : nullptr;
+    if (slot == nullptr) {
+      if (warnings) warnings->push_back(absl::StrCat("header: column \"", name, "\" is not used"));
+      continue;
+    }
+    if (*slot >= 0) return LineError(line_number, name, "column appears twice in the header");
+    *slot = static_cast<int>(i);
+  }
+  for (auto [col, name] : {std::pair{vm_col, "vm"}, {minute_col, "minute"}, {cpu_col, "cpu_percent"},
+                           {mem_col, "mem_percent"}}) {
+    if (col < 0) return LineError(line_number, name, "missing from the header (expected vm,minute,cpu_percent,mem_percent)");
+  }
+
+  while (true) {
+    auto more = read_line();
+    if (!more.ok()) return more.status();
+    if (!*more) break;
+    if (absl::StripAsciiWhitespace(line).empty()) continue;
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ',');
+    if (fields.size() != column_count) {
+      return LineError(line_number, "", absl::StrCat("has ", fields.size(), " columns, the header has ", column_count));
+    }
+    for (auto& f : fields) f = absl::StripAsciiWhitespace(f);
+    const absl::string_view vm = fields[vm_col];
+    if (vm.empty()) return LineError(line_number, "vm", "is empty");
+    int64_t minute = 0;
+    {
+      const absl::string_view text = fields[minute_col];
+      auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), minute);
+      if (ec != std::errc() || ptr != text.data() + text.size() || text.empty() || minute < 0) {
+        return LineError(line_number, "minute", absl::StrCat("not a non-negative integer: \"", text.substr(0, 40), "\""));
+      }
+      if (minute % kSampleStepMinutes != 0) {
+        return LineError(line_number, "minute",
+                         absl::StrCat(minute, " is not on the ", kSampleStepMinutes, "-minute sample grid"));
+      }
+    }
+    auto cpu = ParsePercent(fields[cpu_col], line_number, "cpu_percent");
+    if (!cpu.ok()) return cpu.status();
+    auto mem = ParsePercent(fields[mem_col], line_number, "mem_percent");
+    if (!mem.ok()) return mem.status();
+    if (++sample_count > limits.max_samples) {
+      return LineError(line_number, "", absl::StrCat("the trace has more than ", limits.max_samples, " samples"));
+    }
+    auto it = rows_by_node.find(vm);
+    if (it == rows_by_node.end()) it = rows_by_node.emplace(std::string(vm), std::vector<Row>{}).first;
+    it->second.push_back({minute, *cpu, *mem, line_number});
+  }
+
+  std::vector<UsageSeries> out;
+  for (auto& [node, rows] : rows_by_node) {
+    std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.minute < b.minute; });
+    int part = 1;
+    UsageSeries current;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (i > 0 && rows[i].minute == rows[i - 1].minute) {
+        return LineError(rows[i].line, "minute",
+                         absl::StrCat("minute ", rows[i].minute, " of vm ", node, " already given on line ", rows[i - 1].line));
+      }
+      if (i == 0 || rows[i].minute != rows[i - 1].minute + kSampleStepMinutes) {
+        if (i > 0) out.push_back(std::move(current));
+        current = UsageSeries{};
+        current.node = node;
+        current.part = part;
+        current.first_minute = rows[i].minute;
+        ++part;
+      }
+      current.cpu_percent.push_back(rows[i].cpu);
+      current.mem_percent.push_back(rows[i].mem);
+    }
+    if (!rows.empty()) out.push_back(std::move(current));
+  }
+  return out;
+}
+
+void SplitByNode(std::vector<UsageSeries> series, double first_share, std::vector<UsageSeries>* first,
+                 std::vector<UsageSeries>* second) {
+  for (auto& s : series) {
+    // By name alone, so every part of one node lands on one side.
+    const double u = static_cast<double>(StableHash(s.node) % 1'000'000) / 1'000'000.0;
+    (u < first_share ? first : second)->push_back(std::move(s));
+  }
+}
+
+}  // namespace codeco::pdlc

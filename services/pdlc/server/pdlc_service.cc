@@ -1,0 +1,261 @@
+#include "pdlc/server/pdlc_service.h"
+
+#include <cmath>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "codeco/common/serve_on_executor.h"
+#include "codeco/common/status.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace codeco::pdlc {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+constexpr int64_t kNanosPerMinute = 60'000'000'000;
+// Share of a forecast's distribution its served interval covers.
+constexpr double kIntervalConfidence = 0.8;
+
+const char* MetricName(UsageMetric metric) { return metric == UsageMetric::kCpu ? "cpu_percent" : "memory_percent"; }
+
+std::optional<SubjectKind> FromProto(v1::SubjectKind kind) {
+  switch (kind) {
+    case v1::SUBJECT_KIND_NODE: return SubjectKind::kNode;
+    case v1::SUBJECT_KIND_POD: return SubjectKind::kPod;
+    case v1::SUBJECT_KIND_LINK: return SubjectKind::kLink;
+    default: return std::nullopt;
+  }
+}
+
+ScoringProfile FromProto(common::v1::PerformanceProfile profile) {
+  switch (profile) {
+    case common::v1::PERFORMANCE_PROFILE_GREENNESS: return ScoringProfile::kGreenness;
+    case common::v1::PERFORMANCE_PROFILE_RESILIENCE: return ScoringProfile::kResilience;
+    case common::v1::PERFORMANCE_PROFILE_COST: return ScoringProfile::kCost;
+    case common::v1::PERFORMANCE_PROFILE_CUSTOM: return ScoringProfile::kCustom;
+    default: return ScoringProfile::kLatency;
+  }
+}
+
+common::v1::PerformanceProfile ToProto(ScoringProfile profile) {
+  switch (profile) {
+    case ScoringProfile::kGreenness: return common::v1::PERFORMANCE_PROFILE_GREENNESS;
+    case ScoringProfile::kResilience: return common::v1::PERFORMANCE_PROFILE_RESILIENCE;
+    case ScoringProfile::kCost: return common::v1::PERFORMANCE_PROFILE_COST;
+    case ScoringProfile::kCustom: return common::v1::PERFORMANCE_PROFILE_CUSTOM;
+    case ScoringProfile::kLatency: break;
+  }
+  return common::v1::PERFORMANCE_PROFILE_LATENCY;
+}
+
+google::protobuf::Timestamp TimestampOfMs(int64_t ms) { return TimeUtil::MillisecondsToTimestamp(ms); }
+
+// Every forecast of `f` as protos: CPU then memory, by horizon.
+void AppendForecasts(const NodeForecast& f, std::vector<v1::Forecast>* out) {
+  for (UsageMetric metric : {UsageMetric::kCpu, UsageMetric::kMemory}) {
+    const auto& values = f.forecast.values(metric);
+    const auto& spreads = metric == UsageMetric::kCpu ? f.forecast.cpu_log_spread : f.forecast.mem_log_spread;
+    for (size_t h = 0; h < kHorizonCount; ++h) {
+      v1::Forecast p;
+      p.set_subject_kind(v1::SUBJECT_KIND_NODE);
+      p.set_subject(f.node);
+      p.set_metric(MetricName(metric));
+      p.set_horizon_ns(kHorizonSteps[h] * kSampleStepMinutes * kNanosPerMinute);
+      p.set_predicted_value(values[h]);
+      if (spreads[h] > 0) {
+        // The central interval of a Laplace distribution in log(value + 0.5).
+        const double half = spreads[h] * std::log(1.0 / (1.0 - kIntervalConfidence));
+        const double mu = std::log(values[h] + 0.5);
+        p.set_lower_bound(std::max(0.0, std::exp(mu - half) - 0.5));
+        p.set_upper_bound(std::exp(mu + half) - 0.5);
+        p.set_confidence(kIntervalConfidence);
+      } else {
+        p.set_lower_bound(values[h]);
+        p.set_upper_bound(values[h]);
+      }
+      *p.mutable_generate_time() = TimestampOfMs(f.origin_ms);
+      out->push_back(std::move(p));
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<size_t> HorizonIndex(int64_t horizon_ns) {
+  if (horizon_ns < 0) return absl::InvalidArgumentError("horizon_ns: must not be negative");
+  for (size_t h = 0; h < kHorizonCount; ++h) {
+    if (horizon_ns <= kHorizonSteps[h] * kSampleStepMinutes * kNanosPerMinute) return h;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("horizon_ns: ", horizon_ns, " is past the longest forecast horizon (",
+                   kMaxHorizonSteps * kSampleStepMinutes, " minutes)"));
+}
+
+v1::Recommendation ToProto(const RecommendationResult& result) {
+  v1::Recommendation rec;
+  rec.set_cluster(result.cluster);
+  rec.set_performance_profile(ToProto(result.profile));
+  for (const NodeScore& s : result.node_scores) {
+    v1::NodeScore* p = rec.add_node_scores();
+    p->set_node(s.node);
+    p->set_score(s.score);
+    p->set_stability(s.stability);
+    for (const auto& [name, value] : s.components) (*p->mutable_components())[name] = value;
+  }
+  rec.set_cluster_score(result.cluster_score);
+  rec.set_stability(result.stability);
+  std::vector<v1::Forecast> forecasts;
+  for (const NodeForecast& f : result.forecasts) AppendForecasts(f, &forecasts);
+  for (auto& f : forecasts) *rec.add_forecasts() = std::move(f);
+  for (const BreachAdvisory& a : result.advisories) {
+    v1::Advisory* p = rec.add_advisories();
+    p->set_type(v1::ADVISORY_TYPE_BREACH_AHEAD);
+    p->set_subject_kind(v1::SUBJECT_KIND_NODE);
+    p->set_subject(a.node);
+    p->set_metric(MetricName(a.metric));
+    p->set_threshold(a.threshold_percent);
+    p->set_predicted_value(a.predicted_percent);
+    p->set_time_to_breach_ns(a.time_to_breach_ms * 1'000'000);
+    p->set_confidence(a.confidence);
+    p->set_message(absl::StrCat(UsageMetricName(a.metric), " of node ", a.node, " is forecast at ",
+                                absl::SixDigits(a.predicted_percent), " % within ", a.time_to_breach_ms / 60'000,
+                                " minutes (threshold ", absl::SixDigits(a.threshold_percent), " %, confidence ",
+                                absl::SixDigits(a.confidence), ")"));
+  }
+  rec.set_model_version(result.model_version);
+  *rec.mutable_generate_time() = TimestampOfMs(result.generated_ms);
+  return rec;
+}
+
+PdlcServiceImpl::PdlcServiceImpl(Advisor& advisor, TelemetryStore& store, std::function<int64_t()> clock_ms)
+    : advisor_(advisor), store_(store), clock_ms_(std::move(clock_ms)), io_(2, 256) {}
+
+grpc::ServerUnaryReactor* PdlcServiceImpl::IngestMetrics(grpc::CallbackServerContext* context,
+                                                         const v1::IngestMetricsRequest* request,
+                                                         v1::IngestMetricsResponse* response) {
+  return ServeOnExecutor(io_, context, [this, request, response](absl::Time) -> absl::Status {
+    const TelemetryLimits limits;
+    if (request->samples_size() > static_cast<int>(limits.max_batch_samples)) {
+      return absl::InvalidArgumentError(absl::StrCat("samples: ", request->samples_size(),
+                                                     " samples, at most ", limits.max_batch_samples, " per call"));
+    }
+    std::string batch_id = request->request_id();
+    if (batch_id.empty()) {
+      return absl::InvalidArgumentError("request_id: required, so that a retried batch is stored once");
+    }
+    RETURN_IF_ERROR(ValidateTelemetryName(batch_id, limits.max_batch_id_bytes, "request_id"));
+    std::vector<TelemetrySample> accepted;
+    for (int i = 0; i < request->samples_size(); ++i) {
+      const v1::MetricSample& s = request->samples(i);
+      const std::string field = absl::StrCat("samples[", i, "]");
+      auto reject = [&](const std::string& subject, const std::string& reason) {
+        common::v1::ErrorCause* cause = response->add_rejections();
+        cause->set_subject(subject);
+        cause->set_reason(reason);
+      };
+      const std::optional<SubjectKind> kind = FromProto(s.subject_kind());
+      if (!kind) {
+        reject(field + ".subject_kind", "must be NODE, POD or LINK");
+        continue;
+      }
+      if (!s.has_sample_time()) {
+        reject(field + ".sample_time", "required");
+        continue;
+      }
+      TelemetrySample sample{*kind, s.subject(), s.metric(), TimeUtil::TimestampToMilliseconds(s.sample_time()),
+                             s.value()};
+      if (absl::Status valid = ValidateTelemetrySample(sample, limits, field); !valid.ok()) {
+        const std::string message(valid.message());
+        const size_t colon = message.find(": ");
+        reject(colon == std::string::npos ? field : message.substr(0, colon),
+               colon == std::string::npos ? message : message.substr(colon + 2));
+        continue;
+      }
+      if (!s.labels().empty()) {
+        // Accepted, but its labels are not kept: said, never silently dropped.
+        reject(field + ".labels", "not stored: PDLC keeps one series per subject and metric (sample accepted)");
+      }
+      accepted.push_back(std::move(sample));
+    }
+    int rejected = 0;
+    for (const auto& cause : response->rejections()) {
+      if (cause.reason().find("(sample accepted)") == std::string::npos) ++rejected;
+    }
+    response->set_rejected_count(rejected);
+    if (accepted.empty()) {
+      response->set_accepted_count(0);
+      return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(AppendResult appended, store_.Append(batch_id, accepted));
+    // A retried batch was stored the first time: its samples count as accepted.
+    response->set_accepted_count(appended.duplicate ? static_cast<int>(accepted.size())
+                                                    : static_cast<int>(appended.stored));
+    if (appended.expired > 0) {
+      common::v1::ErrorCause* cause = response->add_rejections();
+      cause->set_subject("samples");
+      cause->set_reason(absl::StrCat(appended.expired, " samples older than the retention window were not stored"));
+      response->set_rejected_count(rejected + static_cast<int>(appended.expired));
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* PdlcServiceImpl::GetRecommendation(grpc::CallbackServerContext* context,
+                                                             const v1::GetRecommendationRequest* request,
+                                                             v1::GetRecommendationResponse* response) {
+  return ServeOnExecutor(io_, context, [this, request, response](absl::Time) -> absl::Status {
+    RecommendationQuery query;
+    query.profile = FromProto(request->performance_profile());
+    if (query.profile != ScoringProfile::kCustom && !request->custom_weights().empty()) {
+      return absl::InvalidArgumentError("custom_weights: only used with the CUSTOM performance_profile");
+    }
+    for (const auto& [name, weight] : request->custom_weights()) query.custom_weights[name] = weight;
+    query.nodes.assign(request->nodes().begin(), request->nodes().end());
+    const auto& req = request->workload_requests();
+    if (req.cpu_millicores() < 0 || req.memory_bytes() < 0) {
+      return absl::InvalidArgumentError("workload_requests: quantities must not be negative");
+    }
+    if (req.gpu() != 0 || req.ephemeral_storage_bytes() != 0) {
+      return absl::InvalidArgumentError(
+          "workload_requests: only cpu_millicores and memory_bytes are scored (PDLC has no GPU or storage telemetry)");
+    }
+    query.requests.cpu_millicores = static_cast<double>(req.cpu_millicores());
+    query.requests.memory_bytes = static_cast<double>(req.memory_bytes());
+    ASSIGN_OR_RETURN(query.horizon, HorizonIndex(request->horizon_ns()));
+    ASSIGN_OR_RETURN(RecommendationResult result, advisor_.Recommend(query, clock_ms_()));
+    *response->mutable_recommendation() = ToProto(result);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* PdlcServiceImpl::ListForecasts(grpc::CallbackServerContext* context,
+                                                         const v1::ListForecastsRequest* request,
+                                                         v1::ListForecastsResponse* response) {
+  return ServeOnExecutor(io_, context, [this, request, response](absl::Time) -> absl::Status {
+    if (request->page_size() < 0) return absl::InvalidArgumentError("page_size: must not be negative");
+    const size_t page = request->page_size() == 0 ? 100 : std::min(request->page_size(), 1000);
+    size_t offset = 0;
+    if (!request->page_token().empty() && !absl::SimpleAtoi(request->page_token(), &offset)) {
+      return absl::InvalidArgumentError("page_token: not a token this service gave");
+    }
+    const v1::SubjectKind kind = request->subject_kind();
+    if (kind != v1::SUBJECT_KIND_UNSPECIFIED && kind != v1::SUBJECT_KIND_NODE) {
+      // Only node forecasts exist; other kinds match nothing.
+      return absl::OkStatus();
+    }
+    std::vector<v1::Forecast> all;
+    for (const NodeForecast& f : advisor_.Forecasts()) {
+      if (!request->subject().empty() && f.node != request->subject()) continue;
+      AppendForecasts(f, &all);
+    }
+    if (!request->metric().empty()) {
+      std::erase_if(all, [&](const v1::Forecast& f) { return f.metric() != request->metric(); });
+    }
+    for (size_t i = offset; i < all.size() && i < offset + page; ++i) *response->add_forecasts() = all[i];
+    if (offset + page < all.size()) response->set_next_page_token(absl::StrCat(offset + page));
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace codeco::pdlc
