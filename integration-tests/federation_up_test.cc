@@ -80,19 +80,26 @@ TEST_CASE("codecoctl up brings the five-site federation up and down cleanly") {
                                  absl::Seconds(30));
   REQUIRE(bad.exit_code != 0);
 
-  // Prometheus, when installed, scrapes every service.
+  // Prometheus, when installed, scrapes every service and every emulated
+  // cluster's node and pod series from CODEF, and records CODECO's rules.
   std::string prometheus = state.value("prometheus", "");
   if (!prometheus.empty()) {
+    auto count = [&](const std::string& query, int expected, std::string* last) {
+      CommandResult q = RunCommand({"/usr/bin/curl", "-s", "-G", "--data-urlencode",
+                                    "query=" + query, prometheus + "/api/v1/query"},
+                                   absl::Seconds(10));
+      *last = q.output;
+      std::smatch m;
+      return std::regex_search(q.output, m, std::regex("\"(\\d+)\"\\]")) &&
+             std::stoi(m[1]) == expected;
+    };
     bool scraped = false;
     std::string last;
-    for (absl::Time end = absl::Now() + absl::Seconds(60); !scraped && absl::Now() < end;) {
-      CommandResult q = RunCommand(
-          {"/usr/bin/curl", "-s", prometheus + "/api/v1/query?query=count(up%3D%3D1)"},
-          absl::Seconds(10));
-      last = q.output;
-      std::smatch m;
-      scraped = std::regex_search(q.output, m, std::regex("\"(\\d+)\"\\]")) &&
-                std::stoi(m[1]) == 4 + 6 * 6;
+    for (absl::Time end = absl::Now() + absl::Seconds(90); !scraped && absl::Now() < end;) {
+      scraped = count(R"(count(up{job="codeco"}==1))", 4 + 6 * 6, &last) &&
+                count(R"(count(up{job="codef"}==1))", 6, &last) &&
+                // 5 + 5 + 5 + 5 + 5 + 4 nodes, each with its busy share recorded.
+                count("count(instance:node_cpu:rate1m)", 29, &last);
       if (!scraped) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
     INFO(last);

@@ -1,10 +1,12 @@
 // codecoctl fault — inject faults into the emulated federation (CODEF):
 //   fault link A B --rtt 50ms | --latency 25ms | --bandwidth 10Mbps | --loss 5% | --cut | --heal
-//   fault node CLUSTER/NODE --fail | --recover
-//   fault cluster NAME --partition | --heal
+//   fault node CLUSTER/NODE --fail | --recover | --load CPU [--memory BYTES]
+//   fault pod CLUSTER/POD --usage-profile PROFILE
+//   fault cluster NAME --partition | --heal | --load-factor F
 //   fault hub --cut | --heal
 #include <iostream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cli.h"
 #include "codeco/codef/v1/codef_service.grpc.pb.h"
@@ -20,9 +22,12 @@ using codeco::codef::v1::CodefService;
 constexpr char kUsage[] =
     "usage: codecoctl fault link A B [--rtt D | --latency D] [--bandwidth B] [--loss R] "
     "[--cut | --heal]\n"
-    "       codecoctl fault node CLUSTER/NODE --fail | --recover\n"
-    "       codecoctl fault cluster NAME --partition | --heal\n"
-    "       codecoctl fault hub --cut | --heal\n";
+    "       codecoctl fault node CLUSTER/NODE --fail | --recover | --load CPU [--memory BYTES]\n"
+    "       codecoctl fault pod CLUSTER/POD --usage-profile PROFILE\n"
+    "       codecoctl fault cluster NAME --partition | --heal | --load-factor F\n"
+    "       codecoctl fault hub --cut | --heal\n"
+    "  --load: the node's background load (outside its pods), a share of its CPU\n"
+    "  capacity (90%) or a CPU quantity (1500m, 2); --load 0 removes it.\n";
 
 int Report(const grpc::Status& status, const std::string& done) {
   if (!status.ok()) {
@@ -106,14 +111,59 @@ int Link(CodefService::Stub& stub, const Args& args) {
                              ", loss ", c.loss_ratio() * 100, "%", c.cut() ? ", CUT" : ""));
 }
 
+// A load step: the node's background load.
+int NodeLoad(CodefService::Stub& stub, const Args& args, const std::string& cluster,
+             const std::string& node) {
+  codeco::codef::v1::SetNodeLoadRequest request;
+  request.set_cluster(cluster);
+  request.set_node(node);
+  if (args.Has("load")) {
+    const std::string text = args.Get("load");
+    if (!text.empty() && text.back() == '%') {
+      auto share = ParseRatio(text);
+      if (!share.ok() || *share < 0 || *share > 1) {
+        std::cerr << "codecoctl fault: --load: must be 0%-100% or a CPU quantity (1500m): \""
+                  << text << "\"\n";
+        return 2;
+      }
+      request.set_cpu_fraction(*share);
+    } else {
+      auto millicores = ParseCpuMillicores(text);
+      if (!millicores.ok()) {
+        std::cerr << "codecoctl fault: --load: " << millicores.status().message() << "\n";
+        return 2;
+      }
+      request.set_cpu_millicores(*millicores);
+    }
+  }
+  if (args.Has("memory")) {
+    auto bytes = ParseBytes(args.Get("memory"));
+    if (!bytes.ok()) {
+      std::cerr << "codecoctl fault: --memory: " << bytes.status().message() << "\n";
+      return 2;
+    }
+    request.set_memory_bytes(*bytes);
+  }
+  auto context = ContextWithTimeout(args, absl::Seconds(10));
+  codeco::codef::v1::SetNodeLoadResponse response;
+  grpc::Status status = stub.SetNodeLoad(context.get(), request, &response);
+  return Report(status, absl::StrCat("node ", cluster, "/", node, " background load: cpu ",
+                                     FormatCpu(response.cpu_millicores()), " of ",
+                                     FormatCpu(response.cpu_capacity_millicores()), ", memory ",
+                                     FormatBytes(response.memory_bytes())));
+}
+
 int Node(CodefService::Stub& stub, const Args& args) {
   size_t slash = args.positional.size() == 2 ? args.positional[1].find('/') : std::string::npos;
-  if (slash == std::string::npos || args.Has("fail") == args.Has("recover")) {
+  const bool load = args.Has("load") || args.Has("memory");
+  if (slash == std::string::npos ||
+      int{args.Has("fail")} + int{args.Has("recover")} + int{load} != 1) {
     std::cerr << kUsage;
     return 2;
   }
   std::string cluster = args.positional[1].substr(0, slash);
   std::string node = args.positional[1].substr(slash + 1);
+  if (load) return NodeLoad(stub, args, cluster, node);
   auto context = ContextWithTimeout(args, absl::Seconds(10));
   if (args.Has("fail")) {
     codeco::codef::v1::FailNodeRequest request;
@@ -132,13 +182,44 @@ int Node(CodefService::Stub& stub, const Args& args) {
                 "node " + cluster + "/" + node + " recovered");
 }
 
+int Pod(CodefService::Stub& stub, const Args& args) {
+  size_t slash = args.positional.size() == 2 ? args.positional[1].find('/') : std::string::npos;
+  if (slash == std::string::npos || !args.Has("usage-profile")) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  codeco::codef::v1::SetPodLoadRequest request;
+  request.set_cluster(args.positional[1].substr(0, slash));
+  request.set_pod(args.positional[1].substr(slash + 1));
+  request.set_usage_profile(args.Get("usage-profile"));
+  auto context = ContextWithTimeout(args, absl::Seconds(10));
+  codeco::codef::v1::SetPodLoadResponse response;
+  return Report(stub.SetPodLoad(context.get(), request, &response),
+                "pod " + args.positional[1] + " usage profile: " + request.usage_profile());
+}
+
 int Cluster(CodefService::Stub& stub, const Args& args) {
-  if (args.positional.size() != 2 || args.Has("partition") == args.Has("heal")) {
+  if (args.positional.size() != 2 ||
+      int{args.Has("partition")} + int{args.Has("heal")} + int{args.Has("load-factor")} != 1) {
     std::cerr << kUsage;
     return 2;
   }
   const std::string& name = args.positional[1];
   auto context = ContextWithTimeout(args, absl::Seconds(10));
+  if (args.Has("load-factor")) {
+    double factor = 0;
+    if (!absl::SimpleAtod(args.Get("load-factor"), &factor)) {
+      std::cerr << "codecoctl fault: --load-factor: not a number: \"" << args.Get("load-factor")
+                << "\"\n";
+      return 2;
+    }
+    codeco::codef::v1::SetClusterLoadRequest request;
+    request.set_cluster(name);
+    request.set_load_factor(factor);
+    codeco::codef::v1::SetClusterLoadResponse response;
+    return Report(stub.SetClusterLoad(context.get(), request, &response),
+                  absl::StrCat("cluster ", name, ": pods use ", factor, "x their CPU"));
+  }
   if (args.Has("partition")) {
     codeco::codef::v1::PartitionClusterRequest request;
     request.set_cluster(name);
@@ -189,6 +270,7 @@ int RunFault(const Args& args) {
   const std::string& what = args.positional[0];
   if (what == "link") return Link(*stub, args);
   if (what == "node") return Node(*stub, args);
+  if (what == "pod") return Pod(*stub, args);
   if (what == "cluster") return Cluster(*stub, args);
   if (what == "hub") return Hub(*stub, args);
   std::cerr << "codecoctl fault: unknown target \"" << what << "\"\n" << kUsage;

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "network.h"
+#include "scores.h"
 
 namespace {
 
@@ -23,10 +24,12 @@ constexpr char kUsage[] =
     "      --down-for (default 0s), start it again with the same command line on\n"
     "      the same addresses.\n"
     "  fault link A B [--rtt 50ms | --latency 25ms] [--bandwidth 10Mbps] [--loss 5%] [--cut|--heal]\n"
-    "  fault node CLUSTER/NODE --fail|--recover\n"
-    "  fault cluster NAME --partition|--heal\n"
+    "  fault node CLUSTER/NODE --fail|--recover|--load 90%|1500m [--memory 2Gi]\n"
+    "  fault pod CLUSTER/POD --usage-profile '{type: constant, cpu: 800m}'\n"
+    "  fault cluster NAME --partition|--heal|--load-factor 3\n"
     "  fault hub --cut|--heal\n"
-    "      Change the emulated network and nodes at run time.\n"
+    "      Change the emulated network, nodes and load at run time (--load: a node's\n"
+    "      background load, a step in its usage; --load 0 removes it).\n"
     "\n"
     "stateful migration (through the source cluster's checkpointer):\n"
     "  migrate POD --from CLUSTER --to CLUSTER --node NODE [--as NAME] [--container NAME]\n"
@@ -58,6 +61,8 @@ constexpr char kUsage[] =
     "  get costmap [--metric delay|bandwidth|loss|energy] [-o json]\n"
     "      The ALTO cost map between clusters (-o json: the RFC 7285 document).\n"
     "  get links [-o json]                   measured links: RTT EMA/p50/p99, loss, age\n"
+    "  get scores [--profile latency|greenness|resilience|cost] [--cluster NAME] [-o json]\n"
+    "      PDLC's node and cluster scores (0-100, stability 0-1) and breach advisories.\n"
     "\n"
     "services:\n"
     "  health [ADDRESS] [--all] [--service NAME] [--timeout 5s]\n"
@@ -100,7 +105,8 @@ int main(int argc, char** argv) {
       {"fault",
        {codeco::ctl::RunFault,
         {"cut", "heal", "fail", "recover", "partition"},
-        {"rtt", "latency", "bandwidth", "loss", "codef"}}},
+        {"rtt", "latency", "bandwidth", "loss", "codef", "load", "memory", "usage-profile",
+         "load-factor"}}},
   };
   // `get costmap|links` read NetMA, not ACM.
   const bool network = command == "get" && argc > 2 &&
@@ -108,9 +114,14 @@ int main(int argc, char** argv) {
   const Command get_network = {codeco::ctl::RunGetNetwork,
                                {"insecure"},
                                {"o", "metric", "cluster", "netma", "neighborhood"}};
+  // `get scores` reads every cluster's PDLC.
+  const bool scores = command == "get" && argc > 2 && std::strcmp(argv[2], "scores") == 0;
+  const Command get_scores = {codeco::ctl::RunGetScores, {"insecure"}, {"o", "profile", "cluster", "pdlc"}};
   auto it = commands.find(command);
-  if (network) it = commands.end();
-  const Command* chosen = network ? &get_network : it == commands.end() ? nullptr : &it->second;
+  if (network || scores) it = commands.end();
+  const Command* chosen = scores    ? &get_scores
+                          : network ? &get_network
+                          : it == commands.end() ? nullptr : &it->second;
   if (chosen == nullptr) {
     std::cerr << "codecoctl: unknown command \"" << command << "\"\n" << kUsage;
     return 2;

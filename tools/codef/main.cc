@@ -5,6 +5,9 @@
 // scenario's links; the control API (codeco.codef.v1.CodefService) injects
 // faults. Prints one line per cluster and "codef control listening on ADDR",
 // runs the scenario's fault timeline, and stops cleanly on SIGTERM or SIGINT.
+// Each cluster with nodes also serves /metrics on its service IP: the
+// node-exporter, cAdvisor and kube-state-metrics style series of its nodes
+// and pods (core/kube_metrics.h), one "metrics CLUSTER http://..." line each.
 // With --record it writes the scenario's metrics as CSV and, at exit, the
 // experiment report (report.md + SVG plots) when `output.report` is on.
 // A pod whose container is a Redis image runs a real redis-server on
@@ -31,9 +34,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "cluster_metrics.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/config.h"
 #include "codeco/common/logging.h"
+#include "codeco/common/metrics.h"
 #include "codeco/common/quantity.h"
 #include "codeco/common/server.h"
 #include "codef_service.h"
@@ -74,6 +79,11 @@ ConfigSchema CodefSchema() {
               .type = ConfigType::kInt,
               .default_value = "7400",
               .help = "port of each cluster's LMS on its service IP (0 = any free port)"});
+  schema.Add({.path = "metrics_port",
+              .type = ConfigType::kInt,
+              .default_value = "0",
+              .help = "port of each cluster's Prometheus /metrics on its service IP (0 = any free "
+                      "port; printed, in endpoints.json and in ListClusters)"});
   schema.Add({.path = "tick",
               .type = ConfigType::kDuration,
               .default_value = "100ms",
@@ -393,7 +403,8 @@ int Run(int argc, char** argv) {
   if (flags->help) {
     std::cout
         << "usage: codef --scenario FILE [--state-dir DIR] [--control-listen HOST:PORT]\n"
-        << "             [--lms-port PORT] [--tick DURATION] [--record [--output-dir DIR]]\n"
+        << "             [--lms-port PORT] [--metrics-port PORT] [--tick DURATION]\n"
+        << "             [--record [--output-dir DIR]]\n"
         << "       codef --simulate --scenario FILE [--out DIR] [--policy NAME]... (--simulate "
            "--help)\n\n"
         << schema.HelpText();
@@ -417,6 +428,11 @@ int Run(int argc, char** argv) {
   int64_t lms_port = config->GetInt("lms_port");
   if (lms_port < 0 || lms_port > 65535) {
     std::cerr << "codef: lms_port: must be 0-65535" << std::endl;
+    return 2;
+  }
+  int64_t metrics_port = config->GetInt("metrics_port");
+  if (metrics_port < 0 || metrics_port > 65535) {
+    std::cerr << "codef: metrics_port: must be 0-65535" << std::endl;
     return 2;
   }
   auto fail = [](const absl::Status& status) {
@@ -486,10 +502,20 @@ int Run(int argc, char** argv) {
 
   std::vector<std::unique_ptr<EmulatedLmsService>> services;
   std::vector<std::unique_ptr<GrpcServer>> servers;
+  // After the federation: they stop serving before the clusters they read go.
+  std::vector<std::unique_ptr<MetricsExposer>> exposers;
   nlohmann::json endpoints = {{"scenario", scenario->name}, {"clusters", nlohmann::json::array()}};
   for (const auto& [name, ip] : clusters) {
     std::string lms_address;
+    std::string metrics_address;
     if (SynchronizedCluster* lms = (*federation)->FindLms(name)) {
+      absl::StatusOr<std::unique_ptr<MetricsExposer>> exposer =
+          MetricsExposer::Start(absl::StrCat(ip, ":", metrics_port));
+      if (!exposer.ok()) return fail(exposer.status());
+      (*exposer)->AddCollectable(std::make_shared<ClusterMetricsCollector>(lms));
+      metrics_address = (*exposer)->address();
+      (*federation)->SetMetricsEndpoint(name, metrics_address);
+      exposers.push_back(std::move(*exposer));
       services.push_back(std::make_unique<EmulatedLmsService>(lms, pod_processes.get()));
       GrpcServerOptions options;
       options.service = "codef-lms";
@@ -506,8 +532,14 @@ int Run(int argc, char** argv) {
     std::cout << "cluster " << name << " ip " << ip << " lms "
               << (lms_address.empty() ? "-" : lms_address) << " relay "
               << (relay.empty() ? "-" : relay) << std::endl;
-    endpoints["clusters"].push_back(
-        {{"name", name}, {"service_ip", ip}, {"lms", lms_address}, {"relay", relay}});
+    if (!metrics_address.empty()) {
+      std::cout << "metrics " << name << " http://" << metrics_address << "/metrics" << std::endl;
+    }
+    endpoints["clusters"].push_back({{"name", name},
+                                     {"service_ip", ip},
+                                     {"lms", lms_address},
+                                     {"relay", relay},
+                                     {"metrics", metrics_address}});
   }
 
   CodefControlService control(federation->get());

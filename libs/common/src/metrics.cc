@@ -110,4 +110,9 @@ void MetricsExposer::ExportMemory(const std::string& service, const KvStore* sto
   collectors_.push_back(std::move(collector));
 }
 
+void MetricsExposer::AddCollectable(std::shared_ptr<prometheus::Collectable> collectable) {
+  exposer_->RegisterCollectable(collectable);
+  collectors_.push_back(std::move(collectable));
+}
+
 }  // namespace codeco

@@ -2,6 +2,7 @@
 #include "codeco/common/proto_util.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -153,6 +154,7 @@ absl::Status EmulatedCluster::AddNode(const NodeSpec& spec) {
   node.mutable_energy_profile()->set_idle_watts(spec.idle_watts);
   node.mutable_energy_profile()->set_max_watts(spec.max_watts);
   node.set_condition(codeco::lms::v1::NODE_CONDITION_READY);
+  state.cpus = static_cast<int>(std::max<int64_t>(1, (spec.cpu_millicores + 999) / 1000));
   Touch(&node);
   auto [it, inserted] = nodes_.emplace(spec.name, std::move(state));
   Emit(codeco::common::v1::WATCH_EVENT_TYPE_ADDED, &it->second.node, nullptr);
@@ -179,6 +181,7 @@ void EmulatedCluster::Emit(WatchEventType type, const Node* node, const Pod* pod
 
 void EmulatedCluster::AdvanceTo(absl::Time now) {
   if (now < now_) return;
+  const absl::Time from = now_;
   now_ = now;
   std::vector<std::pair<std::string, std::string>> failed_restores;  // (pod, why)
   for (auto& [name, pod] : pods_) {
@@ -231,6 +234,48 @@ void EmulatedCluster::AdvanceTo(absl::Time now) {
     }
   }
   for (const auto& [name, why] : failed_restores) DropFailedRestore(name, why);
+  Account(from, now);
+}
+
+void EmulatedCluster::Account(absl::Time from, absl::Time to) {
+  if (to <= from) return;
+  const double seconds = absl::ToDoubleSeconds(to - from);
+  // Millicore-seconds the pods of each node used over [from, to).
+  std::map<std::string, double> pod_use;
+  for (auto& [name, pod] : pods_) {
+    if (!pod->pod.has_start_time()) continue;  // never ran
+    absl::Time begin = std::max(from, pod->started);
+    absl::Time end = pod->ended.has_value() ? std::min(to, *pod->ended) : to;
+    if (!pod->ended.has_value() && pod->pod.phase() != codeco::lms::v1::POD_PHASE_RUNNING) continue;
+    if (end <= begin) continue;
+    const double ran = absl::ToDoubleSeconds(end - begin);
+    const double millicores = static_cast<double>(RunningUsage(*pod, begin).cpu_millicores);
+    for (size_t i = 0; i < pod->cpu_seconds.size(); ++i) {
+      pod->cpu_seconds[i] += pod->cpu_share[i] * millicores / 1000 * ran;
+    }
+    pod_use[pod->pod.node_name()] += millicores * ran;
+  }
+  for (auto& [name, state] : nodes_) {
+    if (state.node.condition() != codeco::lms::v1::NODE_CONDITION_READY) continue;
+    const double all = static_cast<double>(state.cpus) * 1000 * seconds;
+    const double pods = pod_use.count(name) > 0 ? pod_use[name] : 0;
+    const double background = static_cast<double>(state.load.cpu_millicores) * seconds;
+    const double user = std::min(pods, all);
+    const double system = std::min(background, all - user);
+    state.user_seconds += user / 1000;
+    state.system_seconds += system / 1000;
+    state.idle_seconds += (all - user - system) / 1000;
+    // The power model is linear in the (capped) utilization: the mean use
+    // over the interval gives its energy.
+    state.energy_joules += PowerAt(state.node, (pods + background) / seconds) * seconds;
+  }
+}
+
+double EmulatedCluster::PowerAt(const Node& node, double cpu_millicores) {
+  double capacity = static_cast<double>(node.capacity().cpu_millicores());
+  double utilization = capacity > 0 ? std::min(1.0, cpu_millicores / capacity) : 0;
+  const auto& energy = node.energy_profile();
+  return energy.idle_watts() + (energy.max_watts() - energy.idle_watts()) * utilization;
 }
 
 void EmulatedCluster::DropFailedRestore(const std::string& name, const std::string& why) {
@@ -248,7 +293,7 @@ void EmulatedCluster::DropFailedRestore(const std::string& name, const std::stri
 }
 
 void EmulatedCluster::SetPhase(PodState& pod, PodPhase phase, const std::string& message,
-                               absl::Time) {
+                               absl::Time at) {
   pod.pod.set_phase(phase);
   pod.pod.set_message(message);
   bool terminal =
@@ -257,6 +302,7 @@ void EmulatedCluster::SetPhase(PodState& pod, PodPhase phase, const std::string&
   Emit(codeco::common::v1::WATCH_EVENT_TYPE_MODIFIED, nullptr, &pod.pod);
   if (terminal && !pod.terminal) {
     pod.terminal = true;
+    pod.ended = at;
     Release(pod);
     if (pod.process_container >= 0) processes_->Stop(options_.name, pod.pod.name());
   }
@@ -308,6 +354,18 @@ absl::StatusOr<std::unique_ptr<EmulatedCluster::PodState>> EmulatedCluster::Buil
   RETURN_IF_ERROR(ValidatePod(pod, path));
   auto state = std::make_unique<PodState>();
   state->pod = pod;
+  const size_t containers = static_cast<size_t>(pod.containers_size());
+  state->cpu_seconds.assign(containers, 0);
+  for (const auto& c : pod.containers()) {
+    state->cpu_share.push_back(static_cast<double>(c.requests().cpu_millicores()));
+    state->memory_share.push_back(static_cast<double>(c.requests().memory_bytes()));
+  }
+  // Shares of the pod's usage by requests; evenly when no container asks.
+  for (std::vector<double>* shares : {&state->cpu_share, &state->memory_share}) {
+    double total = 0;
+    for (double v : *shares) total += v;
+    for (double& v : *shares) v = total > 0 ? v / total : 1.0 / static_cast<double>(containers);
+  }
   for (int i = 0; i < pod.containers_size(); ++i) {
     const auto& c = pod.containers(i);
     state->requests.cpu_millicores += c.requests().cpu_millicores();
@@ -466,7 +524,11 @@ absl::StatusOr<Pod> EmulatedCluster::DeletePod(const std::string& name) {
 
 Usage EmulatedCluster::PodUsage(const PodState& pod, absl::Time now) const {
   if (pod.pod.phase() != codeco::lms::v1::POD_PHASE_RUNNING) return Usage{};
-  Usage usage = pod.profile->At(now, now - pod.started + pod.restored_progress);
+  return RunningUsage(pod, now);
+}
+
+Usage EmulatedCluster::RunningUsage(const PodState& pod, absl::Time at) const {
+  Usage usage = pod.profile->At(at, at - pod.started + pod.restored_progress);
   usage.cpu_millicores =
       static_cast<int64_t>(static_cast<double>(usage.cpu_millicores) * load_factor_);
   return usage;
@@ -505,15 +567,13 @@ absl::StatusOr<codeco::lms::v1::NodeUsage> EmulatedCluster::GetNodeUsage(
     cpu += u.cpu_millicores;
     memory += u.memory_bytes;
   }
+  if (node.condition() == codeco::lms::v1::NODE_CONDITION_READY) {
+    cpu += it->second.load.cpu_millicores;
+    memory += it->second.load.memory_bytes;
+    out.set_energy_watts(PowerAt(node, static_cast<double>(cpu)));
+  }
   out.mutable_usage()->set_cpu_millicores(cpu);
   out.mutable_usage()->set_memory_bytes(memory);
-  if (node.condition() == codeco::lms::v1::NODE_CONDITION_READY) {
-    double capacity = static_cast<double>(node.capacity().cpu_millicores());
-    double utilization = capacity > 0 ? std::min(1.0, static_cast<double>(cpu) / capacity) : 0;
-    const auto& energy = node.energy_profile();
-    out.set_energy_watts(energy.idle_watts() +
-                         (energy.max_watts() - energy.idle_watts()) * utilization);
-  }
   return out;
 }
 
@@ -671,6 +731,80 @@ absl::Status EmulatedCluster::SetLoadFactor(double factor) {
   }
   load_factor_ = factor;
   return absl::OkStatus();
+}
+
+absl::StatusOr<NodeLoad> EmulatedCluster::SetNodeLoad(const std::string& name,
+                                                      const NodeLoadChange& change) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return absl::NotFoundError(absl::StrCat("no node ", name));
+  const auto& capacity = it->second.node.capacity();
+  NodeLoad load = it->second.load;
+  if (change.cpu_fraction.has_value() && change.cpu_millicores.has_value()) {
+    return InvalidFieldError("cpu_millicores", "give cpu_fraction or cpu_millicores, not both");
+  }
+  if (change.cpu_fraction.has_value()) {
+    double f = *change.cpu_fraction;
+    if (!(f >= 0 && f <= 1)) return InvalidFieldError("cpu_fraction", "must be between 0 and 1");
+    load.cpu_millicores = std::llround(f * static_cast<double>(capacity.cpu_millicores()));
+  }
+  if (change.cpu_millicores.has_value()) {
+    if (*change.cpu_millicores < 0 || *change.cpu_millicores > capacity.cpu_millicores()) {
+      return InvalidFieldError("cpu_millicores",
+                               absl::StrCat("must be between 0 and the node's capacity, ",
+                                            FormatCpu(capacity.cpu_millicores())));
+    }
+    load.cpu_millicores = *change.cpu_millicores;
+  }
+  if (change.memory_bytes.has_value()) {
+    if (*change.memory_bytes < 0 || *change.memory_bytes > capacity.memory_bytes()) {
+      return InvalidFieldError("memory_bytes",
+                               absl::StrCat("must be between 0 and the node's capacity, ",
+                                            FormatBytes(capacity.memory_bytes())));
+    }
+    load.memory_bytes = *change.memory_bytes;
+  }
+  it->second.load = load;
+  return load;
+}
+
+ClusterAccounting EmulatedCluster::Accounting() const {
+  ClusterAccounting out;
+  out.at = now_;
+  for (const auto& [name, state] : nodes_) {
+    NodeAccounting a;
+    a.name = name;
+    a.cpus = state.cpus;
+    a.cpu_capacity_millicores = state.node.capacity().cpu_millicores();
+    a.ready = state.node.condition() == codeco::lms::v1::NODE_CONDITION_READY;
+    a.user_seconds = state.user_seconds;
+    a.system_seconds = state.system_seconds;
+    a.idle_seconds = state.idle_seconds;
+    a.energy_joules = state.energy_joules;
+    a.memory_total_bytes = state.node.capacity().memory_bytes();
+    absl::StatusOr<codeco::lms::v1::NodeUsage> usage = GetNodeUsage(name);
+    if (usage.ok()) {
+      a.memory_available_bytes =
+          std::max<int64_t>(0, a.memory_total_bytes - usage->usage().memory_bytes());
+      a.power_watts = usage->energy_watts();
+    }
+    out.nodes.push_back(std::move(a));
+  }
+  for (const auto& [name, pod] : pods_) {
+    Usage usage = PodUsage(*pod, now_);
+    for (int i = 0; i < pod->pod.containers_size(); ++i) {
+      ContainerAccounting c;
+      c.pod = name;
+      c.container = pod->pod.containers(i).name();
+      c.image = pod->pod.containers(i).image();
+      c.node = pod->pod.node_name();
+      c.phase = pod->pod.phase();
+      c.cpu_seconds = pod->cpu_seconds[static_cast<size_t>(i)];
+      c.memory_working_set_bytes = std::llround(pod->memory_share[static_cast<size_t>(i)] *
+                                                static_cast<double>(usage.memory_bytes));
+      out.containers.push_back(std::move(c));
+    }
+  }
+  return out;
 }
 
 std::pair<int, int> EmulatedCluster::NodeCounts() const {

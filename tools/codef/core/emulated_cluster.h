@@ -1,8 +1,10 @@
 #pragma once
 // The emulated local management system (LMS) of one cluster: nodes with
 // capacity and labels, pods bound to nodes, phases driven by time, watch
-// events with increasing resource versions, usage from profiles, energy from
-// a linear power model, and checkpoint/restore of container state.
+// events with increasing resource versions, usage from profiles, a background
+// load per node (load steps), energy from a linear power model, the
+// cumulative accounting a node-exporter, cAdvisor and kube-state-metrics
+// would report (kube_metrics.h), and checkpoint/restore of container state.
 //
 // Pure logic: no threads, no I/O, and time moves only through AdvanceTo().
 // Not thread-safe: the server serializes calls. Semantics (docs/codef.md):
@@ -15,6 +17,16 @@
 //  - Succeeded and Failed pods no longer count in the node's requests.
 //  - Every stored change gets the next resource version (one counter for
 //    nodes and pods); usage and energy are sampled on read, not versioned.
+//  - A node's usage is the sum over its running pods plus its background
+//    load (SetNodeLoad) while it is Ready; a NotReady node uses nothing.
+//  - Accounting: every AdvanceTo integrates, over the time since the last
+//    one, each pod's usage (sampled at the start of the interval, or at the
+//    moment it started running) into per-container CPU seconds, and each
+//    Ready node's CPU time into user (its pods), system (its background
+//    load) and idle seconds over its whole CPUs, and its power into joules.
+//    Changes made between advances (a new profile, a load step, a node
+//    failure) count from the advance before them, so callers advance first
+//    (SynchronizedCluster::Run does).
 //  - With a PodProcessRunner, a pod whose container is a Redis image is a
 //    real process (pod_processes.h): it reports its endpoint in
 //    "codef.codeco.io/endpoint" from creation on, stays Pending until the
@@ -120,6 +132,83 @@ struct WatchEvent {
   std::optional<codeco::lms::v1::Pod> pod;
 };
 
+/// CPU and memory used on a node outside its pods (system daemons, a noisy
+/// neighbour): the node's background load, a load step when it changes.
+struct NodeLoad {
+  /// CPU, millicores (0 to the node's capacity).
+  int64_t cpu_millicores = 0;
+  /// Memory, bytes (0 to the node's capacity).
+  int64_t memory_bytes = 0;
+};
+
+/// A change of a node's background load; what is left empty stays as it is.
+struct NodeLoadChange {
+  /// CPU as a share of the node's CPU capacity, 0-1 (not with cpu_millicores).
+  std::optional<double> cpu_fraction;
+  /// CPU, millicores (not with cpu_fraction).
+  std::optional<int64_t> cpu_millicores;
+  /// Memory, bytes.
+  std::optional<int64_t> memory_bytes;
+};
+
+/// What a node-exporter would count on one node since the node was added.
+struct NodeAccounting {
+  /// Node name.
+  std::string name;
+  /// Whole CPUs: the CPU capacity rounded up to cores, at least 1.
+  int cpus = 1;
+  /// CPU capacity, millicores.
+  int64_t cpu_capacity_millicores = 0;
+  /// True while the node is Ready (a NotReady node counts nothing).
+  bool ready = true;
+  /// CPU time its pods used, seconds, summed over its CPUs.
+  double user_seconds = 0;
+  /// CPU time its background load used, seconds, summed over its CPUs.
+  double system_seconds = 0;
+  /// CPU time nothing used, seconds, summed over its CPUs.
+  double idle_seconds = 0;
+  /// Memory capacity, bytes.
+  int64_t memory_total_bytes = 0;
+  /// Memory not used by its running pods nor its background load, bytes.
+  int64_t memory_available_bytes = 0;
+  /// Power drawn now, watts (0 when NotReady).
+  double power_watts = 0;
+  /// Energy drawn since it was added, joules.
+  double energy_joules = 0;
+};
+
+/// One container of a pod as cAdvisor and kube-state-metrics would see it.
+struct ContainerAccounting {
+  /// Pod name.
+  std::string pod;
+  /// Container name.
+  std::string container;
+  /// Container image.
+  std::string image;
+  /// Node the pod is bound to.
+  std::string node;
+  /// Phase of the pod.
+  codeco::lms::v1::PodPhase phase = codeco::lms::v1::POD_PHASE_UNSPECIFIED;
+  /// CPU time used since the pod started, seconds: the pod's usage split
+  /// between its containers by their CPU requests (evenly when none asks).
+  double cpu_seconds = 0;
+  /// Memory in use now, bytes (0 unless Running): the pod's usage split by
+  /// memory requests in the same way.
+  int64_t memory_working_set_bytes = 0;
+  /// Restarts (codef never restarts a container: always 0).
+  int64_t restarts = 0;
+};
+
+/// The cumulative accounting of one cluster at one moment.
+struct ClusterAccounting {
+  /// The moment (the cluster's time).
+  absl::Time at;
+  /// Every node, in name order.
+  std::vector<NodeAccounting> nodes;
+  /// Every container of every pod the cluster holds, by pod then container order.
+  std::vector<ContainerAccounting> containers;
+};
+
 /// Settings of one emulated cluster.
 struct EmulatedClusterOptions {
   /// Cluster name (put in node labels and archive paths).
@@ -219,6 +308,13 @@ class EmulatedCluster {
   absl::Status SetPodLoad(const std::string& pod, const std::string& profile_text);
   /// Scales every pod's CPU usage by `factor` (> 0).
   absl::Status SetLoadFactor(double factor);
+  /// Changes a node's background load and returns the load now in force.
+  /// NOT_FOUND for an unknown node; INVALID_ARGUMENT naming the field for a
+  /// share outside 0-1, both CPU forms, or a value below 0 or above the
+  /// node's capacity.
+  absl::StatusOr<NodeLoad> SetNodeLoad(const std::string& node, const NodeLoadChange& change);
+  /// The cumulative accounting as of the last AdvanceTo.
+  ClusterAccounting Accounting() const;
 
   /// Cluster name.
   const std::string& name() const { return options_.name; }
@@ -230,6 +326,14 @@ class EmulatedCluster {
  private:
   struct NodeState {
     codeco::lms::v1::Node node;
+    NodeLoad load;
+    // Whole CPUs (capacity rounded up, at least 1).
+    int cpus = 1;
+    // Accounting (see the header comment).
+    double user_seconds = 0;
+    double system_seconds = 0;
+    double idle_seconds = 0;
+    double energy_joules = 0;
   };
   struct PodState {
     codeco::lms::v1::Pod pod;
@@ -237,6 +341,8 @@ class EmulatedCluster {
     int64_t gpu = 0;
     absl::Time created;
     absl::Time started;
+    // When it reached a terminal phase.
+    std::optional<absl::Time> ended;
     std::optional<absl::Duration> job_duration;
     absl::Duration restored_progress;
     std::unique_ptr<UsageProfile> profile;
@@ -249,6 +355,11 @@ class EmulatedCluster {
     std::string restore_request_id;
     // How long the restore took, once the process loaded.
     absl::Duration restore_took;
+    // Per container: its share of the pod's CPU and memory usage, and the
+    // CPU seconds it used.
+    std::vector<double> cpu_share;
+    std::vector<double> memory_share;
+    std::vector<double> cpu_seconds;
   };
 
   absl::Status ValidatePod(const codeco::lms::v1::Pod& pod, const std::string& path) const;
@@ -272,6 +383,12 @@ class EmulatedCluster {
                 absl::Time at);
   void Release(const PodState& pod);
   Usage PodUsage(const PodState& pod, absl::Time now) const;
+  // The usage of `pod` at `at` as if it were running then.
+  Usage RunningUsage(const PodState& pod, absl::Time at) const;
+  // Integrates usage over [from, to) into the accounting.
+  void Account(absl::Time from, absl::Time to);
+  // Power of a Ready node at `cpu_millicores` of use.
+  static double PowerAt(const codeco::lms::v1::Node& node, double cpu_millicores);
   codeco::lms::v1::Node WithUsage(const NodeState& node) const;
   absl::StatusOr<std::pair<std::vector<WatchEvent>, int64_t>> EventsSince(
       const std::string& resource_version, bool nodes) const;

@@ -107,6 +107,11 @@ void Federation::SetEndpoints(const std::string& name, const std::string& lms,
   endpoints_[name] = {lms, relay};
 }
 
+void Federation::SetMetricsEndpoint(const std::string& name, const std::string& metrics) {
+  absl::MutexLock lock(&mu_);
+  metrics_endpoints_[name] = metrics;
+}
+
 std::vector<codeco::codef::v1::EmulatedCluster> Federation::ListClusters() const {
   std::vector<codeco::codef::v1::EmulatedCluster> out;
   for (const std::string& name : names_) {
@@ -125,6 +130,9 @@ std::vector<codeco::codef::v1::EmulatedCluster> Federation::ListClusters() const
         c.set_relay_endpoint(it->second.second);
       }
       c.set_partitioned(partitioned_.count(name) > 0);
+      if (auto m = metrics_endpoints_.find(name); m != metrics_endpoints_.end()) {
+        c.set_metrics_endpoint(m->second);
+      }
     }
     if (SynchronizedCluster* lms = FindLms(name)) {
       auto [nodes, ready] = lms->Run([](EmulatedCluster& e) { return e.NodeCounts(); });
@@ -282,6 +290,24 @@ absl::Status Federation::SetClusterLoad(const std::string& cluster, double facto
   return lms->Run([&](EmulatedCluster& c) { return c.SetLoadFactor(factor); });
 }
 
+absl::StatusOr<codeco::codef::v1::SetNodeLoadResponse> Federation::SetNodeLoad(
+    const std::string& cluster, const std::string& node, const NodeLoadChange& change) {
+  absl::Status status;
+  SynchronizedCluster* lms = RequireLms(cluster, &status);
+  if (lms == nullptr) return status;
+  if (node.empty()) return InvalidFieldError("node", "is required");
+  return lms->Run(
+      [&](EmulatedCluster& c) -> absl::StatusOr<codeco::codef::v1::SetNodeLoadResponse> {
+        ASSIGN_OR_RETURN(NodeLoad load, c.SetNodeLoad(node, change));
+        ASSIGN_OR_RETURN(codeco::lms::v1::Node n, c.GetNode(node));
+        codeco::codef::v1::SetNodeLoadResponse out;
+        out.set_cpu_millicores(load.cpu_millicores);
+        out.set_memory_bytes(load.memory_bytes);
+        out.set_cpu_capacity_millicores(n.capacity().cpu_millicores());
+        return out;
+      });
+}
+
 void Federation::StartTimeline(absl::Time start) {
   absl::MutexLock lock(&mu_);
   timeline_start_ = start;
@@ -329,6 +355,13 @@ absl::Status Federation::ApplyFault(const FaultSpec& fault) {
       return SetHubCut(false);
     case FaultAction::kLoadSurge:
       return SetClusterLoad(fault.cluster, fault.factor);
+    case FaultAction::kNodeLoad: {
+      NodeLoadChange change;
+      change.cpu_fraction = fault.cpu_fraction;
+      change.cpu_millicores = fault.cpu_millicores;
+      change.memory_bytes = fault.memory_bytes;
+      return SetNodeLoad(fault.cluster, fault.node, change).status();
+    }
   }
   return absl::OkStatus();
 }
@@ -344,6 +377,7 @@ std::vector<std::string> Federation::Tick() {
   }
   std::vector<FaultSpec> due;
   std::vector<std::string> surges_over;
+  std::vector<std::pair<std::string, std::string>> node_loads_over;
   {
     absl::MutexLock lock(&mu_);
     if (!timeline_start_.has_value()) return applied;
@@ -355,10 +389,19 @@ std::vector<std::string> Federation::Tick() {
         surge_ends_.emplace(*timeline_start_ + absl::Nanoseconds(fault.at_ns + fault.duration_ns),
                             fault.cluster);
       }
+      if (fault.action == FaultAction::kNodeLoad && fault.duration_ns > 0) {
+        node_load_ends_.emplace(
+            *timeline_start_ + absl::Nanoseconds(fault.at_ns + fault.duration_ns),
+            std::pair{fault.cluster, fault.node});
+      }
     }
     while (!surge_ends_.empty() && surge_ends_.begin()->first <= now) {
       surges_over.push_back(surge_ends_.begin()->second);
       surge_ends_.erase(surge_ends_.begin());
+    }
+    while (!node_load_ends_.empty() && node_load_ends_.begin()->first <= now) {
+      node_loads_over.push_back(node_load_ends_.begin()->second);
+      node_load_ends_.erase(node_load_ends_.begin());
     }
   }
   for (const FaultSpec& fault : due) {
@@ -373,6 +416,12 @@ std::vector<std::string> Federation::Tick() {
     absl::Status status = SetClusterLoad(cluster, 1.0);
     applied.push_back(
         absl::StrCat("load_surge over ", cluster, ": ", status.ok() ? "ok" : status.ToString()));
+  }
+  for (const auto& [cluster, node] : node_loads_over) {
+    NodeLoadChange none{.cpu_millicores = 0, .memory_bytes = 0};
+    absl::Status status = SetNodeLoad(cluster, node, none).status();
+    applied.push_back(absl::StrCat("node_load over ", cluster, "/", node, ": ",
+                                   status.ok() ? "ok" : status.ToString()));
   }
   return applied;
 }

@@ -105,6 +105,8 @@ class Federation {
   absl::StatusOr<std::string> ServiceIp(const std::string& name) const;
   /// Records where a cluster's LMS and relay listen (shown by ListClusters).
   void SetEndpoints(const std::string& name, const std::string& lms, const std::string& relay);
+  /// Records where a cluster's metrics are served (host:port, shown by ListClusters).
+  void SetMetricsEndpoint(const std::string& name, const std::string& metrics);
   /// The clusters as the control API lists them.
   std::vector<codeco::codef::v1::EmulatedCluster> ListClusters() const;
 
@@ -137,6 +139,11 @@ class Federation {
                           const std::string& profile_text);
   /// Scales the CPU usage of every pod of a cluster.
   absl::Status SetClusterLoad(const std::string& cluster, double factor);
+  /// Changes the background load of a node (EmulatedCluster::SetNodeLoad);
+  /// answers the load now in force and the node's CPU capacity.
+  absl::StatusOr<codeco::codef::v1::SetNodeLoadResponse> SetNodeLoad(const std::string& cluster,
+                                                                     const std::string& node,
+                                                                     const NodeLoadChange& change);
 
   /// Starts the scenario's fault timeline at `start`.
   void StartTimeline(absl::Time start);
@@ -159,11 +166,15 @@ class Federation {
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::pair<std::string, std::string>> endpoints_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> metrics_endpoints_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> partitioned_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Time> timeline_start_ ABSL_GUARDED_BY(mu_);
   size_t next_fault_ ABSL_GUARDED_BY(mu_) = 0;
   // Load surges to undo: (when, cluster).
   std::multimap<absl::Time, std::string> surge_ends_ ABSL_GUARDED_BY(mu_);
+  // Node load steps to undo: (when, (cluster, node)).
+  std::multimap<absl::Time, std::pair<std::string, std::string>> node_load_ends_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace codeco::codef

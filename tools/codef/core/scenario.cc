@@ -648,7 +648,63 @@ constexpr FaultKeywords kFaultActions[] = {
     {"hub_cut", FaultAction::kHubCut},
     {"hub_heal", FaultAction::kHubHeal},
     {"load_surge", FaultAction::kLoadSurge},
+    {"node_load", FaultAction::kNodeLoad},
 };
+
+// node_load's cpu ("90%" of the capacity, or a quantity: "1500m", "2"),
+// memory and duration.
+bool ReadNodeLoad(MapReader& map, const NodeSpec& node, FieldErrors* errors, FaultSpec* fault) {
+  bool ok = true;
+  if (!map.Has("cpu") && !map.Has("memory")) {
+    errors->Add(map.path(), "node_load needs cpu or memory");
+    ok = false;
+  }
+  if (map.Has("cpu")) {
+    std::string text;
+    if (!ReadScalar(map.Get("cpu"), map.PathOf("cpu"), errors, &text)) {
+      ok = false;
+    } else if (!text.empty() && text.back() == '%') {
+      absl::StatusOr<double> share = ParseRatio(text);
+      if (!share.ok() || *share < 0 || *share > 1) {
+        errors->Add(map.PathOf("cpu"),
+                    absl::StrCat("must be 0%-100% or a CPU quantity: \"", text, "\""));
+        ok = false;
+      } else {
+        fault->cpu_fraction = *share;
+      }
+    } else {
+      absl::StatusOr<int64_t> millicores = ParseCpuMillicores(text);
+      if (!millicores.ok()) {
+        errors->Add(map.PathOf("cpu"), std::string(millicores.status().message()));
+        ok = false;
+      } else if (*millicores > node.cpu_millicores) {
+        errors->Add(map.PathOf("cpu"), absl::StrCat("is more than the node's capacity, ",
+                                                    FormatCpu(node.cpu_millicores)));
+        ok = false;
+      } else {
+        fault->cpu_millicores = *millicores;
+      }
+    }
+  }
+  if (map.Has("memory")) {
+    int64_t bytes = 0;
+    if (!ReadParsed(map.Get("memory"), map.PathOf("memory"), errors, ParseBytes, &bytes)) {
+      ok = false;
+    } else if (bytes > node.memory_bytes) {
+      errors->Add(map.PathOf("memory"), absl::StrCat("is more than the node's capacity, ",
+                                                     FormatBytes(node.memory_bytes)));
+      ok = false;
+    } else {
+      fault->memory_bytes = bytes;
+    }
+  }
+  if (map.Has("duration")) {
+    ok = ReadParsed(map.Get("duration"), map.PathOf("duration"), errors, ParseDurationNanos,
+                    &fault->duration_ns) &&
+         ok;
+  }
+  return ok;
+}
 
 void ReadFault(const YAML::Node& node, const std::string& path, const Scenario& scenario,
                const ClusterNames& clusters, FieldErrors* errors, std::vector<FaultSpec>* out) {
@@ -690,7 +746,8 @@ void ReadFault(const YAML::Node& node, const std::string& path, const Scenario& 
     errors->Add(map.PathOf("action"),
                 absl::StrCat("unknown action \"", action,
                              "\" (link_degrade, link_cut, link_heal, node_fail, node_recover, "
-                             "cluster_partition, cluster_heal, hub_cut, hub_heal, load_surge)"));
+                             "cluster_partition, cluster_heal, hub_cut, hub_heal, load_surge, "
+                             "node_load)"));
     return;  // Keys depend on the action: no unknown-key report.
   }
   auto read_cluster = [&](bool allow_hub) {
@@ -740,7 +797,8 @@ void ReadFault(const YAML::Node& node, const std::string& path, const Scenario& 
       break;
     }
     case FaultAction::kNodeFail:
-    case FaultAction::kNodeRecover: {
+    case FaultAction::kNodeRecover:
+    case FaultAction::kNodeLoad: {
       std::string ref;
       if (!map.Has("node")) {
         errors->Add(map.PathOf("node"), "is required (CLUSTER/NODE)");
@@ -765,12 +823,16 @@ void ReadFault(const YAML::Node& node, const std::string& path, const Scenario& 
         ok = false;
         break;
       }
-      bool found = std::any_of(cluster->nodes.begin(), cluster->nodes.end(),
-                               [&](const NodeSpec& n) { return n.name == fault.node; });
-      if (!found) {
+      auto found = std::find_if(cluster->nodes.begin(), cluster->nodes.end(),
+                                [&](const NodeSpec& n) { return n.name == fault.node; });
+      if (found == cluster->nodes.end()) {
         errors->Add(map.PathOf("node"),
                     absl::StrCat("cluster ", fault.cluster, " has no node \"", fault.node, "\""));
         ok = false;
+        break;
+      }
+      if (fault.action == FaultAction::kNodeLoad) {
+        ok = ReadNodeLoad(map, *found, errors, &fault) && ok;
       }
       break;
     }

@@ -145,6 +145,7 @@ enum class FaultAction {
   kHubCut,            ///< every link of the hub is cut
   kHubHeal,           ///< the hub's links are restored
   kLoadSurge,         ///< every pod of a cluster uses `factor` times its CPU
+  kNodeLoad,          ///< a node's background load (outside its pods) changes
 };
 
 /// The scenario keyword of a fault action ("link_degrade", ...).
@@ -174,8 +175,14 @@ struct FaultSpec {
   std::string node;
   /// load_surge: usage factor.
   double factor = 1;
-  /// load_surge: how long it lasts, ns (0 = until the end).
+  /// load_surge, node_load: how long it lasts, ns (0 = until the end).
   int64_t duration_ns = 0;
+  /// node_load: background CPU as a share of the node's capacity ("90%").
+  std::optional<double> cpu_fraction;
+  /// node_load: background CPU, millicores ("1500m", "2").
+  std::optional<int64_t> cpu_millicores;
+  /// node_load: background memory, bytes.
+  std::optional<int64_t> memory_bytes;
 };
 
 /// What a run records and where its results go.

@@ -166,4 +166,20 @@ grpc::ServerUnaryReactor* CodefControlService::SetClusterLoad(
   return Answer(context, federation_->SetClusterLoad(request->cluster(), request->load_factor()));
 }
 
+grpc::ServerUnaryReactor* CodefControlService::SetNodeLoad(grpc::CallbackServerContext* context,
+                                                           const v1::SetNodeLoadRequest* request,
+                                                           v1::SetNodeLoadResponse* response) {
+  NodeLoadChange change;
+  if (request->cpu_case() == v1::SetNodeLoadRequest::kCpuFraction) {
+    change.cpu_fraction = request->cpu_fraction();
+  } else if (request->cpu_case() == v1::SetNodeLoadRequest::kCpuMillicores) {
+    change.cpu_millicores = request->cpu_millicores();
+  }
+  if (request->has_memory_bytes()) change.memory_bytes = request->memory_bytes();
+  absl::StatusOr<v1::SetNodeLoadResponse> result =
+      federation_->SetNodeLoad(request->cluster(), request->node(), change);
+  if (result.ok()) *response = *std::move(result);
+  return Answer(context, result.status());
+}
+
 }  // namespace codeco::codef

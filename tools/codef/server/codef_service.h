@@ -55,6 +55,9 @@ class CodefControlService final : public codeco::codef::v1::CodefService::Callba
   grpc::ServerUnaryReactor* SetClusterLoad(
       grpc::CallbackServerContext* context, const codeco::codef::v1::SetClusterLoadRequest* request,
       codeco::codef::v1::SetClusterLoadResponse* response) override;
+  grpc::ServerUnaryReactor* SetNodeLoad(grpc::CallbackServerContext* context,
+                                        const codeco::codef::v1::SetNodeLoadRequest* request,
+                                        codeco::codef::v1::SetNodeLoadResponse* response) override;
   grpc::ServerUnaryReactor* InstallVirtualLink(
       grpc::CallbackServerContext* context,
       const codeco::codef::v1::InstallVirtualLinkRequest* request,

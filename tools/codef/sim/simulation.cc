@@ -392,7 +392,8 @@ class Simulation {
     std::set<int64_t> fault_times;
     for (const FaultSpec& fault : scenario_.faults) {
       fault_times.insert(fault.at_ns);
-      if (fault.action == FaultAction::kLoadSurge && fault.duration_ns > 0) {
+      if ((fault.action == FaultAction::kLoadSurge || fault.action == FaultAction::kNodeLoad) &&
+          fault.duration_ns > 0) {
         fault_times.insert(fault.at_ns + fault.duration_ns);
       }
     }

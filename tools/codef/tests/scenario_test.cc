@@ -92,6 +92,40 @@ TEST_CASE("a minimal scenario parses into its typed form") {
   REQUIRE(scenario->faults[3].duration_ns == 30'000'000'000);
 }
 
+TEST_CASE("node_load faults take a share or a CPU quantity and are checked against the node") {
+  std::string text = kMinimal;
+  text +=
+      "  - {at: 5m, action: node_load, node: a/n-1, cpu: 90%, memory: 512Mi, duration: 1m}\n"
+      "  - {at: 6m, action: node_load, node: b/n, cpu: 1500m}\n";
+  auto scenario = ParseScenario(text, "");
+  INFO(scenario.status().ToString());
+  REQUIRE(scenario.ok());
+  REQUIRE(scenario->faults.size() == 6);
+  const FaultSpec& share = scenario->faults[4];
+  REQUIRE(share.action == FaultAction::kNodeLoad);
+  REQUIRE(std::string(FaultActionName(share.action)) == "node_load");
+  REQUIRE(share.cluster == "a");
+  REQUIRE(share.node == "n-1");
+  REQUIRE(share.cpu_fraction == Approx(0.9));
+  REQUIRE_FALSE(share.cpu_millicores.has_value());
+  REQUIRE(share.memory_bytes == 512 << 20);
+  REQUIRE(share.duration_ns == 60'000'000'000);
+  REQUIRE(scenario->faults[5].cpu_millicores == 1500);
+  REQUIRE_FALSE(scenario->faults[5].cpu_fraction.has_value());
+
+  for (const auto& [fault, path] : std::vector<std::pair<std::string, std::string>>{
+           {"{at: 5m, action: node_load, node: b/n, cpu: 3}", "faults[4].cpu: "},
+           {"{at: 5m, action: node_load, node: b/n, cpu: 120%}", "faults[4].cpu: "},
+           {"{at: 5m, action: node_load, node: b/n, memory: 1Gi}", "faults[4].memory: "},
+           {"{at: 5m, action: node_load, node: b/n}", "faults[4]: "},
+           {"{at: 5m, action: node_load, node: b/x, cpu: 1}", "faults[4].node: "}}) {
+    auto bad = ParseScenario(std::string(kMinimal) + "  - " + fault + "\n", "");
+    INFO(fault);
+    REQUIRE(bad.status().code() == absl::StatusCode::kInvalidArgument);
+    REQUIRE_THAT(std::string(bad.status().message()), Catch::Contains(path));
+  }
+}
+
 TEST_CASE("without a default link unlisted pairs have no link") {
   std::string text = kMinimal;
   text.replace(text.find("  default: {rtt: 40ms}\n"), 23, "");

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "cluster_metrics.h"
 #include "codeco/codef/v1/codef_service.grpc.pb.h"
 #include "codeco/common/clock.h"
 #include "codeco/lms/v1/lms_service.grpc.pb.h"
@@ -14,6 +15,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "lms_service.h"
+#include "prometheus/text_serializer.h"
 
 namespace codeco::codef {
 namespace {
@@ -342,6 +344,82 @@ TEST_CASE("CodefService injects faults that the LMS and links reflect") {
   REQUIRE(bad_profile.error_message().rfind("usage_profile.type: ", 0) == 0);
 }
 
+TEST_CASE("SetNodeLoad makes a load step that the LMS and the metrics show") {
+  Harness h;
+  h.federation->SetMetricsEndpoint("edge-a", "127.0.2.1:7401");
+  codeco::codef::v1::ListClustersResponse clusters;
+  REQUIRE(h.control_stub->ListClusters(h.Context().get(), {}, &clusters).ok());
+  REQUIRE(clusters.clusters(1).metrics_endpoint() == "127.0.2.1:7401");
+  REQUIRE(clusters.clusters(2).metrics_endpoint().empty());
+
+  ClusterMetricsCollector collector(h.federation->FindLms("edge-a"));
+  auto idle_of = [&](const std::vector<prometheus::MetricFamily>& families) {
+    double idle = 0;
+    for (const auto& family : families) {
+      if (family.name != "node_cpu_seconds_total") continue;
+      REQUIRE(family.type == prometheus::MetricType::Counter);
+      for (const auto& metric : family.metric) {
+        std::map<std::string, std::string> labels;
+        for (const auto& label : metric.label) labels[label.name] = label.value;
+        if (labels["node"] == "n-1" && labels["mode"] == "idle") idle += metric.counter.value;
+      }
+    }
+    return idle;
+  };
+  double idle_before = idle_of(collector.Collect());
+
+  codeco::codef::v1::SetNodeLoadRequest request;
+  request.set_cluster("edge-a");
+  request.set_node("n-1");
+  request.set_cpu_fraction(0.9);
+  request.set_memory_bytes(1 << 30);
+  codeco::codef::v1::SetNodeLoadResponse response;
+  grpc::Status status = h.control_stub->SetNodeLoad(h.Context().get(), request, &response);
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  REQUIRE(response.cpu_millicores() == 1800);
+  REQUIRE(response.memory_bytes() == 1 << 30);
+  REQUIRE(response.cpu_capacity_millicores() == 2000);
+  codeco::lms::v1::GetNodeUsageRequest usage_request;
+  usage_request.set_node("n-1");
+  codeco::lms::v1::GetNodeUsageResponse usage;
+  REQUIRE(h.stubs["edge-a"]->GetNodeUsage(h.Context().get(), usage_request, &usage).ok());
+  REQUIRE(usage.usage().usage().cpu_millicores() == 1800);
+  REQUIRE(usage.usage().energy_watts() == Approx(50 + 100 * 0.9));
+
+  // Each scrape advances the cluster: 10 s at 90 % busy leaves 2 s of idle
+  // time over its 2 CPUs.
+  h.clock.Advance(absl::Seconds(10));
+  std::vector<prometheus::MetricFamily> families = collector.Collect();
+  REQUIRE(idle_of(families) - idle_before == Approx(2));
+  std::string text = prometheus::TextSerializer().Serialize(families);
+  REQUIRE_THAT(text, Catch::Contains("# TYPE node_cpu_seconds_total counter"));
+  REQUIRE_THAT(text,
+               Catch::Contains("node_memory_MemAvailable_bytes{cluster=\"edge-a\",node=\"n-1\","
+                               "instance=\"n-1\"} 3221225472"));
+  REQUIRE_THAT(text, Catch::Contains("kube_node_status_condition{cluster=\"edge-a\",node=\"n-1\","
+                                     "condition=\"Ready\",status=\"true\"} 1"));
+
+  // Only what is given changes; bad values name their field.
+  codeco::codef::v1::SetNodeLoadRequest memory_only;
+  memory_only.set_cluster("edge-a");
+  memory_only.set_node("n-1");
+  memory_only.set_memory_bytes(0);
+  REQUIRE(h.control_stub->SetNodeLoad(h.Context().get(), memory_only, &response).ok());
+  REQUIRE(response.cpu_millicores() == 1800);
+  REQUIRE(response.memory_bytes() == 0);
+  request.set_cpu_millicores(5000);
+  status = h.control_stub->SetNodeLoad(h.Context().get(), request, &response);
+  REQUIRE(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  REQUIRE(status.error_message().rfind("cpu_millicores: ", 0) == 0);
+  request.set_node("n-9");
+  REQUIRE(h.control_stub->SetNodeLoad(h.Context().get(), request, &response).error_code() ==
+          grpc::StatusCode::NOT_FOUND);
+  request.set_cluster("hub");
+  REQUIRE(h.control_stub->SetNodeLoad(h.Context().get(), request, &response).error_code() ==
+          grpc::StatusCode::FAILED_PRECONDITION);
+}
+
 TEST_CASE("the fault timeline applies faults when they are due") {
   constexpr char kTimeline[] = R"(
 name: timeline
@@ -357,6 +435,7 @@ faults:
   - {at: 20s, action: link_degrade, between: [hub, a], rtt: 100ms}
   - {at: 30s, action: load_surge, cluster: a, factor: 2, duration: 5s}
   - {at: 40s, action: link_heal, between: [hub, a]}
+  - {at: 60s, action: node_load, node: a/n, cpu: 50%, duration: 5s}
 )";
   SimulatedClock clock(absl::FromUnixSeconds(1000));
   InMemoryLinkControl links;
@@ -380,6 +459,21 @@ faults:
   auto later = (*federation)->Tick();
   REQUIRE(later.size() == 3);
   REQUIRE(links.GetLink("a", "hub")->one_way_latency_ns == 10'000'000);
+  REQUIRE((*federation)->RecoverNode("a", "n").ok());
+  auto cpu = [&] {
+    return lms->Run(
+        [](EmulatedCluster& c) { return c.GetNodeUsage("n")->usage().cpu_millicores(); });
+  };
+  clock.Advance(absl::Seconds(10));  // the node load step
+  auto step = (*federation)->Tick();
+  REQUIRE(step.size() == 1);
+  REQUIRE(step[0] == "at 60s: node_load a/n: ok");
+  REQUIRE(cpu() == 500);
+  clock.Advance(absl::Seconds(5));
+  auto over = (*federation)->Tick();
+  REQUIRE(over.size() == 1);
+  REQUIRE(over[0] == "node_load over a/n: ok");
+  REQUIRE(cpu() == 0);
 }
 
 }  // namespace

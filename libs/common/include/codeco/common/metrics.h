@@ -41,6 +41,10 @@ class MetricsExposer {
   /// "block_cache"|"table_readers"}`. `store` must outlive this object.
   void ExportMemory(const std::string& service, const KvStore* store);
 
+  /// Also serves, read at each scrape, what `collectable` collects (kept
+  /// alive here until the exposer stops).
+  void AddCollectable(std::shared_ptr<prometheus::Collectable> collectable);
+
  private:
   MetricsExposer() = default;
   std::shared_ptr<prometheus::Registry> registry_;
