@@ -38,7 +38,8 @@ struct ServiceUnderTest {
 const std::vector<ServiceUnderTest> kServices = {
     {"acm", "hub", "codeco.acm.v1.AcmService"},
     {"swm", "hub", "codeco.swm.v1.SwmService"},
-    {"pdlc", "mc", "codeco.pdlc.v1.PdlcService"},
+    // PDLC serves one cluster; with no LMS or Prometheus it scores no node.
+    {"pdlc", "mc", "codeco.pdlc.v1.PdlcService", {"--cluster", "mc1"}},
     {"netma", "hub", "codeco.netma.v1.NetmaService"},
     {"mdm", "hub", "codeco.mdm.v1.MdmService"},
     // The checkpointer needs its cluster and LMS (an address nothing here calls).
@@ -185,18 +186,22 @@ TEST_CASE("all six services start and answer health reflection and metrics") {
     REQUIRE_THAT(metrics, Catch::Contains("method=\"/grpc.health.v1.Health/Check\""));
   }
 
-  // A method whose issue has not landed says so.
+  // PDLC answers recommendations; a method whose issue has not landed says so.
   {
-    // PDLC is still a shell (its issue has not landed): running[2].
     auto channel = grpc::CreateChannel(running[2].address, grpc::InsecureChannelCredentials());
+    auto stub = codeco::pdlc::v1::PdlcService::NewStub(channel);
     grpc::ClientContext context;
     context.set_deadline(In(absl::Seconds(10)));
     codeco::pdlc::v1::GetRecommendationResponse response;
-    grpc::Status status = codeco::pdlc::v1::PdlcService::NewStub(channel)->GetRecommendation(
-        &context, codeco::pdlc::v1::GetRecommendationRequest(), &response);
+    REQUIRE(stub->GetRecommendation(&context, codeco::pdlc::v1::GetRecommendationRequest(), &response).ok());
+    REQUIRE(response.recommendation().cluster() == "mc1");
+    grpc::ClientContext bid_context;
+    bid_context.set_deadline(In(absl::Seconds(10)));
+    codeco::pdlc::v1::SubmitBidResponse bid;
+    grpc::Status status = stub->SubmitBid(&bid_context, codeco::pdlc::v1::SubmitBidRequest(), &bid);
     REQUIRE(status.error_code() == grpc::StatusCode::UNIMPLEMENTED);
     REQUIRE_THAT(status.error_message(), Catch::Contains("is not implemented yet"));
-    REQUIRE_THAT(status.error_message(), Catch::Contains("learning and context awareness"));
+    REQUIRE_THAT(status.error_message(), Catch::Contains("neighborhood auction"));
   }
 
   // SIGTERM: every service shuts down cleanly and exits 0.
