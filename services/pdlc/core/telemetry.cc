@@ -34,16 +34,6 @@ int64_t AlignUp(int64_t time_ms) {
   return start == time_ms ? start : start + kBucketMs;
 }
 
-// FNV-1a, stable across runs and machines.
-uint64_t StableHash(absl::string_view text) {
-  uint64_t hash = 1469598103934665603ULL;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ULL;
-  }
-  return hash;
-}
-
 }  // namespace
 
 const char* SubjectKindName(SubjectKind kind) {

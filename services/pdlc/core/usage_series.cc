@@ -38,7 +38,8 @@ absl::StatusOr<double> ParsePercent(absl::string_view text, size_t line, absl::s
   return value;
 }
 
-// FNV-1a: stable across runs, machines and standard libraries (std::hash is not).
+}  // namespace
+
 uint64_t StableHash(absl::string_view text) {
   uint64_t hash = 1469598103934665603ULL;
   for (unsigned char c : text) {
@@ -47,8 +48,6 @@ uint64_t StableHash(absl::string_view text) {
   }
   return hash;
 }
-
-}  // namespace
 
 const char* UsageMetricName(UsageMetric metric) {
   return metric == UsageMetric::kCpu ? "cpu" : "memory";

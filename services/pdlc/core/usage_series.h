@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace codeco::pdlc {
 
@@ -61,6 +62,10 @@ struct TraceLimits {
 absl::StatusOr<std::vector<UsageSeries>> ParseUsageTrace(std::istream& in,
                                                          std::vector<std::string>* warnings = nullptr,
                                                          const TraceLimits& limits = {});
+
+/// FNV-1a of `text`: the same on every run, machine and standard library
+/// (std::hash is not), for splits and ids that must be reproducible.
+uint64_t StableHash(absl::string_view text);
 
 /// Splits series into two sets by a stable hash of the node name: about
 /// `first_share` of the nodes land in the first set. The same name always lands

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "codeco/common/clock.h"
+#include "test_objects.h"
 
 namespace codeco::codef {
 namespace {
@@ -16,27 +17,8 @@ using codeco::common::v1::WATCH_EVENT_TYPE_DELETED;
 using codeco::common::v1::WATCH_EVENT_TYPE_MODIFIED;
 using codeco::lms::v1::Pod;
 
-NodeSpec MakeNode(const std::string& name, int64_t cpu, int64_t memory) {
-  NodeSpec spec;
-  spec.name = name;
-  spec.cpu_millicores = cpu;
-  spec.memory_bytes = memory;
-  spec.idle_watts = 100;
-  spec.max_watts = 300;
-  return spec;
-}
-
-Pod MakePod(const std::string& name, const std::string& node, int64_t cpu, int64_t memory) {
-  Pod pod;
-  pod.set_name(name);
-  pod.set_node_name(node);
-  auto* c = pod.add_containers();
-  c->set_name("main");
-  c->set_image("busybox");
-  c->mutable_requests()->set_cpu_millicores(cpu);
-  c->mutable_requests()->set_memory_bytes(memory);
-  return pod;
-}
+using testing::MakeNode;
+using testing::MakePod;
 
 struct Fixture {
   Fixture() : clock(absl::FromUnixSeconds(1'700'000'000)) {

@@ -12,6 +12,7 @@
 
 #include "codeco/common/clock.h"
 #include "emulated_cluster.h"
+#include "test_objects.h"
 
 namespace codeco::codef {
 namespace {
@@ -19,27 +20,8 @@ namespace {
 using codeco::lms::v1::Pod;
 using LabelMap = std::map<std::string, std::string>;
 
-NodeSpec MakeNode(const std::string& name, int64_t cpu, int64_t memory) {
-  NodeSpec spec;
-  spec.name = name;
-  spec.cpu_millicores = cpu;
-  spec.memory_bytes = memory;
-  spec.idle_watts = 100;
-  spec.max_watts = 300;
-  return spec;
-}
-
-Pod MakePod(const std::string& name, const std::string& node, int64_t cpu, int64_t memory) {
-  Pod pod;
-  pod.set_name(name);
-  pod.set_node_name(node);
-  auto* c = pod.add_containers();
-  c->set_name("main");
-  c->set_image("busybox:1.36");
-  c->mutable_requests()->set_cpu_millicores(cpu);
-  c->mutable_requests()->set_memory_bytes(memory);
-  return pod;
-}
+using testing::MakeNode;
+using testing::MakePod;
 
 constexpr int64_t kMi = 1 << 20;
 
