@@ -37,7 +37,19 @@ absl::Status Advisor::Refresh(std::vector<NodeContext> inventory, int64_t now_ms
     auto series = ReadUsageSeries(store_, node.node, now_ms - options_.forecast_history_ms, now_ms);
     if (!series.ok()) return series.status();
     histories[i] = std::move(*series);
+    // Failures: transitions to not ready, within the window.
+    auto& times = failure_times_[node.node];
+    auto was = was_ready_.find(node.node);
+    if (was != was_ready_.end() && was->second && !node.ready) times.push_back(now_ms);
+    was_ready_[node.node] = node.ready;
+    std::erase_if(times, [&](int64_t t) { return t < now_ms - options_.failure_window_ms; });
+    node.failures += static_cast<int>(times.size());
   }
+  // Nodes that left are forgotten.
+  std::set<std::string> present;
+  for (const auto& n : inventory) present.insert(n.node);
+  std::erase_if(was_ready_, [&](const auto& e) { return !present.count(e.first); });
+  std::erase_if(failure_times_, [&](const auto& e) { return !present.count(e.first); });
 
   std::map<std::string, NodeForecast> forecasts;
   if (model_ != nullptr && model_trained_) {
@@ -45,8 +57,9 @@ absl::Status Advisor::Refresh(std::vector<NodeContext> inventory, int64_t now_ms
     std::vector<size_t> owner;
     for (size_t i = 0; i < inventory.size(); ++i) {
       if (histories[i].empty()) continue;
-      const UsageSeries& last = histories[i].back();  // the part that reaches now
-      if (last.size() < model_->window()) continue;
+      const UsageSeries& last = histories[i].back();  // the latest part
+      const int64_t end_ms = (last.first_minute + static_cast<int64_t>(last.size()) * kSampleStepMinutes) * 60'000;
+      if (last.size() < model_->window() || end_ms < now_ms - options_.max_forecast_staleness_ms) continue;
       origins.push_back({&last, last.size()});
       owner.push_back(i);
     }

@@ -35,6 +35,12 @@ struct AdvisorOptions {
   double breach_threshold_percent = 80;
   /// Threshold per profile name ("greenness", ...), overriding the default.
   std::map<std::string, double> profile_thresholds_percent;
+  /// A node's failures are its ready-to-not-ready transitions seen by
+  /// Refresh in this window, milliseconds.
+  int64_t failure_window_ms = 3600'000;
+  /// A forecast starts only from a series whose last bucket ended at most
+  /// this long before now (older data is no basis for "the next 5 minutes").
+  int64_t max_forecast_staleness_ms = 10 * 60'000;
   /// An advisory is raised when the probability of reaching the threshold at
   /// some horizon is at least this (models without a spread: forecast >= S).
   double min_advisory_confidence = 0.3;
@@ -115,8 +121,10 @@ class Advisor {
 
   /// Replaces the node inventory (capacity, readiness, energy, cost: what the
   /// cluster's registry and LMS say), reads every node's latest usage and
-  /// recomputes the forecasts as of `now_ms`. Nodes without enough history
-  /// get no forecast.
+  /// recomputes the forecasts as of `now_ms`. Nodes without enough recent
+  /// history get no forecast. A node's failures are counted from its
+  /// readiness across refreshes (AdvisorOptions::failure_window_ms), added
+  /// to what the inventory says.
   absl::Status Refresh(std::vector<NodeContext> inventory, int64_t now_ms);
 
   /// Trains the model on every inventory node's history up to `now_ms`;
@@ -156,6 +164,9 @@ class Advisor {
   std::map<std::string, NodeForecast> forecasts_ ABSL_GUARDED_BY(mu_);
   ScoringCriteria criteria_ ABSL_GUARDED_BY(mu_);
   ScoreHistory history_ ABSL_GUARDED_BY(mu_);
+  // Readiness at the last Refresh and the times each node went not ready.
+  std::map<std::string, bool> was_ready_ ABSL_GUARDED_BY(model_mu_);
+  std::map<std::string, std::vector<int64_t>> failure_times_ ABSL_GUARDED_BY(model_mu_);
 };
 
 }  // namespace codeco::pdlc

@@ -148,16 +148,52 @@ TEST_CASE("the advisor refuses bad queries with the field and keeps stability ac
   CHECK(custom->node_scores[0].stability < 0.5);
 }
 
+TEST_CASE("failures are counted from readiness across refreshes and expire") {
+  Fixture f;
+  const int64_t now = 4'000 * 5 * kMinute;
+  Advisor advisor(*f.store, nullptr, {.cluster = "c", .failure_window_ms = 60 * kMinute});
+  NodeContext n = Inventory("n1", 10);
+  auto failure_score = [&](int64_t t) {
+    auto rec = advisor.Recommend({.profile = ScoringProfile::kResilience}, t);
+    REQUIRE(rec.ok());
+    return rec->node_scores[0].components.at("failure");
+  };
+  REQUIRE(advisor.Refresh({n}, now).ok());
+  CHECK(failure_score(now) == 100);
+  n.ready = false;
+  REQUIRE(advisor.Refresh({n}, now + kMinute).ok());
+  REQUIRE(advisor.Refresh({n}, now + 2 * kMinute).ok());  // still down: one failure
+  n.ready = true;
+  REQUIRE(advisor.Refresh({n}, now + 3 * kMinute).ok());
+  CHECK(failure_score(now + 3 * kMinute) == 50);
+  n.ready = false;
+  REQUIRE(advisor.Refresh({n}, now + 4 * kMinute).ok());
+  n.ready = true;
+  REQUIRE(advisor.Refresh({n}, now + 5 * kMinute).ok());
+  CHECK(failure_score(now + 5 * kMinute) == 25);
+  REQUIRE(advisor.Refresh({n}, now + 62 * kMinute).ok());  // the first has left the window
+  CHECK(failure_score(now + 62 * kMinute) == 50);
+  REQUIRE(advisor.Refresh({n}, now + 65 * kMinute).ok());
+  CHECK(failure_score(now + 65 * kMinute) == 100);
+}
+
 TEST_CASE("a node with stale telemetry has unknown usage") {
   Fixture f;
   const int64_t now = 3'000 * 5 * kMinute;
   f.Fill("old", now - 60 * kMinute, now - 30 * kMinute, 0.9, 0.9);
-  Advisor advisor(*f.store, nullptr, {.cluster = "c", .freshness_ms = 5 * kMinute});
+  Advisor advisor(*f.store, std::make_unique<RisingForecaster>(1.0, 0.05),
+                  {.cluster = "c", .freshness_ms = 5 * kMinute, .max_forecast_staleness_ms = 10 * kMinute});
   REQUIRE(advisor.Refresh({Inventory("old", 10)}, now).ok());
+  REQUIRE(advisor.Train(now, "v1").ok());
+  REQUIRE(advisor.Refresh({Inventory("old", 10)}, now).ok());
+  CHECK(advisor.Forecasts().empty());  // its series ended 30 minutes ago: no forecast from it
   auto rec = advisor.Recommend({.profile = ScoringProfile::kLatency}, now);
   REQUIRE(rec.ok());
   CHECK(rec->node_scores[0].components.count("cpu_headroom") == 0);
   CHECK(rec->node_scores[0].notes.size() >= 2);
+  // The same history seen 25 minutes earlier is recent enough.
+  REQUIRE(advisor.Refresh({Inventory("old", 10)}, now - 25 * kMinute).ok());
+  CHECK(advisor.Forecasts().size() == 1);
 }
 
 }  // namespace
