@@ -206,7 +206,8 @@ TEST_CASE("busy CPU time is capped at the node's CPUs") {
   REQUIRE(f.cluster->SetNodeLoad("n1", {.cpu_fraction = 1}).ok());
   ClusterAccounting before = f.cluster->Accounting();
   f.Advance(absl::Seconds(10));
-  const NodeAccounting& n1 = f.Node(f.cluster->Accounting(), "n1");
+  const ClusterAccounting after = f.cluster->Accounting();
+  const NodeAccounting& n1 = f.Node(after, "n1");
   const NodeAccounting& old = f.Node(before, "n1");
   REQUIRE(n1.user_seconds - old.user_seconds == Approx(20));
   REQUIRE(n1.system_seconds - old.system_seconds == Approx(0));
