@@ -120,6 +120,13 @@ links:
 )";
 
 TEST_CASE("Prometheus evaluates the CODECO rules over an emulated cluster after a load step") {
+#ifdef CODECO_SANITIZER
+  // A minute of waiting for the rules' [1m] windows adds nothing a sanitizer
+  // can find: the exporter's code runs under it in codef_core_test
+  // (kube_metrics_test) and codef_server_test. The plain build runs this.
+  WARN("left to the plain build under a sanitizer");
+  return;
+#endif
   RequireInstalled(kPrometheus);
   WorkDir work("prometheus_rules_test");
   const fs::path scenario = work.path / "scenario.yaml";
