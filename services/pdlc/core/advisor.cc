@@ -17,6 +17,18 @@ std::optional<double> Latest(const TelemetryStore& store, const std::string& nod
   return raw->back().value;
 }
 
+// The profiles whose scores are recorded at each refresh (custom ones have
+// no history of their own).
+constexpr ScoringProfile kBuiltInProfiles[] = {ScoringProfile::kLatency, ScoringProfile::kGreenness,
+                                               ScoringProfile::kResilience, ScoringProfile::kCost};
+
+// Puts the forecast at horizon index `horizon` into what `node` is scored on.
+void ApplyForecast(const UsageForecast& forecast, size_t horizon, NodeContext& node) {
+  node.cpu_forecast_fraction = forecast.cpu_percent[horizon] / 100.0;
+  node.memory_forecast_fraction = forecast.mem_percent[horizon] / 100.0;
+  node.forecast_spread = forecast.cpu_log_spread[horizon];
+}
+
 }  // namespace
 
 Advisor::Advisor(const TelemetryStore& store, std::unique_ptr<UsageForecaster> model, AdvisorOptions options)
@@ -77,9 +89,7 @@ absl::Status Advisor::Refresh(std::vector<NodeContext> inventory, int64_t now_ms
   for (NodeContext& node : inventory) {
     auto it = forecasts.find(node.node);
     if (it == forecasts.end()) continue;
-    node.cpu_forecast_fraction = it->second.forecast.cpu_percent[0] / 100.0;
-    node.memory_forecast_fraction = it->second.forecast.mem_percent[0] / 100.0;
-    node.forecast_spread = it->second.forecast.cpu_log_spread[0];
+    ApplyForecast(it->second.forecast, 0, node);
   }
   std::vector<std::string> names;
   for (const auto& n : inventory) names.push_back(n.node);
@@ -88,8 +98,7 @@ absl::Status Advisor::Refresh(std::vector<NodeContext> inventory, int64_t now_ms
   history_.Retain(names);
   // Stability is about the scores over time, so every built-in profile is
   // recorded once per refresh.
-  for (ScoringProfile profile : {ScoringProfile::kLatency, ScoringProfile::kGreenness, ScoringProfile::kResilience,
-                                 ScoringProfile::kCost}) {
+  for (ScoringProfile profile : kBuiltInProfiles) {
     const std::vector<NodeScore> scores = ScoreNodes(inventory, ProfileWeights(profile), criteria_);
     for (const NodeScore& s : scores) history_.Record(ScoringProfileName(profile), s.node, s.score);
     history_.Record(ScoringProfileName(profile), ClusterSubject(), ClusterScore(inventory, scores));
@@ -175,9 +184,7 @@ absl::StatusOr<RecommendationResult> Advisor::Recommend(const RecommendationQuer
   for (NodeContext& node : nodes) {
     auto it = forecasts_.find(node.node);
     if (it == forecasts_.end()) continue;
-    node.cpu_forecast_fraction = it->second.forecast.cpu_percent[query.horizon] / 100.0;
-    node.memory_forecast_fraction = it->second.forecast.mem_percent[query.horizon] / 100.0;
-    node.forecast_spread = it->second.forecast.cpu_log_spread[query.horizon];
+    ApplyForecast(it->second.forecast, query.horizon, node);
   }
   RecommendationResult result;
   result.cluster = options_.cluster;
@@ -190,8 +197,7 @@ absl::StatusOr<RecommendationResult> Advisor::Recommend(const RecommendationQuer
   auto stability_of = [&](const std::string& subject) {
     if (query.profile != ScoringProfile::kCustom) return history_.Stability(ScoringProfileName(query.profile), subject);
     double least = 1;
-    for (ScoringProfile p : {ScoringProfile::kLatency, ScoringProfile::kGreenness, ScoringProfile::kResilience,
-                             ScoringProfile::kCost}) {
+    for (ScoringProfile p : kBuiltInProfiles) {
       least = std::min(least, history_.Stability(ScoringProfileName(p), subject));
     }
     return least;

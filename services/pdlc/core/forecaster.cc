@@ -40,14 +40,22 @@ bool SolveSpd(std::vector<double> a, std::vector<double> b, size_t n, std::vecto
 
 }  // namespace
 
+namespace {
+// Keeps the log finite at 0 % without bending it much above a few percent.
+constexpr double kLogLevelOffset = 0.5;
+}  // namespace
+
+double LogLevel(double percent) { return std::log(std::max(percent, 0.0) + kLogLevelOffset); }
+
+double FromLogLevel(double log_level) { return std::max(0.0, std::exp(log_level) - kLogLevelOffset); }
+
 double ExceedanceProbability(const UsageForecast& forecast, UsageMetric metric, size_t horizon,
                              double threshold_percent) {
   const double value = forecast.values(metric)[horizon];
   const double spread = (metric == UsageMetric::kCpu ? forecast.cpu_log_spread : forecast.mem_log_spread)[horizon];
   if (!(spread > 0)) return value >= threshold_percent ? 1.0 : 0.0;
-  constexpr double kFloor = 0.5;
-  const double z = std::log(std::max(threshold_percent, 0.0) + kFloor);
-  const double mu = std::log(std::max(value, 0.0) + kFloor);
+  const double z = LogLevel(threshold_percent);
+  const double mu = LogLevel(value);
   return z >= mu ? 0.5 * std::exp(-(z - mu) / spread) : 1.0 - 0.5 * std::exp(-(mu - z) / spread);
 }
 

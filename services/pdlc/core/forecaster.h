@@ -38,7 +38,7 @@ struct UsageForecast {
   /// Memory, by horizon.
   std::array<double, kHorizonCount> mem_percent{};
   /// How uncertain each CPU forecast is: the scale of a Laplace distribution
-  /// of log(value + 0.5) around log(forecast + 0.5). 0 = the model does not say.
+  /// of the value's LogLevel around the forecast's. 0 = the model does not say.
   std::array<double, kHorizonCount> cpu_log_spread{};
   /// The same for memory.
   std::array<double, kHorizonCount> mem_log_spread{};
@@ -48,6 +48,13 @@ struct UsageForecast {
     return metric == UsageMetric::kCpu ? cpu_percent : mem_percent;
   }
 };
+
+/// log(percent + 0.5): the scale forecast spreads are on (relative, and
+/// finite at 0 %). Negative percentages count as 0.
+double LogLevel(double percent);
+
+/// The inverse of LogLevel, never below 0 %.
+double FromLogLevel(double log_level);
 
 /// The probability that `metric` reaches `threshold_percent` at horizon index
 /// `horizon`, from the forecast's Laplace spread; a forecast without a spread

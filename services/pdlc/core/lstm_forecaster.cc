@@ -20,11 +20,6 @@ constexpr int kTargets = 2 * static_cast<int>(kHorizonCount);
 constexpr int kOutputs = 2 * kTargets;
 // Log-scales are kept in this range so one odd batch cannot blow the loss up.
 constexpr double kMinLogScale = -7, kMaxLogScale = 2;
-// Values are floored here before logs: a trace may report 0 %.
-constexpr double kLogFloor = 0.5;
-
-double LogLevel(double percent) { return std::log(std::max(percent, 0.0) + kLogFloor); }
-
 // Writes the window ending before `end` as window x kFeatures floats.
 void WriteFeatures(const UsageSeries& s, size_t end, size_t window, float* out) {
   const double cpu_last = LogLevel(s.cpu_percent[end - 1]);
@@ -50,7 +45,7 @@ void WriteTargets(const UsageSeries& s, size_t end, float* out) {
 }
 
 double FromLogRatio(double last_percent, float log_ratio) {
-  return std::max(0.0, std::exp(LogLevel(last_percent) + log_ratio) - kLogFloor);
+  return FromLogLevel(LogLevel(last_percent) + log_ratio);
 }
 
 }  // namespace

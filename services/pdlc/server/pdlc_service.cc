@@ -64,11 +64,11 @@ void AppendForecasts(const NodeForecast& f, std::vector<v1::Forecast>* out) {
       p.set_horizon_ns(kHorizonSteps[h] * kSampleStepMinutes * kNanosPerMinute);
       p.set_predicted_value(values[h]);
       if (spreads[h] > 0) {
-        // The central interval of a Laplace distribution in log(value + 0.5).
+        // The central interval of the Laplace distribution of the log-level.
         const double half = spreads[h] * std::log(1.0 / (1.0 - kIntervalConfidence));
-        const double mu = std::log(values[h] + 0.5);
-        p.set_lower_bound(std::max(0.0, std::exp(mu - half) - 0.5));
-        p.set_upper_bound(std::exp(mu + half) - 0.5);
+        const double mu = LogLevel(values[h]);
+        p.set_lower_bound(FromLogLevel(mu - half));
+        p.set_upper_bound(FromLogLevel(mu + half));
         p.set_confidence(kIntervalConfidence);
       } else {
         p.set_lower_bound(values[h]);
@@ -146,14 +146,14 @@ grpc::ServerUnaryReactor* PdlcServiceImpl::IngestMetrics(grpc::CallbackServerCon
     }
     RETURN_IF_ERROR(ValidateTelemetryName(batch_id, limits.max_batch_id_bytes, "request_id"));
     std::vector<TelemetrySample> accepted;
+    auto reject = [&](const std::string& subject, const std::string& reason) {
+      common::v1::ErrorCause* cause = response->add_rejections();
+      cause->set_subject(subject);
+      cause->set_reason(reason);
+    };
     for (int i = 0; i < request->samples_size(); ++i) {
       const v1::MetricSample& s = request->samples(i);
       const std::string field = absl::StrCat("samples[", i, "]");
-      auto reject = [&](const std::string& subject, const std::string& reason) {
-        common::v1::ErrorCause* cause = response->add_rejections();
-        cause->set_subject(subject);
-        cause->set_reason(reason);
-      };
       const std::optional<SubjectKind> kind = FromProto(s.subject_kind());
       if (!kind) {
         reject(field + ".subject_kind", "must be NODE, POD or LINK");
@@ -178,10 +178,7 @@ grpc::ServerUnaryReactor* PdlcServiceImpl::IngestMetrics(grpc::CallbackServerCon
       }
       accepted.push_back(std::move(sample));
     }
-    int rejected = 0;
-    for (const auto& cause : response->rejections()) {
-      if (cause.reason().find("(sample accepted)") == std::string::npos) ++rejected;
-    }
+    const int rejected = request->samples_size() - static_cast<int>(accepted.size());
     response->set_rejected_count(rejected);
     if (accepted.empty()) {
       response->set_accepted_count(0);
