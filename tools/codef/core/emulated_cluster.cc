@@ -153,6 +153,7 @@ absl::Status EmulatedCluster::AddNode(const NodeSpec& spec) {
   node.mutable_requested();
   node.mutable_energy_profile()->set_idle_watts(spec.idle_watts);
   node.mutable_energy_profile()->set_max_watts(spec.max_watts);
+  node.mutable_energy_profile()->set_carbon_intensity_g_per_kwh(spec.carbon_intensity_g_per_kwh);
   node.set_condition(codeco::lms::v1::NODE_CONDITION_READY);
   state.cpus = static_cast<int>(std::max<int64_t>(1, (spec.cpu_millicores + 999) / 1000));
   Touch(&node);

@@ -202,6 +202,7 @@ void ReadNodes(const YAML::Node& node, const std::string& path, bool required, F
     if (map.Has("energy")) ReadEnergy(map.Get("energy"), map.PathOf("energy"), errors, &energy);
     spec.idle_watts = energy.idle_watts();
     spec.max_watts = energy.max_watts();
+    spec.carbon_intensity_g_per_kwh = energy.carbon_intensity_g_per_kwh();
     map.Finish();
     if (spec.name.empty()) continue;
     for (int64_t k = 1; k <= count; ++k) {

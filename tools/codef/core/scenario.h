@@ -34,6 +34,8 @@ struct NodeSpec {
   double idle_watts = 0;
   /// Power drawn at full CPU load, watts.
   double max_watts = 0;
+  /// Carbon intensity of the node's supply, gCO2eq/kWh (0 = unknown).
+  double carbon_intensity_g_per_kwh = 0;
 };
 
 /// One cluster of the federation (the hub or a managed cluster).

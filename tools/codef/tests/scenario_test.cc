@@ -33,7 +33,7 @@ federation:
       nodes: [{name: n, count: 3, capacity: {cpu: 1500m, memory: 1Gi, gpu: 1}}]
     - name: b
       parent: a
-      energy: {idle_watts: 10, max_watts: 30}
+      energy: {idle_watts: 10, max_watts: 30, carbon_intensity_g_per_kwh: 120}
       nodes: [{name: n, capacity: {cpu: 2, memory: 512Mi}}]
 links:
   default: {rtt: 40ms}
@@ -67,6 +67,7 @@ TEST_CASE("a minimal scenario parses into its typed form") {
   REQUIRE(b.nodes[0].name == "n");
   REQUIRE(b.nodes[0].idle_watts == 10);
   REQUIRE(b.nodes[0].max_watts == 30);
+  REQUIRE(b.nodes[0].carbon_intensity_g_per_kwh == 120);  // the cluster default reaches its nodes
 
   // Symmetric by default, RTT halved; directed entries stay directed.
   auto ab = scenario->LinkBetween("a", "b");
