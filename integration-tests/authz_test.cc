@@ -20,6 +20,7 @@
 #include "codeco/checkpointer/v1/checkpointer_service.pb.h"
 #include "codeco/mdm/v1/mdm_service.pb.h"
 #include "codeco/netma/v1/netma_service.pb.h"
+#include "codeco/pdlc/v1/federated_learning.pb.h"
 #include "codeco/pdlc/v1/pdlc_service.pb.h"
 #include "codeco/swm/v1/swm_service.pb.h"
 #include "google/protobuf/descriptor.h"
@@ -70,6 +71,8 @@ struct Server {
   std::string cluster;  // "hub" or "mc1"
   const google::protobuf::ServiceDescriptor* grpc_service;
   std::vector<std::string> extra_args;
+  // A second contract the binary serves (null: none).
+  const google::protobuf::ServiceDescriptor* second_service;
 };
 
 // The contract a server serves, from one of its request messages (which
@@ -85,34 +88,42 @@ std::vector<Server> Servers() {
        "hub",
        "hub",
        ServiceOf(acm::v1::ApplyApplicationRequest::descriptor(), "AcmService"),
-       {}},
+       {},
+       nullptr},
       {"swm",
        "hub",
        "hub",
        ServiceOf(swm::v1::PlaceApplicationRequest::descriptor(), "SwmService"),
-       {}},
+       {},
+       nullptr},
       {"netma",
        "hub",
        "hub",
        ServiceOf(netma::v1::GetNetworkTopologyRequest::descriptor(), "NetmaService"),
-       {"--set", "netma.neighborhoods=nb1=hub,mc1"}},
+       {"--set", "netma.neighborhoods=nb1=hub,mc1"},
+       nullptr},
       {"mdm",
        "hub",
        "hub",
        ServiceOf(mdm::v1::PublishEventsRequest::descriptor(), "MdmService"),
-       {}},
+       {},
+       nullptr},
+      // mc1's PDLC is its neighborhood's aggregator: it serves the federated rounds.
       {"pdlc",
        "mc",
        "mc1",
        ServiceOf(pdlc::v1::IngestMetricsRequest::descriptor(), "PdlcService"),
-       {}},
+       {"--set", "pdlc.federation.neighborhood=nb1", "--set",
+        "pdlc.federation.aggregator=mc1=127.0.0.1:9"},
+       ServiceOf(pdlc::v1::JoinRoundRequest::descriptor(), "FederatedLearningService")},
       {"checkpointer",
        "mc",
        "mc1",
        ServiceOf(checkpointer::v1::CreateCheckpointRequest::descriptor(), "CheckpointerService"),
        // An LMS address it never needs to reach: the calls are refused or
        // answered before any reaches the LMS.
-       {"--federation.lms", "127.0.0.1:9", "--federation.lms-plaintext"}},
+       {"--federation.lms", "127.0.0.1:9", "--federation.lms-plaintext"},
+       nullptr},
   };
 }
 
@@ -158,6 +169,31 @@ std::map<std::string, std::string> BoundRequests() {
     r.set_neighborhood_id("nb1");
     r.set_metric(netma::v1::COST_METRIC_DELAY);
     out[netma + "GetCostMap"] = Serialize(r);
+  }
+  // Federated rounds: a peer acts only as its own cluster (peer_id).
+  const std::string federated = "/codeco.pdlc.v1.FederatedLearningService/";
+  {
+    pdlc::v1::JoinRoundRequest r;
+    r.set_model_name("lstm-cpu-mem");
+    r.set_neighborhood_id("nb1");
+    r.set_peer_id("mc1");
+    out[federated + "JoinRound"] = Serialize(r);
+  }
+  {
+    pdlc::v1::SubmitMaskedUpdateRequest r;
+    r.set_model_name("lstm-cpu-mem");
+    r.set_neighborhood_id("nb1");
+    r.set_round(1);
+    r.set_peer_id("mc1");
+    out[federated + "SubmitMaskedUpdate"] = Serialize(r);
+  }
+  {
+    pdlc::v1::RevealSeedsRequest r;
+    r.set_model_name("lstm-cpu-mem");
+    r.set_neighborhood_id("nb1");
+    r.set_round(1);
+    r.set_peer_id("mc1");
+    out[federated + "RevealSeeds"] = Serialize(r);
   }
   return out;
 }
@@ -206,10 +242,15 @@ std::map<std::string, Who> ExpectedPolicy() {
 
   const std::string pdlc = "codeco.pdlc.v1.PdlcService";  // served by mc1
   add(pdlc, {"IngestMetrics"}, kMc1);
-  add(pdlc, {"GetRecommendation", "ListForecasts"}, {"hub/operator", "hub/swm", "mc1/swm"});
+  add(pdlc, {"GetRecommendation", "ListForecasts", "WatchRecommendations"},
+      {"hub/operator", "hub/swm", "mc1/swm"});
   add(pdlc, {"SubmitBid"}, {"hub/swm", "mc1/pdlc", "mc2/pdlc"});
-  add(pdlc, {"PushModelUpdate", "GetGlobalModel"}, {"hub/pdlc", "mc1/pdlc", "mc2/pdlc"});
   add(pdlc, {"GetOperation"}, Union({kReaders, kMc1}));
+  // mc1 aggregates: a peer joins, submits and reveals only as itself (mc2/pdlc
+  // is refused by the binding); the operator, the hub and peers read.
+  const std::string federated = "codeco.pdlc.v1.FederatedLearningService";
+  add(federated, {"JoinRound", "SubmitMaskedUpdate", "RevealSeeds"}, {"mc1/pdlc"});
+  add(federated, {"GetRound", "GetGlobalModel"}, Union({kReaders, {"mc1/pdlc", "mc2/pdlc"}}));
 
   const std::string mdm = "codeco.mdm.v1.MdmService";
   add(mdm, {"PublishEvents"}, Union({kHub, kMembers}));
@@ -362,9 +403,11 @@ TEST_CASE("every method of every service admits exactly the identities its polic
   int calls = 0;
   for (const Running& server : servers) {
     std::vector<std::string> methods;
-    for (const google::protobuf::ServiceDescriptor* d :
-         {grpc::health::v1::HealthCheckRequest::descriptor()->file()->service(0),
-          server.spec.grpc_service}) {
+    std::vector<const google::protobuf::ServiceDescriptor*> contracts = {
+        grpc::health::v1::HealthCheckRequest::descriptor()->file()->service(0),
+        server.spec.grpc_service};
+    if (server.spec.second_service != nullptr) contracts.push_back(server.spec.second_service);
+    for (const google::protobuf::ServiceDescriptor* d : contracts) {
       REQUIRE(d != nullptr);
       for (int i = 0; i < d->method_count(); ++i) {
         methods.push_back("/" + d->full_name() + "/" + d->method(i)->name());

@@ -96,10 +96,16 @@ AuthzPolicy BuildFederationPolicy() {
   // PDLC (managed clusters).
   const std::string pdlc = "codeco.pdlc.v1.PdlcService";
   add(pdlc, {"IngestMetrics"}, {LocalService()});
-  add(pdlc, {"GetRecommendation", "ListForecasts"}, {op, HubService("swm"), LocalService("swm")});
+  add(pdlc, {"GetRecommendation", "ListForecasts", "WatchRecommendations"},
+      {op, HubService("swm"), LocalService("swm")});
   add(pdlc, {"SubmitBid"}, {HubService("swm"), MemberService("pdlc")});
-  add(pdlc, {"PushModelUpdate", "GetGlobalModel"}, {HubService("pdlc"), MemberService("pdlc")});
   add(pdlc, {"GetOperation"}, {op, hub, LocalService()});
+  // Federated training, served by a neighborhood's aggregator PDLC: peers act
+  // only as themselves (bound in the handler: the caller must be
+  // "<peer_id>/pdlc"); the operator and the hub read rounds and models.
+  const std::string federated = "codeco.pdlc.v1.FederatedLearningService";
+  add(federated, {"JoinRound", "SubmitMaskedUpdate", "RevealSeeds"}, {MemberService("pdlc")});
+  add(federated, {"GetRound", "GetGlobalModel"}, {op, hub, MemberService("pdlc")});
 
   // MDM: connectors of every cluster publish; the operator, the hub and PDLCs read.
   const std::string mdm = "codeco.mdm.v1.MdmService";
