@@ -31,6 +31,7 @@ void AddAdvertisedEndpoints(const ClusterEndpoint& cluster, ProcessSpec& spec) {
   std::vector<std::string> endpoints;
   if (!cluster.swm_address.empty()) endpoints.push_back("swm=" + cluster.swm_address);
   if (!cluster.netma_address.empty()) endpoints.push_back("netma=" + cluster.netma_address);
+  if (!cluster.pdlc_address.empty()) endpoints.push_back("pdlc=" + cluster.pdlc_address);
   if (!endpoints.empty()) {
     spec.args.insert(spec.args.end(),
                      {"--set", "acm.advertise=" + absl::StrJoin(endpoints, ",")});
@@ -118,6 +119,11 @@ ProcessSpec Plan(const ClusterEndpoint& cluster, const std::string& service, boo
   if (service == "swm" && !hub && !cluster.swm_address.empty()) {
     SetListen(cluster.swm_address, spec);
   }
+  // The cluster's own L2 follows its PDLC's node scores.
+  if (service == "swm" && !hub && !cluster.pdlc_address.empty()) {
+    spec.args.insert(spec.args.end(), {"--set", "swm.pdlc_endpoints=" + cluster.name + "=" + cluster.pdlc_address});
+  }
+  if (service == "pdlc" && !cluster.pdlc_address.empty()) SetListen(cluster.pdlc_address, spec);
   // A fixed address: the agent registers it as the cluster's "acm" endpoint.
   if (service == "acm" && !hub && !cluster.acm_address.empty()) {
     SetListen(cluster.acm_address, spec);

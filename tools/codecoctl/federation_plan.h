@@ -34,6 +34,10 @@ struct ClusterEndpoint {
   /// before it starts so the others can restore there); empty: an ephemeral
   /// port, and no migration can target the cluster.
   std::string checkpointer_address;
+  /// Where a managed cluster's PDLC will listen (host:port, chosen before it
+  /// starts so its ACM advertises it and SWM follows its recommendations);
+  /// empty: an ephemeral port, and placements go without its advice.
+  std::string pdlc_address;
   /// The registry checkpoint images go to ("host:port", plain HTTP on
   /// loopback); empty: requests must name a repository.
   std::string registry;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/pdlc/v1/pdlc_service.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "run_state.h"
@@ -20,10 +21,9 @@ int Fail(const std::string& message) {
 }
 
 absl::StatusOr<common::v1::PerformanceProfile> ParseProfile(const std::string& name) {
-  if (name == "latency" || name == "performance") return common::v1::PERFORMANCE_PROFILE_LATENCY;
-  if (name == "greenness") return common::v1::PERFORMANCE_PROFILE_GREENNESS;
-  if (name == "resilience") return common::v1::PERFORMANCE_PROFILE_RESILIENCE;
-  if (name == "cost") return common::v1::PERFORMANCE_PROFILE_COST;
+  if (name == "performance") return common::v1::PERFORMANCE_PROFILE_LATENCY;
+  std::optional<common::v1::PerformanceProfile> profile = ParsePerformanceProfile(name);
+  if (profile.has_value() && *profile != common::v1::PERFORMANCE_PROFILE_CUSTOM) return *profile;
   return absl::InvalidArgumentError(
       absl::StrCat("--profile: latency, greenness, resilience or cost, not \"", name, "\""));
 }

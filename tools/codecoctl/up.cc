@@ -51,6 +51,7 @@ constexpr int kNetmaPortsFrom = 17400;
 constexpr int kSwmPortsFrom = 17500;
 constexpr int kAcmPortsFrom = 17600;
 constexpr int kCheckpointerPortsFrom = 17700;
+constexpr int kPdlcPortsFrom = 17800;
 
 // What a service prints once it serves, followed by its gRPC address.
 constexpr char kListeningMarker[] = "listening on ";
@@ -432,6 +433,9 @@ int Upper::Run() {
     auto checkpointer_port = FreePort(c.service_ip, kCheckpointerPortsFrom);
     if (!checkpointer_port.ok()) return fail(checkpointer_port.status());
     c.checkpointer_address = absl::StrCat(c.service_ip, ":", *checkpointer_port);
+    auto pdlc_port = FreePort(c.service_ip, kPdlcPortsFrom);
+    if (!pdlc_port.ok()) return fail(pdlc_port.status());
+    c.pdlc_address = absl::StrCat(c.service_ip, ":", *pdlc_port);
     c.registry = state_.registry;
   }
   state_.netma = clusters_.front().netma_address;

@@ -28,4 +28,28 @@ common::v1::Tier ParseTier(std::string_view name) {
   return common::v1::TIER_UNSPECIFIED;
 }
 
+std::string PerformanceProfileName(common::v1::PerformanceProfile profile) {
+  switch (profile) {
+    case common::v1::PERFORMANCE_PROFILE_GREENNESS:
+      return "greenness";
+    case common::v1::PERFORMANCE_PROFILE_RESILIENCE:
+      return "resilience";
+    case common::v1::PERFORMANCE_PROFILE_COST:
+      return "cost";
+    case common::v1::PERFORMANCE_PROFILE_CUSTOM:
+      return "custom";
+    default:
+      return "latency";
+  }
+}
+
+std::optional<common::v1::PerformanceProfile> ParsePerformanceProfile(std::string_view name) {
+  if (name == "latency") return common::v1::PERFORMANCE_PROFILE_LATENCY;
+  if (name == "greenness") return common::v1::PERFORMANCE_PROFILE_GREENNESS;
+  if (name == "resilience") return common::v1::PERFORMANCE_PROFILE_RESILIENCE;
+  if (name == "cost") return common::v1::PERFORMANCE_PROFILE_COST;
+  if (name == "custom") return common::v1::PERFORMANCE_PROFILE_CUSTOM;
+  return std::nullopt;
+}
+
 }  // namespace codeco

@@ -739,14 +739,11 @@ std::optional<v1::QosClass> ParseQosClass(std::string_view text) {
   return std::nullopt;
 }
 
+// CAM files spell profiles in any case, and "energy" for greenness.
 std::optional<common::v1::PerformanceProfile> ParseProfile(std::string text) {
   text = absl::AsciiStrToLower(text);
-  if (text == "latency") return common::v1::PERFORMANCE_PROFILE_LATENCY;
-  if (text == "greenness" || text == "energy") return common::v1::PERFORMANCE_PROFILE_GREENNESS;
-  if (text == "resilience") return common::v1::PERFORMANCE_PROFILE_RESILIENCE;
-  if (text == "cost") return common::v1::PERFORMANCE_PROFILE_COST;
-  if (text == "custom") return common::v1::PERFORMANCE_PROFILE_CUSTOM;
-  return std::nullopt;
+  if (text == "energy") return common::v1::PERFORMANCE_PROFILE_GREENNESS;
+  return ParsePerformanceProfile(text);
 }
 
 // A regulation name an extended (codeco.io/v1) complianceClass may carry

@@ -94,18 +94,27 @@ absl::Status Advisor::Refresh(std::vector<NodeContext> inventory, int64_t now_ms
   std::vector<std::string> names;
   for (const auto& n : inventory) names.push_back(n.node);
   names.push_back(ClusterSubject());
-  absl::MutexLock lock(&mu_);
-  history_.Retain(names);
-  // Stability is about the scores over time, so every built-in profile is
-  // recorded once per refresh.
-  for (ScoringProfile profile : kBuiltInProfiles) {
-    const std::vector<NodeScore> scores = ScoreNodes(inventory, ProfileWeights(profile), criteria_);
-    for (const NodeScore& s : scores) history_.Record(ScoringProfileName(profile), s.node, s.score);
-    history_.Record(ScoringProfileName(profile), ClusterSubject(), ClusterScore(inventory, scores));
+  {
+    absl::MutexLock lock(&mu_);
+    history_.Retain(names);
+    // Stability is about the scores over time, so every built-in profile is
+    // recorded once per refresh.
+    for (ScoringProfile profile : kBuiltInProfiles) {
+      const std::vector<NodeScore> scores = ScoreNodes(inventory, ProfileWeights(profile), criteria_);
+      for (const NodeScore& s : scores) history_.Record(ScoringProfileName(profile), s.node, s.score);
+      history_.Record(ScoringProfileName(profile), ClusterSubject(), ClusterScore(inventory, scores));
+    }
+    nodes_ = std::move(inventory);
+    forecasts_ = std::move(forecasts);
+    ++refresh_count_;
   }
-  nodes_ = std::move(inventory);
-  forecasts_ = std::move(forecasts);
+  refreshed_.Notify();
   return absl::OkStatus();
+}
+
+uint64_t Advisor::refresh_count() const {
+  absl::MutexLock lock(&mu_);
+  return refresh_count_;
 }
 
 absl::Status Advisor::Train(int64_t now_ms, const std::string& version) {

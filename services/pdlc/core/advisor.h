@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "codeco/common/listeners.h"
 #include "pdlc/core/forecaster.h"
 #include "pdlc/core/scores.h"
 #include "pdlc/core/telemetry.h"
@@ -145,6 +146,14 @@ class Advisor {
   /// The threshold used for `profile`, percent.
   double ThresholdFor(ScoringProfile profile) const;
 
+  /// Refreshes completed so far (0 before the first): a watcher compares it
+  /// with the count it last served.
+  uint64_t refresh_count() const;
+
+  /// Called after every Refresh, on the refreshing thread, outside the
+  /// advisor's locks (a listener may call Recommend).
+  Listeners& refreshed() { return refreshed_; }
+
  private:
   std::vector<BreachAdvisory> AdvisoriesFor(double threshold_percent) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The history subject of the cluster score.
@@ -162,6 +171,8 @@ class Advisor {
   std::string model_version_ ABSL_GUARDED_BY(mu_) = "none";
   std::vector<NodeContext> nodes_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, NodeForecast> forecasts_ ABSL_GUARDED_BY(mu_);
+  uint64_t refresh_count_ ABSL_GUARDED_BY(mu_) = 0;
+  Listeners refreshed_;
   ScoringCriteria criteria_ ABSL_GUARDED_BY(mu_);
   ScoreHistory history_ ABSL_GUARDED_BY(mu_);
   // Readiness at the last Refresh and the times each node went not ready.

@@ -32,6 +32,17 @@ double Headroom(double now, double forecast) {
   return Known(used) ? Clamp100(100.0 * (1.0 - used)) : kUnknown;
 }
 
+// 100 x reference / (reference + value) for each known, non-negative value:
+// 100 at 0, 50 at the reference, towards 0 as the value grows. The scale is
+// the same in every cluster, so cluster scores compare across a federation.
+std::vector<double> Absolute(const std::vector<double>& raw, double reference) {
+  std::vector<double> out(raw.size(), kUnknown);
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (Known(raw[i]) && raw[i] >= 0) out[i] = 100.0 * reference / (reference + raw[i]);
+  }
+  return out;
+}
+
 // Min-max normalises the known values of `raw` across nodes: best 100, worst 0,
 // all equal 100.
 std::vector<double> Relative(const std::vector<double>& raw, bool higher_is_better) {
@@ -148,13 +159,13 @@ std::vector<NodeScore> ScoreNodes(const std::vector<NodeContext>& nodes, const s
     } else if (name == "memory_headroom") {
       out = column([](const NodeContext& c) { return Headroom(c.memory_used_fraction, c.memory_forecast_fraction); });
     } else if (name == "energy") {
-      out = Relative(column([](const NodeContext& c) { return c.watts_per_core; }), false);
+      out = Absolute(column([](const NodeContext& c) { return c.watts_per_core; }), kReferenceWattsPerCore);
     } else if (name == "carbon") {
-      out = Relative(column([](const NodeContext& c) { return c.carbon_g_per_kwh; }), false);
+      out = Absolute(column([](const NodeContext& c) { return c.carbon_g_per_kwh; }), kReferenceCarbonGPerKwh);
     } else if (name == "latency") {
-      out = Relative(column([](const NodeContext& c) { return c.latency_ms; }), false);
+      out = Absolute(column([](const NodeContext& c) { return c.latency_ms; }), kReferenceLatencyMs);
     } else if (name == "cost") {
-      out = Relative(column([](const NodeContext& c) { return c.cost_per_core_hour; }), false);
+      out = Absolute(column([](const NodeContext& c) { return c.cost_per_core_hour; }), kReferenceCostPerCoreHour);
     } else if (name == "failure") {
       // Each failure halves the score; a restart counts a quarter of a failure.
       out = column([](const NodeContext& c) {

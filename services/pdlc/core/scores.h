@@ -66,6 +66,15 @@ struct MetricCriterion {
   bool higher_is_better = true;
 };
 
+/// The values that score 50 on the absolute criteria (energy, carbon,
+/// latency, cost): a value v scores 100 x ref / (ref + v), so 0 scores 100
+/// and twice the reference 33. One scale in every cluster, so that SWM can
+/// compare the cluster scores of different clusters' PDLCs.
+inline constexpr double kReferenceWattsPerCore = 10;      ///< Watts per busy core.
+inline constexpr double kReferenceCarbonGPerKwh = 300;    ///< gCO2eq/kWh (about the EU's mean).
+inline constexpr double kReferenceLatencyMs = 10;         ///< Milliseconds.
+inline constexpr double kReferenceCostPerCoreHour = 0.05; ///< Price of a core-hour.
+
 /// The criteria a profile may weigh. Built in: cpu_headroom, memory_headroom,
 /// energy, carbon, latency, failure, stability, cost; more are registered from
 /// metrics (RegisterMetric).
@@ -125,9 +134,10 @@ struct WorkloadRequests {
 
 /// Scores `nodes` with `weights` (already validated). Criteria whose inputs
 /// are unknown on a node are left out of that node's weighted mean (the other
-/// weights renormalised) and named in its notes. Relative criteria (energy,
-/// carbon, latency, cost and metric criteria) are min-max normalised across
-/// the nodes scored: the best scores 100, the worst 0, all equal score 100.
+/// weights renormalised) and named in its notes. Energy, carbon, latency and
+/// cost are on absolute scales (kReferenceWattsPerCore, ...); registered
+/// metric criteria are min-max normalised across the nodes scored (the best
+/// 100, the worst 0, all equal 100), so they rank nodes within one cluster.
 std::vector<NodeScore> ScoreNodes(const std::vector<NodeContext>& nodes, const std::map<std::string, double>& weights,
                                   const ScoringCriteria& criteria, const WorkloadRequests& requests = {});
 

@@ -1,11 +1,14 @@
 #include "pdlc/server/pdlc_service.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "codeco/common/serve_on_executor.h"
 #include "codeco/common/status.h"
+#include "codeco/common/watch_stream.h"
 #include "google/protobuf/util/time_util.h"
 
 namespace codeco::pdlc {
@@ -79,6 +82,95 @@ void AppendForecasts(const NodeForecast& f, std::vector<v1::Forecast>* out) {
     }
   }
 }
+
+// Most WatchRecommendations streams open at once; more are refused.
+constexpr int kMaxRecommendationWatchers = 64;
+
+// The profiles a WatchRecommendations request asks for, checked.
+absl::StatusOr<std::vector<ScoringProfile>> WatchedProfiles(const v1::WatchRecommendationsRequest& request) {
+  if (request.performance_profiles().empty()) {
+    return std::vector<ScoringProfile>{ScoringProfile::kLatency, ScoringProfile::kGreenness,
+                                       ScoringProfile::kResilience, ScoringProfile::kCost};
+  }
+  std::vector<ScoringProfile> out;
+  for (int i = 0; i < request.performance_profiles_size(); ++i) {
+    const std::string field = absl::StrCat("performance_profiles[", i, "]");
+    const auto p = static_cast<common::v1::PerformanceProfile>(request.performance_profiles(i));
+    if (p == common::v1::PERFORMANCE_PROFILE_CUSTOM) {
+      return absl::InvalidArgumentError(field + ": CUSTOM is not streamed; ask GetRecommendation with its weights");
+    }
+    if (p == common::v1::PERFORMANCE_PROFILE_UNSPECIFIED || !common::v1::PerformanceProfile_IsValid(p)) {
+      return absl::InvalidArgumentError(field + ": must be LATENCY, GREENNESS, RESILIENCE or COST");
+    }
+    const ScoringProfile profile = FromProto(p);
+    if (std::find(out.begin(), out.end(), profile) != out.end()) {
+      return absl::InvalidArgumentError(field + ": listed twice");
+    }
+    out.push_back(profile);
+  }
+  return out;
+}
+
+// One WatchRecommendations stream: every asked profile's recommendation
+// after each refresh of the advisor (the first at once if there was one).
+class RecommendationWatch final : public WatchStream<v1::WatchRecommendationsResponse> {
+ public:
+  RecommendationWatch(Advisor& advisor, std::function<int64_t()> clock_ms, std::atomic<int>& watchers,
+                      const v1::WatchRecommendationsRequest& request)
+      : advisor_(advisor), clock_ms_(std::move(clock_ms)), watchers_(watchers), scores_only_(request.scores_only()) {
+    absl::StatusOr<std::vector<ScoringProfile>> profiles = WatchedProfiles(request);
+    if (!profiles.ok()) {
+      Fail(ToGrpcStatus(profiles.status()));
+      return;
+    }
+    profiles_ = *std::move(profiles);
+    if (watchers_.fetch_add(1) >= kMaxRecommendationWatchers) {
+      watchers_.fetch_sub(1);
+      Fail(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "too many WatchRecommendations streams open; retry later"));
+      return;
+    }
+    counted_ = true;
+    listener_ = advisor_.refreshed().Add([this] { Poke(); });
+    Start();
+  }
+
+ private:
+  absl::StatusOr<Batch> Next() override {
+    Batch batch;
+    const uint64_t refreshes = advisor_.refresh_count();
+    if (refreshes == 0 || refreshes == served_) return batch;
+    v1::WatchRecommendationsResponse message;
+    for (ScoringProfile profile : profiles_) {
+      RecommendationQuery query;
+      query.profile = profile;
+      ASSIGN_OR_RETURN(RecommendationResult result, advisor_.Recommend(query, clock_ms_()));
+      v1::Recommendation* rec = message.add_recommendations();
+      *rec = ToProto(result);
+      if (scores_only_) {
+        rec->clear_forecasts();
+        for (v1::NodeScore& s : *rec->mutable_node_scores()) s.clear_components();
+      }
+    }
+    served_ = refreshes;
+    batch.messages.push_back(std::move(message));
+    return batch;
+  }
+  void Closed() override {
+    if (!counted_) return;
+    advisor_.refreshed().Remove(listener_);
+    watchers_.fetch_sub(1);
+  }
+
+  Advisor& advisor_;
+  std::function<int64_t()> clock_ms_;
+  std::atomic<int>& watchers_;
+  const bool scores_only_;
+  std::vector<ScoringProfile> profiles_;
+  bool counted_ = false;
+  int listener_ = 0;
+  uint64_t served_ = 0;  // the advisor's refresh count last streamed
+};
 
 }  // namespace
 
@@ -224,6 +316,11 @@ grpc::ServerUnaryReactor* PdlcServiceImpl::GetRecommendation(grpc::CallbackServe
     *response->mutable_recommendation() = ToProto(result);
     return absl::OkStatus();
   });
+}
+
+grpc::ServerWriteReactor<v1::WatchRecommendationsResponse>* PdlcServiceImpl::WatchRecommendations(
+    grpc::CallbackServerContext*, const v1::WatchRecommendationsRequest* request) {
+  return new RecommendationWatch(advisor_, clock_ms_, watchers_, *request);
 }
 
 grpc::ServerUnaryReactor* PdlcServiceImpl::ListForecasts(grpc::CallbackServerContext* context,

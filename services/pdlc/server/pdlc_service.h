@@ -1,9 +1,14 @@
 #pragma once
 // codeco.pdlc.v1.PdlcService over the advisor and the telemetry store:
 // IngestMetrics appends to the store, GetRecommendation and ListForecasts
-// read the advisor. The auction (SubmitBid), the federated rounds
-// (PushModelUpdate, GetGlobalModel) and their operations (GetOperation) are
-// not served yet: they answer UNIMPLEMENTED with the service's note.
+// read the advisor, WatchRecommendations streams the built-in profiles'
+// recommendations after every refresh (SWM's recommendation port). The
+// auction (SubmitBid) and GetOperation are not served yet: they answer
+// UNIMPLEMENTED with the service's note. Federated training rounds are
+// another service (federated_service.h).
+
+#include <atomic>
+#include <functional>
 
 #include "codeco/common/executor.h"
 #include "codeco/pdlc/v1/pdlc_service.grpc.pb.h"
@@ -37,12 +42,15 @@ class PdlcServiceImpl : public v1::PdlcService::CallbackService {
   grpc::ServerUnaryReactor* ListForecasts(grpc::CallbackServerContext* context,
                                           const v1::ListForecastsRequest* request,
                                           v1::ListForecastsResponse* response) override;
+  grpc::ServerWriteReactor<v1::WatchRecommendationsResponse>* WatchRecommendations(
+      grpc::CallbackServerContext* context, const v1::WatchRecommendationsRequest* request) override;
 
  private:
   Advisor& advisor_;
   TelemetryStore& store_;
   std::function<int64_t()> clock_ms_;
   BoundedExecutor io_;
+  std::atomic<int> watchers_{0};  // open WatchRecommendations streams
 };
 
 }  // namespace codeco::pdlc

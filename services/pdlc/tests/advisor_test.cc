@@ -115,7 +115,8 @@ TEST_CASE("the advisor scores current usage and forecasts from stored history") 
   auto green = advisor.Recommend({.profile = ScoringProfile::kGreenness}, now);
   REQUIRE(green.ok());
   CHECK(green->node_scores[0].node == "hot");
-  CHECK(green->node_scores[0].components.at("energy") == Approx(100));
+  CHECK(green->node_scores[0].components.at("energy") == Approx(50));  // 10 W per core
+  CHECK(green->node_scores[1].components.at("energy") == Approx(100.0 / 3));
 }
 
 TEST_CASE("the advisor refuses bad queries with the field and keeps stability across refreshes") {

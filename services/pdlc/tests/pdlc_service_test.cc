@@ -253,5 +253,62 @@ TEST_CASE("ListForecasts pages through every node metric and horizon") {
   CHECK(response.forecasts_size() == 5);
 }
 
+TEST_CASE("WatchRecommendations streams every profile after each refresh and refuses bad profiles") {
+  Served s;
+  const int64_t now = absl::ToUnixMillis(s.clock.Now());
+  s.Ingest("n1", now - 60 * kMinute, now, 0.2, "n1-history");
+  s.Ingest("n2", now - 60 * kMinute, now, 0.2, "n2-history");
+  PdlcLoop loop(*s.advisor, *s.store, nullptr, &s.inventory, s.clock, {});
+  loop.RunOnce(s.clock.Now());
+
+  grpc::ClientContext context;
+  v1::WatchRecommendationsRequest request;
+  request.add_performance_profiles(common::v1::PERFORMANCE_PROFILE_GREENNESS);
+  request.add_performance_profiles(common::v1::PERFORMANCE_PROFILE_LATENCY);
+  request.set_scores_only(true);
+  auto reader = s.stub->WatchRecommendations(&context, request);
+  // The refresh that already happened comes at once.
+  v1::WatchRecommendationsResponse first;
+  REQUIRE(reader->Read(&first));
+  REQUIRE(first.recommendations_size() == 2);
+  CHECK(first.recommendations(0).performance_profile() == common::v1::PERFORMANCE_PROFILE_GREENNESS);
+  CHECK(first.recommendations(1).performance_profile() == common::v1::PERFORMANCE_PROFILE_LATENCY);
+  CHECK(first.recommendations(0).cluster() == "edge-1");
+  REQUIRE(first.recommendations(0).node_scores_size() == 2);
+  CHECK(first.recommendations(0).forecasts_size() == 0);  // scores only
+  CHECK(first.recommendations(0).node_scores(0).components().empty());
+  const double before = first.recommendations(1).cluster_score();
+
+  // A load step on both nodes; the next refresh is streamed with lower scores.
+  s.clock.Advance(absl::Minutes(1));
+  s.Ingest("n1", now, now + kMinute + 1, 0.9, "n1-step");
+  s.Ingest("n2", now, now + kMinute + 1, 0.9, "n2-step");
+  loop.RunOnce(s.clock.Now());
+  v1::WatchRecommendationsResponse next;
+  REQUIRE(reader->Read(&next));
+  REQUIRE(next.recommendations_size() == 2);
+  CHECK(next.recommendations(1).cluster_score() < before - 20);
+  context.TryCancel();
+  while (reader->Read(&next)) {
+  }
+  reader->Finish();
+
+  auto error_of = [&](std::vector<common::v1::PerformanceProfile> profiles) {
+    grpc::ClientContext c;
+    v1::WatchRecommendationsRequest r;
+    for (auto p : profiles) r.add_performance_profiles(p);
+    auto refused = s.stub->WatchRecommendations(&c, r);
+    v1::WatchRecommendationsResponse m;
+    CHECK_FALSE(refused->Read(&m));
+    grpc::Status status = refused->Finish();
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    return status.error_message();
+  };
+  CHECK(error_of({common::v1::PERFORMANCE_PROFILE_CUSTOM}).find("performance_profiles[0]: CUSTOM") == 0);
+  CHECK(error_of({common::v1::PERFORMANCE_PROFILE_COST, common::v1::PERFORMANCE_PROFILE_COST})
+            .find("performance_profiles[1]: listed twice") == 0);
+  CHECK(error_of({static_cast<common::v1::PerformanceProfile>(99)}).find("performance_profiles[0]") == 0);
+}
+
 }  // namespace
 }  // namespace codeco::pdlc

@@ -34,13 +34,28 @@ TEST_CASE("greenness prefers the node with less energy per core and cleaner powe
   REQUIRE(scores.size() == 3);
   CHECK(Find(scores, "hydro").score > Find(scores, "mixed").score);
   CHECK(Find(scores, "mixed").score > Find(scores, "coal").score);
-  CHECK(Find(scores, "hydro").components.at("energy") == Approx(100));
-  CHECK(Find(scores, "coal").components.at("energy") == Approx(0));
-  CHECK(Find(scores, "mixed").components.at("carbon") == Approx(100.0 * (700 - 300) / 650));
+  // Absolute scales: the reference scores 50, whatever else is scored.
+  CHECK(Find(scores, "hydro").components.at("energy") == Approx(50));
+  CHECK(Find(scores, "coal").components.at("energy") == Approx(25));
+  CHECK(Find(scores, "mixed").components.at("carbon") == Approx(50));
   CHECK(Find(scores, "hydro").components.at("cpu_headroom") == Approx(80));
   // Weighted mean of the components.
   const auto& h = Find(scores, "hydro");
-  CHECK(h.score == Approx(0.45 * 100 + 0.35 * 100 + 0.2 * 80));
+  CHECK(h.score == Approx(0.45 * 50 + 0.35 * 100.0 * 300 / 350 + 0.2 * 80));
+}
+
+TEST_CASE("absolute criteria score a node the same in any company so clusters compare") {
+  ScoringCriteria criteria;
+  const auto weights = ProfileWeights(ScoringProfile::kGreenness);
+  const NodeContext green = Node("green", 0.2, 10, 50);
+  const double alone = ScoreNodes({green}, weights, criteria).front().score;
+  const double among_dirty = Find(ScoreNodes({green, Node("coal", 0.2, 30, 700)}, weights, criteria), "green").score;
+  const double among_clean = Find(ScoreNodes({green, Node("sun", 0.2, 2, 20)}, weights, criteria), "green").score;
+  CHECK(alone == Approx(among_dirty));
+  CHECK(alone == Approx(among_clean));
+  // A negative measurement is no measurement.
+  const auto bad = ScoreNodes({Node("bad", 0.2, -1, 50)}, weights, criteria).front();
+  CHECK(bad.components.count("energy") == 0);
 }
 
 TEST_CASE("a forecast load counts in the headroom and a node without room scores 0") {
@@ -94,8 +109,10 @@ TEST_CASE("custom weights are validated and registered metrics become criteria")
   a.metrics["gpu_free_count"] = 0;
   b.metrics["gpu_free_count"] = 4;
   const auto scores = ScoreNodes({a, b}, {{"gpu_free", 3}, {"energy", 1}}, criteria);
-  CHECK(Find(scores, "b").score == Approx(75));  // gpu 100 x 3, energy 0 x 1
-  CHECK(Find(scores, "a").score == Approx(25));
+  // Metric criteria are min-max across the nodes: gpu 100 or 0 (x 3); energy
+  // is absolute: 50 at 10 W per core, 33.3 at 20 (x 1).
+  CHECK(Find(scores, "b").score == Approx((3 * 100 + 100.0 / 3) / 4));
+  CHECK(Find(scores, "a").score == Approx(50.0 / 4));
 }
 
 TEST_CASE("the cluster score weights nodes by capacity") {

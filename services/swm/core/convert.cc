@@ -31,21 +31,6 @@ void CheckQuantities(const codeco::common::v1::ResourceQuantities& q, const std:
   if (q.gpu() < 0) errors.Add(path + ".gpu", "must not be negative");
 }
 
-std::string PerformanceProfileName(codeco::common::v1::PerformanceProfile p) {
-  switch (p) {
-    case codeco::common::v1::PERFORMANCE_PROFILE_GREENNESS:
-      return "greenness";
-    case codeco::common::v1::PERFORMANCE_PROFILE_RESILIENCE:
-      return "resilience";
-    case codeco::common::v1::PERFORMANCE_PROFILE_COST:
-      return "cost";
-    case codeco::common::v1::PERFORMANCE_PROFILE_CUSTOM:
-      return "custom";
-    default:
-      return "latency";
-  }
-}
-
 // The built-in scheduling profile for an mck8s placement policy.
 std::string ProfileFor(acm::PlacementPolicy policy) {
   switch (policy) {
@@ -149,7 +134,9 @@ absl::StatusOr<Application> ToCoreApplication(const acm::Application& app,
 
   Application out{.name = name,
                   .profile = ProfileFor(spec.placement().policy()),
-                  .performance_profile = PerformanceProfileName(spec.performance_profile())};
+                  .performance_profile = PerformanceProfileName(spec.performance_profile()),
+                  .custom_profile_weights = {spec.custom_profile_weights().begin(),
+                                             spec.custom_profile_weights().end()}};
   std::map<std::string, int> replicas;
   for (int i = 0; i < spec.services_size(); ++i) {
     const acm::ServiceSpec& s = spec.services(i);

@@ -145,6 +145,8 @@ struct Application {
   std::vector<Channel> channels;    ///< Channels between them.
   std::string profile;              ///< Scheduling profile name ("" = default).
   std::string performance_profile;  ///< PDLC performance profile, e.g. "latency".
+  /// Criterion -> weight when performance_profile is "custom".
+  std::map<std::string, double> custom_profile_weights;
 
   /// Index of workload `name`, or -1.
   int WorkloadIndex(const std::string& name) const;

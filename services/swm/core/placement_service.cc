@@ -407,7 +407,7 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
 
   report("SOLVING", 20);
   std::unique_ptr<L2Solver> l2 = members_.SolverFor(neighborhood, local_l2_);
-  Coordinator coordinator(*l2, registry_, nullptr, options_.coordinator);
+  Coordinator coordinator(*l2, registry_, options_.recommendations, options_.coordinator);
   ASSIGN_OR_RETURN(PlacementResult result, coordinator.Place(app, federation, neighborhood));
   if (result.unplaced.empty()) {
     absl::Status verified = VerifyPlacement(app, federation, result);

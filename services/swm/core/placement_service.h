@@ -274,6 +274,9 @@ struct PlacementServiceOptions {
   absl::Duration node_view_ttl = absl::ZeroDuration();
   /// Coordinator settings. Default: the core's.
   CoordinatorOptions coordinator;
+  /// PDLC's advice, which orders the clusters (see Coordinator); not owned,
+  /// thread-safe. Null: none. Default: null.
+  RecommendationSource* recommendations = nullptr;
 };
 
 /// The kind of the operations Place stores.

@@ -18,9 +18,9 @@ void InMemoryRecommendationSource::Set(const std::string& application,
 }
 
 absl::StatusOr<std::optional<Recommendations>> InMemoryRecommendationSource::Get(
-    const std::string& application, const std::string& performance_profile) {
+    const Application& app) {
   absl::MutexLock lock(&mu_);
-  auto it = recs_.find({application, performance_profile});
+  auto it = recs_.find({app.name, app.performance_profile});
   if (it == recs_.end()) return std::optional<Recommendations>();
   return std::optional<Recommendations>(it->second);
 }
@@ -337,8 +337,7 @@ class RecommendationScore final : public ScorePlugin {
     auto* data = static_cast<Cached*>(state.Data(kKey));
     if (data == nullptr) {
       auto fresh = std::make_unique<Cached>();
-      ASSIGN_OR_RETURN(fresh->recs,
-                       source_->Get(state.app().name, state.app().performance_profile));
+      ASSIGN_OR_RETURN(fresh->recs, source_->Get(state.app()));
       data = fresh.get();
       state.SetData(kKey, std::move(fresh));
     }

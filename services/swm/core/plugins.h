@@ -22,13 +22,15 @@ struct Recommendations {
 };
 
 /// The PDLC port. PDLC only advises; "no recommendations" (nullopt) is a
-/// valid answer and leaves every candidate's recommendation score at 0.
+/// valid answer and leaves every candidate's recommendation score at 0. An
+/// error fails the placement: a source that cannot reach PDLC answers
+/// nullopt (or what it last knew) instead.
 class RecommendationSource {
  public:
   virtual ~RecommendationSource() = default;
-  /// Recommendations for `application` under `performance_profile`, if any.
-  virtual absl::StatusOr<std::optional<Recommendations>> Get(
-      const std::string& application, const std::string& performance_profile) = 0;
+  /// Recommendations for `app` under its performance profile (and custom
+  /// weights), if any.
+  virtual absl::StatusOr<std::optional<Recommendations>> Get(const Application& app) = 0;
 };
 
 /// Recommendations kept in memory, set by whoever receives PDLC's pushes
@@ -38,8 +40,8 @@ class InMemoryRecommendationSource final : public RecommendationSource {
   /// Stores `recs` for (application, profile), replacing earlier ones.
   void Set(const std::string& application, const std::string& performance_profile,
            Recommendations recs);
-  absl::StatusOr<std::optional<Recommendations>> Get(
-      const std::string& application, const std::string& performance_profile) override;
+  /// The recommendations Set for (app.name, app.performance_profile).
+  absl::StatusOr<std::optional<Recommendations>> Get(const Application& app) override;
 
  private:
   absl::Mutex mu_;

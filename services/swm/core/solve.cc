@@ -283,7 +283,7 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
   // 1. Order the clusters: recommendations first, faster links, policy score.
   std::optional<Recommendations> recs;
   if (recommendations_ != nullptr) {
-    ASSIGN_OR_RETURN(recs, recommendations_->Get(app.name, app.performance_profile));
+    ASSIGN_OR_RETURN(recs, recommendations_->Get(app));
   }
   std::vector<int> queue = fw->QueueOrder(app);
   std::set<std::string> origins;

@@ -102,8 +102,8 @@ SwmClusterServiceImpl::SwmClusterServiceImpl(KvStore& store, const Clock& clock,
       registry_(NewDefaultRegistry()),
       own_l2_(options_.exact_l2.max_nodes > 0
                   ? std::unique_ptr<L2Solver>(std::make_unique<milp::ExactL2Solver>(
-                        registry_, nullptr, options_.exact_l2))
-                  : std::make_unique<InProcessL2Solver>(registry_, nullptr)),
+                        registry_, options_.recommendations.get(), options_.exact_l2))
+                  : std::make_unique<InProcessL2Solver>(registry_, options_.recommendations.get())),
       executor_(options_.threads, options_.max_queued) {}
 
 SwmClusterServiceImpl::~SwmClusterServiceImpl() = default;

@@ -54,6 +54,9 @@ struct ClusterServiceOptions {
   /// Most WatchClusterView streams open at once (more: RESOURCE_EXHAUSTED).
   /// Default: 16.
   int max_view_watchers = 16;
+  /// This cluster's PDLC advice for the service's own L2 (node scores).
+  /// Null: none. Default: null.
+  std::shared_ptr<RecommendationSource> recommendations;
 };
 
 /// The MC's SwmService. Thread-safe.

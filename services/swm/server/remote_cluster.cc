@@ -61,29 +61,6 @@ pb::ClusterAggregate ToProtoAggregate(const ClusterAggregate& a) {
   return out;
 }
 
-common::PerformanceProfile ToProtoProfile(const std::string& name) {
-  if (name == "greenness") return common::PERFORMANCE_PROFILE_GREENNESS;
-  if (name == "resilience") return common::PERFORMANCE_PROFILE_RESILIENCE;
-  if (name == "cost") return common::PERFORMANCE_PROFILE_COST;
-  if (name == "custom") return common::PERFORMANCE_PROFILE_CUSTOM;
-  return common::PERFORMANCE_PROFILE_LATENCY;
-}
-
-std::string FromProtoProfile(common::PerformanceProfile p) {
-  switch (p) {
-    case common::PERFORMANCE_PROFILE_GREENNESS:
-      return "greenness";
-    case common::PERFORMANCE_PROFILE_RESILIENCE:
-      return "resilience";
-    case common::PERFORMANCE_PROFILE_COST:
-      return "cost";
-    case common::PERFORMANCE_PROFILE_CUSTOM:
-      return "custom";
-    default:
-      return "latency";
-  }
-}
-
 }  // namespace
 
 pb::SolveClusterRequest ToSolveClusterRequest(const L2Request& req, const std::string& plan_id) {
@@ -146,7 +123,10 @@ pb::SolveClusterRequest ToSolveClusterRequest(const L2Request& req, const std::s
     intents->set_max_latency_to_origin_ns(w.max_latency_to_origin_ns);
     break;
   }
-  out.set_performance_profile(ToProtoProfile(app.performance_profile));
+  out.set_performance_profile(
+      ParsePerformanceProfile(app.performance_profile).value_or(common::PERFORMANCE_PROFILE_LATENCY));
+  out.mutable_custom_profile_weights()->insert(app.custom_profile_weights.begin(),
+                                               app.custom_profile_weights.end());
   out.set_relax_soft_constraints(req.relax_soft);
   return out;
 }
@@ -254,7 +234,9 @@ absl::StatusOr<std::unique_ptr<McSolve>> FromSolveClusterRequest(
                                      ? ServiceClass::kAssured
                                      : ServiceClass::kBestEffort});
   }
-  app.performance_profile = FromProtoProfile(request.performance_profile());
+  app.performance_profile = PerformanceProfileName(request.performance_profile());
+  app.custom_profile_weights = {request.custom_profile_weights().begin(),
+                                request.custom_profile_weights().end()};
   absl::Status valid = app.Validate();
   if (!valid.ok()) return InvalidFieldError("workloads", std::string(valid.message()));
 

@@ -16,7 +16,6 @@
 #include "codeco/common/serve_on_executor.h"
 #include "codeco/common/status.h"
 #include "codeco/common/operation_watch.h"
-#include "codeco/common/operation_watch.h"
 #include "codeco/common/watch_stream.h"
 #include "prometheus/counter.h"
 #include "prometheus/histogram.h"
@@ -101,8 +100,10 @@ SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
                                 .mc_timeout = options_.mc_timeout,
                                 .cluster_endpoints = options_.cluster_endpoints,
                                 .member_l2 = options_.member_l2}),
-      in_process_l2_(registry_, nullptr),
-      exact_l2_(registry_, nullptr, options_.exact_l2),
+      recommendations_(options_.mc_channels != nullptr ? *options_.mc_channels : *channels_, clock_,
+                       options_.pdlc),
+      in_process_l2_(registry_, &recommendations_),
+      exact_l2_(registry_, &recommendations_, options_.exact_l2),
       core_(std::make_unique<PlacementService>(
           clock_, members_, links_.get(), plans_,
           options_.exact_l2.max_nodes > 0 ? static_cast<L2Solver&>(exact_l2_)
@@ -112,8 +113,15 @@ SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
                                   .intra_cluster_latency_ns = options_.intra_cluster_latency_ns,
                                   .link_cache_ttl = options_.link_cache_ttl,
                                   .node_view_ttl = options_.node_view_ttl,
-                                  .coordinator = options_.coordinator})),
+                                  .coordinator = options_.coordinator,
+                                  .recommendations = &recommendations_})),
       channel_tracker_(options_.channels) {
+  for (const auto& [cluster, address] : options_.pdlc_endpoints) {
+    if (absl::Status set = recommendations_.SetEndpoint(cluster, address); !set.ok()) {
+      log::Warn("swm.pdlc_endpoints: a PDLC cannot be watched",
+                {{"cluster", cluster}, {"error", std::string(set.message())}});
+    }
+  }
   // Every stored change of an operation wakes the watches.
   plans_.SetSaveObserver([this] { listeners_.Notify(); });
   core_->SetVirtualLinks(options_.virtual_links.get());
@@ -453,6 +461,15 @@ absl::StatusOr<PlaceRequest> SwmServiceImpl::ToPlaceRequest(
         .endpoints =
             std::map<std::string, std::string>(m.endpoints().begin(), m.endpoints().end())});
   }
+  // The members' PDLCs advise this placement and the later ones.
+  for (int i = 0; i < members.size(); ++i) {
+    auto pdlc = members[i].endpoints().find("pdlc");
+    if (pdlc == members[i].endpoints().end()) continue;
+    if (absl::Status set = recommendations_.SetEndpoint(members[i].cluster(), pdlc->second); !set.ok()) {
+      errors.Add(absl::StrCat("neighborhood.members[", i, "].endpoints[\"pdlc\"]"), std::string(set.message()));
+    }
+  }
+  RETURN_IF_ERROR(errors.ToStatus());
   core.request_id = request.request_id();
   core.dry_run = request.dry_run();
   core.spec_revision = request.application().spec_revision();
@@ -687,6 +704,11 @@ void AddSwmConfig(ConfigSchema& schema) {
                       "cluster=host:port[,cluster=host:port...]; those clusters are read through "
                       "their swm and hold reservations (swm.member_l2 says who solves their L2); "
                       "the others are driven through their LMS"});
+  schema.Add({.path = "swm.pdlc_endpoints",
+              .type = ConfigType::kString,
+              .help = "the PDLC of each cluster whose neighborhood entry names none, as "
+                      "cluster=host:port[,...]; placements follow their recommendations (hub: "
+                      "cluster order and node scores; MC: its own L2's node scores)"});
   schema.Add({.path = "swm.exact_l2_max_nodes",
               .type = ConfigType::kInt,
               .default_value = "0",
@@ -760,6 +782,17 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
     ASSIGN_OR_RETURN(std::unique_ptr<PeerChannels> local, PeerChannels::Create(lms_options));
     ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, local->Get(context.config.lms));
     ClusterServiceOptions options{.cluster = context.config.cluster, .exact_l2 = exact_l2};
+    ASSIGN_OR_RETURN(const auto pdlc_endpoints,
+                     ParseNamedAddresses("swm.pdlc_endpoints", raw.GetString("swm.pdlc_endpoints"), "cluster"));
+    if (!pdlc_endpoints.empty()) {
+      auto recommendations = std::make_shared<PdlcRecommendations>(context.peers, context.clock);
+      for (const auto& [cluster, address] : pdlc_endpoints) {
+        if (absl::Status set = recommendations->SetEndpoint(cluster, address); !set.ok()) {
+          return InvalidFieldError("swm.pdlc_endpoints", absl::StrCat(cluster, ": ", set.message()));
+        }
+      }
+      options.recommendations = std::move(recommendations);
+    }
     options.reservations.default_lease = context.config.raw.GetDuration("swm.reservation_lease");
     auto lms = std::make_unique<LmsPodRuntime>(
         std::move(channel),
@@ -777,6 +810,8 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
   options.node_view_ttl = context.config.raw.GetDuration("swm.node_view_ttl");
   ASSIGN_OR_RETURN(options.cluster_endpoints,
                    ParseClusterEndpoints(context.config.raw.GetString("swm.cluster_endpoints")));
+  ASSIGN_OR_RETURN(options.pdlc_endpoints,
+                   ParseNamedAddresses("swm.pdlc_endpoints", raw.GetString("swm.pdlc_endpoints"), "cluster"));
   options.mc_timeout = context.config.raw.GetDuration("swm.mc_timeout");
   options.reconcile_interval = context.config.raw.GetDuration("swm.reconcile_interval");
   // An enum key: the configuration refused any other value already.

@@ -80,6 +80,7 @@
 #include "swm/core/channel_status.h"
 #include "swm/server/hub_members.h"
 #include "swm/server/netma_virtual_links.h"
+#include "swm/server/pdlc_recommendations.h"
 #include "swm/server/plan_store.h"
 #include "swm/server/remote_cluster.h"
 
@@ -114,6 +115,13 @@ struct SwmServiceOptions {
   /// Channels to the MC swm endpoints (mTLS identity, egress proxy); not
   /// owned. Null: the LMS channels. Default: null.
   PeerChannels* mc_channels = nullptr;
+  /// The PDLC of each cluster that has one (cluster -> host:port), for
+  /// members whose neighborhood entry has no endpoints["pdlc"]. Placements
+  /// follow their recommendations (see pdlc_recommendations.h), reached
+  /// over mc_channels. Default: none.
+  std::map<std::string, std::string> pdlc_endpoints;
+  /// How the PDLCs' recommendations are kept.
+  PdlcRecommendationsOptions pdlc;
   /// Deadline of each call to an MC swm. Default: 10 s.
   absl::Duration mc_timeout = absl::Seconds(10);
   /// Where MC members' L2 is solved. Default: on the hub, on their views.
@@ -276,6 +284,8 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   SwmServiceOptions options_;
   PluginRegistry registry_;
   HubMemberPort members_;
+  // The clusters' PDLCs, read by the L1 order and the L2 scores.
+  PdlcRecommendations recommendations_;
   InProcessL2Solver in_process_l2_;
   milp::ExactL2Solver exact_l2_;
   std::unique_ptr<PlacementService> core_;

@@ -143,6 +143,23 @@ TEST_CASE("every NetMA probes every other cluster and the hub SWM plans with the
   REQUIRE(rennes_acm);
 }
 
+TEST_CASE("a chosen PDLC address is advertised and followed by the cluster's own SWM") {
+  std::vector<ClusterEndpoint> clusters = kClusters;
+  clusters[1].pdlc_address = "127.0.2.1:7802";
+  auto mcs = PlanManagedClusters(clusters, "127.0.1.1:4000", {true, ""}, "/d");
+  int seen = 0;
+  for (const auto& spec : mcs) {
+    INFO(spec.name);
+    if (spec.name == "rennes/pdlc") seen += HasPair(spec.args, "--listen", "127.0.2.1:7802");
+    if (spec.name == "rennes/acm") seen += HasPair(spec.args, "--set", "acm.advertise=pdlc=127.0.2.1:7802");
+    if (spec.name == "rennes/swm") seen += HasPair(spec.args, "--set", "swm.pdlc_endpoints=rennes=127.0.2.1:7802");
+    if (spec.name == "nantes/swm") {
+      for (const auto& arg : spec.args) REQUIRE(arg.find("swm.pdlc_endpoints") == std::string::npos);
+    }
+  }
+  CHECK(seen == 3);
+}
+
 TEST_CASE("without chosen NetMA addresses NetMA gets an ephemeral port and no peers") {
   auto hub = PlanHub(kClusters, {true, ""}, "/d");
   for (const auto& spec : hub) {

@@ -1,8 +1,10 @@
 #pragma once
 // Conversions around the shared codeco.common.v1 messages that every service
-// and tool needs: times to proto timestamps, and cluster tiers to and from
-// their names ("far-edge", "edge", "cloud") as labels and files spell them.
+// and tool needs: times to proto timestamps, and cluster tiers and
+// performance profiles to and from their names as labels, files and
+// command lines spell them.
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -21,5 +23,13 @@ std::string TierName(common::v1::Tier tier);
 /// The tier called `name` ("far-edge", "edge", "cloud"); TIER_UNSPECIFIED for
 /// any other text.
 common::v1::Tier ParseTier(std::string_view name);
+
+/// "latency", "greenness", "resilience", "cost" or "custom" ("latency" for
+/// an unset profile, the API's default).
+std::string PerformanceProfileName(common::v1::PerformanceProfile profile);
+
+/// The profile called `name` (one of PerformanceProfileName's names), or
+/// nullopt for any other text.
+std::optional<common::v1::PerformanceProfile> ParsePerformanceProfile(std::string_view name);
 
 }  // namespace codeco

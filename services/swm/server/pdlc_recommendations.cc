@@ -1,0 +1,207 @@
+#include "swm/server/pdlc_recommendations.h"
+
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "codeco/common/backoff.h"
+#include "codeco/common/logging.h"
+#include "codeco/common/proto_util.h"
+#include "codeco/pdlc/v1/pdlc_service.grpc.pb.h"
+
+namespace codeco::swm {
+
+namespace pb = codeco::pdlc::v1;
+
+ClusterRecommendation FromProto(const pb::Recommendation& rec) {
+  ClusterRecommendation out;
+  out.cluster_score = rec.cluster_score();
+  for (const pb::NodeScore& s : rec.node_scores()) out.node_scores[s.node()] = s.score();
+  return out;
+}
+
+namespace {
+
+// The error of a PDLC that answers for another cluster than the one it is
+// the endpoint of (a wrong endpoint): it says nothing about `cluster`.
+grpc::Status WrongCluster(const std::string& cluster, const pb::Recommendation& rec) {
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                      absl::StrCat("the PDLC at this endpoint of cluster \"", cluster, "\" serves cluster \"",
+                                   rec.cluster(), "\""));
+}
+
+}  // namespace
+
+PdlcRecommendations::PdlcRecommendations(PeerChannels& channels, const Clock& clock,
+                                         PdlcRecommendationsOptions options)
+    : channels_(channels), clock_(clock), options_(options), book_(clock) {}
+
+PdlcRecommendations::~PdlcRecommendations() {
+  std::vector<Peer*> all;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [name, p] : peers_) all.push_back(p.get());
+    for (auto& p : retired_) all.push_back(p.get());
+  }
+  for (Peer* p : all) Stop(*p);
+}
+
+void PdlcRecommendations::Stop(Peer& peer) {
+  {
+    absl::MutexLock lock(&mu_);
+    peer.stop = true;
+    if (peer.stream != nullptr) peer.stream->TryCancel();
+  }
+  if (peer.thread.joinable()) peer.thread.join();
+}
+
+absl::Status PdlcRecommendations::SetEndpoint(const std::string& cluster, const std::string& address) {
+  if (cluster.empty()) return absl::InvalidArgumentError("cluster: required");
+  if (address.empty()) return absl::InvalidArgumentError("empty address");
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = peers_.find(cluster);
+    if (it != peers_.end() && it->second->address == address) return absl::OkStatus();
+  }
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = channels_.Get(address);
+  if (!channel.ok()) {
+    return absl::InvalidArgumentError(channel.status().message());
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = peers_.find(cluster);
+  if (it != peers_.end()) {
+    if (it->second->address == address) return absl::OkStatus();
+    // Moved: the old stream ends (its thread is joined at the end) and what
+    // it said is forgotten.
+    Peer& old = *it->second;
+    old.stop = true;
+    if (old.stream != nullptr) old.stream->TryCancel();
+    retired_.push_back(std::move(it->second));
+    peers_.erase(it);
+    book_.Forget(cluster);
+  }
+  auto peer = std::make_unique<Peer>();
+  peer->cluster = cluster;
+  peer->address = address;
+  peer->channel = *std::move(channel);
+  Peer* raw = peer.get();
+  peers_[cluster] = std::move(peer);
+  raw->thread = std::thread([this, raw] { Run(raw); });
+  return absl::OkStatus();
+}
+
+bool PdlcRecommendations::Streaming(const std::string& cluster) {
+  absl::MutexLock lock(&mu_);
+  auto it = peers_.find(cluster);
+  return it != peers_.end() && it->second->delivered;
+}
+
+void PdlcRecommendations::Run(Peer* peer) {
+  Backoff backoff(BackoffPolicy{.initial = options_.retry_min, .max = options_.retry_max},
+                  /*seed=*/std::hash<std::string>()(peer->cluster));
+  auto stub = pb::PdlcService::NewStub(peer->channel);
+  int failures = 0;
+  while (true) {
+    grpc::ClientContext context;
+    {
+      absl::MutexLock lock(&mu_);
+      if (peer->stop) return;
+      peer->stream = &context;
+    }
+    pb::WatchRecommendationsRequest request;  // every built-in profile
+    request.set_scores_only(true);
+    std::unique_ptr<grpc::ClientReader<pb::WatchRecommendationsResponse>> reader =
+        stub->WatchRecommendations(&context, request);
+    pb::WatchRecommendationsResponse message;
+    bool delivered = false;
+    std::optional<grpc::Status> refused;
+    while (!refused.has_value() && reader->Read(&message)) {
+      for (const pb::Recommendation& rec : message.recommendations()) {
+        if (rec.cluster() != peer->cluster) {
+          refused = WrongCluster(peer->cluster, rec);
+          context.TryCancel();
+          break;
+        }
+        // A PDLC that knows no node yet has nothing to say.
+        if (rec.node_scores_size() == 0) continue;
+        book_.Record(peer->cluster, PerformanceProfileName(rec.performance_profile()), FromProto(rec),
+                     options_.max_age);
+      }
+      if (refused.has_value()) break;
+      delivered = true;
+      absl::MutexLock lock(&mu_);
+      peer->delivered = true;
+    }
+    while (refused.has_value() && reader->Read(&message)) {
+    }
+    grpc::Status status = reader->Finish();
+    if (refused.has_value()) status = *refused;
+    {
+      absl::MutexLock lock(&mu_);
+      peer->stream = nullptr;
+      peer->delivered = false;
+      if (peer->stop) return;
+    }
+    failures = delivered ? 1 : failures + 1;
+    if (failures == 1) {
+      log::Warn("recommendation stream of a PDLC ended; its last scores are used until they age out",
+                {{"cluster", peer->cluster}, {"pdlc", peer->address}, {"error", status.error_message()}});
+    }
+    absl::MutexLock lock(&mu_);
+    auto stopped = [peer]() { return peer->stop; };
+    mu_.AwaitWithTimeout(absl::Condition(&stopped), backoff.Delay(failures));
+  }
+}
+
+void PdlcRecommendations::Ask(const std::string& cluster, std::shared_ptr<grpc::Channel> channel,
+                              const Application& app, const std::string& profile_key) {
+  pb::GetRecommendationRequest request;
+  request.set_performance_profile(
+      ParsePerformanceProfile(app.performance_profile).value_or(common::v1::PERFORMANCE_PROFILE_LATENCY));
+  if (request.performance_profile() == common::v1::PERFORMANCE_PROFILE_CUSTOM) {
+    request.mutable_custom_weights()->insert(app.custom_profile_weights.begin(), app.custom_profile_weights.end());
+  }
+  grpc::ClientContext context;
+  // Real time: how long a placement waits for a PDLC, not a decision of the core.
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
+  pb::GetRecommendationResponse response;
+  grpc::Status status = pb::PdlcService::NewStub(channel)->GetRecommendation(&context, request, &response);
+  if (status.ok() && response.recommendation().cluster() != cluster) {
+    status = WrongCluster(cluster, response.recommendation());
+  }
+  if (!status.ok()) {
+    log::Warn("a PDLC did not recommend; its cluster is placed without its advice",
+              {{"cluster", cluster}, {"profile", profile_key}, {"error", status.error_message()}});
+    absl::MutexLock lock(&mu_);
+    auto it = peers_.find(cluster);
+    if (it != peers_.end()) it->second->call_again = clock_.Now() + options_.call_cache;
+    return;
+  }
+  if (response.recommendation().node_scores_size() > 0) {
+    book_.Record(cluster, profile_key, FromProto(response.recommendation()), options_.call_cache);
+  }
+}
+
+absl::StatusOr<std::optional<Recommendations>> PdlcRecommendations::Get(const Application& app) {
+  const std::string key = RecommendationBook::ProfileKey(app);
+  std::vector<std::string> clusters;
+  std::vector<std::pair<std::string, std::shared_ptr<grpc::Channel>>> to_ask;
+  {
+    const absl::Time now = clock_.Now();
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, peer] : peers_) {
+      clusters.push_back(name);
+      if (!book_.Has(name, key) && now >= peer->call_again) to_ask.emplace_back(name, peer->channel);
+    }
+  }
+  // The clusters the book cannot answer for are asked at once, in parallel.
+  std::vector<std::thread> calls;
+  calls.reserve(to_ask.size());
+  for (auto& [cluster, channel] : to_ask) {
+    calls.emplace_back([this, &app, &key, cluster = cluster, channel = channel] { Ask(cluster, channel, app, key); });
+  }
+  for (std::thread& t : calls) t.join();
+  return book_.Collect(clusters, key);
+}
+
+}  // namespace codeco::swm

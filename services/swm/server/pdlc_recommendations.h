@@ -1,0 +1,105 @@
+#pragma once
+// SWM's recommendation port over gRPC: the clusters' PDLCs. For each cluster
+// whose PDLC it knows (the neighborhood's endpoints["pdlc"], or
+// swm.pdlc_endpoints), a thread keeps a WatchRecommendations stream open and
+// records every built-in profile's scores in a RecommendationBook as they
+// come, one refresh of that PDLC after the other. A placement reads the book,
+// so it waits on no PDLC; only a custom profile (its own weights), or a
+// cluster whose stream has not delivered yet, is asked with one
+// GetRecommendation per cluster (short deadline, answers kept briefly). A
+// PDLC that does not answer leaves its cluster without a recommendation
+// (score 0): PDLC advises, SWM decides alone.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "codeco/common/clock.h"
+#include "codeco/common/peer_channels.h"
+#include "codeco/pdlc/v1/pdlc_service.pb.h"
+#include "grpcpp/client_context.h"
+#include "swm/core/plugins.h"
+#include "swm/core/recommendation_book.h"
+
+namespace codeco::swm {
+
+/// Settings of PdlcRecommendations.
+struct PdlcRecommendationsOptions {
+  /// How long a streamed recommendation steers placements when no newer one
+  /// comes (a PDLC refreshes every few seconds). Default: 3 min.
+  absl::Duration max_age = absl::Minutes(3);
+  /// Deadline of a GetRecommendation call. Default: 2 s.
+  absl::Duration call_timeout = absl::Seconds(2);
+  /// How long such a call's answer is reused, and how long a PDLC that
+  /// failed one is not asked again. Default: 10 s.
+  absl::Duration call_cache = absl::Seconds(10);
+  /// Wait before opening a failed stream again; doubles up to retry_max.
+  /// Default: 200 ms.
+  absl::Duration retry_min = absl::Milliseconds(200);
+  /// Longest wait before opening a failed stream again. Default: 10 s.
+  absl::Duration retry_max = absl::Seconds(10);
+};
+
+/// The recommendation, as SWM keeps it, of one PDLC message: its cluster and
+/// node scores.
+ClusterRecommendation FromProto(const codeco::pdlc::v1::Recommendation& rec);
+
+/// The RecommendationSource of the clusters' PDLCs. Thread-safe.
+class PdlcRecommendations final : public RecommendationSource {
+ public:
+  /// Reaches PDLCs through `channels` (mTLS identity, egress proxy); time
+  /// from `clock`. Both must outlive it.
+  PdlcRecommendations(PeerChannels& channels, const Clock& clock, PdlcRecommendationsOptions options = {});
+  /// Ends every stream and joins their threads.
+  ~PdlcRecommendations() override;
+
+  /// Watches `cluster`'s PDLC at `address` (host:port). No-op when it is
+  /// watched there already; a moved PDLC's old stream ends and its
+  /// recommendations are forgotten. INVALID_ARGUMENT for an empty name or
+  /// address, or a channel that cannot be made (e.g. a plaintext channel to
+  /// a remote address); the message does not name the field (callers do).
+  absl::Status SetEndpoint(const std::string& cluster, const std::string& address);
+
+  /// Every known cluster's recommendation for `app`'s profile; nullopt when
+  /// no PDLC has one. Never an error: a PDLC that cannot be reached is left
+  /// out (and logged).
+  absl::StatusOr<std::optional<Recommendations>> Get(const Application& app) override;
+
+  /// Whether `cluster`'s stream has delivered since it (last) opened (tests).
+  bool Streaming(const std::string& cluster);
+
+ private:
+  struct Peer {
+    std::string cluster;
+    std::string address;
+    std::shared_ptr<grpc::Channel> channel;
+    bool delivered = false;                 // the open stream has delivered
+    absl::Time call_again;                  // a failed call: not before this
+    grpc::ClientContext* stream = nullptr;  // the open stream, to cancel it
+    bool stop = false;
+    std::thread thread;
+  };
+  // One peer's stream, opened again after each failure until stopped.
+  void Run(Peer* peer);
+  // Stops `peer`'s stream and joins its thread (mu_ not held).
+  void Stop(Peer& peer);
+  // Asks `peer` for `app`'s recommendation and records it (or the failure).
+  void Ask(const std::string& cluster, std::shared_ptr<grpc::Channel> channel, const Application& app,
+           const std::string& profile_key);
+
+  PeerChannels& channels_;
+  const Clock& clock_;
+  const PdlcRecommendationsOptions options_;
+  RecommendationBook book_;
+  absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
+  // Peers replaced by a new address, stopped and joined in the destructor.
+  std::vector<std::unique_ptr<Peer>> retired_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace codeco::swm
