@@ -38,6 +38,23 @@ void AddAdvertisedEndpoints(const ClusterEndpoint& cluster, ProcessSpec& spec) {
   }
 }
 
+// The federated training of the managed clusters' PDLCs (those with a chosen
+// address): one neighborhood, the first such cluster's PDLC aggregates.
+void AddPdlcFederation(const std::vector<ClusterEndpoint>& clusters, ProcessSpec& spec) {
+  std::vector<std::string> members;
+  const ClusterEndpoint* aggregator = nullptr;
+  for (const ClusterEndpoint& c : clusters) {
+    if (c.is_hub || c.pdlc_address.empty()) continue;
+    members.push_back(c.name);
+    if (aggregator == nullptr) aggregator = &c;
+  }
+  if (members.size() < 2) return;  // a round needs two peers
+  spec.args.insert(spec.args.end(),
+                   {"--set", absl::StrCat("pdlc.federation.neighborhood=", kNetmaNeighborhood), "--set",
+                    absl::StrCat("pdlc.federation.aggregator=", aggregator->name, "=", aggregator->pdlc_address),
+                    "--set", "pdlc.federation.members=" + absl::StrJoin(members, ",")});
+}
+
 // NetMA's listen address, peers and neighborhood for `cluster`.
 void AddNetmaMesh(const ClusterEndpoint& cluster, const std::vector<ClusterEndpoint>& clusters,
                   ProcessSpec& spec) {
@@ -123,7 +140,10 @@ ProcessSpec Plan(const ClusterEndpoint& cluster, const std::string& service, boo
   if (service == "swm" && !hub && !cluster.pdlc_address.empty()) {
     spec.args.insert(spec.args.end(), {"--set", "swm.pdlc_endpoints=" + cluster.name + "=" + cluster.pdlc_address});
   }
-  if (service == "pdlc" && !cluster.pdlc_address.empty()) SetListen(cluster.pdlc_address, spec);
+  if (service == "pdlc" && !cluster.pdlc_address.empty()) {
+    SetListen(cluster.pdlc_address, spec);
+    AddPdlcFederation(clusters, spec);
+  }
   // A fixed address: the agent registers it as the cluster's "acm" endpoint.
   if (service == "acm" && !hub && !cluster.acm_address.empty()) {
     SetListen(cluster.acm_address, spec);

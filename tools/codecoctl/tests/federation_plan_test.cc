@@ -147,17 +147,27 @@ TEST_CASE("a chosen PDLC address is advertised and followed by the cluster's own
   std::vector<ClusterEndpoint> clusters = kClusters;
   clusters[1].pdlc_address = "127.0.2.1:7802";
   auto mcs = PlanManagedClusters(clusters, "127.0.1.1:4000", {true, ""}, "/d");
+  // One PDLC alone trains no federated model.
+  for (const auto& spec : mcs) {
+    for (const auto& arg : spec.args) REQUIRE(arg.find("pdlc.federation") == std::string::npos);
+  }
+  clusters[2].pdlc_address = "127.0.3.1:7803";
+  mcs = PlanManagedClusters(clusters, "127.0.1.1:4000", {true, ""}, "/d");
   int seen = 0;
   for (const auto& spec : mcs) {
     INFO(spec.name);
     if (spec.name == "rennes/pdlc") seen += HasPair(spec.args, "--listen", "127.0.2.1:7802");
     if (spec.name == "rennes/acm") seen += HasPair(spec.args, "--set", "acm.advertise=pdlc=127.0.2.1:7802");
     if (spec.name == "rennes/swm") seen += HasPair(spec.args, "--set", "swm.pdlc_endpoints=rennes=127.0.2.1:7802");
-    if (spec.name == "nantes/swm") {
-      for (const auto& arg : spec.args) REQUIRE(arg.find("swm.pdlc_endpoints") == std::string::npos);
+    if (spec.name == "nantes/swm") seen += HasPair(spec.args, "--set", "swm.pdlc_endpoints=nantes=127.0.3.1:7803");
+    // Both PDLCs train together; rennes's (the first) aggregates.
+    if (spec.name == "rennes/pdlc" || spec.name == "nantes/pdlc") {
+      seen += HasPair(spec.args, "--set", "pdlc.federation.aggregator=rennes=127.0.2.1:7802");
+      seen += HasPair(spec.args, "--set", "pdlc.federation.members=rennes,nantes");
+      seen += HasPair(spec.args, "--set", "pdlc.federation.neighborhood=federation");
     }
   }
-  CHECK(seen == 3);
+  CHECK(seen == 10);
 }
 
 TEST_CASE("without chosen NetMA addresses NetMA gets an ephemeral port and no peers") {
