@@ -1,5 +1,6 @@
 #include "swm/core/convert.h"
 
+#include <cmath>
 #include <map>
 #include <utility>
 
@@ -132,6 +133,15 @@ absl::StatusOr<Application> ToCoreApplication(const acm::Application& app,
                "must name a neighborhood cluster when max_latency_to_origin_ns is set");
   }
 
+  for (const auto& [profile, weight] : spec.custom_profile_weights()) {
+    const std::string path = absl::StrCat("application.spec.custom_profile_weights[\"", profile.substr(0, 64), "\"]");
+    const auto parsed = ParsePerformanceProfile(profile);
+    if (!parsed.has_value() || *parsed == codeco::common::v1::PERFORMANCE_PROFILE_CUSTOM) {
+      errors.Add(path, "must be latency, greenness, resilience or cost");
+    } else if (!(weight >= 0) || !std::isfinite(weight)) {
+      errors.Add(path, "must be a finite number >= 0");
+    }
+  }
   Application out{.name = name,
                   .profile = ProfileFor(spec.placement().policy()),
                   .performance_profile = PerformanceProfileName(spec.performance_profile()),

@@ -145,7 +145,9 @@ struct Application {
   std::vector<Channel> channels;    ///< Channels between them.
   std::string profile;              ///< Scheduling profile name ("" = default).
   std::string performance_profile;  ///< PDLC performance profile, e.g. "latency".
-  /// Criterion -> weight when performance_profile is "custom".
+  /// Built-in profile ("latency", "greenness", "resilience", "cost") ->
+  /// weight when performance_profile is "custom": PDLC's scores for those
+  /// profiles, blended.
   std::map<std::string, double> custom_profile_weights;
 
   /// Index of workload `name`, or -1.

@@ -42,26 +42,29 @@ class RecommendationBook {
   /// An empty book on `clock` (not owned; outlives the book).
   explicit RecommendationBook(const Clock& clock, RecommendationBookOptions options = {});
 
-  /// The key of an application's profile: its name ("greenness"), or for
-  /// "custom" the name and its weights, so that different weights never
-  /// share an entry.
-  static std::string ProfileKey(const Application& app);
+  /// The built-in profiles whose scores `app` follows, with their weights:
+  /// its profile with weight 1, or for "custom" its custom_profile_weights
+  /// that are > 0 (none: no advice).
+  static std::map<std::string, double> ProfileWeights(const Application& app);
 
-  /// Records `cluster`'s advice for `profile_key`, valid for `valid_for` from
-  /// now (replacing what was there).
-  void Record(const std::string& cluster, const std::string& profile_key, ClusterRecommendation rec,
+  /// Records `cluster`'s advice for built-in profile `profile`, valid for
+  /// `valid_for` from now (replacing what was there).
+  void Record(const std::string& cluster, const std::string& profile, ClusterRecommendation rec,
               absl::Duration valid_for);
 
   /// Drops every entry of `cluster` (its PDLC moved or its stream ended).
   void Forget(const std::string& cluster);
 
-  /// Whether `cluster` has an unexpired entry for `profile_key`.
-  bool Has(const std::string& cluster, const std::string& profile_key) const;
+  /// Whether `cluster` has an unexpired entry for `profile`.
+  bool Has(const std::string& cluster, const std::string& profile) const;
 
-  /// The unexpired entries of `clusters` for `profile_key`, merged; nullopt
-  /// when none of them has one (PDLC has nothing to say).
+  /// The advice for `clusters` under `profile_weights` (ProfileWeights):
+  /// each cluster's and node's scores are the weighted mean of its
+  /// unexpired entries for those profiles; a cluster missing one of them,
+  /// and a node missing from one of them, is left out. Nullopt when no
+  /// cluster is left (PDLC has nothing to say).
   std::optional<Recommendations> Collect(const std::vector<std::string>& clusters,
-                                         const std::string& profile_key) const;
+                                         const std::map<std::string, double>& profile_weights) const;
 
  private:
   struct Entry {

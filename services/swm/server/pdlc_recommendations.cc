@@ -154,13 +154,9 @@ void PdlcRecommendations::Run(Peer* peer) {
 }
 
 void PdlcRecommendations::Ask(const std::string& cluster, std::shared_ptr<grpc::Channel> channel,
-                              const Application& app, const std::string& profile_key) {
+                              const std::string& profile) {
   pb::GetRecommendationRequest request;
-  request.set_performance_profile(
-      ParsePerformanceProfile(app.performance_profile).value_or(common::v1::PERFORMANCE_PROFILE_LATENCY));
-  if (request.performance_profile() == common::v1::PERFORMANCE_PROFILE_CUSTOM) {
-    request.mutable_custom_weights()->insert(app.custom_profile_weights.begin(), app.custom_profile_weights.end());
-  }
+  request.set_performance_profile(ParsePerformanceProfile(profile).value_or(common::v1::PERFORMANCE_PROFILE_LATENCY));
   grpc::ClientContext context;
   // Real time: how long a placement waits for a PDLC, not a decision of the core.
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
@@ -171,37 +167,46 @@ void PdlcRecommendations::Ask(const std::string& cluster, std::shared_ptr<grpc::
   }
   if (!status.ok()) {
     log::Warn("a PDLC did not recommend; its cluster is placed without its advice",
-              {{"cluster", cluster}, {"profile", profile_key}, {"error", status.error_message()}});
+              {{"cluster", cluster}, {"profile", profile}, {"error", status.error_message()}});
     absl::MutexLock lock(&mu_);
     auto it = peers_.find(cluster);
     if (it != peers_.end()) it->second->call_again = clock_.Now() + options_.call_cache;
     return;
   }
   if (response.recommendation().node_scores_size() > 0) {
-    book_.Record(cluster, profile_key, FromProto(response.recommendation()), options_.call_cache);
+    book_.Record(cluster, profile, FromProto(response.recommendation()), options_.call_cache);
   }
 }
 
 absl::StatusOr<std::optional<Recommendations>> PdlcRecommendations::Get(const Application& app) {
-  const std::string key = RecommendationBook::ProfileKey(app);
+  const std::map<std::string, double> weights = RecommendationBook::ProfileWeights(app);
+  if (weights.empty()) return std::optional<Recommendations>();  // custom without weights
   std::vector<std::string> clusters;
-  std::vector<std::pair<std::string, std::shared_ptr<grpc::Channel>>> to_ask;
+  struct Question {
+    std::string cluster;
+    std::shared_ptr<grpc::Channel> channel;
+    std::string profile;
+  };
+  std::vector<Question> questions;
   {
     const absl::Time now = clock_.Now();
     absl::MutexLock lock(&mu_);
     for (const auto& [name, peer] : peers_) {
       clusters.push_back(name);
-      if (!book_.Has(name, key) && now >= peer->call_again) to_ask.emplace_back(name, peer->channel);
+      if (now < peer->call_again) continue;
+      for (const auto& [profile, weight] : weights) {
+        if (!book_.Has(name, profile)) questions.push_back({name, peer->channel, profile});
+      }
     }
   }
-  // The clusters the book cannot answer for are asked at once, in parallel.
+  // What the book cannot answer is asked at once, in parallel.
   std::vector<std::thread> calls;
-  calls.reserve(to_ask.size());
-  for (auto& [cluster, channel] : to_ask) {
-    calls.emplace_back([this, &app, &key, cluster = cluster, channel = channel] { Ask(cluster, channel, app, key); });
+  calls.reserve(questions.size());
+  for (const Question& q : questions) {
+    calls.emplace_back([this, &q] { Ask(q.cluster, q.channel, q.profile); });
   }
   for (std::thread& t : calls) t.join();
-  return book_.Collect(clusters, key);
+  return book_.Collect(clusters, weights);
 }
 
 }  // namespace codeco::swm

@@ -4,11 +4,12 @@
 // swm.pdlc_endpoints), a thread keeps a WatchRecommendations stream open and
 // records every built-in profile's scores in a RecommendationBook as they
 // come, one refresh of that PDLC after the other. A placement reads the book,
-// so it waits on no PDLC; only a custom profile (its own weights), or a
-// cluster whose stream has not delivered yet, is asked with one
-// GetRecommendation per cluster (short deadline, answers kept briefly). A
-// PDLC that does not answer leaves its cluster without a recommendation
-// (score 0): PDLC advises, SWM decides alone.
+// so it waits on no PDLC; a "custom" application follows the built-in
+// profiles' scores blended by its custom_profile_weights. Only a cluster
+// whose stream has not delivered yet is asked with one GetRecommendation per
+// profile (short deadline, answers kept briefly). A PDLC that does not
+// answer leaves its cluster without a recommendation (score 0): PDLC
+// advises, SWM decides alone.
 
 #include <map>
 #include <memory>
@@ -65,8 +66,9 @@ class PdlcRecommendations final : public RecommendationSource {
   /// a remote address); the message does not name the field (callers do).
   absl::Status SetEndpoint(const std::string& cluster, const std::string& address);
 
-  /// Every known cluster's recommendation for `app`'s profile; nullopt when
-  /// no PDLC has one. Never an error: a PDLC that cannot be reached is left
+  /// Every known cluster's recommendation for `app`'s profile (a custom
+  /// one: the blend of RecommendationBook::ProfileWeights); nullopt when no
+  /// PDLC has one. Never an error: a PDLC that cannot be reached is left
   /// out (and logged).
   absl::StatusOr<std::optional<Recommendations>> Get(const Application& app) override;
 
@@ -88,9 +90,9 @@ class PdlcRecommendations final : public RecommendationSource {
   void Run(Peer* peer);
   // Stops `peer`'s stream and joins its thread (mu_ not held).
   void Stop(Peer& peer);
-  // Asks `peer` for `app`'s recommendation and records it (or the failure).
-  void Ask(const std::string& cluster, std::shared_ptr<grpc::Channel> channel, const Application& app,
-           const std::string& profile_key);
+  // Asks `cluster`'s PDLC for built-in `profile` and records the answer (or
+  // the failure).
+  void Ask(const std::string& cluster, std::shared_ptr<grpc::Channel> channel, const std::string& profile);
 
   PeerChannels& channels_;
   const Clock& clock_;

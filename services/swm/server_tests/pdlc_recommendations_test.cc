@@ -1,7 +1,7 @@
 // SWM's recommendation port against a real PDLC service on loopback: the
-// watch stream fills the book, a refresh reaches the next placement, custom
-// weights are asked for, a PDLC answering for another cluster is ignored,
-// and the advice of a PDLC that went away ages out.
+// watch stream fills the book, a refresh reaches the next placement, a custom
+// profile blends the streamed ones, a PDLC answering for another cluster is
+// ignored, and the advice of a PDLC that went away ages out.
 #include <catch2/catch.hpp>
 
 #include "codeco/common/clock.h"
@@ -88,17 +88,17 @@ TEST_CASE("the hub's PDLC port streams refreshes into placements and forgets sil
   REQUIRE(Eventually([&] { return (*recs.Get(green))->node_scores.at({"edge-1", "n1"}) == 0; }));
   CHECK((*recs.Get(green))->cluster_scores.at("edge-1") == Approx(n2 / 2));
 
-  // A custom profile is asked for with its weights.
+  // A custom profile blends the built-in profiles' streamed scores by its weights.
   const Application custom{.name = "batch", .performance_profile = "custom",
-                           .custom_profile_weights = {{"energy", 1}}};
-  got = recs.Get(custom);
-  REQUIRE(got.ok());
-  REQUIRE(got->has_value());
-  CHECK((*got)->node_scores.at({"edge-1", "n2"}) == Approx(25));
+                           .custom_profile_weights = {{"greenness", 1}, {"latency", 1}}};
+  REQUIRE(Eventually([&] { return recs.Get(custom)->has_value(); }));
+  const Application latency{.name = "api", .performance_profile = "latency"};
+  const double n2_latency = (*recs.Get(latency))->node_scores.at({"edge-1", "n2"});
+  CHECK((*recs.Get(custom))->node_scores.at({"edge-1", "n2"}) == Approx((n2 + n2_latency) / 2));
 
   // An endpoint whose PDLC answers for another cluster adds nothing.
   REQUIRE(recs.SetEndpoint("core-1", edge.server->address()).ok());
-  CHECK((*recs.Get(custom))->cluster_scores.count("core-1") == 0);
+  CHECK((*recs.Get(latency))->cluster_scores.count("core-1") == 0);
   CHECK((*recs.Get(green))->cluster_scores.count("core-1") == 0);
 
   // Bad endpoints are refused without naming a field (the caller does).

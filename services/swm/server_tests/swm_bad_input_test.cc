@@ -124,5 +124,23 @@ TEST_CASE("a channel's bandwidth near int64 is shared out without overflow") {
   REQUIRE(core->channels[0].min_bandwidth_bps == std::numeric_limits<int64_t>::max() / 3 + 1);
 }
 
+TEST_CASE("custom profile weights must name a built-in profile with a finite weight") {
+  acm::Application app;
+  app.mutable_metadata()->set_name("blend");
+  app.mutable_spec()->add_services()->set_name("a");
+  app.mutable_spec()->set_performance_profile(common::v1::PERFORMANCE_PROFILE_CUSTOM);
+  (*app.mutable_spec()->mutable_custom_profile_weights())["greenness"] = 2;
+  auto ok = ToCoreApplication(app, {"c1"});
+  REQUIRE(ok.ok());
+  CHECK(ok->custom_profile_weights == std::map<std::string, double>{{"greenness", 2}});
+  (*app.mutable_spec()->mutable_custom_profile_weights())["energy"] = 1;
+  (*app.mutable_spec()->mutable_custom_profile_weights())["cost"] = -1;
+  auto bad = ToCoreApplication(app, {"c1"});
+  REQUIRE(absl::IsInvalidArgument(bad.status()));
+  const std::string message(bad.status().message());
+  CHECK(message.find("application.spec.custom_profile_weights[\"energy\"]: must be latency") != std::string::npos);
+  CHECK(message.find("application.spec.custom_profile_weights[\"cost\"]: must be a finite number") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace codeco::swm
