@@ -17,11 +17,6 @@ std::optional<double> Latest(const TelemetryStore& store, const std::string& nod
   return raw->back().value;
 }
 
-// The profiles whose scores are recorded at each refresh (custom ones have
-// no history of their own).
-constexpr ScoringProfile kBuiltInProfiles[] = {ScoringProfile::kLatency, ScoringProfile::kGreenness,
-                                               ScoringProfile::kResilience, ScoringProfile::kCost};
-
 // Puts the forecast at horizon index `horizon` into what `node` is scored on.
 void ApplyForecast(const UsageForecast& forecast, size_t horizon, NodeContext& node) {
   node.cpu_forecast_fraction = forecast.cpu_percent[horizon] / 100.0;

@@ -99,6 +99,11 @@ class ScoringCriteria {
 /// The built-in profiles, as named in the API (codeco.common.v1.PerformanceProfile).
 enum class ScoringProfile { kLatency, kGreenness, kResilience, kCost, kCustom };
 
+/// The profiles with weights of their own (all but kCustom), in API order:
+/// what a refresh records and what WatchRecommendations streams by default.
+inline constexpr ScoringProfile kBuiltInProfiles[] = {ScoringProfile::kLatency, ScoringProfile::kGreenness,
+                                                      ScoringProfile::kResilience, ScoringProfile::kCost};
+
 /// "latency", "greenness", "resilience", "cost" or "custom".
 const char* ScoringProfileName(ScoringProfile profile);
 

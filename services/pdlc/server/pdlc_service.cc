@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <cmath>
 
 #include "absl/strings/numbers.h"
@@ -89,8 +90,7 @@ constexpr int kMaxRecommendationWatchers = 64;
 // The profiles a WatchRecommendations request asks for, checked.
 absl::StatusOr<std::vector<ScoringProfile>> WatchedProfiles(const v1::WatchRecommendationsRequest& request) {
   if (request.performance_profiles().empty()) {
-    return std::vector<ScoringProfile>{ScoringProfile::kLatency, ScoringProfile::kGreenness,
-                                       ScoringProfile::kResilience, ScoringProfile::kCost};
+    return std::vector<ScoringProfile>(std::begin(kBuiltInProfiles), std::end(kBuiltInProfiles));
   }
   std::vector<ScoringProfile> out;
   for (int i = 0; i < request.performance_profiles_size(); ++i) {
@@ -145,12 +145,11 @@ class RecommendationWatch final : public WatchStream<v1::WatchRecommendationsRes
       RecommendationQuery query;
       query.profile = profile;
       ASSIGN_OR_RETURN(RecommendationResult result, advisor_.Recommend(query, clock_ms_()));
-      v1::Recommendation* rec = message.add_recommendations();
-      *rec = ToProto(result);
       if (scores_only_) {
-        rec->clear_forecasts();
-        for (v1::NodeScore& s : *rec->mutable_node_scores()) s.clear_components();
+        result.forecasts.clear();
+        for (NodeScore& s : result.node_scores) s.components.clear();
       }
+      *message.add_recommendations() = ToProto(result);
     }
     served_ = refreshes;
     batch.messages.push_back(std::move(message));
