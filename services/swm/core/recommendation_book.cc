@@ -16,12 +16,12 @@ std::map<std::string, double> RecommendationBook::ProfileWeights(const Applicati
   return out;
 }
 
-void RecommendationBook::Record(const std::string& cluster, const std::string& profile_key,
+void RecommendationBook::Record(const std::string& cluster, const std::string& profile,
                                 ClusterRecommendation rec, absl::Duration valid_for) {
   const absl::Time now = clock_.Now();
   absl::MutexLock lock(&mu_);
   std::erase_if(entries_, [now](const auto& e) { return e.second.expires <= now; });
-  const auto key = std::make_pair(cluster, profile_key);
+  const auto key = std::make_pair(cluster, profile);
   if (!entries_.count(key) && entries_.size() >= options_.max_entries && !entries_.empty()) {
     auto soonest = entries_.begin();
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {

@@ -768,6 +768,15 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
   if (exact_l2.max_workloads < 1) {
     return InvalidFieldError("swm.exact_l2_max_workloads", "must be at least 1");
   }
+  // The PDLCs both roles follow, reached over the service's own channels:
+  // an address those cannot reach is refused here, in either role.
+  ASSIGN_OR_RETURN(const auto pdlc_endpoints,
+                   ParseNamedAddresses("swm.pdlc_endpoints", raw.GetString("swm.pdlc_endpoints"), "cluster"));
+  for (const auto& [cluster, address] : pdlc_endpoints) {
+    if (auto channel = context.peers.Get(address); !channel.ok()) {
+      return InvalidFieldError("swm.pdlc_endpoints", absl::StrCat(cluster, ": ", channel.status().message()));
+    }
+  }
   if (context.config.role != Role::kHub) {
     // The MC role: L2 and the two-phase commit for this cluster, on its LMS.
     if (context.config.lms.empty()) {
@@ -782,14 +791,10 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
     ASSIGN_OR_RETURN(std::unique_ptr<PeerChannels> local, PeerChannels::Create(lms_options));
     ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, local->Get(context.config.lms));
     ClusterServiceOptions options{.cluster = context.config.cluster, .exact_l2 = exact_l2};
-    ASSIGN_OR_RETURN(const auto pdlc_endpoints,
-                     ParseNamedAddresses("swm.pdlc_endpoints", raw.GetString("swm.pdlc_endpoints"), "cluster"));
     if (!pdlc_endpoints.empty()) {
       auto recommendations = std::make_shared<PdlcRecommendations>(context.peers, context.clock);
       for (const auto& [cluster, address] : pdlc_endpoints) {
-        if (absl::Status set = recommendations->SetEndpoint(cluster, address); !set.ok()) {
-          return InvalidFieldError("swm.pdlc_endpoints", absl::StrCat(cluster, ": ", set.message()));
-        }
+        RETURN_IF_ERROR(recommendations->SetEndpoint(cluster, address));  // checked above
       }
       options.recommendations = std::move(recommendations);
     }
@@ -810,8 +815,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
   options.node_view_ttl = context.config.raw.GetDuration("swm.node_view_ttl");
   ASSIGN_OR_RETURN(options.cluster_endpoints,
                    ParseClusterEndpoints(context.config.raw.GetString("swm.cluster_endpoints")));
-  ASSIGN_OR_RETURN(options.pdlc_endpoints,
-                   ParseNamedAddresses("swm.pdlc_endpoints", raw.GetString("swm.pdlc_endpoints"), "cluster"));
+  options.pdlc_endpoints = pdlc_endpoints;
   options.mc_timeout = context.config.raw.GetDuration("swm.mc_timeout");
   options.reconcile_interval = context.config.raw.GetDuration("swm.reconcile_interval");
   // An enum key: the configuration refused any other value already.
