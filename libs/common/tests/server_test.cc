@@ -4,8 +4,12 @@
 
 
 #include <atomic>
+#include <functional>
 
+#include "absl/strings/str_cat.h"
 #include "codeco/common/call_deadline.h"
+#include "codeco/common/channel_ready_watch.h"
+#include "codeco/common/ports.h"
 #include "codeco/common/executor.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/kv_store.h"
@@ -298,6 +302,59 @@ TEST_CASE("status codes map one to one") {
   }
   REQUIRE(ToGrpcStatus(absl::InvalidArgumentError("spec.name: required")).error_message() ==
           "spec.name: required");
+}
+
+}  // namespace
+}  // namespace codeco
+
+namespace codeco {
+namespace {
+
+// Waits up to a minute for `done`; false when it never held.
+bool WaitFor(const std::function<bool()>& done) {
+  for (absl::Time end = absl::Now() + absl::Minutes(1); absl::Now() < end;) {
+    if (done()) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return done();
+}
+
+// A plaintext server on `listen` with every LMS method unimplemented.
+std::unique_ptr<GrpcServer> StartOn(const std::string& listen,
+                                    lms::v1::LmsService::CallbackService& lms) {
+  GrpcServerOptions options;
+  options.service = "test";
+  options.insecure = true;
+  options.listen = listen;
+  options.services = {&lms};
+  auto started = GrpcServer::Start(options);
+  REQUIRE(started.ok());
+  return std::move(*started);
+}
+
+TEST_CASE("a channel ready watch calls back when its peer is back after an outage") {
+  auto port = FreePort("127.0.0.1");
+  REQUIRE(port.ok());
+  const std::string address = absl::StrCat("127.0.0.1:", *port);
+  lms::v1::LmsService::CallbackService lms;
+  std::unique_ptr<GrpcServer> server = StartOn(address, lms);
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  std::atomic<int> calls{0};
+  ChannelReadyWatch watch(channel, [&] { calls.fetch_add(1); }, absl::Milliseconds(50));
+  // No call is made: the watch connects the idle channel itself.
+  REQUIRE(WaitFor([&] { return calls.load() == 1; }));
+  REQUIRE(watch.recoveries() == 1);
+
+  server->Shutdown(absl::ZeroDuration());
+  server.reset();
+  REQUIRE(WaitFor([&] { return channel->GetState(false) != GRPC_CHANNEL_READY; }));
+  REQUIRE(calls.load() == 1);  // away: no call back
+
+  server = StartOn(address, lms);
+  REQUIRE(WaitFor([&] { return calls.load() == 2; }));
+  REQUIRE(watch.recoveries() == 2);
 }
 
 }  // namespace

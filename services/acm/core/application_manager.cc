@@ -167,14 +167,30 @@ absl::Status ApplicationManager::CommitModified(v1::Application& app) {
 }
 
 void ApplicationManager::MarkSentLocked(const std::string& name) {
-  attempts_[name].due = clock_.Now() + options_.answer_timeout;
+  Attempt& attempt = attempts_[name];
+  attempt.due = clock_.Now() + options_.answer_timeout;
+  attempt.backing_off = false;
 }
 
 absl::Time ApplicationManager::ScheduleRetryLocked(const std::string& name) {
   Attempt& attempt = attempts_[name];
   ++attempt.failures;
   attempt.due = clock_.Now() + backoff_.Delay(attempt.failures);
+  attempt.backing_off = true;
   return attempt.due;
+}
+
+int ApplicationManager::RetryNow() {
+  absl::MutexLock lock(&write_mu_);
+  const absl::Time now = clock_.Now();
+  int brought_forward = 0;
+  for (auto& [name, attempt] : attempts_) {
+    if (attempt.backing_off && attempt.due > now) {
+      attempt.due = now;
+      ++brought_forward;
+    }
+  }
+  return brought_forward;
 }
 
 v1::Application ApplicationManager::ForScheduler(const v1::Application& app) {

@@ -197,6 +197,11 @@ class ApplicationManager {
   /// operations past operation_retention. Call periodically. Returns how
   /// many requests were sent.
   absl::StatusOr<int> Reconcile();
+  /// Makes every placement retry that waits out its backoff due now, so the
+  /// next Reconcile sends it: call when the scheduler is reachable again
+  /// after an outage. Requests in flight keep their answer deadline. Returns
+  /// how many retries were brought forward.
+  int RetryNow();
 
   /// GetOperation: an operation ACM answered apply, rollback, delete or
   /// unregister with, as stored. NOT_FOUND (naming `id`) when unknown.
@@ -296,6 +301,9 @@ class ApplicationManager {
     int failures = 0;
     // When Reconcile sends again: the retry time, or the answer deadline.
     absl::Time due = absl::InfinitePast();
+    // True while `due` is a retry time (after a failure), false while it is
+    // an answer deadline.
+    bool backing_off = false;
   };
   std::map<std::string, Attempt> attempts_ ABSL_GUARDED_BY(write_mu_);
   // Channel reports for a plan an application does not hold yet (the

@@ -15,6 +15,7 @@
 #include "acm/server/swm_placement_scheduler.h"
 #include "acm/store/kv_application_store.h"
 #include "codeco/common/authz.h"
+#include "codeco/common/channel_ready_watch.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/serve_on_executor.h"
@@ -161,6 +162,19 @@ struct OwnedDependencies {
     if (options.swm_channel != nullptr && options.local_copies == nullptr) {
       channel_follower = std::make_unique<ChannelStatusFollower>(options.swm_channel, manager);
     }
+    // SWM back after an outage: what waits out a backoff that grew during
+    // the outage (up to a minute) is sent now, by the next reconcile pass.
+    if (swm != nullptr) {
+      swm_back = std::make_unique<ChannelReadyWatch>(options.swm_channel, [this] {
+        const int placements = manager.RetryNow();
+        const int releases = swm->RetryNow();
+        if (placements + releases > 0) {
+          log::Info("SWM reachable again; retrying now",
+                    {{"placements", absl::StrCat(placements)},
+                     {"releases", absl::StrCat(releases)}});
+        }
+      });
+    }
     if (options.reevaluate_interval > absl::ZeroDuration()) {
       maintenance = std::thread([this, interval = options.reevaluate_interval,
                                  after = options.reevaluate_after] { Maintain(interval, after); });
@@ -193,6 +207,7 @@ struct OwnedDependencies {
     }
     publisher.reset();
     channel_follower.reset();
+    swm_back.reset();
     if (maintenance.joinable()) maintenance.join();
     if (reconciler.joinable()) reconciler.join();
     if (swm != nullptr) swm->Stop();
@@ -248,6 +263,8 @@ struct OwnedDependencies {
   std::unique_ptr<MemberPublisherLoop> publisher;
   // Records SWM's channel status (hub with an SWM only).
   std::unique_ptr<ChannelStatusFollower> channel_follower;
+  // Brings retries forward when SWM is reachable again (hub with an SWM only).
+  std::unique_ptr<ChannelReadyWatch> swm_back;
 };
 
 class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl {

@@ -88,6 +88,20 @@ absl::Status SwmPlacementScheduler::ReleasePlacement(const std::string& applicat
   return absl::OkStatus();
 }
 
+int SwmPlacementScheduler::RetryNow() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  int brought_forward = 0;
+  for (Request& queued : queue_) {
+    if (queued.due > now) {
+      queued.due = absl::InfinitePast();
+      ++brought_forward;
+    }
+  }
+  if (brought_forward > 0) ++changes_;
+  return brought_forward;
+}
+
 void SwmPlacementScheduler::Loop() {
   while (true) {
     Request request;

@@ -71,6 +71,9 @@ class SwmPlacementScheduler final : public PlacementScheduler {
   void SetReleaseSink(ReleaseSink sink);
   /// Stops the worker threads; idempotent.
   void Stop();
+  /// Makes every release waiting out its retry backoff due now (SWM is
+  /// reachable again); returns how many were brought forward.
+  int RetryNow();
 
   absl::Status RequestPlacement(const v1::Application& application,
                                 const v1::Neighborhood& neighborhood,

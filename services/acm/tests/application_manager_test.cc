@@ -809,6 +809,33 @@ TEST_CASE("the waits between retries grow with jitter up to the cap") {
   }
 }
 
+TEST_CASE("RetryNow sends a backed-off placement at once but leaves one in flight alone") {
+  Fixture f;
+  f.Apply(SmallCam("shop", "1"));
+  // shop failed several times: its next attempt is tens of seconds away.
+  for (int i = 0; i < 6; ++i) {
+    PlacementResult unanswered;
+    unanswered.error = absl::UnavailableError("connection refused");
+    REQUIRE(f.manager.RecordPlacement("shop", 1, unanswered).ok());
+    if (i < 5) {
+      f.clock.Advance(absl::Seconds(61));
+      REQUIRE(*f.manager.Reconcile() == 1);
+    }
+  }
+  REQUIRE(*f.manager.Reconcile() == 0);
+  f.Apply(SmallCam("cart", "1"));
+  const size_t sent = f.scheduler.requests().size();
+  // The scheduler is reachable again: shop is due now; cart (in flight,
+  // waiting for its answer) is not asked twice.
+  REQUIRE(f.manager.RetryNow() == 1);
+  REQUIRE(*f.manager.Reconcile() == 1);
+  REQUIRE(f.scheduler.requests().size() == sent + 1);
+  REQUIRE(f.scheduler.requests().back().metadata().name() == "shop");
+  // Sent again: in flight now, so a second RetryNow brings nothing forward.
+  REQUIRE(f.manager.RetryNow() == 0);
+  REQUIRE(*f.manager.Reconcile() == 0);
+}
+
 TEST_CASE("a definitive scheduler answer fails the application with the reason") {
   Fixture f;
   f.Apply(SmallCam("shop", "1"));
