@@ -15,6 +15,8 @@
 #include <random>
 #include <regex>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include "codeco/acm/v1/acm_service.pb.h"
 #include "codeco/checkpointer/v1/checkpointer_service.pb.h"
@@ -400,7 +402,17 @@ TEST_CASE("every method of every service admits exactly the identities its polic
   std::map<std::string, std::shared_ptr<grpc::ChannelCredentials>> creds;
   for (const std::string& id : kIdentities) creds[id] = Credentials(certs, id);
 
-  int calls = 0;
+  // Every (server, identity) pair calls its methods on a thread of its own:
+  // a permitted stream that stays open waits out its short deadline, and
+  // one after the other those waits would add up to most of the test.
+  struct Call {
+    const Running* server;
+    std::string id;
+    std::string method;
+    bool allowed = false;
+    OneCall::Outcome outcome;
+  };
+  std::vector<std::vector<Call>> batches;
   for (const Running& server : servers) {
     std::vector<std::string> methods;
     std::vector<const google::protobuf::ServiceDescriptor*> contracts = {
@@ -415,34 +427,54 @@ TEST_CASE("every method of every service admits exactly the identities its polic
     }
     methods.push_back("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo");
     for (const std::string& id : kIdentities) {
-      grpc::GenericStub stub(grpc::CreateChannel(server.address, creds[id]));
+      std::vector<Call> batch;
       for (const std::string& method : methods) {
         auto row = expected.find(method);
         INFO("no row in this test for " << method);
         REQUIRE(row != expected.end());
-        const bool allowed = row->second.count(id) > 0;
-        auto request = requests.find(method);
-        const std::string bytes = request == requests.end() ? "" : request->second;
-        // A permitted stream may stay open: it ends at its first message or
-        // this short deadline; a denial comes at once (the long deadline only
-        // guards a stuck server).
-        OneCall::Outcome outcome =
-            OneCall::Do(stub, method, bytes, allowed ? absl::Seconds(3) : absl::Seconds(30));
-        ++calls;
-        INFO(server.spec.binary << " " << method << " as " << id << ": "
-                                << outcome.status.error_code() << " "
-                                << outcome.status.error_message());
-        if (allowed) {
-          REQUIRE((outcome.got_message ||
-                   outcome.status.error_code() != grpc::StatusCode::PERMISSION_DENIED));
-        } else {
-          REQUIRE_FALSE(outcome.got_message);
-          REQUIRE(outcome.status.error_code() == grpc::StatusCode::PERMISSION_DENIED);
-          // Names the caller (and the method: in full from the table, by name from a binding).
-          REQUIRE_THAT(outcome.status.error_message(),
-                       Catch::Contains("spiffe://codeco/cluster/" + id) &&
-                           Catch::Contains(method.substr(method.rfind('/') + 1)));
+        batch.push_back({&server, id, method, row->second.count(id) > 0, {}});
+      }
+      batches.push_back(std::move(batch));
+    }
+  }
+  {
+    std::vector<std::thread> callers;
+    for (std::vector<Call>& batch : batches) {
+      callers.emplace_back([&batch, &creds, &requests] {
+        grpc::GenericStub stub(
+            grpc::CreateChannel(batch[0].server->address, creds.at(batch[0].id)));
+        for (Call& call : batch) {
+          auto request = requests.find(call.method);
+          const std::string bytes = request == requests.end() ? "" : request->second;
+          // A permitted stream may stay open: it ends at its first message
+          // or this short deadline; a denial comes at once (the long
+          // deadline only guards a stuck server).
+          call.outcome = OneCall::Do(stub, call.method, bytes,
+                                     call.allowed ? absl::Seconds(3) : absl::Seconds(30));
         }
+      });
+    }
+    for (std::thread& caller : callers) caller.join();
+  }
+  int calls = 0;
+  for (const std::vector<Call>& batch : batches) {
+    for (const Call& call : batch) {
+      ++calls;
+      const OneCall::Outcome& outcome = call.outcome;
+      const std::string& method = call.method;
+      INFO(call.server->spec.binary << " " << method << " as " << call.id << ": "
+                                    << outcome.status.error_code() << " "
+                                    << outcome.status.error_message());
+      if (call.allowed) {
+        REQUIRE((outcome.got_message ||
+                 outcome.status.error_code() != grpc::StatusCode::PERMISSION_DENIED));
+      } else {
+        REQUIRE_FALSE(outcome.got_message);
+        REQUIRE(outcome.status.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+        // Names the caller (and the method: in full from the table, by name from a binding).
+        REQUIRE_THAT(outcome.status.error_message(),
+                     Catch::Contains("spiffe://codeco/cluster/" + call.id) &&
+                         Catch::Contains(method.substr(method.rfind('/') + 1)));
       }
     }
   }
