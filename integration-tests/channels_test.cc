@@ -102,6 +102,17 @@ int64_t Int(const nlohmann::json& j, const char* key) {
   return j[key].is_string() ? std::stoll(j[key].get<std::string>()) : j[key].get<int64_t>();
 }
 
+// The newest measured throughput of link lille -> `target`, in bits/s (0
+// when not measured).
+int64_t LinkCapacity(const std::string& target) {
+  for (const auto& l : Links()["measured"].value("links", nlohmann::json::array())) {
+    if (l.value("sourceCluster", "") == "lille" && l.value("targetCluster", "") == target) {
+      return Int(l, "throughputBps");
+    }
+  }
+  return 0;
+}
+
 // Waits until both services of `app` are placed, or it FAILED; the placement.
 std::map<std::string, std::string> WaitPlacedOrFailed(const std::string& app, std::string* error) {
   for (absl::Time end = absl::Now() + absl::Seconds(90); absl::Now() < end;) {
@@ -235,48 +246,61 @@ TEST_CASE("channels get virtual links and go OOQOS when their link degrades past
   // CPU (measured from 8 to 391 Mbps on the same testbed), so no
   // bandwidth can be chosen that one link surely holds once and not twice;
   // there this part is left to the plain build and the core tests.
+  std::vector<std::string> bandwidth_apps;
   if (codeco::testing::SanitizedBuild()) {
     WARN("sanitizer build: the link bandwidth part is checked in the plain build only");
   } else {
-    int64_t capacity = 0;
-    for (const auto& l : Links()["measured"].value("links", nlohmann::json::array())) {
-      const std::string target = l.value("targetCluster", "");
-      if (l.value("sourceCluster", "") == "lille" &&
-          (target == "luxembourg" || target == "nancy-cloud")) {
-        capacity = std::max(capacity, Int(l, "throughputBps"));
+    // Each probe measures the links afresh, and one probe can read a
+    // quarter below the last: a first channel sized from one reading that
+    // the next reading cannot hold is refused rightly. Then the test sizes
+    // it again from the newer reading (at most three times).
+    std::map<std::string, std::string> first;
+    int64_t each = 0;
+    std::string error_first;
+    for (int attempt = 1; attempt <= 3 && first.empty(); ++attempt) {
+      const int64_t capacity = std::max(LinkCapacity("luxembourg"), LinkCapacity("nancy-cloud"));
+      REQUIRE(capacity > 0);
+      each = capacity * 3 / 4;
+      const std::string name = absl::StrCat("bw-first-", attempt);
+      bandwidth_apps.push_back(name);
+      Apply(home, name, absl::StrCat(each / 1000, "kbps"));
+      first = WaitPlacedOrFailed(name, &error_first);
+      if (first.empty()) {
+        WARN(name << " of " << each / 1'000'000 << " Mbps refused (" << error_first
+                  << "); sized again from the newer measurement");
+        REQUIRE_THAT(error_first, Catch::Contains("link lille -> "));
       }
     }
-    REQUIRE(capacity > 0);
-    const int64_t each = capacity * 3 / 4;
-    const std::string bandwidth = absl::StrCat(each / 1000, "kbps");
-    Apply(home, "bw-first", bandwidth);
-    std::map<std::string, std::string> first = WaitPlacedOrFailed("bw-first", &error);
-    INFO("bw-first: " << error);
+    INFO("bw-first: " << error_first);
     REQUIRE(first.size() == 2);
-    Apply(home, "bw-second", bandwidth);
+    bandwidth_apps.push_back("bw-second");
+    Apply(home, "bw-second", absl::StrCat(each / 1000, "kbps"));
     std::string refused;
     std::map<std::string, std::string> second = WaitPlacedOrFailed("bw-second", &refused);
     if (second.empty()) {
       CHECK_THAT(refused, Catch::Contains("link lille -> "));
-    } else {
-      CHECK(second["fusion"] != first["fusion"]);
+    } else if (second["fusion"] == first["fusion"]) {
+      // Sharing a link is right only when its newest measurement holds both.
+      const int64_t shared = LinkCapacity(first["fusion"]);
+      INFO("both over lille -> " << first["fusion"] << ", measured " << shared << " bps");
+      CHECK(2 * each <= shared);
     }
-    WARN("two channels of " << each / 1'000'000 << " Mbps each, link capacity measured "
-                            << capacity / 1'000'000 << " Mbps: first over lille -> "
+    WARN("two channels of " << each / 1'000'000 << " Mbps each: first over lille -> "
                             << first["fusion"] << ", second "
                             << (second.empty() ? "refused: " + refused
                                                : "over lille -> " + second["fusion"]));
   }
 
   // 4. Deleting the applications deletes their virtual links.
-  for (const std::string name : {"sensor-fusion", "bw-first", "bw-second"}) {
+  bandwidth_apps.push_back("sensor-fusion");
+  for (const std::string& name : bandwidth_apps) {
     if (App(name).is_null()) continue;
     REQUIRE(RunCommand({kCtl, "delete", "app", name}, absl::Seconds(30)).exit_code == 0);
   }
   size_t left = 1;
   for (absl::Time end = absl::Now() + absl::Seconds(60); left > 0 && absl::Now() < end;) {
-    left = VirtualLinks("sensor-fusion").size() + VirtualLinks("bw-first").size() +
-           VirtualLinks("bw-second").size();
+    left = 0;
+    for (const std::string& name : bandwidth_apps) left += VirtualLinks(name).size();
     if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   CHECK(left == 0);
