@@ -98,7 +98,7 @@ TEST_CASE("promtool accepts the recording rules and their unit tests pass") {
       RunCommand({kPromtool, "check", "rules", dir + "/codeco-rules.yml"}, absl::Seconds(60));
   INFO(check.output);
   REQUIRE(check.exit_code == 0);
-  REQUIRE_THAT(check.output, Catch::Contains("SUCCESS: 5 rules found"));
+  REQUIRE_THAT(check.output, Catch::Contains("SUCCESS: 6 rules found"));
   CommandResult unit =
       RunCommand({kPromtool, "test", "rules", dir + "/codeco-rules.test.yml"}, absl::Seconds(60));
   INFO(unit.output);
@@ -242,6 +242,9 @@ TEST_CASE("Prometheus evaluates the CODECO rules over an emulated cluster after 
       {R"(pod:container_memory_working_set:avg1m{cluster="edge",pod="web"})", 1073741824.0, 1},
       // Power: 100 W + (200 - 100) W x 0.75.
       {R"(node:codeco_node_power_watts:avg1m{cluster="edge",node="n1"})", 175, 1},
+      // Restarts per node: codef never restarts a container, but the join
+      // of the restart counters to kube_pod_info puts web's 0 on n1.
+      {R"(node:kube_pod_container_status_restarts:increase1h{cluster="edge",node="n1"})", 0, 0},
       {R"(kube_node_status_condition{cluster="edge",node="n2",condition="Ready",status="false"})",
        1, 0},
       {R"(up{job="codef",cluster="edge"})", 1, 0},

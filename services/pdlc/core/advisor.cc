@@ -1,6 +1,8 @@
 #include "pdlc/core/advisor.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -40,6 +42,13 @@ absl::Status Advisor::Refresh(std::vector<NodeContext> inventory, int64_t now_ms
     }
     if (auto mem = Latest(store_, node.node, kNodeMemoryMetric, now_ms, options_.freshness_ms)) {
       node.memory_used_fraction = *mem;
+    }
+    // Restarts in the last hour, as the recording rule's increase() gave them
+    // (fractional): rounded, never negative; without a fresh sample the
+    // inventory's count (0) stays.
+    if (auto restarts = Latest(store_, node.node, kNodeRestartsMetric, now_ms, options_.freshness_ms)) {
+      node.restarts =
+          static_cast<int>(std::clamp(std::round(*restarts), 0.0, double{std::numeric_limits<int>::max()}));
     }
     auto series = ReadUsageSeries(store_, node.node, now_ms - options_.forecast_history_ms, now_ms);
     if (!series.ok()) return series.status();

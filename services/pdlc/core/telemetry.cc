@@ -286,6 +286,10 @@ std::vector<TelemetryMapping> DefaultTelemetryMappings() {
        .metric = kPodMemoryMetric,
        .subject_label = "pod",
        .namespace_label = "namespace"},
+      {.query = "node:kube_pod_container_status_restarts:increase1h",
+       .kind = SubjectKind::kNode,
+       .metric = kNodeRestartsMetric,
+       .subject_label = "node"},
   };
 }
 

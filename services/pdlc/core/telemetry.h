@@ -42,6 +42,10 @@ std::optional<SubjectKind> ParseSubjectKind(absl::string_view name);
 inline constexpr char kNodeCpuMetric[] = "cpu_fraction";
 /// Node memory used, fraction of the node's memory (0..1).
 inline constexpr char kNodeMemoryMetric[] = "memory_fraction";
+/// Container restarts of the node's pods in the hour before the sample
+/// (count >= 0, possibly fractional: Prometheus' increase() extrapolates).
+/// The advisor reads its latest fresh sample as NodeContext::restarts.
+inline constexpr char kNodeRestartsMetric[] = "restarts_1h";
 /// Pod CPU used, cores.
 inline constexpr char kPodCpuMetric[] = "cpu_cores";
 /// Pod memory working set, bytes.
@@ -383,10 +387,12 @@ struct TelemetryMapping {
   std::string namespace_label;
 };
 
-/// The series CODECO's recording rules produce: instance:node_cpu:rate1m and
-/// instance:node_memory:avg1m per node (fractions), pod:container_cpu:rate1m
-/// (cores) and pod:container_memory_working_set:avg1m (bytes) per
-/// "<namespace>/<pod>".
+/// The series CODECO's recording rules produce, in this order:
+/// instance:node_cpu:rate1m and instance:node_memory:avg1m per node
+/// (fractions), pod:container_cpu:rate1m (cores) and
+/// pod:container_memory_working_set:avg1m (bytes) per "<namespace>/<pod>",
+/// and node:kube_pod_container_status_restarts:increase1h per node
+/// (container restarts in the last hour, stored as kNodeRestartsMetric).
 std::vector<TelemetryMapping> DefaultTelemetryMappings();
 
 /// OK when every mapping has a query, a valid metric name and a subject

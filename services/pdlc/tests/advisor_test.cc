@@ -197,5 +197,38 @@ TEST_CASE("a node with stale telemetry has unknown usage") {
   CHECK(advisor.Forecasts().size() == 1);
 }
 
+TEST_CASE("stored container restarts lower a node's resilience score") {
+  Fixture f;
+  const int64_t now = 5'000 * 5 * kMinute;
+  for (const char* node : {"flaky", "steady", "stale"}) f.Fill(node, now - 10 * kMinute, now, 0.5, 0.5);
+  // The recording rule's hourly increase, as the scraper stores it: 3.6
+  // restarts round to 4 (a failure's worth); a negative value counts 0; a
+  // sample older than the freshness window counts nothing.
+  REQUIRE(f.store
+              ->Append("restarts", {{SubjectKind::kNode, "flaky", kNodeRestartsMetric, now - 2 * kMinute, 1},
+                                    {SubjectKind::kNode, "flaky", kNodeRestartsMetric, now - kMinute, 3.6},
+                                    {SubjectKind::kNode, "steady", kNodeRestartsMetric, now - kMinute, -0.4},
+                                    {SubjectKind::kNode, "stale", kNodeRestartsMetric, now - 20 * kMinute, 8}})
+              .ok());
+  Advisor advisor(*f.store, nullptr, {.cluster = "c", .freshness_ms = 5 * kMinute});
+  REQUIRE(advisor.Refresh({Inventory("flaky", 10), Inventory("steady", 10), Inventory("stale", 10)}, now).ok());
+  auto rec = advisor.Recommend({.profile = ScoringProfile::kResilience}, now);
+  REQUIRE(rec.ok());
+  std::map<std::string, NodeScore> by_node;
+  for (const NodeScore& s : rec->node_scores) by_node[s.node] = s;
+  REQUIRE(by_node.size() == 3);
+  // 100 x 0.5^(restarts / 4): the latest sample, 4 restarts, halves it.
+  CHECK(by_node.at("flaky").components.at("failure") == Approx(50));
+  CHECK(by_node.at("steady").components.at("failure") == Approx(100));
+  CHECK(by_node.at("stale").components.at("failure") == Approx(100));
+  // Same usage otherwise: the restarts alone make flaky the least resilient.
+  CHECK(by_node.at("flaky").score < by_node.at("steady").score);
+  CHECK(by_node.at("steady").score == Approx(by_node.at("stale").score));
+  // Weights failure .45, cpu and memory headroom .15 each (50 apiece; no
+  // forecast, so no stability): (.45 x 50 + .3 x 50) / .75 and (.45 x 100 + .3 x 50) / .75.
+  CHECK(by_node.at("flaky").score == Approx(50));
+  CHECK(by_node.at("steady").score == Approx(80));
+}
+
 }  // namespace
 }  // namespace codeco::pdlc

@@ -108,6 +108,12 @@ struct Exporter {
                        .Register(*registry);
     memory.Add({{"cluster", "c1"}, {"node", "n1"}}).Set(0.5);
     memory.Add({{"cluster", "c1"}, {"node", "n2"}}).Set(0.125);
+    auto& restarts = prometheus::BuildGauge()
+                         .Name("codeco_test_node_restarts")
+                         .Help("Container restarts on the node in the last hour.")
+                         .Register(*registry);
+    restarts.Add({{"cluster", "c1"}, {"node", "n1"}}).Set(3);
+    restarts.Add({{"cluster", "c1"}, {"node", "n2"}}).Set(0);
     const std::map<std::string, std::string> pod = {
         {"cluster", "c1"}, {"namespace", "default"}, {"pod", "web-0"}, {"node", "n1"}};
     prometheus::BuildGauge()
@@ -151,6 +157,8 @@ constexpr char kRules[] = R"(groups:
         expr: sum by (cluster, namespace, pod, node) (codeco_test_pod_cpu_cores)
       - record: pod:container_memory_working_set:avg1m
         expr: sum by (cluster, namespace, pod, node) (codeco_test_pod_memory_bytes)
+      - record: node:kube_pod_container_status_restarts:increase1h
+        expr: sum by (cluster, node) (codeco_test_node_restarts)
 )";
 
 // /usr/bin/prometheus on 127.0.0.1:<free port>, scraping `target` every
@@ -307,9 +315,12 @@ TEST_CASE("Prometheus client and scraper against a real Prometheus") {
   PrometheusClient client = MakeClient(prometheus.Url());
 
   // Wait until every rule output (and the NaN gauge) can be read.
-  const std::vector<std::string> wanted = {
-      "instance:node_cpu:rate1m", "instance:node_memory:avg1m", "pod:container_cpu:rate1m",
-      "pod:container_memory_working_set:avg1m", "codeco_test_broken"};
+  const std::vector<std::string> wanted = {"instance:node_cpu:rate1m",
+                                           "instance:node_memory:avg1m",
+                                           "pod:container_cpu:rate1m",
+                                           "pod:container_memory_working_set:avg1m",
+                                           "node:kube_pod_container_status_restarts:increase1h",
+                                           "codeco_test_broken"};
   std::string last_error;
   const bool ready = WaitFor([&] {
     if (!prometheus.Running()) return true;  // reported below
@@ -439,8 +450,8 @@ TEST_CASE("Prometheus client and scraper against a real Prometheus") {
     PullReport report = scraper.Pull(now);
     INFO(report.status());
     REQUIRE(report.status().ok());
-    REQUIRE(report.series.size() == 4);
-    CHECK(report.stored() == 6);  // 2 nodes x 2 metrics + 1 pod x 2 metrics
+    REQUIRE(report.series.size() == 5);
+    CHECK(report.stored() == 8);  // 2 nodes x 3 metrics + 1 pod x 2 metrics
     auto value_of = [&](SubjectKind kind, const std::string& subject, const std::string& metric) {
       absl::StatusOr<std::vector<TimedValue>> read =
           (*store)->ReadRaw({kind, subject, metric}, now, now + 1);
@@ -452,6 +463,8 @@ TEST_CASE("Prometheus client and scraper against a real Prometheus") {
     CHECK(value_of(SubjectKind::kNode, "n2", kNodeCpuMetric) == 0.75);
     CHECK(value_of(SubjectKind::kNode, "n1", kNodeMemoryMetric) == 0.5);
     CHECK(value_of(SubjectKind::kNode, "n2", kNodeMemoryMetric) == 0.125);
+    CHECK(value_of(SubjectKind::kNode, "n1", kNodeRestartsMetric) == 3);
+    CHECK(value_of(SubjectKind::kNode, "n2", kNodeRestartsMetric) == 0);
     CHECK(value_of(SubjectKind::kPod, "default/web-0", kPodCpuMetric) == 1.5);
     CHECK(value_of(SubjectKind::kPod, "default/web-0", kPodMemoryMetric) == 2.5e8);
     absl::StatusOr<std::vector<TelemetrySubject>> pods = (*store)->ListSubjects(SubjectKind::kPod);
@@ -466,7 +479,7 @@ TEST_CASE("Prometheus client and scraper against a real Prometheus") {
     for (const SeriesPullReport& s : retry.series) CHECK(s.duplicate);
     PullReport later = scraper.Pull(now + 1000);
     REQUIRE(later.status().ok());
-    CHECK(later.stored() == 6);
+    CHECK(later.stored() == 8);
   }
 }
 

@@ -565,6 +565,20 @@ TEST_CASE("Prometheus results map to telemetry samples") {
   CHECK(mapped.invalid_name == 1);
   CHECK(mapped.non_finite == 1);
 
+  // Node restarts: the per-node recorded series, stored under the node's name.
+  REQUIRE(mappings.size() == 5);
+  const TelemetryMapping& restarts = mappings[4];
+  CHECK(restarts.query == "node:kube_pod_container_status_restarts:increase1h");
+  CHECK(restarts.kind == SubjectKind::kNode);
+  CHECK(restarts.namespace_label.empty());
+  MappedSamples restart_samples = MapToTelemetry(
+      restarts, {{.labels = {{"cluster", "c1"}, {"node", "n1"}}, .time_ms = kT0, .value = 2.5}});
+  REQUIRE(restart_samples.samples.size() == 1);
+  CHECK(restart_samples.samples[0].kind == SubjectKind::kNode);
+  CHECK(restart_samples.samples[0].subject == "n1");
+  CHECK(restart_samples.samples[0].metric == kNodeRestartsMetric);
+  CHECK(restart_samples.samples[0].value == 2.5);
+
   // Batch ids: stable, distinct per mapping, time and part, valid names.
   CHECK(PullBatchId(pod_cpu, kT0) == PullBatchId(pod_cpu, kT0));
   CHECK(PullBatchId(pod_cpu, kT0) != PullBatchId(mappings[3], kT0));

@@ -51,6 +51,7 @@ std::vector<MetricFamilyData> KubernetesStyleMetrics(const std::string& cluster,
   MetricFamilyData capacity =
       Family("kube_node_status_capacity", "The capacity for different resources of a node.",
              MetricKind::kGauge);
+  MetricFamilyData pod_info = Family("kube_pod_info", "Information about pod.", MetricKind::kGauge);
   MetricFamilyData phase =
       Family("kube_pod_status_phase", "The pods current phase.", MetricKind::kGauge);
   MetricFamilyData restarts =
@@ -101,6 +102,9 @@ std::vector<MetricFamilyData> KubernetesStyleMetrics(const std::string& cluster,
     const Labels pod_labels = {{"cluster", cluster}, {"namespace", kPodNamespace}, {"pod", c.pod}};
     if (c.pod != last_pod) {
       last_pod = c.pod;
+      Labels info = pod_labels;
+      info.emplace_back("node", c.node);
+      Add(pod_info, std::move(info), 1);
       for (const auto& [value, name] : kPhases) {
         Labels labels = pod_labels;
         labels.emplace_back("phase", name);
@@ -119,7 +123,7 @@ std::vector<MetricFamilyData> KubernetesStyleMetrics(const std::string& cluster,
   std::vector<MetricFamilyData> out;
   for (MetricFamilyData* family :
        {&cpu, &mem_total, &mem_available, &container_cpu, &container_memory, &condition, &capacity,
-        &phase, &restarts, &power, &energy}) {
+        &pod_info, &phase, &restarts, &power, &energy}) {
     out.push_back(std::move(*family));
   }
   return out;

@@ -16,6 +16,7 @@
 //  kube-state-metrics (every node and pod the LMS holds)
 //    kube_node_status_condition{cluster,node,condition="Ready",status="true"|"false"|"unknown"}
 //    kube_node_status_capacity{cluster,node,resource="cpu"|"memory",unit="core"|"byte"}
+//    kube_pod_info{cluster,namespace,pod,node}                 gauge (1; the node it is bound to)
 //    kube_pod_status_phase{cluster,namespace,pod,phase}        gauge (1 for the current phase)
 //    kube_pod_container_status_restarts_total{cluster,namespace,pod,container}  counter (0)
 //  CODECO's energy model (as Kepler would report it on a real cluster)

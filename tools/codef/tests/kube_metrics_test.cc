@@ -143,6 +143,29 @@ TEST_CASE("a pod that starts or ends between advances counts only while it ran")
   REQUIRE(Value(metrics, "kube_pod_status_phase", {{"pod", "job"}, {"phase", "Running"}}) == 0);
   REQUIRE(Value(metrics, "kube_pod_container_status_restarts_total",
                 {{"pod", "job"}, {"container", "main"}}) == 0);
+  REQUIRE(Value(metrics, "kube_pod_info", {{"pod", "job"}, {"node", "n1"}}) == 1);
+}
+
+TEST_CASE("kube_pod_info puts each pod once on its node") {
+  // The restart counter has no node label: codeco-rules.yml joins it to
+  // kube_pod_info by (cluster, namespace, pod) to count restarts per node.
+  Fixture f;
+  Pod duo = MakePod("duo", "n2", 300, kMi);
+  duo.add_containers()->set_name("sidecar");
+  REQUIRE(f.cluster->CreatePod(duo, "").ok());
+  REQUIRE(f.cluster->CreatePod(MakePod("web", "n1", 500, kMi), "").ok());
+  auto metrics = f.Metrics();  // still Pending: kube-state-metrics lists them already
+  REQUIRE(Samples(metrics, "kube_pod_info", {}).size() == 2);
+  REQUIRE(Value(metrics, "kube_pod_info", {{"pod", "duo"}}) == 1);
+  REQUIRE(Value(metrics, "kube_pod_info", {{"pod", "web"}}) == 1);
+  const MetricSample duo_info = Samples(metrics, "kube_pod_info", {{"pod", "duo"}}).front();
+  REQUIRE(
+      LabelMap(duo_info.labels.begin(), duo_info.labels.end()) ==
+      LabelMap{{"cluster", "edge-a"}, {"namespace", "default"}, {"pod", "duo"}, {"node", "n2"}});
+  REQUIRE(Samples(metrics, "kube_pod_container_status_restarts_total", {{"pod", "duo"}}).size() ==
+          2);
+  f.Advance(absl::Seconds(2));
+  REQUIRE(Value(f.Metrics(), "kube_pod_info", {{"pod", "web"}, {"node", "n1"}}) == 1);
 }
 
 TEST_CASE("a step profile integrates exactly when advances fall on its steps") {
@@ -299,6 +322,7 @@ TEST_CASE("every family carries the labels Kubernetes users query by") {
           V{"cluster", "namespace", "pod", "container", "image", "node"});
   REQUIRE(label_names("kube_node_status_condition") == V{"cluster", "node", "condition", "status"});
   REQUIRE(label_names("kube_node_status_capacity") == V{"cluster", "node", "resource", "unit"});
+  REQUIRE(label_names("kube_pod_info") == V{"cluster", "namespace", "pod", "node"});
   REQUIRE(label_names("kube_pod_status_phase") == V{"cluster", "namespace", "pod", "phase"});
   REQUIRE(label_names("kube_pod_container_status_restarts_total") ==
           V{"cluster", "namespace", "pod", "container"});
