@@ -42,12 +42,18 @@ void AddPdlcConfig(ConfigSchema& schema) {
             "pull, read the nodes and recompute forecasts and scores every this long"})
       .Add({"pdlc.retrain_interval", ConfigType::kDuration, "1h", {}, false,
             "retrain the LSTM on the cluster's own history every this long"})
+      .Add({"pdlc.forecast_model", ConfigType::kString, "lstm", {}, false,
+            "the forecaster: lstm (each node's own series) or lstm-topology (also the mean of "
+            "the cluster's other nodes); a neighborhood's federated PDLCs must agree"})
       .Add({"pdlc.breach_threshold_percent", ConfigType::kInt, "80", {}, false,
             "usage (percent of capacity) whose forecast crossing raises a breach advisory, 1-100"})
       .Add({"pdlc.raw_retention", ConfigType::kDuration, "48h", {}, false,
             "raw samples are kept this long"})
       .Add({"pdlc.downsampled_retention", ConfigType::kDuration, "840h", {}, false,
             "5-minute means are kept this long (>= pdlc.raw_retention)"})
+      .Add({"pdlc.auction.peers", ConfigType::kString, "", {}, false,
+            "the neighborhood's other PDLCs this one asks for bids when it runs an auction "
+            "(RunAuction), as cluster=host:port,...; empty: it bids alone"})
       .Add({"pdlc.federation.neighborhood", ConfigType::kString, "", {}, false,
             "neighborhood whose PDLCs train the LSTM together by secure FedAvg "
             "(empty: no federated training)"})
@@ -81,8 +87,11 @@ struct FederationConfig {
   FederatedRoundOptions rounds;
 };
 
-// The name of the model the neighborhood trains: PDLC's LSTM.
-constexpr char kFederatedModel[] = "lstm-cpu-mem";
+// The name of the model the neighborhood trains: PDLC's LSTM over CPU and
+// memory, by forecaster (peers of different shapes never share a round).
+std::string FederatedModelName(const std::string& forecaster) {
+  return absl::StrCat(forecaster, "-cpu-mem");
+}
 
 absl::StatusOr<FederationConfig> ReadFederationConfig(const codeco::Config& raw) {
   FederationConfig out;
@@ -121,7 +130,7 @@ absl::StatusOr<FederationConfig> ReadFederationConfig(const codeco::Config& raw)
   if (min_survivors < 2 || min_survivors > 64) {
     return codeco::InvalidFieldError("pdlc.federation.min_survivors", "must be 2-64");
   }
-  out.rounds.model_name = kFederatedModel;
+  out.rounds.model_name = FederatedModelName(raw.GetString("pdlc.forecast_model"));
   out.rounds.neighborhood = out.neighborhood;
   out.rounds.join_window_ms = absl::ToInt64Milliseconds(join);
   out.rounds.collection_window_ms = absl::ToInt64Milliseconds(collection);
@@ -223,7 +232,13 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(codeco:
   advisor.cluster = context.config.cluster;
   advisor.breach_threshold_percent = static_cast<double>(threshold);
   advisor.training_history_ms = absl::ToInt64Milliseconds(loop.retention.downsampled_retention);
-  auto lstm = std::make_unique<LstmForecaster>();
+  const std::string forecaster = raw.GetString("pdlc.forecast_model");
+  if (forecaster != "lstm" && forecaster != "lstm-topology") {
+    return codeco::InvalidFieldError("pdlc.forecast_model",
+                                     absl::StrCat("must be lstm or lstm-topology, not \"",
+                                                  forecaster.substr(0, 40), "\""));
+  }
+  auto lstm = std::make_unique<LstmForecaster>(LstmOptions{.read_neighbors = forecaster == "lstm-topology"});
   LstmForecaster* lstm_ptr = lstm.get();
   auto shared_model = std::make_unique<SharedWeightsForecaster>(
       std::move(lstm),
@@ -274,7 +289,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(codeco:
                    context.peers.Get(federation.aggregator_address));
   FederatedPeerOptions peer;
   peer.peer_id = context.config.cluster;
-  peer.model_name = kFederatedModel;
+  peer.model_name = FederatedModelName(raw.GetString("pdlc.forecast_model"));
   peer.neighborhood = federation.neighborhood;
   context.background.push_back(std::make_unique<OwningPeerLoop>(
       parts, std::make_unique<FederatedPeer>(std::move(aggregator), *parts->shared_model, peer),

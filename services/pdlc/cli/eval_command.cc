@@ -1,5 +1,6 @@
 #include "pdlc/cli/eval_command.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -24,7 +25,9 @@ constexpr char kUsage[] =
     "  Trains persistence, a linear autoregressive model and the LSTM on the training\n"
     "  trace, scores each on the test trace and prints MAPE per horizon and the breach\n"
     "  table (recall, precision, false alarms per node-day) per threshold and margin.\n"
-    "  CSV columns: vm,minute,cpu_percent,mem_percent; 5-minute samples.\n"
+    "  CSV columns: vm,minute,cpu_percent,mem_percent and optionally group; 5-minute\n"
+    "  samples. With a group column (VMs of one job, nodes of one cluster) the\n"
+    "  topology-aware LSTM, which also reads its group's other nodes, is scored too.\n"
     "  --trace splits one trace by a hash of the VM name (--test-share of the VMs tested).\n";
 
 struct EvalArgs {
@@ -311,11 +314,30 @@ int RunEvalCommand(const std::vector<std::string>& args, std::ostream& out, std:
   models.push_back(std::make_unique<PersistenceForecaster>());
   models.push_back(std::make_unique<AutoregressiveForecaster>(lstm_options.window));
   models.push_back(std::make_unique<LstmForecaster>(lstm_options));
+  // The topology-aware LSTM, when the traces say which nodes are neighbours.
+  // A test node's neighbours are every other node of its group, trained on or
+  // not: at a forecast, what they did up to then is known.
+  const auto grouped = [](const std::vector<UsageSeries>& v) {
+    return std::any_of(v.begin(), v.end(), [](const UsageSeries& s) { return !s.group.empty(); });
+  };
+  std::vector<UsageSeries> test_neighbors;
+  if (grouped(train) || grouped(test)) {
+    LstmOptions topology = lstm_options;
+    topology.read_neighbors = true;
+    models.push_back(std::make_unique<LstmForecaster>(topology));
+    std::vector<UsageSeries> everyone = test;
+    everyone.insert(everyone.end(), train.begin(), train.end());
+    test_neighbors = NeighborMeans(everyone);
+    test_neighbors.resize(test.size());
+  } else {
+    err << "note: no group column, so the topology-aware LSTM (lstm-topology) is not run\n";
+  }
 
   // Every model is scored on the same origins: those the longest window allows.
   size_t window = 1;
   for (const auto& m : models) window = std::max(window, m->window());
-  const std::vector<ForecastOrigin> origins = OriginsOf(test, window);
+  const std::vector<ForecastOrigin> origins =
+      OriginsOf(test, window, test_neighbors.empty() ? nullptr : &test_neighbors);
   if (origins.empty()) {
     err << "codeco-pdlc eval: --test: no series has more than " << window << " samples, nothing to score\n";
     return 1;

@@ -69,15 +69,23 @@ absl::Status Advisor::Refresh(std::vector<NodeContext> inventory, int64_t now_ms
 
   std::map<std::string, NodeForecast> forecasts;
   if (model_ != nullptr && model_trained_) {
-    std::vector<ForecastOrigin> origins;
+    // Each node's latest part, and the mean of the cluster's other nodes
+    // beside it (a topology-aware model reads it; the others ignore it).
+    std::vector<UsageSeries> latest;
     std::vector<size_t> owner;
     for (size_t i = 0; i < inventory.size(); ++i) {
       if (histories[i].empty()) continue;
-      const UsageSeries& last = histories[i].back();  // the latest part
+      const UsageSeries& last = histories[i].back();
       const int64_t end_ms = (last.first_minute + static_cast<int64_t>(last.size()) * kSampleStepMinutes) * 60'000;
       if (last.size() < model_->window() || end_ms < now_ms - options_.max_forecast_staleness_ms) continue;
-      origins.push_back({&last, last.size()});
+      latest.push_back(last);
+      latest.back().group = options_.cluster;
       owner.push_back(i);
+    }
+    const std::vector<UsageSeries> neighbors = NeighborMeans(latest);
+    std::vector<ForecastOrigin> origins;
+    for (size_t k = 0; k < latest.size(); ++k) {
+      origins.push_back({&latest[k], latest[k].size(), &neighbors[k]});
     }
     const std::vector<UsageForecast> predicted = model_->Predict(origins);
     for (size_t k = 0; k < origins.size(); ++k) {
@@ -133,7 +141,10 @@ absl::Status Advisor::Train(int64_t now_ms, const std::string& version) {
   for (const auto& name : names) {
     auto series = ReadUsageSeries(store_, name, now_ms - options_.training_history_ms, now_ms);
     if (!series.ok()) return series.status();
-    for (auto& s : *series) history.push_back(std::move(s));
+    for (auto& s : *series) {
+      s.group = options_.cluster;  // a cluster's nodes are each other's neighbours
+      history.push_back(std::move(s));
+    }
   }
   RETURN_IF_ERROR(model_->Train(history));
   model_trained_ = true;

@@ -59,11 +59,17 @@ double ExceedanceProbability(const UsageForecast& forecast, UsageMetric metric, 
   return z >= mu ? 0.5 * std::exp(-(z - mu) / spread) : 1.0 - 0.5 * std::exp(-(mu - z) / spread);
 }
 
-std::vector<ForecastOrigin> OriginsOf(const std::vector<UsageSeries>& series, size_t model_window) {
+std::vector<ForecastOrigin> OriginsOf(const std::vector<UsageSeries>& series, size_t model_window,
+                                      const std::vector<UsageSeries>* neighbors) {
   std::vector<ForecastOrigin> origins;
   const size_t window = std::max<size_t>(model_window, 1);
-  for (const auto& s : series) {
-    for (size_t end = window; end < s.size(); ++end) origins.push_back({&s, end});
+  for (size_t i = 0; i < series.size(); ++i) {
+    const UsageSeries& s = series[i];
+    const UsageSeries* around = nullptr;
+    if (neighbors != nullptr && i < neighbors->size() && (*neighbors)[i].size() == s.size()) {
+      around = &(*neighbors)[i];
+    }
+    for (size_t end = window; end < s.size(); ++end) origins.push_back({&s, end, around});
   }
   return origins;
 }

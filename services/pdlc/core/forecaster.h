@@ -28,6 +28,10 @@ struct ForecastOrigin {
   const UsageSeries* series = nullptr;
   /// One past the last known sample.
   size_t end = 0;
+  /// The mean of the node's neighbours' series, aligned sample by sample
+  /// with `series` (see NeighborMeans; not owned). Null: not known, and a
+  /// model that reads neighbours reads the node's own series instead.
+  const UsageSeries* neighbors = nullptr;
 };
 
 /// A node's forecast CPU and memory utilisation, percent, per horizon of
@@ -109,7 +113,10 @@ class AutoregressiveForecaster : public UsageForecaster {
 };
 
 /// Every origin in `series` from which `model_window` samples are known and at
-/// least one future sample exists, in series order.
-std::vector<ForecastOrigin> OriginsOf(const std::vector<UsageSeries>& series, size_t model_window);
+/// least one future sample exists, in series order. With `neighbors` (one per
+/// series, aligned, as NeighborMeans makes them) each origin points at its
+/// series' neighbours.
+std::vector<ForecastOrigin> OriginsOf(const std::vector<UsageSeries>& series, size_t model_window,
+                                      const std::vector<UsageSeries>* neighbors = nullptr);
 
 }  // namespace codeco::pdlc

@@ -13,23 +13,37 @@
 namespace codeco::pdlc {
 namespace {
 
-constexpr int kFeatures = 4;
+// Features per window step from one series; twice that with neighbours.
+constexpr int kSeriesFeatures = 4;
 // Log-ratio targets: CPU horizons, then memory horizons.
 constexpr int kTargets = 2 * static_cast<int>(kHorizonCount);
 // The head predicts each target's location and its log-scale.
 constexpr int kOutputs = 2 * kTargets;
 // Log-scales are kept in this range so one odd batch cannot blow the loss up.
 constexpr double kMinLogScale = -7, kMaxLogScale = 2;
-// Writes the window ending before `end` as window x kFeatures floats.
-void WriteFeatures(const UsageSeries& s, size_t end, size_t window, float* out) {
+// Writes series `s`'s part of the window ending before `end`: for each step,
+// kSeriesFeatures floats at out + step * stride.
+void WriteSeriesFeatures(const UsageSeries& s, size_t end, size_t window, size_t stride,
+                         float* out) {
   const double cpu_last = LogLevel(s.cpu_percent[end - 1]);
   const double mem_last = LogLevel(s.mem_percent[end - 1]);
   for (size_t k = 0; k < window; ++k) {
     const size_t at = end - window + k;
-    out[k * kFeatures + 0] = static_cast<float>(s.cpu_percent[at] / 100.0);
-    out[k * kFeatures + 1] = static_cast<float>(s.mem_percent[at] / 100.0);
-    out[k * kFeatures + 2] = static_cast<float>(LogLevel(s.cpu_percent[at]) - cpu_last);
-    out[k * kFeatures + 3] = static_cast<float>(LogLevel(s.mem_percent[at]) - mem_last);
+    out[k * stride + 0] = static_cast<float>(s.cpu_percent[at] / 100.0);
+    out[k * stride + 1] = static_cast<float>(s.mem_percent[at] / 100.0);
+    out[k * stride + 2] = static_cast<float>(LogLevel(s.cpu_percent[at]) - cpu_last);
+    out[k * stride + 3] = static_cast<float>(LogLevel(s.mem_percent[at]) - mem_last);
+  }
+}
+
+// Writes the window of `origin` as window x `features` floats: the node's
+// own features, then (features == 2 * kSeriesFeatures) its neighbours', the
+// node's own standing in when the origin has none.
+void WriteFeatures(const ForecastOrigin& origin, size_t window, int features, float* out) {
+  WriteSeriesFeatures(*origin.series, origin.end, window, features, out);
+  if (features > kSeriesFeatures) {
+    const UsageSeries& around = origin.neighbors != nullptr ? *origin.neighbors : *origin.series;
+    WriteSeriesFeatures(around, origin.end, window, features, out + kSeriesFeatures);
   }
 }
 
@@ -52,7 +66,9 @@ double FromLogRatio(double last_percent, float log_ratio) {
 
 struct LstmForecaster::Model {
   explicit Model(const LstmOptions& o)
-      : lstm(torch::nn::LSTMOptions(kFeatures, o.hidden_units).num_layers(o.layers).batch_first(true)),
+      : lstm(torch::nn::LSTMOptions(FeaturesOf(o), o.hidden_units)
+                 .num_layers(o.layers)
+                 .batch_first(true)),
         head(o.hidden_units, kTargets),
         spread_head(o.hidden_units, kTargets) {}
 
@@ -76,6 +92,10 @@ struct LstmForecaster::Model {
   torch::nn::Linear spread_head;
 };
 
+int LstmForecaster::FeaturesOf(const LstmOptions& options) {
+  return options.read_neighbors ? 2 * kSeriesFeatures : kSeriesFeatures;
+}
+
 LstmForecaster::LstmForecaster(LstmOptions options) : options_(options) {
   options_.window = std::max<size_t>(options_.window, 2);
   options_.hidden_units = std::max(options_.hidden_units, 1);
@@ -90,10 +110,18 @@ LstmForecaster::~LstmForecaster() = default;
 
 absl::Status LstmForecaster::Train(const std::vector<UsageSeries>& history) {
   const size_t window = options_.window;
+  const int features = FeaturesOf(options_);
+  // What each node's neighbours did, from the history itself.
+  std::vector<UsageSeries> neighbors;
+  if (options_.read_neighbors) neighbors = NeighborMeans(history);
   // Every origin with a full window behind it and every horizon ahead of it.
   std::vector<ForecastOrigin> origins;
-  for (const auto& s : history) {
-    for (size_t end = window; end + kMaxHorizonSteps - 1 < s.size(); ++end) origins.push_back({&s, end});
+  for (size_t i = 0; i < history.size(); ++i) {
+    const UsageSeries& s = history[i];
+    const UsageSeries* around = options_.read_neighbors ? &neighbors[i] : nullptr;
+    for (size_t end = window; end + kMaxHorizonSteps - 1 < s.size(); ++end) {
+      origins.push_back({&s, end, around});
+    }
   }
   if (origins.size() < static_cast<size_t>(options_.batch_size)) {
     return absl::FailedPreconditionError(
@@ -106,12 +134,12 @@ absl::Status LstmForecaster::Train(const std::vector<UsageSeries>& history) {
     origins.resize(options_.max_training_windows);
   }
   const int64_t n = static_cast<int64_t>(origins.size());
-  torch::Tensor inputs = torch::empty({n, static_cast<int64_t>(window), kFeatures}, torch::kFloat32);
+  torch::Tensor inputs = torch::empty({n, static_cast<int64_t>(window), features}, torch::kFloat32);
   torch::Tensor targets = torch::empty({n, kTargets}, torch::kFloat32);
   float* in = inputs.data_ptr<float>();
   float* tg = targets.data_ptr<float>();
   for (int64_t i = 0; i < n; ++i) {
-    WriteFeatures(*origins[i].series, origins[i].end, window, in + i * window * kFeatures);
+    WriteFeatures(origins[i], window, features, in + i * window * features);
     WriteTargets(*origins[i].series, origins[i].end, tg + i * kTargets);
   }
 
@@ -163,15 +191,16 @@ absl::Status LstmForecaster::Train(const std::vector<UsageSeries>& history) {
 std::vector<UsageForecast> LstmForecaster::Predict(const std::vector<ForecastOrigin>& origins) const {
   std::vector<UsageForecast> out(origins.size());
   const size_t window = options_.window;
+  const int features = FeaturesOf(options_);
   constexpr size_t kChunk = 4096;
   torch::NoGradGuard no_grad;
   for (size_t start = 0; start < origins.size(); start += kChunk) {
     const size_t count = std::min(kChunk, origins.size() - start);
-    torch::Tensor inputs = torch::empty({static_cast<int64_t>(count), static_cast<int64_t>(window), kFeatures},
-                                        torch::kFloat32);
+    torch::Tensor inputs = torch::empty(
+        {static_cast<int64_t>(count), static_cast<int64_t>(window), features}, torch::kFloat32);
     float* in = inputs.data_ptr<float>();
     for (size_t i = 0; i < count; ++i) {
-      WriteFeatures(*origins[start + i].series, origins[start + i].end, window, in + i * window * kFeatures);
+      WriteFeatures(origins[start + i], window, features, in + i * window * features);
     }
     const torch::Tensor prediction = model_->Forward(inputs).contiguous();
     const float* p = prediction.data_ptr<float>();

@@ -3,7 +3,10 @@
 // only lstm_forecaster.cc pays for libtorch's headers.
 //
 // Each window step feeds the LSTM four features: CPU and memory as fractions
-// of capacity, and the log-ratio of each to its latest value. The head reads
+// of capacity, and the log-ratio of each to its latest value. The
+// topology-aware variant (LstmOptions::read_neighbors) adds the same four of
+// the mean of the node's neighbours (ForecastOrigin::neighbors): load that
+// moves between a job's VMs or a cluster's nodes shows there first. The head reads
 // the last hidden state and predicts, for both metrics and every horizon, the
 // log-ratio of the future value to the latest one (trained on its absolute
 // error: a log error is a relative error, as MAPE counts) and the scale of a
@@ -41,6 +44,10 @@ struct LstmOptions {
   uint64_t seed = 1;
   /// Threads libtorch uses for its operators (process-wide setting).
   int threads = 1;
+  /// The topology-aware variant: also reads the mean of the node's
+  /// neighbours' series (training pairs each history series with its group's
+  /// others, see NeighborMeans; Predict reads ForecastOrigin::neighbors).
+  bool read_neighbors = false;
 };
 
 /// The LSTM forecaster. Predict may run on several threads at once; Train and
@@ -53,7 +60,7 @@ class LstmForecaster : public UsageForecaster {
   LstmForecaster(const LstmForecaster&) = delete;
   LstmForecaster& operator=(const LstmForecaster&) = delete;
 
-  std::string name() const override { return "lstm"; }
+  std::string name() const override { return options_.read_neighbors ? "lstm-topology" : "lstm"; }
   size_t window() const override { return options_.window; }
   /// Trains from the current weights (fresh ones the first time; call again to
   /// fine-tune on newer data).
@@ -72,6 +79,8 @@ class LstmForecaster : public UsageForecaster {
 
   /// The options.
   const LstmOptions& options() const { return options_; }
+  /// Input features per window step of a model shaped by `options`.
+  static int FeaturesOf(const LstmOptions& options);
 
  private:
   struct Model;

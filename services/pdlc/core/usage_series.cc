@@ -40,6 +40,44 @@ absl::StatusOr<double> ParsePercent(absl::string_view text, size_t line, absl::s
 
 }  // namespace
 
+std::vector<UsageSeries> NeighborMeans(const std::vector<UsageSeries>& series) {
+  // group -> minute -> (cpu sum, memory sum, samples): every member's
+  // samples, so a node's neighbours are its group less itself.
+  struct Sum {
+    double cpu = 0, mem = 0;
+    int count = 0;
+  };
+  std::map<std::string, std::map<int64_t, Sum>> sums;
+  for (const UsageSeries& s : series) {
+    if (s.group.empty()) continue;
+    auto& by_minute = sums[s.group];
+    for (size_t k = 0; k < s.size(); ++k) {
+      Sum& sum = by_minute[s.first_minute + static_cast<int64_t>(k) * kSampleStepMinutes];
+      sum.cpu += s.cpu_percent[k];
+      sum.mem += s.mem_percent[k];
+      ++sum.count;
+    }
+  }
+  std::vector<UsageSeries> out;
+  out.reserve(series.size());
+  for (const UsageSeries& s : series) {
+    UsageSeries mean = s;  // own samples stand in where no neighbour has one
+    mean.node = s.node + "/neighbors";
+    auto group = sums.find(s.group);
+    if (!s.group.empty() && group != sums.end()) {
+      for (size_t k = 0; k < s.size(); ++k) {
+        auto at = group->second.find(s.first_minute + static_cast<int64_t>(k) * kSampleStepMinutes);
+        if (at == group->second.end() || at->second.count < 2) continue;  // only itself
+        const double others = at->second.count - 1;
+        mean.cpu_percent[k] = (at->second.cpu - s.cpu_percent[k]) / others;
+        mean.mem_percent[k] = (at->second.mem - s.mem_percent[k]) / others;
+      }
+    }
+    out.push_back(std::move(mean));
+  }
+  return out;
+}
+
 uint64_t StableHash(absl::string_view text) {
   uint64_t hash = 1469598103934665603ULL;
   for (unsigned char c : text) {
@@ -63,7 +101,9 @@ absl::StatusOr<std::vector<UsageSeries>> ParseUsageTrace(std::istream& in,
   std::string line;
   size_t line_number = 0;
   // Column positions, found from the header.
-  int vm_col = -1, minute_col = -1, cpu_col = -1, mem_col = -1;
+  int vm_col = -1, minute_col = -1, cpu_col = -1, mem_col = -1, group_col = -1;
+  // node -> its group and the line that first gave it.
+  std::map<std::string, std::pair<std::string, size_t>, std::less<>> group_of;
   size_t column_count = 0;
   std::map<std::string, std::vector<Row>, std::less<>> rows_by_node;
   size_t sample_count = 0;
@@ -99,6 +139,7 @@ absl::StatusOr<std::vector<UsageSeries>> ParseUsageTrace(std::istream& in,
                 : name == "minute"      ? &minute_col
                 : name == "cpu_percent" ? &cpu_col
                 : name == "mem_percent" ? &mem_col
+                : name == "group"       ? &group_col
                                         : nullptr;
     if (slot == nullptr) {
       if (warnings) warnings->push_back(absl::StrCat("header: column \"", name, "\" is not used"));
@@ -145,6 +186,18 @@ absl::StatusOr<std::vector<UsageSeries>> ParseUsageTrace(std::istream& in,
     }
     auto it = rows_by_node.find(vm);
     if (it == rows_by_node.end()) it = rows_by_node.emplace(std::string(vm), std::vector<Row>{}).first;
+    if (group_col >= 0) {
+      const absl::string_view group = fields[group_col];
+      auto known = group_of.find(vm);
+      if (known == group_of.end()) {
+        group_of.emplace(std::string(vm), std::pair{std::string(group), line_number});
+      } else if (known->second.first != group) {
+        return LineError(line_number, "group",
+                         absl::StrCat("vm ", vm, " is in group \"", known->second.first.substr(0, 40),
+                                      "\" on line ", known->second.second, ", here \"",
+                                      group.substr(0, 40), "\""));
+      }
+    }
     it->second.push_back({minute, *cpu, *mem, line_number});
   }
 
@@ -164,6 +217,7 @@ absl::StatusOr<std::vector<UsageSeries>> ParseUsageTrace(std::istream& in,
         current.node = node;
         current.part = part;
         current.first_minute = rows[i].minute;
+        if (auto g = group_of.find(node); g != group_of.end()) current.group = g->second.first;
         ++part;
       }
       current.cpu_percent.push_back(rows[i].cpu);

@@ -26,6 +26,9 @@ struct UsageSeries {
   int part = 1;
   /// Minute of the first sample (trace time, not wall time).
   int64_t first_minute = 0;
+  /// The node's neighbourhood: nodes of the same non-empty group are
+  /// neighbours (a cluster's nodes, the VMs of one job). Empty: none known.
+  std::string group;
   /// CPU utilisation, percent of the node's capacity (0-100, may exceed 100
   /// when a trace counts bursts above the share).
   std::vector<double> cpu_percent;
@@ -54,7 +57,8 @@ struct TraceLimits {
 };
 
 /// Reads a CSV trace with the header `vm,minute,cpu_percent,mem_percent`
-/// (columns in any order, extra columns ignored and named in `warnings`),
+/// and optionally `group` (the node's neighbourhood, the same on every row of
+/// a node; columns in any order, extra columns ignored and named in `warnings`),
 /// rows in any order. Samples are `kSampleStepMinutes` apart; a missing sample
 /// splits the node's series, a minute that is not on the step grid or appears
 /// twice for one node is an error. Errors name the line and the column, e.g.
@@ -62,6 +66,13 @@ struct TraceLimits {
 absl::StatusOr<std::vector<UsageSeries>> ParseUsageTrace(std::istream& in,
                                                          std::vector<std::string>* warnings = nullptr,
                                                          const TraceLimits& limits = {});
+
+/// For each series of `series`, a series aligned with it (same first_minute
+/// and size) whose every sample is the mean of its neighbours' samples at that
+/// minute: the other series of its group. Where no neighbour has a sample (no
+/// group, or none covers that minute) the series' own sample stands in, so a
+/// model reading neighbours learns nothing false from their absence.
+std::vector<UsageSeries> NeighborMeans(const std::vector<UsageSeries>& series);
 
 /// FNV-1a of `text`: the same on every run, machine and standard library
 /// (std::hash is not), for splits and ids that must be reproducible.

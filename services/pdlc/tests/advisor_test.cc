@@ -3,6 +3,10 @@
 // recommendations per profile.
 #include <catch2/catch.hpp>
 
+#include <map>
+#include <set>
+#include <string>
+
 #include "codeco/common/kv_store.h"
 #include "pdlc/core/advisor.h"
 #include "pdlc/store/kv_telemetry_store.h"
@@ -21,11 +25,15 @@ class RisingForecaster : public UsageForecaster {
   size_t window() const override { return 3; }
   absl::Status Train(const std::vector<UsageSeries>& history) override {
     trained_on = history.size();
+    for (const auto& h : history) trained_groups.insert(h.group);
     return history.empty() ? absl::FailedPreconditionError("no history") : absl::OkStatus();
   }
   std::vector<UsageForecast> Predict(const std::vector<ForecastOrigin>& origins) const override {
     std::vector<UsageForecast> out(origins.size());
     for (size_t i = 0; i < origins.size(); ++i) {
+      if (origins[i].neighbors != nullptr) {
+        neighbor_cpu[origins[i].series->node] = origins[i].neighbors->cpu_percent[origins[i].end - 1];
+      }
       for (size_t h = 0; h < kHorizonCount; ++h) {
         out[i].cpu_percent[h] = origins[i].series->cpu_percent[origins[i].end - 1] + rise_ * kHorizonSteps[h];
         out[i].mem_percent[h] = origins[i].series->mem_percent[origins[i].end - 1];
@@ -36,6 +44,10 @@ class RisingForecaster : public UsageForecaster {
     return out;
   }
   size_t trained_on = 0;
+  // The groups of the series Train saw.
+  std::set<std::string> trained_groups;
+  // node -> the latest neighbour mean CPU its last Predict saw.
+  mutable std::map<std::string, double> neighbor_cpu;
 
  private:
   double rise_, spread_;
@@ -91,12 +103,17 @@ TEST_CASE("the advisor scores current usage and forecasts from stored history") 
 
   REQUIRE(advisor.Train(now, "v1").ok());
   CHECK(raw_model->trained_on == 2);
+  // A cluster's nodes are each other's neighbours, for a topology-aware model.
+  CHECK(raw_model->trained_groups == std::set<std::string>{"edge-1"});
   REQUIRE(advisor.Refresh({Inventory("hot", 10), Inventory("cool", 20)}, now).ok());
   const auto forecasts = advisor.Forecasts();
   REQUIRE(forecasts.size() == 2);
   CHECK(forecasts[0].node == "cool");
   CHECK(forecasts[1].forecast.cpu_percent[0] == Approx(74));
   CHECK(forecasts[1].origin_ms == now);  // the last complete bucket ends now
+  // Each forecast read the other node as its neighbours.
+  CHECK(raw_model->neighbor_cpu.at("hot") == Approx(10));
+  CHECK(raw_model->neighbor_cpu.at("cool") == Approx(70));
 
   auto rec = advisor.Recommend({.profile = ScoringProfile::kLatency, .horizon = 4}, now);
   REQUIRE(rec.ok());
