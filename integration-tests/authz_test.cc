@@ -197,6 +197,15 @@ std::map<std::string, std::string> BoundRequests() {
     r.set_peer_id("mc1");
     out[federated + "RevealSeeds"] = Serialize(r);
   }
+  // An auction's bid is asked only by the auctioneer's own PDLC.
+  {
+    pdlc::v1::RequestBidRequest r;
+    r.set_auction_id("a1");
+    r.set_neighborhood_id("nb1");
+    r.set_auctioneer_cluster("mc1");
+    r.mutable_workload()->set_name("shop/web");
+    out["/codeco.pdlc.v1.PdlcService/RequestBid"] = Serialize(r);
+  }
   return out;
 }
 
@@ -246,7 +255,8 @@ std::map<std::string, Who> ExpectedPolicy() {
   add(pdlc, {"IngestMetrics"}, kMc1);
   add(pdlc, {"GetRecommendation", "ListForecasts", "WatchRecommendations"},
       {"hub/operator", "hub/swm", "mc1/swm"});
-  add(pdlc, {"SubmitBid"}, {"hub/swm", "mc1/pdlc", "mc2/pdlc"});
+  add(pdlc, {"RunAuction"}, {"hub/swm"});
+  add(pdlc, {"RequestBid"}, {"mc1/pdlc"});  // mc2 may not ask as mc1
   add(pdlc, {"GetOperation"}, Union({kReaders, kMc1}));
   // mc1 aggregates: a peer joins, submits and reveals only as itself (mc2/pdlc
   // is refused by the binding); the operator, the hub and peers read.

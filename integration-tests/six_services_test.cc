@@ -195,13 +195,24 @@ TEST_CASE("all six services start and answer health reflection and metrics") {
     codeco::pdlc::v1::GetRecommendationResponse response;
     REQUIRE(stub->GetRecommendation(&context, codeco::pdlc::v1::GetRecommendationRequest(), &response).ok());
     REQUIRE(response.recommendation().cluster() == "mc1");
-    grpc::ClientContext bid_context;
-    bid_context.set_deadline(In(absl::Seconds(10)));
-    codeco::pdlc::v1::SubmitBidResponse bid;
-    grpc::Status status = stub->SubmitBid(&bid_context, codeco::pdlc::v1::SubmitBidRequest(), &bid);
+    // An auction with no peers configured: this cluster bids alone.
+    grpc::ClientContext auction_context;
+    auction_context.set_deadline(In(absl::Seconds(10)));
+    codeco::pdlc::v1::RunAuctionRequest auction;
+    auction.set_neighborhood_id("nb1");
+    auction.mutable_workload()->set_name("shop/web");
+    codeco::pdlc::v1::RunAuctionResponse won;
+    REQUIRE(stub->RunAuction(&auction_context, auction, &won).ok());
+    REQUIRE(won.bids_size() == 1);
+    REQUIRE(won.bids(0).bidder_cluster() == "mc1");
+    grpc::ClientContext operation_context;
+    operation_context.set_deadline(In(absl::Seconds(10)));
+    codeco::pdlc::v1::GetOperationResponse operation;
+    grpc::Status status = stub->GetOperation(
+        &operation_context, codeco::pdlc::v1::GetOperationRequest(), &operation);
     REQUIRE(status.error_code() == grpc::StatusCode::UNIMPLEMENTED);
     REQUIRE_THAT(status.error_message(), Catch::Contains("is not implemented yet"));
-    REQUIRE_THAT(status.error_message(), Catch::Contains("neighborhood auction"));
+    REQUIRE_THAT(status.error_message(), Catch::Contains("operations (GetOperation)"));
   }
 
   // SIGTERM: every service shuts down cleanly and exits 0.

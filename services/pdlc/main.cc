@@ -160,9 +160,9 @@ struct Parts {
 // The served service, owning its parts (destroyed after the service).
 class OwningService final : public PdlcServiceImpl {
  public:
-  OwningService(std::shared_ptr<Parts> parts, codeco::Clock& clock)
+  OwningService(std::shared_ptr<Parts> parts, codeco::Clock& clock, AuctionOptions auction)
       : PdlcServiceImpl(*parts->advisor, *parts->store,
-                        [&clock] { return absl::ToUnixMillis(clock.Now()); }),
+                        [&clock] { return absl::ToUnixMillis(clock.Now()); }, std::move(auction)),
         parts_(std::move(parts)) {}
 
  private:
@@ -270,7 +270,20 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(codeco:
   }
   context.background.push_back(std::make_unique<OwningLoop>(parts, context.clock, loop));
   std::vector<std::unique_ptr<grpc::Service>> services;
-  services.push_back(std::make_unique<OwningService>(parts, context.clock));
+  AuctionOptions auction;
+  auction.cluster = context.config.cluster;
+  auction.hub_cluster = context.config.hub_cluster;
+  {
+    using Addresses = std::map<std::string, std::string>;
+    ASSIGN_OR_RETURN(Addresses peers,
+                     codeco::ParseNamedAddresses("pdlc.auction.peers",
+                                                 raw.GetString("pdlc.auction.peers"), "cluster"));
+    for (const auto& [cluster, address] : peers) {
+      if (cluster == context.config.cluster) continue;  // this PDLC bids itself
+      ASSIGN_OR_RETURN(auction.peers[cluster], context.peers.Get(address));
+    }
+  }
+  services.push_back(std::make_unique<OwningService>(parts, context.clock, std::move(auction)));
 
   if (federation.neighborhood.empty()) {
     services.push_back(std::make_unique<v1::FederatedLearningService::CallbackService>());
@@ -310,8 +323,7 @@ int main(int argc, char** argv) {
        .add_config = AddPdlcConfig,
        .make_services = MakeServices,
        .unimplemented_notes = {{"codeco.pdlc.v1.PdlcService",
-                                "the neighborhood auction (SubmitBid) and operations (GetOperation) "
-                                "are not served yet"},
+                                "operations (GetOperation) are not served yet"},
                                {"codeco.pdlc.v1.FederatedLearningService",
                                 "only the neighborhood's aggregator PDLC serves federated rounds "
                                 "(pdlc.federation.aggregator)"}}});

@@ -55,6 +55,19 @@ void AddPdlcFederation(const std::vector<ClusterEndpoint>& clusters, ProcessSpec
                     "--set", "pdlc.federation.members=" + absl::StrJoin(members, ",")});
 }
 
+// The managed clusters' other PDLCs, which `cluster`'s PDLC asks for bids
+// when it runs a neighborhood auction.
+void AddPdlcAuctionPeers(const ClusterEndpoint& cluster, const std::vector<ClusterEndpoint>& clusters,
+                         ProcessSpec& spec) {
+  std::vector<std::string> peers;
+  for (const ClusterEndpoint& c : clusters) {
+    if (c.is_hub || c.pdlc_address.empty() || c.name == cluster.name) continue;
+    peers.push_back(c.name + "=" + c.pdlc_address);
+  }
+  if (peers.empty()) return;
+  spec.args.insert(spec.args.end(), {"--set", "pdlc.auction.peers=" + absl::StrJoin(peers, ",")});
+}
+
 // NetMA's listen address, peers and neighborhood for `cluster`.
 void AddNetmaMesh(const ClusterEndpoint& cluster, const std::vector<ClusterEndpoint>& clusters,
                   ProcessSpec& spec) {
@@ -143,6 +156,7 @@ ProcessSpec Plan(const ClusterEndpoint& cluster, const std::string& service, boo
   if (service == "pdlc" && !cluster.pdlc_address.empty()) {
     SetListen(cluster.pdlc_address, spec);
     AddPdlcFederation(clusters, spec);
+    AddPdlcAuctionPeers(cluster, clusters, spec);
   }
   // A fixed address: the agent registers it as the cluster's "acm" endpoint.
   if (service == "acm" && !hub && !cluster.acm_address.empty()) {
@@ -166,12 +180,16 @@ const std::vector<std::string>& ManagedClusterServices() {
 }
 
 std::vector<ProcessSpec> PlanHub(const std::vector<ClusterEndpoint>& clusters,
-                                 const SecuritySettings& security, const std::string& data_dir) {
+                                 const SecuritySettings& security, const std::string& data_dir,
+                                 bool pdlc_auction) {
   std::vector<ProcessSpec> out;
   for (const auto& cluster : clusters) {
     if (!cluster.is_hub) continue;
     for (const auto& service : HubServices()) {
       out.push_back(Plan(cluster, service, /*hub=*/true, security, data_dir, "", clusters));
+      if (service == "swm" && pdlc_auction) {
+        out.back().args.insert(out.back().args.end(), {"--set", "swm.pdlc_auction=true"});
+      }
     }
   }
   return out;

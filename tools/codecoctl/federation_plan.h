@@ -76,9 +76,12 @@ const std::vector<std::string>& ManagedClusterServices();
 /// Data lives under `data_dir/<cluster>/<service>`. Every cluster's NetMA
 /// probes every other cluster's NetMA (one neighborhood, "federation"), the
 /// hub's SWM plans with what the hub's NetMA measured, and it solves and
-/// reserves in each managed cluster through that cluster's SWM.
+/// reserves in each managed cluster through that cluster's SWM. With
+/// `pdlc_auction` the hub's SWM runs the neighborhood auction for each
+/// placement (the managed clusters' PDLCs always know each other as bidders).
 std::vector<ProcessSpec> PlanHub(const std::vector<ClusterEndpoint>& clusters,
-                                 const SecuritySettings& security, const std::string& data_dir);
+                                 const SecuritySettings& security, const std::string& data_dir,
+                                 bool pdlc_auction = false);
 /// The processes of every non-hub cluster in `clusters`, which register with
 /// the hub ACM at `hub_acm`.
 std::vector<ProcessSpec> PlanManagedClusters(const std::vector<ClusterEndpoint>& clusters,

@@ -14,9 +14,10 @@ constexpr char kUsage[] =
     "usage: codecoctl <command> [args]\n"
     "\n"
     "federation (the CODEF testbed on this machine):\n"
-    "  up --scenario FILE [--insecure] [--no-prometheus] [--timeout 60s]\n"
+    "  up --scenario FILE [--insecure] [--no-prometheus] [--auction] [--timeout 60s]\n"
     "      Start the emulated clusters, the hub's and every cluster's services, and\n"
     "      Prometheus; wait until healthy; print a summary. Later commands find it.\n"
+    "      --auction: the hub's SWM runs the PDLC neighborhood auction per placement.\n"
     "  down\n"
     "      Stop everything `up` started.\n"
     "  restart CLUSTER/SERVICE [--kill] [--down-for 60s]\n"
@@ -88,7 +89,7 @@ int main(int argc, char** argv) {
   };
   const std::map<std::string, Command> commands = {
       {"health", {codeco::ctl::RunHealth, {"insecure", "all"}, {"service"}}},
-      {"up", {codeco::ctl::RunUp, {"insecure", "no-prometheus"}, {"scenario"}}},
+      {"up", {codeco::ctl::RunUp, {"insecure", "no-prometheus", "auction"}, {"scenario"}}},
       {"down", {codeco::ctl::RunDown, {}, {}}},
       {"restart", {codeco::ctl::RunRestart, {"kill"}, {"down-for"}}},
       {"apply",

@@ -1,4 +1,4 @@
-// codecoctl up --scenario FILE [--insecure] [--no-prometheus] [--timeout 60s]
+// codecoctl up --scenario FILE [--insecure] [--no-prometheus] [--auction] [--timeout 60s]
 // codecoctl down
 //
 // Starts a whole federation on this machine: the CODEF emulator for the
@@ -439,7 +439,7 @@ int Upper::Run() {
     c.registry = state_.registry;
   }
   state_.netma = clusters_.front().netma_address;
-  std::vector<ProcessSpec> hub = PlanHub(clusters_, security, data);
+  std::vector<ProcessSpec> hub = PlanHub(clusters_, security, data, args_.Has("auction"));
   if (!state_.insecure) {
     std::vector<ProcessSpec> all = hub;
     auto mcs = PlanManagedClusters(clusters_, "", security, data);

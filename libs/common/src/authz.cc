@@ -98,7 +98,8 @@ AuthzPolicy BuildFederationPolicy() {
   add(pdlc, {"IngestMetrics"}, {LocalService()});
   add(pdlc, {"GetRecommendation", "ListForecasts", "WatchRecommendations"},
       {op, HubService("swm"), LocalService("swm")});
-  add(pdlc, {"SubmitBid"}, {HubService("swm"), MemberService("pdlc")});
+  add(pdlc, {"RunAuction"}, {HubService("swm")});
+  add(pdlc, {"RequestBid"}, {MemberService("pdlc")});
   add(pdlc, {"GetOperation"}, {op, hub, LocalService()});
   // Federated training, served by a neighborhood's aggregator PDLC: peers act
   // only as themselves (bound in the handler: the caller must be

@@ -253,4 +253,9 @@ absl::Status Advisor::RegisterCriterion(const std::string& name, MetricCriterion
   return criteria_.RegisterMetric(name, std::move(criterion));
 }
 
+std::vector<NodeContext> Advisor::Nodes() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return nodes_;
+}
+
 }  // namespace codeco::pdlc

@@ -140,6 +140,9 @@ class Advisor {
   /// The latest forecasts, by node.
   std::vector<NodeForecast> Forecasts() const;
 
+  /// The node inventory of the last Refresh, with each node's latest usage.
+  std::vector<NodeContext> Nodes() const;
+
   /// Registers a criterion over a metric (see ScoringCriteria::RegisterMetric).
   absl::Status RegisterCriterion(const std::string& name, MetricCriterion criterion);
 

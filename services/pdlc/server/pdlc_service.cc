@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <set>
 #include <iterator>
 #include <cmath>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "codeco/common/authz.h"
 #include "codeco/common/serve_on_executor.h"
 #include "codeco/common/status.h"
 #include "codeco/common/watch_stream.h"
@@ -219,8 +222,204 @@ v1::Recommendation ToProto(const RecommendationResult& result) {
   return rec;
 }
 
-PdlcServiceImpl::PdlcServiceImpl(Advisor& advisor, TelemetryStore& store, std::function<int64_t()> clock_ms)
-    : advisor_(advisor), store_(store), clock_ms_(std::move(clock_ms)), io_(2, 256) {}
+PdlcServiceImpl::PdlcServiceImpl(Advisor& advisor, TelemetryStore& store,
+                                 std::function<int64_t()> clock_ms, AuctionOptions auction)
+    : advisor_(advisor),
+      store_(store),
+      clock_ms_(std::move(clock_ms)),
+      auction_(std::move(auction)),
+      io_(2, 256),
+      auctions_(2, 32) {}
+
+absl::StatusOr<AuctionWorkload> FromProto(const v1::AuctionWorkload& workload,
+                                          const std::string& field) {
+  AuctionWorkload out;
+  if (workload.name().empty()) return InvalidFieldError(field + ".name", "required");
+  if (workload.name().size() > 253) {
+    return InvalidFieldError(field + ".name", "at most 253 characters");
+  }
+  out.name = workload.name();
+  if (workload.cpu_millicores() < 0) {
+    return InvalidFieldError(field + ".cpu_millicores", "must not be negative");
+  }
+  if (workload.memory_bytes() < 0) {
+    return InvalidFieldError(field + ".memory_bytes", "must not be negative");
+  }
+  out.cpu_millicores = static_cast<double>(workload.cpu_millicores());
+  out.memory_bytes = static_cast<double>(workload.memory_bytes());
+  const common::v1::PerformanceProfile profile = workload.performance_profile();
+  if (profile == common::v1::PERFORMANCE_PROFILE_CUSTOM ||
+      !common::v1::PerformanceProfile_IsValid(profile)) {
+    return InvalidFieldError(field + ".performance_profile",
+                             "must be LATENCY, GREENNESS, RESILIENCE or COST");
+  }
+  out.profile = FromProto(profile);
+  return out;
+}
+
+absl::StatusOr<v1::Bid> PdlcServiceImpl::OwnBid(const std::string& auction_id,
+                                                const std::string& neighborhood,
+                                                const v1::AuctionWorkload& workload) {
+  ASSIGN_OR_RETURN(AuctionWorkload wanted, FromProto(workload, "workload"));
+  const int64_t now = clock_ms_();
+  ASSIGN_OR_RETURN(BidDecision decision, DecideBid(advisor_, wanted, now));
+  v1::Bid bid;
+  bid.set_auction_id(auction_id);
+  bid.set_neighborhood_id(neighborhood);
+  bid.set_bidder_cluster(auction_.cluster);
+  bid.set_workload(wanted.name);
+  bid.set_score(decision.value);
+  bid.set_stability(decision.stability);
+  bid.mutable_offered()->set_cpu_millicores(static_cast<int64_t>(decision.offered_cpu_millicores));
+  bid.mutable_offered()->set_memory_bytes(static_cast<int64_t>(decision.offered_memory_bytes));
+  *bid.mutable_valid_until() =
+      TimestampOfMs(now + absl::ToInt64Milliseconds(auction_.bid_validity));
+  bid.set_breach_probability(decision.breach_probability);
+  bid.set_reason(decision.reason);
+  return bid;
+}
+
+grpc::ServerUnaryReactor* PdlcServiceImpl::RequestBid(grpc::CallbackServerContext* context,
+                                                      const v1::RequestBidRequest* request,
+                                                      v1::RequestBidResponse* response) {
+  return ServeOnExecutor(io_, context, [this, context, request, response](absl::Time) -> absl::Status {
+    // Only the auctioneer's own PDLC asks in its name.
+    ASSIGN_OR_RETURN(Caller caller, CallerOf(*context, auction_.hub_cluster));
+    if (!caller.plaintext && !(caller.identity.service == "pdlc" &&
+                               caller.identity.cluster == request->auctioneer_cluster())) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("RequestBid: ", caller.Describe(),
+                       " may ask only as its own cluster's pdlc, but auctioneer_cluster is \"",
+                       request->auctioneer_cluster().substr(0, 64), "\""));
+    }
+    if (request->auction_id().empty()) return InvalidFieldError("auction_id", "required");
+    if (request->auction_id().size() > 128) {
+      return InvalidFieldError("auction_id", "at most 128 characters");
+    }
+    if (request->neighborhood_id().empty()) return InvalidFieldError("neighborhood_id", "required");
+    if (request->neighborhood_id().size() > 253) {
+      return InvalidFieldError("neighborhood_id", "at most 253 characters");
+    }
+    ASSIGN_OR_RETURN(*response->mutable_bid(),
+                     OwnBid(request->auction_id(), request->neighborhood_id(), request->workload()));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* PdlcServiceImpl::RunAuction(grpc::CallbackServerContext* context,
+                                                      const v1::RunAuctionRequest* request,
+                                                      v1::RunAuctionResponse* response) {
+  return ServeOnExecutor(auctions_, context, [this, request, response](absl::Time deadline) -> absl::Status {
+    if (request->neighborhood_id().empty()) return InvalidFieldError("neighborhood_id", "required");
+    if (request->neighborhood_id().size() > 253) {
+      return InvalidFieldError("neighborhood_id", "at most 253 characters");
+    }
+    if (request->auction_id().size() > 128) {
+      return InvalidFieldError("auction_id", "at most 128 characters");
+    }
+    if (request->bid_timeout_ms() < 0 || request->bid_timeout_ms() > 30'000) {
+      return InvalidFieldError("bid_timeout_ms", "must be 0-30000");
+    }
+    // The peers asked: every configured one, or those named.
+    std::vector<std::string> bidders;
+    std::set<std::string> named;
+    for (int i = 0; i < request->bidders_size(); ++i) {
+      const std::string& b = request->bidders(i);
+      const std::string field = absl::StrCat("bidders[", i, "]");
+      if (!named.insert(b).second) return InvalidFieldError(field, "named twice");
+      if (b == auction_.cluster) continue;  // the auctioneer always bids
+      if (auction_.peers.count(b) == 0) {
+        return InvalidFieldError(field, absl::StrCat("\"", b.substr(0, 64),
+                                                     "\" is not a peer of this PDLC "
+                                                     "(pdlc.auction.peers)"));
+      }
+      bidders.push_back(b);
+    }
+    if (request->bidders().empty()) {
+      for (const auto& [cluster, channel] : auction_.peers) bidders.push_back(cluster);
+    }
+    const std::string auction_id =
+        request->auction_id().empty()
+            ? absl::StrCat(auction_.cluster, "-", clock_ms_(), "-", auctions_run_.fetch_add(1))
+            : request->auction_id();
+    ASSIGN_OR_RETURN(v1::Bid own, OwnBid(auction_id, request->neighborhood_id(), request->workload()));
+
+    // Every peer is asked at once; each answers or is missing by the deadline.
+    struct Ask {
+      std::string cluster;
+      std::unique_ptr<v1::PdlcService::Stub> stub;
+      grpc::ClientContext context;
+      v1::RequestBidRequest request;
+      v1::RequestBidResponse response;
+      grpc::Status status;
+      bool done = false;
+    };
+    // Shared with the callbacks, so it outlives the last of them.
+    struct Asks {
+      absl::Mutex mu;
+      std::vector<std::unique_ptr<Ask>> all;
+    };
+    const absl::Duration timeout = absl::Milliseconds(
+        request->bid_timeout_ms() == 0 ? 2'000 : request->bid_timeout_ms());
+    const absl::Time ask_deadline = std::min(absl::Now() + timeout, deadline);
+    auto asks = std::make_shared<Asks>();
+    for (const std::string& cluster : bidders) {
+      auto ask = std::make_unique<Ask>();
+      ask->cluster = cluster;
+      ask->stub = v1::PdlcService::NewStub(auction_.peers.at(cluster));
+      ask->context.set_deadline(absl::ToChronoTime(ask_deadline));
+      ask->request.set_auction_id(auction_id);
+      ask->request.set_neighborhood_id(request->neighborhood_id());
+      ask->request.set_auctioneer_cluster(auction_.cluster);
+      *ask->request.mutable_workload() = request->workload();
+      asks->all.push_back(std::move(ask));
+    }
+    for (auto& ask : asks->all) {
+      Ask* a = ask.get();
+      a->stub->async()->RequestBid(&a->context, &a->request, &a->response,
+                                   [asks, a](grpc::Status status) {
+                                     absl::MutexLock lock(&asks->mu);
+                                     a->status = std::move(status);
+                                     a->done = true;
+                                   });
+    }
+    {
+      // The calls carry the deadline, so each ends by it; wait for all.
+      absl::MutexLock lock(&asks->mu);
+      auto all_done = [&asks]() {
+        return std::all_of(asks->all.begin(), asks->all.end(),
+                           [](const auto& a) { return a->done; });
+      };
+      asks->mu.Await(absl::Condition(&all_done));
+    }
+    std::vector<RankedBid> ranked = {{own.bidder_cluster(), own.score(), own.stability()}};
+    std::map<std::string, v1::Bid> by_cluster = {{own.bidder_cluster(), own}};
+    for (const auto& a : asks->all) {
+      const v1::Bid& bid = a->response.bid();
+      if (!a->status.ok()) {
+        v1::MissingBid* missing = response->add_missing();
+        missing->set_cluster(a->cluster);
+        missing->set_reason(absl::StrCat(absl::StatusCodeToString(
+                                             static_cast<absl::StatusCode>(a->status.error_code())),
+                                         ": ", a->status.error_message().substr(0, 200)));
+        continue;
+      }
+      if (bid.bidder_cluster() != a->cluster || bid.auction_id() != auction_id ||
+          !(bid.score() >= 0 && bid.score() <= 100) || !(bid.stability() >= 0 && bid.stability() <= 1)) {
+        v1::MissingBid* missing = response->add_missing();
+        missing->set_cluster(a->cluster);
+        missing->set_reason("its bid was malformed (another cluster's or auction's, or out of range)");
+        continue;
+      }
+      ranked.push_back({a->cluster, bid.score(), bid.stability()});
+      by_cluster[a->cluster] = bid;
+    }
+    response->set_auction_id(auction_id);
+    response->set_winner_cluster(RankBids(ranked));
+    for (const RankedBid& r : ranked) *response->add_bids() = by_cluster.at(r.cluster);
+    return absl::OkStatus();
+  });
+}
 
 grpc::ServerUnaryReactor* PdlcServiceImpl::IngestMetrics(grpc::CallbackServerContext* context,
                                                          const v1::IngestMetricsRequest* request,

@@ -19,6 +19,10 @@ namespace codeco::swm {
 struct Recommendations {
   std::map<std::string, double> cluster_scores;                       ///< cluster -> score.
   std::map<std::pair<std::string, std::string>, double> node_scores;  ///< (cluster, node) -> score.
+  /// The neighborhood auction's winner for the application (empty: no
+  /// auction, or no cluster bid above 0). L1 visits it first. (The bids
+  /// themselves, when an auction ran, are the clusters' cluster_scores.)
+  std::string advised_cluster;
 };
 
 /// The PDLC port. PDLC only advises; "no recommendations" (nullopt) is a

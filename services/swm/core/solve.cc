@@ -280,7 +280,8 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
   // Scratch state for scoring clusters while ordering them.
   CycleState ordering(app, federation, nullptr, false);
 
-  // 1. Order the clusters: recommendations first, faster links, policy score.
+  // 1. Order the clusters: the auction's winner, then recommendations,
+  // faster links, policy score.
   std::optional<Recommendations> recs;
   if (recommendations_ != nullptr) {
     ASSIGN_OR_RETURN(recs, recommendations_->Get(app));
@@ -311,6 +312,7 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
     policy = sel.scores;
   }
   struct Key {
+    bool advised;  // the auction's winner
     bool has_rec;
     double rec;
     int64_t bucket;
@@ -320,10 +322,14 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
   std::vector<Key> keys;
   for (size_t i = 0; i < members.size(); ++i) {
     const std::string& name = members[i]->name;
-    Key k{false, 0, std::numeric_limits<int64_t>::max(), policy[i], i};
+    Key k{false, false, 0, std::numeric_limits<int64_t>::max(), policy[i], i};
     if (recs.has_value()) {
+      k.advised = !recs->advised_cluster.empty() && recs->advised_cluster == name;
       auto it = recs->cluster_scores.find(name);
-      if (it != recs->cluster_scores.end()) k = Key{true, it->second, k.bucket, k.policy, i};
+      if (it != recs->cluster_scores.end()) {
+        k.has_rec = true;
+        k.rec = it->second;
+      }
     }
     std::optional<int64_t> lat;
     if (!origins.empty()) {
@@ -338,6 +344,7 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
     keys.push_back(k);
   }
   std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+    if (a.advised != b.advised) return a.advised;
     if (a.has_rec != b.has_rec) return a.has_rec;
     if (a.rec != b.rec) return a.rec > b.rec;
     if (a.bucket != b.bucket) return a.bucket < b.bucket;

@@ -1,5 +1,6 @@
 #include "swm/server/pdlc_recommendations.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -206,7 +207,87 @@ absl::StatusOr<std::optional<Recommendations>> PdlcRecommendations::Get(const Ap
     calls.emplace_back([this, &q] { Ask(q.cluster, q.channel, q.profile); });
   }
   for (std::thread& t : calls) t.join();
-  return book_.Collect(clusters, weights);
+  absl::StatusOr<std::optional<Recommendations>> recs = book_.Collect(clusters, weights);
+  if (!recs.ok() || !options_.auction) return recs;
+  std::optional<AuctionResult> auction = Auction(app);
+  if (!auction.has_value()) return recs;
+  if (!recs->has_value()) recs->emplace();
+  // The bids are the clusters' forecast-aware scores for this very workload.
+  for (const auto& [cluster, bid] : auction->bids) (*recs)->cluster_scores[cluster] = bid;
+  (*recs)->advised_cluster = auction->winner;
+  return recs;
+}
+
+int PdlcRecommendations::auctions_run() {
+  absl::MutexLock lock(&mu_);
+  return auctions_run_;
+}
+
+std::optional<PdlcRecommendations::AuctionResult> PdlcRecommendations::Auction(
+    const Application& app) {
+  // Auctions are over one built-in profile: a custom application has none.
+  const std::optional<common::v1::PerformanceProfile> profile =
+      ParsePerformanceProfile(app.performance_profile.empty() ? "latency" : app.performance_profile);
+  if (!profile.has_value() || *profile == common::v1::PERFORMANCE_PROFILE_CUSTOM) {
+    return std::nullopt;
+  }
+  Resources demand;
+  for (const Workload& w : app.workloads) demand += w.requests;
+  const std::string key = absl::StrCat(app.performance_profile, "/", demand.cpu_millis, "/",
+                                       demand.memory_bytes);
+  std::vector<std::pair<std::string, std::shared_ptr<grpc::Channel>>> auctioneers;
+  {
+    const absl::Time now = clock_.Now();
+    absl::MutexLock lock(&mu_);
+    auto cached = auctions_.find(app.name);
+    if (cached != auctions_.end() && cached->second.key == key && now < cached->second.until) {
+      return cached->second.result;
+    }
+    for (const auto& [name, peer] : peers_) {
+      if (now >= peer->call_again) auctioneers.push_back({name, peer->channel});
+    }
+  }
+  pb::RunAuctionRequest request;
+  request.set_neighborhood_id(options_.neighborhood);
+  pb::AuctionWorkload* workload = request.mutable_workload();
+  workload->set_name(app.name);
+  workload->set_cpu_millicores(demand.cpu_millis);
+  workload->set_memory_bytes(demand.memory_bytes);
+  workload->set_performance_profile(*profile);
+  request.set_bid_timeout_ms(std::max<int64_t>(
+      100, absl::ToInt64Milliseconds(options_.auction_timeout - absl::Milliseconds(500))));
+  std::optional<AuctionResult> result;
+  // One member's PDLC runs it (it asks its peers); the next if it fails.
+  for (const auto& [cluster, channel] : auctioneers) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.auction_timeout));
+    pb::RunAuctionResponse response;
+    grpc::Status status = pb::PdlcService::NewStub(channel)->RunAuction(&context, request, &response);
+    if (!status.ok()) {
+      log::Warn("a PDLC did not run the auction; asking the next",
+                {{"cluster", cluster}, {"application", app.name}, {"error", status.error_message()}});
+      continue;
+    }
+    result.emplace();
+    result->winner = response.winner_cluster();
+    std::string bids;
+    for (const pb::Bid& b : response.bids()) {
+      result->bids[b.bidder_cluster()] = b.score();
+      absl::StrAppend(&bids, bids.empty() ? "" : ", ", b.bidder_cluster(), "=", b.score());
+    }
+    log::Info("neighborhood auction", {{"application", app.name},
+                                       {"auctioneer", cluster},
+                                       {"winner", result->winner},
+                                       {"bids", bids},
+                                       {"missing", absl::StrCat(response.missing_size())}});
+    break;
+  }
+  const absl::Time now = clock_.Now();
+  absl::MutexLock lock(&mu_);
+  ++auctions_run_;
+  std::erase_if(auctions_, [now](const auto& e) { return e.second.until <= now; });
+  if (result.has_value()) auctions_[app.name] = {key, *result, now + options_.auction_cache};
+  return result;
 }
 
 }  // namespace codeco::swm

@@ -10,9 +10,18 @@
 // profile (short deadline, answers kept briefly). A PDLC that does not
 // answer leaves its cluster without a recommendation (score 0): PDLC
 // advises, SWM decides alone.
+//
+// With `auction` on, Get also runs the neighborhood auction for the
+// application (PdlcService.RunAuction on one member's PDLC, which asks its
+// peers for bids from their scores and 15-minute forecasts): each bidder's
+// bid, on the same 0-100 scale, replaces its cluster score for this
+// application, and the winner is Recommendations::advised_cluster. An
+// application's auction is reused for `auction_cache`; a failed one leaves
+// the placement to the scores alone.
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +53,15 @@ struct PdlcRecommendationsOptions {
   absl::Duration retry_min = absl::Milliseconds(200);
   /// Longest wait before opening a failed stream again. Default: 10 s.
   absl::Duration retry_max = absl::Seconds(10);
+  /// Run the neighborhood auction for each application placed (swm.pdlc_auction).
+  bool auction = false;
+  /// Deadline of a RunAuction call (its peers get 500 ms less). Default: 3 s.
+  absl::Duration auction_timeout = absl::Seconds(3);
+  /// How long an application's auction outcome is reused for placements of
+  /// the same demand and profile. Default: 30 s.
+  absl::Duration auction_cache = absl::Seconds(30);
+  /// The neighborhood the auctions are named for. Default: "federation".
+  std::string neighborhood = "federation";
 };
 
 /// The recommendation, as SWM keeps it, of one PDLC message: its cluster and
@@ -75,6 +93,9 @@ class PdlcRecommendations final : public RecommendationSource {
   /// Whether `cluster`'s stream has delivered since it (last) opened (tests).
   bool Streaming(const std::string& cluster);
 
+  /// Auctions run so far (RunAuction calls answered or failed).
+  int auctions_run();
+
  private:
   struct Peer {
     std::string cluster;
@@ -93,6 +114,14 @@ class PdlcRecommendations final : public RecommendationSource {
   // Asks `cluster`'s PDLC for built-in `profile` and records the answer (or
   // the failure).
   void Ask(const std::string& cluster, std::shared_ptr<grpc::Channel> channel, const std::string& profile);
+  // An auction's outcome: its winner ("" when none) and every bid, by cluster.
+  struct AuctionResult {
+    std::string winner;
+    std::map<std::string, double> bids;
+  };
+  // The auction for `app` (nullopt when none ran or it failed), from the
+  // cache or a RunAuction on the first member PDLC that answers.
+  std::optional<AuctionResult> Auction(const Application& app);
 
   PeerChannels& channels_;
   const Clock& clock_;
@@ -102,6 +131,15 @@ class PdlcRecommendations final : public RecommendationSource {
   std::map<std::string, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
   // Peers replaced by a new address, stopped and joined in the destructor.
   std::vector<std::unique_ptr<Peer>> retired_ ABSL_GUARDED_BY(mu_);
+  // An application's last auction: what it was for, its winner, until when
+  // it is reused.
+  struct AuctionOutcome {
+    std::string key;
+    AuctionResult result;
+    absl::Time until;
+  };
+  std::map<std::string, AuctionOutcome> auctions_ ABSL_GUARDED_BY(mu_);
+  int auctions_run_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace codeco::swm

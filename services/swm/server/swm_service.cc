@@ -709,6 +709,11 @@ void AddSwmConfig(ConfigSchema& schema) {
               .help = "the PDLC of each cluster whose neighborhood entry names none, as "
                       "cluster=host:port[,...]; placements follow their recommendations (hub: "
                       "cluster order and node scores; MC: its own L2's node scores)"});
+  schema.Add({.path = "swm.pdlc_auction",
+              .type = ConfigType::kBool,
+              .default_value = "false",
+              .help = "hub: run the neighborhood auction (PdlcService.RunAuction on a member's "
+                      "PDLC) for each application placed and visit its winner first"});
   schema.Add({.path = "swm.exact_l2_max_nodes",
               .type = ConfigType::kInt,
               .default_value = "0",
@@ -816,6 +821,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
   ASSIGN_OR_RETURN(options.cluster_endpoints,
                    ParseClusterEndpoints(context.config.raw.GetString("swm.cluster_endpoints")));
   options.pdlc_endpoints = pdlc_endpoints;
+  options.pdlc.auction = raw.GetBool("swm.pdlc_auction");
   options.mc_timeout = context.config.raw.GetDuration("swm.mc_timeout");
   options.reconcile_interval = context.config.raw.GetDuration("swm.reconcile_interval");
   // An enum key: the configuration refused any other value already.

@@ -4,10 +4,16 @@
 // ignored, and the advice of a PDLC that went away ages out.
 #include <catch2/catch.hpp>
 
+#include <functional>
+#include <string>
+#include <vector>
+
 #include "codeco/common/clock.h"
 #include "codeco/common/kv_store.h"
 #include "codeco/common/peer_channels.h"
 #include "codeco/common/server.h"
+#include "codeco/pdlc/v1/pdlc_service.grpc.pb.h"
+#include "grpcpp/create_channel.h"
 #include "pdlc/server/pdlc_service.h"
 #include "pdlc/store/kv_telemetry_store.h"
 #include "swm/server/pdlc_recommendations.h"
@@ -28,12 +34,19 @@ bool Eventually(F done) {
 
 // One cluster's PDLC: the real advisor and service over an in-memory store.
 struct Pdlc {
-  explicit Pdlc(const std::string& cluster)
+  // `peers`: the PDLCs its auctions ask for bids (plaintext, on loopback).
+  explicit Pdlc(const std::string& cluster, const std::vector<const Pdlc*>& peers = {})
       : kv(NewInMemoryKvStore({"telemetry"})), clock(absl::FromUnixSeconds(1'800'000'000)) {
     store = *pdlc::NewKvTelemetryStore(*kv);
     advisor = std::make_unique<pdlc::Advisor>(*store, nullptr, pdlc::AdvisorOptions{.cluster = cluster});
-    service = std::make_unique<pdlc::PdlcServiceImpl>(*advisor, *store,
-                                                      [this] { return absl::ToUnixMillis(clock.Now()); });
+    pdlc::AuctionOptions auction{.cluster = cluster};
+    for (const Pdlc* p : peers) {
+      auction.peers[p->name] =
+          grpc::CreateChannel(p->server->address(), grpc::InsecureChannelCredentials());
+    }
+    name = cluster;
+    service = std::make_unique<pdlc::PdlcServiceImpl>(
+        *advisor, *store, [this] { return absl::ToUnixMillis(clock.Now()); }, std::move(auction));
     GrpcServerOptions options;
     options.service = "pdlc";
     options.insecure = true;
@@ -54,6 +67,7 @@ struct Pdlc {
     }
     REQUIRE(advisor->Refresh(inventory, absl::ToUnixMillis(clock.Now())).ok());
   }
+  std::string name;
   std::unique_ptr<KvStore> kv;
   SimulatedClock clock;
   std::unique_ptr<pdlc::TelemetryStore> store;
@@ -113,6 +127,121 @@ TEST_CASE("the hub's PDLC port streams refreshes into placements and forgets sil
   got = recs.Get(green);
   REQUIRE(got.ok());  // never an error: no advice instead
   CHECK_FALSE(got->has_value());
+}
+
+TEST_CASE("with the auction on a placement visits the neighborhood auction's winner first") {
+  // Three clusters; a's PDLC runs the auctions and asks b and c for bids.
+  Pdlc b("b"), c("c");
+  Pdlc a("a", {&b, &c});
+  a.Refresh({{30, true}});
+  b.Refresh({{8, true}});   // the greenest
+  c.Refresh({{20, true}});
+  auto channels = *PeerChannels::Create(PeerChannelOptions{.insecure = true});
+  SimulatedClock hub_clock(absl::FromUnixSeconds(1'800'000'000));
+  PdlcRecommendations recs(*channels, hub_clock,
+                           PdlcRecommendationsOptions{.auction = true,
+                                                      .auction_cache = absl::Seconds(30)});
+  REQUIRE(recs.SetEndpoint("a", a.server->address()).ok());
+  Application web{.name = "web", .performance_profile = "greenness"};
+  web.workloads.push_back(Workload{.name = "web-0", .requests = {.cpu_millis = 500}});
+  auto got = recs.Get(web);
+  REQUIRE(got.ok());
+  REQUIRE(got->has_value());
+  CHECK((*got)->advised_cluster == "b");
+  CHECK(recs.auctions_run() == 1);
+  // Every bid stands as its cluster's score for this application.
+  REQUIRE((*got)->cluster_scores.size() == 3);
+  CHECK((*got)->cluster_scores.at("b") > (*got)->cluster_scores.at("c"));
+  CHECK((*got)->cluster_scores.at("c") > (*got)->cluster_scores.at("a"));
+  // Reused while fresh, for the same demand.
+  CHECK((*recs.Get(web))->advised_cluster == "b");
+  CHECK(recs.auctions_run() == 1);
+
+  // b's node goes not ready: the next auction (once the last one aged out)
+  // goes to the next greenest.
+  b.Refresh({{8, false}});
+  hub_clock.Advance(absl::Seconds(31));
+  CHECK((*recs.Get(web))->advised_cluster == "c");
+  CHECK(recs.auctions_run() == 2);
+
+  // Too big for every node: no winner, the scores alone order the clusters.
+  Application huge{.name = "huge", .performance_profile = "greenness"};
+  huge.workloads.push_back(Workload{.name = "huge-0", .requests = {.cpu_millis = 64000}});
+  got = recs.Get(huge);
+  REQUIRE(got.ok());
+  CHECK((!got->has_value() || (*got)->advised_cluster.empty()));
+
+  // A custom application runs no auction.
+  const Application custom{.name = "batch", .performance_profile = "custom",
+                           .custom_profile_weights = {{"greenness", 1}}};
+  const int before = recs.auctions_run();
+  REQUIRE(recs.Get(custom).ok());
+  CHECK(recs.auctions_run() == before);
+}
+
+TEST_CASE("RunAuction answers every bid and names the missing and bad requests name the field") {
+  Pdlc b("b");
+  Pdlc a("a", {&b});
+  a.Refresh({{30, true}});
+  b.Refresh({{8, true}});
+  auto stub = pdlc::v1::PdlcService::NewStub(
+      grpc::CreateChannel(a.server->address(), grpc::InsecureChannelCredentials()));
+  auto run = [&](const pdlc::v1::RunAuctionRequest& request, pdlc::v1::RunAuctionResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    return stub->RunAuction(&context, request, response);
+  };
+  pdlc::v1::RunAuctionRequest request;
+  request.set_neighborhood_id("nb1");
+  request.mutable_workload()->set_name("shop/web");
+  request.mutable_workload()->set_cpu_millicores(500);
+  request.mutable_workload()->set_performance_profile(common::v1::PERFORMANCE_PROFILE_GREENNESS);
+  pdlc::v1::RunAuctionResponse response;
+  REQUIRE(run(request, &response).ok());
+  CHECK(response.winner_cluster() == "b");
+  REQUIRE(response.bids_size() == 2);
+  CHECK(response.bids(0).bidder_cluster() == "b");
+  CHECK(response.bids(0).auction_id() == response.auction_id());
+  CHECK(response.bids(0).workload() == "shop/web");
+  CHECK(response.bids(0).score() > response.bids(1).score());
+  CHECK(response.missing().empty());
+
+  // b goes away: a bids alone and names b as missing.
+  b.server->Shutdown(absl::ZeroDuration());
+  request.set_bid_timeout_ms(500);
+  REQUIRE(run(request, &response).ok());
+  CHECK(response.winner_cluster() == "a");
+  REQUIRE(response.missing_size() == 1);
+  CHECK(response.missing(0).cluster() == "b");
+
+  struct Bad {
+    std::function<void(pdlc::v1::RunAuctionRequest&)> change;
+    std::string field;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {[](auto& r) { r.clear_neighborhood_id(); }, "neighborhood_id"},
+           {[](auto& r) { r.mutable_workload()->clear_name(); }, "workload.name"},
+           {[](auto& r) { r.mutable_workload()->set_cpu_millicores(-1); }, "workload.cpu_millicores"},
+           {[](auto& r) { r.mutable_workload()->set_memory_bytes(-1); }, "workload.memory_bytes"},
+           {[](auto& r) {
+              r.mutable_workload()->set_performance_profile(common::v1::PERFORMANCE_PROFILE_CUSTOM);
+            },
+            "workload.performance_profile"},
+           {[](auto& r) { r.set_bid_timeout_ms(60'000); }, "bid_timeout_ms"},
+           {[](auto& r) { r.add_bidders("nobody"); }, "bidders[0]"},
+           {[](auto& r) {
+              r.add_bidders("b");
+              r.add_bidders("b");
+            },
+            "bidders[1]"},
+       }) {
+    pdlc::v1::RunAuctionRequest changed = request;
+    bad.change(changed);
+    grpc::Status status = run(changed, &response);
+    INFO(bad.field << ": " << status.error_message());
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK_THAT(status.error_message(), Catch::StartsWith(bad.field));
+  }
 }
 
 }  // namespace

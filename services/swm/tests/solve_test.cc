@@ -149,6 +149,26 @@ TEST_CASE("clusters with recommendations are visited first") {
   CHECK(r->placements.at("a").cluster == "metro");
 }
 
+TEST_CASE("the neighborhood auction's winner is visited before every recommendation") {
+  Env env;
+  Federation fed = ThreeSites();
+  Application app{
+      .name = "won", .workloads = {MakeWorkload("a", 100)}, .performance_profile = "greenness"};
+  env.recs.Set("won", "greenness",
+               Recommendations{.cluster_scores = {{"cloud", 10}, {"metro", 90}},
+                               .advised_cluster = "cloud"});
+  auto r = env.coord.Place(app, fed, {});
+  REQUIRE(r.ok());
+  CHECK(r->visit_order == std::vector<std::string>{"cloud", "metro", "edge"});
+  // A winner outside the neighborhood changes nothing.
+  env.recs.Set("won", "greenness",
+               Recommendations{.cluster_scores = {{"cloud", 10}, {"metro", 90}},
+                               .advised_cluster = "mars"});
+  r = env.coord.Place(app, fed, {});
+  REQUIRE(r.ok());
+  CHECK(r->visit_order.front() == "metro");
+}
+
 TEST_CASE("L2 solves see only the lookahead of unvisited clusters as aggregates") {
   Env env;
   Federation fed;

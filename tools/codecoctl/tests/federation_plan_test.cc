@@ -166,8 +166,19 @@ TEST_CASE("a chosen PDLC address is advertised and followed by the cluster's own
       seen += HasPair(spec.args, "--set", "pdlc.federation.members=rennes,nantes");
       seen += HasPair(spec.args, "--set", "pdlc.federation.neighborhood=federation");
     }
+    // Each asks the other for bids in its auctions.
+    if (spec.name == "rennes/pdlc") seen += HasPair(spec.args, "--set", "pdlc.auction.peers=nantes=127.0.3.1:7803");
+    if (spec.name == "nantes/pdlc") seen += HasPair(spec.args, "--set", "pdlc.auction.peers=rennes=127.0.2.1:7802");
   }
-  CHECK(seen == 10);
+  CHECK(seen == 12);
+  // The hub's SWM runs the auction only when asked to.
+  int auctions = 0;
+  for (bool on : {false, true}) {
+    for (const auto& spec : PlanHub(clusters, {true, ""}, "/d", on)) {
+      auctions += HasPair(spec.args, "--set", "swm.pdlc_auction=true");
+    }
+  }
+  CHECK(auctions == 1);
 }
 
 TEST_CASE("without chosen NetMA addresses NetMA gets an ephemeral port and no peers") {
