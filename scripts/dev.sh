@@ -13,7 +13,7 @@
 #                           federation, bookinfo applied and placed (--once: stop it after)
 #   scripts/dev.sh build    install deps, configure and build
 #   scripts/dev.sh bench [AREA] [--quick]   build and run the benchmarks in bench/
-#                           (AREA: store, placement, placement_grpc, relay, acm,
+#                           (AREA: store, placement, placement_grpc, relay, acm, auction,
 #                           netma, apply_rate, checkpoint, forecast)
 #   scripts/dev.sh lint     buf lint on the contracts
 #   scripts/dev.sh deps     only install dependencies
