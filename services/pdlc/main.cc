@@ -42,7 +42,7 @@ void AddPdlcConfig(ConfigSchema& schema) {
             "pull, read the nodes and recompute forecasts and scores every this long"})
       .Add({"pdlc.retrain_interval", ConfigType::kDuration, "1h", {}, false,
             "retrain the LSTM on the cluster's own history every this long"})
-      .Add({"pdlc.forecast_model", ConfigType::kString, "lstm", {}, false,
+      .Add({"pdlc.forecast_model", ConfigType::kEnum, "lstm", {"lstm", "lstm-topology"}, false,
             "the forecaster: lstm (each node's own series) or lstm-topology (also the mean of "
             "the cluster's other nodes); a neighborhood's federated PDLCs must agree"})
       .Add({"pdlc.breach_threshold_percent", ConfigType::kInt, "80", {}, false,
@@ -232,13 +232,9 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(codeco:
   advisor.cluster = context.config.cluster;
   advisor.breach_threshold_percent = static_cast<double>(threshold);
   advisor.training_history_ms = absl::ToInt64Milliseconds(loop.retention.downsampled_retention);
-  const std::string forecaster = raw.GetString("pdlc.forecast_model");
-  if (forecaster != "lstm" && forecaster != "lstm-topology") {
-    return codeco::InvalidFieldError("pdlc.forecast_model",
-                                     absl::StrCat("must be lstm or lstm-topology, not \"",
-                                                  forecaster.substr(0, 40), "\""));
-  }
-  auto lstm = std::make_unique<LstmForecaster>(LstmOptions{.read_neighbors = forecaster == "lstm-topology"});
+  // pdlc.forecast_model is an enum key: the schema refused any other value.
+  auto lstm = std::make_unique<LstmForecaster>(
+      LstmOptions{.read_neighbors = raw.GetString("pdlc.forecast_model") == "lstm-topology"});
   LstmForecaster* lstm_ptr = lstm.get();
   auto shared_model = std::make_unique<SharedWeightsForecaster>(
       std::move(lstm),
@@ -302,7 +298,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(codeco:
                    context.peers.Get(federation.aggregator_address));
   FederatedPeerOptions peer;
   peer.peer_id = context.config.cluster;
-  peer.model_name = FederatedModelName(raw.GetString("pdlc.forecast_model"));
+  peer.model_name = federation.rounds.model_name;  // the rounds' model, named once
   peer.neighborhood = federation.neighborhood;
   context.background.push_back(std::make_unique<OwningPeerLoop>(
       parts, std::make_unique<FederatedPeer>(std::move(aggregator), *parts->shared_model, peer),
