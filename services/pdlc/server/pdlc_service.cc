@@ -231,6 +231,23 @@ PdlcServiceImpl::PdlcServiceImpl(Advisor& advisor, TelemetryStore& store,
       io_(2, 256),
       auctions_(2, 32) {}
 
+namespace {
+
+// The auction_id (required or not) and neighborhood_id of an auction
+// request, checked: INVALID_ARGUMENT naming the field.
+absl::Status CheckAuctionNames(const std::string& auction_id, bool id_required,
+                               const std::string& neighborhood_id) {
+  if (id_required && auction_id.empty()) return InvalidFieldError("auction_id", "required");
+  if (auction_id.size() > 128) return InvalidFieldError("auction_id", "at most 128 characters");
+  if (neighborhood_id.empty()) return InvalidFieldError("neighborhood_id", "required");
+  if (neighborhood_id.size() > 253) {
+    return InvalidFieldError("neighborhood_id", "at most 253 characters");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<AuctionWorkload> FromProto(const v1::AuctionWorkload& workload,
                                           const std::string& field) {
   AuctionWorkload out;
@@ -292,14 +309,8 @@ grpc::ServerUnaryReactor* PdlcServiceImpl::RequestBid(grpc::CallbackServerContex
                        " may ask only as its own cluster's pdlc, but auctioneer_cluster is \"",
                        request->auctioneer_cluster().substr(0, 64), "\""));
     }
-    if (request->auction_id().empty()) return InvalidFieldError("auction_id", "required");
-    if (request->auction_id().size() > 128) {
-      return InvalidFieldError("auction_id", "at most 128 characters");
-    }
-    if (request->neighborhood_id().empty()) return InvalidFieldError("neighborhood_id", "required");
-    if (request->neighborhood_id().size() > 253) {
-      return InvalidFieldError("neighborhood_id", "at most 253 characters");
-    }
+    RETURN_IF_ERROR(CheckAuctionNames(request->auction_id(), /*id_required=*/true,
+                                      request->neighborhood_id()));
     ASSIGN_OR_RETURN(*response->mutable_bid(),
                      OwnBid(request->auction_id(), request->neighborhood_id(), request->workload()));
     return absl::OkStatus();
@@ -310,13 +321,8 @@ grpc::ServerUnaryReactor* PdlcServiceImpl::RunAuction(grpc::CallbackServerContex
                                                       const v1::RunAuctionRequest* request,
                                                       v1::RunAuctionResponse* response) {
   return ServeOnExecutor(auctions_, context, [this, request, response](absl::Time deadline) -> absl::Status {
-    if (request->neighborhood_id().empty()) return InvalidFieldError("neighborhood_id", "required");
-    if (request->neighborhood_id().size() > 253) {
-      return InvalidFieldError("neighborhood_id", "at most 253 characters");
-    }
-    if (request->auction_id().size() > 128) {
-      return InvalidFieldError("auction_id", "at most 128 characters");
-    }
+    RETURN_IF_ERROR(CheckAuctionNames(request->auction_id(), /*id_required=*/false,
+                                      request->neighborhood_id()));
     if (request->bid_timeout_ms() < 0 || request->bid_timeout_ms() > 30'000) {
       return InvalidFieldError("bid_timeout_ms", "must be 0-30000");
     }
@@ -394,21 +400,22 @@ grpc::ServerUnaryReactor* PdlcServiceImpl::RunAuction(grpc::CallbackServerContex
     }
     std::vector<RankedBid> ranked = {{own.bidder_cluster(), own.score(), own.stability()}};
     std::map<std::string, v1::Bid> by_cluster = {{own.bidder_cluster(), own}};
+    auto miss = [response](const std::string& cluster, std::string reason) {
+      v1::MissingBid* missing = response->add_missing();
+      missing->set_cluster(cluster);
+      missing->set_reason(std::move(reason));
+    };
     for (const auto& a : asks->all) {
       const v1::Bid& bid = a->response.bid();
       if (!a->status.ok()) {
-        v1::MissingBid* missing = response->add_missing();
-        missing->set_cluster(a->cluster);
-        missing->set_reason(absl::StrCat(absl::StatusCodeToString(
-                                             static_cast<absl::StatusCode>(a->status.error_code())),
-                                         ": ", a->status.error_message().substr(0, 200)));
+        miss(a->cluster, absl::StrCat(absl::StatusCodeToString(
+                                          static_cast<absl::StatusCode>(a->status.error_code())),
+                                      ": ", a->status.error_message().substr(0, 200)));
         continue;
       }
       if (bid.bidder_cluster() != a->cluster || bid.auction_id() != auction_id ||
           !(bid.score() >= 0 && bid.score() <= 100) || !(bid.stability() >= 0 && bid.stability() <= 1)) {
-        v1::MissingBid* missing = response->add_missing();
-        missing->set_cluster(a->cluster);
-        missing->set_reason("its bid was malformed (another cluster's or auction's, or out of range)");
+        miss(a->cluster, "its bid was malformed (another cluster's or auction's, or out of range)");
         continue;
       }
       ranked.push_back({a->cluster, bid.score(), bid.stability()});
