@@ -55,18 +55,15 @@ absl::StatusOr<BidDecision> DecideBid(Advisor& advisor, const AuctionWorkload& w
     const NodeContext& n = node->second;
     auto f = forecasts.find(s.node);
     const NodeForecast* forecast = f == forecasts.end() ? nullptr : &f->second;
-    // What the node has free at the bid's horizon (now, without a forecast;
-    // all of it when its usage is unknown): a workload larger is no offer.
+    // A node without room for the workload already scored 0 (ScoreNodes).
+    // What it offers is what it has free at the bid's horizon (now, without
+    // a forecast; all of it when its usage is unknown).
     const double cpu_used = forecast != nullptr ? forecast->forecast.cpu_percent[kBidHorizon] / 100
                                                 : std::max(0.0, n.cpu_used_fraction);
     const double mem_used = forecast != nullptr ? forecast->forecast.mem_percent[kBidHorizon] / 100
                                                 : std::max(0.0, n.memory_used_fraction);
     const double free_cpu = std::max(0.0, n.cpu_capacity_millicores * (1 - cpu_used));
     const double free_mem = std::max(0.0, n.memory_capacity_bytes * (1 - mem_used));
-    if ((n.cpu_capacity_millicores > 0 && workload.cpu_millicores > free_cpu) ||
-        (n.memory_capacity_bytes > 0 && workload.memory_bytes > free_mem)) {
-      continue;
-    }
     const double cpu_added = n.cpu_capacity_millicores > 0
                                  ? 100 * workload.cpu_millicores / n.cpu_capacity_millicores
                                  : 0;

@@ -209,14 +209,18 @@ std::vector<NodeScore> ScoreNodes(const std::vector<NodeContext>& nodes, const s
       s.score = 0;
       s.notes.push_back("node not ready");
     }
-    const double cpu_used = WorseOf(c.cpu_used_fraction, c.cpu_forecast_fraction);
-    const double mem_used = WorseOf(c.memory_used_fraction, c.memory_forecast_fraction);
-    if (requests.cpu_millicores > 0 && c.cpu_capacity_millicores > 0 && Known(cpu_used) &&
+    // Room is what the worse of now and the forecast leaves; with usage
+    // unknown, the whole capacity (more than that never fits).
+    double cpu_used = WorseOf(c.cpu_used_fraction, c.cpu_forecast_fraction);
+    double mem_used = WorseOf(c.memory_used_fraction, c.memory_forecast_fraction);
+    if (!Known(cpu_used)) cpu_used = 0;
+    if (!Known(mem_used)) mem_used = 0;
+    if (requests.cpu_millicores > 0 && c.cpu_capacity_millicores > 0 &&
         c.cpu_capacity_millicores * (1 - cpu_used) < requests.cpu_millicores) {
       s.score = 0;
       s.notes.push_back(absl::StrCat("no room for ", requests.cpu_millicores, " millicores"));
     }
-    if (requests.memory_bytes > 0 && c.memory_capacity_bytes > 0 && Known(mem_used) &&
+    if (requests.memory_bytes > 0 && c.memory_capacity_bytes > 0 &&
         c.memory_capacity_bytes * (1 - mem_used) < requests.memory_bytes) {
       s.score = 0;
       s.notes.push_back(absl::StrCat("no room for ", requests.memory_bytes, " bytes of memory"));
