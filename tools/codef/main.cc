@@ -173,7 +173,8 @@ absl::Status WriteFiles(const fs::path& dir, const std::map<std::string, std::st
 
 constexpr char kSimulateUsage[] =
     "usage: codef --simulate --scenario FILE [--out DIR] [--policy NAME]...\n"
-    "             [--tick DURATION] [--duration DURATION]\n\n"
+    "             [--tick DURATION] [--duration DURATION]\n"
+    "             [--cloud CLUSTER [--cloud-policy codeco|mck8s]]\n\n"
     "Runs the scenario in this process under a virtual clock: the SWM core places the\n"
     "task stream on the emulated clusters, the fault timeline plays, and the recorded\n"
     "CSV files plus report.md and SVG plots (when output.report is on) go to DIR.\n\n"
@@ -183,7 +184,12 @@ constexpr char kSimulateUsage[] =
     "  --policy NAME        placement policy, repeatable (default codeco); one of\n"
     "                       POLICIES\n"
     "  --tick DURATION      scheduling cycle (default 10s)\n"
-    "  --duration DURATION  how long to simulate (default: the scenario's)\n";
+    "  --duration DURATION  how long to simulate (default: the scenario's)\n"
+    "  --cloud CLUSTER      burst to CLUSTER as an on-demand cloud: it starts with no\n"
+    "                       node; the hub's cloud autoscaler orders copies of its\n"
+    "                       first node entry (5 min to the first Ready nodes, 2 min\n"
+    "                       per added node) and gives them back when idle\n"
+    "  --cloud-policy NAME  how the cloud is sized: codeco (default) or mck8s\n";
 
 struct SimulateFlags {
   std::string scenario;
@@ -191,6 +197,9 @@ struct SimulateFlags {
   std::vector<std::string> policies;
   absl::Duration tick = absl::Seconds(10);
   absl::Duration duration = absl::ZeroDuration();
+  std::string cloud;
+  swm::CloudScalingPolicy cloud_policy = swm::CloudScalingPolicy::kPacked;
+  bool cloud_policy_set = false;
   bool help = false;
 };
 
@@ -212,7 +221,7 @@ absl::StatusOr<SimulateFlags> ParseSimulateFlags(int argc, char** argv) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     } else if (name == "scenario" || name == "out" || name == "policy" || name == "tick" ||
-               name == "duration") {
+               name == "duration" || name == "cloud" || name == "cloud-policy") {
       if (i + 1 >= argc)
         return absl::InvalidArgumentError(absl::StrCat("--", name, ": needs a value"));
       value = argv[++i];
@@ -230,6 +239,15 @@ absl::StatusOr<SimulateFlags> ParseSimulateFlags(int argc, char** argv) {
       if (std::find(flags.policies.begin(), flags.policies.end(), value) == flags.policies.end()) {
         flags.policies.push_back(value);
       }
+    } else if (name == "cloud") {
+      if (value.empty()) return absl::InvalidArgumentError("--cloud: needs a cluster name");
+      flags.cloud = value;
+    } else if (name == "cloud-policy") {
+      absl::StatusOr<swm::CloudScalingPolicy> policy =
+          swm::ParseCloudScalingPolicy(value, "--cloud-policy");
+      if (!policy.ok()) return policy.status();
+      flags.cloud_policy = *policy;
+      flags.cloud_policy_set = true;
     } else if (name == "tick" || name == "duration") {
       absl::StatusOr<int64_t> ns = ParseDurationNanos(value);
       if (!ns.ok()) {
@@ -246,8 +264,11 @@ absl::StatusOr<SimulateFlags> ParseSimulateFlags(int argc, char** argv) {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown flag --", name,
                        " (simulate mode: --scenario, --out, --policy, --tick, "
-                       "--duration)"));
+                       "--duration, --cloud, --cloud-policy)"));
     }
+  }
+  if (flags.cloud_policy_set && flags.cloud.empty()) {
+    return absl::InvalidArgumentError("--cloud-policy: only with --cloud CLUSTER");
   }
   if (flags.policies.empty()) flags.policies.push_back("codeco");
   if (!flags.help && flags.scenario.empty()) {
@@ -280,6 +301,13 @@ int RunSimulate(int argc, char** argv) {
   std::vector<std::pair<std::string, RunSummary>> summaries;
   for (const std::string& policy : flags->policies) {
     SimulationOptions options{.policy = policy, .tick = flags->tick, .duration = flags->duration};
+    if (!flags->cloud.empty()) {
+      options.cloud = CloudBurstOptions{.cluster = flags->cloud};
+      options.cloud->autoscaler.policy = flags->cloud_policy;
+      // codeco's re-scheduler moves jobs with their state (its checkpointer);
+      // the others move long-running tasks only, as mck8s's does.
+      options.cloud->reschedule_jobs = policy == "codeco";
+    }
     absl::Time wall_start = absl::Now();
     absl::StatusOr<SimulationResult> result =
         RunSimulation(*scenario, options, ReaderWithCams(*scenario, ReaderUnder(base_dir)));
@@ -327,6 +355,16 @@ int RunSimulate(int argc, char** argv) {
              absl::StrFormat("%.1f CPUs; %s / %s", floor.peak_demand_cpus,
                              Percent(floor.floor_peak), Percent(floor.floor_mean))});
       }
+      if (options.cloud.has_value()) {
+        const CloudUsage& c = result->cloud;
+        context.extra_rows.push_back(
+            {"cloud " + flags->cloud,
+             absl::StrFormat("%s provisioner: %.1f CPU-hours, %d nodes at most, %d ordered, %d "
+                             "removed, %d pods placed there, %d moved back",
+                             swm::CloudScalingPolicyName(flags->cloud_policy), c.cpu_hours,
+                             c.peak_nodes, c.nodes_ordered, c.nodes_removed, c.pods_placed,
+                             c.moved_back)});
+      }
       context.extra_rows.push_back(
           {"scheduling tick; record interval",
            absl::StrCat(FormatDurationNanos(absl::ToInt64Nanoseconds(flags->tick)), "; ",
@@ -345,6 +383,12 @@ int RunSimulate(int argc, char** argv) {
                      wall_s, result->tasks.generated, Percent(summary.pending_share_peak),
                      Percent(summary.pending_share_mean), dir.string())
               << std::endl;
+    if (options.cloud.has_value()) {
+      std::cout << absl::StrFormat("  cloud %s (%s provisioner): %.1f CPU-hours, %d nodes at most",
+                                   flags->cloud, swm::CloudScalingPolicyName(flags->cloud_policy),
+                                   result->cloud.cpu_hours, result->cloud.peak_nodes)
+                << std::endl;
+    }
   }
   if (flags->policies.size() > 1 && scenario->record.report) {
     std::string md = absl::StrCat("# CODEF report: ", scenario->name, ", policies compared\n\n",

@@ -162,6 +162,26 @@ absl::Status EmulatedCluster::AddNode(const NodeSpec& spec) {
   return absl::OkStatus();
 }
 
+absl::Status EmulatedCluster::RemoveNode(const std::string& name) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return absl::NotFoundError(absl::StrCat("no node ", name));
+  std::vector<std::string> ended;
+  for (const auto& [pod_name, pod] : pods_) {
+    if (pod->pod.node_name() != name) continue;
+    if (!pod->terminal) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("node ", name, " still runs pod ", pod_name));
+    }
+    ended.push_back(pod_name);
+  }
+  for (const std::string& pod : ended) RETURN_IF_ERROR(DeletePod(pod).status());
+  NodeState removed = std::move(it->second);
+  nodes_.erase(it);
+  Touch(&removed.node);
+  Emit(codeco::common::v1::WATCH_EVENT_TYPE_DELETED, &removed.node, nullptr);
+  return absl::OkStatus();
+}
+
 void EmulatedCluster::Touch(Node* node) { node->set_resource_version(absl::StrCat(++version_)); }
 
 void EmulatedCluster::Touch(Pod* pod) { pod->set_resource_version(absl::StrCat(++version_)); }

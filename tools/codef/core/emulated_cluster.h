@@ -242,6 +242,10 @@ class EmulatedCluster {
 
   /// Adds a node (Ready). ALREADY_EXISTS for a duplicate name.
   absl::Status AddNode(const NodeSpec& spec);
+  /// Removes a node (a cloud node given back) and the ended pods bound to
+  /// it. NOT_FOUND for an unknown node; FAILED_PRECONDITION naming a pod
+  /// that has not ended.
+  absl::Status RemoveNode(const std::string& name);
   /// Called with every event right after the change, in version order.
   void SetEventListener(std::function<void(const WatchEvent&)> listener);
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/proto_util.h"
+#include "codeco/common/quantity.h"
 #include "codeco/common/status.h"
 #include "emulated_cluster.h"
 #include "federation.h"
@@ -347,7 +348,7 @@ class Simulation {
 
     // Which clusters the tasks may use, and their capacity.
     for (const ClusterSpec& cluster : scenario_.clusters) {
-      if (cluster.nodes.empty()) continue;
+      if (cluster.nodes.empty() || IsCloud(cluster.name)) continue;
       if (scenario_.workloads.task_stream.has_value() &&
           !scenario_.workloads.task_stream->clusters.empty() &&
           std::find(scenario_.workloads.task_stream->clusters.begin(),
@@ -360,6 +361,7 @@ class Simulation {
         result_.placement_capacity_millicores += node.cpu_millicores;
       }
     }
+    RETURN_IF_ERROR(SetUpCloud());
     if (scenario_.workloads.task_stream.has_value()) {
       std::vector<std::string> managed;
       for (const ClusterSpec& cluster : scenario_.clusters) managed.push_back(cluster.name);
@@ -407,6 +409,7 @@ class Simulation {
       int64_t now_ns = std::min({next_tick, next_sample, end_ns});
       if (!fault_times.empty()) now_ns = std::min(now_ns, *fault_times.begin());
       clock_.SetTime(start + absl::Nanoseconds(now_ns));
+      BillCloud(now_ns);
       for (std::string& line : federation_->Tick()) result_.events.push_back(std::move(line));
       while (!fault_times.empty() && *fault_times.begin() <= now_ns) {
         fault_times.erase(fault_times.begin());
@@ -418,7 +421,10 @@ class Simulation {
           ++result_.tasks.arrived;
         }
         RETURN_IF_ERROR(PlaceDueCams(now_ns));
+        BringUpCloudNodes(now_ns);
         RETURN_IF_ERROR(ScheduleCycle());
+        RETURN_IF_ERROR(RescheduleFromCloud());
+        AutoscaleCloud(now_ns);
         next_tick += tick_ns;
       }
       if (now_ns == next_sample || (now_ns == end_ns && last_sample != end_ns)) {
@@ -447,6 +453,244 @@ class Simulation {
   }
 
  private:
+  bool IsCloud(const std::string& cluster) const {
+    return options_.cloud.has_value() && options_.cloud->cluster == cluster;
+  }
+
+  // Cloud bursting: checks the options, empties the cloud cluster (nothing
+  // is provisioned yet) and builds the autoscaler with the flavor's size.
+  absl::Status SetUpCloud() {
+    if (!options_.cloud.has_value()) return absl::OkStatus();
+    const CloudBurstOptions& cloud = *options_.cloud;
+    const ClusterSpec* spec = scenario_.FindCluster(cloud.cluster);
+    if (spec == nullptr || spec == &scenario_.hub) {
+      return InvalidFieldError("cloud.cluster",
+                               absl::StrCat("no managed cluster \"", cloud.cluster, "\""));
+    }
+    if (spec->nodes.empty()) {
+      return InvalidFieldError("cloud.cluster", absl::StrCat("cluster ", cloud.cluster,
+                                                             " has no node entry to copy"));
+    }
+    if (scenario_.workloads.task_stream.has_value()) {
+      const auto& fixed = scenario_.workloads.task_stream->clusters;
+      if (std::find(fixed.begin(), fixed.end(), cloud.cluster) != fixed.end()) {
+        return InvalidFieldError(
+            "cloud.cluster", absl::StrCat(cloud.cluster, " is one of task_stream.clusters; the "
+                                                         "cloud must be a cluster of its own"));
+      }
+    }
+    cloud_flavor_ = spec->nodes.front();
+    swm::CloudAutoscalerOptions autoscaler = cloud.autoscaler;
+    autoscaler.node_capacity = {cloud_flavor_.cpu_millicores, cloud_flavor_.memory_bytes,
+                                cloud_flavor_.gpu};
+    RETURN_IF_ERROR(swm::ValidateCloudAutoscalerOptions(autoscaler));
+    cloud_autoscaler_ = std::make_unique<swm::CloudAutoscaler>(clock_, autoscaler);
+    cloud_lms_ = federation_->FindLms(cloud.cluster);
+    if (cloud_lms_ == nullptr) {
+      return InvalidFieldError("cloud.cluster", absl::StrCat(cloud.cluster, " has no LMS"));
+    }
+    std::vector<std::string> nodes;
+    cloud_lms_->Run([&](EmulatedCluster& c) {
+      c.VisitNodes([&](const codeco::lms::v1::Node& n) { nodes.push_back(n.name()); });
+      return 0;
+    });
+    for (const std::string& node : nodes) {
+      RETURN_IF_ERROR(cloud_lms_->Run([&](EmulatedCluster& c) { return c.RemoveNode(node); }));
+    }
+    return absl::OkStatus();
+  }
+
+  // Cloud nodes, booting ones included.
+  int CloudNodeCount() const { return static_cast<int>(cloud_ready_.size() + booting_.size()); }
+
+  // Adds the CPU-time of the cloud's nodes since the last call.
+  void BillCloud(int64_t now_ns) {
+    if (!options_.cloud.has_value()) return;
+    const double hours = static_cast<double>(now_ns - billed_until_ns_) / 3.6e12;
+    result_.cloud.cpu_hours +=
+        hours * CloudNodeCount() * static_cast<double>(cloud_flavor_.cpu_millicores) / 1000;
+    billed_until_ns_ = now_ns;
+  }
+
+  // Nodes whose boot has ended join the cloud cluster.
+  void BringUpCloudNodes(int64_t now_ns) {
+    if (!options_.cloud.has_value()) return;
+    for (auto it = booting_.begin(); it != booting_.end();) {
+      if (it->second > now_ns) {
+        ++it;
+        continue;
+      }
+      NodeSpec node = cloud_flavor_;
+      node.name = it->first;
+      absl::Status added = cloud_lms_->Run([&](EmulatedCluster& c) { return c.AddNode(node); });
+      if (added.ok()) cloud_ready_.insert(it->first);
+      it = booting_.erase(it);
+    }
+  }
+
+  // One decision of the cloud provisioner and autoscaler, carried out.
+  void AutoscaleCloud(int64_t now_ns) {
+    if (!options_.cloud.has_value()) return;
+    swm::CloudObservation observation;
+    observation.cluster_exists = cloud_exists_;
+    std::map<std::string, swm::CloudNode> nodes;
+    cloud_lms_->Run([&](EmulatedCluster& c) {
+      c.VisitNodes([&](const codeco::lms::v1::Node& n) {
+        nodes[n.name()] = swm::CloudNode{.name = n.name(), .ready = true};
+      });
+      c.VisitPods([&](const codeco::lms::v1::Pod& pod) {
+        auto it = nodes.find(pod.node_name());
+        if (it == nodes.end() || pod.phase() == codeco::lms::v1::POD_PHASE_SUCCEEDED ||
+            pod.phase() == codeco::lms::v1::POD_PHASE_FAILED) {
+          return;
+        }
+        ++it->second.pods;
+        for (const auto& container : pod.containers()) {
+          it->second.allocated += swm::Resources{container.requests().cpu_millicores(),
+                                                 container.requests().memory_bytes(),
+                                                 container.requests().gpu()};
+        }
+      });
+      return 0;
+    });
+    for (auto& [name, node] : nodes) observation.nodes.push_back(std::move(node));
+    for (const auto& [name, ready_ns] : booting_) {
+      observation.nodes.push_back(swm::CloudNode{.name = name, .ready = false});
+    }
+    for (size_t task : queue_) {
+      observation.pending.push_back({tasks_[task].cpu_millicores, tasks_[task].memory_bytes, 0});
+    }
+    const swm::Federation view = Snapshot();
+    for (const std::string& name : result_.placement_clusters) {
+      const swm::Cluster* cluster = view.FindCluster(name);
+      if (cluster == nullptr) continue;
+      for (const swm::Node& node : cluster->nodes) {
+        if (!node.schedulable) continue;
+        observation.fixed_capacity += node.capacity;
+        observation.fixed_allocated += node.allocated;
+      }
+    }
+    const swm::CloudScaling scaling = cloud_autoscaler_->Decide(observation);
+    if (scaling.Empty()) return;
+    const std::string at = FormatDurationNanos(now_ns);
+    if (scaling.add_nodes > 0) {
+      // A new cluster's nodes come up with it; nodes added to a running
+      // cluster boot on their own.
+      const bool new_cluster = scaling.create_cluster || !cloud_exists_;
+      const int64_t ready_ns =
+          now_ns + absl::ToInt64Nanoseconds(new_cluster ? options_.cloud->autoscaler.provisioning_delay
+                                                        : options_.cloud->autoscaler.node_boot_delay);
+      for (int i = 0; i < scaling.add_nodes; ++i) {
+        booting_.emplace(absl::StrCat(options_.cloud->cluster, "-node-", ++cloud_node_seq_),
+                         ready_ns);
+      }
+      if (new_cluster) ++result_.cloud.clusters_ordered;
+      cloud_exists_ = true;
+      result_.cloud.nodes_ordered += scaling.add_nodes;
+      if (result_.cloud.first_order_ns < 0) result_.cloud.first_order_ns = now_ns;
+      result_.cloud.peak_nodes = std::max(result_.cloud.peak_nodes, CloudNodeCount());
+      result_.events.push_back(absl::StrCat("at ", at, ": cloud ", options_.cloud->cluster,
+                                            new_cluster ? ": ordered with " : ": ordered ",
+                                            scaling.add_nodes, " nodes (", scaling.reason, ")"));
+    }
+    std::vector<std::string> removing = scaling.remove_nodes;
+    if (scaling.delete_cluster) {
+      removing.assign(cloud_ready_.begin(), cloud_ready_.end());
+      result_.cloud.nodes_removed += static_cast<int>(booting_.size());
+      booting_.clear();
+    }
+    for (const std::string& node : removing) {
+      absl::Status removed = cloud_lms_->Run([&](EmulatedCluster& c) { return c.RemoveNode(node); });
+      if (!removed.ok()) {
+        result_.events.push_back(absl::StrCat("at ", at, ": cloud node ", node,
+                                              " not removed: ", removed.message()));
+        continue;
+      }
+      cloud_ready_.erase(node);
+      ++result_.cloud.nodes_removed;
+    }
+    if (!removing.empty() && !scaling.delete_cluster) {
+      result_.events.push_back(absl::StrCat("at ", at, ": cloud ", options_.cloud->cluster,
+                                            ": removed ", removing.size(), " nodes (",
+                                            scaling.reason, ")"));
+    }
+    if (scaling.delete_cluster && cloud_ready_.empty()) {
+      cloud_exists_ = false;
+      result_.events.push_back(absl::StrCat("at ", at, ": cloud ", options_.cloud->cluster,
+                                            ": removed (", scaling.reason, ")"));
+    }
+  }
+
+  // The re-scheduler: once nothing is pending, long-running tasks on the
+  // cloud go back to a fixed cluster with room (a new pod there, then the
+  // cloud's one deleted), so the cloud can shrink; with reschedule_jobs,
+  // running jobs too, carrying their progress. Pods on the cloud's least
+  // allocated nodes go first: those nodes empty soonest.
+  absl::Status RescheduleFromCloud() {
+    if (!options_.cloud.has_value() || !options_.cloud->reschedule || !queue_.empty() ||
+        cloud_ready_.empty()) {
+      return absl::OkStatus();
+    }
+    struct OnCloud {
+      std::string pod;
+      size_t task;
+      int64_t node_allocated;  // millicores requested on its node
+      int64_t left_ns;         // a job's time left (0 for a long-running task)
+    };
+    std::vector<OnCloud> on_cloud;
+    cloud_lms_->Run([&](EmulatedCluster& c) {
+      std::map<std::string, int64_t> allocated;
+      c.VisitNodes([&](const codeco::lms::v1::Node& n) {
+        allocated[n.name()] = n.requested().cpu_millicores();
+      });
+      c.VisitPods([&](const codeco::lms::v1::Pod& pod) {
+        auto it = live_.find(pod.name());
+        if (it == live_.end() || pod.phase() != codeco::lms::v1::POD_PHASE_RUNNING) return;
+        const GeneratedTask& task = tasks_[it->second];
+        int64_t left_ns = 0;
+        if (!task.long_running) {
+          if (!options_.cloud->reschedule_jobs) return;
+          auto d = pod.annotations().find(kDurationAnnotation);
+          absl::StatusOr<int64_t> duration =
+              d == pod.annotations().end() ? absl::NotFoundError("") : ParseDurationNanos(d->second);
+          if (!duration.ok()) return;
+          const absl::Time started = absl::FromUnixSeconds(pod.start_time().seconds()) +
+                                     absl::Nanoseconds(pod.start_time().nanos());
+          const int64_t ran_ns = absl::ToInt64Nanoseconds(clock_.Now() - started);
+          left_ns = *duration - ran_ns;
+          if (left_ns < absl::ToInt64Nanoseconds(absl::Minutes(1))) return;
+        }
+        on_cloud.push_back({pod.name(), it->second, allocated[pod.node_name()], left_ns});
+      });
+      return 0;
+    });
+    if (on_cloud.empty()) return absl::OkStatus();
+    std::stable_sort(on_cloud.begin(), on_cloud.end(), [](const OnCloud& a, const OnCloud& b) {
+      return a.node_allocated < b.node_allocated;
+    });
+    swm::Federation view = Snapshot();
+    std::vector<std::string> fixed;
+    for (const std::string& name : result_.placement_clusters) {
+      if (view.FindCluster(name) != nullptr) fixed.push_back(name);
+    }
+    const int64_t move_ns = absl::ToInt64Nanoseconds(options_.cloud->job_move_delay);
+    for (const OnCloud& moving : on_cloud) {
+      ++attempts_[moving.task];
+      if (moving.left_ns > 0) job_left_ns_[moving.task] = moving.left_ns + move_ns;
+      absl::StatusOr<bool> placed = PlaceTask(moving.task, view, fixed, profile_);
+      if (!placed.ok()) return placed.status();
+      if (!*placed) {
+        --attempts_[moving.task];
+        continue;
+      }
+      live_.erase(moving.pod);
+      RETURN_IF_ERROR(
+          cloud_lms_->Run([&](EmulatedCluster& c) { return c.DeletePod(moving.pod).status(); }));
+      ++result_.cloud.moved_back;
+    }
+    return absl::OkStatus();
+  }
+
   // Completed jobs leave; failed pods' tasks are queued again.
   void HandleTerminalPods() {
     for (const auto& collector : collectors_) {
@@ -614,6 +858,69 @@ class Simulation {
     return absl::OkStatus();
   }
 
+  // How pods are spread over the cloud's nodes: codeco's autoscaler packs
+  // them (most allocated first) so nodes empty and can go; mck8s's leaves
+  // the choice to the run's policy.
+  std::string CloudProfile() const {
+    return options_.cloud->autoscaler.policy == swm::CloudScalingPolicy::kPacked
+               ? "mck8s-best-fit"
+               : profile_;
+  }
+
+  // Places task `index` on `neighborhood` of `view` with `profile` and
+  // creates its pod: true once bound, false when no node has room (or the
+  // LMS refused it: a stale view).
+  absl::StatusOr<bool> PlaceTask(size_t index, swm::Federation& view,
+                                 const std::vector<std::string>& neighborhood,
+                                 const std::string& profile) {
+    const GeneratedTask& task = tasks_[index];
+    if (neighborhood.empty()) return false;
+    // Every built-in profile filters with NodeResourcesFit: when no node
+    // of the neighborhood has room, the scheduler cannot place the task,
+    // so it is not asked (the result is the same, much sooner).
+    const swm::Resources requests{task.cpu_millicores, task.memory_bytes, 0};
+    if (!AnyNodeFits(view, neighborhood, requests)) return false;
+    std::string pod_name = PodName(index);
+    swm::Application app{.name = pod_name, .profile = profile};
+    app.workloads.push_back(swm::Workload{.name = "task",
+                                          .service = "task",
+                                          .requests = requests,
+                                          .preferred_clusters = {task.cluster}});
+    ++result_.tasks.scheduler_calls;
+    absl::StatusOr<swm::PlacementResult> placed = coordinator_.Place(app, view, neighborhood);
+    if (!placed.ok()) {
+      return absl::InternalError(
+          absl::StrCat("scheduler failed on ", pod_name, ": ", placed.status().message()));
+    }
+    auto at = placed->placements.find("task");
+    if (at == placed->placements.end()) return false;
+    codeco::lms::v1::Pod pod;
+    pod.set_name(pod_name);
+    pod.set_node_name(at->second.node);
+    (*pod.mutable_labels())[kTaskLabel] = task.name;
+    if (!task.long_running) {
+      auto left = job_left_ns_.find(index);
+      (*pod.mutable_annotations())[kDurationAnnotation] =
+          absl::StrCat(left == job_left_ns_.end() ? task.duration_ns : left->second, "ns");
+    }
+    auto* container = pod.add_containers();
+    container->set_name("task");
+    container->mutable_requests()->set_cpu_millicores(task.cpu_millicores);
+    container->mutable_requests()->set_memory_bytes(task.memory_bytes);
+    SynchronizedCluster* lms = federation_->FindLms(at->second.cluster);
+    absl::StatusOr<codeco::lms::v1::Pod> created =
+        lms == nullptr ? absl::NotFoundError("no LMS")
+                       : lms->Run([&](EmulatedCluster& c) { return c.CreatePod(pod, pod_name); });
+    if (!created.ok()) {
+      ++result_.tasks.rejected_by_lms;
+      return false;
+    }
+    swm::ApplyPlacement(app, *placed, view);
+    live_[pod_name] = index;
+    ++result_.tasks.pods_created;
+    return true;
+  }
+
   // Offers every queued task to the scheduler, oldest first.
   absl::Status ScheduleCycle() {
     HandleTerminalPods();
@@ -623,6 +930,9 @@ class Simulation {
     for (const std::string& name : result_.placement_clusters) {
       if (view.FindCluster(name) != nullptr) placeable.push_back(name);
     }
+    // The cloud takes what the fixed clusters cannot, once it has nodes.
+    const bool cloud_up = options_.cloud.has_value() && !cloud_ready_.empty() &&
+                          view.FindCluster(options_.cloud->cluster) != nullptr;
     std::deque<size_t> still_waiting;
     for (size_t index : queue_) {
       const GeneratedTask& task = tasks_[index];
@@ -632,58 +942,12 @@ class Simulation {
       } else {
         neighborhood = placeable;
       }
-      if (neighborhood.empty()) {
-        still_waiting.push_back(index);
-        continue;
+      ASSIGN_OR_RETURN(bool placed, PlaceTask(index, view, neighborhood, profile_));
+      if (!placed && cloud_up) {
+        ASSIGN_OR_RETURN(placed, PlaceTask(index, view, {options_.cloud->cluster}, CloudProfile()));
+        if (placed) ++result_.cloud.pods_placed;
       }
-      // Every built-in profile filters with NodeResourcesFit: when no node
-      // of the neighborhood has room, the scheduler cannot place the task,
-      // so it is not asked (the result is the same, much sooner).
-      const swm::Resources requests{task.cpu_millicores, task.memory_bytes, 0};
-      if (!AnyNodeFits(view, neighborhood, requests)) {
-        still_waiting.push_back(index);
-        continue;
-      }
-      std::string pod_name = PodName(index);
-      swm::Application app{.name = pod_name, .profile = profile_};
-      app.workloads.push_back(swm::Workload{.name = "task",
-                                            .service = "task",
-                                            .requests = requests,
-                                            .preferred_clusters = {task.cluster}});
-      ++result_.tasks.scheduler_calls;
-      absl::StatusOr<swm::PlacementResult> placed = coordinator_.Place(app, view, neighborhood);
-      if (!placed.ok()) {
-        return absl::InternalError(
-            absl::StrCat("scheduler failed on ", pod_name, ": ", placed.status().message()));
-      }
-      auto at = placed->placements.find("task");
-      if (at == placed->placements.end()) {
-        still_waiting.push_back(index);
-        continue;
-      }
-      codeco::lms::v1::Pod pod;
-      pod.set_name(pod_name);
-      pod.set_node_name(at->second.node);
-      (*pod.mutable_labels())[kTaskLabel] = task.name;
-      if (!task.long_running) {
-        (*pod.mutable_annotations())[kDurationAnnotation] = absl::StrCat(task.duration_ns, "ns");
-      }
-      auto* container = pod.add_containers();
-      container->set_name("task");
-      container->mutable_requests()->set_cpu_millicores(task.cpu_millicores);
-      container->mutable_requests()->set_memory_bytes(task.memory_bytes);
-      SynchronizedCluster* lms = federation_->FindLms(at->second.cluster);
-      absl::StatusOr<codeco::lms::v1::Pod> created =
-          lms == nullptr ? absl::NotFoundError("no LMS")
-                         : lms->Run([&](EmulatedCluster& c) { return c.CreatePod(pod, pod_name); });
-      if (!created.ok()) {
-        ++result_.tasks.rejected_by_lms;
-        still_waiting.push_back(index);
-        continue;
-      }
-      swm::ApplyPlacement(app, *placed, view);
-      live_[pod_name] = index;
-      ++result_.tasks.pods_created;
+      if (!placed) still_waiting.push_back(index);
     }
     queue_ = std::move(still_waiting);
     return absl::OkStatus();
@@ -723,6 +987,19 @@ class Simulation {
   std::deque<size_t> queue_;
   std::map<std::string, size_t> live_;
   SimulationResult result_;
+  // Cloud bursting (options_.cloud): the autoscaler, the node it orders,
+  // the cloud's LMS, its Ready nodes, the nodes booting (name -> when
+  // Ready, ns from the start), whether the cluster is ordered.
+  std::unique_ptr<swm::CloudAutoscaler> cloud_autoscaler_;
+  NodeSpec cloud_flavor_;
+  SynchronizedCluster* cloud_lms_ = nullptr;
+  std::set<std::string> cloud_ready_;
+  std::map<std::string, int64_t> booting_;
+  bool cloud_exists_ = false;
+  int cloud_node_seq_ = 0;
+  int64_t billed_until_ns_ = 0;
+  // Jobs moved with their progress: task -> run time left for its next pod.
+  std::map<size_t, int64_t> job_left_ns_;
 };
 
 }  // namespace

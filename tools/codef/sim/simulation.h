@@ -26,12 +26,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "scenario.h"
+#include "swm/core/cloud_autoscaler.h"
 #include "usage_profile.h"
 
 namespace codeco::codef {
@@ -43,6 +45,52 @@ inline constexpr char kKubefedPolicy[] = "kubefed";
 /// The policies simulate mode accepts: kKubefedPolicy and SWM's built-in
 /// profiles.
 std::vector<std::string> SimulationPolicies();
+
+/// On-demand cloud bursting in a simulated run: the hub's cloud provisioner
+/// and cluster autoscaler (swm::CloudAutoscaler) order, grow, shrink and
+/// remove a cloud cluster, which CODEF emulates with its provisioning and
+/// boot delays.
+struct CloudBurstOptions {
+  /// The scenario cluster that stands for the cloud. It starts with no node
+  /// and takes no task until the autoscaler orders nodes; the nodes ordered
+  /// are copies of its first node entry (the flavor), named
+  /// "<cluster>-node-<n>". It must not be one of task_stream.clusters.
+  std::string cluster;
+  /// The autoscaler's settings; node_capacity is taken from the flavor. Its
+  /// provisioning_delay and node_boot_delay are also the delays CODEF
+  /// emulates.
+  swm::CloudAutoscalerOptions autoscaler;
+  /// A re-scheduler moves long-running tasks from the cloud back to the
+  /// fixed clusters once nothing is pending and they have room. Default on.
+  bool reschedule = true;
+  /// The re-scheduler also moves running jobs, with their progress, as
+  /// codeco's checkpointer moves a container with its state: the job goes on
+  /// where it was after `job_move_delay`. Jobs with less than a minute left
+  /// stay. Default off (mck8s's re-scheduler moves deployments only).
+  bool reschedule_jobs = false;
+  /// What a job's move costs it (checkpoint, transfer, restore). Default 10 s.
+  absl::Duration job_move_delay = absl::Seconds(10);
+};
+
+/// What the cloud cost and did in a run with cloud bursting.
+struct CloudUsage {
+  /// CPU-hours of cloud nodes, from each node's order to its removal.
+  double cpu_hours = 0;
+  /// Most nodes the cloud had at once (booting ones included).
+  int peak_nodes = 0;
+  /// Nodes ordered, and removed, over the run.
+  int nodes_ordered = 0;
+  int nodes_removed = 0;
+  /// Times the cluster was ordered.
+  int clusters_ordered = 0;
+  /// When the first cloud node was ordered, from the start (-1 = never), ns.
+  int64_t first_order_ns = -1;
+  /// Tasks moved back from the cloud by the re-scheduler (jobs with their
+  /// progress included).
+  int64_t moved_back = 0;
+  /// Pods placed on the cloud.
+  int64_t pods_placed = 0;
+};
 
 /// Settings of one simulated run.
 struct SimulationOptions {
@@ -56,6 +104,8 @@ struct SimulationOptions {
   /// Only these record files are kept in the result (e.g. the bench drops
   /// placement.csv); empty = every file recorded. Default empty.
   std::vector<std::string> keep_metrics;
+  /// On-demand cloud bursting; none by default.
+  std::optional<CloudBurstOptions> cloud;
 };
 
 /// What happened to the task stream during a run.
@@ -100,6 +150,8 @@ struct SimulationResult {
   /// Where each CAM application went, parts of the scenario this run did not
   /// act on, and why.
   std::vector<std::string> notes;
+  /// The cloud's cost and activity (runs with SimulationOptions::cloud).
+  CloudUsage cloud;
 };
 
 /// Runs `scenario` under a virtual clock. `read_file` loads usage traces

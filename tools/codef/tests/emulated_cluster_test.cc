@@ -152,6 +152,31 @@ TEST_CASE("a failed node fails its pods and refuses new ones until it recovers")
   REQUIRE(f.cluster->GetPod("a")->phase() == codeco::lms::v1::POD_PHASE_FAILED);
 }
 
+TEST_CASE("a node is removed only once its pods have ended and takes the ended ones along") {
+  Fixture f;
+  REQUIRE(f.cluster->CreatePod(MakePod("a", "n1", 500, 1), "").ok());
+  REQUIRE(f.cluster->CreatePod(MakePod("b", "n2", 500, 1), "").ok());
+  f.Advance(absl::Seconds(2));
+  absl::Status busy = f.cluster->RemoveNode("n1");
+  REQUIRE(busy.code() == absl::StatusCode::kFailedPrecondition);
+  REQUIRE(absl::StrContains(busy.message(), "still runs pod a"));
+  REQUIRE(f.cluster->RemoveNode("n9").code() == absl::StatusCode::kNotFound);
+  REQUIRE(f.cluster->FailNode("n1").ok());  // a ends Failed
+  f.events.clear();
+  REQUIRE(f.cluster->RemoveNode("n1").ok());
+  REQUIRE(f.cluster->GetNode("n1").status().code() == absl::StatusCode::kNotFound);
+  REQUIRE(f.cluster->GetPod("a").status().code() == absl::StatusCode::kNotFound);
+  REQUIRE(f.cluster->GetPod("b").ok());
+  REQUIRE(f.cluster->NodeCounts() == std::make_pair(1, 1));
+  // The pod's deletion, then the node's.
+  REQUIRE(f.events.size() == 2);
+  REQUIRE(f.events[0].type == WATCH_EVENT_TYPE_DELETED);
+  REQUIRE(f.events[0].pod.has_value());
+  REQUIRE(f.events[1].type == WATCH_EVENT_TYPE_DELETED);
+  REQUIRE(f.events[1].node.has_value());
+  REQUIRE(f.events[1].node->name() == "n1");
+}
+
 TEST_CASE("watch events carry increasing versions and resume from any version") {
   Fixture f;
   auto [initial_nodes, node_version] = *f.cluster->NodeEventsSince("");

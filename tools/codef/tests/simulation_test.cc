@@ -416,5 +416,152 @@ TEST_CASE("the physical floor is the demand beyond capacity") {
   REQUIRE(floor.floor_mean == Approx((0.5 + 0.2) / 4));
 }
 
+// Cluster a: one node of 1 CPU takes the task stream; cluster c stands for
+// an on-demand cloud of 2-CPU nodes. `stream` sets the tasks' duration.
+std::string CloudScenario(const std::string& duration, const std::string& long_running_after,
+                          const std::string& faults = "[]") {
+  return absl::StrCat(R"(
+name: cloudy
+duration: 30m
+federation:
+  hub: {name: hub}
+  clusters:
+    - name: a
+      pod_start_delay: 0s
+      nodes: [{name: n, capacity: {cpu: 1, memory: 1Gi}}]
+    - name: c
+      pod_start_delay: 0s
+      nodes: [{name: vm, count: 3, capacity: {cpu: 2, memory: 4Gi}}]
+links:
+  default: {rtt: 10ms, bandwidth: 1Gbps}
+workloads:
+  task_stream:
+    count: 8
+    window: 1s
+    duration: )",
+                      duration, R"(
+    cpu: 500m
+    memory: 64Mi
+    long_running_after: )",
+                      long_running_after, R"(
+    locations: {a: 1}
+    clusters: [a]
+    seed: 7
+faults: )",
+                      faults, R"(
+record:
+  interval: 10s
+  metrics: [pending_pods]
+)");
+}
+
+SimulationOptions CloudOptions(swm::CloudScalingPolicy policy) {
+  SimulationOptions options;
+  options.cloud = CloudBurstOptions{.cluster = "c"};
+  options.cloud->autoscaler.policy = policy;
+  options.cloud->autoscaler.provisioning_delay = absl::Minutes(1);
+  options.cloud->autoscaler.scale_down_delay = absl::Minutes(2);
+  options.cloud->autoscaler.deprovision_delay = absl::Minutes(3);
+  return options;
+}
+
+TEST_CASE("the cloud is ordered for pending tasks and given back once idle") {
+  // Two of the eight 500m jobs fit on a; the six others wait for the cloud
+  // (a minute to provision).
+  Scenario scenario = Parse(CloudScenario("4m", "1h"));
+  for (swm::CloudScalingPolicy policy :
+       {swm::CloudScalingPolicy::kMck8s, swm::CloudScalingPolicy::kPacked}) {
+    INFO(swm::CloudScalingPolicyName(policy));
+    absl::StatusOr<SimulationResult> result =
+        RunSimulation(scenario, CloudOptions(policy), nullptr);
+    REQUIRE(result.ok());
+    const CloudUsage& cloud = result->cloud;
+    INFO(absl::StrJoin(result->events, "\n"));
+    CHECK(result->tasks.completed == 8);
+    CHECK(cloud.clusters_ordered == 1);
+    // The tasks arrive in the first second: the tick at 10 s sees them pending.
+    CHECK(cloud.first_order_ns == absl::ToInt64Nanoseconds(absl::Seconds(10)));
+    // Both order the 2 nodes the six pods need; codeco also keeps headroom
+    // for the demand's growth (4 CPUs in 10 s, over its 5-minute window:
+    // 1.6 CPUs within a node's 2-minute boot, more than the 1 CPU left).
+    CHECK(cloud.nodes_ordered == (policy == swm::CloudScalingPolicy::kMck8s ? 2 : 3));
+    CHECK(cloud.pods_placed == 6);
+    // Every node was given back, with the cluster once it had been idle.
+    CHECK(cloud.nodes_removed == cloud.nodes_ordered);
+    CHECK(std::any_of(result->events.begin(), result->events.end(), [](const std::string& e) {
+      return absl::StrContains(e, "cloud c: removed (idle for");
+    }));
+    // Billed from order to removal: 2 nodes of 2 CPUs for well under the 30 minutes.
+    CHECK(cloud.cpu_hours > 0.1);
+    CHECK(cloud.cpu_hours < 2 * 2 * 0.5);
+    // The tasks never ran on the cloud before it was Ready, and a's run was
+    // not counted as the cloud's.
+    CHECK(result->placement_clusters == std::vector<std::string>{"a"});
+  }
+}
+
+TEST_CASE("the re-scheduler moves long-running tasks back from the cloud when room returns") {
+  // a's node is down from the start, so all eight services (long-running)
+  // go to the cloud; when it is back at 3 minutes, the re-scheduler moves
+  // the two it has room for back to a.
+  Scenario scenario = Parse(CloudScenario("1h", "30m", R"(
+  - {at: 0s, action: node_fail, node: a/n}
+  - {at: 3m, action: node_recover, node: a/n})"));
+  absl::StatusOr<SimulationResult> result =
+      RunSimulation(scenario, CloudOptions(swm::CloudScalingPolicy::kPacked), nullptr);
+  INFO(result.status().ToString());
+  REQUIRE(result.ok());
+  CHECK(result->cloud.pods_placed == 8);
+  CHECK(result->cloud.moved_back == 2);
+  CHECK(result->tasks.waiting_at_end == 0);
+  // Without the re-scheduler they stay.
+  SimulationOptions options = CloudOptions(swm::CloudScalingPolicy::kPacked);
+  options.cloud->reschedule = false;
+  result = RunSimulation(scenario, options, nullptr);
+  REQUIRE(result.ok());
+  CHECK(result->cloud.moved_back == 0);
+}
+
+TEST_CASE("with reschedule_jobs the re-scheduler moves jobs back with their progress") {
+  // The same outage with 10-minute jobs: at 3 minutes two of them move to a
+  // and finish there 10 s (the move) after they would have on the cloud.
+  Scenario scenario = Parse(CloudScenario("10m", "1h", R"(
+  - {at: 0s, action: node_fail, node: a/n}
+  - {at: 3m, action: node_recover, node: a/n})"));
+  SimulationOptions options = CloudOptions(swm::CloudScalingPolicy::kPacked);
+  absl::StatusOr<SimulationResult> stay = RunSimulation(scenario, options, nullptr);
+  REQUIRE(stay.ok());
+  CHECK(stay->cloud.moved_back == 0);
+  options.cloud->reschedule_jobs = true;
+  absl::StatusOr<SimulationResult> moved = RunSimulation(scenario, options, nullptr);
+  REQUIRE(moved.ok());
+  CHECK(moved->cloud.moved_back == 2);
+  CHECK(moved->tasks.completed == 8);
+  // The cloud is Ready at 70 s and the jobs run from then until 670 s; the
+  // two moved ones did not start over: they end at 680 s, 10 s later.
+  auto running_at = [](const SimulationResult& r, int t) { return Pending(r).at(t).second; };
+  CHECK(running_at(*stay, 660) == 8);
+  CHECK(running_at(*stay, 670) == 0);
+  CHECK(running_at(*moved, 660) == 8);
+  CHECK(running_at(*moved, 670) == 2);
+  CHECK(running_at(*moved, 680) == 0);
+}
+
+TEST_CASE("cloud bursting checks its cluster") {
+  Scenario scenario = Parse(CloudScenario("4m", "1h"));
+  SimulationOptions options = CloudOptions(swm::CloudScalingPolicy::kPacked);
+  options.cloud->cluster = "a";
+  auto fixed = RunSimulation(scenario, options, nullptr);
+  REQUIRE(absl::IsInvalidArgument(fixed.status()));
+  CHECK(absl::StrContains(fixed.status().message(), "cloud.cluster: a is one of task_stream"));
+  options.cloud->cluster = "nowhere";
+  auto unknown = RunSimulation(scenario, options, nullptr);
+  CHECK(absl::StrContains(unknown.status().message(), "cloud.cluster: no managed cluster"));
+  options.cloud->cluster = "c";
+  options.cloud->autoscaler.max_nodes = 0;
+  auto bad = RunSimulation(scenario, options, nullptr);
+  CHECK(absl::StrContains(bad.status().message(), "cloud.max_nodes"));
+}
+
 }  // namespace
 }  // namespace codeco::codef
