@@ -174,7 +174,7 @@ absl::Status WriteFiles(const fs::path& dir, const std::map<std::string, std::st
 constexpr char kSimulateUsage[] =
     "usage: codef --simulate --scenario FILE [--out DIR] [--policy NAME]...\n"
     "             [--tick DURATION] [--duration DURATION]\n"
-    "             [--cloud CLUSTER [--cloud-policy codeco|mck8s]]\n\n"
+    "             [--cloud CLUSTER [--cloud-policy codeco|mck8s]] [--adapt]\n\n"
     "Runs the scenario in this process under a virtual clock: the SWM core places the\n"
     "task stream on the emulated clusters, the fault timeline plays, and the recorded\n"
     "CSV files plus report.md and SVG plots (when output.report is on) go to DIR.\n\n"
@@ -189,7 +189,10 @@ constexpr char kSimulateUsage[] =
     "                       node; the hub's cloud autoscaler orders copies of its\n"
     "                       first node entry (5 min to the first Ready nodes, 2 min\n"
     "                       per added node) and gives them back when idle\n"
-    "  --cloud-policy NAME  how the cloud is sized: codeco (default) or mck8s\n";
+    "  --cloud-policy NAME  how the cloud is sized: codeco (default) or mck8s\n"
+    "  --adapt              runtime adaptation: every 30 s the hub moves long-running\n"
+    "                       tasks off failed clusters and overloaded nodes, and back\n"
+    "                       after a recovery, under the migration governor's rules\n";
 
 struct SimulateFlags {
   std::string scenario;
@@ -200,6 +203,7 @@ struct SimulateFlags {
   std::string cloud;
   swm::CloudScalingPolicy cloud_policy = swm::CloudScalingPolicy::kPacked;
   bool cloud_policy_set = false;
+  bool adapt = false;
   bool help = false;
 };
 
@@ -210,6 +214,10 @@ absl::StatusOr<SimulateFlags> ParseSimulateFlags(int argc, char** argv) {
     if (arg == "--simulate") continue;
     if (arg == "--help" || arg == "-h") {
       flags.help = true;
+      continue;
+    }
+    if (arg == "--adapt") {
+      flags.adapt = true;
       continue;
     }
     if (arg.rfind("--", 0) != 0) {
@@ -264,7 +272,7 @@ absl::StatusOr<SimulateFlags> ParseSimulateFlags(int argc, char** argv) {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown flag --", name,
                        " (simulate mode: --scenario, --out, --policy, --tick, "
-                       "--duration, --cloud, --cloud-policy)"));
+                       "--duration, --cloud, --cloud-policy, --adapt)"));
     }
   }
   if (flags.cloud_policy_set && flags.cloud.empty()) {
@@ -308,6 +316,7 @@ int RunSimulate(int argc, char** argv) {
       // the others move long-running tasks only, as mck8s's does.
       options.cloud->reschedule_jobs = policy == "codeco";
     }
+    if (flags->adapt) options.adaptation = AdaptationOptions{};
     absl::Time wall_start = absl::Now();
     absl::StatusOr<SimulationResult> result =
         RunSimulation(*scenario, options, ReaderWithCams(*scenario, ReaderUnder(base_dir)));
@@ -383,6 +392,14 @@ int RunSimulate(int argc, char** argv) {
                      wall_s, result->tasks.generated, Percent(summary.pending_share_peak),
                      Percent(summary.pending_share_mean), dir.string())
               << std::endl;
+    if (options.adaptation.has_value()) {
+      std::cout << absl::StrFormat(
+                       "  adaptation: %d moves, at most %d of one task within an hour, %d held "
+                       "back",
+                       result->adaptation.migrations.size(),
+                       result->adaptation.max_moves_per_task_hour, result->adaptation.held_back)
+                << std::endl;
+    }
     if (options.cloud.has_value()) {
       std::cout << absl::StrFormat("  cloud %s (%s provisioner): %.1f CPU-hours, %d nodes at most",
                                    flags->cloud, swm::CloudScalingPolicyName(flags->cloud_policy),

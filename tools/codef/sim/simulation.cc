@@ -362,6 +362,13 @@ class Simulation {
       }
     }
     RETURN_IF_ERROR(SetUpCloud());
+    if (options_.adaptation.has_value()) {
+      if (options_.adaptation->probe_interval <= absl::ZeroDuration()) {
+        return InvalidFieldError("adaptation.probe_interval", "must be positive");
+      }
+      RETURN_IF_ERROR(swm::ValidateMigrationGovernorOptions(options_.adaptation->governor));
+      governor_ = std::make_unique<swm::MigrationGovernor>(clock_, options_.adaptation->governor);
+    }
     if (scenario_.workloads.task_stream.has_value()) {
       std::vector<std::string> managed;
       for (const ClusterSpec& cluster : scenario_.clusters) managed.push_back(cluster.name);
@@ -403,10 +410,12 @@ class Simulation {
     federation_->StartTimeline(start);
     int64_t next_tick = 0;
     int64_t next_sample = 0;
+    // Runtime adaptation's probes (none without it).
+    int64_t next_probe = options_.adaptation.has_value() ? 0 : end_ns + 1;
     int64_t last_sample = -1;
     size_t next_arrival = 0;
     while (true) {
-      int64_t now_ns = std::min({next_tick, next_sample, end_ns});
+      int64_t now_ns = std::min({next_tick, next_sample, next_probe, end_ns});
       if (!fault_times.empty()) now_ns = std::min(now_ns, *fault_times.begin());
       clock_.SetTime(start + absl::Nanoseconds(now_ns));
       BillCloud(now_ns);
@@ -427,6 +436,10 @@ class Simulation {
         AutoscaleCloud(now_ns);
         next_tick += tick_ns;
       }
+      if (now_ns == next_probe) {
+        RETURN_IF_ERROR(Adapt(now_ns));
+        next_probe += absl::ToInt64Nanoseconds(options_.adaptation->probe_interval);
+      }
       if (now_ns == next_sample || (now_ns == end_ns && last_sample != end_ns)) {
         UnplacedPods unplaced{.count = static_cast<int64_t>(queue_.size())};
         for (size_t task : queue_) unplaced.cpu_millicores += tasks_[task].cpu_millicores;
@@ -439,6 +452,7 @@ class Simulation {
       if (now_ns >= end_ns) break;
     }
     result_.tasks.waiting_at_end = static_cast<int64_t>(queue_.size());
+    SummarizeMoves();
     result_.simulated = absl::Nanoseconds(end_ns);
     result_.generated_tasks = tasks_;
     if (!options_.keep_metrics.empty()) {
@@ -684,11 +698,250 @@ class Simulation {
         continue;
       }
       live_.erase(moving.pod);
+      where_.erase(moving.pod);
       RETURN_IF_ERROR(
           cloud_lms_->Run([&](EmulatedCluster& c) { return c.DeletePod(moving.pod).status(); }));
       ++result_.cloud.moved_back;
     }
     return absl::OkStatus();
+  }
+
+  // One probe of runtime adaptation: observe, then act on what the
+  // governor confirms (see AdaptationOptions).
+  absl::Status Adapt(int64_t now_ns) {
+    // Observe every placement cluster and its Ready nodes.
+    std::map<std::string, double> share;  // "cluster/node" -> CPU in use / capacity
+    for (const std::string& cluster : result_.placement_clusters) {
+      const bool reachable = Reachable(cluster);
+      governor_->ObserveHealth(cluster, reachable);
+      if (!reachable) continue;
+      SynchronizedCluster* lms = federation_->FindLms(cluster);
+      if (lms == nullptr) continue;
+      lms->Run([&](EmulatedCluster& c) {
+        std::vector<std::string> ready;
+        c.VisitNodes([&](const codeco::lms::v1::Node& n) {
+          if (n.condition() == codeco::lms::v1::NODE_CONDITION_READY) ready.push_back(n.name());
+        });
+        for (const std::string& node : ready) {
+          absl::StatusOr<codeco::lms::v1::NodeUsage> usage = c.GetNodeUsage(node);
+          absl::StatusOr<codeco::lms::v1::Node> info = c.GetNode(node);
+          if (!usage.ok() || !info.ok() || info->capacity().cpu_millicores() <= 0) continue;
+          share[cluster + "/" + node] = static_cast<double>(usage->usage().cpu_millicores()) /
+                                        static_cast<double>(info->capacity().cpu_millicores());
+        }
+        return 0;
+      });
+    }
+    for (const auto& [subject, value] : share) governor_->ObserveUtilization(subject, value);
+
+    // Pods a moved task left on a cluster the hub could not reach go once
+    // it is reachable again.
+    for (auto it = stale_pods_.begin(); it != stale_pods_.end();) {
+      const auto& [pod, cluster] = *it;
+      SynchronizedCluster* lms = federation_->FindLms(cluster);
+      if (!Reachable(cluster) || lms == nullptr) {
+        ++it;
+        continue;
+      }
+      (void)lms->Run([&](EmulatedCluster& c) { return c.DeletePod(pod).status(); });
+      it = stale_pods_.erase(it);
+    }
+
+    swm::Federation view = Snapshot();
+    std::vector<std::string> healthy;
+    for (const std::string& name : result_.placement_clusters) {
+      if (view.FindCluster(name) != nullptr && !governor_->Failed(name)) healthy.push_back(name);
+    }
+    RememberUnreachable(view);
+    // Long-running tasks by where they run.
+    std::map<std::string, std::vector<std::string>> pods_on;  // cluster or cluster/node -> pods
+    for (const auto& [pod, at] : where_) {
+      auto task = live_.find(pod);
+      if (task == live_.end() || !tasks_[task->second].long_running) continue;
+      pods_on[at.cluster].push_back(pod);
+      pods_on[at.cluster + "/" + at.node].push_back(pod);
+    }
+    // Failures: every long-running task off a failed cluster.
+    for (const std::string& cluster : result_.placement_clusters) {
+      if (!governor_->Failed(cluster)) continue;
+      for (const std::string& pod : pods_on[cluster]) {
+        ASSIGN_OR_RETURN(bool moved, Move(pod, swm::MoveTrigger::kFailure, view, healthy, now_ns));
+        if (moved) stale_pods_.emplace(pod, cluster);
+      }
+    }
+    // Overloads: one task off each overloaded node per probe.
+    for (const auto& [subject, value] : share) {
+      if (!governor_->Overloaded(subject)) continue;
+      std::vector<std::string>& pods = pods_on[subject];
+      if (pods.empty()) continue;
+      std::string largest = *std::max_element(
+          pods.begin(), pods.end(), [&](const std::string& a, const std::string& b) {
+            return tasks_[live_.at(a)].cpu_millicores < tasks_[live_.at(b)].cpu_millicores;
+          });
+      ASSIGN_OR_RETURN(bool moved,
+                       Move(largest, swm::MoveTrigger::kOverload, view, healthy, now_ns, value));
+      (void)moved;
+    }
+    // Failback: tasks a failure moved go home once it has been healthy long
+    // enough, as room and the governor allow (tried again every probe).
+    for (const std::string& subject : governor_->Recovered()) failback_due_.insert(subject);
+    for (auto due = failback_due_.begin(); due != failback_due_.end();) {
+      const std::string home = *due;
+      if (governor_->Failed(home)) {
+        due = failback_due_.erase(due);  // failed again: the next recovery brings it back
+        continue;
+      }
+      std::vector<std::string> home_pods;
+      for (const auto& [pod, at] : where_) {
+        auto task = live_.find(pod);
+        if (task == live_.end()) continue;
+        auto from = failed_over_from_.find(task->second);
+        if (from != failed_over_from_.end() && from->second == home) home_pods.push_back(pod);
+      }
+      size_t moved_home = 0;
+      for (const std::string& pod : home_pods) {
+        ASSIGN_OR_RETURN(bool moved, Move(pod, swm::MoveTrigger::kFailback, view, {home}, now_ns));
+        moved_home += moved ? 1 : 0;
+      }
+      due = moved_home == home_pods.size() ? failback_due_.erase(due) : std::next(due);
+    }
+    return absl::OkStatus();
+  }
+
+  // Adds to `view` the clusters the hub cannot reach, with no schedulable
+  // node, and their links as the scenario configures them: what the hub
+  // last knew of them. Placement policies that measure from a workload's
+  // preferred cluster (mck8s's bursting to the nearest) still can when that
+  // cluster is the one that failed.
+  void RememberUnreachable(swm::Federation& view) const {
+    std::vector<std::string> added;
+    for (const ClusterSpec& spec : scenario_.clusters) {
+      if (view.FindCluster(spec.name) != nullptr || IsCloud(spec.name)) continue;
+      swm::Cluster cluster{
+          .name = spec.name, .labels = LabelsOf(spec), .intra_latency_ns = kIntraClusterLatencyNs};
+      for (const NodeSpec& node : spec.nodes) {
+        cluster.nodes.push_back(swm::Node{
+            .name = node.name,
+            .capacity = {node.cpu_millicores, node.memory_bytes, node.gpu},
+            .labels = {node.labels.begin(), node.labels.end()},
+            .schedulable = false});
+      }
+      view.AddCluster(std::move(cluster));
+      added.push_back(spec.name);
+    }
+    for (const std::string& name : added) {
+      for (const swm::Cluster& other : view.clusters()) {
+        if (other.name == name) continue;
+        for (const auto& [from, to] : {std::pair{name, other.name}, std::pair{other.name, name}}) {
+          std::optional<LinkSpec> link = scenario_.LinkBetween(from, to);
+          if (!link.has_value()) continue;
+          const int64_t bps = link->bandwidth_bps > 0 ? link->bandwidth_bps : kUnlimitedBandwidthBps;
+          view.AddLink(swm::Link{.from = from,
+                                 .to = to,
+                                 .latency_ns = link->one_way_latency_ns,
+                                 .free_bandwidth_bps = {bps, bps}});
+        }
+      }
+    }
+  }
+
+  // Moves the task of live pod `pod` to `targets` (the node it is on is
+  // left out) if the governor admits it: a new pod there, the old one
+  // deleted (or, on a cluster the hub cannot reach, deleted later by the
+  // caller). `source_share` is the CPU share of its node, for the gain.
+  absl::StatusOr<bool> Move(const std::string& pod, swm::MoveTrigger trigger,
+                            swm::Federation& view, const std::vector<std::string>& targets,
+                            int64_t now_ns, double source_share = 0) {
+    const size_t task = live_.at(pod);
+    const swm::Placement from = where_.at(pod);
+    // Never back onto the node it leaves: the node is left out of the
+    // choice, then put back as it was.
+    swm::Node* leaving = nullptr;
+    bool was_schedulable = false;
+    if (swm::Cluster* c = view.MutableCluster(from.cluster)) {
+      const int i = c->NodeIndex(from.node);
+      if (i >= 0) {
+        leaving = &c->nodes[i];
+        was_schedulable = std::exchange(leaving->schedulable, false);
+      }
+    }
+    ++attempts_[task];
+    absl::StatusOr<std::optional<swm::Placement>> chosen =
+        ChooseNode(task, view, targets, profile_);
+    if (leaving != nullptr) leaving->schedulable = was_schedulable;
+    ASSIGN_OR_RETURN(std::optional<swm::Placement> to, std::move(chosen));
+    if (!to.has_value()) {
+      --attempts_[task];
+      return false;
+    }
+    double gain = 0;
+    if (trigger == swm::MoveTrigger::kOverload) {
+      const swm::Cluster* c = view.FindCluster(to->cluster);
+      const int i = c == nullptr ? -1 : c->NodeIndex(to->node);
+      if (i >= 0) {
+        const swm::Node& n = c->nodes[i];
+        const double after = static_cast<double>(n.allocated.cpu_millis +
+                                                 tasks_[task].cpu_millicores) /
+                             static_cast<double>(std::max<int64_t>(1, n.capacity.cpu_millis));
+        gain = 100 * (source_share - after);
+      }
+    }
+    absl::Status admitted =
+        governor_->Admit({.workload = tasks_[task].name, .trigger = trigger, .gain = gain});
+    if (!admitted.ok()) {
+      --attempts_[task];
+      ++result_.adaptation.held_back;
+      return false;
+    }
+    if (!CreateTaskPod(task, *to, view, profile_)) {
+      --attempts_[task];
+      return false;
+    }
+    live_.erase(pod);
+    where_.erase(pod);
+    if (trigger == swm::MoveTrigger::kFailure) failed_over_from_[task] = from.cluster;
+    if (trigger == swm::MoveTrigger::kFailback) failed_over_from_.erase(task);
+    if (Reachable(from.cluster)) {
+      if (SynchronizedCluster* lms = federation_->FindLms(from.cluster)) {
+        (void)lms->Run([&](EmulatedCluster& c) { return c.DeletePod(pod).status(); });
+      }
+    }
+    result_.adaptation.migrations.push_back(
+        {.at_ns = now_ns,
+         .task = tasks_[task].name,
+         .trigger = swm::MoveTriggerName(trigger),
+         .from = from.cluster + "/" + from.node,
+         .to = to->cluster + "/" + to->node});
+    result_.events.push_back(absl::StrCat("at ", FormatDurationNanos(now_ns), ": moved ",
+                                          tasks_[task].name, " from ", from.cluster, "/",
+                                          from.node, " to ", to->cluster, "/", to->node, " (",
+                                          swm::MoveTriggerName(trigger), ")"));
+    return true;
+  }
+
+  // The most moves of one task within any hour of the run, all of them and
+  // those for load or placement only.
+  void SummarizeMoves() {
+    auto most_in_an_hour = [&](bool load_only) {
+      std::map<std::string, std::vector<int64_t>> by_task;
+      for (const MigrationRecord& m : result_.adaptation.migrations) {
+        const bool forced = m.trigger == swm::MoveTriggerName(swm::MoveTrigger::kFailure) ||
+                            m.trigger == swm::MoveTriggerName(swm::MoveTrigger::kFailback);
+        if (!load_only || !forced) by_task[m.task].push_back(m.at_ns);
+      }
+      const int64_t hour = absl::ToInt64Nanoseconds(absl::Hours(1));
+      int most = 0;
+      for (const auto& [task, times] : by_task) {
+        size_t first = 0;
+        for (size_t last = 0; last < times.size(); ++last) {
+          while (times[last] - times[first] >= hour) ++first;
+          most = std::max(most, static_cast<int>(last - first + 1));
+        }
+      }
+      return most;
+    };
+    result_.adaptation.max_moves_per_task_hour = most_in_an_hour(false);
+    result_.adaptation.max_load_moves_per_task_hour = most_in_an_hour(true);
   }
 
   // Completed jobs leave; failed pods' tasks are queued again.
@@ -699,6 +952,7 @@ class Simulation {
         if (it == live_.end()) continue;
         size_t task = it->second;
         live_.erase(it);
+        where_.erase(t.pod);
         if (t.succeeded) {
           ++result_.tasks.completed;
         } else {
@@ -867,36 +1121,51 @@ class Simulation {
                : profile_;
   }
 
-  // Places task `index` on `neighborhood` of `view` with `profile` and
-  // creates its pod: true once bound, false when no node has room (or the
-  // LMS refused it: a stale view).
-  absl::StatusOr<bool> PlaceTask(size_t index, swm::Federation& view,
-                                 const std::vector<std::string>& neighborhood,
-                                 const std::string& profile) {
-    const GeneratedTask& task = tasks_[index];
-    if (neighborhood.empty()) return false;
+  // Where the scheduler would put task `index` on `neighborhood` of `view`
+  // with `profile` (nothing is created): nullopt when no node has room.
+  absl::StatusOr<std::optional<swm::Placement>> ChooseNode(
+      size_t index, const swm::Federation& view, const std::vector<std::string>& neighborhood,
+      const std::string& profile) {
+    if (neighborhood.empty()) return std::nullopt;
     // Every built-in profile filters with NodeResourcesFit: when no node
     // of the neighborhood has room, the scheduler cannot place the task,
     // so it is not asked (the result is the same, much sooner).
-    const swm::Resources requests{task.cpu_millicores, task.memory_bytes, 0};
-    if (!AnyNodeFits(view, neighborhood, requests)) return false;
-    std::string pod_name = PodName(index);
-    swm::Application app{.name = pod_name, .profile = profile};
-    app.workloads.push_back(swm::Workload{.name = "task",
-                                          .service = "task",
-                                          .requests = requests,
-                                          .preferred_clusters = {task.cluster}});
+    if (!AnyNodeFits(view, neighborhood, TaskRequests(index))) return std::nullopt;
     ++result_.tasks.scheduler_calls;
-    absl::StatusOr<swm::PlacementResult> placed = coordinator_.Place(app, view, neighborhood);
+    absl::StatusOr<swm::PlacementResult> placed =
+        coordinator_.Place(TaskApplication(index, profile), view, neighborhood);
     if (!placed.ok()) {
-      return absl::InternalError(
-          absl::StrCat("scheduler failed on ", pod_name, ": ", placed.status().message()));
+      return absl::InternalError(absl::StrCat("scheduler failed on ", PodName(index), ": ",
+                                              placed.status().message()));
     }
     auto at = placed->placements.find("task");
-    if (at == placed->placements.end()) return false;
+    if (at == placed->placements.end()) return std::nullopt;
+    return at->second;
+  }
+
+  swm::Resources TaskRequests(size_t index) const {
+    return {tasks_[index].cpu_millicores, tasks_[index].memory_bytes, 0};
+  }
+
+  // The one-workload application the scheduler places for task `index`.
+  swm::Application TaskApplication(size_t index, const std::string& profile) const {
+    swm::Application app{.name = PodName(index), .profile = profile};
+    app.workloads.push_back(swm::Workload{.name = "task",
+                                          .service = "task",
+                                          .requests = TaskRequests(index),
+                                          .preferred_clusters = {tasks_[index].cluster}});
+    return app;
+  }
+
+  // Creates task `index`'s pod on `at` and counts it in `view`: false when
+  // the LMS refused it (a stale view).
+  bool CreateTaskPod(size_t index, const swm::Placement& at, swm::Federation& view,
+                     const std::string& profile) {
+    const GeneratedTask& task = tasks_[index];
+    const std::string pod_name = PodName(index);
     codeco::lms::v1::Pod pod;
     pod.set_name(pod_name);
-    pod.set_node_name(at->second.node);
+    pod.set_node_name(at.node);
     (*pod.mutable_labels())[kTaskLabel] = task.name;
     if (!task.long_running) {
       auto left = job_left_ns_.find(index);
@@ -907,7 +1176,7 @@ class Simulation {
     container->set_name("task");
     container->mutable_requests()->set_cpu_millicores(task.cpu_millicores);
     container->mutable_requests()->set_memory_bytes(task.memory_bytes);
-    SynchronizedCluster* lms = federation_->FindLms(at->second.cluster);
+    SynchronizedCluster* lms = federation_->FindLms(at.cluster);
     absl::StatusOr<codeco::lms::v1::Pod> created =
         lms == nullptr ? absl::NotFoundError("no LMS")
                        : lms->Run([&](EmulatedCluster& c) { return c.CreatePod(pod, pod_name); });
@@ -915,10 +1184,24 @@ class Simulation {
       ++result_.tasks.rejected_by_lms;
       return false;
     }
-    swm::ApplyPlacement(app, *placed, view);
+    swm::PlacementResult placed;
+    placed.placements["task"] = at;
+    swm::ApplyPlacement(TaskApplication(index, profile), placed, view);
     live_[pod_name] = index;
+    where_[pod_name] = at;
     ++result_.tasks.pods_created;
     return true;
+  }
+
+  // Places task `index` on `neighborhood` of `view` with `profile` and
+  // creates its pod: true once bound, false when no node has room (or the
+  // LMS refused it: a stale view).
+  absl::StatusOr<bool> PlaceTask(size_t index, swm::Federation& view,
+                                 const std::vector<std::string>& neighborhood,
+                                 const std::string& profile) {
+    ASSIGN_OR_RETURN(std::optional<swm::Placement> at,
+                     ChooseNode(index, view, neighborhood, profile));
+    return at.has_value() && CreateTaskPod(index, *at, view, profile);
   }
 
   // Offers every queued task to the scheduler, oldest first.
@@ -986,6 +1269,8 @@ class Simulation {
   std::vector<PendingCam> cams_;
   std::deque<size_t> queue_;
   std::map<std::string, size_t> live_;
+  // Where each live pod of the task stream is bound.
+  std::map<std::string, swm::Placement> where_;
   SimulationResult result_;
   // Cloud bursting (options_.cloud): the autoscaler, the node it orders,
   // the cloud's LMS, its Ready nodes, the nodes booting (name -> when
@@ -1000,6 +1285,14 @@ class Simulation {
   int64_t billed_until_ns_ = 0;
   // Jobs moved with their progress: task -> run time left for its next pod.
   std::map<size_t, int64_t> job_left_ns_;
+  // Runtime adaptation (options_.adaptation): the governor, the cluster each
+  // failed-over task came from, and pods left on unreachable clusters
+  // (pod -> cluster) to delete once they are back.
+  std::unique_ptr<swm::MigrationGovernor> governor_;
+  std::map<size_t, std::string> failed_over_from_;
+  // Recovered clusters whose failed-over tasks are not all home yet.
+  std::set<std::string> failback_due_;
+  std::map<std::string, std::string> stale_pods_;
 };
 
 }  // namespace

@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "scenario.h"
 #include "swm/core/cloud_autoscaler.h"
+#include "swm/core/migration_governor.h"
 #include "usage_profile.h"
 
 namespace codeco::codef {
@@ -92,6 +93,48 @@ struct CloudUsage {
   int64_t pods_placed = 0;
 };
 
+/// Runtime adaptation in a simulated run: every `probe_interval` the hub
+/// observes its clusters (reachable or not) and their nodes (CPU in use,
+/// background load included, against capacity), and moves long-running
+/// tasks under swm::MigrationGovernor's rules:
+///   - off a cluster the hub cannot reach once that is a confirmed failure
+///     (a new pod elsewhere; the old one is deleted when the cluster is
+///     back, as a cluster rejoining deletes what the hub moved away);
+///   - one task at a time off a node confirmed overloaded, to the node the
+///     policy picks elsewhere, if the move gains enough (the gain is the
+///     drop in CPU share, in points, between the source now and the target
+///     with the task);
+///   - back to the cluster a failure moved them from, once it has been
+///     healthy for the failback grace (kFailback), when it has room.
+struct AdaptationOptions {
+  /// How often the hub observes and acts. Default 30 s.
+  absl::Duration probe_interval = absl::Seconds(30);
+  /// The anti-oscillation rules.
+  swm::MigrationGovernorOptions governor;
+};
+
+/// One move runtime adaptation made.
+struct MigrationRecord {
+  int64_t at_ns = 0;     ///< When, from the start.
+  std::string task;      ///< The task moved.
+  std::string trigger;   ///< swm::MoveTriggerName of its reason.
+  std::string from;      ///< "cluster/node" it left.
+  std::string to;        ///< "cluster/node" it went to.
+};
+
+/// What runtime adaptation did in a run.
+struct AdaptationReport {
+  /// Every move, in time order.
+  std::vector<MigrationRecord> migrations;
+  /// Moves the governor held back (gain, cooldown or budget).
+  int64_t held_back = 0;
+  /// The most moves of one task within any hour.
+  int max_moves_per_task_hour = 0;
+  /// The same, counting only moves for load or placement (not a failure's
+  /// forced move nor its failback).
+  int max_load_moves_per_task_hour = 0;
+};
+
 /// Settings of one simulated run.
 struct SimulationOptions {
   /// SWM built-in profile to place with ("codeco", "mck8s-worst-fit", ...)
@@ -106,6 +149,8 @@ struct SimulationOptions {
   std::vector<std::string> keep_metrics;
   /// On-demand cloud bursting; none by default.
   std::optional<CloudBurstOptions> cloud;
+  /// Runtime adaptation; none by default (failed pods are still recreated).
+  std::optional<AdaptationOptions> adaptation;
 };
 
 /// What happened to the task stream during a run.
@@ -152,6 +197,8 @@ struct SimulationResult {
   std::vector<std::string> notes;
   /// The cloud's cost and activity (runs with SimulationOptions::cloud).
   CloudUsage cloud;
+  /// What runtime adaptation did (runs with SimulationOptions::adaptation).
+  AdaptationReport adaptation;
 };
 
 /// Runs `scenario` under a virtual clock. `read_file` loads usage traces

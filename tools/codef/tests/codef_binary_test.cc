@@ -230,6 +230,42 @@ TEST_CASE("codef --simulate writes the CSV files and the report of a small scena
   fs::remove_all(work);
 }
 
+TEST_CASE("codef --simulate bursts to an on-demand cloud and adapts at runtime") {
+  fs::path work = fs::temp_directory_path() / ("codef_cloud_test_" + std::to_string(getpid()));
+  fs::remove_all(work);
+  const std::string scenario = std::string(CODEF_TESTDATA_DIR) + "/sim_small.yaml";
+  auto result = codeco::testing::RunCommand(
+      {std::string(CODECO_BIN_DIR) + "/codef", "--simulate", "--scenario", scenario, "--out",
+       (work / "out").string(), "--cloud", "cloud", "--cloud-policy", "mck8s", "--adapt"},
+      absl::Seconds(60));
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  REQUIRE(result.output.find("cloud cloud (mck8s provisioner): ") != std::string::npos);
+  REQUIRE(result.output.find("adaptation: ") != std::string::npos);
+  std::string report = ReadFile(work / "out" / "report.md");
+  REQUIRE(report.find("| cloud cloud | mck8s provisioner: ") != std::string::npos);
+  fs::remove_all(work);
+  auto orphan_policy = codeco::testing::RunCommand(
+      {std::string(CODECO_BIN_DIR) + "/codef", "--simulate", "--scenario", scenario,
+       "--cloud-policy", "mck8s"},
+      absl::Seconds(30));
+  REQUIRE(orphan_policy.exit_code == 2);
+  REQUIRE(orphan_policy.output.find("--cloud-policy: only with --cloud") != std::string::npos);
+  auto bad_policy = codeco::testing::RunCommand(
+      {std::string(CODECO_BIN_DIR) + "/codef", "--simulate", "--scenario", scenario, "--cloud",
+       "cloud", "--cloud-policy", "cheapest"},
+      absl::Seconds(30));
+  REQUIRE(bad_policy.exit_code == 2);
+  REQUIRE(bad_policy.output.find("--cloud-policy: unknown cloud scaling policy") !=
+          std::string::npos);
+  auto not_a_cluster = codeco::testing::RunCommand(
+      {std::string(CODECO_BIN_DIR) + "/codef", "--simulate", "--scenario", scenario, "--cloud",
+       "nowhere"},
+      absl::Seconds(30));
+  REQUIRE(not_a_cluster.exit_code == 2);
+  REQUIRE(not_a_cluster.output.find("cloud.cluster: no managed cluster") != std::string::npos);
+}
+
 TEST_CASE("codef --simulate rejects a bad flag with exit code 2") {
   const std::string scenario = std::string(CODEF_TESTDATA_DIR) + "/sim_small.yaml";
   auto bad_policy =

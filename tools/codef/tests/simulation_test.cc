@@ -563,5 +563,124 @@ TEST_CASE("cloud bursting checks its cluster") {
   CHECK(absl::StrContains(bad.status().message(), "cloud.max_nodes"));
 }
 
+// Cluster a and cluster b: one node of 4 CPUs each; four long-running 500m
+// services that prefer a (cluster affinity keeps them there).
+std::string AdaptationScenario(const std::string& faults) {
+  return absl::StrCat(R"(
+name: adaptive
+duration: 40m
+federation:
+  hub: {name: hub}
+  clusters:
+    - name: a
+      pod_start_delay: 0s
+      nodes: [{name: n, capacity: {cpu: 4, memory: 8Gi}}]
+    - name: b
+      pod_start_delay: 0s
+      nodes: [{name: m, capacity: {cpu: 4, memory: 8Gi}}]
+links:
+  default: {rtt: 10ms, bandwidth: 1Gbps}
+workloads:
+  task_stream:
+    count: 4
+    window: 1s
+    duration: 2h
+    cpu: 500m
+    memory: 64Mi
+    long_running_after: 1h
+    locations: {a: 1}
+    seed: 7
+faults:
+)",
+                      faults, R"(
+record:
+  interval: 10s
+  metrics: [pending_pods]
+)");
+}
+
+SimulationResult Adapted(const std::string& faults) {
+  SimulationOptions options;
+  options.policy = "mck8s-cluster-affinity";
+  options.adaptation = AdaptationOptions{
+      .probe_interval = absl::Seconds(30),
+      .governor = {.failure_grace = absl::Seconds(60),
+                   .overload_grace = absl::Minutes(3),
+                   .failback_grace = absl::Minutes(5)}};
+  absl::StatusOr<SimulationResult> result =
+      RunSimulation(Parse(AdaptationScenario(faults)), options, nullptr);
+  INFO(result.status().ToString());
+  REQUIRE(result.ok());
+  return *std::move(result);
+}
+
+// The moves of a run as "<minute:second> <trigger> <from> -> <to>".
+std::vector<std::string> Moves(const SimulationResult& result) {
+  std::vector<std::string> out;
+  for (const MigrationRecord& m : result.adaptation.migrations) {
+    out.push_back(absl::StrCat(m.at_ns / 60'000'000'000, ":", (m.at_ns / 1'000'000'000) % 60, " ",
+                               m.trigger, " ", m.from, " -> ", m.to));
+  }
+  return out;
+}
+
+TEST_CASE("a cut shorter than the failure grace moves nothing") {
+  SimulationResult result = Adapted(R"(
+  - {at: 2m, action: cluster_partition, cluster: a}
+  - {at: 160s, action: cluster_heal, cluster: a})");
+  INFO(absl::StrJoin(Moves(result), "\n"));
+  CHECK(result.adaptation.migrations.empty());
+}
+
+TEST_CASE("a cluster cut past the grace is evacuated within three probes and failed back after") {
+  SimulationResult result = Adapted(R"(
+  - {at: 5m, action: cluster_partition, cluster: a}
+  - {at: 15m, action: cluster_heal, cluster: a})");
+  const std::vector<std::string> moves = Moves(result);
+  INFO(absl::StrJoin(moves, "\n"));
+  INFO(absl::StrJoin(result.events, "\n"));
+  REQUIRE(moves.size() == 8);
+  // Seen unreachable at 5:00, failed once that lasted 60 s: moved at 6:00,
+  // two probes after the cut.
+  for (int i = 0; i < 4; ++i) {
+    CHECK(absl::StartsWith(moves[i], "6:0 failure a/n -> b/m"));
+  }
+  // Reachable again at 15:00, healthy for 5 minutes: home at 20:00.
+  for (int i = 4; i < 8; ++i) {
+    CHECK(absl::StartsWith(moves[i], "20:0 failback b/m -> a/n"));
+  }
+  CHECK(result.adaptation.max_moves_per_task_hour == 2);
+  CHECK(result.adaptation.max_load_moves_per_task_hour == 0);
+  // The pods left on a during the cut were deleted once it was back: a runs
+  // exactly the four services again.
+  CHECK(Pending(result).rbegin()->second == std::pair{0, 4});
+}
+
+TEST_CASE("a load blip moves nothing and a lasting overload moves each service once") {
+  SimulationResult result = Adapted(R"(
+  - {at: 1m, action: node_load, node: a/n, cpu: 90%, duration: 1m}
+  - {at: 5m, action: node_load, node: a/n, cpu: 80%, duration: 10m})");
+  const std::vector<std::string> moves = Moves(result);
+  INFO(absl::StrJoin(moves, "\n"));
+  // The 80 % background keeps a/n above the low mark until 15:00, so its
+  // services leave one per probe from 8:00 (3 minutes of overload), each once.
+  REQUIRE(moves.size() == 4);
+  CHECK(absl::StartsWith(moves[0], "8:0 overload a/n -> b/m"));
+  for (const std::string& m : moves) CHECK(absl::StrContains(m, "overload a/n -> b/m"));
+  CHECK(result.adaptation.max_moves_per_task_hour == 1);
+  CHECK(result.adaptation.max_load_moves_per_task_hour == 1);
+}
+
+TEST_CASE("adaptation options are checked") {
+  SimulationOptions options;
+  options.adaptation = AdaptationOptions{.probe_interval = absl::ZeroDuration()};
+  auto bad = RunSimulation(Parse(AdaptationScenario("[]")), options, nullptr);
+  CHECK(absl::StrContains(bad.status().message(), "adaptation.probe_interval"));
+  options.adaptation = AdaptationOptions{};
+  options.adaptation->governor.overload_low = 2;
+  bad = RunSimulation(Parse(AdaptationScenario("[]")), options, nullptr);
+  CHECK(absl::StrContains(bad.status().message(), "adaptation.overload_low"));
+}
+
 }  // namespace
 }  // namespace codeco::codef
