@@ -23,6 +23,11 @@
 // governor's rules and without them: moves per trigger, the most moves of
 // one service within an hour, how soon the failure is acted on and when
 // the services fail back.
+//
+// Traffic follow (mck8s's second experiment): a backend scaled by the
+// multi-cluster autoscaler (swm::ReplicaAutoscaler) while its users move
+// across the five sites: how long until every replica runs where the users
+// are, and how many replicas it took.
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -221,6 +226,76 @@ int RunNoisy() {
 }  // namespace
 }  // namespace codeco::codef
 
+namespace codeco::codef {
+namespace {
+
+// mck8s's traffic-follow experiment on the five-site scenario: a backend of
+// 500m / 512 MiB replicas (2 to 10, 75 % CPU target, 10-minute scale-down
+// cooldown: the study's MCHPA) starts with 2 replicas at nantes; users
+// needing 2 CPUs then sit 7 minutes each at lille, grenoble, luxembourg,
+// rennes and nantes (the study's order).
+int RunTrafficFollow(bool quick) {
+  const std::string path =
+      std::string(ADAPTATION_BENCH_SCENARIO_DIR) + "/grid5000-five-sites.yaml";
+  absl::StatusOr<Scenario> scenario = LoadScenarioFile(path);
+  if (!scenario.ok()) {
+    std::printf("error: %s: %s\n", path.c_str(), std::string(scenario.status().message()).c_str());
+    return 1;
+  }
+  scenario->workloads.task_stream->count = 0;  // the backend alone
+  scenario->record.metrics = {"pending_pods"};
+  const absl::Duration tick = quick ? absl::Seconds(60) : absl::Seconds(10);
+  SimDeployment backend{.name = "backend",
+                        .autoscaling = {.min_replicas = 2,
+                                        .max_replicas = 10,
+                                        .target_utilization = 0.75,
+                                        .scale_down_cooldown = absl::Minutes(10)}};
+  const int64_t step = absl::ToInt64Nanoseconds(absl::Minutes(7));
+  backend.traffic.push_back({.at_ns = 0, .cluster = "nantes", .cpu_millicores = 500});
+  // The users move 1 s after a scheduling cycle: the worst case for how
+  // soon the next cycle sees them.
+  int64_t at = absl::ToInt64Nanoseconds(absl::Minutes(5) + absl::Seconds(1));
+  for (const char* site : {"lille", "grenoble", "luxembourg", "rennes", "nantes"}) {
+    backend.traffic.push_back({.at_ns = at, .cluster = site, .cpu_millicores = 2000});
+    at += step;
+  }
+  backend.traffic.push_back({.at_ns = at, .cluster = "nantes", .cpu_millicores = 500});
+  SimulationOptions options{.policy = "codeco",
+                            .tick = tick,
+                            .duration = absl::Nanoseconds(at) + absl::Minutes(15),
+                            .deployments = {backend}};
+  absl::StatusOr<SimulationResult> result = RunSimulation(*scenario, options, nullptr);
+  if (!result.ok()) {
+    std::printf("error: %s\n", std::string(result.status().message()).c_str());
+    return 1;
+  }
+  std::printf(
+      "\n## Traffic follow (mck8s's experiment, CODEF simulate mode, five sites, tick %s)\n\n"
+      "backend 500m / 512 MiB replicas, 2-10, target 75 %% CPU, scale-down cooldown 10m; "
+      "users need 2 CPUs for 7 minutes at each site in turn\n\n"
+      "| from | users at | CPU they need | all replicas there after | replicas, peak |\n"
+      "|---|---|---|---|---|\n",
+      absl::FormatDuration(tick).c_str());
+  for (size_t i = 0; i < result->follows.size(); ++i) {
+    const FollowRecord& f = result->follows[i];
+    std::printf("| %s | %s | %lldm | %s | %d |\n",
+                absl::FormatDuration(absl::Nanoseconds(f.at_ns)).c_str(), f.cluster.c_str(),
+                static_cast<long long>(backend.traffic[i].cpu_millicores),
+                f.followed_after_ns < 0
+                    ? "never"
+                    : absl::FormatDuration(absl::Nanoseconds(f.followed_after_ns)).c_str(),
+                f.peak_replicas);
+  }
+  std::printf("\nsimulate mode sees where the users are at once; a live hub sees it through "
+              "its metrics, a scrape interval later\n"
+              "the study: the backend follows the traffic to each cluster at the next "
+              "scheduling cycle after the autoscaler's update (Fig. 8, no time given)\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace codeco::codef
+
 int main(int argc, char** argv) {
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
@@ -233,5 +308,7 @@ int main(int argc, char** argv) {
   }
   const int cloud = codeco::codef::Run(quick);
   if (cloud != 0) return cloud;
+  const int follow = codeco::codef::RunTrafficFollow(quick);
+  if (follow != 0) return follow;
   return codeco::codef::RunNoisy();
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <set>
 #include <utility>
@@ -362,6 +363,7 @@ class Simulation {
       }
     }
     RETURN_IF_ERROR(SetUpCloud());
+    RETURN_IF_ERROR(SetUpDeployments());
     if (options_.adaptation.has_value()) {
       if (options_.adaptation->probe_interval <= absl::ZeroDuration()) {
         return InvalidFieldError("adaptation.probe_interval", "must be positive");
@@ -434,6 +436,7 @@ class Simulation {
         RETURN_IF_ERROR(ScheduleCycle());
         RETURN_IF_ERROR(RescheduleFromCloud());
         AutoscaleCloud(now_ns);
+        RETURN_IF_ERROR(RunDeployments(now_ns));
         next_tick += tick_ns;
       }
       if (now_ns == next_probe) {
@@ -453,6 +456,9 @@ class Simulation {
     }
     result_.tasks.waiting_at_end = static_cast<int64_t>(queue_.size());
     SummarizeMoves();
+    for (DeploymentState& d : deployments_) {
+      if (d.follow.has_value()) result_.follows.push_back(*std::exchange(d.follow, std::nullopt));
+    }
     result_.simulated = absl::Nanoseconds(end_ns);
     result_.generated_tasks = tasks_;
     if (!options_.keep_metrics.empty()) {
@@ -467,6 +473,17 @@ class Simulation {
   }
 
  private:
+  // One multi-cluster deployment as the run drives it.
+  struct DeploymentState {
+    const SimDeployment* spec = nullptr;
+    std::unique_ptr<swm::ReplicaAutoscaler> autoscaler;
+    std::map<std::string, swm::Placement> replicas;  // pod -> where
+    int seq = 0;                                     // last replica number used
+    bool started = false;                            // initial replicas made
+    size_t traffic_index = 0;                        // the traffic entry in force
+    std::optional<FollowRecord> follow;              // the traffic period being followed
+  };
+
   bool IsCloud(const std::string& cluster) const {
     return options_.cloud.has_value() && options_.cloud->cluster == cluster;
   }
@@ -944,6 +961,186 @@ class Simulation {
     result_.adaptation.max_load_moves_per_task_hour = most_in_an_hour(true);
   }
 
+  // Checks the deployments and builds their autoscalers.
+  absl::Status SetUpDeployments() {
+    std::set<std::string> names;
+    for (size_t i = 0; i < options_.deployments.size(); ++i) {
+      const SimDeployment& d = options_.deployments[i];
+      const std::string path = absl::StrCat("deployments[", i, "]");
+      if (d.name.empty() || !names.insert(d.name).second) {
+        return InvalidFieldError(path + ".name", "must be set and unique");
+      }
+      if (d.cpu_millicores <= 0) return InvalidFieldError(path + ".cpu_millicores", "must be positive");
+      if (d.memory_bytes < 0) return InvalidFieldError(path + ".memory_bytes", "must not be negative");
+      if (d.traffic.empty() || d.traffic.front().at_ns != 0) {
+        return InvalidFieldError(path + ".traffic", "must start at 0");
+      }
+      for (size_t k = 0; k < d.traffic.size(); ++k) {
+        const std::string tpath = absl::StrCat(path, ".traffic[", k, "]");
+        if (k > 0 && d.traffic[k].at_ns <= d.traffic[k - 1].at_ns) {
+          return InvalidFieldError(tpath + ".at_ns", "must come after the entry before");
+        }
+        if (std::find(result_.placement_clusters.begin(), result_.placement_clusters.end(),
+                      d.traffic[k].cluster) == result_.placement_clusters.end()) {
+          return InvalidFieldError(tpath + ".cluster",
+                                   absl::StrCat("\"", d.traffic[k].cluster,
+                                                "\" is not a cluster the tasks may use"));
+        }
+        if (d.traffic[k].cpu_millicores < 0) {
+          return InvalidFieldError(tpath + ".cpu_millicores", "must not be negative");
+        }
+      }
+      absl::Status autoscaling = swm::ValidateReplicaAutoscalerOptions(d.autoscaling);
+      if (!autoscaling.ok()) {
+        return InvalidFieldError(absl::StrCat(path, ".", autoscaling.message()), "");
+      }
+      deployments_.push_back(DeploymentState{
+          .spec = &d, .autoscaler = std::make_unique<swm::ReplicaAutoscaler>(clock_, d.autoscaling)});
+    }
+    return absl::OkStatus();
+  }
+
+  // Latency the users at `users` see to `cluster` (0 inside it; a cluster
+  // without a link is as far as can be).
+  static int64_t LatencyFrom(const swm::Federation& view, const std::string& users,
+                             const std::string& cluster) {
+    if (users == cluster) return 0;
+    const swm::Link* link = view.FindLink(users, cluster);
+    return link == nullptr ? std::numeric_limits<int64_t>::max() : link->latency_ns;
+  }
+
+  // Where a replica of `d` would go with `users` preferred; nullopt when no
+  // node has room.
+  absl::StatusOr<std::optional<swm::Placement>> ChooseReplicaNode(const SimDeployment& d,
+                                                                  const std::string& users,
+                                                                  const swm::Federation& view) {
+    const swm::Resources requests{d.cpu_millicores, d.memory_bytes, 0};
+    std::vector<std::string> neighborhood;
+    for (const std::string& name : result_.placement_clusters) {
+      if (view.FindCluster(name) != nullptr) neighborhood.push_back(name);
+    }
+    if (!AnyNodeFits(view, neighborhood, requests)) return std::nullopt;
+    ++result_.tasks.scheduler_calls;
+    ASSIGN_OR_RETURN(swm::PlacementResult placed,
+                     coordinator_.Place(ReplicaApplication(d, users), view, neighborhood));
+    auto at = placed.placements.find("replica");
+    if (at == placed.placements.end()) return std::nullopt;
+    return at->second;
+  }
+
+  // One replica of `d` as the scheduler places it, `users` preferred.
+  static swm::Application ReplicaApplication(const SimDeployment& d, const std::string& users) {
+    swm::Application app{.name = d.name, .profile = "mck8s-cluster-affinity"};
+    app.workloads.push_back(swm::Workload{.name = "replica",
+                                          .service = d.name,
+                                          .requests = {d.cpu_millicores, d.memory_bytes, 0},
+                                          .preferred_clusters = {users}});
+    return app;
+  }
+
+  // Creates a replica of `state` on `at` and counts it in `view`; false when
+  // the LMS refuses it.
+  bool CreateReplica(DeploymentState& state, const swm::Placement& at, swm::Federation& view) {
+    const SimDeployment& d = *state.spec;
+    codeco::lms::v1::Pod pod;
+    pod.set_name(absl::StrCat(d.name, "-", ++state.seq));
+    pod.set_node_name(at.node);
+    (*pod.mutable_labels())["codef.codeco.io/deployment"] = d.name;
+    auto* container = pod.add_containers();
+    container->set_name(d.name);
+    container->mutable_requests()->set_cpu_millicores(d.cpu_millicores);
+    container->mutable_requests()->set_memory_bytes(d.memory_bytes);
+    SynchronizedCluster* lms = federation_->FindLms(at.cluster);
+    if (lms == nullptr ||
+        !lms->Run([&](EmulatedCluster& c) { return c.CreatePod(pod, pod.name()).status(); }).ok()) {
+      return false;
+    }
+    state.replicas[pod.name()] = at;
+    swm::PlacementResult placed;
+    placed.placements["replica"] = at;
+    swm::ApplyPlacement(ReplicaApplication(d, at.cluster), placed, view);
+    return true;
+  }
+
+  void DeleteReplica(DeploymentState& state, const std::string& pod) {
+    const swm::Placement at = state.replicas.at(pod);
+    state.replicas.erase(pod);
+    if (SynchronizedCluster* lms = federation_->FindLms(at.cluster)) {
+      (void)lms->Run([&](EmulatedCluster& c) { return c.DeletePod(pod).status(); });
+    }
+  }
+
+  // One cycle of every deployment: follow the traffic, scale, record.
+  absl::Status RunDeployments(int64_t now_ns) {
+    for (DeploymentState& state : deployments_) {
+      const SimDeployment& d = *state.spec;
+      size_t k = 0;
+      while (k + 1 < d.traffic.size() && d.traffic[k + 1].at_ns <= now_ns) ++k;
+      const SimDeployment::Traffic& traffic = d.traffic[k];
+      if (!state.follow.has_value() || state.traffic_index != k) {
+        if (state.follow.has_value()) result_.follows.push_back(*state.follow);
+        state.follow = FollowRecord{.deployment = d.name, .at_ns = traffic.at_ns,
+                                    .cluster = traffic.cluster};
+        state.traffic_index = k;
+      }
+      // Replicas whose pod failed or is gone are dropped (scaling replaces them).
+      for (auto it = state.replicas.begin(); it != state.replicas.end();) {
+        SynchronizedCluster* lms = federation_->FindLms(it->second.cluster);
+        bool alive = lms != nullptr && lms->Run([&](EmulatedCluster& c) {
+          absl::StatusOr<codeco::lms::v1::Pod> pod = c.GetPod(it->first);
+          return pod.ok() && pod->phase() != codeco::lms::v1::POD_PHASE_FAILED &&
+                 pod->phase() != codeco::lms::v1::POD_PHASE_SUCCEEDED;
+        });
+        it = alive ? std::next(it) : state.replicas.erase(it);
+      }
+      swm::Federation view = Snapshot();
+      // Follow: replicas move to where the scheduler would put them now, if nearer the users.
+      std::vector<std::pair<std::string, swm::Placement>> replicas(state.replicas.begin(),
+                                                                   state.replicas.end());
+      for (const auto& [pod, at] : replicas) {
+        if (at.cluster == traffic.cluster) continue;
+        ASSIGN_OR_RETURN(std::optional<swm::Placement> to,
+                         ChooseReplicaNode(d, traffic.cluster, view));
+        if (!to.has_value() ||
+            LatencyFrom(view, traffic.cluster, to->cluster) >=
+                LatencyFrom(view, traffic.cluster, at.cluster)) {
+          continue;
+        }
+        if (CreateReplica(state, *to, view)) DeleteReplica(state, pod);
+      }
+      // Scale on the traffic's CPU spread over the replicas.
+      const int current = static_cast<int>(state.replicas.size());
+      const double utilization =
+          current == 0 ? (traffic.cpu_millicores > 0 ? 1e6 : 0)
+                       : static_cast<double>(traffic.cpu_millicores) /
+                             static_cast<double>(current * d.cpu_millicores);
+      const int desired = state.started ? state.autoscaler->Desired(current, utilization)
+                                        : std::max(d.initial_replicas, d.autoscaling.min_replicas);
+      state.started = true;
+      for (int n = current; n < desired; ++n) {
+        ASSIGN_OR_RETURN(std::optional<swm::Placement> to,
+                         ChooseReplicaNode(d, traffic.cluster, view));
+        if (!to.has_value() || !CreateReplica(state, *to, view)) break;
+      }
+      while (static_cast<int>(state.replicas.size()) > desired) {
+        auto farthest = std::max_element(
+            state.replicas.begin(), state.replicas.end(), [&](const auto& a, const auto& b) {
+              return LatencyFrom(view, traffic.cluster, a.second.cluster) <
+                     LatencyFrom(view, traffic.cluster, b.second.cluster);
+            });
+        DeleteReplica(state, farthest->first);
+      }
+      FollowRecord& follow = *state.follow;
+      follow.peak_replicas = std::max(follow.peak_replicas, static_cast<int>(state.replicas.size()));
+      const bool all_there =
+          !state.replicas.empty() &&
+          std::all_of(state.replicas.begin(), state.replicas.end(),
+                      [&](const auto& r) { return r.second.cluster == traffic.cluster; });
+      if (all_there && follow.followed_after_ns < 0) follow.followed_after_ns = now_ns - follow.at_ns;
+    }
+    return absl::OkStatus();
+  }
+
   // Completed jobs leave; failed pods' tasks are queued again.
   void HandleTerminalPods() {
     for (const auto& collector : collectors_) {
@@ -1292,6 +1489,8 @@ class Simulation {
   std::map<size_t, std::string> failed_over_from_;
   // Recovered clusters whose failed-over tasks are not all home yet.
   std::set<std::string> failback_due_;
+  // The multi-cluster deployments (options_.deployments).
+  std::vector<DeploymentState> deployments_;
   std::map<std::string, std::string> stale_pods_;
 };
 

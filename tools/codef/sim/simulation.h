@@ -35,6 +35,7 @@
 #include "scenario.h"
 #include "swm/core/cloud_autoscaler.h"
 #include "swm/core/migration_governor.h"
+#include "swm/core/replica_autoscaler.h"
 #include "usage_profile.h"
 
 namespace codeco::codef {
@@ -135,6 +136,48 @@ struct AdaptationReport {
   int max_load_moves_per_task_hour = 0;
 };
 
+/// A multi-cluster deployment in a simulated run (mck8s's MCD with its
+/// MCHPA): replicas of one long-running service whose users move. Every
+/// tick the replicas scale with swm::ReplicaAutoscaler on the CPU the
+/// users' traffic needs (spread evenly over the replicas), and follow the
+/// traffic: each replica outside the cluster the traffic comes from is
+/// moved to the node the scheduler picks with that cluster preferred
+/// (mck8s's cluster affinity: that cluster, else the nearest with room), if
+/// that is nearer the users; new replicas go there too; replicas farthest
+/// from the users go first when scaling down.
+struct SimDeployment {
+  /// Name; replica pods are "<name>-<n>".
+  std::string name;
+  /// CPU request of a replica, millicores. Default 500m (the study's).
+  int64_t cpu_millicores = 500;
+  /// Memory request of a replica, bytes. Default 512 MiB (the study's).
+  int64_t memory_bytes = int64_t{512} << 20;
+  /// Replicas at the start, placed near the first traffic entry. Default 2.
+  int initial_replicas = 2;
+  /// The autoscaler's settings.
+  swm::ReplicaAutoscalerOptions autoscaling;
+  /// From `at_ns` on, the users are at `cluster` and need `cpu_millicores` in all.
+  struct Traffic {
+    int64_t at_ns = 0;             ///< From when, ns after the start.
+    std::string cluster;           ///< Where the users are.
+    int64_t cpu_millicores = 0;    ///< CPU their requests need.
+  };
+  /// The traffic over time, in time order; the first entry starts at 0.
+  std::vector<Traffic> traffic;
+};
+
+/// How a deployment followed its users after one move of the traffic.
+struct FollowRecord {
+  std::string deployment;  ///< Which deployment.
+  int64_t at_ns = 0;       ///< When the traffic moved.
+  std::string cluster;     ///< Where it moved to.
+  /// How long until every replica ran in that cluster, ns; -1 when it never
+  /// did before the traffic moved again (or the run ended).
+  int64_t followed_after_ns = -1;
+  /// The most replicas during this traffic period.
+  int peak_replicas = 0;
+};
+
 /// Settings of one simulated run.
 struct SimulationOptions {
   /// SWM built-in profile to place with ("codeco", "mck8s-worst-fit", ...)
@@ -151,6 +194,8 @@ struct SimulationOptions {
   std::optional<CloudBurstOptions> cloud;
   /// Runtime adaptation; none by default (failed pods are still recreated).
   std::optional<AdaptationOptions> adaptation;
+  /// Multi-cluster deployments that scale and follow their users; none by default.
+  std::vector<SimDeployment> deployments;
 };
 
 /// What happened to the task stream during a run.
@@ -199,6 +244,8 @@ struct SimulationResult {
   CloudUsage cloud;
   /// What runtime adaptation did (runs with SimulationOptions::adaptation).
   AdaptationReport adaptation;
+  /// How each deployment followed each move of its traffic.
+  std::vector<FollowRecord> follows;
 };
 
 /// Runs `scenario` under a virtual clock. `read_file` loads usage traces

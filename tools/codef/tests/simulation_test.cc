@@ -682,5 +682,46 @@ TEST_CASE("adaptation options are checked") {
   CHECK(absl::StrContains(bad.status().message(), "adaptation.overload_low"));
 }
 
+TEST_CASE("a multi-cluster deployment scales with its users and follows them") {
+  // Clusters a and b (one node of 4 CPUs each): 2 replicas of 500m start
+  // near users at a needing 500m; at 2 minutes the users are at b and need
+  // 1.5 CPUs (utilization 1.5 over 2 replicas, target 0.5: 6 replicas), all
+  // at b by that tick; at 5 minutes they need 250m, and the replicas go
+  // down to the minimum only after the 10-minute cooldown.
+  Scenario scenario = Parse(AdaptationScenario("[]"));
+  scenario.workloads.task_stream->count = 0;
+  SimulationOptions options;
+  options.deployments.push_back(SimDeployment{
+      .name = "backend",
+      .autoscaling = {.min_replicas = 2, .max_replicas = 8, .target_utilization = 0.5},
+      .traffic = {{.at_ns = 0, .cluster = "a", .cpu_millicores = 500},
+                  {.at_ns = absl::ToInt64Nanoseconds(absl::Minutes(2)),
+                   .cluster = "b",
+                   .cpu_millicores = 1500},
+                  {.at_ns = absl::ToInt64Nanoseconds(absl::Minutes(5)),
+                   .cluster = "b",
+                   .cpu_millicores = 250}}});
+  absl::StatusOr<SimulationResult> result = RunSimulation(scenario, options, nullptr);
+  INFO(result.status().ToString());
+  REQUIRE(result.ok());
+  REQUIRE(result->follows.size() == 3);
+  const FollowRecord& start = result->follows[0];
+  CHECK(start.cluster == "a");
+  CHECK(start.followed_after_ns == 0);
+  CHECK(start.peak_replicas == 2);
+  const FollowRecord& moved = result->follows[1];
+  CHECK(moved.cluster == "b");
+  CHECK(moved.followed_after_ns == 0);  // the tick at 2:00 moves them
+  CHECK(moved.peak_replicas == 6);      // 2 x (1500 / 1000) / 0.5
+  const FollowRecord& quiet = result->follows[2];
+  CHECK(quiet.peak_replicas == 6);      // kept through the cooldown
+  // At the end (40 minutes) the cooldown has passed: down to the minimum.
+  CHECK(Pending(*result).rbegin()->second == std::pair{0, 2});
+  // A deployment whose users are nowhere the tasks may go is refused.
+  options.deployments[0].traffic[1].cluster = "mars";
+  auto bad = RunSimulation(scenario, options, nullptr);
+  CHECK(absl::StrContains(bad.status().message(), "deployments[0].traffic[1].cluster"));
+}
+
 }  // namespace
 }  // namespace codeco::codef
