@@ -49,20 +49,25 @@ namespace {
 // The cloud the scenario keeps for bursting.
 constexpr char kCloudCluster[] = "nancy-cloud";
 
+// examples/scenarios/<file>, or the error printed.
+absl::StatusOr<Scenario> LoadBenchScenario(const std::string& file) {
+  const std::string path = std::string(ADAPTATION_BENCH_SCENARIO_DIR) + "/" + file;
+  absl::StatusOr<Scenario> scenario = LoadScenarioFile(path);
+  if (!scenario.ok()) {
+    std::printf("error: %s: %s\n", path.c_str(), std::string(scenario.status().message()).c_str());
+  }
+  return scenario;
+}
+
 struct Row {
   const char* name;
   const char* policy;
   std::optional<swm::CloudScalingPolicy> cloud;
 };
 
-int Run(bool quick) {
-  const std::string path =
-      std::string(ADAPTATION_BENCH_SCENARIO_DIR) + "/grid5000-five-sites.yaml";
-  absl::StatusOr<Scenario> scenario = LoadScenarioFile(path);
-  if (!scenario.ok()) {
-    std::printf("error: %s: %s\n", path.c_str(), std::string(scenario.status().message()).c_str());
-    return 1;
-  }
+int RunCloudBursting(bool quick) {
+  absl::StatusOr<Scenario> scenario = LoadBenchScenario("grid5000-five-sites.yaml");
+  if (!scenario.ok()) return 1;
   const absl::Duration tick = quick ? absl::Seconds(60) : absl::Seconds(10);
   scenario->record.interval_ns = absl::ToInt64Nanoseconds(tick);
   scenario->record.metrics = {"pending_pods"};
@@ -148,12 +153,8 @@ double SecondsToFirst(const AdaptationReport& report, const std::string& trigger
 // Noisy load (examples/scenarios/noisy-load.yaml): runtime adaptation with
 // the migration governor's rules against the same triggers without them.
 int RunNoisy() {
-  const std::string path = std::string(ADAPTATION_BENCH_SCENARIO_DIR) + "/noisy-load.yaml";
-  absl::StatusOr<Scenario> scenario = LoadScenarioFile(path);
-  if (!scenario.ok()) {
-    std::printf("error: %s: %s\n", path.c_str(), std::string(scenario.status().message()).c_str());
-    return 1;
-  }
+  absl::StatusOr<Scenario> scenario = LoadBenchScenario("noisy-load.yaml");
+  if (!scenario.ok()) return 1;
   scenario->record.metrics = {"pending_pods"};
   // The real failure of the scenario: the partition that lasts (its heal
   // follows more than a minute later).
@@ -235,13 +236,8 @@ namespace {
 // needing 2 CPUs then sit 7 minutes each at lille, grenoble, luxembourg,
 // rennes and nantes (the study's order).
 int RunTrafficFollow(bool quick) {
-  const std::string path =
-      std::string(ADAPTATION_BENCH_SCENARIO_DIR) + "/grid5000-five-sites.yaml";
-  absl::StatusOr<Scenario> scenario = LoadScenarioFile(path);
-  if (!scenario.ok()) {
-    std::printf("error: %s: %s\n", path.c_str(), std::string(scenario.status().message()).c_str());
-    return 1;
-  }
+  absl::StatusOr<Scenario> scenario = LoadBenchScenario("grid5000-five-sites.yaml");
+  if (!scenario.ok()) return 1;
   scenario->workloads.task_stream->count = 0;  // the backend alone
   scenario->record.metrics = {"pending_pods"};
   const absl::Duration tick = quick ? absl::Seconds(60) : absl::Seconds(10);
@@ -306,7 +302,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const int cloud = codeco::codef::Run(quick);
+  const int cloud = codeco::codef::RunCloudBursting(quick);
   if (cloud != 0) return cloud;
   const int follow = codeco::codef::RunTrafficFollow(quick);
   if (follow != 0) return follow;

@@ -9,6 +9,11 @@
 namespace codeco::swm {
 namespace {
 
+// "1 node", "3 nodes".
+std::string Count(size_t n, const char* noun) {
+  return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
+}
+
 // ceil(a / b) for a >= 0, b > 0.
 int64_t CeilDiv(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
 
@@ -114,11 +119,11 @@ int CloudAutoscaler::NodesForPending(const CloudObservation& observation, std::s
     nodes = static_cast<int64_t>(bins.size() - existing);
   }
   if (nodes > 0) {
-    why = absl::StrCat(observation.pending.size(), " pods pending");
+    why = absl::StrCat(Count(observation.pending.size(), "pod"), " pending");
   }
   if (too_large > 0) {
-    absl::StrAppend(&why, why.empty() ? "" : "; ", too_large,
-                    " pending pods are larger than a cloud node");
+    absl::StrAppend(&why, why.empty() ? "" : "; ", Count(too_large, "pending pod"),
+                    too_large == 1 ? " is" : " are", " larger than a cloud node");
   }
   return static_cast<int>(nodes);
 }
@@ -239,7 +244,7 @@ CloudScaling CloudAutoscaler::Decide(const CloudObservation& observation) {
     --remaining;
   }
   if (!out.remove_nodes.empty()) {
-    out.reason = absl::StrCat(out.remove_nodes.size(), " nodes empty for ",
+    out.reason = absl::StrCat(Count(out.remove_nodes.size(), "node"), " empty for ",
                               absl::FormatDuration(options_.scale_down_delay));
     for (const std::string& name : out.remove_nodes) empty_since_.erase(name);
   }

@@ -85,7 +85,7 @@ TEST_CASE("pods larger than a cloud node order nothing and say so") {
   CloudAutoscaler autoscaler(clock, Options(CloudScalingPolicy::kPacked));
   CloudScaling s = autoscaler.Decide({.pending = {Cpu(8000)}});
   CHECK(s.Empty());
-  CHECK(s.reason == "1 pending pods are larger than a cloud node");
+  CHECK(s.reason == "1 pending pod is larger than a cloud node");
 }
 
 TEST_CASE("the cloud never grows past max_nodes") {

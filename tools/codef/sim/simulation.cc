@@ -622,7 +622,8 @@ class Simulation {
       result_.cloud.peak_nodes = std::max(result_.cloud.peak_nodes, CloudNodeCount());
       result_.events.push_back(absl::StrCat("at ", at, ": cloud ", options_.cloud->cluster,
                                             new_cluster ? ": ordered with " : ": ordered ",
-                                            scaling.add_nodes, " nodes (", scaling.reason, ")"));
+                                            scaling.add_nodes, scaling.add_nodes == 1 ? " node (" : " nodes (",
+                                            scaling.reason, ")"));
     }
     std::vector<std::string> removing = scaling.remove_nodes;
     if (scaling.delete_cluster) {
@@ -642,7 +643,8 @@ class Simulation {
     }
     if (!removing.empty() && !scaling.delete_cluster) {
       result_.events.push_back(absl::StrCat("at ", at, ": cloud ", options_.cloud->cluster,
-                                            ": removed ", removing.size(), " nodes (",
+                                            ": removed ", removing.size(),
+                                            removing.size() == 1 ? " node (" : " nodes (",
                                             scaling.reason, ")"));
     }
     if (scaling.delete_cluster && cloud_ready_.empty()) {
@@ -992,7 +994,7 @@ class Simulation {
       }
       absl::Status autoscaling = swm::ValidateReplicaAutoscalerOptions(d.autoscaling);
       if (!autoscaling.ok()) {
-        return InvalidFieldError(absl::StrCat(path, ".", autoscaling.message()), "");
+        return absl::InvalidArgumentError(absl::StrCat(path, ".", autoscaling.message()));
       }
       deployments_.push_back(DeploymentState{
           .spec = &d, .autoscaler = std::make_unique<swm::ReplicaAutoscaler>(clock_, d.autoscaling)});
