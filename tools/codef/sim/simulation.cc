@@ -1064,7 +1064,8 @@ class Simulation {
     return true;
   }
 
-  void DeleteReplica(DeploymentState& state, const std::string& pod) {
+  // Deletes replica `pod` of `state` (by value: callers pass map keys).
+  void DeleteReplica(DeploymentState& state, std::string pod) {
     const swm::Placement at = state.replicas.at(pod);
     state.replicas.erase(pod);
     if (SynchronizedCluster* lms = federation_->FindLms(at.cluster)) {
