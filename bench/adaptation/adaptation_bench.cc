@@ -105,8 +105,6 @@ int RunCloudBursting(bool quick) {
       // codeco moves jobs back from the cloud with their state; mck8s's
       // re-scheduler moves deployments only.
       options.cloud->reschedule_jobs = std::string(row.policy) == "codeco";
-      if (*row.cloud == swm::CloudScalingPolicy::kPacked) options.cloud->autoscaler.scale_down_delay = absl::Minutes(2);
-      if (*row.cloud == swm::CloudScalingPolicy::kPacked) options.cloud->autoscaler.scale_down_delay = absl::Minutes(5);
     }
     const absl::Time t0 = absl::Now();
     absl::StatusOr<SimulationResult> result = RunSimulation(*scenario, options, nullptr);
