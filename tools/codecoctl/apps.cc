@@ -68,9 +68,7 @@ std::string LevelName(acm::v1::StatusLevel level) {
 
 std::string TimeText(const google::protobuf::Timestamp& ts) {
   if (ts.seconds() == 0 && ts.nanos() == 0) return "-";
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
-                          absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos()),
-                          absl::UTCTimeZone());
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", FromProtoTimestamp(ts), absl::UTCTimeZone());
 }
 
 // "ready/wanted" pods of an application: wanted is the larger of the

@@ -8,6 +8,10 @@ google::protobuf::Timestamp ToProtoTimestamp(absl::Time t) {
   return google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(t));
 }
 
+absl::Time FromProtoTimestamp(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
 std::string TierName(common::v1::Tier tier) {
   switch (tier) {
     case common::v1::TIER_FAR_EDGE:

@@ -73,7 +73,7 @@ absl::StatusOr<std::vector<std::string>> ClusterDrainer::ReevaluateDegraded(
   for (const v1::Cluster& c : all) {
     if (c.health() != v1::CLUSTER_HEALTH_UNREACHABLE || IsDraining(c)) continue;
     const auto& beat = c.last_heartbeat_time();
-    absl::Time last = absl::FromUnixSeconds(beat.seconds()) + absl::Nanoseconds(beat.nanos());
+    absl::Time last = FromProtoTimestamp(beat);
     if (now - last >= unreachable_for) down.push_back(c.metadata().name());
   }
   std::vector<std::string> moved;

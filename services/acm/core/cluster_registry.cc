@@ -14,10 +14,6 @@ namespace {
 
 constexpr char kClusters[] = "clusters";
 
-absl::Time FromProto(const google::protobuf::Timestamp& ts) {
-  return absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
-}
-
 absl::Status ValidateCapacity(const common::v1::CapacitySummary& c, const std::string& path) {
   for (const auto* q : {&c.allocatable(), &c.free(), &c.largest_free_node()}) {
     if (q->cpu_millicores() < 0 || q->memory_bytes() < 0 || q->gpu() < 0 ||
@@ -178,7 +174,7 @@ absl::StatusOr<std::vector<std::string>> ClusterRegistry::Sweep() {
       return false;
     }
     if (c.health() != v1::CLUSTER_HEALTH_UNREACHABLE &&
-        FromProto(c.last_heartbeat_time()) < deadline) {
+        FromProtoTimestamp(c.last_heartbeat_time()) < deadline) {
       stale.push_back(std::move(c));
     }
     return true;
@@ -190,7 +186,7 @@ absl::StatusOr<std::vector<std::string>> ClusterRegistry::Sweep() {
     c.set_health(v1::CLUSTER_HEALTH_UNREACHABLE);
     c.set_health_message(
         absl::StrCat("no heartbeat for ",
-                     absl::FormatDuration(clock_.Now() - FromProto(c.last_heartbeat_time()))));
+                     absl::FormatDuration(clock_.Now() - FromProtoTimestamp(c.last_heartbeat_time()))));
     recovering_[c.metadata().name()] = 0;
     batch.Put(kClusters, c.metadata().name(), c.SerializeAsString());
     changed.push_back(c.metadata().name());

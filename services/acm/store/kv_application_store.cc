@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
 
 namespace codeco::acm {
@@ -41,7 +42,7 @@ int64_t Micros(absl::Time t) {
   return std::clamp<int64_t>(absl::ToUnixMicros(t), 0, kLatestMicros);
 }
 int64_t Micros(const google::protobuf::Timestamp& t) {
-  return Micros(absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos()));
+  return Micros(FromProtoTimestamp(t));
 }
 // "<prefix><µs, 20 digits>/<what>".
 std::string DatedKey(const char* prefix, int64_t micros, std::string_view what) {

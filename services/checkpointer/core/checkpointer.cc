@@ -651,8 +651,7 @@ absl::Status Checkpointer::Run::Migrate(const v1::MigrateContainerRequest& reque
   }
   if (from < Step::kCuttingOver) {
     if (ck_.has_fence_expire_time() &&
-        owner_.clock_.Now() >= absl::FromUnixSeconds(ck_.fence_expire_time().seconds()) +
-                                   absl::Nanoseconds(ck_.fence_expire_time().nanos())) {
+        owner_.clock_.Now() >= FromProtoTimestamp(ck_.fence_expire_time())) {
       // The fence lifted by itself while the restore ran: the copy may lack writes.
       ResumeSource(source, *driver);
       return absl::AbortedError(absl::StrCat(

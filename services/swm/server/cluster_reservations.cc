@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "swm/core/convert.h"
@@ -15,10 +16,6 @@ namespace codeco::swm {
 namespace {
 
 namespace pb = codeco::swm::v1;
-
-absl::Time FromTimestamp(const google::protobuf::Timestamp& t) {
-  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
-}
 
 bool SameItems(const pb::Reservation& stored, const pb::ReserveRequest& request) {
   if (stored.items_size() != request.items_size()) return false;
@@ -134,7 +131,7 @@ absl::Status ClusterReservations::SweepTombstonesLocked() {
   next_sweep_ = now + options_.tombstone_ttl / 10;
   KvWriteBatch batch;
   RETURN_IF_ERROR(ScanStored("t/", [&](std::string_view key, pb::Reservation& r) {
-    if (FromTimestamp(r.update_time()) + options_.tombstone_ttl <= now) {
+    if (FromProtoTimestamp(r.update_time()) + options_.tombstone_ttl <= now) {
       batch.Delete(kReservationsFamily, std::string(key));
     }
   }));
@@ -147,7 +144,7 @@ absl::StatusOr<std::vector<ClusterReservations::Live>> ClusterReservations::Live
   KvWriteBatch batch;
   RETURN_IF_ERROR(ScanStored("r/", [&](std::string_view key, pb::Reservation& r) {
     const bool lapsed =
-        r.state() == pb::RESERVATION_STATE_RESERVED && FromTimestamp(r.expire_time()) <= now;
+        r.state() == pb::RESERVATION_STATE_RESERVED && FromProtoTimestamp(r.expire_time()) <= now;
     if (lapsed) {
       r.set_state(pb::RESERVATION_STATE_EXPIRED);
       *r.mutable_update_time() = ToTimestamp(now);
@@ -221,7 +218,7 @@ absl::StatusOr<std::optional<pb::Reservation>> ClusterReservations::GetLocked(
     return absl::DataLossError("stored reservation r/" + id + " does not parse");
   }
   if (r.state() == pb::RESERVATION_STATE_RESERVED &&
-      FromTimestamp(r.expire_time()) <= clock_.Now()) {
+      FromProtoTimestamp(r.expire_time()) <= clock_.Now()) {
     r.set_state(pb::RESERVATION_STATE_EXPIRED);
     *r.mutable_update_time() = ToTimestamp(clock_.Now());
     RETURN_IF_ERROR(Write(r));

@@ -687,9 +687,8 @@ class Simulation {
           absl::StatusOr<int64_t> duration =
               d == pod.annotations().end() ? absl::NotFoundError("") : ParseDurationNanos(d->second);
           if (!duration.ok()) return;
-          const absl::Time started = absl::FromUnixSeconds(pod.start_time().seconds()) +
-                                     absl::Nanoseconds(pod.start_time().nanos());
-          const int64_t ran_ns = absl::ToInt64Nanoseconds(clock_.Now() - started);
+          const int64_t ran_ns =
+              absl::ToInt64Nanoseconds(clock_.Now() - FromProtoTimestamp(pod.start_time()));
           left_ns = *duration - ran_ns;
           if (left_ns < absl::ToInt64Nanoseconds(absl::Minutes(1))) return;
         }

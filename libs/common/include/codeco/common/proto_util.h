@@ -17,6 +17,9 @@ namespace codeco {
 /// `t` as a protobuf Timestamp (normalized, also before the epoch).
 google::protobuf::Timestamp ToProtoTimestamp(absl::Time t);
 
+/// The time a protobuf Timestamp names (an unset one is the Unix epoch).
+absl::Time FromProtoTimestamp(const google::protobuf::Timestamp& t);
+
 /// "far-edge", "edge", "cloud", or "" for an unset tier.
 std::string TierName(common::v1::Tier tier);
 
