@@ -349,4 +349,18 @@ pb::AssignmentPlan ToProtoPlan(const AssignmentPlan& plan, const Application& ap
   return out;
 }
 
+bool PodEnded(codeco::lms::v1::PodPhase phase) {
+  return phase == codeco::lms::v1::POD_PHASE_SUCCEEDED ||
+         phase == codeco::lms::v1::POD_PHASE_FAILED;
+}
+
+Resources PodRequests(const codeco::lms::v1::Pod& pod) {
+  Resources sum;
+  for (const codeco::lms::v1::Container& c : pod.containers()) {
+    sum +=
+        Resources{c.requests().cpu_millicores(), c.requests().memory_bytes(), c.requests().gpu()};
+  }
+  return sum;
+}
+
 }  // namespace codeco::swm

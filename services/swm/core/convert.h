@@ -48,6 +48,12 @@ inline constexpr char kReservationLabel[] = "codeco.io/reservation";
 /// "shop.3.edge"), so that a reconciler can match pods to plans.
 std::string LabelValue(const std::string& id);
 
+/// Sum of the requests of a pod's containers.
+Resources PodRequests(const codeco::lms::v1::Pod& pod);
+
+/// True for a pod that has ended (Succeeded or Failed): it holds no room.
+bool PodEnded(codeco::lms::v1::PodPhase phase);
+
 /// The LMS pod that runs workload `target` of `app` in `target.cluster`
 /// under plan `plan_revision`: one container from the service spec (image,
 /// command, args, env, ports, limits; requests = target.requests) and the

@@ -6,26 +6,14 @@
 #include "absl/strings/str_cat.h"
 #include "codeco/common/call_deadline.h"
 #include "codeco/common/grpc_status.h"
+#include "swm/core/convert.h"
 
 namespace codeco::swm {
 namespace {
 
 namespace lms = codeco::lms::v1;
 
-bool Terminal(lms::PodPhase phase) {
-  return phase == lms::POD_PHASE_SUCCEEDED || phase == lms::POD_PHASE_FAILED;
-}
-
 }  // namespace
-
-Resources PodRequests(const lms::Pod& pod) {
-  Resources sum;
-  for (const lms::Container& c : pod.containers()) {
-    sum +=
-        Resources{c.requests().cpu_millicores(), c.requests().memory_bytes(), c.requests().gpu()};
-  }
-  return sum;
-}
 
 LmsPodRuntime::LmsPodRuntime(std::shared_ptr<grpc::Channel> channel, LmsPodRuntimeOptions options)
     : stub_(lms::LmsService::NewStub(std::move(channel))), options_(std::move(options)) {
@@ -97,7 +85,7 @@ absl::StatusOr<std::vector<Node>> LmsPodRuntime::ListNodes() {
   if (!pods.ok()) return pods.status();
   std::map<std::string, Resources> allocated;
   for (const lms::Pod& p : *pods) {
-    if (!Terminal(p.phase())) allocated[p.node_name()] += PodRequests(p);
+    if (!PodEnded(p.phase())) allocated[p.node_name()] += PodRequests(p);
   }
   for (Node& n : nodes) {
     if (auto it = allocated.find(n.name); it != allocated.end()) n.allocated = it->second;

@@ -87,7 +87,4 @@ class LmsPodRuntime final : public PodRuntime {
   absl::Time deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 };
 
-/// Sum of the requests of a pod's containers.
-Resources PodRequests(const codeco::lms::v1::Pod& pod);
-
 }  // namespace codeco::swm

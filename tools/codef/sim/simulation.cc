@@ -47,8 +47,7 @@ class TerminalPodCollector final : public EventSubscriber {
   void OnEvent(const WatchEvent& event) override {
     if (!event.pod.has_value()) return;
     auto phase = event.pod->phase();
-    if (phase == codeco::lms::v1::POD_PHASE_SUCCEEDED ||
-        phase == codeco::lms::v1::POD_PHASE_FAILED) {
+    if (swm::PodEnded(phase)) {
       terminal_.push_back({event.pod->name(), phase == codeco::lms::v1::POD_PHASE_SUCCEEDED});
     }
   }
@@ -88,13 +87,7 @@ class EmulatedPodRuntime final : public swm::PodRuntime {
     std::vector<swm::PodInfo> pods;
     lms_.Run([&](EmulatedCluster& c) {
       c.VisitPods([&](const codeco::lms::v1::Pod& pod) {
-        swm::Resources requests;
-        for (const auto& container : pod.containers()) {
-          requests += swm::Resources{container.requests().cpu_millicores(),
-                                     container.requests().memory_bytes(),
-                                     container.requests().gpu()};
-        }
-        pods.push_back(swm::PodInfo{pod.name(), pod.node_name(), requests});
+        pods.push_back(swm::PodInfo{pod.name(), pod.node_name(), swm::PodRequests(pod)});
       });
       return 0;
     });
@@ -571,16 +564,9 @@ class Simulation {
       });
       c.VisitPods([&](const codeco::lms::v1::Pod& pod) {
         auto it = nodes.find(pod.node_name());
-        if (it == nodes.end() || pod.phase() == codeco::lms::v1::POD_PHASE_SUCCEEDED ||
-            pod.phase() == codeco::lms::v1::POD_PHASE_FAILED) {
-          return;
-        }
+        if (it == nodes.end() || swm::PodEnded(pod.phase())) return;
         ++it->second.pods;
-        for (const auto& container : pod.containers()) {
-          it->second.allocated += swm::Resources{container.requests().cpu_millicores(),
-                                                 container.requests().memory_bytes(),
-                                                 container.requests().gpu()};
-        }
+        it->second.allocated += swm::PodRequests(pod);
       });
       return 0;
     });
@@ -1090,8 +1076,7 @@ class Simulation {
         SynchronizedCluster* lms = federation_->FindLms(it->second.cluster);
         bool alive = lms != nullptr && lms->Run([&](EmulatedCluster& c) {
           absl::StatusOr<codeco::lms::v1::Pod> pod = c.GetPod(it->first);
-          return pod.ok() && pod->phase() != codeco::lms::v1::POD_PHASE_FAILED &&
-                 pod->phase() != codeco::lms::v1::POD_PHASE_SUCCEEDED;
+          return pod.ok() && !swm::PodEnded(pod->phase());
         });
         it = alive ? std::next(it) : state.replicas.erase(it);
       }
