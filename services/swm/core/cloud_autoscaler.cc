@@ -17,13 +17,10 @@ std::string Count(size_t n, const char* noun) {
 // ceil(a / b) for a >= 0, b > 0.
 int64_t CeilDiv(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
 
-// A node's free room: its share of the flavor not allocated (never negative).
+// A node's free room: its share of the flavor not allocated (never
+// negative), as Node::Free counts it.
 Resources FreeOf(const Resources& capacity, const Resources& allocated) {
-  Resources free = capacity - allocated;
-  free.cpu_millis = std::max<int64_t>(0, free.cpu_millis);
-  free.memory_bytes = std::max<int64_t>(0, free.memory_bytes);
-  free.gpu = std::max<int64_t>(0, free.gpu);
-  return free;
+  return Node{.capacity = capacity, .allocated = allocated}.Free();
 }
 
 }  // namespace

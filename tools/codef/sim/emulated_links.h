@@ -16,6 +16,11 @@ namespace codeco::codef {
 /// A link without a bandwidth cap, as the scheduler sees it.
 inline constexpr int64_t kUnlimitedBandwidthBps = int64_t{1} << 50;
 
+/// A link of one-way latency `latency_ns` and bandwidth cap `bandwidth_bps`
+/// (0 = none) as the scheduler sees it.
+swm::Link SchedulerLink(const std::string& from, const std::string& to, int64_t latency_ns,
+                        int64_t bandwidth_bps);
+
 /// The link from -> to of `federation` as the scheduler sees it; nullopt
 /// when cut or unknown.
 std::optional<swm::Link> EmulatedLink(const Federation& federation, const std::string& from,

@@ -477,6 +477,16 @@ class Simulation {
     std::optional<FollowRecord> follow;              // the traffic period being followed
   };
 
+  // The placement clusters (those the tasks may use) that `view` holds:
+  // the ones the hub reaches.
+  std::vector<std::string> PlacementClustersIn(const swm::Federation& view) const {
+    std::vector<std::string> out;
+    for (const std::string& name : result_.placement_clusters) {
+      if (view.FindCluster(name) != nullptr) out.push_back(name);
+    }
+    return out;
+  }
+
   bool IsCloud(const std::string& cluster) const {
     return options_.cloud.has_value() && options_.cloud->cluster == cluster;
   }
@@ -687,10 +697,7 @@ class Simulation {
       return a.node_allocated < b.node_allocated;
     });
     swm::Federation view = Snapshot();
-    std::vector<std::string> fixed;
-    for (const std::string& name : result_.placement_clusters) {
-      if (view.FindCluster(name) != nullptr) fixed.push_back(name);
-    }
+    const std::vector<std::string> fixed = PlacementClustersIn(view);
     const int64_t move_ns = absl::ToInt64Nanoseconds(options_.cloud->job_move_delay);
     for (const OnCloud& moving : on_cloud) {
       ++attempts_[moving.task];
@@ -722,16 +729,18 @@ class Simulation {
       SynchronizedCluster* lms = federation_->FindLms(cluster);
       if (lms == nullptr) continue;
       lms->Run([&](EmulatedCluster& c) {
-        std::vector<std::string> ready;
+        std::vector<std::pair<std::string, int64_t>> ready;  // node, CPU capacity
         c.VisitNodes([&](const codeco::lms::v1::Node& n) {
-          if (n.condition() == codeco::lms::v1::NODE_CONDITION_READY) ready.push_back(n.name());
+          if (n.condition() == codeco::lms::v1::NODE_CONDITION_READY &&
+              n.capacity().cpu_millicores() > 0) {
+            ready.emplace_back(n.name(), n.capacity().cpu_millicores());
+          }
         });
-        for (const std::string& node : ready) {
+        for (const auto& [node, capacity] : ready) {
           absl::StatusOr<codeco::lms::v1::NodeUsage> usage = c.GetNodeUsage(node);
-          absl::StatusOr<codeco::lms::v1::Node> info = c.GetNode(node);
-          if (!usage.ok() || !info.ok() || info->capacity().cpu_millicores() <= 0) continue;
+          if (!usage.ok()) continue;
           share[cluster + "/" + node] = static_cast<double>(usage->usage().cpu_millicores()) /
-                                        static_cast<double>(info->capacity().cpu_millicores());
+                                        static_cast<double>(capacity);
         }
         return 0;
       });
@@ -752,10 +761,8 @@ class Simulation {
     }
 
     swm::Federation view = Snapshot();
-    std::vector<std::string> healthy;
-    for (const std::string& name : result_.placement_clusters) {
-      if (view.FindCluster(name) != nullptr && !governor_->Failed(name)) healthy.push_back(name);
-    }
+    std::vector<std::string> healthy = PlacementClustersIn(view);
+    std::erase_if(healthy, [&](const std::string& name) { return governor_->Failed(name); });
     RememberUnreachable(view);
     // Long-running tasks by where they run.
     std::map<std::string, std::vector<std::string>> pods_on;  // cluster or cluster/node -> pods
@@ -839,11 +846,7 @@ class Simulation {
         for (const auto& [from, to] : {std::pair{name, other.name}, std::pair{other.name, name}}) {
           std::optional<LinkSpec> link = scenario_.LinkBetween(from, to);
           if (!link.has_value()) continue;
-          const int64_t bps = link->bandwidth_bps > 0 ? link->bandwidth_bps : kUnlimitedBandwidthBps;
-          view.AddLink(swm::Link{.from = from,
-                                 .to = to,
-                                 .latency_ns = link->one_way_latency_ns,
-                                 .free_bandwidth_bps = {bps, bps}});
+          view.AddLink(SchedulerLink(from, to, link->one_way_latency_ns, link->bandwidth_bps));
         }
       }
     }
@@ -1002,10 +1005,7 @@ class Simulation {
                                                                   const std::string& users,
                                                                   const swm::Federation& view) {
     const swm::Resources requests{d.cpu_millicores, d.memory_bytes, 0};
-    std::vector<std::string> neighborhood;
-    for (const std::string& name : result_.placement_clusters) {
-      if (view.FindCluster(name) != nullptr) neighborhood.push_back(name);
-    }
+    const std::vector<std::string> neighborhood = PlacementClustersIn(view);
     if (!AnyNodeFits(view, neighborhood, requests)) return std::nullopt;
     ++result_.tasks.scheduler_calls;
     ASSIGN_OR_RETURN(swm::PlacementResult placed,
@@ -1393,10 +1393,7 @@ class Simulation {
     HandleTerminalPods();
     if (queue_.empty()) return absl::OkStatus();
     swm::Federation view = Snapshot();
-    std::vector<std::string> placeable;
-    for (const std::string& name : result_.placement_clusters) {
-      if (view.FindCluster(name) != nullptr) placeable.push_back(name);
-    }
+    const std::vector<std::string> placeable = PlacementClustersIn(view);
     // The cloud takes what the fixed clusters cannot, once it has nodes.
     const bool cloud_up = options_.cloud.has_value() && !cloud_ready_.empty() &&
                           view.FindCluster(options_.cloud->cluster) != nullptr;
