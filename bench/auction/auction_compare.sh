@@ -87,10 +87,11 @@ EOT
     wait_for 90 placed "green-$i" || { echo "green-$i never placed"; return 1; }
     local cluster; cluster="$("$ctl" get apps | awk -v a="green-$i" '$1 == a {print $NF}')"
     where+=("$cluster")
-    # The hosting cluster's energy and carbon, from its (cluster) score line.
+    # The hosting cluster's energy and carbon, from the first node line of its
+    # greenness scores (one call: both columns).
     local e c
-    e="$("$ctl" get scores --profile greenness --cluster "$cluster" | awk -v c="$cluster" '$1 == c && $2 != "(cluster)" {print $7; exit}')"
-    c="$("$ctl" get scores --profile greenness --cluster "$cluster" | awk -v c="$cluster" '$1 == c && $2 != "(cluster)" {print $8; exit}')"
+    read -r e c < <("$ctl" get scores --profile greenness --cluster "$cluster" |
+                    awk -v c="$cluster" '$1 == c && $2 != "(cluster)" {print $7, $8; exit}')
     watts="$(awk -v s="$watts" -v e="$e" 'BEGIN{print s + 10 * (100 / e - 1)}')"
     carbon="$(awk -v s="$carbon" -v c="$c" 'BEGIN{print s + 300 * (100 / c - 1)}')"
   done
