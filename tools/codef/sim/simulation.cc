@@ -1004,15 +1004,7 @@ class Simulation {
   absl::StatusOr<std::optional<swm::Placement>> ChooseReplicaNode(const SimDeployment& d,
                                                                   const std::string& users,
                                                                   const swm::Federation& view) {
-    const swm::Resources requests{d.cpu_millicores, d.memory_bytes, 0};
-    const std::vector<std::string> neighborhood = PlacementClustersIn(view);
-    if (!AnyNodeFits(view, neighborhood, requests)) return std::nullopt;
-    ++result_.tasks.scheduler_calls;
-    ASSIGN_OR_RETURN(swm::PlacementResult placed,
-                     coordinator_.Place(ReplicaApplication(d, users), view, neighborhood));
-    auto at = placed.placements.find("replica");
-    if (at == placed.placements.end()) return std::nullopt;
-    return at->second;
+    return PlaceOne(ReplicaApplication(d, users), view, PlacementClustersIn(view));
   }
 
   // One replica of `d` as the scheduler places it, `users` preferred.
@@ -1310,19 +1302,28 @@ class Simulation {
   absl::StatusOr<std::optional<swm::Placement>> ChooseNode(
       size_t index, const swm::Federation& view, const std::vector<std::string>& neighborhood,
       const std::string& profile) {
+    return PlaceOne(TaskApplication(index, profile), view, neighborhood);
+  }
+
+  // Where the scheduler would put the one workload of `app` on
+  // `neighborhood` of `view` (nothing is created): nullopt when no node has
+  // room; INTERNAL when the scheduler fails.
+  absl::StatusOr<std::optional<swm::Placement>> PlaceOne(
+      const swm::Application& app, const swm::Federation& view,
+      const std::vector<std::string>& neighborhood) {
     if (neighborhood.empty()) return std::nullopt;
+    const swm::Workload& workload = app.workloads.front();
     // Every built-in profile filters with NodeResourcesFit: when no node
-    // of the neighborhood has room, the scheduler cannot place the task,
-    // so it is not asked (the result is the same, much sooner).
-    if (!AnyNodeFits(view, neighborhood, TaskRequests(index))) return std::nullopt;
+    // of the neighborhood has room, the scheduler cannot place it, so it
+    // is not asked (the result is the same, much sooner).
+    if (!AnyNodeFits(view, neighborhood, workload.requests)) return std::nullopt;
     ++result_.tasks.scheduler_calls;
-    absl::StatusOr<swm::PlacementResult> placed =
-        coordinator_.Place(TaskApplication(index, profile), view, neighborhood);
+    absl::StatusOr<swm::PlacementResult> placed = coordinator_.Place(app, view, neighborhood);
     if (!placed.ok()) {
-      return absl::InternalError(absl::StrCat("scheduler failed on ", PodName(index), ": ",
+      return absl::InternalError(absl::StrCat("scheduler failed on ", app.name, ": ",
                                               placed.status().message()));
     }
-    auto at = placed->placements.find("task");
+    auto at = placed->placements.find(workload.name);
     if (at == placed->placements.end()) return std::nullopt;
     return at->second;
   }
