@@ -151,9 +151,14 @@ CloudScaling CloudAutoscaler::Decide(const CloudObservation& observation) {
   const Resources& flavor = options_.node_capacity;
   CloudScaling out;
 
-  // The demand the federation carries, for the growth rate.
+  // The demand the federation carries, for the growth rate; and the CPU
+  // the cloud's nodes (booting ones included) have free.
   int64_t demand = observation.fixed_allocated.cpu_millis;
-  for (const CloudNode& n : observation.nodes) demand += n.allocated.cpu_millis;
+  int64_t cloud_free_now = 0;
+  for (const CloudNode& n : observation.nodes) {
+    demand += n.allocated.cpu_millis;
+    cloud_free_now += FreeOf(flavor, n.allocated).cpu_millis;
+  }
   for (const Resources& r : observation.pending) demand += r.cpu_millis;
   demand_.emplace_back(now, demand);
   while (demand_.size() > 2 && demand_[1].first <= now - options_.demand_window) {
@@ -167,10 +172,7 @@ CloudScaling CloudAutoscaler::Decide(const CloudObservation& observation) {
   const int64_t headroom = Headroom(observation);
   if (headroom > 0) {
     // What the cloud has free once the pending pods are in.
-    int64_t cloud_free = static_cast<int64_t>(add) * flavor.cpu_millis;
-    for (const CloudNode& n : observation.nodes) {
-      cloud_free += FreeOf(flavor, n.allocated).cpu_millis;
-    }
+    int64_t cloud_free = cloud_free_now + static_cast<int64_t>(add) * flavor.cpu_millis;
     for (const Resources& r : observation.pending) cloud_free -= r.cpu_millis;
     const int more = static_cast<int>(CeilDiv(headroom - cloud_free, flavor.cpu_millis));
     if (more > 0) {
@@ -229,8 +231,7 @@ CloudScaling CloudAutoscaler::Decide(const CloudObservation& observation) {
     return out;
   }
   // Free CPU the cloud must keep: the headroom.
-  int64_t cloud_free = 0;
-  for (const CloudNode& n : observation.nodes) cloud_free += FreeOf(flavor, n.allocated).cpu_millis;
+  int64_t cloud_free = cloud_free_now;
   size_t remaining = observation.nodes.size();
   for (const auto& [name, since] : empty_since_) {
     if (remaining <= 1) break;  // the last node goes with the cluster
