@@ -701,11 +701,20 @@ class Simulation {
     const int64_t move_ns = absl::ToInt64Nanoseconds(options_.cloud->job_move_delay);
     for (const OnCloud& moving : on_cloud) {
       ++attempts_[moving.task];
+      // The new pod's run time is what the job has left; a job that stays
+      // keeps the run time its pod has.
+      std::optional<int64_t> kept;
+      if (auto it = job_left_ns_.find(moving.task); it != job_left_ns_.end()) kept = it->second;
       if (moving.left_ns > 0) job_left_ns_[moving.task] = moving.left_ns + move_ns;
       absl::StatusOr<bool> placed = PlaceTask(moving.task, view, fixed, profile_);
       if (!placed.ok()) return placed.status();
       if (!*placed) {
         --attempts_[moving.task];
+        if (kept.has_value()) {
+          job_left_ns_[moving.task] = *kept;
+        } else {
+          job_left_ns_.erase(moving.task);
+        }
         continue;
       }
       live_.erase(moving.pod);
@@ -1134,6 +1143,7 @@ class Simulation {
         } else {
           ++result_.tasks.pods_failed;
           ++attempts_[task];
+          job_left_ns_.erase(task);  // a failed job starts over, its full duration
           queue_.push_back(task);
         }
       }
