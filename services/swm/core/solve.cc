@@ -5,7 +5,6 @@
 #include <set>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codeco/common/status.h"
@@ -185,14 +184,44 @@ void AccountChannels(CycleState& state, const Workload& w, const Placement& at, 
   }
 }
 
+// Binds the pinned workloads in `state` without adding bandwidth: the
+// caller's federation already holds what their channels use. Bind them
+// before anything else so a channel between two of them is never counted.
+void BindPinned(CycleState& state, const std::map<std::string, Placement>& pinned) {
+  for (const auto& [name, p] : pinned) state.Bind(name, p);
+}
+
+// INVALID_ARGUMENT naming pinned["<workload>"] for each entry that is not a
+// workload of `app` or whose place is not a node of `federation`.
+absl::Status ValidatePinned(const Application& app, const Federation& federation,
+                            const std::map<std::string, Placement>& pinned) {
+  FieldErrors errors;
+  for (const auto& [name, p] : pinned) {
+    const std::string field = absl::StrCat("pinned[\"", name, "\"]");
+    const Cluster* c = federation.FindCluster(p.cluster);
+    if (app.WorkloadIndex(name) < 0) {
+      errors.Add(field, "unknown workload \"" + name + "\"");
+    } else if (c == nullptr) {
+      errors.Add(field + ".cluster", "unknown cluster \"" + p.cluster + "\"");
+    } else if (c->NodeIndex(p.node) < 0) {
+      errors.Add(field + ".node",
+                 "unknown node \"" + p.node + "\" in cluster \"" + p.cluster + "\"");
+    }
+  }
+  return errors.ToStatus();
+}
+
 }  // namespace
 
 absl::Status Coordinator::Polish(const Application& app, const Federation& federation,
-                                 const Framework& fw,
+                                 const Framework& fw, const std::set<std::string>& clusters,
+                                 const std::map<std::string, Placement>& pinned,
                                  std::map<std::string, Placement>& placed) const {
   CycleState state(app, federation, nullptr, /*relax_soft=*/true);
-  std::map<std::pair<std::string, std::string>, Resources> extra;
+  BindPinned(state, pinned);
+  std::map<std::pair<std::string, std::string>, Resources> extra;  // not counting the pinned
   for (const auto& [name, p] : placed) {
+    if (pinned.count(name)) continue;
     const Workload& w = app.workloads[app.WorkloadIndex(name)];
     AccountChannels(state, w, p, +1);  // counts each channel once: the peer is bound later
     state.Bind(name, p);
@@ -202,20 +231,26 @@ absl::Status Coordinator::Polish(const Application& app, const Federation& feder
     bool improved = false;
     for (const Workload& w : app.workloads) {
       auto it = placed.find(w.name);
-      if (it == placed.end() || state.ChannelsOf(w.name).empty()) continue;
+      if (it == placed.end() || pinned.count(w.name) || state.ChannelsOf(w.name).empty()) {
+        continue;
+      }
       const Placement cur = it->second;
       state.Unbind(w.name);
       AccountChannels(state, w, cur, -1);
       extra[{cur.cluster, cur.node}] -= w.requests;
       Placement best = cur;
       double best_lat = ChannelLatencySum(state, w, cur);
-      std::set<std::string> clusters{cur.cluster};
+      // Its own cluster and its peers' (a pinned peer's may be outside the
+      // neighborhood: not a place to move to).
+      std::set<std::string> targets{cur.cluster};
       for (int ci : state.ChannelsOf(w.name)) {
         const Channel& ch = app.channels[ci];
         auto peer = state.placed().find(ch.from == w.name ? ch.to : ch.from);
-        if (peer != state.placed().end()) clusters.insert(peer->second.cluster);
+        if (peer != state.placed().end() && clusters.count(peer->second.cluster)) {
+          targets.insert(peer->second.cluster);
+        }
       }
-      for (const std::string& name : clusters) {
+      for (const std::string& name : targets) {
         const Cluster* base = federation.FindCluster(name);
         if (base == nullptr) continue;
         Cluster view = *base;
@@ -254,8 +289,10 @@ absl::Status Coordinator::Polish(const Application& app, const Federation& feder
 
 absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
                                                    const Federation& federation,
-                                                   const std::vector<std::string>& neighborhood) {
+                                                   const std::vector<std::string>& neighborhood,
+                                                   const std::map<std::string, Placement>& pinned) {
   RETURN_IF_ERROR(app.Validate());
+  RETURN_IF_ERROR(ValidatePinned(app, federation, pinned));
   ASSIGN_OR_RETURN(const Framework* fw, FrameworkFor(app.profile));
   std::vector<const Cluster*> members;
   if (neighborhood.empty()) {
@@ -274,11 +311,12 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
     }
     RETURN_IF_ERROR(errors.ToStatus());
   }
-  absl::flat_hash_set<std::string> member_names;
+  std::set<std::string> member_names;
   for (const Cluster* c : members) member_names.insert(c->name);
 
   // Scratch state for scoring clusters while ordering them.
   CycleState ordering(app, federation, nullptr, false);
+  BindPinned(ordering, pinned);
 
   // 1. Order the clusters: the auction's winner, then recommendations,
   // faster links, policy score.
@@ -286,9 +324,14 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
   if (recommendations_ != nullptr) {
     ASSIGN_OR_RETURN(recs, recommendations_->Get(app));
   }
-  std::vector<int> queue = fw->QueueOrder(app);
+  // The workloads to place, in queue order: the pinned ones stay.
+  std::vector<int> queue;
+  for (int i : fw->QueueOrder(app)) {
+    if (!pinned.count(app.workloads[i].name)) queue.push_back(i);
+  }
   std::set<std::string> origins;
-  for (const Workload& w : app.workloads) {
+  for (int i : queue) {
+    const Workload& w = app.workloads[i];
     if (!w.origin_cluster.empty()) origins.insert(w.origin_cluster);
   }
   absl::flat_hash_map<std::string, std::pair<int64_t, int>> out_latency;  // sum, count
@@ -368,6 +411,7 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
                      const std::vector<const Cluster*>& order) {
     std::map<std::string, std::vector<Resources>> extra;
     CycleState hub(app, federation, nullptr, false);
+    BindPinned(hub, pinned);
     auto overlay = [&](const Cluster& c) {
       Cluster copy = c;
       auto it = extra.find(c.name);
@@ -462,18 +506,7 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
             continue;
           }
           extra[cluster.name][ni] += w.requests;
-          for (int chi : hub.ChannelsOf(name)) {
-            const Channel& ch = app.channels[chi];
-            auto peer = hub.placed().find(ch.from == name ? ch.to : ch.from);
-            if (peer == hub.placed().end() || peer->second.cluster == cluster.name) continue;
-            if (ch.from == name) {
-              hub.AddBandwidth(cluster.name, peer->second.cluster, ch.service_class,
-                               ch.min_bandwidth_bps);
-            } else {
-              hub.AddBandwidth(peer->second.cluster, cluster.name, ch.service_class,
-                               ch.min_bandwidth_bps);
-            }
-          }
+          AccountChannels(hub, w, at, +1);  // to peers placed or pinned so far
           hub.Bind(name, at);
         }
         pending = std::move(still);
@@ -530,7 +563,7 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
   std::vector<std::string>& pending = best.pending;
   std::map<std::string, std::vector<ClusterReason>>& reasons = best.reasons;
   if (options_.polish_rounds > 0 && !app.channels.empty()) {
-    RETURN_IF_ERROR(Polish(app, federation, *fw, best.placed));
+    RETURN_IF_ERROR(Polish(app, federation, *fw, member_names, pinned, best.placed));
   }
   result.placements = best.placed;
   for (const std::string& name : pending) result.unplaced[name] = UnplacedReason(reasons[name]);

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -116,12 +117,43 @@ class Coordinator {
   /// Places `app` over the `neighborhood` clusters of `federation` (all of
   /// them when empty). INVALID_ARGUMENT for a bad app, profile or cluster
   /// name; unplaceable workloads are reported in the result, not as errors.
+  ///
+  /// `pinned` (workload -> where it runs now) places only some workloads, the
+  /// others staying where they run (a migration moves one workload with the
+  /// current placement as the incumbent):
+  /// - A pinned workload is not placed again: it is in the result's
+  ///   `placements` at its pinned place, never in `unplaced`, and the polish
+  ///   never moves it. It is skipped by the queue and by every retry; it
+  ///   counts as placed when clusters are scored for the visiting order.
+  /// - Its requests are not added to any node: `federation` already counts it
+  ///   (it runs, so its node's `allocated` includes it).
+  /// - It is bound before anything is placed, so each channel between a placed
+  ///   workload and a pinned one is checked (latency bound, single hop, free
+  ///   bandwidth) and its bandwidth is counted for the placed one as usual.
+  ///   A channel between two pinned workloads adds nothing: the caller's
+  ///   links already hold its bandwidth.
+  /// - Its cluster need not be in `neighborhood` (only the placed workloads
+  ///   visit the neighborhood's clusters); L2 solves still see it as context
+  ///   (aggregate and links) like any cluster with placed workloads. The
+  ///   polish too keeps placed workloads in the neighborhood, even when a
+  ///   pinned peer runs outside it.
+  /// - The result's `channels` list every channel whose ends are both placed
+  ///   or pinned. When every workload is pinned, the result just lists them.
+  /// Each entry must name a workload of `app` and a node of a cluster of
+  /// `federation`: otherwise INVALID_ARGUMENT naming `pinned["<workload>"]`.
+  /// ApplyPlacement and VerifyPlacement count every entry of `placements`:
+  /// a pinned one would be counted a second time there.
   absl::StatusOr<PlacementResult> Place(const Application& app, const Federation& federation,
-                                        const std::vector<std::string>& neighborhood);
+                                        const std::vector<std::string>& neighborhood,
+                                        const std::map<std::string, Placement>& pinned = {});
 
  private:
   absl::StatusOr<const Framework*> FrameworkFor(const std::string& profile);
+  /// 1-opt improvement of `placed` (pinned workloads included, never moved):
+  /// a workload moves only within `clusters` (the neighborhood).
   absl::Status Polish(const Application& app, const Federation& federation, const Framework& fw,
+                      const std::set<std::string>& clusters,
+                      const std::map<std::string, Placement>& pinned,
                       std::map<std::string, Placement>& placed) const;
   L2Solver& l2_;
   const PluginRegistry& registry_;

@@ -1,5 +1,8 @@
 #include "swm/core/solve.h"
 
+#include <algorithm>
+#include <set>
+
 #include <catch2/catch.hpp>
 
 #include "swm/tests/fixtures.h"
@@ -20,6 +23,8 @@ class ScriptedL2 final : public L2Solver {
   absl::StatusOr<L2Result> Solve(const L2Request& req) override {
     visited.push_back(req.cluster.name);
     unvisited_seen.push_back(req.unvisited.size());
+    pending_seen.insert(pending_seen.end(), req.pending.begin(), req.pending.end());
+    for (const ClusterAggregate& a : req.others) others_seen.insert(a.name);
     if (req.cluster.name == down) return absl::UnavailableError("cluster away");
     absl::StatusOr<L2Result> r = real_.Solve(req);
     if (r.ok() && req.cluster.name == liar) {
@@ -29,6 +34,8 @@ class ScriptedL2 final : public L2Solver {
   }
   std::vector<std::string> visited;
   std::vector<size_t> unvisited_seen;
+  std::vector<std::string> pending_seen;  // every request's pending workloads
+  std::set<std::string> others_seen;      // every cluster sent as an aggregate
   std::string down;
   std::string liar;
 
@@ -248,6 +255,204 @@ TEST_CASE("ApplyPlacement consumes node capacity and link bandwidth") {
   REQUIRE(r2.ok());
   CHECK(r2->placements.size() + r2->unplaced.size() == 2);
   CHECK(VerifyPlacement(again, fed, *r2).ok());
+}
+
+// ---- Pinned workloads (a migration places some, the others stay) ----
+
+bool Seen(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+TEST_CASE("pinned workloads stay where they run and only the others are placed") {
+  Env env;
+  Federation fed;
+  Cluster only = MakeCluster("only", 2, 1000, 8 * kGi);
+  only.nodes[0].allocated = only.nodes[0].capacity;  // full: pinned "a" runs there
+  only.nodes[1].allocated = {500, kGi, 0};           // pinned "b" runs there
+  fed.AddCluster(only);
+  Application app{.name = "m",
+                  .workloads = {MakeWorkload("a", 1000), MakeWorkload("b", 500),
+                                MakeWorkload("c", 500)}};
+  const std::map<std::string, Placement> pinned{{"a", {"only", "only-n0"}},
+                                                {"b", {"only", "only-n1"}}};
+  auto r = env.coord.Place(app, fed, {}, pinned);
+  REQUIRE(r.ok());
+  INFO((r->unplaced.empty() ? "" : r->unplaced.begin()->second));
+  // "c" fits next to "b" only if neither pinned one is counted a second time.
+  CHECK(r->unplaced.empty());
+  REQUIRE(r->placements.size() == 3);
+  CHECK(r->placements.at("a").node == "only-n0");
+  CHECK(r->placements.at("b").node == "only-n1");
+  CHECK(r->placements.at("c").node == "only-n1");
+  CHECK_FALSE(env.l2.pending_seen.empty());
+  CHECK_FALSE(Seen(env.l2.pending_seen, "a"));
+  CHECK_FALSE(Seen(env.l2.pending_seen, "b"));
+}
+
+TEST_CASE("when every workload is pinned the result just lists them") {
+  Env env;
+  Federation fed = ThreeSites();
+  Application app{.name = "m",
+                  .workloads = {MakeWorkload("a", 100), MakeWorkload("b", 100)},
+                  .channels = {{.name = "ab", .from = "a", .to = "b", .min_bandwidth_bps = 10}}};
+  const std::map<std::string, Placement> pinned{{"a", {"edge", "edge-n0"}},
+                                                {"b", {"cloud", "cloud-n3"}}};
+  auto r = env.coord.Place(app, fed, {"metro"}, pinned);
+  REQUIRE(r.ok());
+  REQUIRE(r->placements.size() == 2);
+  for (const auto& [name, p] : pinned) {
+    CHECK(r->placements.at(name).cluster == p.cluster);
+    CHECK(r->placements.at(name).node == p.node);
+  }
+  CHECK(r->unplaced.empty());
+  CHECK(r->l2_calls == 0);
+  REQUIRE(r->channels.size() == 1);
+  CHECK(r->channels[0].path == std::vector<std::string>{"edge", "cloud"});
+  CHECK(r->channels[0].satisfied);
+}
+
+TEST_CASE("a channel to a pinned peer bounds where the placed end may go") {
+  Env env;
+  Federation fed = ThreeSites();
+  Application app{.name = "m",
+                  .workloads = {MakeWorkload("api", 100), MakeWorkload("db", 1000)},
+                  .channels = {{.name = "q",
+                                .from = "api",
+                                .to = "db",
+                                .min_bandwidth_bps = 1'000'000,
+                                .max_delay_ns = kMs}}};
+  app.workloads[0].preferred_clusters = {"edge"};  // soft: the bound wins
+  const std::map<std::string, Placement> pinned{{"db", {"cloud", "cloud-n2"}}};
+
+  SECTION("only the pinned peer's cluster is within the bound") {
+    auto r = env.coord.Place(app, fed, {}, pinned);
+    REQUIRE(r.ok());
+    CHECK(r->unplaced.empty());
+    CHECK(r->placements.at("api").cluster == "cloud");
+    CHECK(r->placements.at("db").node == "cloud-n2");
+    REQUIRE(r->channels.size() == 1);
+    CHECK(r->channels[0].satisfied);
+  }
+  SECTION("a neighborhood without the pinned cluster still sees it as context") {
+    app.channels[0].max_delay_ns = 11 * kMs;  // metro -> cloud 10.2 ms; edge -> cloud 15.2 ms
+    auto r = env.coord.Place(app, fed, {"edge", "metro"}, pinned);
+    REQUIRE(r.ok());
+    CHECK(r->unplaced.empty());
+    CHECK(r->placements.at("api").cluster == "metro");
+    CHECK(env.l2.others_seen.count("cloud") == 1);
+    CHECK(std::count(env.l2.visited.begin(), env.l2.visited.end(), "cloud") == 0);
+    REQUIRE(r->channels.size() == 1);
+    CHECK(r->channels[0].path == std::vector<std::string>{"metro", "cloud"});
+    CHECK(r->channels[0].expected_latency_ns == 10 * kMs + 200'000);
+  }
+  SECTION("a bound no visited cluster meets leaves the workload unplaced with a reason") {
+    auto r = env.coord.Place(app, fed, {"edge", "metro"}, pinned);
+    REQUIRE(r.ok());
+    CHECK(r->placements.count("api") == 0);
+    CHECK(r->placements.at("db").cluster == "cloud");
+    REQUIRE(r->unplaced.count("api") == 1);
+    CHECK(r->unplaced.count("db") == 0);
+    INFO(r->unplaced.at("api"));
+    CHECK_THAT(r->unplaced.at("api"), Catch::Contains("channel q: latency"));
+    // Every retry queues only the unpinned workload.
+    CHECK(std::count(env.l2.pending_seen.begin(), env.l2.pending_seen.end(), "api") > 2);
+    CHECK_FALSE(Seen(env.l2.pending_seen, "db"));
+  }
+}
+
+TEST_CASE("bandwidth to a pinned peer is counted for the placed workloads") {
+  Env env;
+  Federation fed = ThreeSites();
+  Application app{.name = "m",
+                  .workloads = {MakeWorkload("x", 100), MakeWorkload("y", 100),
+                                MakeWorkload("db", 100)},
+                  .channels = {{.name = "xd",
+                                .from = "x",
+                                .to = "db",
+                                .min_bandwidth_bps = 600'000'000,
+                                .max_delay_ns = 11 * kMs},
+                               {.name = "yd",
+                                .from = "y",
+                                .to = "db",
+                                .min_bandwidth_bps = 600'000'000,
+                                .max_delay_ns = 11 * kMs}}};
+  // Only metro is within the bound, and its 1 Gb/s link to cloud carries one channel.
+  auto r = env.coord.Place(app, fed, {"edge", "metro"}, {{"db", {"cloud", "cloud-n0"}}});
+  REQUIRE(r.ok());
+  REQUIRE(r->placements.size() == 2);
+  REQUIRE(r->unplaced.size() == 1);
+  const std::string& left = r->unplaced.begin()->first;
+  CHECK(left != "db");
+  INFO(r->unplaced.begin()->second);
+  CHECK_THAT(r->unplaced.begin()->second, Catch::Contains("link metro -> cloud"));
+  CHECK(VerifyPlacement(app, fed, *r).ok());
+}
+
+TEST_CASE("a channel between two pinned workloads takes no bandwidth again") {
+  Env env;
+  Federation fed = ThreeSites();
+  // The caller's federation already holds "ad"'s 900 Mb/s on metro -> cloud.
+  Application app{.name = "m",
+                  .workloads = {MakeWorkload("a", 100), MakeWorkload("b", 100),
+                                MakeWorkload("d", 100)},
+                  .channels = {{.name = "ad", .from = "a", .to = "d", .min_bandwidth_bps = 900},
+                               {.name = "bd",
+                                .from = "b",
+                                .to = "d",
+                                .min_bandwidth_bps = 200,
+                                .max_delay_ns = 11 * kMs}}};
+  fed.MutableLink("metro", "cloud")->free_bandwidth_bps[0] = 100 + 200;  // 900 of 1200 used
+  auto r = env.coord.Place(app, fed, {"metro"},
+                           {{"a", {"metro", "metro-n0"}}, {"d", {"cloud", "cloud-n0"}}});
+  REQUIRE(r.ok());
+  CHECK(r->unplaced.empty());
+  CHECK(r->placements.at("b").cluster == "metro");
+}
+
+TEST_CASE("a bad pinned entry is rejected naming its key") {
+  Env env;
+  Federation fed = ThreeSites();
+  Application app{.name = "m", .workloads = {MakeWorkload("w", 100), MakeWorkload("v", 100)}};
+  auto r = env.coord.Place(app, fed, {}, {{"ghost", {"edge", "edge-n0"}}});
+  CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(r.status().message()),
+             Catch::Contains("pinned[\"ghost\"]: unknown workload \"ghost\""));
+  r = env.coord.Place(app, fed, {}, {{"w", {"edge", "edge-n9"}}, {"v", {"mars", "m-n0"}}});
+  CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+  const std::string msg(r.status().message());
+  CHECK_THAT(msg, Catch::Contains("pinned[\"w\"].node: unknown node \"edge-n9\""));
+  CHECK_THAT(msg, Catch::Contains("pinned[\"v\"].cluster: unknown cluster \"mars\""));
+  CHECK(env.l2.visited.empty());
+}
+
+TEST_CASE("polish moves a placed workload next to its peer but never a pinned one") {
+  Env env;
+  Federation fed = ThreeSites();
+  // Metro is visited first and takes "a"; "b" can only go to edge, where its
+  // data lives. Polish then pulls "a" from metro next to "b".
+  Application app{.name = "m",
+                  .workloads = {MakeWorkload("a", 100), MakeWorkload("b", 100)},
+                  .channels = {{.name = "ab", .from = "a", .to = "b", .min_bandwidth_bps = 10}},
+                  .performance_profile = "latency"};
+  app.workloads[1].data_locality = "edge";
+  env.recs.Set("m", "latency",
+               Recommendations{.cluster_scores = {{"metro", 90}, {"edge", 10}, {"cloud", 10}}});
+  Coordinator unpolished{env.l2, env.registry, &env.recs, CoordinatorOptions{.polish_rounds = 0}};
+  auto raw = unpolished.Place(app, fed, {});
+  REQUIRE(raw.ok());
+  REQUIRE(raw->unplaced.empty());
+  REQUIRE(raw->placements.at("a").cluster == "metro");
+  REQUIRE(raw->placements.at("b").cluster == "edge");
+  auto polished = env.coord.Place(app, fed, {});
+  REQUIRE(polished.ok());
+  CHECK(polished->placements.at("a").cluster == "edge");  // polish moved it
+
+  auto r = env.coord.Place(app, fed, {}, {{"a", raw->placements.at("a")}});
+  REQUIRE(r.ok());
+  CHECK(r->unplaced.empty());
+  CHECK(r->placements.at("a").cluster == "metro");
+  CHECK(r->placements.at("a").node == raw->placements.at("a").node);
+  CHECK(r->placements.at("b").cluster == "edge");
 }
 
 }  // namespace
