@@ -217,6 +217,24 @@ void ReservationLedger::Remove(const std::string& id) {
   entries_.erase(id);
 }
 
+size_t ReservationLedger::RemoveItems(const std::string& id, const std::set<std::string>& pods) {
+  absl::MutexLock lock(&mu_);
+  ExpireLocked();
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return 0;
+  Entry& e = it->second;
+  std::vector<ReservationItem> items;
+  std::vector<bool> seen;
+  for (size_t i = 0; i < e.items.size(); ++i) {
+    if (pods.count(e.items[i].pod)) continue;
+    items.push_back(std::move(e.items[i]));
+    seen.push_back(e.seen[i]);
+  }
+  e.items = std::move(items);
+  e.seen = std::move(seen);
+  return e.items.size();
+}
+
 void ReservationLedger::ObservePods(const std::set<std::string>& pods) {
   absl::MutexLock lock(&mu_);
   ExpireLocked();
@@ -289,6 +307,27 @@ absl::Status LocalClusterExecutor::Release(const std::string& id) {
   }
   ledger_.Remove(id);
   return absl::OkStatus();
+}
+
+absl::Status LocalClusterExecutor::ReleasePods(const std::string& id,
+                                              const std::vector<std::string>& pods) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::vector<ReservationItem>> items = ledger_.Items(id);
+  if (!items.ok()) return absl::OkStatus();
+  const std::set<std::string> named(pods.begin(), pods.end());
+  std::set<std::string> gone;
+  absl::Status failed = absl::OkStatus();
+  for (const ReservationItem& item : *items) {
+    if (!named.count(item.pod)) continue;
+    absl::Status st = runtime_.DeletePod(item.pod);
+    if (!st.ok() && !absl::IsNotFound(st)) {
+      failed = absl::Status(st.code(), "deleting pod " + item.pod + ": " + std::string(st.message()));
+      break;
+    }
+    gone.insert(item.pod);
+  }
+  if (ledger_.RemoveItems(id, gone) == 0) ledger_.Remove(id);
+  return failed;
 }
 
 absl::Status LocalClusterExecutor::Sync() {

@@ -209,6 +209,10 @@ class ReservationLedger {
   absl::Status MarkCommitted(const std::string& id);
   /// Forgets `id` (no-op if unknown).
   void Remove(const std::string& id);
+  /// Drops the items of `id` whose pod is in `pods` (the record stays, even
+  /// with no item left); returns how many items remain, 0 when `id` is not
+  /// live.
+  size_t RemoveItems(const std::string& id, const std::set<std::string>& pods);
   /// Stops counting committed items whose pod is in `pods` (the LMS now
   /// counts them). The record stays until Release, which deletes the pods.
   void ObservePods(const std::set<std::string>& pods);
@@ -238,6 +242,14 @@ class LocalClusterExecutor final : public ClusterExecutor {
                        absl::Duration lease) override;
   absl::Status Commit(const std::string& reservation_id) override;
   absl::Status Release(const std::string& reservation_id) override;
+  /// Deletes those of `pods` that are the reservation's (a pod it does not
+  /// cover is left alone; NOT_FOUND counts as deleted), drops their items,
+  /// and forgets the reservation once no item is left (a migration moving
+  /// one workload out of it). OK when `reservation_id` is unknown; on a
+  /// failed delete the items of the pods already gone are dropped and the
+  /// error returned, so a retry finishes.
+  absl::Status ReleasePods(const std::string& reservation_id,
+                           const std::vector<std::string>& pods);
   /// Reads the LMS's pods so committed reservations stop counting once seen.
   absl::Status Sync();
   /// The ledger (for inspection).

@@ -44,9 +44,12 @@ void CheckPodTemplate(const pb::ReserveRequest& request, const pb::ReservedItem&
   }
   const codeco::lms::v1::Pod& pod = item.pod();
   if (!request.application().empty() && !item.workload().empty()) {
-    const std::string want = ReservedPodName(request.application(), item.workload());
-    if (pod.name() != want) {
-      errors.Add(path + ".name", "must be \"" + want + "\", not \"" + pod.name() + "\"");
+    // As first placed, or as a migration under this plan revision renames it.
+    const std::string placed = ReservedPodName(request.application(), item.workload());
+    const std::string migrated = absl::StrCat(placed, "-r", request.plan_revision());
+    if (pod.name() != placed && pod.name() != migrated) {
+      errors.Add(path + ".name", absl::StrCat("must be \"", placed, "\" or, for a migrated pod, \"",
+                                              migrated, "\", not \"", pod.name(), "\""));
     }
   }
   if (!pod.node_name().empty() && pod.node_name() != item.node()) {
@@ -86,10 +89,39 @@ void CheckPodTemplate(const pb::ReserveRequest& request, const pb::ReservedItem&
   }
 }
 
+// Deletes `pods` through `lms`, adding those deleted now to r's deleted_pods
+// and every one no longer there (deleted now or not found) to `gone`; stops
+// at the first other error and returns it.
+absl::Status DeletePods(LmsPodRuntime& lms, const std::set<std::string>& pods,
+                        pb::Reservation& r, std::set<std::string>& gone) {
+  std::set<std::string> already(r.deleted_pods().begin(), r.deleted_pods().end());
+  for (const std::string& pod : pods) {
+    absl::Status deleted = lms.DeletePod(pod);
+    if (!deleted.ok() && !absl::IsNotFound(deleted)) return deleted;
+    if (deleted.ok() && already.insert(pod).second) r.add_deleted_pods(pod);
+    gone.insert(pod);
+  }
+  return absl::OkStatus();
+}
+
+// Drops the items of `r` whose pod is in `pods`.
+void DropItems(pb::Reservation& r, const std::set<std::string>& pods) {
+  google::protobuf::RepeatedPtrField<pb::ReservedItem> kept;
+  for (pb::ReservedItem& item : *r.mutable_items()) {
+    if (!pods.count(ItemPodName(r.application(), item))) *kept.Add() = std::move(item);
+  }
+  r.mutable_items()->Swap(&kept);
+}
+
 }  // namespace
 
 std::string ReservedPodName(const std::string& application, const std::string& workload) {
   return application + "-" + workload;
+}
+
+std::string ItemPodName(const std::string& application, const pb::ReservedItem& item) {
+  return item.pod().name().empty() ? ReservedPodName(application, item.workload())
+                                   : item.pod().name();
 }
 
 ClusterReservations::ClusterReservations(KvStore& kv, const Clock& clock, LmsPodRuntime& lms,
@@ -184,7 +216,7 @@ absl::StatusOr<std::vector<Node>> ClusterReservations::NodesWithHoldsLocked() {
     if (l.all_seen) continue;
     bool all_present = true;
     for (const pb::ReservedItem& item : l.reservation.items()) {
-      if (present.count(ReservedPodName(l.reservation.application(), item.workload()))) continue;
+      if (present.count(ItemPodName(l.reservation.application(), item))) continue;
       all_present = false;
       held[item.node()] += ToResources(item.resources());
     }
@@ -346,7 +378,8 @@ absl::StatusOr<pb::Reservation> ClusterReservations::Commit(const std::string& i
   return *known;
 }
 
-absl::StatusOr<std::optional<pb::Reservation>> ClusterReservations::Release(const std::string& id) {
+absl::StatusOr<std::optional<pb::Reservation>> ClusterReservations::Release(
+    const std::string& id, const std::vector<std::string>& pods) {
   if (id.empty()) return InvalidFieldError("reservation_id", "is required");
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(std::optional<pb::Reservation> known, GetLocked(id));
@@ -354,26 +387,45 @@ absl::StatusOr<std::optional<pb::Reservation>> ClusterReservations::Release(cons
   if (known->state() == pb::RESERVATION_STATE_RELEASED) return known;
   // Pods exist after a commit, or after one that failed half-way: the
   // items' pods and any pod the LMS shows labelled with this reservation.
-  std::set<std::string> pods;
+  std::set<std::string> own;
   for (const pb::ReservedItem& item : known->items()) {
-    pods.insert(ReservedPodName(known->application(), item.workload()));
+    own.insert(ItemPodName(known->application(), item));
   }
   ASSIGN_OR_RETURN(std::vector<codeco::lms::v1::Pod> labelled,
                    lms_.ListPodsLabelled(kReservationLabel, LabelValue(id)));
-  for (const codeco::lms::v1::Pod& p : labelled) pods.insert(p.name());
-  std::set<std::string> already(known->deleted_pods().begin(), known->deleted_pods().end());
-  for (const std::string& pod : pods) {
-    absl::Status deleted = lms_.DeletePod(pod);
-    if (deleted.ok()) {
-      if (already.insert(pod).second) known->add_deleted_pods(pod);
-    } else if (!absl::IsNotFound(deleted)) {
-      // What was deleted so far is kept: a retry reports it too.
-      absl::Status kept = Write(*known);
-      if (!kept.ok()) {
-        return absl::Status(kept.code(), absl::StrCat("releasing ", id, ": ", kept.message()));
-      }
-      return absl::Status(deleted.code(), absl::StrCat("releasing ", id, ": ", deleted.message()));
+  for (const codeco::lms::v1::Pod& p : labelled) own.insert(p.name());
+  // Some pods only (a migration moving a workload) while an item would be
+  // left; `pods` covering every item releases the reservation.
+  const std::set<std::string> named(pods.begin(), pods.end());
+  bool partial = false;
+  for (const pb::ReservedItem& item : known->items()) {
+    if (!named.empty() && !named.count(ItemPodName(known->application(), item))) partial = true;
+  }
+  std::set<std::string> targets;
+  if (partial) {
+    // Only the reservation's own: a name from elsewhere deletes nothing.
+    for (const std::string& pod : named) {
+      if (own.count(pod)) targets.insert(pod);
     }
+  } else {
+    targets = std::move(own);
+  }
+  std::set<std::string> gone;
+  absl::Status deleted = DeletePods(lms_, targets, *known, gone);
+  if (partial) DropItems(*known, gone);
+  if (!deleted.ok()) {
+    // What was deleted so far is kept: a retry reports it too.
+    absl::Status kept = Write(*known);
+    if (!kept.ok()) {
+      return absl::Status(kept.code(), absl::StrCat("releasing ", id, ": ", kept.message()));
+    }
+    return absl::Status(deleted.code(), absl::StrCat("releasing ", id, ": ", deleted.message()));
+  }
+  if (partial) {
+    if (gone.empty()) return known;  // a retry: nothing left to do
+    *known->mutable_update_time() = ToTimestamp(clock_.Now());
+    RETURN_IF_ERROR(Write(*known));
+    return known;
   }
   known->set_state(pb::RESERVATION_STATE_RELEASED);
   *known->mutable_update_time() = ToTimestamp(clock_.Now());

@@ -9,7 +9,10 @@
 // codeco.io/reservation labels), stored with the reservation, so a Commit
 // after a restart creates exactly what the hub asked for. Commit creates the
 // pods through the cluster's LMS; Release deletes them (the items' pods and
-// any pod labelled with the reservation) and records which it deleted.
+// any pod labelled with the reservation) and records which it deleted. A
+// Release naming some pods (a migration moving one workload) deletes only
+// those and drops their items; the reservation lives on with the others
+// until none is left.
 //
 // Key layout (family "reservations", values are serialized codeco protos):
 //   r/<reservation id>  -> swm.v1.Reservation: RESERVED or COMMITTED (the
@@ -22,8 +25,11 @@
 //                          moved on the next read)
 //   s/<reservation id>  -> "" once every pod of a committed reservation was
 //                          seen in the LMS (from then on the LMS counts them)
-// A reservation's pod for item `workload` is "<application>-<workload>", as
-// the hub names pods.
+// A reservation's pod for an item is the name of the item's pod template
+// (ReservedItem.pod.name): "<application>-<workload>" as the hub names pods,
+// or "<application>-<workload>-r<plan revision>" for a pod a migration
+// created (so that a move within the cluster does not clash with the old
+// pod); records without a template use "<application>-<workload>".
 
 #include <functional>
 #include <optional>
@@ -84,7 +90,15 @@ class ClusterReservations {
   /// with deleted_pods listing them. A failure part-way keeps what was
   /// deleted in the record, so a retry finishes and reports every pod.
   /// nullopt for an unknown id; the tombstone again for a released one.
-  absl::StatusOr<std::optional<codeco::swm::v1::Reservation>> Release(const std::string& id);
+  ///
+  /// With `pods` non-empty only those of them that are the reservation's
+  /// are deleted (a name that is not is ignored, so no other reservation's
+  /// pod goes) and listed in deleted_pods, and the items whose pod they are
+  /// are dropped; the reservation keeps its state with the other items. Once
+  /// `pods` covers every item left it is released as above. A retry deletes
+  /// nothing more and answers the same record.
+  absl::StatusOr<std::optional<codeco::swm::v1::Reservation>> Release(
+      const std::string& id, const std::vector<std::string>& pods = {});
   /// The reservation `id` as stored now (expired ones as EXPIRED), or nullopt.
   absl::StatusOr<std::optional<codeco::swm::v1::Reservation>> Get(const std::string& id);
 
@@ -120,7 +134,13 @@ class ClusterReservations {
   absl::Mutex mu_;  // serialises check-then-write
 };
 
-/// The pod name of reservation item `workload` of `application`.
+/// The pod name of reservation item `workload` of `application`, as the hub
+/// first places it (a migrated pod adds "-r<plan revision>").
 std::string ReservedPodName(const std::string& application, const std::string& workload);
+
+/// The pod of reservation item `item` of `application`: its template's name
+/// when set, else ReservedPodName (records stored before templates).
+std::string ItemPodName(const std::string& application,
+                        const codeco::swm::v1::ReservedItem& item);
 
 }  // namespace codeco::swm

@@ -175,8 +175,13 @@ grpc::ServerUnaryReactor* SwmClusterServiceImpl::Release(grpc::CallbackServerCon
                                                          const pb::ReleaseRequest* request,
                                                          pb::ReleaseResponse* response) {
   return Run(context, [this, request, response] {
-    absl::StatusOr<std::optional<pb::Reservation>> r =
-        reservations_.Release(request->reservation_id());
+    FieldErrors errors;
+    for (int i = 0; i < request->pods_size(); ++i) {
+      if (request->pods(i).empty()) errors.Add(absl::StrCat("pods[", i, "]"), "must not be empty");
+    }
+    RETURN_IF_ERROR(errors.ToStatus());
+    absl::StatusOr<std::optional<pb::Reservation>> r = reservations_.Release(
+        request->reservation_id(), {request->pods().begin(), request->pods().end()});
     if (r.ok() && r->has_value()) *response->mutable_reservation() = std::move(**r);
     *response->mutable_view_version() = view_feed_.Changed();
     return r.status();

@@ -377,18 +377,22 @@ std::map<std::string, absl::Status> HubMemberPort::RemovePods(const std::string&
                                                               const std::string& reason,
                                                               absl::Time deadline) {
   std::map<std::string, absl::Status> out;
+  // Nothing to remove (and an empty list would mean every pod to an MC).
+  if (pods.empty()) return out;
   absl::StatusOr<Rig> rig = KnownRig(cluster);
   if (!rig.ok()) {
     for (const std::string& pod : pods) out.emplace(pod, rig.status());
     return out;
   }
   if (rig->mc != nullptr) {
-    // The cluster's own swm deletes the reservation's pods and says which.
+    // The cluster's own swm deletes these pods of the reservation, drops
+    // their items (releasing the reservation once none is left: a removal
+    // naming all its pods) and says which it deleted.
     RemoteClusterExecutor remote(
         rig->mc, options_.mc_timeout, {},
         [this, cluster](const pb::ViewVersion& version) { views_.Saw(cluster, version); });
     absl::StatusOr<std::optional<pb::Reservation>> report =
-        remote.ReleaseReporting(reservation_id, reason);
+        remote.ReleaseReporting(reservation_id, reason, pods);
     std::set<std::string> deleted;
     if (report.ok() && report->has_value()) {
       deleted.insert((*report)->deleted_pods().begin(), (*report)->deleted_pods().end());
@@ -406,20 +410,23 @@ std::map<std::string, absl::Status> HubMemberPort::RemovePods(const std::string&
     }
     return out;
   }
-  // A cluster the hub drives: delete the pods through its LMS, then release
-  // the reservation (once its pods are gone nothing is held).
+  // A cluster the hub drives: delete the pods through its LMS, then drop
+  // the gone ones from the reservation (nothing is held for them), which
+  // is forgotten once none of its pods is left.
   rig->runtime->SetDeadline(deadline);
-  bool all_gone = true;
+  std::vector<std::string> gone;
   for (const std::string& pod : pods) {
     absl::Status deleted = rig->runtime->DeletePod(pod);
-    if (!deleted.ok() && !absl::IsNotFound(deleted)) all_gone = false;
+    if (deleted.ok() || absl::IsNotFound(deleted)) gone.push_back(pod);
     out.emplace(pod, deleted);
   }
-  if (all_gone) {
-    absl::Status released = rig->local->Release(reservation_id);
+  if (!gone.empty()) {
+    absl::Status released = rig->local->ReleasePods(reservation_id, gone);
     if (!released.ok()) {
-      log::Warn("cannot release a reservation after removing its pods",
-                {{"cluster", cluster}, {"error", std::string(released.message())}});
+      log::Warn("cannot drop removed pods from their reservation",
+                {{"cluster", cluster},
+                 {"reservation", reservation_id},
+                 {"error", std::string(released.message())}});
     }
   }
   rig->runtime->SetDeadline(absl::InfiniteFuture());

@@ -460,10 +460,12 @@ absl::Status RemoteClusterExecutor::Release(const std::string& reservation_id) {
 }
 
 absl::StatusOr<std::optional<pb::Reservation>> RemoteClusterExecutor::ReleaseReporting(
-    const std::string& reservation_id, const std::string& reason) {
+    const std::string& reservation_id, const std::string& reason,
+    const std::vector<std::string>& pods) {
   pb::ReleaseRequest request;
   request.set_reservation_id(reservation_id);
   request.set_reason(reason);
+  for (const std::string& pod : pods) request.add_pods(pod);
   pb::ReleaseResponse response;
   RETURN_IF_ERROR(
       FromGrpcStatus(stub_->Release(OutgoingContext(timeout_).get(), request, &response)));

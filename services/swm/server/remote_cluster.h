@@ -127,9 +127,12 @@ class RemoteClusterExecutor final : public ClusterExecutor {
   absl::Status Release(const std::string& reservation_id) override;
   /// Release, answering the MC's record: state RELEASED with deleted_pods
   /// (the pods this or an earlier release deleted), or nullopt when the MC
-  /// knows no reservation `reservation_id`.
+  /// knows no reservation `reservation_id`. With `pods` non-empty only those
+  /// pods of the reservation go (ReleaseRequest.pods): the record stays in
+  /// its state with the other items, and is RELEASED once none is left.
   absl::StatusOr<std::optional<codeco::swm::v1::Reservation>> ReleaseReporting(
-      const std::string& reservation_id, const std::string& reason);
+      const std::string& reservation_id, const std::string& reason,
+      const std::vector<std::string>& pods = {});
 
  private:
   std::unique_ptr<codeco::swm::v1::SwmService::Stub> stub_;

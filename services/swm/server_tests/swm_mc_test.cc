@@ -347,6 +347,122 @@ TEST_CASE("an MC refuses a reservation whose pod template is missing or inconsis
   CHECK(call(ReserveOf("r1", node, 2000)).ok());
 }
 
+TEST_CASE("an MC releases only the pods a migration names and keeps the reservation's others") {
+  Testbed bed;
+  Member& a = *bed.a;
+  const std::string node = FirstNode(a);
+  auto lms_runtime = [&] {
+    return std::make_unique<LmsPodRuntime>(
+        grpc::CreateChannel(a.lms_server->address(), grpc::InsecureChannelCredentials()),
+        LmsPodRuntimeOptions{.cluster = "a-edge"});
+  };
+  // Plan app/1 put web and db in a-edge under one reservation.
+  pb::ReserveRequest placed = ReserveOf("app/1/a-edge", node, 500);
+  placed.mutable_items(0)->set_workload("web");
+  *placed.mutable_items(0)->mutable_pod() = TemplateOf("app/1/a-edge", "web");
+  *placed.add_items() = placed.items(0);
+  placed.mutable_items(1)->set_workload("db");
+  *placed.mutable_items(1)->mutable_pod() = TemplateOf("app/1/a-edge", "db");
+  // Migration app/2 moves web within a-edge: its new pod is "app-web-r2".
+  pb::ReserveRequest moved = ReserveOf("app/2/a-edge", node, 500);
+  moved.set_plan_revision(2);
+  moved.mutable_items(0)->set_workload("web");
+  lms::Pod* pod = moved.mutable_items(0)->mutable_pod();
+  *pod = TemplateOf("app/2/a-edge", "web");
+  pod->set_name("app-web-r2");
+  (*pod->mutable_labels())["codeco.io/plan"] = LabelValue("app/2");
+
+  auto kv = NewInMemoryKvStore({kReservationsFamily});
+  {
+    auto runtime = lms_runtime();
+    ClusterReservations first(*kv, bed.clock, *runtime, {.cluster = "a-edge"});
+    for (const pb::ReserveRequest* request : {&placed, &moved}) {
+      auto reserved = first.Reserve(*request);
+      INFO(reserved.status());
+      REQUIRE(reserved.ok());
+      REQUIRE(first.Commit(request->reservation_id()).ok());
+    }
+    CHECK(a.Pods() == std::set<std::string>{"app-web", "app-db", "app-web-r2"});
+
+    // A migrated name must carry the request's own plan revision.
+    pb::ReserveRequest wrong = moved;
+    wrong.set_reservation_id("app/3/a-edge");
+    wrong.set_plan_revision(3);
+    (*wrong.mutable_items(0)->mutable_pod()->mutable_labels())["codeco.io/plan"] =
+        LabelValue("app/3");
+    (*wrong.mutable_items(0)->mutable_pod()->mutable_labels())["codeco.io/reservation"] =
+        LabelValue("app/3/a-edge");
+    auto refused = first.Reserve(wrong);
+    CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK(absl::StrContains(refused.status().message(), "items[0].pod.name"));
+    CHECK(absl::StrContains(refused.status().message(), "\"app-web\""));
+    CHECK(absl::StrContains(refused.status().message(), "\"app-web-r3\""));
+
+    // The old web pod goes; app/2's pod, named too, is not app/1's: it stays.
+    for (int round = 0; round < 2; ++round) {
+      INFO("round " << round);
+      auto released = first.Release("app/1/a-edge", {"app-web", "app-web-r2"});
+      INFO(released.status());
+      REQUIRE(released.ok());
+      REQUIRE(released->has_value());
+      CHECK((*released)->state() == pb::RESERVATION_STATE_COMMITTED);
+      REQUIRE((*released)->items_size() == 1);
+      CHECK((*released)->items(0).workload() == "db");
+      CHECK(std::vector<std::string>((*released)->deleted_pods().begin(),
+                                     (*released)->deleted_pods().end()) ==
+            std::vector<std::string>{"app-web"});
+      CHECK(a.Pods() == std::set<std::string>{"app-db", "app-web-r2"});
+    }
+  }
+
+  // A ledger over the same store sees the one item left; releasing its pod
+  // releases the reservation.
+  auto runtime = lms_runtime();
+  ClusterReservations second(*kv, bed.clock, *runtime, {.cluster = "a-edge"});
+  auto stored = second.Get("app/1/a-edge");
+  REQUIRE(stored.ok());
+  REQUIRE(stored->has_value());
+  CHECK((*stored)->state() == pb::RESERVATION_STATE_COMMITTED);
+  REQUIRE((*stored)->items_size() == 1);
+  CHECK((*stored)->items(0).pod().name() == "app-db");
+  // Items are matched by their pod's name: the pods are in the LMS (app-db
+  // and app-web-r2, 500m each), so nothing is held on top.
+  auto nodes = second.NodesWithHolds();
+  REQUIRE(nodes.ok());
+  for (const Node& n : *nodes) {
+    if (n.name == node) CHECK(n.allocated.cpu_millis == 1000);
+  }
+  for (int round = 0; round < 2; ++round) {
+    auto released = second.Release("app/1/a-edge", {"app-db"});
+    INFO(released.status());
+    REQUIRE(released.ok());
+    REQUIRE(released->has_value());
+    CHECK((*released)->state() == pb::RESERVATION_STATE_RELEASED);
+    CHECK(std::set<std::string>((*released)->deleted_pods().begin(),
+                                (*released)->deleted_pods().end()) ==
+          std::set<std::string>{"app-web", "app-db"});
+  }
+  CHECK(a.Pods() == std::set<std::string>{"app-web-r2"});
+  auto other = second.Get("app/2/a-edge");
+  REQUIRE(other.ok());
+  REQUIRE(other->has_value());
+  CHECK((*other)->state() == pb::RESERVATION_STATE_COMMITTED);
+  CHECK((*other)->items_size() == 1);
+
+  // Over gRPC an empty pod name is refused, naming its field.
+  grpc::ClientContext context;
+  context.set_deadline(In(absl::Seconds(10)));
+  pb::ReleaseRequest release;
+  release.set_reservation_id("app/2/a-edge");
+  release.add_pods("app-web-r2");
+  release.add_pods("");
+  pb::ReleaseResponse response;
+  grpc::Status status = a.stub->Release(&context, release, &response);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(absl::StrContains(status.error_message(), "pods[1]"));
+  CHECK(a.Pods() == std::set<std::string>{"app-web-r2"});
+}
+
 // Places `request` through the hub's `stub`; the plan answered, which is DONE.
 pb::AssignmentPlan PlaceDone(pb::SwmService::Stub& stub,
                              const pb::PlaceApplicationRequest& request) {

@@ -1,6 +1,7 @@
 #include "swm/core/execution.h"
 
 #include <catch2/catch.hpp>
+#include <set>
 
 #include "codeco/common/clock.h"
 #include "swm/tests/fixtures.h"
@@ -114,6 +115,44 @@ TEST_CASE("reservations count against capacity so bursts never overcommit") {
   REQUIRE(x.executor->Release("r1").ok());
   REQUIRE(x.executor->Release("r1").ok());  // idempotent
   CHECK(x.executor->Reserve("r2", {other}, absl::Seconds(10)).ok());
+}
+
+TEST_CASE("ReleasePods keeps the other pods and forgets the reservation when the last goes") {
+  Rig rig;
+  ClusterRig& x = rig.Add("x", 1, 4000);
+  ReservationItem a{"shop-a", "x-n0", {300, 0, 0}, "a"};
+  ReservationItem b{"shop-b", "x-n0", {300, 0, 0}, "b"};
+  REQUIRE(x.executor->Reserve("shop/7/x", {a, b}, absl::Seconds(10)).ok());
+  REQUIRE(x.executor->Commit("shop/7/x").ok());
+  ReservationItem other{"web-c", "x-n0", {300, 0, 0}, "c"};
+  REQUIRE(x.executor->Reserve("web/1/x", {other}, absl::Seconds(10)).ok());
+  REQUIRE(x.executor->Commit("web/1/x").ok());
+  CHECK(x.executor->ledger().Held("x-n0").cpu_millis == 900);
+
+  // One pod goes (a pod of another reservation named with it stays): the
+  // reservation holds only the other one.
+  REQUIRE(x.executor->ReleasePods("shop/7/x", {"shop-a", "web-c"}).ok());
+  std::vector<PodInfo> listed = *x.runtime->ListPods();
+  std::set<std::string> pods;
+  for (const PodInfo& p : listed) pods.insert(p.name);
+  CHECK(pods == std::set<std::string>{"shop-b", "web-c"});
+  auto items = x.executor->ledger().Items("shop/7/x");
+  REQUIRE(items.ok());
+  REQUIRE(items->size() == 1);
+  CHECK(items->front().pod == "shop-b");
+  CHECK(x.executor->ledger().Held("x-n0").cpu_millis == 600);
+  REQUIRE(x.executor->ReleasePods("shop/7/x", {"shop-a"}).ok());  // idempotent
+  CHECK(x.executor->ledger().Items("shop/7/x")->size() == 1);
+
+  // The last one goes: the reservation is forgotten; the other one is untouched.
+  REQUIRE(x.executor->ReleasePods("shop/7/x", {"shop-b"}).ok());
+  CHECK(!x.executor->ledger().Contains("shop/7/x"));
+  CHECK(x.executor->ledger().Contains("web/1/x"));
+  REQUIRE(x.runtime->ListPods()->size() == 1);
+  CHECK(x.runtime->ListPods()->front().name == "web-c");
+  CHECK(x.executor->ReleasePods("shop/7/x", {"shop-b"}).ok());   // unknown: OK
+  CHECK(x.executor->ReleasePods("never-seen", {"web-c"}).ok());  // deletes nothing
+  CHECK(x.runtime->ListPods()->size() == 1);
 }
 
 TEST_CASE("a cluster failing during Commit leaves no reservation and no pod anywhere") {

@@ -217,7 +217,7 @@ class SimMembers final : public swm::MemberPort {
       if (!st.ok() && !absl::IsNotFound(st)) all_gone = false;
       out.emplace(pod, st);
     }
-    if (all_gone && it != clusters_.end()) (void)it->second->executor.Release(id);
+    if (all_gone && it != clusters_.end()) (void)it->second->executor.ReleasePods(id, pods);
     return out;
   }
   void Touched(const std::vector<std::string>& names) override {
