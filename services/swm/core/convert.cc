@@ -301,6 +301,7 @@ pb::AssignmentPlan ToProtoPlan(const AssignmentPlan& plan, const Application& ap
     w->set_cluster(t.cluster);
     w->set_node(t.node);
     w->set_pod(t.pod);
+    w->set_reservation(ReservationId(plan, t.cluster));
   }
   std::map<std::string, const Channel*> channels;
   for (const Channel& c : app.channels) channels[c.name] = &c;

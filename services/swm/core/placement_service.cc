@@ -4,6 +4,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codeco/common/logging.h"
@@ -31,21 +32,80 @@ std::string OperationPhase(pb::PlanPhase phase) {
   return pb::PlanPhase_Name(phase).substr(sizeof("PLAN_PHASE_") - 1);
 }
 
+// True for a removal plan: RELEASING, or pods deleted and none created (a
+// migration's plan deletes the source pod but creates the moved one).
+bool IsRemoval(const pb::AssignmentPlan& plan) {
+  if (plan.phase() == pb::PLAN_PHASE_RELEASING) return true;
+  bool deletes = false;
+  for (const pb::PlanAction& a : plan.actions()) {
+    if (a.type() == pb::ACTION_TYPE_CREATE_POD) return false;
+    if (a.type() == pb::ACTION_TYPE_DELETE_POD) deletes = true;
+  }
+  return deletes;
+}
+
 // The placed revision whose reservations a plan's pods were created under:
 // the plan's own for a placement, the incumbent's for a removal.
 int64_t PlacedRevision(const pb::AssignmentPlan& plan) {
-  for (const pb::PlanAction& a : plan.actions()) {
-    if (a.type() == pb::ACTION_TYPE_DELETE_POD) return plan.incumbent_plan_revision();
-  }
-  if (plan.phase() == pb::PLAN_PHASE_RELEASING) return plan.incumbent_plan_revision();
-  return plan.plan_revision();
+  return IsRemoval(plan) ? plan.incumbent_plan_revision() : plan.plan_revision();
 }
 
 std::string ReservationOf(const std::string& app, int64_t revision, const std::string& cluster) {
   return absl::StrCat(app, "/", revision, "/", cluster);
 }
 
+// "RESERVING" for MIGRATION_PHASE_RESERVING: the operation's phase.
+std::string MigrationOperationPhase(pb::MigrationPhase phase) {
+  return pb::MigrationPhase_Name(phase).substr(sizeof("MIGRATION_PHASE_") - 1);
+}
+
+// How far a migration in `phase` is, for its operation.
+int MigrationProgress(pb::MigrationPhase phase) {
+  switch (phase) {
+    case pb::MIGRATION_PHASE_RESERVING:
+      return 30;
+    case pb::MIGRATION_PHASE_CHECKPOINTING:
+    case pb::MIGRATION_PHASE_RESTORING:
+      return 60;
+    case pb::MIGRATION_PHASE_CUTTING_OVER:
+      return 90;
+    case pb::MIGRATION_PHASE_DONE:
+    case pb::MIGRATION_PHASE_ROLLED_BACK:
+    case pb::MIGRATION_PHASE_FAILED:
+      return 100;
+    default:
+      return 10;
+  }
+}
+
+// The key a reconciler matches a pod with: its reservation label and name.
+std::string LivePodKey(const std::string& reservation_label, const std::string& pod) {
+  return absl::StrCat(reservation_label, " ", pod);
+}
+
 }  // namespace
+
+std::string TargetReservation(const pb::AssignmentPlan& plan, const pb::WorkloadTarget& target) {
+  if (!target.reservation().empty()) return target.reservation();
+  return ReservationOf(plan.application(), PlacedRevision(plan), target.cluster());
+}
+
+std::string MigratedPodName(const std::string& application, const std::string& workload,
+                            int64_t revision) {
+  return absl::StrCat(application, "-", workload, "-r", revision);
+}
+
+bool IsFinal(pb::MigrationPhase phase) {
+  return phase == pb::MIGRATION_PHASE_DONE || phase == pb::MIGRATION_PHASE_ROLLED_BACK ||
+         phase == pb::MIGRATION_PHASE_FAILED;
+}
+
+int64_t MigrationNumber(const std::string& id) {
+  const size_t slash = id.rfind('/');
+  int64_t number = 0;
+  if (slash == std::string::npos || !absl::SimpleAtoi(id.substr(slash + 1), &number)) return 0;
+  return number;
+}
 
 bool HoldsPods(const pb::AssignmentPlan& plan) {
   switch (plan.phase()) {
@@ -109,6 +169,46 @@ absl::Status InMemoryPlanRepository::Save(const pb::AssignmentPlan* plan, const 
   }
   if (!op.id().empty()) operations_[op.id()] = op;
   if (!request_id.empty()) requests_[request_id] = op.id();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<pb::Migration> InMemoryPlanRepository::GetMigration(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  const std::string application = id.substr(0, id.rfind('/'));
+  auto app = migrations_.find(application);
+  if (app != migrations_.end()) {
+    auto it = app->second.find(MigrationNumber(id));
+    if (it != app->second.end()) return it->second;
+  }
+  return absl::NotFoundError("no migration " + id);
+}
+
+absl::StatusOr<std::optional<pb::Migration>> InMemoryPlanRepository::NewestMigration(
+    const std::string& application) const {
+  absl::MutexLock lock(&mu_);
+  auto it = migrations_.find(application);
+  if (it == migrations_.end() || it->second.empty()) return std::nullopt;
+  return it->second.rbegin()->second;
+}
+
+absl::StatusOr<std::vector<pb::Migration>> InMemoryPlanRepository::ActiveMigrations() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<pb::Migration> out;
+  for (const auto& [app, by_number] : migrations_) {
+    for (const auto& [number, m] : by_number) {
+      if (!IsFinal(m.phase())) out.push_back(m);
+    }
+  }
+  return out;
+}
+
+absl::Status InMemoryPlanRepository::SaveMigration(const pb::Migration& migration,
+                                                   const pb::AssignmentPlan* plan,
+                                                   const Operation& op,
+                                                   const std::string& request_id) {
+  RETURN_IF_ERROR(Save(plan, op, request_id));
+  absl::MutexLock lock(&mu_);
+  migrations_[migration.application()][MigrationNumber(migration.id())] = migration;
   return absl::OkStatus();
 }
 
@@ -228,11 +328,12 @@ absl::StatusOr<Operation> PlacementService::Place(const PlaceRequest& request, a
   return placed;
 }
 
-absl::Status PlacementService::BuildFederation(const PlaceRequest& request, absl::Time deadline,
+absl::Status PlacementService::BuildFederation(const std::vector<MemberRef>& members,
+                                               absl::Time deadline,
                                                Federation& federation,
                                                std::vector<std::string>& neighborhood,
                                                std::vector<std::string>& unreachable) {
-  RETURN_IF_ERROR(members_.Connect(request.members, deadline));
+  RETURN_IF_ERROR(members_.Connect(members, deadline));
   // Each member's view: reused while younger than node_view_ttl, else read
   // (the port reads them concurrently).
   const absl::Time now = clock_.Now();
@@ -240,7 +341,7 @@ absl::Status PlacementService::BuildFederation(const PlaceRequest& request, absl
   std::map<std::string, absl::StatusOr<MemberView>> views;
   {
     absl::MutexLock lock(&mu_);
-    for (const MemberRef& m : request.members) {
+    for (const MemberRef& m : members) {
       auto cached = view_cache_.find(m.cluster);
       if (cached != view_cache_.end() && now - cached->second.read_at < options_.node_view_ttl) {
         views.emplace(m.cluster, cached->second.view);
@@ -260,7 +361,7 @@ absl::Status PlacementService::BuildFederation(const PlaceRequest& request, absl
     }
     views.emplace(to_read[i], std::move(read[i]));
   }
-  for (const MemberRef& m : request.members) {
+  for (const MemberRef& m : members) {
     absl::StatusOr<MemberView>& view = views.at(m.cluster);
     if (!view.ok()) {
       if (absl::Now() >= deadline) {
@@ -388,7 +489,8 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
   Federation federation;
   std::vector<std::string> neighborhood;
   std::vector<std::string> unreachable;
-  RETURN_IF_ERROR(BuildFederation(request, deadline, federation, neighborhood, unreachable));
+  RETURN_IF_ERROR(
+      BuildFederation(request.members, deadline, federation, neighborhood, unreachable));
 
   ASSIGN_OR_RETURN(std::optional<pb::AssignmentPlan> latest, plans_.Latest(app.name));
   if (!request.dry_run && latest.has_value() && HoldsPods(*latest)) {
@@ -658,15 +760,18 @@ absl::StatusOr<pb::AssignmentPlan> PlacementService::ReleaseAdmitted(const Relea
 absl::Status PlacementService::FinishRemoval(pb::AssignmentPlan& plan, Operation& op,
                                              const std::string& request_id, absl::Time deadline) {
   const std::string& app = plan.application();
-  const int64_t placed_revision = plan.incumbent_plan_revision();
-  std::map<std::string, std::vector<pb::WorkloadTarget>> by_cluster;
-  for (const pb::WorkloadTarget& t : plan.targets()) by_cluster[t.cluster()].push_back(t);
+  // The pods by cluster and the reservation they were created under (a
+  // workload moved since the placement has its own).
+  std::map<std::pair<std::string, std::string>, std::vector<pb::WorkloadTarget>> by_reservation;
+  for (const pb::WorkloadTarget& t : plan.targets()) {
+    by_reservation[{t.cluster(), TargetReservation(plan, t)}].push_back(t);
+  }
   plan.clear_targets();
   plan.clear_actions();
   std::vector<std::string> failures;
   std::vector<std::string> touched;
-  for (const auto& [cluster, targets] : by_cluster) {
-    const std::string reservation = ReservationOf(app, placed_revision, cluster);
+  for (const auto& [where, targets] : by_reservation) {
+    const auto& [cluster, reservation] = where;
     std::vector<std::string> pods;
     for (const pb::WorkloadTarget& t : targets) pods.push_back(t.pod());
     std::map<std::string, absl::Status> removed =
@@ -741,6 +846,436 @@ absl::Status PlacementService::FinishRemoval(pb::AssignmentPlan& plan, Operation
       "released application",
       {{"application", app}, {"plan", plan.id()}, {"phase", pb::PlanPhase_Name(plan.phase())}});
   return status;
+}
+
+absl::StatusOr<Operation> PlacementService::Migrate(const MigrateRequest& request,
+                                                    absl::Time deadline) {
+  RETURN_IF_ERROR(Admit(request.app.name, deadline));
+  absl::StatusOr<Operation> moved = MigrateAdmitted(request, deadline);
+  Leave(request.app.name);
+  return moved;
+}
+
+absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest& request,
+                                                            absl::Time deadline) {
+  const Application& app = request.app;
+  const std::string resource = "applications/" + app.name;
+  if (!request.request_id.empty()) {
+    ASSIGN_OR_RETURN(std::optional<Operation> seen, plans_.OperationForRequest(request.request_id));
+    if (seen.has_value()) {
+      if (seen->resource() != resource || seen->kind() != kMigrateKind) {
+        return InvalidFieldError("request_id", absl::StrCat("already used by ", seen->kind(),
+                                                            " for ", seen->resource()));
+      }
+      if (seen->has_error()) return StatusOf(seen->error());
+      return *seen;
+    }
+  }
+  if (request.executors == nullptr) {
+    return absl::InvalidArgumentError("a migration needs its executors");
+  }
+  if (request.workload.empty()) return InvalidFieldError("workload", "is required");
+  if (!request.target_node.empty() && request.target_cluster.empty()) {
+    return InvalidFieldError("target_node", "needs target_cluster (the node's cluster)");
+  }
+  if (!request.target_cluster.empty() &&
+      std::none_of(request.members.begin(), request.members.end(),
+                   [&](const MemberRef& m) { return m.cluster == request.target_cluster; })) {
+    return InvalidFieldError("target_cluster",
+                             absl::StrCat("\"", request.target_cluster,
+                                          "\" is not a member of the neighborhood of application ",
+                                          app.name));
+  }
+  ASSIGN_OR_RETURN(std::optional<pb::AssignmentPlan> latest, plans_.Latest(app.name));
+  if (!latest.has_value() || latest->phase() != pb::PLAN_PHASE_DONE ||
+      latest->targets().empty() || IsRemoval(*latest)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("application ", app.name, " is not placed",
+                     latest.has_value() ? absl::StrCat(" (its newest plan ", latest->id(), " is ",
+                                                       pb::PlanPhase_Name(latest->phase()),
+                                                       IsRemoval(*latest) ? ", a removal" : "", ")")
+                                        : "",
+                     "; only a placed workload can move"));
+  }
+  const pb::WorkloadTarget* source = nullptr;
+  for (const pb::WorkloadTarget& t : latest->targets()) {
+    if (t.workload() == request.workload) source = &t;
+  }
+  if (source == nullptr || app.WorkloadIndex(request.workload) < 0) {
+    return InvalidFieldError("workload", absl::StrCat("application ", app.name,
+                                                      " has no placed workload \"",
+                                                      request.workload, "\""));
+  }
+  if (request.target_cluster == source->cluster() && request.target_node == source->node()) {
+    return InvalidFieldError("target_node",
+                             absl::StrCat("workload ", request.workload, " already runs on node ",
+                                          source->node(), " of cluster ", source->cluster()));
+  }
+  ASSIGN_OR_RETURN(std::vector<pb::Migration> active, plans_.ActiveMigrations());
+  for (const pb::Migration& m : active) {
+    if (m.application() == app.name) {
+      return absl::UnavailableError(absl::StrCat(
+          "migration ", m.id(), " of application ", app.name, " was interrupted while ",
+          MigrationOperationPhase(m.phase()), " and is not recovered yet; retry later"));
+    }
+  }
+  ASSIGN_OR_RETURN(std::optional<pb::Migration> newest, plans_.NewestMigration(app.name));
+  const int64_t number = newest.has_value() ? MigrationNumber(newest->id()) + 1 : 1;
+
+  const absl::Time now = clock_.Now();
+  pb::Migration migration;
+  migration.set_id(absl::StrCat(app.name, "/", number));
+  migration.set_application(app.name);
+  migration.set_workload(request.workload);
+  migration.set_reason(request.reason);
+  migration.set_phase(pb::MIGRATION_PHASE_PENDING);
+  *migration.mutable_source() = *source;
+  migration.mutable_source()->set_reservation(TargetReservation(*latest, *source));
+  *migration.mutable_create_time() = ToTimestamp(now);
+  Operation op;
+  op.set_id(request.operation_id.empty() ? "migrate/" + migration.id() : request.operation_id);
+  op.set_kind(kMigrateKind);
+  op.set_resource(resource);
+  op.set_request_id(request.request_id);
+  *op.mutable_create_time() = ToTimestamp(now);
+  migration.set_operation_id(op.id());
+  // Stores the migration in `phase` with `plan` (if not null); a final
+  // phase ends the operation with `status` (OK: the migration is its result).
+  auto save = [&](pb::MigrationPhase phase, const absl::Status& status,
+                  const pb::AssignmentPlan* plan, const std::string& request_id) {
+    migration.set_phase(phase);
+    if (status.ok()) {
+      migration.clear_error();
+    } else {
+      SetError(status, migration.mutable_error());
+    }
+    *migration.mutable_update_time() = ToTimestamp(clock_.Now());
+    op.set_done(IsFinal(phase));
+    op.set_phase(MigrationOperationPhase(phase));
+    op.set_progress_percent(MigrationProgress(phase));
+    op.clear_result();
+    op.clear_error();
+    if (op.done() && !status.ok()) {
+      SetError(status, op.mutable_error());
+    } else {
+      op.mutable_result()->PackFrom(migration);
+    }
+    *op.mutable_update_time() = ToTimestamp(clock_.Now());
+    return plans_.SaveMigration(migration, plan, op, request_id);
+  };
+
+  // The scheduling cycle, as for a placement: read, solve, reserve.
+  absl::ReleasableMutexLock schedule(&schedule_mu_);
+  Federation federation;
+  std::vector<std::string> neighborhood;
+  std::vector<std::string> unreachable;
+  RETURN_IF_ERROR(
+      BuildFederation(request.members, deadline, federation, neighborhood, unreachable));
+  // Never back onto the node it leaves.
+  if (Cluster* c = federation.MutableCluster(source->cluster()); c != nullptr) {
+    if (int i = c->NodeIndex(source->node()); i >= 0) c->nodes[i].schedulable = false;
+  }
+  std::vector<std::string> solve_over = neighborhood;
+  if (!request.target_cluster.empty()) {
+    Cluster* target = federation.MutableCluster(request.target_cluster);
+    if (target == nullptr) {
+      return absl::UnavailableError(absl::StrCat("target cluster ", request.target_cluster,
+                                                 " does not answer: ",
+                                                 absl::StrJoin(unreachable, ", ")));
+    }
+    if (!request.target_node.empty()) {
+      if (target->NodeIndex(request.target_node) < 0) {
+        return InvalidFieldError("target_node", absl::StrCat("cluster ", request.target_cluster,
+                                                             " has no node \"",
+                                                             request.target_node, "\""));
+      }
+      for (Node& n : target->nodes) n.schedulable = n.schedulable && n.name == request.target_node;
+    }
+    solve_over = {request.target_cluster};
+  }
+  // The incumbent: every other workload stays where it runs (the views
+  // count its pod already). Peers in a cluster that does not answer are
+  // left out: channels to them cannot be checked now.
+  std::map<std::string, Placement> pinned;
+  std::map<std::string, std::string> pod_of;
+  for (const pb::WorkloadTarget& t : latest->targets()) {
+    pod_of[t.workload()] = t.pod();
+    if (t.workload() == request.workload) continue;
+    const Cluster* c = federation.FindCluster(t.cluster());
+    if (c != nullptr && c->NodeIndex(t.node()) >= 0) pinned[t.workload()] = {t.cluster(), t.node()};
+  }
+  std::unique_ptr<L2Solver> l2 = members_.SolverFor(neighborhood, local_l2_);
+  Coordinator coordinator(*l2, registry_, options_.recommendations, options_.coordinator);
+  ASSIGN_OR_RETURN(PlacementResult result,
+                   coordinator.Place(app, federation, solve_over, pinned));
+  auto placed = result.placements.find(request.workload);
+  if (placed == result.placements.end()) {
+    auto why = result.unplaced.find(request.workload);
+    absl::Status refused = absl::FailedPreconditionError(absl::StrCat(
+        "no node can take workload ", request.workload, " of application ", app.name, ": ",
+        why == result.unplaced.end() ? "no candidate" : why->second,
+        unreachable.empty()
+            ? ""
+            : "; left out because their LMS does not answer: " + absl::StrJoin(unreachable, ", ")));
+    RETURN_IF_ERROR(save(pb::MIGRATION_PHASE_FAILED, refused, nullptr, request.request_id));
+    log::Info("migration refused", {{"migration", migration.id()},
+                                    {"error", std::string(refused.message())}});
+    return refused;
+  }
+
+  // The move: one pod under a reservation of its own, and the channels that
+  // touch the workload, each towards where its peer runs.
+  const int64_t revision = latest->plan_revision() + 1;
+  pod_of[request.workload] = MigratedPodName(app.name, request.workload, revision);
+  AssignmentPlan full = BuildPlan(app, result, revision);
+  AssignmentPlan move{.application = app.name, .revision = revision, .phase = PlanPhase::kPlacing};
+  std::set<std::string> moved_channels;
+  for (WorkloadTarget& t : full.targets) {
+    if (t.workload != request.workload) continue;
+    t.pod = pod_of[t.workload];
+    move.actions.push_back(PlanAction{.type = ActionType::kCreatePod,
+                                      .cluster = t.cluster,
+                                      .workload = t.workload,
+                                      .node = t.node,
+                                      .pod = t.pod});
+    move.targets.push_back(t);
+  }
+  std::map<std::string, const Channel*> channel_specs;
+  for (const Channel& c : app.channels) channel_specs[c.name] = &c;
+  for (ChannelResult& ch : full.channels) {
+    const Channel& spec = *channel_specs.at(ch.channel);
+    if (spec.from != request.workload && spec.to != request.workload) continue;
+    ch.target_endpoint =
+        ChannelEndpoint(pod_of[spec.to], result.placements.at(spec.to).cluster, spec.to_port);
+    moved_channels.insert(ch.channel);
+    move.actions.push_back(PlanAction{.index = static_cast<int>(move.actions.size()),
+                                      .type = ActionType::kCreateChannel,
+                                      .cluster = ch.path.front(),
+                                      .channel = ch.channel});
+    move.channels.push_back(ch);
+  }
+  const WorkloadTarget& to = move.targets.front();
+  pb::WorkloadTarget* target = migration.mutable_target();
+  target->set_workload(to.workload);
+  target->set_service(to.service);
+  target->set_cluster(to.cluster);
+  target->set_node(to.node);
+  target->set_pod(to.pod);
+  target->set_reservation(ReservationId(move, to.cluster));
+
+  if (absl::Now() >= deadline) {
+    return absl::DeadlineExceededError(
+        "the caller's deadline passed before the move ran; nothing was reserved");
+  }
+  absl::StatusOr<std::unique_ptr<ClusterExecutor>> cluster_executor =
+      request.executors->ExecutorFor(to.cluster, move, deadline);
+  if (!cluster_executor.ok()) {
+    return absl::Status(cluster_executor.status().code(),
+                        absl::StrCat("cluster ", to.cluster, ": ",
+                                     cluster_executor.status().message()));
+  }
+  PlanExecutor executor({{to.cluster, cluster_executor->get()}}, options_.reservation_lease);
+  executor.SetVirtualLinks(virtual_links_, request.neighborhood_id, deadline);
+  executor.SetPhaseObserver([&](const AssignmentPlan& at) {
+    return save(at.phase == PlanPhase::kReserving ? pb::MIGRATION_PHASE_RESERVING
+                                                  : pb::MIGRATION_PHASE_RESTORING,
+                absl::OkStatus(), nullptr, "");
+  });
+  absl::Status executed = executor.Reserve(move);
+  DropCachedViews({to.cluster});
+  schedule.Release();
+  if (executed.ok()) executed = executor.Commit(move);
+  cluster_executor->reset();
+  if (!executed.ok()) {
+    // The executor released the target and its links: the workload stays.
+    Invalidate({to.cluster});
+    RETURN_IF_ERROR(save(pb::MIGRATION_PHASE_ROLLED_BACK, executed, nullptr, ""));
+    log::Info("migration rolled back", {{"migration", migration.id()},
+                                        {"error", std::string(executed.message())}});
+    return executed;
+  }
+
+  // The new pod runs: the new plan revision holds it, written with the
+  // migration CUTTING_OVER before the source is touched.
+  pb::AssignmentPlan moved_proto = ToProtoPlan(move, app, result);
+  pb::AssignmentPlan next = *latest;
+  next.set_id(absl::StrCat(app.name, "/", revision));
+  next.set_plan_revision(revision);
+  next.set_incumbent_plan_revision(latest->plan_revision());
+  next.set_operation_id(op.id());
+  next.set_phase(pb::PLAN_PHASE_DONE);
+  next.clear_error();
+  next.clear_unplaced();
+  *next.mutable_create_time() = ToTimestamp(now);
+  *next.mutable_update_time() = ToTimestamp(clock_.Now());
+  for (pb::WorkloadTarget& t : *next.mutable_targets()) {
+    if (t.workload() == request.workload) {
+      const int64_t gateway = t.gateway_latency_ns();
+      t = *target;
+      t.set_gateway_latency_ns(gateway);
+    } else if (t.reservation().empty()) {
+      t.set_reservation(TargetReservation(*latest, t));
+    }
+  }
+  for (pb::ChannelPath& c : *next.mutable_channels()) {
+    if (!moved_channels.count(c.channel())) continue;
+    for (const pb::ChannelPath& now_path : moved_proto.channels()) {
+      if (now_path.channel() == c.channel()) c = now_path;
+    }
+  }
+  *next.mutable_actions() = moved_proto.actions();
+  pb::PlanAction* remove_source = next.add_actions();
+  remove_source->set_index(next.actions_size() - 1);
+  remove_source->set_type(pb::ACTION_TYPE_DELETE_POD);
+  remove_source->set_cluster(source->cluster());
+  remove_source->set_workload(source->workload());
+  remove_source->set_node(source->node());
+  remove_source->set_pod(source->pod());
+  remove_source->set_result(pb::ACTION_RESULT_PENDING);
+  RETURN_IF_ERROR(save(pb::MIGRATION_PHASE_CUTTING_OVER, absl::OkStatus(), &next, ""));
+  {
+    absl::MutexLock lock(&mu_);
+    ledger_.Hold(next);
+  }
+  Published(next);
+  absl::Status finished = FinishCutover(migration, op, &next, request.request_id, deadline);
+  Invalidate({to.cluster});
+  if (!finished.ok()) return finished;
+  log::Info("migrated a workload", {{"migration", migration.id()},
+                                    {"from", source->cluster() + "/" + source->node()},
+                                    {"to", to.cluster + "/" + to.node},
+                                    {"phase", MigrationOperationPhase(migration.phase())}});
+  return op;
+}
+
+absl::Status PlacementService::FinishCutover(pb::Migration& migration, Operation& op,
+                                             pb::AssignmentPlan* plan,
+                                             const std::string& request_id, absl::Time deadline) {
+  const pb::WorkloadTarget& source = migration.source();
+  std::map<std::string, absl::Status> removed = members_.RemovePods(
+      source.cluster(), source.reservation(), {source.pod()},
+      absl::StrCat("migration ", migration.id(), " moved it to ", migration.target().cluster()),
+      deadline);
+  Invalidate({source.cluster()});
+  auto it = removed.find(source.pod());
+  const absl::Status st = it == removed.end()
+                              ? absl::UnknownError("the cluster did not report the pod")
+                              : it->second;
+  const bool gone = st.ok() || absl::IsNotFound(st);
+  if (plan != nullptr) {
+    for (pb::PlanAction& a : *plan->mutable_actions()) {
+      if (a.type() != pb::ACTION_TYPE_DELETE_POD || a.pod() != source.pod()) continue;
+      a.set_result(st.ok() ? pb::ACTION_RESULT_SUCCEEDED
+                           : (gone ? pb::ACTION_RESULT_SKIPPED : pb::ACTION_RESULT_FAILED));
+      if (!gone) SetError(st, a.mutable_error());
+      *a.mutable_update_time() = ToTimestamp(clock_.Now());
+    }
+    *plan->mutable_update_time() = ToTimestamp(clock_.Now());
+  }
+  // The old virtual links of the moved channels serve nothing now.
+  if (gone && virtual_links_ != nullptr && plan != nullptr) {
+    std::set<std::string> held;
+    std::set<std::string> moved;
+    for (const pb::ChannelPath& c : plan->channels()) {
+      if (!c.virtual_link_id().empty()) held.insert(c.virtual_link_id());
+      if (c.from_workload() == migration.workload() || c.to_workload() == migration.workload()) {
+        moved.insert(c.channel());
+      }
+    }
+    absl::StatusOr<std::vector<VirtualLinkRef>> links =
+        virtual_links_->List(migration.application(), deadline);
+    for (const VirtualLinkRef& link : links.ok() ? *links : std::vector<VirtualLinkRef>()) {
+      if (!link.managed_by_swm || held.count(link.id) || !moved.count(link.channel)) continue;
+      if (absl::Status deleted = virtual_links_->Delete(link.id, deadline); !deleted.ok()) {
+        // The reconciler deletes links no placed plan holds.
+        log::Warn("virtual link left for the reconciler",
+                  {{"link", link.id}, {"error", std::string(deleted.message())}});
+      }
+    }
+  }
+  migration.set_phase(gone ? pb::MIGRATION_PHASE_DONE : pb::MIGRATION_PHASE_CUTTING_OVER);
+  if (gone) {
+    migration.clear_error();
+  } else {
+    SetError(absl::UnavailableError(absl::StrCat(
+                 "the workload runs at the target; its source pod ", source.pod(), " in ",
+                 source.cluster(), " is not removed yet (", st.message(),
+                 "); the hub retries with its recovery")),
+             migration.mutable_error());
+  }
+  *migration.mutable_update_time() = ToTimestamp(clock_.Now());
+  op.set_done(gone);
+  op.set_phase(MigrationOperationPhase(migration.phase()));
+  op.set_progress_percent(MigrationProgress(migration.phase()));
+  op.clear_error();
+  op.mutable_result()->PackFrom(migration);
+  *op.mutable_update_time() = ToTimestamp(clock_.Now());
+  return plans_.SaveMigration(migration, plan, op, gone ? request_id : "");
+}
+
+void PlacementService::RecoverMigration(pb::Migration migration, absl::Time deadline,
+                                        RecoveryReport& report) {
+  absl::StatusOr<Operation> stored_op = plans_.GetOperation(migration.operation_id());
+  Operation op;
+  if (stored_op.ok()) {
+    op = *stored_op;
+  } else {
+    op.set_id(migration.operation_id());
+    op.set_kind(kMigrateKind);
+    op.set_resource("applications/" + migration.application());
+  }
+  if (migration.phase() == pb::MIGRATION_PHASE_CUTTING_OVER) {
+    // The new plan is written: only the source is left to remove.
+    absl::StatusOr<std::optional<pb::AssignmentPlan>> latest =
+        plans_.Latest(migration.application());
+    std::optional<pb::AssignmentPlan> plan;
+    if (latest.ok() && latest->has_value() && (*latest)->operation_id() == op.id()) plan = **latest;
+    absl::Status st =
+        FinishCutover(migration, op, plan.has_value() ? &*plan : nullptr, op.request_id(), deadline);
+    if (!st.ok()) {
+      report.errors.push_back(absl::StrCat("migration ", migration.id(), ": ", st.message()));
+    } else if (migration.phase() == pb::MIGRATION_PHASE_DONE) {
+      report.migrations.push_back(migration.id());
+    } else {
+      report.errors.push_back(
+          absl::StrCat("migration ", migration.id(), ": ", migration.error().message()));
+    }
+    return;
+  }
+  // Before the new plan was written: the source still runs and holds the
+  // workload; the target (if reserved or created) is removed.
+  if (migration.has_target()) {
+    const pb::WorkloadTarget& target = migration.target();
+    std::map<std::string, absl::Status> removed = members_.RemovePods(
+        target.cluster(), target.reservation(), {target.pod()},
+        "rollback of migration " + migration.id() + " after a restart", deadline);
+    Invalidate({target.cluster()});
+    auto it = removed.find(target.pod());
+    if (it == removed.end() || (!it->second.ok() && !absl::IsNotFound(it->second))) {
+      report.errors.push_back(absl::StrCat(
+          "migration ", migration.id(), ": cannot roll back yet: ",
+          it == removed.end() ? "not reported" : std::string(it->second.message())));
+      return;
+    }
+  }
+  const absl::Status aborted = absl::AbortedError(absl::StrCat(
+      "the hub restarted while ", MigrationOperationPhase(migration.phase()),
+      "; rolled back, the workload stays where it ran"));
+  migration.set_phase(pb::MIGRATION_PHASE_ROLLED_BACK);
+  SetError(aborted, migration.mutable_error());
+  *migration.mutable_update_time() = ToTimestamp(clock_.Now());
+  op.set_done(true);
+  op.set_phase(MigrationOperationPhase(migration.phase()));
+  op.set_progress_percent(100);
+  op.clear_result();
+  SetError(aborted, op.mutable_error());
+  *op.mutable_update_time() = ToTimestamp(clock_.Now());
+  absl::Status saved = plans_.SaveMigration(migration, nullptr, op, "");
+  if (!saved.ok()) {
+    report.errors.push_back(absl::StrCat("migration ", migration.id(), ": ", saved.message()));
+    return;
+  }
+  report.migrations.push_back(migration.id());
 }
 
 void PlacementService::RecoverPlacement(pb::AssignmentPlan plan, absl::Time deadline,
@@ -976,6 +1511,12 @@ RecoveryReport PlacementService::Recover(absl::Time deadline) {
         break;
     }
   }
+  absl::StatusOr<std::vector<pb::Migration>> moving = plans_.ActiveMigrations();
+  if (!moving.ok()) {
+    report.errors.push_back(absl::StrCat("reading migrations: ", moving.status().message()));
+  } else {
+    for (pb::Migration& m : *moving) RecoverMigration(std::move(m), deadline, report);
+  }
   LeaveAlone();
   return report;
 }
@@ -994,12 +1535,25 @@ RecoveryReport PlacementService::ReconcileAlone(absl::Time deadline) {
     report.errors.push_back(absl::StrCat("reading plans: ", latest.status().message()));
     return report;
   }
-  // The reservations whose pods may run: those of plans holding pods.
+  // The pods that may run: the targets of plans holding pods, each under
+  // the reservation it was created with, and the targets of migrations in
+  // flight (Recover drives those to an end first; one whose cluster was
+  // away is still undecided).
+  absl::StatusOr<std::vector<pb::Migration>> moving = plans_.ActiveMigrations();
+  if (!moving.ok()) {
+    report.errors.push_back(absl::StrCat("reading migrations: ", moving.status().message()));
+    return report;
+  }
   std::set<std::string> live;
   for (const pb::AssignmentPlan& plan : *latest) {
     if (!HoldsPods(plan)) continue;
     for (const pb::WorkloadTarget& t : plan.targets()) {
-      live.insert(LabelValue(ReservationOf(plan.application(), PlacedRevision(plan), t.cluster())));
+      live.insert(LivePodKey(LabelValue(TargetReservation(plan, t)), t.pod()));
+    }
+  }
+  for (const pb::Migration& m : *moving) {
+    if (m.has_target()) {
+      live.insert(LivePodKey(LabelValue(m.target().reservation()), m.target().pod()));
     }
   }
   // Virtual links no placed plan holds (a removal or rollback that could
@@ -1038,7 +1592,7 @@ RecoveryReport PlacementService::ReconcileAlone(absl::Time deadline) {
       continue;
     }
     for (const LabelledPod& pod : *pods) {
-      if (pod.reservation.empty() || live.count(pod.reservation)) continue;
+      if (pod.reservation.empty() || live.count(LivePodKey(pod.reservation, pod.name))) continue;
       absl::Status st = members_.DeletePod(cluster, pod, deadline);
       if (st.ok() || absl::IsNotFound(st)) {
         report.orphans.push_back(absl::StrCat(cluster, "/", pod.name));

@@ -97,10 +97,12 @@ class MemberPort {
   /// the cluster no longer holds it.
   virtual absl::Status Commit(const std::string& cluster, const std::string& reservation_id,
                               absl::Time deadline) = 0;
-  /// Removes `pods` of `cluster`, created under `reservation_id`, and
-  /// releases the reservation; `reason` says why (logged by the cluster).
-  /// One status per pod: OK = deleted now, NOT_FOUND = already gone, any
-  /// other = still there.
+  /// Removes `pods` of `cluster`, created under `reservation_id`, and drops
+  /// them from the reservation, which is released once none of its pods is
+  /// left (a migration removes one pod of a reservation that keeps the
+  /// others); `reason` says why (logged by the cluster). One status per
+  /// pod: OK = deleted now, NOT_FOUND = already gone, any other = still
+  /// there.
   virtual std::map<std::string, absl::Status> RemovePods(const std::string& cluster,
                                                          const std::string& reservation_id,
                                                          const std::vector<std::string>& pods,
@@ -156,7 +158,30 @@ class PlanRepository {
   virtual absl::Status Save(const codeco::swm::v1::AssignmentPlan* plan,
                             const codeco::common::v1::Operation& operation,
                             const std::string& request_id) = 0;
+  /// Migration `id` ("<application>/<number>"); NOT_FOUND when absent.
+  virtual absl::StatusOr<codeco::swm::v1::Migration> GetMigration(const std::string& id) const = 0;
+  /// The newest migration of `application` (highest number), or nullopt.
+  virtual absl::StatusOr<std::optional<codeco::swm::v1::Migration>> NewestMigration(
+      const std::string& application) const = 0;
+  /// Every migration not in a final phase (DONE, ROLLED_BACK, FAILED): the
+  /// ones a crash or an unreachable cluster interrupted. The cost follows
+  /// those, not the history.
+  virtual absl::StatusOr<std::vector<codeco::swm::v1::Migration>> ActiveMigrations() const = 0;
+  /// Stores `migration`, `plan` (if not null), `operation` and, when
+  /// non-empty, `request_id` -> operation, atomically and durably.
+  virtual absl::Status SaveMigration(const codeco::swm::v1::Migration& migration,
+                                     const codeco::swm::v1::AssignmentPlan* plan,
+                                     const codeco::common::v1::Operation& operation,
+                                     const std::string& request_id) = 0;
 };
+
+/// True for DONE, ROLLED_BACK and FAILED: the migration holds nothing and
+/// nobody drives it any more.
+bool IsFinal(codeco::swm::v1::MigrationPhase phase);
+
+/// The number in migration id "<application>/<number>", or 0 for an id of
+/// another form.
+int64_t MigrationNumber(const std::string& id);
 
 /// A PlanRepository held in memory (CODEF's simulate mode, tests): nothing
 /// survives the object. Thread-safe.
@@ -171,11 +196,22 @@ class InMemoryPlanRepository final : public PlanRepository {
   absl::Status Save(const codeco::swm::v1::AssignmentPlan* plan,
                     const codeco::common::v1::Operation& operation,
                     const std::string& request_id) override;
+  absl::StatusOr<codeco::swm::v1::Migration> GetMigration(const std::string& id) const override;
+  absl::StatusOr<std::optional<codeco::swm::v1::Migration>> NewestMigration(
+      const std::string& application) const override;
+  absl::StatusOr<std::vector<codeco::swm::v1::Migration>> ActiveMigrations() const override;
+  absl::Status SaveMigration(const codeco::swm::v1::Migration& migration,
+                             const codeco::swm::v1::AssignmentPlan* plan,
+                             const codeco::common::v1::Operation& operation,
+                             const std::string& request_id) override;
 
  private:
   mutable absl::Mutex mu_;
   // application -> revision -> plan
   std::map<std::string, std::map<int64_t, codeco::swm::v1::AssignmentPlan>> plans_
+      ABSL_GUARDED_BY(mu_);
+  // application -> number -> migration
+  std::map<std::string, std::map<int64_t, codeco::swm::v1::Migration>> migrations_
       ABSL_GUARDED_BY(mu_);
   std::map<std::string, codeco::common::v1::Operation> operations_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> requests_ ABSL_GUARDED_BY(mu_);
@@ -245,6 +281,37 @@ struct PlaceCounts {
   int64_t unplaced = 0;  ///< Workloads the solve could not fit.
 };
 
+/// A workload move as the core takes it.
+struct MigrateRequest {
+  /// The application as it was placed (validated): the pod templates and the
+  /// channels come from it.
+  Application app;
+  /// The neighborhood's members, as the placement named them.
+  std::vector<MemberRef> members;
+  /// The neighborhood's id.
+  std::string neighborhood_id;
+  /// The workload to move (required).
+  std::string workload;
+  /// The cluster to move to ("" = the solve picks among the members).
+  std::string target_cluster;
+  /// The node to move to ("" = the solve picks); needs target_cluster.
+  std::string target_node;
+  /// Why it moves.
+  codeco::swm::v1::MigrationReason reason = codeco::swm::v1::MIGRATION_REASON_MANUAL;
+  /// Idempotency key ("" = none): a key seen before answers its first result.
+  std::string request_id;
+  /// The cluster side of the two-phase commit (the pod template); not owned; required.
+  ExecutorFactory* executors = nullptr;
+  /// The id of the operation to store ("" = "migrate/<migration id>").
+  std::string operation_id;
+};
+
+/// The name of the pod a migration creates for `workload`: "<application>-
+/// <workload>-r<revision>", with the plan revision the move writes, so a
+/// move within one cluster never clashes with the pod it replaces.
+std::string MigratedPodName(const std::string& application, const std::string& workload,
+                            int64_t revision);
+
 /// A removal as the core takes it.
 struct ReleaseRequest {
   std::string application;  ///< Application name (required).
@@ -257,6 +324,7 @@ struct RecoveryReport {
   std::vector<std::string> rolled_back;  ///< Plans found RESERVING/COMMITTING and rolled back.
   std::vector<std::string> released;     ///< Removal plans found RELEASING and finished.
   std::vector<std::string> orphans;      ///< "<cluster>/<pod>" orphans deleted.
+  std::vector<std::string> migrations;   ///< Interrupted migrations finished or rolled back.
   std::vector<std::string> errors;       ///< What could not be done (retried next time).
 };
 
@@ -283,6 +351,8 @@ struct PlacementServiceOptions {
 inline constexpr char kPlaceKind[] = "swm.PlaceApplication";
 /// The kind of the operations Release stores.
 inline constexpr char kReleaseKind[] = "swm.ReleaseApplication";
+/// The kind of the operations Migrate stores.
+inline constexpr char kMigrateKind[] = "swm.MigrateWorkload";
 
 /// The hub SWM's orchestration. Thread-safe, and placements overlap the way
 /// kube-scheduler's scheduling and binding cycles do:
@@ -329,6 +399,28 @@ class PlacementService {
   absl::StatusOr<codeco::swm::v1::AssignmentPlan> Release(
       const ReleaseRequest& request, absl::Time deadline = absl::InfiniteFuture());
 
+  /// Moves one workload of a placed application, make-before-break, with
+  /// the current plan as the incumbent: the other workloads stay where they
+  /// run and the solve places only this one (never on its current node),
+  /// checking its channels against where its peers run. Then: the
+  /// migration is stored RESERVING; the target cluster reserves and (stored
+  /// RESTORING) commits the new pod, named by MigratedPodName, under the
+  /// reservation "<application>/<new revision>/<cluster>", and the virtual
+  /// links of its inter-cluster channels are set up; the new plan revision
+  /// is written DONE together with the migration CUTTING_OVER; only then is
+  /// the source pod removed (and the channels' old links), and the
+  /// migration DONE. Any failure before the new plan is written rolls the
+  /// target back and leaves the workload where it ran (ROLLED_BACK,
+  /// ABORTED); a source that cannot be removed now (its cluster away)
+  /// leaves the migration CUTTING_OVER, answered not done, and Recover
+  /// finishes it. Answers the operation (result = the Migration).
+  /// INVALID_ARGUMENT naming `workload`, `target_cluster` or `target_node`;
+  /// FAILED_PRECONDITION when the application is not placed, or no node can
+  /// take the workload (stored FAILED, with the reason); UNAVAILABLE when an
+  /// earlier migration of the application is still being recovered.
+  absl::StatusOr<codeco::common::v1::Operation> Migrate(const MigrateRequest& request,
+                                                        absl::Time deadline = absl::InfiniteFuture());
+
   /// At start: rebuilds the link ledger from the stored plans and drives
   /// every plan left in an intermediate phase to a known outcome —
   /// RESERVING: its reservations are released and it is ROLLED_BACK (the
@@ -336,13 +428,17 @@ class PlacementService {
   /// COMMITTING: committed again in every target cluster (DONE, the
   /// request_id answers it) or, when a cluster no longer holds its
   /// reservation, its pods removed and ROLLED_BACK; RELEASING: the removal
-  /// finished. What cannot be done now (a cluster away) is in `errors` and
-  /// the plan stays as it was, for the next call.
+  /// finished. Interrupted migrations: one that had not written its new
+  /// plan is rolled back (the target pod removed, ROLLED_BACK); one
+  /// CUTTING_OVER has its source pod removed (DONE). What cannot be done now
+  /// (a cluster away) is in `errors` and the plan or migration stays as it
+  /// was, for the next call.
   RecoveryReport Recover(absl::Time deadline = absl::InfiniteFuture());
 
   /// Compares what the clusters run with the stored plans: a pod labelled
-  /// with a plan whose application has no stored plan holding it (unknown,
-  /// removed, rolled back, or replaced by a newer revision) is deleted.
+  /// with a reservation that no stored plan's target (nor the target of a
+  /// migration in flight) holds under that pod name — unknown, removed,
+  /// rolled back, replaced by a newer revision or moved away — is deleted.
   /// Clusters the MemberPort cannot list are skipped. Run at start and
   /// periodically.
   RecoveryReport Reconcile(absl::Time deadline = absl::InfiniteFuture());
@@ -377,8 +473,21 @@ class PlacementService {
                                                               PlaceCounts* counts);
   absl::StatusOr<codeco::swm::v1::AssignmentPlan> ReleaseAdmitted(const ReleaseRequest& request,
                                                                   absl::Time deadline);
+  absl::StatusOr<codeco::common::v1::Operation> MigrateAdmitted(const MigrateRequest& request,
+                                                                absl::Time deadline);
+  // Recovery of one migration found not final.
+  void RecoverMigration(codeco::swm::v1::Migration migration, absl::Time deadline,
+                        RecoveryReport& report);
+  // Removes the source pod of `migration` (CUTTING_OVER) and the old virtual
+  // links of its channels; stores it DONE with `op` (and `plan`, the plan
+  // the move wrote, with its DeletePod action's result, when not null), or
+  // leaves it CUTTING_OVER with the error when the pod is still there.
+  absl::Status FinishCutover(codeco::swm::v1::Migration& migration,
+                             codeco::common::v1::Operation& op,
+                             codeco::swm::v1::AssignmentPlan* plan, const std::string& request_id,
+                             absl::Time deadline);
   // Reads the members and links of a placement into `federation`.
-  absl::Status BuildFederation(const PlaceRequest& request, absl::Time deadline,
+  absl::Status BuildFederation(const std::vector<MemberRef>& members, absl::Time deadline,
                                Federation& federation, std::vector<std::string>& neighborhood,
                                std::vector<std::string>& unreachable)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(schedule_mu_);
@@ -441,6 +550,12 @@ class PlacementService {
   };
   std::map<std::string, CachedView> view_cache_ ABSL_GUARDED_BY(mu_);
 };
+
+/// The reservation the pod of `target` (a target of `plan`) was created
+/// under: the target's own, or for plans stored before targets carried it,
+/// "<application>/<revision that placed the pods>/<cluster>".
+std::string TargetReservation(const codeco::swm::v1::AssignmentPlan& plan,
+                              const codeco::swm::v1::WorkloadTarget& target);
 
 /// True when the application has pods under `plan`: a placement that is
 /// done, a removal that left pods behind (its targets), or a plan caught in

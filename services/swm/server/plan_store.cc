@@ -23,6 +23,10 @@ constexpr int kMaxPageSize = 1000;
 // The index of applications whose newest plan holds pods, and its marker.
 constexpr char kLivePrefix[] = "a/";
 constexpr char kLiveIndexBuilt[] = "a!";
+// Migrations, the index of those not final, and the placement requests.
+constexpr char kMigrationPrefix[] = "g/";
+constexpr char kActiveMigrationPrefix[] = "gx/";
+constexpr char kPlacementRequestPrefix[] = "p/";
 
 absl::Status Corrupt(std::string_view key) {
   return absl::DataLossError("stored record " + std::string(key) + " does not parse");
@@ -35,6 +39,128 @@ std::string PlanStore::PlanKey(const std::string& application, int64_t revision)
   std::snprintf(digits, sizeof(digits), "%020lld",
                 static_cast<long long>(std::numeric_limits<int64_t>::max() - revision));
   return absl::StrCat(application, "/", digits);
+}
+
+std::string PlanStore::MigrationKey(const std::string& id) {
+  const size_t slash = id.rfind('/');
+  const std::string application = slash == std::string::npos ? id : id.substr(0, slash);
+  char digits[32];
+  std::snprintf(digits, sizeof(digits), "%020lld",
+                static_cast<long long>(std::numeric_limits<int64_t>::max() - MigrationNumber(id)));
+  return absl::StrCat(kMigrationPrefix, application, "/", digits);
+}
+
+absl::StatusOr<pb::Migration> PlanStore::GetMigration(const std::string& id) const {
+  const std::string key = MigrationKey(id);
+  absl::StatusOr<std::string> value = kv_.Get(kOperationsFamily, key);
+  if (absl::IsNotFound(value.status())) return absl::NotFoundError("no migration " + id);
+  if (!value.ok()) return value.status();
+  pb::Migration migration;
+  if (!migration.ParseFromString(*value) || migration.id() != id) return Corrupt(key);
+  return migration;
+}
+
+absl::StatusOr<std::optional<pb::Migration>> PlanStore::NewestMigration(
+    const std::string& application) const {
+  std::optional<pb::Migration> out;
+  absl::Status parse = absl::OkStatus();
+  RETURN_IF_ERROR(kv_.Scan(kOperationsFamily,
+                           {.prefix = absl::StrCat(kMigrationPrefix, application, "/"), .limit = 1},
+                           [&](std::string_view key, std::string_view value) {
+                             out.emplace();
+                             if (!out->ParseFromArray(value.data(), value.size())) {
+                               parse = Corrupt(key);
+                             }
+                             return false;
+                           }));
+  RETURN_IF_ERROR(parse);
+  return out;
+}
+
+absl::StatusOr<std::vector<pb::Migration>> PlanStore::ActiveMigrations() const {
+  std::vector<std::string> ids;
+  RETURN_IF_ERROR(kv_.Scan(kOperationsFamily, {.prefix = kActiveMigrationPrefix},
+                           [&](std::string_view key, std::string_view) {
+                             ids.emplace_back(key.substr(sizeof(kActiveMigrationPrefix) - 1));
+                             return true;
+                           }));
+  std::vector<pb::Migration> out;
+  for (const std::string& id : ids) {
+    ASSIGN_OR_RETURN(pb::Migration m, GetMigration(id));
+    if (!IsFinal(m.phase())) out.push_back(std::move(m));
+  }
+  return out;
+}
+
+absl::Status PlanStore::SaveMigration(const pb::Migration& migration,
+                                      const pb::AssignmentPlan* plan,
+                                      const codeco::common::v1::Operation& operation,
+                                      const std::string& request_id) {
+  KvWriteBatch batch;
+  batch.Put(kOperationsFamily, MigrationKey(migration.id()), migration.SerializeAsString());
+  if (IsFinal(migration.phase())) {
+    batch.Delete(kOperationsFamily, kActiveMigrationPrefix + migration.id());
+  } else {
+    batch.Put(kOperationsFamily, kActiveMigrationPrefix + migration.id(), "");
+  }
+  AddSave(plan, operation, request_id, batch);
+  RETURN_IF_ERROR(kv_.Write(batch));
+  if (on_save_) on_save_();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<pb::ListMigrationsResponse> PlanStore::ListMigrations(
+    const pb::ListMigrationsRequest& request) const {
+  if (request.page_size() < 0) return InvalidFieldError("page_size", "must not be negative");
+  const std::string prefix = absl::StrCat(
+      kMigrationPrefix, request.application().empty() ? "" : request.application() + "/");
+  if (!request.page_token().empty() && !absl::StartsWith(request.page_token(), prefix)) {
+    return InvalidFieldError("page_token", "does not belong to this listing");
+  }
+  const size_t limit =
+      request.page_size() == 0 ? kDefaultPageSize : std::min(request.page_size(), kMaxPageSize);
+  pb::ListMigrationsResponse out;
+  std::string last_key;
+  absl::Status parse = absl::OkStatus();
+  RETURN_IF_ERROR(kv_.Scan(kOperationsFamily, {.prefix = prefix, .start_after = request.page_token()},
+                           [&](std::string_view key, std::string_view value) {
+                             pb::Migration m;
+                             if (!m.ParseFromArray(value.data(), value.size())) {
+                               parse = Corrupt(key);
+                               return false;
+                             }
+                             if (request.phase() != pb::MIGRATION_PHASE_UNSPECIFIED &&
+                                 m.phase() != request.phase()) {
+                               last_key = std::string(key);
+                               return true;
+                             }
+                             if (static_cast<size_t>(out.migrations_size()) == limit) {
+                               out.set_next_page_token(last_key);
+                               return false;
+                             }
+                             *out.add_migrations() = std::move(m);
+                             last_key = std::string(key);
+                             return true;
+                           }));
+  RETURN_IF_ERROR(parse);
+  return out;
+}
+
+absl::Status PlanStore::SavePlacementRequest(const std::string& application,
+                                             const pb::PlaceApplicationRequest& request) {
+  return kv_.Put(kOperationsFamily, kPlacementRequestPrefix + application,
+                 request.SerializeAsString());
+}
+
+absl::StatusOr<std::optional<pb::PlaceApplicationRequest>> PlanStore::PlacementRequest(
+    const std::string& application) const {
+  const std::string key = kPlacementRequestPrefix + application;
+  absl::StatusOr<std::string> value = kv_.Get(kOperationsFamily, key);
+  if (absl::IsNotFound(value.status())) return std::nullopt;
+  if (!value.ok()) return value.status();
+  pb::PlaceApplicationRequest request;
+  if (!request.ParseFromString(*value)) return Corrupt(key);
+  return request;
 }
 
 absl::StatusOr<std::optional<pb::AssignmentPlan>> PlanStore::Latest(
@@ -172,6 +298,15 @@ absl::Status PlanStore::Save(const pb::AssignmentPlan* plan,
                              const codeco::common::v1::Operation& operation,
                              const std::string& request_id) {
   KvWriteBatch batch;
+  AddSave(plan, operation, request_id, batch);
+  RETURN_IF_ERROR(kv_.Write(batch));
+  if (on_save_) on_save_();
+  return absl::OkStatus();
+}
+
+void PlanStore::AddSave(const pb::AssignmentPlan* plan,
+                        const codeco::common::v1::Operation& operation,
+                        const std::string& request_id, KvWriteBatch& batch) {
   if (plan != nullptr) {
     batch.Put(kPlansFamily, PlanKey(plan->application(), plan->plan_revision()),
               plan->SerializeAsString());
@@ -183,9 +318,6 @@ absl::Status PlanStore::Save(const pb::AssignmentPlan* plan,
   }
   batch.Put(kOperationsFamily, "o/" + operation.id(), operation.SerializeAsString());
   if (!request_id.empty()) batch.Put(kOperationsFamily, "r/" + request_id, operation.id());
-  RETURN_IF_ERROR(kv_.Write(batch));
-  if (on_save_) on_save_();
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<codeco::common::v1::Operation>> PlanStore::Operations() const {

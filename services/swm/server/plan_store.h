@@ -17,7 +17,15 @@
 //               applications only, not every application ever removed
 //   operations  a!                                               -> "" once the a/ index is
 //               complete (a store written before it gets it built on first use)
-// A placement's plan, operation and request index are written in one batch.
+//   operations  g/<application>/<999...9 - number, 20 digits>    -> swm.v1.Migration
+//               (newest first within an application)
+//   operations  gx/<migration id>                                -> "" while the migration
+//               is not final, so recovery reads the interrupted ones only
+//   operations  p/<application>                                  -> swm.v1.PlaceApplicationRequest
+//               of its newest placement (the model and neighborhood a
+//               migration re-creates pods from)
+// A placement's plan, operation and request index are written in one batch;
+// so are a migration's record, its plan and its operation.
 
 #include <cstdint>
 #include <functional>
@@ -71,6 +79,30 @@ class PlanStore final : public PlanRepository {
   absl::Status Save(const codeco::swm::v1::AssignmentPlan* plan,
                     const codeco::common::v1::Operation& operation,
                     const std::string& request_id) override;
+  absl::StatusOr<codeco::swm::v1::Migration> GetMigration(const std::string& id) const override;
+  absl::StatusOr<std::optional<codeco::swm::v1::Migration>> NewestMigration(
+      const std::string& application) const override;
+  /// The migrations the gx/ index names.
+  absl::StatusOr<std::vector<codeco::swm::v1::Migration>> ActiveMigrations() const override;
+  /// Stores the migration (and its gx/ entry while not final), the plan,
+  /// the operation and the request index in one batch; then calls the save
+  /// observer.
+  absl::Status SaveMigration(const codeco::swm::v1::Migration& migration,
+                             const codeco::swm::v1::AssignmentPlan* plan,
+                             const codeco::common::v1::Operation& operation,
+                             const std::string& request_id) override;
+  /// One page of migrations as ListMigrations defines it: by application
+  /// name, newest first within one; the token is the page's last key.
+  /// INVALID_ARGUMENT naming page_size or page_token.
+  absl::StatusOr<codeco::swm::v1::ListMigrationsResponse> ListMigrations(
+      const codeco::swm::v1::ListMigrationsRequest& request) const;
+  /// Remembers the request of `request.application()`'s newest placement.
+  absl::Status SavePlacementRequest(const std::string& application,
+                                    const codeco::swm::v1::PlaceApplicationRequest& request);
+  /// The request of the application's newest placement, or nullopt.
+  absl::StatusOr<std::optional<codeco::swm::v1::PlaceApplicationRequest>> PlacementRequest(
+      const std::string& application) const;
+
   /// Every stored operation (one scan of the o/ keys), in id order.
   absl::StatusOr<std::vector<codeco::common::v1::Operation>> Operations() const;
   /// One page of operations as ListOperations defines it (newest
@@ -96,10 +128,16 @@ class PlanStore final : public PlanRepository {
 
   /// The plans-family key of (application, revision).
   static std::string PlanKey(const std::string& application, int64_t revision);
+  /// The operations-family key of migration `id` ("<application>/<number>").
+  static std::string MigrationKey(const std::string& id);
 
  private:
   // Writes the a/ index from one scan of every plan, then its marker.
   absl::Status BuildLiveIndex() const;
+  // Adds Save's writes (plan with its a/ entry, operation, request index) to `batch`.
+  static void AddSave(const codeco::swm::v1::AssignmentPlan* plan,
+                      const codeco::common::v1::Operation& operation,
+                      const std::string& request_id, KvWriteBatch& batch);
   KvStore& kv_;
   std::function<void()> on_save_;
 };

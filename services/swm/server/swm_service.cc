@@ -334,6 +334,41 @@ grpc::ServerUnaryReactor* SwmServiceImpl::ReleaseApplication(
   });
 }
 
+grpc::ServerUnaryReactor* SwmServiceImpl::MigrateWorkload(
+    grpc::CallbackServerContext* context, const pb::MigrateWorkloadRequest* request,
+    pb::MigrateWorkloadResponse* response) {
+  return OnWorker(context, [this, request, response](absl::Time deadline) {
+    absl::StatusOr<Operation> op = Migrate(*request, deadline);
+    if (op.ok()) *response->mutable_operation() = std::move(*op);
+    return op.status();
+  });
+}
+
+grpc::ServerUnaryReactor* SwmServiceImpl::GetMigration(grpc::CallbackServerContext* context,
+                                                       const pb::GetMigrationRequest* request,
+                                                       pb::GetMigrationResponse* response) {
+  if (request->id().empty()) return Answer(context, InvalidFieldError("id", "is required"));
+  if (MigrationNumber(request->id()) <= 0) {
+    return Answer(context, InvalidFieldError("id", "must be \"<application>/<number>\", not \"" +
+                                                       request->id() + "\""));
+  }
+  return ServeOnExecutor(io_, context, [this, request, response](absl::Time) {
+    absl::StatusOr<pb::Migration> migration = plans_.GetMigration(request->id());
+    if (migration.ok()) *response->mutable_migration() = std::move(*migration);
+    return migration.status();
+  });
+}
+
+grpc::ServerUnaryReactor* SwmServiceImpl::ListMigrations(grpc::CallbackServerContext* context,
+                                                         const pb::ListMigrationsRequest* request,
+                                                         pb::ListMigrationsResponse* response) {
+  return ServeOnExecutor(io_, context, [this, request, response](absl::Time) {
+    absl::StatusOr<pb::ListMigrationsResponse> page = plans_.ListMigrations(*request);
+    if (page.ok()) *response = std::move(*page);
+    return page.status();
+  });
+}
+
 grpc::ServerUnaryReactor* SwmServiceImpl::GetAssignmentPlan(
     grpc::CallbackServerContext* context, const pb::GetAssignmentPlanRequest* request,
     pb::GetAssignmentPlanResponse* response) {
@@ -584,6 +619,14 @@ void SwmServiceImpl::FinishInterruptedOperations() {
       carried.insert(plan.operation_id());
     }
   }
+  // So do the operations of migrations not finished.
+  absl::StatusOr<std::vector<pb::Migration>> moving = plans_.ActiveMigrations();
+  if (!moving.ok()) {
+    log::Warn("interrupted operations not checked",
+              {{"error", std::string(moving.status().message())}});
+    return;
+  }
+  for (const pb::Migration& m : *moving) carried.insert(m.operation_id());
   for (Operation& op : *ops) {
     if (op.done() || carried.count(op.id())) continue;
     {
@@ -622,11 +665,22 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceAs(const pb::PlaceApplicationRequ
     ASSIGN_OR_RETURN(PlaceRequest core, ToPlaceRequest(request));
     std::unique_ptr<ExecutorFactory> executors = members_.ExecutorsFor(request.application());
     core.executors = executors.get();
-    if (accepted != nullptr) {
-      core.operation_id = accepted->id();
-      // The steps before a plan exists are stored here; the core stores the rest.
-      core.on_progress = [this, accepted](const Operation& step, bool stored) {
-        if (stored) return;
+    if (accepted != nullptr) core.operation_id = accepted->id();
+    // The request is stored once the core has checked that the application
+    // is not placed (SOLVING, under its turn): every plan holding pods comes
+    // from the request stored last, which migrations re-create pods from.
+    // The steps before a plan exists are stored here; the core stores the rest.
+    core.on_progress = [this, accepted, &request](const Operation& step, bool stored) {
+      if (stored) return;
+      if (step.phase() == "SOLVING") {
+        absl::Status kept = plans_.SavePlacementRequest(ApplicationName(request.application()),
+                                                        request);
+        if (!kept.ok()) {
+          log::Warn("placement request not stored; the application cannot be migrated",
+                    {{"operation", step.id()}, {"error", std::string(kept.message())}});
+        }
+      }
+      if (accepted != nullptr) {
         Operation op = step;
         *op.mutable_create_time() = accepted->create_time();
         absl::Status saved = plans_.Save(nullptr, op, "");
@@ -634,8 +688,8 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceAs(const pb::PlaceApplicationRequ
           log::Warn("placement progress not stored",
                     {{"operation", op.id()}, {"error", std::string(saved.message())}});
         }
-      };
-    }
+      }
+    };
     return core_->Place(core, deadline, &counts);
   };
   absl::StatusOr<Operation> op = place();
@@ -646,6 +700,40 @@ absl::StatusOr<Operation> SwmServiceImpl::PlaceAs(const pb::PlaceApplicationRequ
     if (counts.unplaced > 0) metrics_->unplaced.Increment(static_cast<double>(counts.unplaced));
     if (counts.placed > 0) metrics_->placed.Increment(static_cast<double>(counts.placed));
   }
+  return op;
+}
+
+absl::StatusOr<Operation> SwmServiceImpl::Migrate(const pb::MigrateWorkloadRequest& request,
+                                                  absl::Time deadline) {
+  FieldErrors errors;
+  if (request.application().empty()) errors.Add("application", "is required");
+  if (request.workload().empty()) errors.Add("workload", "is required");
+  if (!pb::MigrationReason_IsValid(request.reason())) {
+    errors.Add("reason", absl::StrCat("unknown reason ", request.reason()));
+  }
+  RETURN_IF_ERROR(errors.ToStatus());
+  ASSIGN_OR_RETURN(std::optional<pb::PlaceApplicationRequest> placed,
+                   plans_.PlacementRequest(request.application()));
+  if (!placed.has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("application ", request.application(),
+                     " has no placement stored by this hub; place it first"));
+  }
+  ASSIGN_OR_RETURN(PlaceRequest stored, ToPlaceRequest(*placed));
+  std::unique_ptr<ExecutorFactory> executors = members_.ExecutorsFor(placed->application());
+  MigrateRequest move{.app = std::move(stored.app),
+                      .members = std::move(stored.members),
+                      .neighborhood_id = stored.neighborhood_id,
+                      .workload = request.workload(),
+                      .target_cluster = request.target_cluster(),
+                      .target_node = request.target_node(),
+                      .reason = request.reason() == pb::MIGRATION_REASON_UNSPECIFIED
+                                    ? pb::MIGRATION_REASON_MANUAL
+                                    : request.reason(),
+                      .request_id = request.request_id(),
+                      .executors = executors.get()};
+  absl::StatusOr<Operation> op = core_->Migrate(move, deadline);
+  members_.ClearDeadlines();
   return op;
 }
 

@@ -8,6 +8,13 @@
 // worker first runs PlacementService::Recover (plans a crash interrupted)
 // and, when reconcile_interval is set, the orphan reconciler.
 //
+// MigrateWorkload moves one workload of a placed application through the
+// same pipeline (the core's Migrate: the current plan is the incumbent, the
+// target reserved and committed before the source is removed), with the
+// model and neighborhood of the application's newest placement request,
+// which PlaceApplication stores once the placement passed its checks;
+// GetMigration and ListMigrations read the stored records.
+//
 // PlaceApplication turns the application into workloads and builds the
 // federation of its neighborhood: a member with an MC swm (the member's
 // endpoints["swm"] from ACM's registry, else swm.cluster_endpoints) is known
@@ -199,6 +206,19 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   grpc::ServerWriteReactor<codeco::swm::v1::WatchOperationResponse>* WatchOperation(
       grpc::CallbackServerContext* context,
       const codeco::swm::v1::WatchOperationRequest* request) override;
+  /// Moves one workload (the core's Migrate, on the worker) with the model
+  /// and neighborhood of the application's stored placement request.
+  grpc::ServerUnaryReactor* MigrateWorkload(
+      grpc::CallbackServerContext* context, const codeco::swm::v1::MigrateWorkloadRequest* request,
+      codeco::swm::v1::MigrateWorkloadResponse* response) override;
+  /// A stored migration record; NOT_FOUND when absent.
+  grpc::ServerUnaryReactor* GetMigration(grpc::CallbackServerContext* context,
+                                         const codeco::swm::v1::GetMigrationRequest* request,
+                                         codeco::swm::v1::GetMigrationResponse* response) override;
+  /// One page of stored migration records.
+  grpc::ServerUnaryReactor* ListMigrations(
+      grpc::CallbackServerContext* context, const codeco::swm::v1::ListMigrationsRequest* request,
+      codeco::swm::v1::ListMigrationsResponse* response) override;
   /// The channels of every placed application (or one): all first, then
   /// each change with the out-of-QoS triggers it raised. Counted with the
   /// operation watches against max_operation_watchers.
@@ -235,6 +255,16 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   /// seen with a success answers that plan again.
   absl::StatusOr<codeco::swm::v1::AssignmentPlan> Release(
       const codeco::swm::v1::ReleaseApplicationRequest& request,
+      absl::Time deadline = absl::InfiniteFuture());
+
+  /// The move itself, synchronously (what the worker runs for
+  /// MigrateWorkload): checks the request (INVALID_ARGUMENT naming
+  /// application, workload or reason), reads the request of the
+  /// application's newest placement (FAILED_PRECONDITION when none is
+  /// stored: the application was not placed by this hub) and calls the
+  /// core's Migrate with it.
+  absl::StatusOr<codeco::common::v1::Operation> Migrate(
+      const codeco::swm::v1::MigrateWorkloadRequest& request,
       absl::Time deadline = absl::InfiniteFuture());
 
   /// Waits until the worker has run everything queued before this call

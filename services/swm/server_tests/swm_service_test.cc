@@ -332,6 +332,76 @@ TEST_CASE("the hub's SWM places onto the codef clusters over gRPC") {
   CHECK(restarted.stub->GetAssignmentPlan(&missing_context, get, &got).error_code() ==
         grpc::StatusCode::NOT_FOUND);
 
+  // MigrateWorkload on the restarted hub, from the placement request the
+  // first hub stored: ratings-0 moves (SWM picks where), make-before-break.
+  auto migrate = [&](const std::string& app, const std::string& workload,
+                     const std::string& target_cluster, pb::MigrateWorkloadResponse* out) {
+    grpc::ClientContext migrate_context;
+    migrate_context.set_deadline(In(absl::Seconds(60)));
+    pb::MigrateWorkloadRequest r;
+    r.set_application(app);
+    r.set_workload(workload);
+    r.set_target_cluster(target_cluster);
+    return restarted.stub->MigrateWorkload(&migrate_context, r, out);
+  };
+  pb::MigrateWorkloadResponse moved;
+  status = migrate("bookinfo", "db-0", "", &moved);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(absl::StrContains(status.error_message(), "workload"));
+  status = migrate("bookinfo", "ratings-0", "mars", &moved);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(absl::StrContains(status.error_message(), "target_cluster"));
+  status = migrate("nope", "ratings-0", "", &moved);
+  CHECK(status.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  status = migrate("bookinfo", "ratings-0", "", &moved);
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  CHECK(moved.operation().done());
+  pb::Migration migration;
+  REQUIRE(moved.operation().result().UnpackTo(&migration));
+  CHECK(migration.id() == "bookinfo/1");
+  CHECK(migration.phase() == pb::MIGRATION_PHASE_DONE);
+  CHECK(migration.reason() == pb::MIGRATION_REASON_MANUAL);
+  CHECK(migration.target().pod() == "bookinfo-ratings-0-r2");
+  CHECK(migration.target().node() != migration.source().node());
+  CHECK(codef.TotalPods() == 5);
+  bool started = false;
+  for (const auto& pod : codef.Pods(migration.target().cluster())) {
+    CHECK(pod.name() != "bookinfo-ratings-0");
+    if (pod.name() != migration.target().pod()) continue;
+    started = true;
+    CHECK(pod.node_name() == migration.target().node());
+    CHECK(pod.labels().at("codeco.io/reservation") ==
+          "bookinfo.2." + migration.target().cluster());
+    CHECK(absl::StartsWith(pod.containers(0).image(), "docker.io/istio/"));
+  }
+  CHECK(started);
+  for (const auto& pod : codef.Pods(migration.source().cluster())) {
+    CHECK(pod.name() != "bookinfo-ratings-0");
+  }
+  {
+    grpc::ClientContext get_context;
+    get_context.set_deadline(In(absl::Seconds(10)));
+    pb::GetMigrationRequest get_migration;
+    get_migration.set_id("bookinfo/1");
+    pb::GetMigrationResponse got_migration;
+    REQUIRE(restarted.stub->GetMigration(&get_context, get_migration, &got_migration).ok());
+    CHECK(got_migration.migration().phase() == pb::MIGRATION_PHASE_DONE);
+    grpc::ClientContext bad_context;
+    bad_context.set_deadline(In(absl::Seconds(10)));
+    get_migration.set_id("bookinfo");
+    CHECK(restarted.stub->GetMigration(&bad_context, get_migration, &got_migration).error_code() ==
+          grpc::StatusCode::INVALID_ARGUMENT);
+    grpc::ClientContext list_context;
+    list_context.set_deadline(In(absl::Seconds(10)));
+    pb::ListMigrationsRequest list_migrations;
+    list_migrations.set_application("bookinfo");
+    pb::ListMigrationsResponse listed;
+    REQUIRE(restarted.stub->ListMigrations(&list_context, list_migrations, &listed).ok());
+    REQUIRE(listed.migrations_size() == 1);
+    CHECK(listed.migrations(0).id() == "bookinfo/1");
+  }
+
   // ReleaseApplication on the restarted hub (it learns the LMS endpoints from
   // the directory): every pod is deleted and the removal is the newest plan.
   auto release = [&](const std::string& app, const std::string& request_id,
@@ -352,10 +422,10 @@ TEST_CASE("the hub's SWM places onto the codef clusters over gRPC") {
   INFO(status.error_message());
   REQUIRE(status.ok());
   const pb::AssignmentPlan& removal = released.plan();
-  CHECK(removal.plan_revision() == 2);
+  CHECK(removal.plan_revision() == 3);
   CHECK(removal.phase() == pb::PLAN_PHASE_DONE);
   CHECK(removal.targets().empty());
-  CHECK(removal.incumbent_plan_revision() == 1);
+  CHECK(removal.incumbent_plan_revision() == 2);
   REQUIRE(removal.actions_size() == 5);
   std::set<std::string> deleted;
   for (const pb::PlanAction& a : removal.actions()) {

@@ -18,6 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/kv_store.h"
+#include "codeco/common/status.h"
 #include "netma/core/virtual_links.h"
 #include "netma/store/kv_virtual_link_repository.h"
 #include "swm/core/channel_status.h"
@@ -37,6 +38,7 @@ using test::MakeCluster;
 // cluster executors of the dead hub ignore every later call.
 struct Crash {
   pb::PlanPhase at = pb::PLAN_PHASE_UNSPECIFIED;  // phase whose write is the last one
+  pb::MigrationPhase migration_at = pb::MIGRATION_PHASE_UNSPECIFIED;  // the same, for a migration
   bool happened = false;
 };
 
@@ -85,8 +87,28 @@ class FakeRepository final : public PlanRepository {
     if (crash != nullptr && plan != nullptr && plan->phase() == crash->at) crash->happened = true;
     return absl::OkStatus();
   }
+  absl::StatusOr<pb::Migration> GetMigration(const std::string& id) const override {
+    return migrations_.GetMigration(id);
+  }
+  absl::StatusOr<std::optional<pb::Migration>> NewestMigration(
+      const std::string& application) const override {
+    return migrations_.NewestMigration(application);
+  }
+  absl::StatusOr<std::vector<pb::Migration>> ActiveMigrations() const override {
+    return migrations_.ActiveMigrations();
+  }
+  absl::Status SaveMigration(const pb::Migration& migration, const pb::AssignmentPlan* plan,
+                             const Operation& operation, const std::string& request_id) override {
+    if (crash != nullptr && crash->happened) return absl::OkStatus();  // nobody writes any more
+    RETURN_IF_ERROR(Save(plan, operation, request_id));
+    RETURN_IF_ERROR(migrations_.SaveMigration(migration, nullptr, operation, ""));
+    migration_phases.push_back(migration.phase());
+    if (crash != nullptr && migration.phase() == crash->migration_at) crash->happened = true;
+    return absl::OkStatus();
+  }
 
   std::vector<pb::PlanPhase> phases;  // every plan phase written, in order
+  std::vector<pb::MigrationPhase> migration_phases;  // every migration phase written, in order
   Crash* crash = nullptr;
 
  private:
@@ -94,6 +116,7 @@ class FakeRepository final : public PlanRepository {
   std::map<std::string, std::map<int64_t, pb::AssignmentPlan>> plans_;
   std::map<std::string, Operation> operations_;
   std::map<std::string, std::string> requests_;
+  InMemoryPlanRepository migrations_;  // the migration records
 };
 
 // One in-memory cluster: its pods, its reservations, and the reservation
@@ -223,7 +246,7 @@ class FakeMembers final : public MemberPort {
       out[pod] = away.count(cluster) ? absl::UnavailableError(cluster + " is away")
                                      : c.runtime.DeletePod(pod);
     }
-    if (!away.count(cluster)) (void)c.executor.Release(id);
+    if (!away.count(cluster)) (void)c.executor.ReleasePods(id, pods);
     return out;
   }
   void Touched(const std::vector<std::string>& names) override {
@@ -888,6 +911,321 @@ TEST_CASE("Reconcile deletes pods whose plan the hub does not hold", "[placement
   report = bed.service->Reconcile();
   CHECK(report.orphans == std::vector<std::string>{"eu/shop-front-0"});
   CHECK(bed.Pods("eu") == 1);  // "unlabelled"
+}
+
+// An application "name" with two workloads that may run anywhere and a
+// channel between them (within 100 ms), for the migration tests.
+Application MovableApp(const std::string& name, int64_t cpu = 500) {
+  Application app{.name = name};
+  Workload front = test::MakeWorkload("front-0", cpu);
+  front.service = "front";
+  Workload back = test::MakeWorkload("back-0", cpu);
+  back.service = "back";
+  app.workloads = {front, back};
+  app.channels.push_back(Channel{
+      .name = "front-back", .from = "front-0", .to = "back-0", .max_delay_ns = 100 * test::kMs});
+  return app;
+}
+
+MigrateRequest MoveOf(Bed& bed, const Application& app, const std::string& workload,
+                      const std::string& target_cluster = "", const std::string& request_id = "") {
+  MigrateRequest r{.app = app,
+                   .workload = workload,
+                   .target_cluster = target_cluster,
+                   .request_id = request_id,
+                   .executors = &bed.factory};
+  r.members = {MemberRef{.cluster = "eu"}, MemberRef{.cluster = "us"}};
+  return r;
+}
+
+pb::Migration MigrationOf(const Operation& op) {
+  pb::Migration m;
+  REQUIRE(op.result().UnpackTo(&m));
+  return m;
+}
+
+std::set<std::string> PodNames(Bed& bed, const std::string& cluster) {
+  std::set<std::string> out;
+  absl::StatusOr<std::vector<PodInfo>> pods = bed.clusters[cluster]->runtime.ListPods();
+  REQUIRE(pods.ok());
+  for (const PodInfo& p : *pods) out.insert(p.name);
+  return out;
+}
+
+const pb::WorkloadTarget& TargetOf(const pb::AssignmentPlan& plan, const std::string& workload) {
+  for (const pb::WorkloadTarget& t : plan.targets()) {
+    if (t.workload() == workload) return t;
+  }
+  FAIL("no target for " << workload);
+  return plan.targets(0);
+}
+
+TEST_CASE("Migrate moves one workload make-before-break and leaves the others where they run",
+          "[placement_service][migration]") {
+  Bed bed;
+  const Application app = MovableApp("shop");
+  REQUIRE(bed.service->Place(bed.Request(app)).ok());
+  const pb::AssignmentPlan placed = bed.repo.Latest("shop")->value();
+  const pb::WorkloadTarget front = TargetOf(placed, "front-0");
+  const pb::WorkloadTarget back = TargetOf(placed, "back-0");
+  CHECK(back.reservation() == "shop/1/" + back.cluster());
+  const std::string away_from = back.cluster();
+  const std::string to = away_from == "eu" ? "us" : "eu";
+
+  absl::StatusOr<Operation> op = bed.service->Migrate(MoveOf(bed, app, "back-0", to, "m-1"));
+  REQUIRE(op.ok());
+  CHECK(op->done());
+  CHECK(op->kind() == kMigrateKind);
+  pb::Migration m = MigrationOf(*op);
+  CHECK(m.id() == "shop/1");
+  CHECK(m.phase() == pb::MIGRATION_PHASE_DONE);
+  CHECK(m.reason() == pb::MIGRATION_REASON_MANUAL);
+  CHECK(m.source().cluster() == away_from);
+  CHECK(m.target().cluster() == to);
+  CHECK(m.target().pod() == "shop-back-0-r2");
+  CHECK(m.target().reservation() == "shop/2/" + to);
+  // The target was reserved and running before the source was touched.
+  CHECK(bed.repo.migration_phases ==
+        std::vector<pb::MigrationPhase>{pb::MIGRATION_PHASE_RESERVING,
+                                        pb::MIGRATION_PHASE_RESTORING,
+                                        pb::MIGRATION_PHASE_CUTTING_OVER,
+                                        pb::MIGRATION_PHASE_DONE});
+  CHECK(PodNames(bed, to).count("shop-back-0-r2") == 1);
+  CHECK(PodNames(bed, away_from).count("shop-back-0") == 0);
+  CHECK(PodNames(bed, front.cluster()).count("shop-front-0") == 1);
+
+  // The new plan revision: front untouched, back moved, the channel re-checked.
+  pb::AssignmentPlan next = bed.repo.Latest("shop")->value();
+  CHECK(next.plan_revision() == 2);
+  CHECK(next.incumbent_plan_revision() == 1);
+  CHECK(next.phase() == pb::PLAN_PHASE_DONE);
+  CHECK(TargetOf(next, "front-0").node() == front.node());
+  CHECK(TargetOf(next, "front-0").reservation() == "shop/1/" + front.cluster());
+  CHECK(TargetOf(next, "back-0").cluster() == to);
+  REQUIRE(next.channels_size() == 1);
+  CHECK(next.channels(0).satisfied());
+  CHECK(next.channels(0).target_endpoint() == "shop-back-0-r2." + to + ":80");
+
+  // The request id answers the same migration again; nothing moves.
+  absl::StatusOr<Operation> again = bed.service->Migrate(MoveOf(bed, app, "back-0", to, "m-1"));
+  REQUIRE(again.ok());
+  CHECK(MigrationOf(*again).id() == "shop/1");
+  CHECK(bed.repo.Latest("shop")->value().plan_revision() == 2);
+
+  // With no target named the solve never picks the node it runs on: back
+  // to where it came from (each cluster has one node).
+  absl::StatusOr<Operation> back_home = bed.service->Migrate(MoveOf(bed, app, "back-0"));
+  REQUIRE(back_home.ok());
+  CHECK(MigrationOf(*back_home).id() == "shop/2");
+  CHECK(MigrationOf(*back_home).target().cluster() == away_from);
+  CHECK(PodNames(bed, away_from).count("shop-back-0-r3") == 1);
+  CHECK(PodNames(bed, to).count("shop-back-0-r2") == 0);
+
+  // The reconciler sees nothing to delete; the removal takes every pod,
+  // each from the reservation it was created under.
+  RecoveryReport report = bed.service->Reconcile();
+  CHECK(report.orphans.empty());
+  CHECK(report.errors.empty());
+  REQUIRE(bed.service->Release({.application = "shop"}).ok());
+  CHECK(bed.Pods("eu") == 0);
+  CHECK(bed.Pods("us") == 0);
+  CHECK(bed.clusters["eu"]->executor.ledger().size() == 0);
+  CHECK(bed.clusters["us"]->executor.ledger().size() == 0);
+}
+
+TEST_CASE("Migrate names the field of a bad request and moves nothing",
+          "[placement_service][migration]") {
+  Bed bed;
+  const Application app = MovableApp("shop");
+  auto message = [](const absl::StatusOr<Operation>& op) {
+    return std::string(op.status().message());
+  };
+  // Not placed yet.
+  absl::StatusOr<Operation> op = bed.service->Migrate(MoveOf(bed, app, "back-0"));
+  CHECK(absl::IsFailedPrecondition(op.status()));
+  CHECK(message(op).find("not placed") != std::string::npos);
+
+  REQUIRE(bed.service->Place(bed.Request(app)).ok());
+  const pb::WorkloadTarget back = TargetOf(bed.repo.Latest("shop")->value(), "back-0");
+  op = bed.service->Migrate(MoveOf(bed, app, "db-0"));
+  CHECK(absl::IsInvalidArgument(op.status()));
+  CHECK(message(op).find("workload") != std::string::npos);
+  op = bed.service->Migrate(MoveOf(bed, app, ""));
+  CHECK(absl::IsInvalidArgument(op.status()));
+  CHECK(message(op).find("workload") != std::string::npos);
+  op = bed.service->Migrate(MoveOf(bed, app, "back-0", "mars"));
+  CHECK(absl::IsInvalidArgument(op.status()));
+  CHECK(message(op).find("target_cluster") != std::string::npos);
+  MigrateRequest node_only = MoveOf(bed, app, "back-0");
+  node_only.target_node = "eu-n0";
+  op = bed.service->Migrate(node_only);
+  CHECK(absl::IsInvalidArgument(op.status()));
+  CHECK(message(op).find("target_node") != std::string::npos);
+  MigrateRequest same = MoveOf(bed, app, "back-0", back.cluster());
+  same.target_node = back.node();
+  op = bed.service->Migrate(same);
+  CHECK(absl::IsInvalidArgument(op.status()));
+  CHECK(message(op).find("already runs") != std::string::npos);
+  MigrateRequest unknown_node = MoveOf(bed, app, "back-0", "eu");
+  unknown_node.target_node = "eu-n9";
+  op = bed.service->Migrate(unknown_node);
+  CHECK(absl::IsInvalidArgument(op.status()));
+  CHECK(message(op).find("target_node") != std::string::npos);
+
+  CHECK(bed.repo.migration_phases.empty());
+  CHECK(bed.repo.Latest("shop")->value().plan_revision() == 1);
+}
+
+TEST_CASE("A migration with nowhere to go is stored FAILED and the workload stays",
+          "[placement_service][migration]") {
+  Bed bed;
+  // 3 CPUs each on 4-CPU nodes: neither fits beside the other.
+  const Application app = MovableApp("shop", 3000);
+  REQUIRE(bed.service->Place(bed.Request(app)).ok());
+  const pb::WorkloadTarget back = TargetOf(bed.repo.Latest("shop")->value(), "back-0");
+  absl::StatusOr<Operation> op = bed.service->Migrate(MoveOf(bed, app, "back-0", "", "m-1"));
+  REQUIRE(absl::IsFailedPrecondition(op.status()));
+  CHECK(std::string(op.status().message()).find("back-0") != std::string::npos);
+  CHECK(bed.repo.migration_phases == std::vector<pb::MigrationPhase>{pb::MIGRATION_PHASE_FAILED});
+  absl::StatusOr<pb::Migration> stored = bed.repo.GetMigration("shop/1");
+  REQUIRE(stored.ok());
+  CHECK(stored->phase() == pb::MIGRATION_PHASE_FAILED);
+  CHECK(!stored->error().message().empty());
+  CHECK(PodNames(bed, back.cluster()).count("shop-back-0") == 1);
+  CHECK(bed.repo.Latest("shop")->value().plan_revision() == 1);
+  CHECK(bed.clusters["eu"]->executor.ledger().size() == 0);
+  CHECK(bed.clusters["us"]->executor.ledger().size() == 0);
+  // The request id answers the refusal again.
+  CHECK(absl::IsFailedPrecondition(
+      bed.service->Migrate(MoveOf(bed, app, "back-0", "", "m-1")).status()));
+}
+
+TEST_CASE("A source cluster that is away keeps the migration CUTTING_OVER until recovery",
+          "[placement_service][migration]") {
+  Bed bed;
+  Application app = MovableApp("shop");
+  app.channels.clear();
+  app.workloads[0].allowed_regions = {"eu"};
+  app.workloads[1].allowed_regions = {"us"};
+  REQUIRE(bed.service->Place(bed.Request(app)).ok());
+  app.workloads[1].allowed_regions.clear();
+  // "us" is cut: back-0 is evacuated to "eu"; its old pod cannot be removed.
+  bed.members.away = {"us"};
+  absl::StatusOr<Operation> op = bed.service->Migrate(MoveOf(bed, app, "back-0", "eu"));
+  REQUIRE(op.ok());
+  CHECK(!op->done());
+  CHECK(op->phase() == "CUTTING_OVER");
+  pb::Migration m = MigrationOf(*op);
+  CHECK(m.phase() == pb::MIGRATION_PHASE_CUTTING_OVER);
+  CHECK(m.error().message().find("not removed yet") != std::string::npos);
+  CHECK(PodNames(bed, "eu").count("shop-back-0-r2") == 1);
+  CHECK(PodNames(bed, "us").count("shop-back-0") == 1);
+  // Another move of the application waits for this one to end.
+  CHECK(absl::IsUnavailable(bed.service->Migrate(MoveOf(bed, app, "front-0")).status()));
+
+  // Recovery while "us" is still away keeps it; once back, it finishes.
+  RecoveryReport report = bed.service->Recover();
+  CHECK(report.migrations.empty());
+  CHECK(report.errors.size() == 1);
+  bed.members.away.clear();
+  report = bed.service->Recover();
+  CHECK(report.errors.empty());
+  CHECK(report.migrations == std::vector<std::string>{"shop/1"});
+  CHECK(bed.repo.GetMigration("shop/1")->phase() == pb::MIGRATION_PHASE_DONE);
+  CHECK(bed.repo.GetOperation(m.operation_id())->done());
+  CHECK(PodNames(bed, "us").count("shop-back-0") == 0);
+  CHECK(PodNames(bed, "eu").count("shop-back-0-r2") == 1);
+  // The plan's DeletePod action is done too.
+  const pb::AssignmentPlan plan = bed.repo.Latest("shop")->value();
+  bool deleted = false;
+  for (const pb::PlanAction& a : plan.actions()) {
+    if (a.type() == pb::ACTION_TYPE_DELETE_POD) deleted = a.result() == pb::ACTION_RESULT_SUCCEEDED;
+  }
+  CHECK(deleted);
+}
+
+TEST_CASE("Recover rolls back a migration the hub left before its new plan",
+          "[placement_service][migration]") {
+  Bed bed;
+  const Application app = MovableApp("shop");
+  REQUIRE(bed.service->Place(bed.Request(app)).ok());
+  const pb::WorkloadTarget back = TargetOf(bed.repo.Latest("shop")->value(), "back-0");
+  const std::string to = back.cluster() == "eu" ? "us" : "eu";
+
+  SECTION("while reserving") { bed.crash.migration_at = pb::MIGRATION_PHASE_RESERVING; }
+  SECTION("while the target pod starts") {
+    bed.crash.migration_at = pb::MIGRATION_PHASE_RESTORING;
+  }
+  bed.repo.crash = &bed.crash;
+  (void)bed.service->Migrate(MoveOf(bed, app, "back-0", to, "m-1"));
+  REQUIRE(bed.crash.happened);
+  // The dead hub wrote that phase and went no further: nothing created, no
+  // new plan.
+  CHECK(bed.repo.Latest("shop")->value().plan_revision() == 1);
+
+  bed.Restart();
+  // A reservation the dead hub's Reserve left in the target cluster.
+  REQUIRE(bed.clusters[to]
+              ->executor
+              .Reserve("shop/2/" + to,
+                       {ReservationItem{"shop-back-0-r2", to + "-n0", {500, kGi, 0}}},
+                       absl::Minutes(1))
+              .ok());
+  RecoveryReport report = bed.service->Recover();
+  CHECK(report.errors.empty());
+  CHECK(report.migrations == std::vector<std::string>{"shop/1"});
+  absl::StatusOr<pb::Migration> m = bed.repo.GetMigration("shop/1");
+  REQUIRE(m.ok());
+  CHECK(m->phase() == pb::MIGRATION_PHASE_ROLLED_BACK);
+  CHECK(bed.clusters[to]->executor.ledger().size() == 0);
+  CHECK(PodNames(bed, back.cluster()).count("shop-back-0") == 1);
+  // The request id is free: the retry moves it (its plan is revision 2).
+  absl::StatusOr<Operation> retry = bed.service->Migrate(MoveOf(bed, app, "back-0", to, "m-1"));
+  REQUIRE(retry.ok());
+  CHECK(MigrationOf(*retry).id() == "shop/2");
+  CHECK(MigrationOf(*retry).phase() == pb::MIGRATION_PHASE_DONE);
+}
+
+TEST_CASE("Recover finishes a migration the hub left CUTTING_OVER",
+          "[placement_service][migration]") {
+  Bed bed;
+  const Application app = MovableApp("shop");
+  REQUIRE(bed.service->Place(bed.Request(app)).ok());
+  const pb::WorkloadTarget back = TargetOf(bed.repo.Latest("shop")->value(), "back-0");
+  const std::string to = back.cluster() == "eu" ? "us" : "eu";
+  bed.crash.migration_at = pb::MIGRATION_PHASE_CUTTING_OVER;
+  bed.repo.crash = &bed.crash;
+  (void)bed.service->Migrate(MoveOf(bed, app, "back-0", to));
+  REQUIRE(bed.crash.happened);
+  CHECK(bed.repo.Latest("shop")->value().plan_revision() == 2);
+  CHECK(bed.repo.GetMigration("shop/1")->phase() == pb::MIGRATION_PHASE_CUTTING_OVER);
+
+  bed.Restart();
+  RecoveryReport report = bed.service->Recover();
+  CHECK(report.errors.empty());
+  CHECK(report.migrations == std::vector<std::string>{"shop/1"});
+  CHECK(bed.repo.GetMigration("shop/1")->phase() == pb::MIGRATION_PHASE_DONE);
+  CHECK(PodNames(bed, back.cluster()).count("shop-back-0") == 0);
+  CHECK(PodNames(bed, to).count("shop-back-0-r2") == 1);
+}
+
+TEST_CASE("Reconcile deletes a moved workload's source pod left behind and keeps the target",
+          "[placement_service][migration]") {
+  Bed bed;
+  const Application app = MovableApp("shop");
+  REQUIRE(bed.service->Place(bed.Request(app)).ok());
+  const pb::WorkloadTarget back = TargetOf(bed.repo.Latest("shop")->value(), "back-0");
+  const std::string to = back.cluster() == "eu" ? "us" : "eu";
+  REQUIRE(bed.service->Migrate(MoveOf(bed, app, "back-0", to)).ok());
+  // The old pod is back (a cluster that restored it from its own state):
+  // its reservation still holds front-0 there, but not this pod.
+  FakeCluster& source = *bed.clusters[back.cluster()];
+  const std::string node = source.runtime.ListNodes().value().front().name;
+  REQUIRE(source.runtime.CreatePod(PodInfo{"shop-back-0", node, {500, kGi, 0}}).ok());
+  RecoveryReport report = bed.service->Reconcile();
+  CHECK(report.errors.empty());
+  CHECK(report.orphans == std::vector<std::string>{back.cluster() + "/shop-back-0"});
+  CHECK(PodNames(bed, to).count("shop-back-0-r2") == 1);
 }
 
 }  // namespace
