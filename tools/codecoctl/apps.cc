@@ -380,6 +380,30 @@ std::string OperationsTable(const acm::v1::ListOperationsResponse& operations) {
   return out;
 }
 
+std::string MigrationsTable(const swm::v1::ListMigrationsResponse& migrations) {
+  std::string out = absl::StrFormat("%-20s  %-28s  %-16s  %-12s  %-28s  %s\n", "ID", "WORKLOAD",
+                                    "REASON", "PHASE", "FROM", "TO");
+  auto where = [](const swm::v1::WorkloadTarget& t) {
+    return t.cluster().empty() ? std::string("-") : absl::StrCat(t.cluster(), "/", t.node());
+  };
+  for (const auto& m : migrations.migrations()) {
+    std::string reason = swm::v1::MigrationReason_Name(m.reason());
+    reason = reason.substr(std::min(reason.size(), sizeof("MIGRATION_REASON_") - 1));
+    std::string phase = swm::v1::MigrationPhase_Name(m.phase());
+    phase = phase.substr(std::min(phase.size(), sizeof("MIGRATION_PHASE_") - 1));
+    absl::StrAppend(&out, absl::StrFormat("%-20s  %-28s  %-16s  %-12s  %-28s  %s\n", m.id(),
+                                          absl::StrCat(m.application(), "/", m.workload()),
+                                          absl::AsciiStrToLower(reason), phase,
+                                          where(m.source()), where(m.target())));
+    if (m.has_error() && !m.error().message().empty()) {
+      std::string why = m.error().message();
+      std::replace(why.begin(), why.end(), '\n', ' ');
+      absl::StrAppend(&out, "  ", why, "\n");
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<Output> ParseOutput(const Args& args) {
   if (!args.Has("o")) return Output::kTable;
   const std::string value = args.Get("o");
@@ -604,8 +628,7 @@ static int WaitForAcmOperation(AcmService::Stub& stub, const common::v1::Operati
       stub, first, args, command);
 }
 
-// The hub SWM: --swm ADDR, else the federation's (`codecoctl up`).
-static absl::StatusOr<std::unique_ptr<swm::v1::SwmService::Stub>> SwmStub(const Args& args) {
+absl::StatusOr<std::unique_ptr<swm::v1::SwmService::Stub>> SwmStub(const Args& args) {
   std::string address = args.Get("swm");
   if (address.empty()) {
     auto state = LoadRunState();
@@ -654,6 +677,40 @@ static int GetSwmOperations(const Args& args, Output output) {
   }
   std::cout << (output == Output::kTable ? OperationLine(got.operation()) + "\n"
                                          : Print(got.operation(), output));
+  return 0;
+}
+
+// `get migrations [--app NAME]` and `get migration ID`: the hub SWM's
+// workload moves.
+static int GetSwmMigrations(const Args& args, Output output) {
+  auto stub = SwmStub(args);
+  if (!stub.ok()) return Fail("get", std::string(stub.status().message()));
+  if (args.positional.size() == 2) {
+    swm::v1::GetMigrationRequest request;
+    request.set_id(args.positional[1]);
+    swm::v1::GetMigrationResponse got;
+    auto context = ContextWithTimeout(args, absl::Seconds(10));
+    grpc::Status status = (*stub)->GetMigration(context.get(), request, &got);
+    if (!status.ok()) return Fail("get", status.error_message());
+    swm::v1::ListMigrationsResponse one;
+    *one.add_migrations() = got.migration();
+    std::cout << (output == Output::kTable ? MigrationsTable(one) : Print(got.migration(), output));
+    return 0;
+  }
+  swm::v1::ListMigrationsResponse all;
+  swm::v1::ListMigrationsRequest request;
+  request.set_application(args.Get("app"));
+  request.set_page_size(1000);
+  while (true) {
+    swm::v1::ListMigrationsResponse page;
+    auto context = ContextWithTimeout(args, absl::Seconds(10));
+    grpc::Status status = (*stub)->ListMigrations(context.get(), request, &page);
+    if (!status.ok()) return Fail("get", status.error_message());
+    for (auto& m : *page.mutable_migrations()) *all.add_migrations() = std::move(m);
+    if (page.next_page_token().empty()) break;
+    request.set_page_token(page.next_page_token());
+  }
+  std::cout << (output == Output::kTable ? MigrationsTable(all) : Print(all, output));
   return 0;
 }
 
@@ -739,17 +796,29 @@ int RunApply(const Args& args) {
 
 int RunGet(const Args& args) {
   constexpr char kUsage[] =
-      "usage: codecoctl get apps|clusters|neighborhoods|revisions NAME|operations|operation ID";
+      "usage: codecoctl get apps|clusters|neighborhoods|revisions NAME|operations|operation ID|"
+      "migrations|migration ID";
   if (args.positional.empty()) return Fail("get", kUsage);
   const std::string& what = args.positional[0];
   const bool revisions = what == "revisions" || what == "revision";
-  const bool named = revisions || what == "operation" || what == "op";
+  const bool named = revisions || what == "operation" || what == "op" || what == "migration";
   if (args.positional.size() != (named ? 2u : 1u)) return Fail("get", kUsage);
   if (args.Has("cluster") && what.rfind("neighborhood", 0) != 0) {
     return Fail("get", "--cluster: only applies to get neighborhoods");
   }
   auto output = ParseOutput(args);
   if (!output.ok()) return Fail("get", std::string(output.status().message()));
+  const bool migrations = what == "migrations" || what == "migration";
+  if (args.Has("app") && what != "migrations") {
+    return Fail("get", "--app: only applies to get migrations");
+  }
+  if (migrations) {
+    // Workload moves are the hub SWM's records.
+    if (args.Has("wait") || args.Has("from")) {
+      return Fail("get", "--wait, --from: do not apply to get migrations (read from the hub SWM)");
+    }
+    return GetSwmMigrations(args, *output);
+  }
   const bool operation = what == "operation" || what == "op";
   if (args.Has("wait") && !operation) {
     return Fail("get", "--wait: only applies to get operation ID");

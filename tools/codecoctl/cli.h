@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "codeco/acm/v1/acm_service.pb.h"
+#include "codeco/swm/v1/swm_service.grpc.pb.h"
 #include "google/protobuf/message.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -77,8 +78,9 @@ int RunDelete(const Args& args);
 int RunWatch(const Args& args);
 /// `codecoctl rollback app NAME --to-revision N`.
 int RunRollback(const Args& args);
-/// `codecoctl migrate POD --from C --to C --node N`: moves a container with
-/// its state through the checkpointers, with a progress bar.
+/// `codecoctl migrate APP/WORKLOAD [--to C [--node N]]`: the hub SWM moves
+/// one workload; `codecoctl migrate POD --from C --to C --node N`: moves a
+/// container with its state through the checkpointers, with a progress bar.
 int RunMigrate(const Args& args);
 
 // Rendering of ACM resources (apps.cc). Pure functions, so they are tested
@@ -133,6 +135,10 @@ std::string DescribeApp(const acm::v1::Application& app);
 std::string OperationLine(const common::v1::Operation& op);
 /// `get operations` as a table.
 std::string OperationsTable(const acm::v1::ListOperationsResponse& operations);
+/// `get migrations` as a table: id, workload, reason, phase, from, to.
+std::string MigrationsTable(const swm::v1::ListMigrationsResponse& migrations);
+/// The hub SWM: --swm ADDR, else the federation's (`codecoctl up`).
+absl::StatusOr<std::unique_ptr<swm::v1::SwmService::Stub>> SwmStub(const Args& args);
 /// The header line `watch` prints before table lines.
 std::string WatchHeader();
 /// One watch event as one line (table), one compact JSON line, or one YAML

@@ -32,6 +32,13 @@ constexpr char kUsage[] =
     "      Change the emulated network, nodes and load at run time (--load: a node's\n"
     "      background load, a step in its usage; --load 0 removes it).\n"
     "\n"
+    "workload migration (through the hub SWM; --swm ADDR overrides the federation's):\n"
+    "  migrate APP/WORKLOAD [--to CLUSTER [--node NODE]] [--request-id ID]\n"
+    "      Move one workload of a placed application: SWM reserves and starts it at the\n"
+    "      target (its choice unless --to/--node), then removes the old pod.\n"
+    "  get migrations [--app NAME] | get migration ID\n"
+    "      The moves SWM made or refused, with their phase, source and target.\n"
+    "\n"
     "stateful migration (through the source cluster's checkpointer):\n"
     "  migrate POD --from CLUSTER --to CLUSTER --node NODE [--as NAME] [--container NAME]\n"
     "          [--repository REPO] [--request-id ID] [--no-wait] [--checkpointer ADDR]\n"
@@ -94,7 +101,8 @@ int main(int argc, char** argv) {
       {"restart", {codeco::ctl::RunRestart, {"kill"}, {"down-for"}}},
       {"apply",
        {codeco::ctl::RunApply, {"insecure", "dry-run", "wait"}, {"f", "filename", "o", "acm"}}},
-      {"get", {codeco::ctl::RunGet, {"insecure", "wait"}, {"o", "acm", "cluster", "from", "swm"}}},
+      {"get",
+       {codeco::ctl::RunGet, {"insecure", "wait"}, {"o", "acm", "cluster", "from", "swm", "app"}}},
       {"describe", {codeco::ctl::RunDescribe, {"insecure"}, {"o", "acm"}}},
       {"delete", {codeco::ctl::RunDelete, {"insecure", "force"}, {"acm", "f", "filename"}}},
       {"rollback", {codeco::ctl::RunRollback, {"insecure"}, {"o", "acm", "to-revision"}}},
@@ -102,7 +110,8 @@ int main(int argc, char** argv) {
       {"migrate",
        {codeco::ctl::RunMigrate,
         {"insecure", "no-wait"},
-        {"from", "to", "node", "as", "container", "repository", "request-id", "checkpointer"}}},
+        {"from", "to", "node", "as", "container", "repository", "request-id", "checkpointer",
+         "swm"}}},
       {"fault",
        {codeco::ctl::RunFault,
         {"cut", "heal", "fail", "recover", "partition"},

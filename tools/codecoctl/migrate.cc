@@ -1,3 +1,10 @@
+// codecoctl migrate APP/WORKLOAD [--to CLUSTER [--node NODE]] [--request-id ID] [--swm ADDR]
+//
+// Moves one workload of a placed application through the hub SWM
+// (MigrateWorkload): SWM picks the target (or takes --to/--node), creates
+// the new pod there, and removes the old one once the new one runs. Prints
+// where it went.
+//
 // codecoctl migrate POD --from CLUSTER --to CLUSTER --node NODE [--as NAME]
 //   [--container NAME] [--repository REPO] [--request-id ID] [--no-wait]
 //   [--checkpointer ADDR]
@@ -9,6 +16,7 @@
 // otherwise) and prints the time of each phase at the end.
 #include <iostream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli.h"
@@ -22,9 +30,63 @@ namespace {
 namespace cp = checkpointer::v1;
 
 constexpr char kUsage[] =
-    "usage: codecoctl migrate POD --from CLUSTER --to CLUSTER --node NODE [--as NAME]\n"
+    "usage: codecoctl migrate APP/WORKLOAD [--to CLUSTER [--node NODE]] [--request-id ID]\n"
+    "         [--swm ADDR]\n"
+    "       codecoctl migrate POD --from CLUSTER --to CLUSTER --node NODE [--as NAME]\n"
     "         [--container NAME] [--repository REPO] [--request-id ID] [--no-wait]\n"
     "         [--checkpointer ADDR]";
+
+// "manual" for MIGRATION_PHASE_... names: the enum name without its prefix.
+std::string Suffix(const std::string& name, const std::string& prefix) {
+  return name.substr(std::min(name.size(), prefix.size()));
+}
+
+// `migrate APP/WORKLOAD`: the hub SWM moves the workload; prints the outcome.
+int MigrateWorkload(const Args& args) {
+  const std::string& name = args.positional[0];
+  const size_t slash = name.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == name.size() ||
+      name.find('/', slash + 1) != std::string::npos) {
+    std::cerr << kUsage << "\n";
+    return 2;
+  }
+  for (const char* flag : {"as", "container", "repository", "checkpointer", "no-wait"}) {
+    if (args.Has(flag)) {
+      return Fail("migrate", absl::StrCat("--", flag, ": only applies to migrate POD --from"));
+    }
+  }
+  if (args.Has("node") && !args.Has("to")) return Fail("migrate", "--node: goes with --to CLUSTER");
+  auto stub = SwmStub(args);
+  if (!stub.ok()) return Fail("migrate", std::string(stub.status().message()));
+  swm::v1::MigrateWorkloadRequest request;
+  request.set_application(name.substr(0, slash));
+  request.set_workload(name.substr(slash + 1));
+  request.set_target_cluster(args.Get("to"));
+  request.set_target_node(args.Get("node"));
+  request.set_reason(swm::v1::MIGRATION_REASON_MANUAL);
+  request.set_request_id(args.Get("request-id"));
+  swm::v1::MigrateWorkloadResponse response;
+  auto context = ContextWithTimeout(args, absl::Minutes(5));
+  grpc::Status status = (*stub)->MigrateWorkload(context.get(), request, &response);
+  if (!status.ok()) return Fail("migrate", status.error_message());
+  const common::v1::Operation& op = response.operation();
+  swm::v1::Migration m;
+  if (!op.result().UnpackTo(&m)) {
+    return Fail("migrate", "operation " + op.id() + " answered without a migration");
+  }
+  std::cout << "migration " << m.id() << ": " << m.application() << "/" << m.workload()
+            << " from " << m.source().cluster() << "/" << m.source().node() << " to "
+            << m.target().cluster() << "/" << m.target().node() << " as pod "
+            << m.target().pod() << " ("
+            << absl::AsciiStrToLower(Suffix(swm::v1::MigrationPhase_Name(m.phase()),
+                                            "MIGRATION_PHASE_"))
+            << ")\n";
+  if (!op.done()) {
+    std::cout << "the workload runs at the target; " << m.error().message()
+              << "\nfollow it with: codecoctl get migration " << m.id() << "\n";
+  }
+  return 0;
+}
 
 // The checkpointer of `cluster`: --checkpointer, else the federation's (`codecoctl up`).
 absl::StatusOr<std::string> CheckpointerOf(const std::string& cluster, const Args& args) {
@@ -73,6 +135,7 @@ void PrintResult(const cp::Checkpoint& c) {
 }  // namespace
 
 int RunMigrate(const Args& args) {
+  if (args.positional.size() == 1 && !args.Has("from")) return MigrateWorkload(args);
   if (args.positional.size() != 1 || args.Get("from").empty() || args.Get("to").empty() ||
       args.Get("node").empty()) {
     std::cerr << kUsage << "\n";

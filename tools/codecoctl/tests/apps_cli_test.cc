@@ -353,6 +353,35 @@ TEST_CASE("codecoctl follows and shows the hub SWM's operations") {
   r = ctl({"get", "operation", "place/none/1", "--from", "swm", "--swm", address});
   REQUIRE(r.exit_code == 1);
   REQUIRE_THAT(r.output, Catch::Contains("no operation place/none/1"));
+
+  // Workload migration goes through the same hub SWM: an application it
+  // never placed cannot move, and there is no record yet.
+  r = ctl({"migrate", "shop/web-0", "--swm", address});
+  REQUIRE(r.exit_code == 1);
+  REQUIRE_THAT(r.output, Catch::Contains("codecoctl migrate: ") &&
+                             Catch::Contains("application shop has no placement"));
+  r = ctl({"migrate", "shop/web-0", "--node", "n1", "--swm", address});
+  REQUIRE(r.exit_code == 1);
+  REQUIRE_THAT(r.output, Catch::Contains("--node: goes with --to CLUSTER"));
+  r = ctl({"migrate", "shop/web-0", "--as", "x", "--swm", address});
+  REQUIRE(r.exit_code == 1);
+  REQUIRE_THAT(r.output, Catch::Contains("--as: only applies to migrate POD --from"));
+  r = ctl({"migrate", "shop", "--swm", address});
+  REQUIRE(r.exit_code == 2);
+  REQUIRE_THAT(r.output, Catch::Contains("usage: codecoctl migrate APP/WORKLOAD"));
+  r = ctl({"get", "migrations", "--swm", address});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.output, Catch::StartsWith("ID"));
+  REQUIRE(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  r = ctl({"get", "migration", "shop/1", "--swm", address});
+  REQUIRE(r.exit_code == 1);
+  REQUIRE_THAT(r.output, Catch::Contains("no migration shop/1"));
+  r = ctl({"get", "migration", "shop", "--swm", address});
+  REQUIRE(r.exit_code == 1);
+  REQUIRE_THAT(r.output, Catch::Contains("id: must be \"<application>/<number>\""));
+  r = ctl({"get", "apps", "--app", "shop", "--swm", address});
+  REQUIRE(r.exit_code == 1);
+  REQUIRE_THAT(r.output, Catch::Contains("--app: only applies to get migrations"));
 }
 
 }  // namespace

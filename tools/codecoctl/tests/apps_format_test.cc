@@ -206,6 +206,38 @@ TEST_CASE("an operation prints as one line: id then percent then phase then done
                           Catch::Contains("acm.DeleteApplication"));
 }
 
+TEST_CASE("get migrations shows each move with its reason and the reason it failed") {
+  swm::v1::ListMigrationsResponse migrations;
+  swm::v1::Migration* done = migrations.add_migrations();
+  done->set_id("shop/2");
+  done->set_application("shop");
+  done->set_workload("back-0");
+  done->set_reason(swm::v1::MIGRATION_REASON_NODE_FAILURE);
+  done->set_phase(swm::v1::MIGRATION_PHASE_DONE);
+  done->mutable_source()->set_cluster("nantes");
+  done->mutable_source()->set_node("worker-1");
+  done->mutable_target()->set_cluster("lille");
+  done->mutable_target()->set_node("worker-0");
+  swm::v1::Migration* refused = migrations.add_migrations();
+  refused->set_id("shop/1");
+  refused->set_application("shop");
+  refused->set_workload("back-0");
+  refused->set_reason(swm::v1::MIGRATION_REASON_MANUAL);
+  refused->set_phase(swm::v1::MIGRATION_PHASE_FAILED);
+  refused->mutable_source()->set_cluster("nantes");
+  refused->mutable_source()->set_node("worker-1");
+  refused->mutable_error()->set_message("no node can take\nworkload back-0");
+  const std::string table = MigrationsTable(migrations);
+  REQUIRE_THAT(table, Catch::StartsWith("ID "));
+  REQUIRE(std::count(table.begin(), table.end(), '\n') == 4);
+  REQUIRE_THAT(table, Catch::Contains("shop/back-0") && Catch::Contains("node_failure") &&
+                          Catch::Contains("nantes/worker-1") && Catch::Contains("lille/worker-0") &&
+                          Catch::Contains("FAILED") && Catch::Contains("manual"));
+  // A move that never got a target shows "-"; its error on one line below it.
+  REQUIRE_THAT(table, Catch::Contains("nantes/worker-1               -\n"));
+  REQUIRE_THAT(table, Catch::Contains("  no node can take workload back-0\n"));
+}
+
 TEST_CASE("manifests split at their document markers") {
   // One document: sent whole, comments and all.
   const std::string one = "# a comment\napiVersion: codeco.he-codeco.eu/v1alpha1\nkind: CodecoApp\n"
