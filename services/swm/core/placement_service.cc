@@ -913,7 +913,9 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
   }
   ASSIGN_OR_RETURN(std::vector<pb::Migration> active, plans_.ActiveMigrations());
   for (const pb::Migration& m : active) {
-    if (m.application() == app.name) {
+    // One CUTTING_OVER has written its plan (only its source is left to
+    // remove, maybe in a cluster that is away): the next move starts from it.
+    if (m.application() == app.name && m.phase() != pb::MIGRATION_PHASE_CUTTING_OVER) {
       return absl::UnavailableError(absl::StrCat(
           "migration ", m.id(), " of application ", app.name, " was interrupted while ",
           MigrationOperationPhase(m.phase()), " and is not recovered yet; retry later"));

@@ -417,7 +417,9 @@ class PlacementService {
   /// INVALID_ARGUMENT naming `workload`, `target_cluster` or `target_node`;
   /// FAILED_PRECONDITION when the application is not placed, or no node can
   /// take the workload (stored FAILED, with the reason); UNAVAILABLE when an
-  /// earlier migration of the application is still being recovered.
+  /// earlier migration of the application was interrupted before its new
+  /// plan and is not recovered yet (one CUTTING_OVER does not hold the next
+  /// move back: a cut cluster's workloads are evacuated one after another).
   absl::StatusOr<codeco::common::v1::Operation> Migrate(const MigrateRequest& request,
                                                         absl::Time deadline = absl::InfiniteFuture());
 

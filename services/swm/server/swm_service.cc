@@ -129,12 +129,115 @@ SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
   if (options_.virtual_links != nullptr) {
     channel_monitor_ = std::thread([this] { MonitorChannels(); });
   }
+  if (options_.adapt_interval > absl::ZeroDuration()) {
+    member_health_ = std::make_unique<MemberHealth>(*this);
+    mover_ = std::make_unique<Mover>(*this);
+    adaptation_ = std::make_unique<AdaptationLoop>(clock_, plans_, *member_health_, *mover_,
+                                                   options_.adaptation);
+  }
   // The first worker drives the plans a crash interrupted to an outcome
   // before any worker takes a request.
   const size_t workers = std::max<size_t>(1, options_.placement_workers);
   for (size_t i = 0; i < workers; ++i) {
     workers_.emplace_back([this, i] { Work(/*first=*/i == 0); });
   }
+}
+
+// The adaptation loop's view of the members: each cluster is read as a
+// placement reads it (its MC swm's view, else its LMS), reached as the
+// stored placement requests of the placed applications say.
+class SwmServiceImpl::MemberHealth final : public HealthSource {
+ public:
+  explicit MemberHealth(SwmServiceImpl& service) : service_(service) {}
+  std::map<std::string, ClusterHealth> Read(const std::vector<std::string>& clusters,
+                                            absl::Time deadline) override {
+    std::map<std::string, MemberRef> refs;
+    absl::StatusOr<std::vector<pb::AssignmentPlan>> live = service_.plans_.LivePlans();
+    for (const pb::AssignmentPlan& plan : live.ok() ? *live : std::vector<pb::AssignmentPlan>()) {
+      absl::StatusOr<std::optional<pb::PlaceApplicationRequest>> placed =
+          service_.plans_.PlacementRequest(plan.application());
+      if (!placed.ok() || !placed->has_value()) continue;
+      for (const auto& m : (*placed)->neighborhood().members()) {
+        refs[m.cluster()] = MemberRef{
+            .cluster = m.cluster(),
+            .endpoints =
+                std::map<std::string, std::string>(m.endpoints().begin(), m.endpoints().end())};
+      }
+    }
+    std::vector<MemberRef> reach;
+    for (const std::string& c : clusters) {
+      reach.push_back(refs.count(c) ? refs[c] : MemberRef{.cluster = c});
+    }
+    std::map<std::string, ClusterHealth> out;
+    if (absl::Status connected = service_.members_.Connect(reach, deadline); !connected.ok()) {
+      log::Warn("adaptation: members not reached",
+                {{"error", std::string(connected.message())}});
+      return out;
+    }
+    std::vector<absl::StatusOr<MemberView>> views =
+        service_.members_.ReadMembers(clusters, deadline);
+    for (size_t i = 0; i < clusters.size() && i < views.size(); ++i) {
+      ClusterHealth& h = out[clusters[i]];
+      h.reachable = views[i].ok();
+      if (!h.reachable) continue;
+      for (const Node& n : views[i]->nodes) h.node_ready[n.name] = n.schedulable;
+    }
+    return out;
+  }
+
+ private:
+  SwmServiceImpl& service_;
+};
+
+// The adaptation loop's moves: MigrateWorkload, as an operator's call runs it.
+class SwmServiceImpl::Mover final : public MoveExecutor {
+ public:
+  explicit Mover(SwmServiceImpl& service) : service_(service) {}
+  absl::StatusOr<pb::Migration> Move(const std::string& application, const std::string& workload,
+                                     const std::string& target_cluster,
+                                     const std::string& target_node, pb::MigrationReason reason,
+                                     absl::Time deadline) override {
+    pb::MigrateWorkloadRequest request;
+    request.set_application(application);
+    request.set_workload(workload);
+    request.set_target_cluster(target_cluster);
+    request.set_target_node(target_node);
+    request.set_reason(reason);
+    ASSIGN_OR_RETURN(Operation op, service_.Migrate(request, deadline));
+    pb::Migration migration;
+    if (!op.result().UnpackTo(&migration)) {
+      return absl::InternalError("operation " + op.id() + " carries no migration");
+    }
+    return migration;
+  }
+
+ private:
+  SwmServiceImpl& service_;
+};
+
+void SwmServiceImpl::Adapt() {
+  // Migrations a cut cluster left CUTTING_OVER are finished first, once it answers.
+  absl::StatusOr<std::vector<pb::Migration>> moving = plans_.ActiveMigrations();
+  if (moving.ok() && !moving->empty()) {
+    RecoveryReport recovered = core_->Recover(absl::Now() + options_.mc_timeout);
+    members_.ClearDeadlines();
+    if (!recovered.migrations.empty()) {
+      log::Info("migrations finished", {{"migrations", absl::StrJoin(recovered.migrations, ",")}});
+    }
+  }
+  AdaptationTick tick =
+      adaptation_->Tick(absl::Now() + std::min(options_.adapt_interval, options_.mc_timeout));
+  members_.ClearDeadlines();
+  for (const std::string& place : tick.failed) {
+    log::Warn("adaptation: a place failed for longer than its grace; moving its workloads",
+              {{"place", place}});
+  }
+  for (const std::string& place : tick.recovered) {
+    log::Info("adaptation: a failed place is healthy again; moving its workloads back",
+              {{"place", place}});
+  }
+  for (const std::string& m : tick.moved) log::Info("adaptation moved a workload", {{"move", m}});
+  for (const std::string& h : tick.held) log::Warn("adaptation held a move back", {{"why", h}});
 }
 
 void SwmServiceImpl::DrainForTest() {
@@ -258,9 +361,12 @@ void SwmServiceImpl::Work(bool first) {
     absl::MutexLock lock(&queue_mu_);
     recovered_ = true;
   }
-  // The first worker also runs the reconciler.
+  // The first worker also runs the reconciler and the adaptation loop.
   const bool reconcile = first && options_.reconcile_interval > absl::ZeroDuration();
-  absl::Time next_reconcile = absl::Now() + options_.reconcile_interval;
+  const bool adapt = first && adaptation_ != nullptr;
+  absl::Time next_reconcile =
+      reconcile ? absl::Now() + options_.reconcile_interval : absl::InfiniteFuture();
+  absl::Time next_adapt = adapt ? absl::Now() + options_.adapt_interval : absl::InfiniteFuture();
   while (true) {
     std::function<void()> task;
     {
@@ -270,8 +376,8 @@ void SwmServiceImpl::Work(bool first) {
             return s->stopping_ || (s->recovered_ && !s->queue_.empty());
           },
           this);
-      if (reconcile) {
-        queue_mu_.AwaitWithDeadline(ready, next_reconcile);
+      if (reconcile || adapt) {
+        queue_mu_.AwaitWithDeadline(ready, std::min(next_reconcile, next_adapt));
       } else {
         queue_mu_.Await(ready);
       }
@@ -288,10 +394,16 @@ void SwmServiceImpl::Work(bool first) {
       --running_tasks_;
       continue;
     }
-    // The reconciler's turn: what a recovery left for later (a member was
-    // away) is tried again, then pods of plans the hub no longer holds go.
-    Recover();
-    next_reconcile = absl::Now() + options_.reconcile_interval;
+    if (adapt && absl::Now() >= next_adapt) {
+      Adapt();
+      next_adapt = absl::Now() + options_.adapt_interval;
+    }
+    if (reconcile && absl::Now() >= next_reconcile) {
+      // The reconciler's turn: what a recovery left for later (a member was
+      // away) is tried again, then pods of plans the hub no longer holds go.
+      Recover();
+      next_reconcile = absl::Now() + options_.reconcile_interval;
+    }
   }
 }
 
@@ -821,6 +933,23 @@ void AddSwmConfig(ConfigSchema& schema) {
               .help = "hub: how often the orphan reconciler deletes pods of the clusters the hub "
                       "drives through their LMS that carry a plan label the hub no longer holds "
                       "(also once at start); 0s: never"});
+  schema.Add({.path = "swm.adapt_interval",
+              .type = ConfigType::kDuration,
+              .default_value = "10s",
+              .help = "hub: how often the adaptation loop probes the members of the placed "
+                      "applications; the workloads of a node or cluster failed for longer than "
+                      "swm.failure_grace are moved elsewhere, and back once it has been healthy "
+                      "for swm.failback_grace (0s: never)"});
+  schema.Add({.path = "swm.failure_grace",
+              .type = ConfigType::kDuration,
+              .default_value = "60s",
+              .help = "hub: how long a node must be not ready, or a cluster not answer, before "
+                      "its workloads are moved (a shorter blip moves nothing)"});
+  schema.Add({.path = "swm.failback_grace",
+              .type = ConfigType::kDuration,
+              .default_value = "5m",
+              .help = "hub: how long a failed node or cluster must be healthy again before the "
+                      "workloads moved off it go back"});
   schema.Add({.path = "swm.mc_timeout",
               .type = ConfigType::kDuration,
               .default_value = "10s",
@@ -912,6 +1041,13 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
   options.pdlc.auction = raw.GetBool("swm.pdlc_auction");
   options.mc_timeout = context.config.raw.GetDuration("swm.mc_timeout");
   options.reconcile_interval = context.config.raw.GetDuration("swm.reconcile_interval");
+  options.adapt_interval = context.config.raw.GetDuration("swm.adapt_interval");
+  options.adaptation.failure_grace = context.config.raw.GetDuration("swm.failure_grace");
+  options.adaptation.failback_grace = context.config.raw.GetDuration("swm.failback_grace");
+  if (absl::Status valid = ValidateMigrationGovernorOptions(options.adaptation); !valid.ok()) {
+    // Its errors name adaptation.<field>; the keys are swm.<field>.
+    return InvalidFieldError("swm.failure_grace, swm.failback_grace", std::string(valid.message()));
+  }
   // An enum key: the configuration refused any other value already.
   options.member_l2 = context.config.raw.GetString("swm.member_l2") == "member" ? MemberL2::kMember
                                                                                : MemberL2::kHub;

@@ -83,6 +83,7 @@
 #include "swm/lms/lms_pod_runtime.h"
 #include "swm/milp/exact_l2.h"
 #include "swm/core/federation_source.h"
+#include "swm/core/adaptation_loop.h"
 #include "swm/core/placement_service.h"
 #include "swm/core/channel_status.h"
 #include "swm/server/hub_members.h"
@@ -164,6 +165,13 @@ struct SwmServiceOptions {
   /// Zero: never (the recovery then runs at start only). Default: never
   /// (the binary: 5 min).
   absl::Duration reconcile_interval = absl::ZeroDuration();
+  /// How often the adaptation loop probes the members of the placed
+  /// applications and moves the workloads of a node or cluster failed for
+  /// longer than adaptation.failure_grace, then back once it recovered
+  /// (AdaptationLoop). Zero: never. Default: never (the binary: 10 s).
+  absl::Duration adapt_interval = absl::ZeroDuration();
+  /// The adaptation loop's rules (grace periods, cooldown, budget).
+  MigrationGovernorOptions adaptation;
 };
 
 /// The hub's SwmService. Thread-safe.
@@ -301,6 +309,10 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
                                      std::function<absl::Status(absl::Time)> work);
   // Recover() and, when configured, the reconciler: the worker's first task.
   void Recover();
+  // One tick of the adaptation loop (the first worker, every adapt_interval).
+  void Adapt();
+  class MemberHealth;
+  class Mover;
   struct Metrics;
   std::unique_ptr<Metrics> metrics_;
   // One worker's loop; the `first` runs the start-up recovery and the reconciler.
@@ -319,6 +331,10 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   InProcessL2Solver in_process_l2_;
   milp::ExactL2Solver exact_l2_;
   std::unique_ptr<PlacementService> core_;
+  // The adaptation loop and its ports (null when adapt_interval is zero).
+  std::unique_ptr<MemberHealth> member_health_;
+  std::unique_ptr<Mover> mover_;
+  std::unique_ptr<AdaptationLoop> adaptation_;
 
   absl::Mutex queue_mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(queue_mu_);
@@ -352,7 +368,8 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
 /// Declares the swm.* configuration keys (swm.codef_control, swm.lms_timeout,
 /// swm.reservation_lease, swm.link_cache_ttl, swm.node_view_ttl, swm.cluster_endpoints,
 /// swm.mc_timeout, swm.exact_l2_max_nodes, swm.exact_l2_max_workloads,
-/// swm.exact_l2_time_limit, swm.reconcile_interval, swm.placement_workers).
+/// swm.exact_l2_time_limit, swm.reconcile_interval, swm.placement_workers,
+/// swm.adapt_interval, swm.failure_grace, swm.failback_grace).
 void AddSwmConfig(ConfigSchema& schema);
 
 /// Parses swm.cluster_endpoints ("cluster=host:port,cluster=host:port"):

@@ -15,12 +15,14 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/kv_store.h"
 #include "codeco/common/status.h"
 #include "netma/core/virtual_links.h"
 #include "netma/store/kv_virtual_link_repository.h"
+#include "swm/core/adaptation_loop.h"
 #include "swm/core/channel_status.h"
 #include "swm/core/convert.h"
 #include "swm/core/plugins.h"
@@ -1120,8 +1122,9 @@ TEST_CASE("A source cluster that is away keeps the migration CUTTING_OVER until 
   CHECK(m.error().message().find("not removed yet") != std::string::npos);
   CHECK(PodNames(bed, "eu").count("shop-back-0-r2") == 1);
   CHECK(PodNames(bed, "us").count("shop-back-0") == 1);
-  // Another move of the application waits for this one to end.
-  CHECK(absl::IsUnavailable(bed.service->Migrate(MoveOf(bed, app, "front-0")).status()));
+  // The next move of the application starts from the plan this one wrote
+  // (front-0 has nowhere else to go here, but it is not held back).
+  CHECK(absl::IsFailedPrecondition(bed.service->Migrate(MoveOf(bed, app, "front-0")).status()));
 
   // Recovery while "us" is still away keeps it; once back, it finishes.
   RecoveryReport report = bed.service->Recover();
@@ -1226,6 +1229,174 @@ TEST_CASE("Reconcile deletes a moved workload's source pod left behind and keeps
   CHECK(report.errors.empty());
   CHECK(report.orphans == std::vector<std::string>{back.cluster() + "/shop-back-0"});
   CHECK(PodNames(bed, to).count("shop-back-0-r2") == 1);
+}
+
+// The members' health as the fake clusters show it: a cluster in
+// `members.away` does not answer; a node in `not_ready` is not ready.
+class FakeHealth final : public HealthSource {
+ public:
+  explicit FakeHealth(Bed& bed) : bed_(bed) {}
+  std::map<std::string, ClusterHealth> Read(const std::vector<std::string>& clusters,
+                                            absl::Time) override {
+    std::map<std::string, ClusterHealth> out;
+    for (const std::string& c : clusters) {
+      ClusterHealth& h = out[c];
+      h.reachable = !bed_.members.away.count(c);
+      if (!h.reachable) continue;
+      const std::vector<Node> nodes = bed_.clusters[c]->runtime.ListNodes().value();
+      for (const Node& n : nodes) h.node_ready[n.name] = !not_ready.count(c + "/" + n.name);
+    }
+    return out;
+  }
+  std::set<std::string> not_ready;  // "cluster/node"
+
+ private:
+  Bed& bed_;
+};
+
+// Moves through the bed's PlacementService, as the hub's MigrateWorkload does.
+class BedMover final : public MoveExecutor {
+ public:
+  BedMover(Bed& bed, Application app) : bed_(bed), app_(std::move(app)) {}
+  absl::StatusOr<pb::Migration> Move(const std::string& application, const std::string& workload,
+                                     const std::string& target_cluster,
+                                     const std::string& target_node, pb::MigrationReason reason,
+                                     absl::Time) override {
+    REQUIRE(application == app_.name);
+    MigrateRequest r = MoveOf(bed_, app_, workload, target_cluster);
+    r.target_node = target_node;
+    r.reason = reason;
+    ASSIGN_OR_RETURN(Operation op, bed_.service->Migrate(r));
+    return MigrationOf(op);
+  }
+
+ private:
+  Bed& bed_;
+  Application app_;
+};
+
+// A bed with "shop" placed: front-0 pinned to eu, back-0 to us (no channel).
+struct AdaptBed {
+  AdaptBed() {
+    app = MovableApp("shop");
+    app.channels.clear();
+    Application placed = app;
+    placed.workloads[0].allowed_regions = {"eu"};
+    placed.workloads[1].allowed_regions = {"us"};
+    REQUIRE(bed.service->Place(bed.Request(placed)).ok());
+  }
+  std::string ClusterOf(const std::string& workload) {
+    return TargetOf(bed.repo.Latest("shop")->value(), workload).cluster();
+  }
+  Bed bed;
+  Application app;
+  FakeHealth health{bed};
+  BedMover mover{bed, MovableApp("shop")};
+  AdaptationLoop loop{bed.clock, bed.repo, health, mover, MigrationGovernorOptions{}};
+};
+
+TEST_CASE("A cluster cut longer than the grace is evacuated and failed back after it heals",
+          "[adaptation]") {
+  AdaptBed a;
+  REQUIRE(a.ClusterOf("back-0") == "us");
+  // A 40 s blip moves nothing.
+  a.bed.members.away = {"us"};
+  for (int i = 0; i < 4; ++i) {
+    AdaptationTick tick = a.loop.Tick(absl::InfiniteFuture());
+    CHECK(tick.moved.empty());
+    a.bed.clock.Advance(absl::Seconds(10));
+  }
+  a.bed.members.away.clear();
+  CHECK(a.loop.Tick(absl::InfiniteFuture()).moved.empty());
+
+  // A lasting cut: acted on once it has lasted the 60 s grace.
+  a.bed.members.away = {"us"};
+  AdaptationTick tick;
+  absl::Duration waited;
+  for (; waited <= absl::Minutes(3); waited += absl::Seconds(10)) {
+    tick = a.loop.Tick(absl::InfiniteFuture());
+    if (!tick.moved.empty()) break;
+    a.bed.clock.Advance(absl::Seconds(10));
+  }
+  INFO(absl::StrJoin(tick.held, "; "));
+  CHECK(waited == absl::Seconds(60));
+  CHECK(tick.failed == std::vector<std::string>{"us"});
+  REQUIRE(tick.moved.size() == 1);
+  CHECK(absl::StrContains(tick.moved[0], "shop/back-0 us/us-n0 -> eu/eu-n0 (CLUSTER_FAILURE)"));
+  CHECK(a.ClusterOf("back-0") == "eu");
+  CHECK(a.loop.homes().at("shop/back-0") == "us");
+  // The old pod cannot be removed while us is cut: the migration waits.
+  CHECK(a.bed.repo.GetMigration("shop/1")->phase() == pb::MIGRATION_PHASE_CUTTING_OVER);
+  CHECK(a.bed.repo.GetMigration("shop/1")->reason() == pb::MIGRATION_REASON_CLUSTER_FAILURE);
+  a.bed.clock.Advance(absl::Seconds(10));
+  CHECK(a.loop.Tick(absl::InfiniteFuture()).moved.empty());  // nothing left there
+
+  // Healed: the hub's recovery removes the old pod; five minutes later the
+  // workload goes home by itself.
+  a.bed.members.away.clear();
+  REQUIRE(a.bed.service->Recover().errors.empty());
+  CHECK(PodNames(a.bed, "us").count("shop-back-0") == 0);
+  for (waited = absl::ZeroDuration(); waited <= absl::Minutes(10);
+       waited += absl::Seconds(10)) {
+    tick = a.loop.Tick(absl::InfiniteFuture());
+    if (!tick.moved.empty()) break;
+    a.bed.clock.Advance(absl::Seconds(10));
+  }
+  CHECK(waited == absl::Minutes(5));
+  CHECK(tick.recovered == std::vector<std::string>{"us"});
+  REQUIRE(tick.moved.size() == 1);
+  CHECK(absl::StrContains(tick.moved[0], "shop/back-0 eu/eu-n0 -> us/us-n0 (FAILBACK)"));
+  CHECK(a.ClusterOf("back-0") == "us");
+  CHECK(a.loop.homes().empty());
+  CHECK(PodNames(a.bed, "us").count("shop-back-0-r3") == 1);
+  CHECK(PodNames(a.bed, "eu") == std::set<std::string>{"shop-front-0"});
+}
+
+TEST_CASE("A failed node is evacuated and a failback held by the budget is tried again",
+          "[adaptation]") {
+  AdaptBed a;
+  a.health.not_ready = {"eu/eu-n0"};
+  AdaptationTick tick;
+  for (int i = 0; i <= 6; ++i) {
+    tick = a.loop.Tick(absl::InfiniteFuture());
+    if (!tick.moved.empty()) break;
+    a.bed.clock.Advance(absl::Seconds(10));
+  }
+  CHECK(tick.failed == std::vector<std::string>{"eu/eu-n0"});
+  REQUIRE(tick.moved.size() == 1);
+  CHECK(absl::StrContains(tick.moved[0], "shop/front-0 eu/eu-n0 -> us/us-n0 (NODE_FAILURE)"));
+  CHECK(a.bed.repo.GetMigration("shop/1")->phase() == pb::MIGRATION_PHASE_DONE);
+
+  // The node is back; the failback goes to that node once it has been
+  // ready for five minutes.
+  a.health.not_ready.clear();
+  for (int i = 0; i <= 40; ++i) {
+    a.bed.clock.Advance(absl::Seconds(10));
+    tick = a.loop.Tick(absl::InfiniteFuture());
+    if (!tick.moved.empty()) break;
+  }
+  REQUIRE(tick.moved.size() == 1);
+  CHECK(absl::StrContains(tick.moved[0], "shop/front-0 us/us-n0 -> eu/eu-n0 (FAILBACK)"));
+  CHECK(a.bed.repo.GetMigration("shop/2")->reason() == pb::MIGRATION_REASON_FAILBACK);
+}
+
+TEST_CASE("A refused evacuation is stored once per grace, not once per tick", "[adaptation]") {
+  AdaptBed a;
+  // eu cannot take back-0: its node is full.
+  FakeCluster& eu = *a.bed.clusters["eu"];
+  REQUIRE(eu.runtime.CreatePod(PodInfo{"filler", "eu-n0", {3400, kGi, 0}}).ok());
+  a.bed.members.away = {"us"};
+  std::vector<std::string> held;
+  for (int i = 0; i <= 12; ++i) {  // two minutes of 10 s ticks
+    AdaptationTick tick = a.loop.Tick(absl::InfiniteFuture());
+    CHECK(tick.moved.empty());
+    held.insert(held.end(), tick.held.begin(), tick.held.end());
+    a.bed.clock.Advance(absl::Seconds(10));
+  }
+  // Failed at 60 s: tried then, and again one grace later.
+  REQUIRE(held.size() == 2);
+  CHECK(absl::StrContains(held[0], "shop/back-0 (CLUSTER_FAILURE): no node can take"));
+  CHECK(a.bed.repo.NewestMigration("shop")->value().id() == "shop/2");
 }
 
 }  // namespace

@@ -1,0 +1,171 @@
+#include "swm/core/adaptation_loop.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace codeco::swm {
+namespace {
+
+namespace pb = codeco::swm::v1;
+
+// "cluster" of a place "cluster" or "cluster/node".
+std::string ClusterOf(const std::string& place) { return place.substr(0, place.find('/')); }
+
+// "node" of a place "cluster/node" ("" for a cluster).
+std::string NodeOf(const std::string& place) {
+  const size_t slash = place.find('/');
+  return slash == std::string::npos ? "" : place.substr(slash + 1);
+}
+
+// "MANUAL" for MIGRATION_REASON_MANUAL.
+std::string ReasonName(pb::MigrationReason reason) {
+  return pb::MigrationReason_Name(reason).substr(sizeof("MIGRATION_REASON_") - 1);
+}
+
+}  // namespace
+
+AdaptationLoop::AdaptationLoop(const Clock& clock, const PlanRepository& plans,
+                               HealthSource& health, MoveExecutor& mover,
+                               MigrationGovernorOptions options)
+    : clock_(clock), plans_(plans), health_(health), mover_(mover), governor_(clock, options),
+      retry_after_(options.failure_grace) {}
+
+AdaptationTick AdaptationLoop::Tick(absl::Time deadline) {
+  AdaptationTick tick;
+  absl::StatusOr<std::vector<pb::AssignmentPlan>> live = plans_.LivePlans();
+  if (!live.ok()) {
+    tick.held.push_back(absl::StrCat("reading plans: ", live.status().message()));
+    return tick;
+  }
+  // Where every placed workload runs ("<app>/<workload>" -> target).
+  std::map<std::string, std::pair<std::string, pb::WorkloadTarget>> placed;
+  std::set<std::string> clusters;
+  for (const pb::AssignmentPlan& plan : *live) {
+    if (plan.phase() != pb::PLAN_PHASE_DONE) continue;
+    for (const pb::WorkloadTarget& t : plan.targets()) {
+      placed[absl::StrCat(plan.application(), "/", t.workload())] = {plan.application(), t};
+      clusters.insert(t.cluster());
+    }
+  }
+  for (const auto& [key, home] : homes_) clusters.insert(ClusterOf(home));
+
+  // Observe: a cluster that does not answer, a node not ready or gone.
+  const std::map<std::string, ClusterHealth> seen =
+      health_.Read(std::vector<std::string>(clusters.begin(), clusters.end()), deadline);
+  std::set<std::string> places;
+  for (const std::string& cluster : clusters) {
+    auto it = seen.find(cluster);
+    const bool reachable = it != seen.end() && it->second.reachable;
+    governor_.ObserveHealth(cluster, reachable);
+    places.insert(cluster);
+    if (!reachable) continue;
+    for (const auto& [node, ready] : it->second.node_ready) {
+      governor_.ObserveHealth(cluster + "/" + node, ready);
+      places.insert(cluster + "/" + node);
+    }
+  }
+  auto observe_gone = [&](const std::string& place) {
+    auto it = seen.find(ClusterOf(place));
+    if (it == seen.end() || !it->second.reachable || places.count(place)) return;
+    governor_.ObserveHealth(place, false);  // a reachable cluster that lost the node
+    places.insert(place);
+  };
+  for (const auto& [key, at] : placed) observe_gone(at.second.cluster() + "/" + at.second.node());
+  for (const auto& [key, home] : homes_) {
+    if (!NodeOf(home).empty()) observe_gone(home);
+  }
+  for (const std::string& place : places) {
+    if (governor_.Failed(place)) {
+      if (failed_.insert(place).second) tick.failed.push_back(place);
+    } else {
+      failed_.erase(place);
+    }
+  }
+
+  const absl::Time now = clock_.Now();
+  // Runs one move; false when it did not happen (the reason is in `held`).
+  auto move = [&](const std::string& key, const std::string& app, const pb::WorkloadTarget& from,
+                  const std::string& to, pb::MigrationReason reason) {
+    if (auto wait = retry_at_.find(key); wait != retry_at_.end() && now < wait->second) {
+      return false;
+    }
+    absl::StatusOr<pb::Migration> m =
+        mover_.Move(app, from.workload(), ClusterOf(to), NodeOf(to), reason, deadline);
+    if (!m.ok()) {
+      retry_at_[key] = now + retry_after_;
+      tick.held.push_back(absl::StrCat(key, " (", ReasonName(reason), "): ", m.status().message()));
+      return false;
+    }
+    retry_at_.erase(key);
+    tick.moved.push_back(absl::StrCat(m->id(), ": ", key, " ", from.cluster(), "/", from.node(),
+                                      " -> ", m->target().cluster(), "/", m->target().node(), " (",
+                                      ReasonName(reason), ")"));
+    return true;
+  };
+
+  // Evacuate the failed places; failures bypass gain, cooldown and budget.
+  for (const auto& [key, at] : placed) {
+    const auto& [app, target] = at;
+    const std::string node_place = target.cluster() + "/" + target.node();
+    std::string place;
+    pb::MigrationReason reason = pb::MIGRATION_REASON_UNSPECIFIED;
+    if (governor_.Failed(target.cluster())) {
+      place = target.cluster();
+      reason = pb::MIGRATION_REASON_CLUSTER_FAILURE;
+    } else if (governor_.Failed(node_place)) {
+      place = node_place;
+      reason = pb::MIGRATION_REASON_NODE_FAILURE;
+    } else {
+      continue;
+    }
+    if (absl::Status admitted = governor_.Admit({.workload = key, .trigger = MoveTrigger::kFailure});
+        !admitted.ok()) {
+      tick.held.push_back(absl::StrCat(key, ": ", admitted.message()));
+      continue;
+    }
+    if (move(key, app, target, "", reason)) homes_.emplace(key, place);  // the first place it left
+  }
+
+  // Failback: home once the place has been healthy for the failback grace.
+  for (const std::string& place : governor_.Recovered()) {
+    failing_back_.insert(place);
+    tick.recovered.push_back(place);
+  }
+  for (auto place = failing_back_.begin(); place != failing_back_.end();) {
+    bool pending = false;
+    for (auto home = homes_.begin(); home != homes_.end();) {
+      if (home->second != *place) {
+        ++home;
+        continue;
+      }
+      auto at = placed.find(home->first);
+      const bool there =
+          at != placed.end() && at->second.second.cluster() == ClusterOf(*place) &&
+          (NodeOf(*place).empty() || at->second.second.node() == NodeOf(*place));
+      if (at == placed.end() || there) {  // removed since, or home already
+        home = homes_.erase(home);
+        continue;
+      }
+      absl::Status admitted =
+          governor_.Admit({.workload = home->first, .trigger = MoveTrigger::kFailback});
+      if (!admitted.ok()) {
+        tick.held.push_back(absl::StrCat(home->first, ": ", admitted.message()));
+        pending = true;
+        ++home;
+        continue;
+      }
+      if (move(home->first, at->second.first, at->second.second, *place,
+               pb::MIGRATION_REASON_FAILBACK)) {
+        home = homes_.erase(home);
+      } else {
+        pending = true;
+        ++home;
+      }
+    }
+    place = pending ? std::next(place) : failing_back_.erase(place);
+  }
+  return tick;
+}
+
+}  // namespace codeco::swm

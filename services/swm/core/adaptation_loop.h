@@ -1,0 +1,106 @@
+#pragma once
+// AdaptationLoop: the hub's runtime adaptation to failures, live. Each tick
+// it reads the health of the clusters and nodes the placed applications run
+// on, feeds the MigrationGovernor (grace periods, failback grace, budget),
+// and moves the workloads of a failed node or cluster elsewhere through the
+// placement pipeline (PlacementService::Migrate, behind the MoveExecutor
+// port); once a failed place has been healthy for the failback grace, it
+// moves them back there, within the budget. Pure logic under an injected
+// clock: the hub's SwmServiceImpl runs it every swm.adapt_interval.
+//
+// What it watches: a cluster is unhealthy while it does not answer; a node
+// while it is not ready (or gone) in a cluster that answers. Load,
+// forecasts and better recommendations are not acted on yet.
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "codeco/common/clock.h"
+#include "codeco/swm/v1/plan.pb.h"
+#include "swm/core/migration_governor.h"
+#include "swm/core/placement_service.h"
+
+namespace codeco::swm {
+
+/// What one probe saw of a member cluster.
+struct ClusterHealth {
+  bool reachable = false;                  ///< It answered.
+  std::map<std::string, bool> node_ready;  ///< node -> ready (when reachable).
+};
+
+/// Port: the health of member clusters (the hub reads its members' views).
+class HealthSource {
+ public:
+  virtual ~HealthSource() = default;
+  /// The health of each of `clusters`; a cluster missing from the answer
+  /// counts as not reachable.
+  virtual std::map<std::string, ClusterHealth> Read(const std::vector<std::string>& clusters,
+                                                    absl::Time deadline) = 0;
+};
+
+/// Port: carries out one move (the hub's MigrateWorkload, with the model and
+/// neighborhood of the application's stored placement).
+class MoveExecutor {
+ public:
+  virtual ~MoveExecutor() = default;
+  /// Moves `workload` of `application` (to `target_cluster`/`target_node`
+  /// when not empty) for `reason`; answers the migration record.
+  virtual absl::StatusOr<codeco::swm::v1::Migration> Move(
+      const std::string& application, const std::string& workload,
+      const std::string& target_cluster, const std::string& target_node,
+      codeco::swm::v1::MigrationReason reason, absl::Time deadline) = 0;
+};
+
+/// What one tick did (for logs, metrics and tests).
+struct AdaptationTick {
+  std::vector<std::string> failed;     ///< Places confirmed failed by this tick.
+  std::vector<std::string> recovered;  ///< Places healthy again for the failback grace.
+  std::vector<std::string> moved;      ///< "<migration id>: <app>/<workload> <from> -> <to> (<reason>)".
+  std::vector<std::string> held;       ///< Moves the governor or the pipeline held back, and why.
+};
+
+/// Runtime adaptation to node and cluster failures, with failback.
+/// Not thread-safe: one caller ticks it.
+class AdaptationLoop {
+ public:
+  /// Reads the placed plans from `plans`; `options` must pass
+  /// ValidateMigrationGovernorOptions. The ports must outlive the loop.
+  AdaptationLoop(const Clock& clock, const PlanRepository& plans, HealthSource& health,
+                 MoveExecutor& mover, MigrationGovernorOptions options);
+
+  /// One probe: observes every place a placed workload runs on (and every
+  /// place a workload was evacuated from), moves the workloads off places
+  /// confirmed failed (reason NODE_FAILURE or CLUSTER_FAILURE; failures
+  /// bypass the budget), and moves evacuated workloads home once their
+  /// place has recovered (reason FAILBACK, under cooldown and budget; a
+  /// failback held back is tried again next tick).
+  AdaptationTick Tick(absl::Time deadline);
+
+  /// Evacuated workloads waiting to go home: "<app>/<workload>" -> "cluster"
+  /// or "cluster/node" they left.
+  const std::map<std::string, std::string>& homes() const { return homes_; }
+
+ private:
+  const Clock& clock_;
+  const PlanRepository& plans_;
+  HealthSource& health_;
+  MoveExecutor& mover_;
+  MigrationGovernor governor_;
+  // "<app>/<workload>" -> the failed place ("cluster" or "cluster/node") it left.
+  std::map<std::string, std::string> homes_;
+  // Places recovered whose evacuated workloads are not all home yet.
+  std::set<std::string> failing_back_;
+  // Places confirmed failed (reported once per failure).
+  std::set<std::string> failed_;
+  // "<app>/<workload>" -> when a move that did not happen may be tried again.
+  std::map<std::string, absl::Time> retry_at_;
+  // How long after a move that did not happen it is tried again: the
+  // failure grace (a refused move is stored as a FAILED migration each time).
+  absl::Duration retry_after_;
+};
+
+}  // namespace codeco::swm
