@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <set>
 #include <tuple>
@@ -30,6 +31,46 @@ constexpr char kPlacementRequestPrefix[] = "p/";
 
 absl::Status Corrupt(std::string_view key) {
   return absl::DataLossError("stored record " + std::string(key) + " does not parse");
+}
+
+// One page of the `Record`s stored under `prefix` of `family` after
+// `page_token` (the last key of the previous page), as the List RPCs define
+// it: `keep` filters them (a record left out still moves the token on), at
+// most `page_size` (0: the default) go to `items`, and `out` gets the next
+// page's token when more follow. INVALID_ARGUMENT naming page_size or
+// page_token.
+template <typename Record, typename Response>
+absl::Status ScanPage(const KvStore& kv, const char* family, const std::string& prefix,
+                      const std::string& page_token, int32_t page_size,
+                      const std::function<bool(const Record&)>& keep,
+                      google::protobuf::RepeatedPtrField<Record>& items, Response& out) {
+  if (page_size < 0) return InvalidFieldError("page_size", "must not be negative");
+  if (!page_token.empty() && !absl::StartsWith(page_token, prefix)) {
+    return InvalidFieldError("page_token", "does not belong to this listing");
+  }
+  const size_t limit = page_size == 0 ? kDefaultPageSize : std::min(page_size, kMaxPageSize);
+  std::string last_key;
+  absl::Status parse = absl::OkStatus();
+  RETURN_IF_ERROR(kv.Scan(family, {.prefix = prefix, .start_after = page_token},
+                          [&](std::string_view key, std::string_view value) {
+                            Record record;
+                            if (!record.ParseFromArray(value.data(), value.size())) {
+                              parse = Corrupt(key);
+                              return false;
+                            }
+                            if (!keep(record)) {
+                              last_key = std::string(key);
+                              return true;
+                            }
+                            if (static_cast<size_t>(items.size()) == limit) {
+                              out.set_next_page_token(last_key);
+                              return false;
+                            }
+                            *items.Add() = std::move(record);
+                            last_key = std::string(key);
+                            return true;
+                          }));
+  return parse;
 }
 
 }  // namespace
@@ -111,38 +152,16 @@ absl::Status PlanStore::SaveMigration(const pb::Migration& migration,
 
 absl::StatusOr<pb::ListMigrationsResponse> PlanStore::ListMigrations(
     const pb::ListMigrationsRequest& request) const {
-  if (request.page_size() < 0) return InvalidFieldError("page_size", "must not be negative");
-  const std::string prefix = absl::StrCat(
-      kMigrationPrefix, request.application().empty() ? "" : request.application() + "/");
-  if (!request.page_token().empty() && !absl::StartsWith(request.page_token(), prefix)) {
-    return InvalidFieldError("page_token", "does not belong to this listing");
-  }
-  const size_t limit =
-      request.page_size() == 0 ? kDefaultPageSize : std::min(request.page_size(), kMaxPageSize);
   pb::ListMigrationsResponse out;
-  std::string last_key;
-  absl::Status parse = absl::OkStatus();
-  RETURN_IF_ERROR(kv_.Scan(kOperationsFamily, {.prefix = prefix, .start_after = request.page_token()},
-                           [&](std::string_view key, std::string_view value) {
-                             pb::Migration m;
-                             if (!m.ParseFromArray(value.data(), value.size())) {
-                               parse = Corrupt(key);
-                               return false;
-                             }
-                             if (request.phase() != pb::MIGRATION_PHASE_UNSPECIFIED &&
-                                 m.phase() != request.phase()) {
-                               last_key = std::string(key);
-                               return true;
-                             }
-                             if (static_cast<size_t>(out.migrations_size()) == limit) {
-                               out.set_next_page_token(last_key);
-                               return false;
-                             }
-                             *out.add_migrations() = std::move(m);
-                             last_key = std::string(key);
-                             return true;
-                           }));
-  RETURN_IF_ERROR(parse);
+  RETURN_IF_ERROR(ScanPage<pb::Migration>(
+      kv_, kOperationsFamily,
+      absl::StrCat(kMigrationPrefix,
+                   request.application().empty() ? "" : request.application() + "/"),
+      request.page_token(), request.page_size(),
+      [&](const pb::Migration& m) {
+        return request.phase() == pb::MIGRATION_PHASE_UNSPECIFIED || m.phase() == request.phase();
+      },
+      *out.mutable_migrations(), out));
   return out;
 }
 
@@ -242,37 +261,14 @@ absl::StatusOr<pb::AssignmentPlan> PlanStore::Get(const std::string& application
 
 absl::StatusOr<pb::ListAssignmentPlansResponse> PlanStore::List(
     const pb::ListAssignmentPlansRequest& request) const {
-  if (request.page_size() < 0) return InvalidFieldError("page_size", "must not be negative");
-  std::string prefix = request.application().empty() ? "" : request.application() + "/";
-  if (!request.page_token().empty() && !absl::StartsWith(request.page_token(), prefix)) {
-    return InvalidFieldError("page_token", "does not belong to this listing");
-  }
-  size_t limit =
-      request.page_size() == 0 ? kDefaultPageSize : std::min(request.page_size(), kMaxPageSize);
   pb::ListAssignmentPlansResponse out;
-  std::string last_key;
-  absl::Status parse = absl::OkStatus();
-  RETURN_IF_ERROR(kv_.Scan(kPlansFamily, {.prefix = prefix, .start_after = request.page_token()},
-                           [&](std::string_view key, std::string_view value) {
-                             pb::AssignmentPlan plan;
-                             if (!plan.ParseFromArray(value.data(), value.size())) {
-                               parse = Corrupt(key);
-                               return false;
-                             }
-                             if (request.phase() != pb::PLAN_PHASE_UNSPECIFIED &&
-                                 plan.phase() != request.phase()) {
-                               last_key = std::string(key);
-                               return true;
-                             }
-                             if (static_cast<size_t>(out.plans_size()) == limit) {
-                               out.set_next_page_token(last_key);
-                               return false;
-                             }
-                             *out.add_plans() = std::move(plan);
-                             last_key = std::string(key);
-                             return true;
-                           }));
-  RETURN_IF_ERROR(parse);
+  RETURN_IF_ERROR(ScanPage<pb::AssignmentPlan>(
+      kv_, kPlansFamily, request.application().empty() ? "" : request.application() + "/",
+      request.page_token(), request.page_size(),
+      [&](const pb::AssignmentPlan& plan) {
+        return request.phase() == pb::PLAN_PHASE_UNSPECIFIED || plan.phase() == request.phase();
+      },
+      *out.mutable_plans(), out));
   return out;
 }
 
