@@ -238,6 +238,16 @@ absl::Status HubMemberPort::Connect(const std::vector<MemberRef>& members, absl:
 
 std::vector<absl::StatusOr<MemberView>> HubMemberPort::ReadMembers(
     const std::vector<std::string>& clusters, absl::Time deadline) {
+  return Read(clusters, deadline, /*watched=*/true);
+}
+
+std::vector<absl::StatusOr<MemberView>> HubMemberPort::ProbeMembers(
+    const std::vector<std::string>& clusters, absl::Time deadline) {
+  return Read(clusters, deadline, /*watched=*/false);
+}
+
+std::vector<absl::StatusOr<MemberView>> HubMemberPort::Read(const std::vector<std::string>& clusters,
+                                                            absl::Time deadline, bool watched) {
   struct Read {
     std::optional<Rig> rig;
     std::string name;
@@ -264,15 +274,16 @@ std::vector<absl::StatusOr<MemberView>> HubMemberPort::ReadMembers(
   // Concurrently (a few at a time): a member with an swm through its
   // GetClusterView, the others through their LMS.
   const absl::Duration mc_timeout = options_.mc_timeout;
-  auto read_one = [this, mc_timeout, deadline](Read& read) {
+  auto read_one = [this, mc_timeout, deadline, watched](Read& read) {
     if (!read.rig.has_value()) return;
     if (read.rig->mc != nullptr) {
       // The watched copy once it counts the hub's own last change there;
-      // else (stream down or late) the member's GetClusterView.
-      std::optional<McView> watched = views_.Fresh(read.name, deadline);
+      // else (stream down or late, or a probe) the member's GetClusterView.
+      std::optional<McView> copy =
+          watched ? views_.Fresh(read.name, deadline) : std::optional<McView>();
       absl::StatusOr<McView> view =
-          watched.has_value() ? absl::StatusOr<McView>(std::move(*watched))
-                              : ReadClusterView(read.rig->mc, read.name, mc_timeout, deadline);
+          copy.has_value() ? absl::StatusOr<McView>(std::move(*copy))
+                           : ReadClusterView(read.rig->mc, read.name, mc_timeout, deadline);
       if (view.ok()) {
         read.nodes = std::move(view->nodes);
         read.solves_own_l2 = view->solves_own_l2;
@@ -287,11 +298,11 @@ std::vector<absl::StatusOr<MemberView>> HubMemberPort::ReadMembers(
   // others read on the pool.
   std::vector<Read*> remote;
   for (Read& read : reads) {
-    if (read.rig.has_value() && read.rig->mc != nullptr) {
-      std::optional<McView> watched = views_.Fresh(read.name, /*until=*/absl::InfinitePast());
-      if (watched.has_value()) {
-        read.nodes = std::move(watched->nodes);
-        read.solves_own_l2 = watched->solves_own_l2;
+    if (watched && read.rig.has_value() && read.rig->mc != nullptr) {
+      std::optional<McView> copy = views_.Fresh(read.name, /*until=*/absl::InfinitePast());
+      if (copy.has_value()) {
+        read.nodes = std::move(copy->nodes);
+        read.solves_own_l2 = copy->solves_own_l2;
         continue;
       }
     }

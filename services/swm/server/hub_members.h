@@ -71,6 +71,11 @@ class HubMemberPort final : public MemberPort {
   absl::Status Connect(const std::vector<MemberRef>& members, absl::Time deadline) override;
   std::vector<absl::StatusOr<MemberView>> ReadMembers(const std::vector<std::string>& clusters,
                                                       absl::Time deadline) override;
+  /// As ReadMembers, but every member is asked now (its MC swm's
+  /// GetClusterView, else its LMS): a health probe must not trust a watched
+  /// copy, whose stream may hang without ending when the member is cut off.
+  std::vector<absl::StatusOr<MemberView>> ProbeMembers(const std::vector<std::string>& clusters,
+                                                       absl::Time deadline);
   std::unique_ptr<L2Solver> SolverFor(const std::vector<std::string>& neighborhood,
                                       L2Solver& local) override;
   absl::Status Commit(const std::string& cluster, const std::string& reservation_id,
@@ -95,6 +100,11 @@ class HubMemberPort final : public MemberPort {
   void ClearDeadlines();
 
  private:
+  // ReadMembers and ProbeMembers: `watched` says whether a fresh watched
+  // copy of an MC member's view may answer instead of a call.
+  std::vector<absl::StatusOr<MemberView>> Read(const std::vector<std::string>& clusters,
+                                               absl::Time deadline, bool watched);
+
   friend class HubExecutorFactory;
   // How one cluster is reached. Copied out under mu_ and used outside it, so
   // that no call to a cluster holds the port's lock (and a rig replaced

@@ -143,9 +143,10 @@ SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
   }
 }
 
-// The adaptation loop's view of the members: each cluster is read as a
-// placement reads it (its MC swm's view, else its LMS), reached as the
-// stored placement requests of the placed applications say.
+// The adaptation loop's view of the members: each cluster is asked now (its
+// MC swm's GetClusterView, else its LMS; never a watched copy, whose stream
+// can hang on a cut), reached as the stored placement requests of the
+// placed applications say.
 class SwmServiceImpl::MemberHealth final : public HealthSource {
  public:
   explicit MemberHealth(SwmServiceImpl& service) : service_(service) {}
@@ -175,7 +176,7 @@ class SwmServiceImpl::MemberHealth final : public HealthSource {
       return out;
     }
     std::vector<absl::StatusOr<MemberView>> views =
-        service_.members_.ReadMembers(clusters, deadline);
+        service_.members_.ProbeMembers(clusters, deadline);
     for (size_t i = 0; i < clusters.size() && i < views.size(); ++i) {
       ClusterHealth& h = out[clusters[i]];
       h.reachable = views[i].ok();
