@@ -31,7 +31,7 @@ AdaptationLoop::AdaptationLoop(const Clock& clock, const PlanRepository& plans,
     : clock_(clock), plans_(plans), health_(health), mover_(mover), governor_(clock, options),
       retry_after_(options.failure_grace) {}
 
-AdaptationTick AdaptationLoop::Tick(absl::Time deadline) {
+AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration move_timeout) {
   AdaptationTick tick;
   absl::StatusOr<std::vector<pb::AssignmentPlan>> live = plans_.LivePlans();
   if (!live.ok()) {
@@ -52,7 +52,7 @@ AdaptationTick AdaptationLoop::Tick(absl::Time deadline) {
 
   // Observe: a cluster that does not answer, a node not ready or gone.
   const std::map<std::string, ClusterHealth> seen =
-      health_.Read(std::vector<std::string>(clusters.begin(), clusters.end()), deadline);
+      health_.Read(std::vector<std::string>(clusters.begin(), clusters.end()), probe_deadline);
   std::set<std::string> places;
   for (const std::string& cluster : clusters) {
     auto it = seen.find(cluster);
@@ -90,8 +90,9 @@ AdaptationTick AdaptationLoop::Tick(absl::Time deadline) {
     if (auto wait = retry_at_.find(key); wait != retry_at_.end() && now < wait->second) {
       return false;
     }
-    absl::StatusOr<pb::Migration> m =
-        mover_.Move(app, from.workload(), ClusterOf(to), NodeOf(to), reason, deadline);
+    // Deadlines are the callers' (gRPC's), on the wall clock.
+    absl::StatusOr<pb::Migration> m = mover_.Move(app, from.workload(), ClusterOf(to), NodeOf(to),
+                                                  reason, absl::Now() + move_timeout);
     if (!m.ok()) {
       retry_at_[key] = now + retry_after_;
       tick.held.push_back(absl::StrCat(key, " (", ReasonName(reason), "): ", m.status().message()));

@@ -77,8 +77,9 @@ class AdaptationLoop {
   /// confirmed failed (reason NODE_FAILURE or CLUSTER_FAILURE; failures
   /// bypass the budget), and moves evacuated workloads home once their
   /// place has recovered (reason FAILBACK, under cooldown and budget; a
-  /// failback held back is tried again next tick).
-  AdaptationTick Tick(absl::Time deadline);
+  /// failback held back is tried again next tick). The probe ends by
+  /// `probe_deadline`; each move gets `move_timeout` from its start.
+  AdaptationTick Tick(absl::Time probe_deadline, absl::Duration move_timeout);
 
   /// Evacuated workloads waiting to go home: "<app>/<workload>" -> "cluster"
   /// or "cluster/node" they left.

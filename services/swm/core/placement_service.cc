@@ -978,6 +978,12 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
     if (int i = c->NodeIndex(source->node()); i >= 0) c->nodes[i].schedulable = false;
   }
   std::vector<std::string> solve_over = neighborhood;
+  if (request.reason == pb::MIGRATION_REASON_CLUSTER_FAILURE) {
+    // Its cluster failed: none of its nodes (a view of a cut member may
+    // still be read from a stale copy).
+    solve_over.erase(std::remove(solve_over.begin(), solve_over.end(), source->cluster()),
+                     solve_over.end());
+  }
   if (!request.target_cluster.empty()) {
     Cluster* target = federation.MutableCluster(request.target_cluster);
     if (target == nullptr) {
@@ -997,12 +1003,16 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
   }
   // The incumbent: every other workload stays where it runs (the views
   // count its pod already). Peers in a cluster that does not answer are
-  // left out: channels to them cannot be checked now.
+  // left out: channels to them cannot be checked now; so are the peers in a
+  // failed cluster, which leave it too (each move checks its channels
+  // against those already moved).
+  const bool cluster_failed = request.reason == pb::MIGRATION_REASON_CLUSTER_FAILURE;
   std::map<std::string, Placement> pinned;
   std::map<std::string, std::string> pod_of;
   for (const pb::WorkloadTarget& t : latest->targets()) {
     pod_of[t.workload()] = t.pod();
     if (t.workload() == request.workload) continue;
+    if (cluster_failed && t.cluster() == source->cluster()) continue;
     const Cluster* c = federation.FindCluster(t.cluster());
     if (c != nullptr && c->NodeIndex(t.node()) >= 0) pinned[t.workload()] = {t.cluster(), t.node()};
   }

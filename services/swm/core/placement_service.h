@@ -296,7 +296,7 @@ struct MigrateRequest {
   std::string target_cluster;
   /// The node to move to ("" = the solve picks); needs target_cluster.
   std::string target_node;
-  /// Why it moves.
+  /// Why it moves (CLUSTER_FAILURE: never within its own cluster).
   codeco::swm::v1::MigrationReason reason = codeco::swm::v1::MIGRATION_REASON_MANUAL;
   /// Idempotency key ("" = none): a key seen before answers its first result.
   std::string request_id;

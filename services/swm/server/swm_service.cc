@@ -226,8 +226,10 @@ void SwmServiceImpl::Adapt() {
       log::Info("migrations finished", {{"migrations", absl::StrJoin(recovered.migrations, ",")}});
     }
   }
-  AdaptationTick tick =
-      adaptation_->Tick(absl::Now() + std::min(options_.adapt_interval, options_.mc_timeout));
+  // The probe fits in a tick; a move may take a few member calls (read,
+  // reserve, commit, remove).
+  AdaptationTick tick = adaptation_->Tick(
+      absl::Now() + std::min(options_.adapt_interval, options_.mc_timeout), options_.mc_timeout * 3);
   members_.ClearDeadlines();
   for (const std::string& place : tick.failed) {
     log::Warn("adaptation: a place failed for longer than its grace; moving its workloads",

@@ -1212,6 +1212,38 @@ TEST_CASE("Recover finishes a migration the hub left CUTTING_OVER",
   CHECK(PodNames(bed, to).count("shop-back-0-r2") == 1);
 }
 
+TEST_CASE("A cluster's workloads leave it one by one though their channels join them",
+          "[placement_service][migration]") {
+  Bed bed;
+  // Both in us, and no link between the clusters: a channel from a workload
+  // moved to eu to a peer pinned in us could not be met.
+  Application placed = MovableApp("shop");
+  for (Workload& w : placed.workloads) w.allowed_regions = {"us"};
+  REQUIRE(bed.service->Place(bed.Request(placed)).ok());
+  bed.links.links.clear();
+  const Application app = MovableApp("shop");
+  MigrateRequest first = MoveOf(bed, app, "back-0");
+  // A manual move keeps the peer pinned: nowhere meets the channel.
+  CHECK(absl::IsFailedPrecondition(bed.service->Migrate(first).status()));
+  // A move out of a failed cluster leaves the peers there out (they leave too).
+  first.reason = pb::MIGRATION_REASON_CLUSTER_FAILURE;
+  absl::StatusOr<Operation> moved = bed.service->Migrate(first);
+  REQUIRE(moved.ok());
+  CHECK(MigrationOf(*moved).target().cluster() == "eu");
+  MigrateRequest second = MoveOf(bed, app, "front-0");
+  second.reason = pb::MIGRATION_REASON_CLUSTER_FAILURE;
+  moved = bed.service->Migrate(second);
+  REQUIRE(moved.ok());
+  CHECK(MigrationOf(*moved).target().cluster() == "eu");
+  // The last move checked the channel against where its peer went.
+  const pb::AssignmentPlan plan = bed.repo.Latest("shop")->value();
+  REQUIRE(plan.channels_size() == 1);
+  CHECK(plan.channels(0).clusters_size() == 1);
+  CHECK(plan.channels(0).clusters(0) == "eu");
+  CHECK(plan.channels(0).satisfied());
+  CHECK(bed.Pods("us") == 0);
+}
+
 TEST_CASE("Reconcile deletes a moved workload's source pod left behind and keeps the target",
           "[placement_service][migration]") {
   Bed bed;
@@ -1302,19 +1334,19 @@ TEST_CASE("A cluster cut longer than the grace is evacuated and failed back afte
   // A 40 s blip moves nothing.
   a.bed.members.away = {"us"};
   for (int i = 0; i < 4; ++i) {
-    AdaptationTick tick = a.loop.Tick(absl::InfiniteFuture());
+    AdaptationTick tick = a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
     CHECK(tick.moved.empty());
     a.bed.clock.Advance(absl::Seconds(10));
   }
   a.bed.members.away.clear();
-  CHECK(a.loop.Tick(absl::InfiniteFuture()).moved.empty());
+  CHECK(a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1)).moved.empty());
 
   // A lasting cut: acted on once it has lasted the 60 s grace.
   a.bed.members.away = {"us"};
   AdaptationTick tick;
   absl::Duration waited;
   for (; waited <= absl::Minutes(3); waited += absl::Seconds(10)) {
-    tick = a.loop.Tick(absl::InfiniteFuture());
+    tick = a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
     if (!tick.moved.empty()) break;
     a.bed.clock.Advance(absl::Seconds(10));
   }
@@ -1329,7 +1361,7 @@ TEST_CASE("A cluster cut longer than the grace is evacuated and failed back afte
   CHECK(a.bed.repo.GetMigration("shop/1")->phase() == pb::MIGRATION_PHASE_CUTTING_OVER);
   CHECK(a.bed.repo.GetMigration("shop/1")->reason() == pb::MIGRATION_REASON_CLUSTER_FAILURE);
   a.bed.clock.Advance(absl::Seconds(10));
-  CHECK(a.loop.Tick(absl::InfiniteFuture()).moved.empty());  // nothing left there
+  CHECK(a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1)).moved.empty());  // nothing left there
 
   // Healed: the hub's recovery removes the old pod; five minutes later the
   // workload goes home by itself.
@@ -1338,7 +1370,7 @@ TEST_CASE("A cluster cut longer than the grace is evacuated and failed back afte
   CHECK(PodNames(a.bed, "us").count("shop-back-0") == 0);
   for (waited = absl::ZeroDuration(); waited <= absl::Minutes(10);
        waited += absl::Seconds(10)) {
-    tick = a.loop.Tick(absl::InfiniteFuture());
+    tick = a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
     if (!tick.moved.empty()) break;
     a.bed.clock.Advance(absl::Seconds(10));
   }
@@ -1358,7 +1390,7 @@ TEST_CASE("A failed node is evacuated and a failback held by the budget is tried
   a.health.not_ready = {"eu/eu-n0"};
   AdaptationTick tick;
   for (int i = 0; i <= 6; ++i) {
-    tick = a.loop.Tick(absl::InfiniteFuture());
+    tick = a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
     if (!tick.moved.empty()) break;
     a.bed.clock.Advance(absl::Seconds(10));
   }
@@ -1372,7 +1404,7 @@ TEST_CASE("A failed node is evacuated and a failback held by the budget is tried
   a.health.not_ready.clear();
   for (int i = 0; i <= 40; ++i) {
     a.bed.clock.Advance(absl::Seconds(10));
-    tick = a.loop.Tick(absl::InfiniteFuture());
+    tick = a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
     if (!tick.moved.empty()) break;
   }
   REQUIRE(tick.moved.size() == 1);
@@ -1388,7 +1420,7 @@ TEST_CASE("A refused evacuation is stored once per grace, not once per tick", "[
   a.bed.members.away = {"us"};
   std::vector<std::string> held;
   for (int i = 0; i <= 12; ++i) {  // two minutes of 10 s ticks
-    AdaptationTick tick = a.loop.Tick(absl::InfiniteFuture());
+    AdaptationTick tick = a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
     CHECK(tick.moved.empty());
     held.insert(held.end(), tick.held.begin(), tick.held.end());
     a.bed.clock.Advance(absl::Seconds(10));
