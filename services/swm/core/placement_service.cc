@@ -1144,13 +1144,25 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
   remove_source->set_node(source->node());
   remove_source->set_pod(source->pod());
   remove_source->set_result(pb::ACTION_RESULT_PENDING);
-  RETURN_IF_ERROR(save(pb::MIGRATION_PHASE_CUTTING_OVER, absl::OkStatus(), &next, ""));
+  // Out of a failed cluster the source is not asked now (that would only
+  // wait out the deadline, one workload after another): Recover removes it
+  // once the cluster answers again.
+  const absl::Status source_left =
+      cluster_failed ? absl::UnavailableError(absl::StrCat(
+                           "the workload runs at the target; its source pod ", source->pod(),
+                           " stays in ", source->cluster(),
+                           ", which failed, until it answers again (the hub's recovery removes "
+                           "it then)"))
+                     : absl::OkStatus();
+  RETURN_IF_ERROR(save(pb::MIGRATION_PHASE_CUTTING_OVER, source_left, &next, ""));
   {
     absl::MutexLock lock(&mu_);
     ledger_.Hold(next);
   }
   Published(next);
-  absl::Status finished = FinishCutover(migration, op, &next, request.request_id, deadline);
+  absl::Status finished = cluster_failed
+                              ? absl::OkStatus()
+                              : FinishCutover(migration, op, &next, request.request_id, deadline);
   Invalidate({to.cluster});
   if (!finished.ok()) return finished;
   log::Info("migrated a workload", {{"migration", migration.id()},

@@ -411,9 +411,10 @@ class PlacementService {
   /// the source pod removed (and the channels' old links), and the
   /// migration DONE. Any failure before the new plan is written rolls the
   /// target back and leaves the workload where it ran (ROLLED_BACK,
-  /// ABORTED); a source that cannot be removed now (its cluster away)
-  /// leaves the migration CUTTING_OVER, answered not done, and Recover
-  /// finishes it. Answers the operation (result = the Migration).
+  /// ABORTED); a source that cannot be removed now (its cluster away, or
+  /// not asked at all for reason CLUSTER_FAILURE) leaves the migration
+  /// CUTTING_OVER, answered not done, and Recover finishes it. Answers the
+  /// operation (result = the Migration).
   /// INVALID_ARGUMENT naming `workload`, `target_cluster` or `target_node`;
   /// FAILED_PRECONDITION when the application is not placed, or no node can
   /// take the workload (stored FAILED, with the reason); UNAVAILABLE when an

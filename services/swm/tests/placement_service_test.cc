@@ -1241,6 +1241,11 @@ TEST_CASE("A cluster's workloads leave it one by one though their channels join 
   CHECK(plan.channels(0).clusters_size() == 1);
   CHECK(plan.channels(0).clusters(0) == "eu");
   CHECK(plan.channels(0).satisfied());
+  // The sources in the failed cluster were not asked; recovery removes them.
+  CHECK(bed.repo.GetMigration("shop/2")->phase() == pb::MIGRATION_PHASE_CUTTING_OVER);
+  CHECK(bed.Pods("us") == 2);
+  RecoveryReport report = bed.service->Recover();
+  CHECK(report.migrations == std::vector<std::string>{"shop/2", "shop/3"});
   CHECK(bed.Pods("us") == 0);
 }
 
