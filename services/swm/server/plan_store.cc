@@ -33,6 +33,25 @@ absl::Status Corrupt(std::string_view key) {
   return absl::DataLossError("stored record " + std::string(key) + " does not parse");
 }
 
+// The first `Record` stored under `prefix` of `family` (the newest, as the
+// keys are laid out), or nullopt.
+template <typename Record>
+absl::StatusOr<std::optional<Record>> FirstUnder(const KvStore& kv, const char* family,
+                                                 const std::string& prefix) {
+  std::optional<Record> out;
+  absl::Status parse = absl::OkStatus();
+  RETURN_IF_ERROR(kv.Scan(family, {.prefix = prefix, .limit = 1},
+                          [&](std::string_view key, std::string_view value) {
+                            out.emplace();
+                            if (!out->ParseFromArray(value.data(), value.size())) {
+                              parse = Corrupt(key);
+                            }
+                            return false;
+                          }));
+  RETURN_IF_ERROR(parse);
+  return out;
+}
+
 // One page of the `Record`s stored under `prefix` of `family` after
 // `page_token` (the last key of the previous page), as the List RPCs define
 // it: `keep` filters them (a record left out still moves the token on), at
@@ -103,19 +122,8 @@ absl::StatusOr<pb::Migration> PlanStore::GetMigration(const std::string& id) con
 
 absl::StatusOr<std::optional<pb::Migration>> PlanStore::NewestMigration(
     const std::string& application) const {
-  std::optional<pb::Migration> out;
-  absl::Status parse = absl::OkStatus();
-  RETURN_IF_ERROR(kv_.Scan(kOperationsFamily,
-                           {.prefix = absl::StrCat(kMigrationPrefix, application, "/"), .limit = 1},
-                           [&](std::string_view key, std::string_view value) {
-                             out.emplace();
-                             if (!out->ParseFromArray(value.data(), value.size())) {
-                               parse = Corrupt(key);
-                             }
-                             return false;
-                           }));
-  RETURN_IF_ERROR(parse);
-  return out;
+  return FirstUnder<pb::Migration>(kv_, kOperationsFamily,
+                                   absl::StrCat(kMigrationPrefix, application, "/"));
 }
 
 absl::StatusOr<std::vector<pb::Migration>> PlanStore::ActiveMigrations() const {
@@ -184,18 +192,7 @@ absl::StatusOr<std::optional<pb::PlaceApplicationRequest>> PlanStore::PlacementR
 
 absl::StatusOr<std::optional<pb::AssignmentPlan>> PlanStore::Latest(
     const std::string& application) const {
-  std::optional<pb::AssignmentPlan> out;
-  absl::Status parse = absl::OkStatus();
-  RETURN_IF_ERROR(kv_.Scan(kPlansFamily, {.prefix = application + "/", .limit = 1},
-                           [&](std::string_view key, std::string_view value) {
-                             out.emplace();
-                             if (!out->ParseFromArray(value.data(), value.size())) {
-                               parse = Corrupt(key);
-                             }
-                             return false;
-                           }));
-  RETURN_IF_ERROR(parse);
-  return out;
+  return FirstUnder<pb::AssignmentPlan>(kv_, kPlansFamily, application + "/");
 }
 
 absl::Status PlanStore::BuildLiveIndex() const {
