@@ -1417,7 +1417,7 @@ TEST_CASE("A failed node is evacuated and a failback held by the budget is tried
   CHECK(a.bed.repo.GetMigration("shop/2")->reason() == pb::MIGRATION_REASON_FAILBACK);
 }
 
-TEST_CASE("A refused evacuation is stored once per grace, not once per tick", "[adaptation]") {
+TEST_CASE("A refused evacuation is stored once per grace and not once per tick", "[adaptation]") {
   AdaptBed a;
   // eu cannot take back-0: its node is full.
   FakeCluster& eu = *a.bed.clusters["eu"];
