@@ -278,7 +278,11 @@ TEST_CASE("channels get virtual links and go OOQOS when their link degrades past
     std::string refused;
     std::map<std::string, std::string> second = WaitPlacedOrFailed("bw-second", &refused);
     if (second.empty()) {
-      CHECK_THAT(refused, Catch::Contains("link lille -> "));
+      // Refused for the bandwidth the first holds, or because the other
+      // link's newest measurement is over the channel's delay bound (right
+      // after step 2 healed it, a probe can still read it slow).
+      CHECK_THAT(refused, Catch::Contains("link lille -> ") ||
+                              Catch::Contains("channel readings: latency"));
     } else if (second["fusion"] == first["fusion"]) {
       // Sharing a link is right only when its newest measurement holds both.
       const int64_t shared = LinkCapacity(first["fusion"]);
