@@ -945,25 +945,7 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
   // phase ends the operation with `status` (OK: the migration is its result).
   auto save = [&](pb::MigrationPhase phase, const absl::Status& status,
                   const pb::AssignmentPlan* plan, const std::string& request_id) {
-    migration.set_phase(phase);
-    if (status.ok()) {
-      migration.clear_error();
-    } else {
-      SetError(status, migration.mutable_error());
-    }
-    *migration.mutable_update_time() = ToTimestamp(clock_.Now());
-    op.set_done(IsFinal(phase));
-    op.set_phase(MigrationOperationPhase(phase));
-    op.set_progress_percent(MigrationProgress(phase));
-    op.clear_result();
-    op.clear_error();
-    if (op.done() && !status.ok()) {
-      SetError(status, op.mutable_error());
-    } else {
-      op.mutable_result()->PackFrom(migration);
-    }
-    *op.mutable_update_time() = ToTimestamp(clock_.Now());
-    return plans_.SaveMigration(migration, plan, op, request_id);
+    return StoreMigration(migration, op, phase, status, plan, request_id);
   };
 
   // The scheduling cycle, as for a placement: read, solve, reserve.
@@ -1217,24 +1199,42 @@ absl::Status PlacementService::FinishCutover(pb::Migration& migration, Operation
       }
     }
   }
-  migration.set_phase(gone ? pb::MIGRATION_PHASE_DONE : pb::MIGRATION_PHASE_CUTTING_OVER);
   if (gone) {
+    return StoreMigration(migration, op, pb::MIGRATION_PHASE_DONE, absl::OkStatus(), plan,
+                          request_id);
+  }
+  return StoreMigration(migration, op, pb::MIGRATION_PHASE_CUTTING_OVER,
+                        absl::UnavailableError(absl::StrCat(
+                            "the workload runs at the target; its source pod ", source.pod(),
+                            " in ", source.cluster(), " is not removed yet (", st.message(),
+                            "); the hub retries with its recovery")),
+                        plan, "");
+}
+
+absl::Status PlacementService::StoreMigration(pb::Migration& migration, Operation& op,
+                                              pb::MigrationPhase phase,
+                                              const absl::Status& status,
+                                              const pb::AssignmentPlan* plan,
+                                              const std::string& request_id) {
+  migration.set_phase(phase);
+  if (status.ok()) {
     migration.clear_error();
   } else {
-    SetError(absl::UnavailableError(absl::StrCat(
-                 "the workload runs at the target; its source pod ", source.pod(), " in ",
-                 source.cluster(), " is not removed yet (", st.message(),
-                 "); the hub retries with its recovery")),
-             migration.mutable_error());
+    SetError(status, migration.mutable_error());
   }
   *migration.mutable_update_time() = ToTimestamp(clock_.Now());
-  op.set_done(gone);
-  op.set_phase(MigrationOperationPhase(migration.phase()));
-  op.set_progress_percent(MigrationProgress(migration.phase()));
+  op.set_done(IsFinal(phase));
+  op.set_phase(MigrationOperationPhase(phase));
+  op.set_progress_percent(MigrationProgress(phase));
+  op.clear_result();
   op.clear_error();
-  op.mutable_result()->PackFrom(migration);
+  if (op.done() && !status.ok()) {
+    SetError(status, op.mutable_error());
+  } else {
+    op.mutable_result()->PackFrom(migration);
+  }
   *op.mutable_update_time() = ToTimestamp(clock_.Now());
-  return plans_.SaveMigration(migration, plan, op, gone ? request_id : "");
+  return plans_.SaveMigration(migration, plan, op, request_id);
 }
 
 void PlacementService::RecoverMigration(pb::Migration migration, absl::Time deadline,
@@ -1285,16 +1285,8 @@ void PlacementService::RecoverMigration(pb::Migration migration, absl::Time dead
   const absl::Status aborted = absl::AbortedError(absl::StrCat(
       "the hub restarted while ", MigrationOperationPhase(migration.phase()),
       "; rolled back, the workload stays where it ran"));
-  migration.set_phase(pb::MIGRATION_PHASE_ROLLED_BACK);
-  SetError(aborted, migration.mutable_error());
-  *migration.mutable_update_time() = ToTimestamp(clock_.Now());
-  op.set_done(true);
-  op.set_phase(MigrationOperationPhase(migration.phase()));
-  op.set_progress_percent(100);
-  op.clear_result();
-  SetError(aborted, op.mutable_error());
-  *op.mutable_update_time() = ToTimestamp(clock_.Now());
-  absl::Status saved = plans_.SaveMigration(migration, nullptr, op, "");
+  absl::Status saved =
+      StoreMigration(migration, op, pb::MIGRATION_PHASE_ROLLED_BACK, aborted, nullptr, "");
   if (!saved.ok()) {
     report.errors.push_back(absl::StrCat("migration ", migration.id(), ": ", saved.message()));
     return;

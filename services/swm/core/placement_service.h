@@ -489,6 +489,15 @@ class PlacementService {
                              codeco::common::v1::Operation& op,
                              codeco::swm::v1::AssignmentPlan* plan, const std::string& request_id,
                              absl::Time deadline);
+  // Stores `migration` in `phase` with `plan` (if not null) and `op`: an
+  // error `status` goes on the migration; a final phase ends the operation
+  // with it (OK: the migration is its result); `request_id` is claimed when
+  // not empty.
+  absl::Status StoreMigration(codeco::swm::v1::Migration& migration,
+                              codeco::common::v1::Operation& op,
+                              codeco::swm::v1::MigrationPhase phase, const absl::Status& status,
+                              const codeco::swm::v1::AssignmentPlan* plan,
+                              const std::string& request_id);
   // Reads the members and links of a placement into `federation`.
   absl::Status BuildFederation(const std::vector<MemberRef>& members, absl::Time deadline,
                                Federation& federation, std::vector<std::string>& neighborhood,
