@@ -1018,6 +1018,51 @@ absl::Status ApplicationManager::RecordChannels(const std::string& name, int64_t
   return absl::OkStatus();
 }
 
+absl::Status ApplicationManager::RecordMove(const std::string& name, int64_t spec_revision,
+                                            int64_t plan_revision,
+                                            const std::vector<v1::ServicePlacement>& placements) {
+  {
+    absl::MutexLock lock(&write_mu_);
+    ASSIGN_OR_RETURN(std::optional<v1::Application> current, store_.Get(name));
+    if (!current) return absl::NotFoundError(absl::StrCat("application \"", name, "\""));
+    v1::Application app = *std::move(current);
+    v1::ApplicationStatus& status = *app.mutable_status();
+    const auto phase = status.phase();
+    const bool placed = phase == v1::APPLICATION_PHASE_DEPLOYING ||
+                        phase == v1::APPLICATION_PHASE_RUNNING ||
+                        phase == v1::APPLICATION_PHASE_DEGRADED;
+    // Its own placement answers through RecordPlacement; a plan for another
+    // spec or older than the one held is stale.
+    if (!placed || placements.empty() || app.spec_revision() != spec_revision ||
+        status.observed_spec_revision() != spec_revision ||
+        plan_revision <= status.plan_revision()) {
+      return absl::OkStatus();
+    }
+    std::set<std::tuple<std::string, std::string, std::string, std::string>> ready;
+    for (const v1::ServicePlacement& p : status.placements()) {
+      if (p.ready()) ready.insert({p.service(), p.cluster(), p.node(), p.pod()});
+    }
+    status.clear_placements();
+    for (const v1::ServicePlacement& p : placements) {
+      v1::ServicePlacement* kept = status.add_placements();
+      *kept = p;
+      kept->set_ready(ready.count({p.service(), p.cluster(), p.node(), p.pod()}) > 0);
+    }
+    status.set_plan_revision(plan_revision);
+    if (auto early = early_channels_.find(name); early != early_channels_.end()) {
+      if (early->second.plan_revision == plan_revision) {
+        status.clear_channels();
+        for (const v1::ChannelStatus& c : early->second.channels) *status.add_channels() = c;
+      }
+      if (early->second.plan_revision <= plan_revision) early_channels_.erase(early);
+    }
+    FoldPodStatus(app);
+    RETURN_IF_ERROR(CommitModified(app));
+  }
+  Notify();
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int> ApplicationManager::RecordPods(const std::string& cluster,
                                                    const std::vector<PodReport>& pods) {
   if (cluster.empty()) return InvalidFieldError("cluster", "required");

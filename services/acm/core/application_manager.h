@@ -169,6 +169,19 @@ class ApplicationManager {
   /// application.
   absl::Status RecordChannels(const std::string& name, int64_t plan_revision,
                               const std::vector<v1::ChannelStatus>& channels);
+  /// Folds in a plan the scheduler wrote without being asked — a migration
+  /// moved a workload — when it is newer than the plan the application holds
+  /// and made for its current spec revision, and the application is placed
+  /// (DEPLOYING, RUNNING or DEGRADED): `placements` become status.placements
+  /// (a placement that did not change keeps its readiness; a moved one is
+  /// ready once its cluster reports the pod running), plan_revision moves
+  /// to `plan_revision`, channels reported early for that plan are folded
+  /// in, and the phase follows. One commit (a MODIFIED event) when something
+  /// changed; anything else (an application waiting for its own placement,
+  /// a stale or older plan, no placements) changes nothing. NOT_FOUND for
+  /// an unknown application.
+  absl::Status RecordMove(const std::string& name, int64_t spec_revision, int64_t plan_revision,
+                          const std::vector<v1::ServicePlacement>& placements);
   /// Moves every application off `cluster` (unregistered or long
   /// unreachable, already excluded from neighborhood selection): each one
   /// with a placement there or a neighborhood containing it gets a

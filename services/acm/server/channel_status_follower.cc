@@ -50,6 +50,16 @@ bool ChannelStatusFollower::Follow() {
   while (stream->Read(&response)) {
     read = true;
     for (const swm::v1::ApplicationChannels& app : response.applications()) {
+      // A plan written by a migration moves a workload: follow it first, so
+      // its channels then land on the plan the application holds.
+      std::vector<v1::ServicePlacement> placements(app.placements().begin(),
+                                                   app.placements().end());
+      absl::Status moved = manager_.RecordMove(app.application(), app.spec_revision(),
+                                               app.plan_revision(), placements);
+      if (!moved.ok() && !absl::IsNotFound(moved)) {
+        log::Warn("moved placement not recorded", {{"application", app.application()},
+                                                   {"error", std::string(moved.message())}});
+      }
       std::vector<v1::ChannelStatus> channels(app.channels().begin(), app.channels().end());
       absl::Status recorded =
           manager_.RecordChannels(app.application(), app.plan_revision(), channels);

@@ -3,7 +3,10 @@
 // WatchChannels) and records it in ACM's applications
 // (ApplicationManager::RecordChannels): each channel's CODECO lifecycle
 // phase, and out-of-QoS channels as a DEGRADED application whose error names
-// them, so `codecoctl describe app` and `codecoctl watch app` show them. The
+// them, so `codecoctl describe app` and `codecoctl watch app` show them.
+// The same stream says where each plan runs its workloads: a plan SWM wrote
+// for a migration becomes the application's placements
+// (ApplicationManager::RecordMove), so those commands show moves too. The
 // stream is reopened (with backoff) when SWM restarts; its first message
 // carries every application again.
 

@@ -416,6 +416,73 @@ TEST_CASE("channel status from the scheduler shows in the application and OOQOS 
   CHECK(absl::IsNotFound(f.manager.RecordChannels("nope", 1, {})));
 }
 
+TEST_CASE("a plan written by a migration moves the application's placement") {
+  Fixture f;
+  f.Apply(SmallCam("shop", "1"));
+  auto status = [&] {
+    v1::GetApplicationRequest get;
+    get.set_name("shop");
+    return f.manager.Get(get)->application().status();
+  };
+  auto placement = [](const std::string& cluster, const std::string& node,
+                      const std::string& pod) {
+    v1::ServicePlacement p;
+    p.set_service("web");
+    p.set_cluster(cluster);
+    p.set_node(node);
+    p.set_pod(pod);
+    return p;
+  };
+  // Waiting for its own placement: a plan from elsewhere changes nothing.
+  REQUIRE(f.manager.RecordMove("shop", 1, 1, {placement("rennes", "n1", "shop-web")}).ok());
+  CHECK(status().placements_size() == 0);
+  CHECK(status().phase() == v1::APPLICATION_PHASE_PENDING);
+
+  PlacementResult result;
+  result.placed = true;
+  result.plan_revision = 1;
+  result.placements.push_back(placement("rennes", "n1", "shop-web"));
+  REQUIRE(f.manager.RecordPlacement("shop", 1, result).ok());
+  REQUIRE(*f.manager.RecordPods("rennes", {PodReport{"shop", "web", "shop-web", "n1",
+                                                     lms::v1::POD_PHASE_RUNNING, ""}}) == 1);
+  REQUIRE(status().phase() == v1::APPLICATION_PHASE_RUNNING);
+  const int64_t seen = *f.manager.CurrentRevision();
+
+  // The same plan again, an older one, or one for another spec revision:
+  // nothing changes.
+  REQUIRE(f.manager.RecordMove("shop", 1, 1, {placement("lille", "n2", "shop-web-r2")}).ok());
+  REQUIRE(f.manager.RecordMove("shop", 2, 2, {placement("lille", "n2", "shop-web-r2")}).ok());
+  REQUIRE(f.manager.RecordMove("shop", 1, 2, {}).ok());
+  CHECK(status().plan_revision() == 1);
+  CHECK(status().placements(0).cluster() == "rennes");
+
+  // Migration plan 2 moved web to lille: the placement follows (not ready
+  // until lille reports the pod), and a watcher sees it as an event.
+  REQUIRE(f.manager.RecordMove("shop", 1, 2, {placement("lille", "n2", "shop-web-r2")}).ok());
+  CHECK(status().plan_revision() == 2);
+  REQUIRE(status().placements_size() == 1);
+  CHECK(status().placements(0).cluster() == "lille");
+  CHECK(status().placements(0).pod() == "shop-web-r2");
+  CHECK_FALSE(status().placements(0).ready());
+  CHECK(status().phase() == v1::APPLICATION_PHASE_DEPLOYING);
+  auto after = f.manager.ReadChanges("shop", seen, 1000);
+  REQUIRE(after.ok());
+  REQUIRE(after->size() == 1);
+  CHECK(after->back().application().status().placements(0).cluster() == "lille");
+  REQUIRE(*f.manager.RecordPods("lille", {PodReport{"shop", "web", "shop-web-r2", "n2",
+                                                    lms::v1::POD_PHASE_RUNNING, ""}}) == 1);
+  CHECK(status().phase() == v1::APPLICATION_PHASE_RUNNING);
+
+  // An unchanged placement keeps its readiness; channels kept for the plan
+  // are folded in.
+  REQUIRE(f.manager.RecordChannels("shop", 3, {}).ok());
+  REQUIRE(f.manager.RecordMove("shop", 1, 3, {placement("lille", "n2", "shop-web-r2")}).ok());
+  CHECK(status().plan_revision() == 3);
+  CHECK(status().placements(0).ready());
+  CHECK(status().phase() == v1::APPLICATION_PHASE_RUNNING);
+  CHECK(absl::IsNotFound(f.manager.RecordMove("nope", 1, 1, {placement("a", "b", "c")})));
+}
+
 TEST_CASE("list pages by name and filters by phase and labels") {
   Fixture f;
   for (int i = 0; i < 5; ++i) {

@@ -57,9 +57,8 @@ bool ChannelTracker::SetPlan(const pb::AssignmentPlan& plan, absl::Time now) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(plan.application());
   if (it == entries_.end()) {
-    // Nothing tracked, and nothing to track: applications without channels
-    // cost nothing here.
-    if (IsRemoval(plan) || plan.channels().empty()) return false;
+    // Nothing tracked, and nothing to track.
+    if (IsRemoval(plan) || (plan.channels().empty() && plan.targets().empty())) return false;
     it = entries_.emplace(plan.application(), Entry{}).first;
   }
   Entry& entry = it->second;
@@ -69,15 +68,23 @@ bool ChannelTracker::SetPlan(const pb::AssignmentPlan& plan, absl::Time now) {
     entry.removed = true;
   } else {
     entry.removed = false;
-    // Only what the channels' status is computed from: a tracked application
-    // costs its channels, not its whole plan.
+    // Only what the status is computed from: a tracked application costs its
+    // channels and where its workloads run, not its whole plan.
     entry.plan.Clear();
     entry.plan.set_id(plan.id());
     entry.plan.set_application(plan.application());
+    entry.plan.set_spec_revision(plan.spec_revision());
     entry.plan.set_plan_revision(plan.plan_revision());
     entry.plan.set_phase(plan.phase());
     if (plan.has_error()) entry.plan.mutable_error()->set_message(plan.error().message());
     *entry.plan.mutable_channels() = plan.channels();
+    for (const pb::WorkloadTarget& t : plan.targets()) {
+      pb::WorkloadTarget* kept = entry.plan.add_targets();
+      kept->set_service(t.service());
+      kept->set_cluster(t.cluster());
+      kept->set_node(t.node());
+      kept->set_pod(t.pod());
+    }
   }
   bool changed = RecomputeLocked(entry, now);
   ForgetRemovedLocked();
@@ -104,6 +111,16 @@ bool ChannelTracker::RecomputeLocked(Entry& entry, absl::Time now) {
   pb::ApplicationChannels next;
   next.set_application(entry.plan.application());
   next.set_plan_revision(entry.removed ? 0 : entry.plan.plan_revision());
+  next.set_spec_revision(entry.plan.spec_revision());
+  if (!entry.removed && entry.plan.phase() == pb::PLAN_PHASE_DONE) {
+    for (const pb::WorkloadTarget& t : entry.plan.targets()) {
+      acm::ServicePlacement* p = next.add_placements();
+      p->set_service(t.service());
+      p->set_cluster(t.cluster());
+      p->set_node(t.node());
+      p->set_pod(t.pod());
+    }
+  }
   std::vector<pb::ChannelTrigger> raised;
   std::map<std::string, acm::ChannelPhase> before;
   std::map<std::string, const acm::ChannelStatus*> reported;

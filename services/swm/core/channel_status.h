@@ -20,8 +20,11 @@
 // and its measured delay moves by less than a fifth (at least 1 ms), so
 // watchers hear of phase changes and real drifts, not of every probe.
 // Entering OOQOS raises a ChannelTrigger (reason LINK_FAILURE) that the
-// adaptation loop consumes. Pure logic: plans and links come in, time is
-// passed in. Thread-safe.
+// adaptation loop consumes. Each application's state also says where its
+// DONE plan runs its workloads (applications without channels are tracked
+// for that alone), so a watcher follows the plan revisions a migration
+// writes. Pure logic: plans and links come in, time is passed in.
+// Thread-safe.
 
 #include <cstdint>
 #include <map>
@@ -65,8 +68,8 @@ class ChannelTracker {
   explicit ChannelTracker(ChannelTrackerOptions options = {});
 
   /// Takes `plan` as the newest plan of its application (a placement, a
-  /// failed or rolled-back one, or a removal). Returns true if the
-  /// application's channels changed.
+  /// migration's, a failed or rolled-back one, or a removal). Returns true
+  /// if the application's channels or placements changed.
   bool SetPlan(const codeco::swm::v1::AssignmentPlan& plan, absl::Time now);
 
   /// Folds in every virtual link NetMA holds (links not listed count as not
@@ -93,7 +96,8 @@ class ChannelTracker {
 
  private:
   struct Entry {
-    codeco::swm::v1::AssignmentPlan plan;  // id, revision, phase, error and channels only
+    // id, revisions, phase, error, channels and the targets' places only
+    codeco::swm::v1::AssignmentPlan plan;
     codeco::swm::v1::ApplicationChannels state;
     std::vector<codeco::swm::v1::ChannelTrigger> triggers;  // newest last, with sequence in raise
     std::vector<int64_t> trigger_sequences;

@@ -180,6 +180,52 @@ TEST_CASE("removed and failed placements end their channels", "[channels]") {
   CHECK(tracker.ChangesAfter(0, "plain").empty());
 }
 
+TEST_CASE("watchers learn where a done plan runs its workloads", "[channels]") {
+  ChannelTracker tracker;
+  auto plan = [](int64_t revision, pb::PlanPhase phase, const std::string& cluster) {
+    pb::AssignmentPlan p;
+    p.set_id("cache/" + std::to_string(revision));
+    p.set_application("cache");
+    p.set_spec_revision(2);
+    p.set_plan_revision(revision);
+    p.set_phase(phase);
+    pb::WorkloadTarget* t = p.add_targets();
+    t->set_workload("redis");
+    t->set_service("redis");
+    t->set_cluster(cluster);
+    t->set_node("n1");
+    t->set_pod("cache-redis-r" + std::to_string(revision));
+    t->set_reservation("cache/1/" + cluster);
+    return p;
+  };
+  // No channels: tracked for its placements alone, once the plan is DONE.
+  REQUIRE(tracker.SetPlan(plan(1, pb::PLAN_PHASE_COMMITTING, "nantes"), kT0));
+  std::vector<pb::ApplicationChannels> seen = tracker.ChangesAfter(0, "cache");
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].placements().empty());
+  REQUIRE(tracker.SetPlan(plan(1, pb::PLAN_PHASE_DONE, "nantes"), kT0));
+  seen = tracker.ChangesAfter(0, "cache");
+  REQUIRE(seen[0].placements_size() == 1);
+  CHECK(seen[0].spec_revision() == 2);
+  CHECK(seen[0].placements(0).cluster() == "nantes");
+  CHECK(seen[0].channels().empty());
+  const int64_t before = tracker.sequence();
+
+  // A migration's plan moves the workload: one change, with the new place.
+  REQUIRE(tracker.SetPlan(plan(2, pb::PLAN_PHASE_DONE, "lille"), kT0));
+  seen = tracker.ChangesAfter(before, "");
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].plan_revision() == 2);
+  CHECK(seen[0].placements(0).cluster() == "lille");
+  CHECK(seen[0].placements(0).pod() == "cache-redis-r2");
+  // The same plan again is no change.
+  CHECK_FALSE(tracker.SetPlan(plan(2, pb::PLAN_PHASE_DONE, "lille"), kT0));
+
+  // A failed plan places nothing.
+  REQUIRE(tracker.SetPlan(plan(3, pb::PLAN_PHASE_FAILED, "lille"), kT0));
+  CHECK(tracker.ChangesAfter(0, "cache")[0].placements().empty());
+}
+
 TEST_CASE("removed applications are remembered up to a bound", "[channels]") {
   ChannelTracker tracker(ChannelTrackerOptions{.max_removed = 3});
   for (int i = 0; i < 10; ++i) {
