@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "checkpointer/core/stream_pipe.h"
 #include "checkpointer/image/registry_client.h"
 #include "codeco/common/logging.h"
@@ -42,6 +43,18 @@ Step StepOf(const std::string& phase) {
     if (absl::StartsWith(phase, s.name)) return s.step;
   }
   return Step::kPending;
+}
+
+// How the phase of a restore into an existing pod ends while it waits for
+// that pod to run.
+constexpr char kAwaitingPodPhase[] = ": waiting for it to run";
+
+// True when an operation stored in `phase` may have begun loading state
+// into its restored pod: from "restoring" on, except while it awaited the pod.
+bool MayHaveLoaded(const std::string& phase) {
+  const Step step = StepOf(phase);
+  if (step < Step::kRestoring) return false;
+  return !absl::StartsWith(phase, "pulling") && !absl::EndsWith(phase, kAwaitingPodPhase);
 }
 
 google::protobuf::Timestamp Stamp(absl::Time t) { return ToProtoTimestamp(t); }
@@ -149,7 +162,8 @@ class Checkpointer::Run {
   Run(Checkpointer& owner, Job& job, Operation op, v1::Checkpoint checkpoint)
       : owner_(owner), job_(job), op_(std::move(op)), ck_(std::move(checkpoint)),
         started_(owner.clock_.Now()),
-        work_(owner.options_.work_directory / ck_.id()) {}
+        work_(owner.options_.work_directory / ck_.id()),
+        resumed_phase_(job.resumed ? op_.phase() : "") {}
 
   absl::Status Create(const v1::CreateCheckpointRequest& request);
   absl::Status Restore(const v1::RestoreCheckpointRequest& request);
@@ -201,8 +215,20 @@ class Checkpointer::Run {
   absl::StatusOr<lms::v1::Pod> PodToRestore(const CheckpointMetadata& metadata,
                                             const v1::RestoreCheckpointRequest& request,
                                             std::string& container);
+  // Restores the image of `request` on this cluster: into a pod it creates,
+  // or, with restore_into_existing, into the pod named there (`pod_field` is
+  // that name's field in the caller's request: pod or target_pod).
   absl::StatusOr<v1::Checkpoint> RestoreHere(const v1::RestoreCheckpointRequest& request,
-                                             int from_percent, int to_percent);
+                                             const std::string& pod_field, int from_percent,
+                                             int to_percent);
+  // The pod `name` a restore_into_existing loads into, once it runs on
+  // `node` (polled for at most options.existing_pod_timeout): it must exist
+  // (FAILED_PRECONDITION naming `pod_field`), be bound to `node`
+  // (INVALID_ARGUMENT naming target_node) and carry `container`.
+  absl::StatusOr<lms::v1::Pod> AwaitPodToRestoreInto(const std::string& name,
+                                                     const std::string& pod_field,
+                                                     const std::string& node,
+                                                     const std::string& container);
   absl::Status CutOver(const ContainerTarget& source, StateDriver& driver);
   void ResumeSource(const ContainerTarget& source, StateDriver& driver);
   void RemoveWork() {
@@ -216,6 +242,8 @@ class Checkpointer::Run {
   v1::Checkpoint ck_;
   const absl::Time started_;
   const fs::path work_;
+  // The phase the run a restart resumes had got to ("" for a first run).
+  const std::string resumed_phase_;
   std::atomic<bool> push_done_{false};  // set by the push thread once the image is complete
 };
 
@@ -378,10 +406,69 @@ absl::StatusOr<lms::v1::Pod> Checkpointer::Run::PodToRestore(
   return pod;
 }
 
+absl::StatusOr<lms::v1::Pod> Checkpointer::Run::AwaitPodToRestoreInto(
+    const std::string& name, const std::string& pod_field, const std::string& node,
+    const std::string& container) {
+  const absl::Duration timeout = owner_.options_.existing_pod_timeout;
+  const absl::Duration interval =
+      std::max(owner_.options_.pod_poll_interval, absl::Milliseconds(1));
+  const absl::Time deadline = owner_.clock_.Now() + timeout;
+  // The injected clock may be virtual and stand still while this sleeps:
+  // the reads are counted too, so the wait ends either way.
+  const int64_t max_reads = std::max<int64_t>(1, timeout / interval);
+  for (int64_t read = 1;; ++read) {
+    absl::StatusOr<lms::v1::Pod> pod = owner_.lms_.GetPod(name);
+    if (absl::IsNotFound(pod.status())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(pod_field, ": no pod \"", name, "\" in cluster ", owner_.options_.cluster,
+                       " to restore into (restore_into_existing: its creator starts it first)"));
+    }
+    if (!pod.ok()) {
+      return absl::Status(
+          pod.status().code(),
+          absl::StrCat("reading the pod ", name, " to restore into: ", pod.status().message()));
+    }
+    if (!pod->node_name().empty() && pod->node_name() != node) {
+      return InvalidFieldError("target_node",
+                               absl::StrCat("the pod ", name, " to restore into is bound to ",
+                                            pod->node_name(), ", not ", node));
+    }
+    const bool listed =
+        std::any_of(pod->containers().begin(), pod->containers().end(),
+                    [&](const lms::v1::Container& c) { return c.name() == container; });
+    if (!listed) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the pod ", name, " to restore into has no container \"", container,
+                       "\" (the checkpointed container): nothing was loaded into it"));
+    }
+    if (pod->phase() == lms::v1::POD_PHASE_RUNNING) {
+      if (pod->node_name() != node) {
+        return InvalidFieldError("target_node", absl::StrCat("the pod ", name,
+                                                             " to restore into runs bound to no "
+                                                             "node, not to ", node));
+      }
+      return pod;
+    }
+    if (pod->phase() == lms::v1::POD_PHASE_FAILED || pod->phase() == lms::v1::POD_PHASE_SUCCEEDED) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the pod ", name, " to restore into is ", lms::v1::PodPhase_Name(pod->phase()),
+          pod->message().empty() ? "" : ": ", pod->message()));
+    }
+    if (owner_.clock_.Now() >= deadline || read >= max_reads) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the pod ", name, " to restore into did not run within ", absl::FormatDuration(timeout),
+          " (", lms::v1::PodPhase_Name(pod->phase()), ")"));
+    }
+    absl::SleepFor(interval);
+  }
+}
+
 absl::StatusOr<v1::Checkpoint> Checkpointer::Run::RestoreHere(
-    const v1::RestoreCheckpointRequest& request, int from_percent, int to_percent) {
+    const v1::RestoreCheckpointRequest& request, const std::string& pod_field, int from_percent,
+    int to_percent) {
   const int span = to_percent - from_percent;
   const std::string& reference = request.image_reference();
+  const bool existing = request.restore_into_existing();
   auto pulling = [&](const absl::Status& status) {
     return absl::Status(status.code(),
                         absl::StrCat("pulling ", reference, ": ", status.message()));
@@ -400,10 +487,25 @@ absl::StatusOr<v1::Checkpoint> Checkpointer::Run::RestoreHere(
         "the image was taken by driver \"", inspected->runtime,
         "\", which this checkpointer does not run: nothing can verify its restore"));
   }
+  const std::string streamed = driver->StreamedFile();
+  if (existing && streamed.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("driver ", driver->name(),
+                     " restores only into a pod it creates; "
+                     "restore_into_existing needs a streaming driver (redis-hook)"));
+  }
   std::string container;
   ASSIGN_OR_RETURN(lms::v1::Pod pod, PodToRestore(*inspected, request, container));
   std::string lms_request = op_.id() + "/lms";
-  if (job_.resumed) {
+  if (existing && job_.resumed && MayHaveLoaded(resumed_phase_)) {
+    // The previous run may have loaded part of the state: the driver cannot
+    // load into a half-loaded container, and the pod is not ours to delete.
+    return absl::AbortedError(absl::StrCat(
+        "the restore into the existing pod ", pod.name(), " was interrupted (", op_.id(),
+        " restarted while ", resumed_phase_, "): it cannot start over into a half-loaded ",
+        driver->name(), " container; the pod is left to its creator, which rolls back"));
+  }
+  if (job_.resumed && !existing) {
     // A previous run may have left its pod half-restored: it starts over.
     absl::StatusOr<lms::v1::Pod> left = owner_.lms_.GetPod(pod.name());
     if (left.ok() && left->annotations().count(kRestoredByAnnotation) &&
@@ -412,17 +514,24 @@ absl::StatusOr<v1::Checkpoint> Checkpointer::Run::RestoreHere(
     }
     lms_request = absl::StrCat(lms_request, "/", absl::ToUnixMillis(owner_.clock_.Now()));
   }
-  auto restoring = [&](const absl::Status& status) {
+  // What a failure after the pod was made (or, when it existed, loaded
+  // into) does with it: a pod this restore created goes; one that existed
+  // is its creator's. Returns what to add to the error.
+  auto undo = [&]() -> std::string {
+    if (existing) return absl::StrCat(" (the pod ", pod.name(), " was left to its creator)");
     // The LMS leaves nothing on failure; a pod it may have made anyway goes.
     owner_.lms_.DeletePod(pod.name()).IgnoreError();
-    return absl::Status(status.code(), absl::StrCat("restoring ", pod.name(), " on ",
-                                                    request.target_node(), ": ",
-                                                    status.message()));
+    return "";
+  };
+  auto restoring = [&](const absl::Status& status) {
+    const std::string left = undo();
+    return absl::Status(status.code(),
+                        absl::StrCat("restoring ", pod.name(), " on ", request.target_node(), ": ",
+                                     status.message(), left));
   };
 
   absl::StatusOr<PulledImage> pulled = absl::UnknownError("not pulled");
   absl::StatusOr<lms::v1::Pod> restored = absl::UnknownError("not restored");
-  const std::string streamed = driver->StreamedFile();
   if (streamed.empty()) {
     // The LMS restores from the complete, unpacked image.
     pulled = Timed(kPullTime, [&] { return owner_.images_.Pull(reference, pulled_dir, {}); });
@@ -437,14 +546,25 @@ absl::StatusOr<v1::Checkpoint> Checkpointer::Run::RestoreHere(
     restored = Timed(kRestoreTime, [&] { return owner_.lms_.RestoreContainer(restore); });
     if (!restored.ok()) return restoring(restored.status());
   } else {
-    // The pod starts empty and the driver loads the state into it while the
+    // The pod starts empty (or, restoring into an existing pod, was started
+    // empty by its creator) and the driver loads the state into it while the
     // image is pulled (and, in a migration, while later layers are pushed).
-    Phase(absl::StrCat("restoring ", pod.name(), " on ", request.target_node(),
-                       " while pulling"),
-          from_percent + span / 5);
     const absl::Time start = owner_.clock_.Now();
-    restored = owner_.lms_.CreatePod(pod, lms_request);
-    if (!restored.ok()) return restoring(restored.status());
+    if (existing) {
+      Phase(absl::StrCat("restoring into the existing ", pod.name(), " on ", request.target_node(),
+                         kAwaitingPodPhase),
+            from_percent + span / 10);
+      restored = AwaitPodToRestoreInto(pod.name(), pod_field, request.target_node(), container);
+      if (!restored.ok()) return restored.status();
+      Phase(absl::StrCat("restoring into the existing ", pod.name(), " on ", request.target_node(),
+                         " while pulling"),
+            from_percent + span / 5);
+    } else {
+      Phase(absl::StrCat("restoring ", pod.name(), " on ", request.target_node(), " while pulling"),
+            from_percent + span / 5);
+      restored = owner_.lms_.CreatePod(pod, lms_request);
+      if (!restored.ok()) return restoring(restored.status());
+    }
     absl::StatusOr<ContainerTarget> target = owner_.TargetOf(*restored, container);
     if (!target.ok()) return restoring(target.status());
     StreamPipe pipe(kStreamBufferBytes);
@@ -464,8 +584,9 @@ absl::StatusOr<v1::Checkpoint> Checkpointer::Run::RestoreHere(
     ck_.mutable_timings()->set_pull_ns(Nanos(pull_time));
     ck_.mutable_timings()->set_restore_ns(Nanos(owner_.clock_.Now() - start));
     if (!pulled.ok()) {
-      owner_.lms_.DeletePod(pod.name()).IgnoreError();
-      return pulling(pulled.status());
+      const std::string left = undo();
+      absl::Status failed = pulling(pulled.status());
+      return absl::Status(failed.code(), absl::StrCat(failed.message(), left));
     }
     if (!loaded.ok()) return restoring(loaded);
   }
@@ -479,10 +600,11 @@ absl::StatusOr<v1::Checkpoint> Checkpointer::Run::RestoreHere(
     return Timed(kVerifyTime, [&] { return driver->Verify(target, metadata.facts); });
   }();
   if (!verified.ok()) {
-    owner_.lms_.DeletePod(pod.name()).IgnoreError();
-    return absl::Status(verified.code(), absl::StrCat("verifying the restored ", pod.name(), ": ",
-                                                      verified.message(),
-                                                      " (the restored pod was deleted)"));
+    const std::string left = undo();
+    return absl::Status(
+        verified.code(),
+        absl::StrCat("verifying the restored ", pod.name(), ": ", verified.message(),
+                     existing ? left : " (the restored pod was deleted)"));
   }
   fs::remove_all(pulled_dir, error);
   v1::ContainerRef* where = ck_.mutable_restored();
@@ -557,7 +679,7 @@ absl::Status Checkpointer::Run::Create(const v1::CreateCheckpointRequest& reques
 }
 
 absl::Status Checkpointer::Run::Restore(const v1::RestoreCheckpointRequest& request) {
-  return RestoreHere(request, 5, 95).status();
+  return RestoreHere(request, "pod", 5, 95).status();
 }
 
 absl::Status Checkpointer::Run::Migrate(const v1::MigrateContainerRequest& request) {
@@ -590,7 +712,8 @@ absl::Status Checkpointer::Run::Migrate(const v1::MigrateContainerRequest& reque
     restore.set_pod(request.target_pod().empty() ? pod.name() : request.target_pod());
     restore.set_container(source.container);
     restore.set_request_id(absl::StrCat(op_.id(), "/restore/", tag));
-    if (!remote) return RestoreHere(restore, 25, 90).status();
+    restore.set_restore_into_existing(request.restore_into_existing());
+    if (!remote) return RestoreHere(restore, "target_pod", 25, 90).status();
     // The phase says "pushing" while the push still runs beside the restore.
     auto phase = [&](const std::string& remote_phase) {
       return absl::StrCat(push_done_.load() ? "" : "pushing; ", "restoring at ", target_cluster,
@@ -604,7 +727,12 @@ absl::Status Checkpointer::Run::Migrate(const v1::MigrateContainerRequest& reque
               std::max(op_.progress_percent(), 25 + remote_op.progress_percent() * 65 / 100));
           Store();
         });
-    if (!restored.ok()) return restored.status();
+    if (!restored.ok()) {
+      if (!request.restore_into_existing()) return restored.status();
+      return absl::Status(restored.status().code(),
+                          absl::StrCat("restoring into the existing target_pod ", restore.pod(),
+                                       " at ", target_cluster, ": ", restored.status().message()));
+    }
     ck_.mutable_timings()->set_pull_ns(restored->timings().pull_ns());
     ck_.mutable_timings()->set_restore_ns(restored->timings().restore_ns());
     ck_.mutable_timings()->set_verify_ns(restored->timings().verify_ns());
@@ -657,7 +785,8 @@ absl::Status Checkpointer::Run::Migrate(const v1::MigrateContainerRequest& reque
       return absl::AbortedError(absl::StrCat(
           "the source's write fence expired before the cut-over; ", source.pod,
           " serves on and the restored copy ", ck_.restored().pod(), " in ",
-          ck_.restored().cluster(), " is stale: delete it"));
+          ck_.restored().cluster(), " is stale: ",
+          request.restore_into_existing() ? "it is left to its creator" : "delete it"));
     }
   }
   RETURN_IF_ERROR(CutOver(source, *driver));
@@ -924,6 +1053,9 @@ absl::StatusOr<Operation> Checkpointer::RestoreCheckpoint(
     errors.Add("image_reference", std::string(parsed.message()));
   }
   CheckName(request.target_node(), "target_node", true, errors);
+  if (request.restore_into_existing() && request.pod().empty()) {
+    errors.Add("pod", "is required with restore_into_existing (the pod to restore into)");
+  }
   CheckName(request.pod(), "pod", false, errors);
   RETURN_IF_ERROR(errors.ToStatus());
   v1::Checkpoint checkpoint;
@@ -939,8 +1071,10 @@ absl::StatusOr<Operation> Checkpointer::MigrateContainer(
   CheckName(request.target_pod(), "target_pod", false, errors);
   const std::string target_cluster =
       request.target_cluster().empty() ? options_.cluster : request.target_cluster();
-  if (target_cluster == options_.cluster &&
-      (request.target_pod().empty() || request.target_pod() == request.source().pod())) {
+  if (request.restore_into_existing() && request.target_pod().empty()) {
+    errors.Add("target_pod", "is required with restore_into_existing (the pod to restore into)");
+  } else if (target_cluster == options_.cluster &&
+             (request.target_pod().empty() || request.target_pod() == request.source().pod())) {
     // Pod names are unique in a cluster: the copy runs beside the source until the cut-over.
     errors.Add("target_pod", "must name the copy (not the source's name) for a move inside cluster " +
                                  options_.cluster);

@@ -29,6 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "checkpointer/core/ports.h"
 #include "checkpointer/core/state_driver.h"
 #include "codeco/checkpointer/v1/checkpointer_service.pb.h"
@@ -75,6 +76,12 @@ struct CheckpointerOptions {
   int max_pending = 256;
   /// Largest page ListCheckpoints returns. Default 500.
   int max_page_size = 500;
+  /// How long a restore into a pod that exists already (restore_into_existing)
+  /// waits for that pod to run: its creator may have made it just before, so
+  /// it may still be Pending. Default 60 s (as checkpointer.stall_timeout).
+  absl::Duration existing_pod_timeout = absl::Seconds(60);
+  /// How often the LMS is asked again while a pod is awaited. Default 100 ms.
+  absl::Duration pod_poll_interval = absl::Milliseconds(100);
   /// Called once as each operation ends, after its record is stored, with
   /// the operation and its checkpoint record (the server counts them in
   /// metrics), on the worker that ran it. Unset: nothing is called.

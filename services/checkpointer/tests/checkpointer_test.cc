@@ -628,5 +628,461 @@ TEST_CASE("A checkpointer killed after the remote restore finishes the cut-over 
   MigrationSurvivesACrash(/*during_push=*/false);
 }
 
+// --- Restores into a pod that exists already (restore_into_existing) ---
+
+// Creates pod `name` on `node` through `lms` (CreatePod), its Redis started
+// empty, the way SWM creates the target of a stateful migration under its
+// reservation, with a label of its own.
+lms::v1::Pod CreateLikeSwm(LmsPort& lms, const std::string& name, const std::string& node,
+                           const std::string& container = "redis") {
+  lms::v1::Pod pod;
+  pod.set_name(name);
+  pod.set_node_name(node);
+  (*pod.mutable_labels())["codeco.io/reservation"] = "swm-" + name;
+  lms::v1::Container* c = pod.add_containers();
+  c->set_name(container);
+  c->set_image("redis:7");
+  c->mutable_requests()->set_memory_bytes(64 << 20);
+  absl::StatusOr<lms::v1::Pod> created = lms.CreatePod(pod, "swm/" + name);
+  INFO(created.status());
+  REQUIRE(created.ok());
+  return *created;
+}
+
+// Checks that the pod `name` of `lms` is still the one CreateLikeSwm made:
+// same label, same Redis (endpoint), no restore annotation.
+void ExpectSwmPodKept(LoopbackLms& lms, const lms::v1::Pod& created) {
+  absl::StatusOr<lms::v1::Pod> now = lms.GetPod(created.name());
+  REQUIRE(now.ok());
+  CHECK(now->labels().at("codeco.io/reservation") == "swm-" + created.name());
+  CHECK(EndpointOf(*now) == EndpointOf(created));
+  CHECK_FALSE(now->annotations().contains("checkpointer.codeco.io/restored-by"));
+}
+
+v1::MigrateContainerRequest MoveIntoExisting(const std::string& pod, const std::string& target) {
+  v1::MigrateContainerRequest request = MoveToSouth(pod);
+  request.set_target_pod(target);
+  request.set_restore_into_existing(true);
+  return request;
+}
+
+TEST_CASE("A migration with restore_into_existing loads the state into the pod SWM created") {
+  Federation f;
+  lms::v1::Pod pod = AddRedisPod(f.north.lms, "cache", "north-1");
+  Fill(pod, 500);
+  const std::string digest = *Connect(EndpointOf(pod))->Command({"DEBUG", "DIGEST"});
+  const lms::v1::Pod target = CreateLikeSwm(f.south.lms, "cache-s", "south-1");
+
+  absl::StatusOr<Operation> op =
+      f.north.checkpointer.MigrateContainer(MoveIntoExisting("cache", "cache-s"));
+  REQUIRE(op.ok());
+  Operation done = Await(f.north.checkpointer, op->id());
+  INFO(done.DebugString());
+  REQUIRE_FALSE(done.has_error());
+  v1::Checkpoint result;
+  REQUIRE(done.result().UnpackTo(&result));
+  CHECK(result.phase() == v1::CHECKPOINT_PHASE_RESTORED);
+  CHECK(result.restored().cluster() == "south");
+  CHECK(result.restored().node() == "south-1");
+  CHECK(result.restored().pod() == "cache-s");
+  CHECK(result.restored().container() == "redis");
+  CHECK(result.facts().at(kRedisKeysFact) == "500");
+  CHECK(result.facts().at(kRedisDigestFact) == digest);
+
+  // The source is gone; SWM's pod, not recreated, holds every key and value.
+  CHECK_FALSE(f.north.lms.GetPod("cache").ok());
+  ExpectSwmPodKept(f.south.lms, target);
+  CHECK(f.south.lms.size() == 1);
+  auto c = Connect(EndpointOf(target));
+  CHECK(*c->Command({"DBSIZE"}) == "500");
+  CHECK(*c->Command({"DEBUG", "DIGEST"}) == digest);
+  // It serves as a master.
+  CHECK(c->Command({"SET", "after", "1"}).ok());
+}
+
+TEST_CASE("A move inside the cluster with restore_into_existing loads the pre-created copy") {
+  Federation f;
+  Fill(AddRedisPod(f.north.lms, "cache", "north-1"), 200);
+  const lms::v1::Pod copy = CreateLikeSwm(f.north.lms, "cache-2", "north-2");
+  v1::MigrateContainerRequest request;
+  request.mutable_source()->set_pod("cache");
+  request.set_target_node("north-2");
+  request.set_target_pod("cache-2");
+  request.set_restore_into_existing(true);
+  absl::StatusOr<Operation> op = f.north.checkpointer.MigrateContainer(request);
+  REQUIRE(op.ok());
+  Operation done = Await(f.north.checkpointer, op->id());
+  INFO(done.DebugString());
+  REQUIRE_FALSE(done.has_error());
+  CHECK_FALSE(f.north.lms.GetPod("cache").ok());
+  ExpectSwmPodKept(f.north.lms, copy);
+  CHECK(*Connect(EndpointOf(copy))->Command({"DBSIZE"}) == "200");
+}
+
+TEST_CASE(
+    "restore_into_existing with no target pod fails naming target_pod and the source serves on") {
+  Federation f;
+  Fill(AddRedisPod(f.north.lms, "cache", "north-1"), 50);
+  absl::StatusOr<Operation> op =
+      f.north.checkpointer.MigrateContainer(MoveIntoExisting("cache", "cache-s"));
+  REQUIRE(op.ok());
+  const Operation failed = Await(f.north.checkpointer, op->id());
+  ExpectSourceServes(f, failed, "target_pod cache-s");
+  CHECK(failed.error().code() == common::v1::ErrorCode(absl::StatusCode::kFailedPrecondition));
+  CHECK(absl::StrContains(failed.error().message(), "no pod \"cache-s\" in cluster south"));
+  // The next attempt, once SWM made the pod, goes through.
+  CreateLikeSwm(f.south.lms, "cache-s", "south-1");
+  op = f.north.checkpointer.MigrateContainer(MoveIntoExisting("cache", "cache-s"));
+  REQUIRE(op.ok());
+  const Operation done = Await(f.north.checkpointer, op->id());
+  INFO(done.DebugString());
+  CHECK_FALSE(done.has_error());
+}
+
+TEST_CASE(
+    "A load into a pre-created pod that fails leaves the pod to its creator and the source serves "
+    "on") {
+  Federation f;
+  lms::v1::Pod pod = AddRedisPod(f.north.lms, "cache", "north-1");
+  Fill(pod, 50);
+  // Not empty: the Redis hook refuses to load into it.
+  const lms::v1::Pod target = CreateLikeSwm(f.south.lms, "cache-s", "south-1");
+  REQUIRE(Connect(EndpointOf(target))->Command({"SET", "mine", "1"}).ok());
+  absl::StatusOr<Operation> op =
+      f.north.checkpointer.MigrateContainer(MoveIntoExisting("cache", "cache-s"));
+  REQUIRE(op.ok());
+  const Operation failed = Await(f.north.checkpointer, op->id());
+  INFO(failed.DebugString());
+  REQUIRE(failed.has_error());
+  CHECK(absl::StrContains(failed.error().message(), "holds 1 keys"));
+  CHECK(absl::StrContains(failed.error().message(), "cache-s was left to its creator"));
+  CHECK(absl::StrContains(failed.error().message(), "serves on"));
+  // Both pods are still there, as they were.
+  ExpectSwmPodKept(f.south.lms, target);
+  CHECK(*Connect(EndpointOf(target))->Command({"GET", "mine"}) == "1");
+  absl::StatusOr<lms::v1::Pod> source = f.north.lms.GetPod("cache");
+  REQUIRE(source.ok());
+  CHECK(Connect(EndpointOf(*source))->Command({"SET", "after-failure", "1"}).ok());
+}
+
+TEST_CASE("restore_into_existing without a pod name is refused naming the field") {
+  Federation f;
+  v1::MigrateContainerRequest migrate = MoveToSouth("cache");
+  migrate.set_restore_into_existing(true);
+  absl::Status s = f.north.checkpointer.MigrateContainer(migrate).status();
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StrContains(s.message(), "target_pod: is required with restore_into_existing"));
+  // Inside the cluster too (one error for the field).
+  migrate.set_target_cluster("north");
+  s = f.north.checkpointer.MigrateContainer(migrate).status();
+  CHECK(absl::StrContains(s.message(), "target_pod: is required with restore_into_existing"));
+  CHECK_FALSE(absl::StrContains(s.message(), "must name the copy"));
+
+  v1::RestoreCheckpointRequest restore;
+  restore.set_image_reference(f.repository + ":nightly");
+  restore.set_target_node("south-1");
+  restore.set_restore_into_existing(true);
+  s = f.south.checkpointer.RestoreCheckpoint(restore).status();
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StrContains(s.message(), "pod: is required with restore_into_existing"));
+  CHECK(f.north.checkpointer.pending() == 0);
+  CHECK(f.south.checkpointer.pending() == 0);
+}
+
+// An LmsPort over another that shows pods Pending (no endpoint yet) to the
+// first `pending_reads` GetPod calls, as a pod its creator has just made.
+class SlowStartLms final : public LmsPort {
+ public:
+  explicit SlowStartLms(LmsPort& inner) : inner_(inner) {}
+  absl::StatusOr<lms::v1::Pod> GetPod(const std::string& name) override {
+    absl::StatusOr<lms::v1::Pod> pod = inner_.GetPod(name);
+    if (pod.ok() && reads.fetch_add(1) < pending_reads.load()) {
+      pod->set_phase(lms::v1::POD_PHASE_PENDING);
+      pod->mutable_annotations()->erase(kEndpointAnnotation);
+    }
+    return pod;
+  }
+  absl::StatusOr<lms::v1::Pod> RestoreContainer(
+      const lms::v1::RestoreContainerRequest& request) override {
+    return inner_.RestoreContainer(request);
+  }
+  absl::StatusOr<lms::v1::Pod> CreatePod(const lms::v1::Pod& pod,
+                                         const std::string& request_id) override {
+    return inner_.CreatePod(pod, request_id);
+  }
+  absl::Status DeletePod(const std::string& name) override { return inner_.DeletePod(name); }
+
+  std::atomic<int> pending_reads{0};
+  std::atomic<int> reads{0};
+
+ private:
+  LmsPort& inner_;
+};
+
+// A StateDriver passing every call to another; tests override what they change.
+class ForwardingDriver : public StateDriver {
+ public:
+  explicit ForwardingDriver(StateDriver& inner) : inner_(inner) {}
+  std::string name() const override { return inner_.name(); }
+  bool Handles(const ContainerTarget& t) const override { return inner_.Handles(t); }
+  absl::StatusOr<StateDump> Checkpoint(const ContainerTarget& t, const fs::path& d) override {
+    return inner_.Checkpoint(t, d);
+  }
+  absl::Status Resume(const ContainerTarget& t) override { return inner_.Resume(t); }
+  absl::Status Retire(const ContainerTarget& t) override { return inner_.Retire(t); }
+  absl::Status Verify(const ContainerTarget& t,
+                      const std::map<std::string, std::string>& f) override {
+    return inner_.Verify(t, f);
+  }
+  std::string StreamedFile() const override { return inner_.StreamedFile(); }
+  absl::Status RestoreInto(const ContainerTarget& t, StateStream& s) override {
+    return inner_.RestoreInto(t, s);
+  }
+
+ protected:
+  StateDriver& inner_;
+};
+
+// An ImageStore counting pulls.
+class CountingImageStore final : public ForwardingImageStore {
+ public:
+  using ForwardingImageStore::ForwardingImageStore;
+  absl::StatusOr<PulledImage> Pull(const std::string& ref, const fs::path& d,
+                                   const StreamedFile& s) override {
+    pulls.fetch_add(1);
+    return inner_.Pull(ref, d, s);
+  }
+  std::atomic<int> pulls{0};
+};
+
+// A cluster "east" restoring with `driver`, whose LMS may show pods Pending
+// for a while, and that waits at most a second for a pod to restore into.
+struct East {
+  East(Federation& f, StateDriver& driver)
+      : lms(f.dir / "east" / "pods", 1 << 30),
+        slow(lms),
+        images(f.images),
+        store(NewInMemoryKvStore({kCheckpointsFamily, kOperationsFamily})),
+        checkpointer(CheckpointerOptions{.cluster = "east",
+                                         .work_directory = f.dir / "east" / "work",
+                                         .default_repository = f.repository,
+                                         .existing_pod_timeout = absl::Seconds(1),
+                                         .pod_poll_interval = absl::Milliseconds(10)},
+                     *store, RealClock::Default(), slow, images, f.peers, {&driver}) {}
+
+  // Restores `image` into the existing pod `pod` on `node`; the finished operation.
+  Operation RestoreInto(const std::string& image, const std::string& node, const std::string& pod) {
+    v1::RestoreCheckpointRequest request;
+    request.set_image_reference(image);
+    request.set_target_node(node);
+    request.set_pod(pod);
+    request.set_restore_into_existing(true);
+    absl::StatusOr<Operation> op = checkpointer.RestoreCheckpoint(request);
+    REQUIRE(op.ok());
+    return Await(checkpointer, op->id());
+  }
+
+  LoopbackLms lms;
+  SlowStartLms slow;
+  CountingImageStore images;
+  std::unique_ptr<KvStore> store;
+  Checkpointer checkpointer;
+};
+
+// Checkpoints a new Redis pod of the north holding `keys` keys under image
+// tag `tag`; returns the image's reference.
+std::string NorthImage(Federation& f, int keys, const std::string& tag) {
+  Fill(AddRedisPod(f.north.lms, "sessions", "north-1"), keys);
+  v1::CreateCheckpointRequest create;
+  create.mutable_source()->set_pod("sessions");
+  create.set_tag(tag);
+  absl::StatusOr<Operation> op = f.north.checkpointer.CreateCheckpoint(create);
+  REQUIRE(op.ok());
+  Operation done = Await(f.north.checkpointer, op->id());
+  INFO(done.DebugString());
+  REQUIRE_FALSE(done.has_error());
+  return f.repository + ":" + tag;
+}
+
+TEST_CASE("A restore into an existing pod waits for it to run and checks its node and container") {
+  Federation f;
+  const std::string image = NorthImage(f, 100, "warm");
+  RedisHookDriver redis(RedisCheckpointHook::Options{});
+  East east(f, redis);
+
+  // Pending for its first reads: waited for.
+  const lms::v1::Pod fresh = CreateLikeSwm(east.lms, "sessions-e", "east-1");
+  east.slow.pending_reads.store(3);
+  Operation done = east.RestoreInto(image, "east-1", "sessions-e");
+  INFO(done.DebugString());
+  REQUIRE_FALSE(done.has_error());
+  CHECK(east.slow.reads.load() >= 4);
+  v1::Checkpoint result;
+  REQUIRE(done.result().UnpackTo(&result));
+  CHECK(result.restored().pod() == "sessions-e");
+  CHECK(result.restored().node() == "east-1");
+  ExpectSwmPodKept(east.lms, fresh);
+  CHECK(*Connect(EndpointOf(fresh))->Command({"DBSIZE"}) == "100");
+
+  // Pending for longer than existing_pod_timeout: given up, the pod left.
+  const lms::v1::Pod stuck = CreateLikeSwm(east.lms, "stuck", "east-1");
+  east.slow.reads.store(0);
+  east.slow.pending_reads.store(1 << 30);
+  Operation late = east.RestoreInto(image, "east-1", "stuck");
+  INFO(late.DebugString());
+  REQUIRE(late.has_error());
+  CHECK(late.error().code() == common::v1::ErrorCode(absl::StatusCode::kDeadlineExceeded));
+  CHECK(absl::StrContains(late.error().message(), "stuck to restore into did not run within 1s"));
+  east.slow.pending_reads.store(0);
+  ExpectSwmPodKept(east.lms, stuck);
+
+  // Bound to another node than target_node.
+  Operation elsewhere = east.RestoreInto(image, "east-2", "stuck");
+  INFO(elsewhere.DebugString());
+  REQUIRE(elsewhere.has_error());
+  CHECK(elsewhere.error().code() == common::v1::ErrorCode(absl::StatusCode::kInvalidArgument));
+  CHECK(elsewhere.error().field_path() == "target_node");
+  CHECK(absl::StrContains(elsewhere.error().message(), "is bound to east-1, not east-2"));
+
+  // No such pod.
+  Operation missing = east.RestoreInto(image, "east-1", "nobody");
+  INFO(missing.DebugString());
+  REQUIRE(missing.has_error());
+  CHECK(missing.error().code() == common::v1::ErrorCode(absl::StatusCode::kFailedPrecondition));
+  CHECK(absl::StrContains(missing.error().message(),
+                          "pod: no pod \"nobody\" in cluster east to restore into"));
+
+  // Without the checkpointed container ("redis").
+  const lms::v1::Pod other = CreateLikeSwm(east.lms, "other", "east-1", "cache");
+  Operation unlike = east.RestoreInto(image, "east-1", "other");
+  INFO(unlike.DebugString());
+  REQUIRE(unlike.has_error());
+  CHECK(unlike.error().code() == common::v1::ErrorCode(absl::StatusCode::kFailedPrecondition));
+  CHECK(absl::StrContains(unlike.error().message(), "has no container \"redis\""));
+  ExpectSwmPodKept(east.lms, other);
+  CHECK(*Connect(EndpointOf(other))->Command({"DBSIZE"}) == "0");
+  CHECK(east.lms.size() == 3);
+}
+
+TEST_CASE("A restore into an existing pod needs a streaming driver and never deletes the pod") {
+  Federation f;
+  const std::string image = NorthImage(f, 20, "warm");
+  RedisHookDriver redis(RedisCheckpointHook::Options{});
+
+  SECTION("a driver that restores only through the LMS is refused before any pull") {
+    class NonStreaming final : public ForwardingDriver {
+     public:
+      using ForwardingDriver::ForwardingDriver;
+      std::string StreamedFile() const override { return ""; }
+    } non_streaming(redis);
+    East east(f, non_streaming);
+    const lms::v1::Pod pod = CreateLikeSwm(east.lms, "sessions-e", "east-1");
+    Operation refused = east.RestoreInto(image, "east-1", "sessions-e");
+    INFO(refused.DebugString());
+    REQUIRE(refused.has_error());
+    CHECK(refused.error().code() == common::v1::ErrorCode(absl::StatusCode::kFailedPrecondition));
+    CHECK(absl::StrContains(refused.error().message(),
+                            "driver redis-hook restores only into a pod it creates; "
+                            "restore_into_existing needs a streaming driver (redis-hook)"));
+    CHECK(east.images.pulls.load() == 0);
+    ExpectSwmPodKept(east.lms, pod);
+  }
+
+  SECTION("a failed verification leaves the loaded pod to its creator") {
+    class FailingVerify final : public ForwardingDriver {
+     public:
+      using ForwardingDriver::ForwardingDriver;
+      absl::Status Verify(const ContainerTarget&,
+                          const std::map<std::string, std::string>&) override {
+        return absl::DataLossError("the copy differs");
+      }
+    } failing(redis);
+    East east(f, failing);
+    const lms::v1::Pod pod = CreateLikeSwm(east.lms, "sessions-e", "east-1");
+    Operation failed = east.RestoreInto(image, "east-1", "sessions-e");
+    INFO(failed.DebugString());
+    REQUIRE(failed.has_error());
+    CHECK(failed.error().code() == common::v1::ErrorCode(absl::StatusCode::kDataLoss));
+    CHECK(absl::StrContains(failed.error().message(), "verifying the restored sessions-e"));
+    CHECK(absl::StrContains(failed.error().message(), "sessions-e was left to its creator"));
+    ExpectSwmPodKept(east.lms, pod);
+  }
+}
+
+// An ImageStore whose pulls block until released, then fail.
+class BlockingPulls final : public ForwardingImageStore {
+ public:
+  using ForwardingImageStore::ForwardingImageStore;
+  absl::StatusOr<PulledImage> Pull(const std::string&, const fs::path&,
+                                   const StreamedFile&) override {
+    absl::MutexLock lock(&mu_);
+    blocked_ = true;
+    mu_.Await(absl::Condition(&released_));
+    return absl::UnavailableError("crashed");
+  }
+  // Waits until a pull is blocked.
+  void AwaitBlocked() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&blocked_));
+  }
+  // Lets every pull go on (and fail).
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    released_ = true;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool blocked_ = false;
+  bool released_ = false;
+};
+
+TEST_CASE("A restore into an existing pod interrupted by a restart is aborted and leaves the pod") {
+  Federation f;
+  const std::string image = NorthImage(f, 20, "warm");
+  LoopbackLms lms(f.dir / "east" / "pods", 1 << 30);
+  const lms::v1::Pod pod = CreateLikeSwm(lms, "sessions-e", "east-1");
+  RedisHookDriver redis(RedisCheckpointHook::Options{});
+
+  // The first checkpointer dies while it loads the state into the pod.
+  std::atomic<bool> crashed{false};
+  std::unique_ptr<KvStore> backing = NewInMemoryKvStore({kCheckpointsFamily, kOperationsFamily});
+  Crashable::Store store(*backing, crashed);
+  BlockingPulls blocking(f.images);
+  auto first = std::make_unique<Checkpointer>(
+      CheckpointerOptions{.cluster = "east",
+                          .work_directory = f.dir / "east-first",
+                          .default_repository = f.repository},
+      store, RealClock::Default(), lms, blocking, f.peers, std::vector<StateDriver*>{&redis});
+  v1::RestoreCheckpointRequest request;
+  request.set_image_reference(image);
+  request.set_target_node("east-1");
+  request.set_pod("sessions-e");
+  request.set_restore_into_existing(true);
+  request.set_request_id("restore-sessions");
+  absl::StatusOr<Operation> op = first->RestoreCheckpoint(request);
+  REQUIRE(op.ok());
+  blocking.AwaitBlocked();
+  std::unique_ptr<KvStore> survived = CopyOf(*backing);
+  crashed.store(true);
+  blocking.Release();
+  first.reset();
+
+  Checkpointer second(CheckpointerOptions{.cluster = "east",
+                                          .work_directory = f.dir / "east-second",
+                                          .default_repository = f.repository},
+                      *survived, RealClock::Default(), lms, f.images, f.peers, {&redis});
+  absl::StatusOr<int> resumed = second.Recover();
+  REQUIRE(resumed.ok());
+  CHECK(*resumed == 1);
+  Operation done = Await(second, op->id());
+  INFO(done.DebugString());
+  REQUIRE(done.has_error());
+  CHECK(done.error().code() == common::v1::ErrorCode(absl::StatusCode::kAborted));
+  CHECK(absl::StrContains(done.error().message(), "was interrupted"));
+  CHECK(absl::StrContains(done.error().message(), "left to its creator"));
+  ExpectSwmPodKept(lms, pod);
+}
+
 }  // namespace
 }  // namespace codeco::checkpointer
