@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/status.h"
+#include "google/protobuf/util/time_util.h"
 #include "swm/core/convert.h"
 
 namespace codeco::swm {
@@ -30,18 +31,6 @@ void SetError(const absl::Status& status, codeco::common::v1::Error* error) {
 // "RESERVING" for PLAN_PHASE_RESERVING: the operation's phase.
 std::string OperationPhase(pb::PlanPhase phase) {
   return pb::PlanPhase_Name(phase).substr(sizeof("PLAN_PHASE_") - 1);
-}
-
-// True for a removal plan: RELEASING, or pods deleted and none created (a
-// migration's plan deletes the source pod but creates the moved one).
-bool IsRemoval(const pb::AssignmentPlan& plan) {
-  if (plan.phase() == pb::PLAN_PHASE_RELEASING) return true;
-  bool deletes = false;
-  for (const pb::PlanAction& a : plan.actions()) {
-    if (a.type() == pb::ACTION_TYPE_CREATE_POD) return false;
-    if (a.type() == pb::ACTION_TYPE_DELETE_POD) deletes = true;
-  }
-  return deletes;
 }
 
 // The placed revision whose reservations a plan's pods were created under:
@@ -93,6 +82,18 @@ std::string TargetReservation(const pb::AssignmentPlan& plan, const pb::Workload
 std::string MigratedPodName(const std::string& application, const std::string& workload,
                             int64_t revision) {
   return absl::StrCat(application, "-", workload, "-r", revision);
+}
+
+bool IsRemoval(const pb::AssignmentPlan& plan) {
+  if (plan.phase() == pb::PLAN_PHASE_RELEASING) return true;
+  bool deletes = false;
+  for (const pb::PlanAction& a : plan.actions()) {
+    if (a.type() == pb::ACTION_TYPE_CREATE_POD) return false;
+    if (a.type() == pb::ACTION_TYPE_DELETE_POD || a.type() == pb::ACTION_TYPE_DELETE_CHANNEL) {
+      deletes = true;
+    }
+  }
+  return deletes;
 }
 
 bool IsFinal(pb::MigrationPhase phase) {
@@ -948,6 +949,33 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
     return StoreMigration(migration, op, phase, status, plan, request_id);
   };
 
+  // A stateful workload moves with its state or not at all.
+  const bool stateful = app.workloads[app.WorkloadIndex(request.workload)].stateful;
+  std::string source_checkpointer;
+  if (stateful) {
+    absl::Status refused = absl::OkStatus();
+    if (state_mover_ == nullptr) {
+      refused = absl::FailedPreconditionError(absl::StrCat(
+          "workload ", request.workload, " is stateful and this hub reaches no checkpointer: ",
+          "a move would lose its state, so it stays on ", source->cluster(), "/",
+          source->node()));
+    } else if (request.reason == pb::MIGRATION_REASON_CLUSTER_FAILURE) {
+      refused = absl::FailedPreconditionError(absl::StrCat(
+          "workload ", request.workload, " is stateful and its cluster ", source->cluster(),
+          " does not answer: its state cannot be read, so it stays until the cluster answers"));
+    }
+    if (!refused.ok()) {
+      RETURN_IF_ERROR(save(pb::MIGRATION_PHASE_FAILED, refused, nullptr, request.request_id));
+      log::Info("migration refused", {{"migration", migration.id()},
+                                      {"error", std::string(refused.message())}});
+      return refused;
+    }
+    for (const MemberRef& m : request.members) {
+      auto it = m.endpoints.find("checkpointer");
+      if (m.cluster == source->cluster() && it != m.endpoints.end()) source_checkpointer = it->second;
+    }
+  }
+
   // The scheduling cycle, as for a placement: read, solve, reserve.
   absl::ReleasableMutexLock schedule(&schedule_mu_);
   Federation federation;
@@ -1128,7 +1156,7 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
   remove_source->set_result(pb::ACTION_RESULT_PENDING);
   // Out of a failed cluster the source is not asked now (that would only
   // wait out the deadline, one workload after another): Recover removes it
-  // once the cluster answers again.
+  // once the cluster answers.
   const absl::Status source_left =
       cluster_failed ? absl::UnavailableError(absl::StrCat(
                            "the workload runs at the target; its source pod ", source->pod(),
@@ -1136,22 +1164,123 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
                            ", which failed, until it answers again (the hub's recovery removes "
                            "it then)"))
                      : absl::OkStatus();
-  RETURN_IF_ERROR(save(pb::MIGRATION_PHASE_CUTTING_OVER, source_left, &next, ""));
-  {
-    absl::MutexLock lock(&mu_);
-    ledger_.Hold(next);
+  if (stateful) {
+    // The target pod runs empty: the state follows before the plan moves.
+    absl::StatusOr<StateMoveProgress> moved =
+        MoveState(migration, op, next, source_checkpointer, deadline);
+    const bool refused = !moved.ok() && (absl::IsInvalidArgument(moved.status()) ||
+                                         absl::IsFailedPrecondition(moved.status()) ||
+                                         absl::IsNotFound(moved.status()));
+    if ((!moved.ok() && !refused) || (moved.ok() && !moved->done)) {
+      // Started, or maybe: the checkpointer may still be moving it, so the
+      // target stays; the hub's recovery follows the move to its end.
+      Invalidate({to.cluster});
+      return absl::DeadlineExceededError(absl::StrCat(
+          "migration ", migration.id(), " is moving the state of ", request.workload, " (",
+          moved.ok() ? moved->phase : std::string(moved.status().message()),
+          "); the hub's recovery finishes or rolls it back"));
+    }
+    const absl::Status state = moved.ok() ? moved->status : moved.status();
+    if (!state.ok()) {
+      // The checkpointer gave up before its cut-over: the source serves on.
+      const absl::Status failed(state.code(),
+                                absl::StrCat("moving the state of ", request.workload, ": ",
+                                             state.message(), "; it stays where it ran"));
+      std::string why;
+      if (!RemoveTarget(migration, "migration " + migration.id() + " could not move the state",
+                        deadline, why)) {
+        // Left CHECKPOINTING: the recovery removes the target.
+        return absl::Status(failed.code(), absl::StrCat(failed.message(), "; ", why));
+      }
+      Invalidate({to.cluster});
+      migration.clear_next_plan();
+      RETURN_IF_ERROR(save(pb::MIGRATION_PHASE_ROLLED_BACK, failed, nullptr, ""));
+      log::Info("migration rolled back", {{"migration", migration.id()},
+                                          {"error", std::string(failed.message())}});
+      return failed;
+    }
   }
-  Published(next);
-  absl::Status finished = cluster_failed
-                              ? absl::OkStatus()
-                              : FinishCutover(migration, op, &next, request.request_id, deadline);
+  RETURN_IF_ERROR(CutOver(migration, op, next, source_left, request.request_id, deadline));
   Invalidate({to.cluster});
-  if (!finished.ok()) return finished;
   log::Info("migrated a workload", {{"migration", migration.id()},
                                     {"from", source->cluster() + "/" + source->node()},
                                     {"to", to.cluster + "/" + to.node},
                                     {"phase", MigrationOperationPhase(migration.phase())}});
   return op;
+}
+
+absl::StatusOr<StateMoveProgress> PlacementService::MoveState(pb::Migration& migration,
+                                                              Operation& op,
+                                                              const pb::AssignmentPlan& next,
+                                                              const std::string& source_checkpointer,
+                                                              absl::Time deadline) {
+  *migration.mutable_next_plan() = next;
+  RETURN_IF_ERROR(
+      StoreMigration(migration, op, pb::MIGRATION_PHASE_CHECKPOINTING, absl::OkStatus(), nullptr,
+                     ""));
+  return FollowStateMove(migration, op, source_checkpointer, deadline);
+}
+
+absl::StatusOr<StateMoveProgress> PlacementService::FollowStateMove(
+    pb::Migration& migration, Operation& op, const std::string& source_checkpointer,
+    absl::Time deadline) {
+  if (state_mover_ == nullptr) {
+    return absl::UnavailableError("this hub reaches no checkpointer to follow the state move");
+  }
+  const pb::WorkloadTarget& source = migration.source();
+  const pb::WorkloadTarget& target = migration.target();
+  // The migration's own key: its id alone would repeat for an application
+  // deleted and created again, so its creation time goes in too.
+  StateMove move{
+      .request_id = absl::StrCat("swm/", migration.id(), "/",
+                                 google::protobuf::util::TimeUtil::TimestampToNanoseconds(migration.create_time())),
+      .source_cluster = source.cluster(),
+      .source_checkpointer = source_checkpointer,
+      .source_node = source.node(),
+      .source_pod = source.pod(),
+      .target_cluster = target.cluster(),
+      .target_node = target.node(),
+      .target_pod = target.pod()};
+  ASSIGN_OR_RETURN(std::string id, state_mover_->Start(move, deadline));
+  const std::string ref = absl::StrCat(source.cluster(), ":", id);
+  if (migration.checkpoint_id() != ref) {
+    migration.set_checkpoint_id(ref);
+    RETURN_IF_ERROR(StoreMigration(migration, op, pb::MIGRATION_PHASE_CHECKPOINTING,
+                                   absl::OkStatus(), nullptr, ""));
+  }
+  return state_mover_->Await(source.cluster(), id, deadline);
+}
+
+absl::Status PlacementService::CutOver(pb::Migration& migration, Operation& op,
+                                       pb::AssignmentPlan& next, const absl::Status& source_left,
+                                       const std::string& request_id, absl::Time deadline) {
+  migration.clear_next_plan();
+  *next.mutable_update_time() = ToTimestamp(clock_.Now());
+  RETURN_IF_ERROR(StoreMigration(migration, op, pb::MIGRATION_PHASE_CUTTING_OVER, source_left,
+                                 &next, ""));
+  {
+    absl::MutexLock lock(&mu_);
+    ledger_.Hold(next);
+  }
+  Published(next);
+  if (!source_left.ok()) return absl::OkStatus();
+  return FinishCutover(migration, op, &next, request_id, deadline);
+}
+
+bool PlacementService::RemoveTarget(const pb::Migration& migration, const std::string& reason,
+                                    absl::Time deadline, std::string& why) {
+  if (!migration.has_target()) return true;
+  const pb::WorkloadTarget& target = migration.target();
+  std::map<std::string, absl::Status> removed = members_.RemovePods(
+      target.cluster(), target.reservation(), {target.pod()}, reason, deadline);
+  Invalidate({target.cluster()});
+  auto it = removed.find(target.pod());
+  if (it != removed.end() && (it->second.ok() || absl::IsNotFound(it->second))) return true;
+  why = absl::StrCat("its target pod ", target.pod(), " in ", target.cluster(),
+                     " is not removed yet (",
+                     it == removed.end() ? "not reported" : std::string(it->second.message()),
+                     "); the hub's recovery retries");
+  return false;
 }
 
 absl::Status PlacementService::FinishCutover(pb::Migration& migration, Operation& op,
@@ -1266,25 +1395,49 @@ void PlacementService::RecoverMigration(pb::Migration migration, absl::Time dead
     }
     return;
   }
-  // Before the new plan was written: the source still runs and holds the
-  // workload; the target (if reserved or created) is removed.
-  if (migration.has_target()) {
-    const pb::WorkloadTarget& target = migration.target();
-    std::map<std::string, absl::Status> removed = members_.RemovePods(
-        target.cluster(), target.reservation(), {target.pod()},
-        "rollback of migration " + migration.id() + " after a restart", deadline);
-    Invalidate({target.cluster()});
-    auto it = removed.find(target.pod());
-    if (it == removed.end() || (!it->second.ok() && !absl::IsNotFound(it->second))) {
-      report.errors.push_back(absl::StrCat(
-          "migration ", migration.id(), ": cannot roll back yet: ",
-          it == removed.end() ? "not reported" : std::string(it->second.message())));
-      return;
-    }
-  }
-  const absl::Status aborted = absl::AbortedError(absl::StrCat(
+  absl::Status aborted = absl::AbortedError(absl::StrCat(
       "the hub restarted while ", MigrationOperationPhase(migration.phase()),
       "; rolled back, the workload stays where it ran"));
+  if (migration.phase() == pb::MIGRATION_PHASE_CHECKPOINTING) {
+    // The state was on its way: the checkpointer's outcome decides. Done
+    // there, the source is retired: the move is finished forward.
+    absl::StatusOr<StateMoveProgress> moved =
+        FollowStateMove(migration, op, "", std::min(deadline, absl::Now() + absl::Seconds(2)));
+    const bool refused = !moved.ok() && (absl::IsInvalidArgument(moved.status()) ||
+                                         absl::IsFailedPrecondition(moved.status()) ||
+                                         absl::IsNotFound(moved.status()));
+    if ((!moved.ok() && !refused) || (moved.ok() && !moved->done)) {
+      report.errors.push_back(absl::StrCat(
+          "migration ", migration.id(), ": its state is still moving (",
+          moved.ok() ? moved->phase : std::string(moved.status().message()), ")"));
+      return;
+    }
+    const absl::Status state = moved.ok() ? moved->status : moved.status();
+    if (state.ok()) {
+      pb::AssignmentPlan next = migration.next_plan();
+      absl::Status st = CutOver(migration, op, next, absl::OkStatus(), op.request_id(), deadline);
+      if (!st.ok() || migration.phase() != pb::MIGRATION_PHASE_DONE) {
+        report.errors.push_back(absl::StrCat("migration ", migration.id(), ": ",
+                                             st.ok() ? migration.error().message() : st.message()));
+      } else {
+        report.migrations.push_back(migration.id());
+      }
+      return;
+    }
+    aborted = absl::Status(state.code(), absl::StrCat("moving the state: ", state.message(),
+                                                      "; rolled back, the workload stays where "
+                                                      "it ran"));
+  }
+  // Before the new plan was written: the source still runs and holds the
+  // workload; the target (if reserved or created) is removed.
+  std::string why;
+  if (!RemoveTarget(migration, "rollback of migration " + migration.id() + " after a restart",
+                    deadline, why)) {
+    report.errors.push_back(
+        absl::StrCat("migration ", migration.id(), ": cannot roll back yet: ", why));
+    return;
+  }
+  migration.clear_next_plan();
   absl::Status saved =
       StoreMigration(migration, op, pb::MIGRATION_PHASE_ROLLED_BACK, aborted, nullptr, "");
   if (!saved.ok()) {

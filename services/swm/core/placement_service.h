@@ -51,6 +51,7 @@
 #include "swm/core/model.h"
 #include "swm/core/plugins.h"
 #include "swm/core/solve.h"
+#include "swm/core/state_mover.h"
 
 namespace codeco::swm {
 
@@ -174,6 +175,11 @@ class PlanRepository {
                                      const codeco::common::v1::Operation& operation,
                                      const std::string& request_id) = 0;
 };
+
+/// True for a removal plan: RELEASING, or pods (or channels) deleted and no
+/// pod created — a migration's plan deletes the source pod but creates the
+/// moved one, so it is not a removal.
+bool IsRemoval(const codeco::swm::v1::AssignmentPlan& plan);
 
 /// True for DONE, ROLLED_BACK and FAILED: the migration holds nothing and
 /// nobody drives it any more.
@@ -413,8 +419,16 @@ class PlacementService {
   /// target back and leaves the workload where it ran (ROLLED_BACK,
   /// ABORTED); a source that cannot be removed now (its cluster away, or
   /// not asked at all for reason CLUSTER_FAILURE) leaves the migration
-  /// CUTTING_OVER, answered not done, and Recover finishes it. Answers the
-  /// operation (result = the Migration).
+  /// CUTTING_OVER, answered not done, and Recover finishes it. A stateful
+  /// workload moves with its state: once the target pod runs (empty) the
+  /// migration is stored CHECKPOINTING with the plan it will write, and the
+  /// StateMover (the source cluster's checkpointer) loads the source's
+  /// state into it and retires the source; the plan moves only then. The
+  /// mover giving up rolls the target back (the source serves on); a move
+  /// still running at `deadline` answers DEADLINE_EXCEEDED and Recover
+  /// follows it. Without a StateMover, or out of a failed cluster, a
+  /// stateful workload is not moved (FAILED_PRECONDITION, stored FAILED).
+  /// Answers the operation (result = the Migration).
   /// INVALID_ARGUMENT naming `workload`, `target_cluster` or `target_node`;
   /// FAILED_PRECONDITION when the application is not placed, or no node can
   /// take the workload (stored FAILED, with the reason); UNAVAILABLE when an
@@ -461,6 +475,12 @@ class PlacementService {
   /// Sets the plan listener. Call before the first placement.
   void SetPlanListener(PlanListener listener) { plan_listener_ = std::move(listener); }
 
+  /// Where migrations of stateful workloads move their state (the source
+  /// cluster's checkpointer); not owned. None by default: a stateful
+  /// workload is then never moved (a move would lose its state). Call
+  /// before the first migration.
+  void SetStateMover(StateMover* mover) { state_mover_ = mover; }
+
  private:
   // Admission: one operation per application, none while Recover or
   // Reconcile runs. Admit waits (up to `deadline`) for its turn.
@@ -481,6 +501,35 @@ class PlacementService {
   // Recovery of one migration found not final.
   void RecoverMigration(codeco::swm::v1::Migration migration, absl::Time deadline,
                         RecoveryReport& report);
+  // A stateful workload's state, from the source pod into the target pod
+  // (committed empty): the migration is stored CHECKPOINTING with the plan
+  // it writes (`next`, as next_plan) before the source cluster's
+  // checkpointer is asked, so a restarted hub re-attaches to the move; then
+  // FollowStateMove.
+  absl::StatusOr<StateMoveProgress> MoveState(codeco::swm::v1::Migration& migration,
+                                              codeco::common::v1::Operation& op,
+                                              const codeco::swm::v1::AssignmentPlan& next,
+                                              const std::string& source_checkpointer,
+                                              absl::Time deadline);
+  // Starts the state move of a CHECKPOINTING `migration` (or re-attaches to
+  // it: the request id is the migration's own) and follows it up to
+  // `deadline`; the checkpointer's operation goes into checkpoint_id. An
+  // error: it could not be started or followed (INVALID_ARGUMENT,
+  // FAILED_PRECONDITION, NOT_FOUND: refused, never started).
+  absl::StatusOr<StateMoveProgress> FollowStateMove(codeco::swm::v1::Migration& migration,
+                                                    codeco::common::v1::Operation& op,
+                                                    const std::string& source_checkpointer,
+                                                    absl::Time deadline);
+  // Writes the plan a move made (`next`, DONE) with the migration
+  // CUTTING_OVER, then removes the source (FinishCutover) unless
+  // `source_left` says why it cannot be asked now.
+  absl::Status CutOver(codeco::swm::v1::Migration& migration, codeco::common::v1::Operation& op,
+                       codeco::swm::v1::AssignmentPlan& next, const absl::Status& source_left,
+                       const std::string& request_id, absl::Time deadline);
+  // Removes a migration's target pod (before its plan was written); false
+  // with the reason in `why` when the target cluster could not do it now.
+  bool RemoveTarget(const codeco::swm::v1::Migration& migration, const std::string& reason,
+                    absl::Time deadline, std::string& why);
   // Removes the source pod of `migration` (CUTTING_OVER) and the old virtual
   // links of its channels; stores it DONE with `op` (and `plan`, the plan
   // the move wrote, with its DeletePod action's result, when not null), or
@@ -536,6 +585,7 @@ class PlacementService {
   const PluginRegistry& registry_;
   PlacementServiceOptions options_;
   VirtualLinkPort* virtual_links_ = nullptr;
+  StateMover* state_mover_ = nullptr;
   PlanListener plan_listener_;
 
   // Admission state.

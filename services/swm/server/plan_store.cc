@@ -410,4 +410,17 @@ absl::StatusOr<std::optional<std::string>> PlanStore::SwmEndpoint(
   return *value;
 }
 
+absl::Status PlanStore::SaveCheckpointerEndpoint(const std::string& cluster,
+                                                 const std::string& checkpointer) {
+  return kv_.Put(kOperationsFamily, "k/" + cluster, checkpointer);
+}
+
+absl::StatusOr<std::optional<std::string>> PlanStore::CheckpointerEndpoint(
+    const std::string& cluster) const {
+  absl::StatusOr<std::string> value = kv_.Get(kOperationsFamily, "k/" + cluster);
+  if (absl::IsNotFound(value.status())) return std::nullopt;
+  if (!value.ok()) return value.status();
+  return *value;
+}
+
 }  // namespace codeco::swm

@@ -125,6 +125,13 @@ class PlanStore final : public PlanRepository {
   absl::Status SaveSwmEndpoint(const std::string& cluster, const std::string& swm);
   /// The MC swm endpoint last saved for `cluster`, or nullopt.
   absl::StatusOr<std::optional<std::string>> SwmEndpoint(const std::string& cluster) const;
+  /// Remembers that `cluster`'s checkpointer is at `checkpointer` (so that a
+  /// restarted hub follows the state moves it started there).
+  absl::Status SaveCheckpointerEndpoint(const std::string& cluster,
+                                        const std::string& checkpointer);
+  /// The checkpointer endpoint last saved for `cluster`, or nullopt.
+  absl::StatusOr<std::optional<std::string>> CheckpointerEndpoint(
+      const std::string& cluster) const;
 
   /// The plans-family key of (application, revision).
   static std::string PlanKey(const std::string& application, int64_t revision);

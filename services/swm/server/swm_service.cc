@@ -102,6 +102,8 @@ SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
                                 .member_l2 = options_.member_l2}),
       recommendations_(options_.mc_channels != nullptr ? *options_.mc_channels : *channels_, clock_,
                        options_.pdlc),
+      state_mover_(options_.mc_channels != nullptr ? *options_.mc_channels : *channels_, plans_,
+                   CheckpointerStateMoverOptions{.call_timeout = options_.mc_timeout}),
       in_process_l2_(registry_, &recommendations_),
       exact_l2_(registry_, &recommendations_, options_.exact_l2),
       core_(std::make_unique<PlacementService>(
@@ -125,6 +127,7 @@ SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
   // Every stored change of an operation wakes the watches.
   plans_.SetSaveObserver([this] { listeners_.Notify(); });
   core_->SetVirtualLinks(options_.virtual_links.get());
+  core_->SetStateMover(&state_mover_);
   core_->SetPlanListener([this](const pb::AssignmentPlan& plan) { TrackPlan(plan); });
   if (options_.virtual_links != nullptr) {
     channel_monitor_ = std::thread([this] { MonitorChannels(); });

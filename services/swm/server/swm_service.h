@@ -89,6 +89,7 @@
 #include "swm/server/hub_members.h"
 #include "swm/server/netma_virtual_links.h"
 #include "swm/server/pdlc_recommendations.h"
+#include "swm/server/checkpointer_state_mover.h"
 #include "swm/server/plan_store.h"
 #include "swm/server/remote_cluster.h"
 
@@ -328,6 +329,8 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   HubMemberPort members_;
   // The clusters' PDLCs, read by the L1 order and the L2 scores.
   PdlcRecommendations recommendations_;
+  // The member clusters' checkpointers: stateful migrations move state there.
+  CheckpointerStateMover state_mover_;
   InProcessL2Solver in_process_l2_;
   milp::ExactL2Solver exact_l2_;
   std::unique_ptr<PlacementService> core_;

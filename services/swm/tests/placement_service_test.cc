@@ -1268,6 +1268,234 @@ TEST_CASE("Reconcile deletes a moved workload's source pod left behind and keeps
   CHECK(PodNames(bed, to).count("shop-back-0-r2") == 1);
 }
 
+// The checkpointer side of the bed's stateful moves: the state of a pod is
+// a string in `state` ("cluster/pod"); a successful move copies it into the
+// target pod and deletes the source pod (as the checkpointer's cut-over
+// does). Starting the same request again answers its first operation.
+class BedStateMover final : public StateMover {
+ public:
+  enum class Outcome { kMoves, kFails, kRefuses, kHangs };
+  explicit BedStateMover(Bed& bed) : bed_(bed) {}
+  absl::StatusOr<std::string> Start(const StateMove& move, absl::Time) override {
+    absl::MutexLock lock(&mu_);
+    starts.push_back(move);
+    if (auto it = ops_.find(move.request_id); it != ops_.end()) return it->second;
+    if (outcome == Outcome::kRefuses) {
+      return absl::FailedPreconditionError("pod " + move.source_pod + " is not running");
+    }
+    const std::string id = "migrate/op-" + std::to_string(ops_.size() + 1);
+    ops_[move.request_id] = id;
+    StateMoveProgress& p = progress_[id];
+    p.phase = "pushing";
+    if (outcome == Outcome::kHangs) return id;
+    p.done = true;
+    if (outcome == Outcome::kFails) {
+      p.status = absl::UnavailableError("pushing to the registry: connection refused; " +
+                                        move.source_pod + " serves on");
+      return id;
+    }
+    state[move.target_cluster + "/" + move.target_pod] =
+        state[move.source_cluster + "/" + move.source_pod];
+    state.erase(move.source_cluster + "/" + move.source_pod);
+    REQUIRE(bed_.clusters[move.source_cluster]->runtime.DeletePod(move.source_pod).ok());
+    return id;
+  }
+  absl::StatusOr<StateMoveProgress> Await(const std::string&, const std::string& id,
+                                          absl::Time) override {
+    absl::MutexLock lock(&mu_);
+    auto it = progress_.find(id);
+    if (it == progress_.end()) return absl::NotFoundError("no operation " + id);
+    return it->second;
+  }
+
+  Outcome outcome = Outcome::kMoves;
+  std::map<std::string, std::string> state;  // "cluster/pod" -> its data
+  std::vector<StateMove> starts;
+
+ private:
+  Bed& bed_;
+  absl::Mutex mu_;
+  std::map<std::string, std::string> ops_;  // request id -> operation id
+  std::map<std::string, StateMoveProgress> progress_;
+};
+
+// MovableApp with "back-0" stateful.
+Application StatefulApp(const std::string& name) {
+  Application app = MovableApp(name);
+  app.workloads[1].stateful = true;
+  return app;
+}
+
+TEST_CASE("A stateful workload moves with its state before the plan moves",
+          "[placement_service][migration]") {
+  Bed bed;
+  BedStateMover mover(bed);
+  bed.service->SetStateMover(&mover);
+  const Application app = StatefulApp("shop");
+  REQUIRE(bed.service->Place(bed.Request(app)).ok());
+  const pb::WorkloadTarget back = TargetOf(bed.repo.Latest("shop")->value(), "back-0");
+  const std::string to = back.cluster() == "eu" ? "us" : "eu";
+  mover.state[back.cluster() + "/shop-back-0"] = "42 keys";
+
+  MigrateRequest request = MoveOf(bed, app, "back-0", to);
+  request.members[0].endpoints["checkpointer"] = "127.0.0.1:7001";
+  request.members[1].endpoints["checkpointer"] = "127.0.0.1:7002";
+  absl::StatusOr<Operation> op = bed.service->Migrate(request);
+  REQUIRE(op.ok());
+  pb::Migration m = MigrationOf(*op);
+  CHECK(m.phase() == pb::MIGRATION_PHASE_DONE);
+  CHECK(m.checkpoint_id() == back.cluster() + ":migrate/op-1");
+  CHECK_FALSE(m.has_next_plan());
+  // The target pod ran (empty) before the state moved, and the plan moved
+  // only once the state was there.
+  CHECK(bed.repo.migration_phases ==
+        std::vector<pb::MigrationPhase>{
+            pb::MIGRATION_PHASE_RESERVING, pb::MIGRATION_PHASE_RESTORING,
+            pb::MIGRATION_PHASE_CHECKPOINTING, pb::MIGRATION_PHASE_CHECKPOINTING,
+            pb::MIGRATION_PHASE_CUTTING_OVER, pb::MIGRATION_PHASE_DONE});
+  REQUIRE(mover.starts.size() == 1);
+  const StateMove& move = mover.starts[0];
+  CHECK(move.source_pod == "shop-back-0");
+  CHECK(move.source_checkpointer ==
+        (back.cluster() == "eu" ? "127.0.0.1:7001" : "127.0.0.1:7002"));
+  CHECK(move.target_cluster == to);
+  CHECK(move.target_pod == "shop-back-0-r2");
+  CHECK(mover.state[to + "/shop-back-0-r2"] == "42 keys");
+  CHECK(PodNames(bed, to).count("shop-back-0-r2") == 1);
+  CHECK(PodNames(bed, back.cluster()).count("shop-back-0") == 0);
+  CHECK(bed.repo.Latest("shop")->value().plan_revision() == 2);
+  CHECK(TargetOf(bed.repo.Latest("shop")->value(), "back-0").cluster() == to);
+  // The stateless one moves without the mover.
+  REQUIRE(bed.service->Migrate(MoveOf(bed, app, "front-0")).ok());
+  CHECK(mover.starts.size() == 1);
+}
+
+TEST_CASE("A stateful move whose state cannot follow leaves the workload where it ran",
+          "[placement_service][migration]") {
+  Bed bed;
+  BedStateMover mover(bed);
+  bed.service->SetStateMover(&mover);
+  const Application app = StatefulApp("shop");
+  REQUIRE(bed.service->Place(bed.Request(app)).ok());
+  const pb::WorkloadTarget back = TargetOf(bed.repo.Latest("shop")->value(), "back-0");
+  const std::string to = back.cluster() == "eu" ? "us" : "eu";
+
+  SECTION("the checkpointer gives up") {
+    mover.outcome = BedStateMover::Outcome::kFails;
+    absl::StatusOr<Operation> op = bed.service->Migrate(MoveOf(bed, app, "back-0", to));
+    REQUIRE(absl::IsUnavailable(op.status()));
+    CHECK_THAT(std::string(op.status().message()),
+               Catch::Contains("moving the state of back-0") &&
+                   Catch::Contains("connection refused") && Catch::Contains("stays where it ran"));
+    absl::StatusOr<pb::Migration> m = bed.repo.GetMigration("shop/1");
+    REQUIRE(m.ok());
+    CHECK(m->phase() == pb::MIGRATION_PHASE_ROLLED_BACK);
+    CHECK_FALSE(m->has_next_plan());
+  }
+  SECTION("the checkpointer refuses") {
+    mover.outcome = BedStateMover::Outcome::kRefuses;
+    absl::StatusOr<Operation> op = bed.service->Migrate(MoveOf(bed, app, "back-0", to));
+    REQUIRE(absl::IsFailedPrecondition(op.status()));
+    CHECK(bed.repo.GetMigration("shop/1")->phase() == pb::MIGRATION_PHASE_ROLLED_BACK);
+  }
+  // The target pod is gone, the source serves on, and the plan did not move.
+  CHECK(PodNames(bed, to).count("shop-back-0-r2") == 0);
+  CHECK(PodNames(bed, back.cluster()).count("shop-back-0") == 1);
+  CHECK(bed.clusters[to]->executor.ledger().size() == (PodNames(bed, to).empty() ? 0 : 1));
+  CHECK(bed.repo.Latest("shop")->value().plan_revision() == 1);
+}
+
+TEST_CASE("A stateful workload is not moved without its state",
+          "[placement_service][migration]") {
+  Bed bed;
+  const Application app = StatefulApp("shop");
+  REQUIRE(bed.service->Place(bed.Request(app)).ok());
+  const pb::WorkloadTarget back = TargetOf(bed.repo.Latest("shop")->value(), "back-0");
+  BedStateMover mover(bed);
+  SECTION("no checkpointer") {
+    absl::StatusOr<Operation> op = bed.service->Migrate(MoveOf(bed, app, "back-0"));
+    REQUIRE(absl::IsFailedPrecondition(op.status()));
+    CHECK_THAT(std::string(op.status().message()),
+               Catch::Contains("stateful") && Catch::Contains("reaches no checkpointer"));
+  }
+  SECTION("its cluster does not answer") {
+    bed.service->SetStateMover(&mover);
+    MigrateRequest request = MoveOf(bed, app, "back-0");
+    request.reason = pb::MIGRATION_REASON_CLUSTER_FAILURE;
+    absl::StatusOr<Operation> op = bed.service->Migrate(request);
+    REQUIRE(absl::IsFailedPrecondition(op.status()));
+    CHECK_THAT(std::string(op.status().message()), Catch::Contains("state cannot be read"));
+    CHECK(mover.starts.empty());
+  }
+  CHECK(bed.repo.GetMigration("shop/1")->phase() == pb::MIGRATION_PHASE_FAILED);
+  CHECK(PodNames(bed, back.cluster()).count("shop-back-0") == 1);
+  CHECK(bed.repo.Latest("shop")->value().plan_revision() == 1);
+}
+
+TEST_CASE("Recover follows a stateful move the hub left while its state moved",
+          "[placement_service][migration]") {
+  Bed bed;
+  BedStateMover mover(bed);
+  bed.service->SetStateMover(&mover);
+  const Application app = StatefulApp("shop");
+  REQUIRE(bed.service->Place(bed.Request(app)).ok());
+  const pb::WorkloadTarget back = TargetOf(bed.repo.Latest("shop")->value(), "back-0");
+  const std::string to = back.cluster() == "eu" ? "us" : "eu";
+  mover.state[back.cluster() + "/shop-back-0"] = "42 keys";
+
+  SECTION("the state arrived: the move is finished forward") {
+    // The hub's last write was CHECKPOINTING; the checkpointer finished the
+    // move meanwhile. The restarted hub asks under the same request id,
+    // gets that move's outcome, and writes the plan.
+    bed.crash.migration_at = pb::MIGRATION_PHASE_CHECKPOINTING;
+    bed.repo.crash = &bed.crash;
+    (void)bed.service->Migrate(MoveOf(bed, app, "back-0", to));
+    REQUIRE(bed.crash.happened);
+    CHECK(bed.repo.Latest("shop")->value().plan_revision() == 1);
+    bed.Restart();
+    bed.service->SetStateMover(&mover);
+    RecoveryReport report = bed.service->Recover();
+    CHECK(report.errors.empty());
+    CHECK(report.migrations == std::vector<std::string>{"shop/1"});
+    CHECK(bed.repo.GetMigration("shop/1")->phase() == pb::MIGRATION_PHASE_DONE);
+    CHECK(bed.repo.Latest("shop")->value().plan_revision() == 2);
+    CHECK(TargetOf(bed.repo.Latest("shop")->value(), "back-0").pod() == "shop-back-0-r2");
+    CHECK(mover.state[to + "/shop-back-0-r2"] == "42 keys");
+    CHECK(PodNames(bed, back.cluster()).count("shop-back-0") == 0);
+    REQUIRE(mover.starts.size() == 2);
+    CHECK(mover.starts[0].request_id == mover.starts[1].request_id);
+  }
+  SECTION("still moving, then failed: kept, then rolled back") {
+    mover.outcome = BedStateMover::Outcome::kHangs;
+    absl::StatusOr<Operation> op = bed.service->Migrate(MoveOf(bed, app, "back-0", to));
+    REQUIRE(absl::IsDeadlineExceeded(op.status()));
+    CHECK(bed.repo.GetMigration("shop/1")->phase() == pb::MIGRATION_PHASE_CHECKPOINTING);
+    CHECK(bed.repo.GetMigration("shop/1")->has_next_plan());
+    // Another move of the application waits for this one.
+    CHECK(absl::IsUnavailable(bed.service->Migrate(MoveOf(bed, app, "front-0")).status()));
+    bed.Restart();
+    bed.service->SetStateMover(&mover);
+    RecoveryReport report = bed.service->Recover();
+    REQUIRE(report.errors.size() == 1);
+    CHECK_THAT(report.errors[0], Catch::Contains("still moving"));
+    CHECK(PodNames(bed, to).count("shop-back-0-r2") == 1);
+
+    mover.outcome = BedStateMover::Outcome::kFails;
+    BedStateMover failed(bed);
+    failed.outcome = BedStateMover::Outcome::kFails;
+    bed.Restart();
+    bed.service->SetStateMover(&failed);
+    report = bed.service->Recover();
+    CHECK(report.errors.empty());
+    absl::StatusOr<pb::Migration> m = bed.repo.GetMigration("shop/1");
+    CHECK(m->phase() == pb::MIGRATION_PHASE_ROLLED_BACK);
+    CHECK_THAT(m->error().message(), Catch::Contains("connection refused"));
+    CHECK(PodNames(bed, to).count("shop-back-0-r2") == 0);
+    CHECK(PodNames(bed, back.cluster()).count("shop-back-0") == 1);
+    CHECK(bed.repo.Latest("shop")->value().plan_revision() == 1);
+  }
+}
+
 // The members' health as the fake clusters show it: a cluster in
 // `members.away` does not answer; a node in `not_ready` is not ready.
 class FakeHealth final : public HealthSource {
