@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
+#include "swm/core/placement_service.h"
 
 namespace codeco::swm {
 namespace {
@@ -14,16 +15,6 @@ namespace pb = codeco::swm::v1;
 namespace acm = codeco::acm::v1;
 namespace netma = codeco::netma::v1;
 using google::protobuf::util::TimeUtil;
-
-bool IsRemoval(const pb::AssignmentPlan& plan) {
-  if (plan.phase() == pb::PLAN_PHASE_RELEASING) return true;
-  for (const pb::PlanAction& a : plan.actions()) {
-    if (a.type() == pb::ACTION_TYPE_DELETE_POD || a.type() == pb::ACTION_TYPE_DELETE_CHANNEL) {
-      return true;
-    }
-  }
-  return false;
-}
 
 absl::Time FromProto(const google::protobuf::Timestamp& t) {
   return absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(t));

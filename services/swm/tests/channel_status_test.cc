@@ -211,15 +211,19 @@ TEST_CASE("watchers learn where a done plan runs its workloads", "[channels]") {
   CHECK(seen[0].channels().empty());
   const int64_t before = tracker.sequence();
 
-  // A migration's plan moves the workload: one change, with the new place.
-  REQUIRE(tracker.SetPlan(plan(2, pb::PLAN_PHASE_DONE, "lille"), kT0));
+  // A migration's plan moves the workload (it creates the moved pod and
+  // deletes the source: not a removal): one change, with the new place.
+  pb::AssignmentPlan moved = plan(2, pb::PLAN_PHASE_DONE, "lille");
+  moved.add_actions()->set_type(pb::ACTION_TYPE_CREATE_POD);
+  moved.add_actions()->set_type(pb::ACTION_TYPE_DELETE_POD);
+  REQUIRE(tracker.SetPlan(moved, kT0));
   seen = tracker.ChangesAfter(before, "");
   REQUIRE(seen.size() == 1);
   CHECK(seen[0].plan_revision() == 2);
   CHECK(seen[0].placements(0).cluster() == "lille");
   CHECK(seen[0].placements(0).pod() == "cache-redis-r2");
   // The same plan again is no change.
-  CHECK_FALSE(tracker.SetPlan(plan(2, pb::PLAN_PHASE_DONE, "lille"), kT0));
+  CHECK_FALSE(tracker.SetPlan(moved, kT0));
 
   // A failed plan places nothing.
   REQUIRE(tracker.SetPlan(plan(3, pb::PLAN_PHASE_FAILED, "lille"), kT0));
