@@ -32,6 +32,10 @@ void AddAdvertisedEndpoints(const ClusterEndpoint& cluster, ProcessSpec& spec) {
   if (!cluster.swm_address.empty()) endpoints.push_back("swm=" + cluster.swm_address);
   if (!cluster.netma_address.empty()) endpoints.push_back("netma=" + cluster.netma_address);
   if (!cluster.pdlc_address.empty()) endpoints.push_back("pdlc=" + cluster.pdlc_address);
+  // The hub's SWM moves stateful workloads' state through it.
+  if (!cluster.checkpointer_address.empty()) {
+    endpoints.push_back("checkpointer=" + cluster.checkpointer_address);
+  }
   if (!endpoints.empty()) {
     spec.args.insert(spec.args.end(),
                      {"--set", "acm.advertise=" + absl::StrJoin(endpoints, ",")});

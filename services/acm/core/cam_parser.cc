@@ -1098,7 +1098,6 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
       r.NotActedOn(Child(p, "nwlatency"), "placement reads latency from the channels' maxDelay");
     }
     if (extended) {
-      r.NotActedOnIfSet(m, "stateful", p, "no placement plugin treats stateful services apart");
       r.NotActedOnIfSet(m, "nodeSelector", p, "SWM does not filter nodes by label");
       r.NotActedOnIfSet(m, "autoscaling", p, "nothing scales services");
     }

@@ -143,6 +143,18 @@ TEST_CASE("every NetMA probes every other cluster and the hub SWM plans with the
   REQUIRE(rennes_acm);
 }
 
+TEST_CASE("a cluster's checkpointer is advertised for the hub's stateful moves") {
+  std::vector<ClusterEndpoint> clusters = kClusters;
+  clusters[1].checkpointer_address = "127.0.2.1:7901";
+  auto mcs = PlanManagedClusters(clusters, "127.0.1.1:4000", {true, ""}, "/d");
+  bool advertised = false;
+  for (const auto& spec : mcs) {
+    if (spec.name != clusters[1].name + "/acm") continue;
+    advertised = HasPair(spec.args, "--set", "acm.advertise=checkpointer=127.0.2.1:7901");
+  }
+  CHECK(advertised);
+}
+
 TEST_CASE("a chosen PDLC address is advertised and followed by the cluster's own SWM") {
   std::vector<ClusterEndpoint> clusters = kClusters;
   clusters[1].pdlc_address = "127.0.2.1:7802";
