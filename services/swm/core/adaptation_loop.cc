@@ -1,5 +1,6 @@
 #include "swm/core/adaptation_loop.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -94,11 +95,16 @@ AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration mo
     absl::StatusOr<pb::Migration> m = mover_.Move(app, from.workload(), ClusterOf(to), NodeOf(to),
                                                   reason, absl::Now() + move_timeout);
     if (!m.ok()) {
-      retry_at_[key] = now + retry_after_;
+      // Each refusal is stored (a FAILED migration): the wait doubles from
+      // one grace, up to an hour, so a long outage costs a few records.
+      const int failures = ++failed_moves_[key];
+      retry_at_[key] = now + std::min(retry_after_ * (int64_t{1} << std::min(failures - 1, 20)),
+                                      std::max(retry_after_, absl::Hours(1)));
       tick.held.push_back(absl::StrCat(key, " (", ReasonName(reason), "): ", m.status().message()));
       return false;
     }
     retry_at_.erase(key);
+    failed_moves_.erase(key);
     tick.moved.push_back(absl::StrCat(m->id(), ": ", key, " ", from.cluster(), "/", from.node(),
                                       " -> ", m->target().cluster(), "/", m->target().node(), " (",
                                       ReasonName(reason), ")"));

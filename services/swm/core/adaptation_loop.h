@@ -99,8 +99,11 @@ class AdaptationLoop {
   std::set<std::string> failed_;
   // "<app>/<workload>" -> when a move that did not happen may be tried again.
   std::map<std::string, absl::Time> retry_at_;
-  // How long after a move that did not happen it is tried again: the
-  // failure grace (a refused move is stored as a FAILED migration each time).
+  // "<app>/<workload>" -> moves in a row that did not happen.
+  std::map<std::string, int> failed_moves_;
+  // How long after a first move that did not happen it is tried again: the
+  // failure grace, doubled after each further one up to an hour (a refused
+  // move is stored as a FAILED migration each time).
   absl::Duration retry_after_;
 };
 

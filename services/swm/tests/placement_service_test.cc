@@ -1645,23 +1645,27 @@ TEST_CASE("A failed node is evacuated and a failback held by the budget is tried
   CHECK(a.bed.repo.GetMigration("shop/2")->reason() == pb::MIGRATION_REASON_FAILBACK);
 }
 
-TEST_CASE("A refused evacuation is stored once per grace and not once per tick", "[adaptation]") {
+TEST_CASE("A refused evacuation is tried again after a growing wait and not once per tick", "[adaptation]") {
   AdaptBed a;
   // eu cannot take back-0: its node is full.
   FakeCluster& eu = *a.bed.clusters["eu"];
   REQUIRE(eu.runtime.CreatePod(PodInfo{"filler", "eu-n0", {3400, kGi, 0}}).ok());
   a.bed.members.away = {"us"};
   std::vector<std::string> held;
-  for (int i = 0; i <= 12; ++i) {  // two minutes of 10 s ticks
+  std::vector<int> at;  // seconds of each attempt
+  for (int i = 0; i <= 6 * 30; ++i) {  // half an hour of 10 s ticks
     AdaptationTick tick = a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
     CHECK(tick.moved.empty());
+    for (size_t k = 0; k < tick.held.size(); ++k) at.push_back(i * 10);
     held.insert(held.end(), tick.held.begin(), tick.held.end());
     a.bed.clock.Advance(absl::Seconds(10));
   }
-  // Failed at 60 s: tried then, and again one grace later.
-  REQUIRE(held.size() == 2);
+  // Failed at 60 s: tried then, one grace later, and then twice as long
+  // after each further refusal.
+  CHECK(at == std::vector<int>{60, 120, 240, 480, 960});
+  REQUIRE(!held.empty());
   CHECK(absl::StrContains(held[0], "shop/back-0 (CLUSTER_FAILURE): no node can take"));
-  CHECK(a.bed.repo.NewestMigration("shop")->value().id() == "shop/2");
+  CHECK(a.bed.repo.NewestMigration("shop")->value().id() == "shop/5");
 }
 
 }  // namespace
