@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <map>
+#include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 
@@ -205,6 +207,140 @@ TEST_CASE("Ten migrations of a Redis between clusters under a write load lose no
   CHECK(bad.exit_code != 0);
   CHECK(absl::StrContains(bad.output, "target_repository"));
   CHECK((*c)->Command({"GET", "after-failure"}).ok());
+  RunCommand({CtlBinary(), "down"}, absl::Minutes(1));
+}
+
+// Where ACM says `service` of `app` runs: (cluster, pod), from `codecoctl
+// describe app` (nullopt when it shows no such placement).
+std::optional<std::pair<std::string, std::string>> PlacedAt(const std::string& app,
+                                                            const std::string& service) {
+  CommandResult describe =
+      RunCommand({CtlBinary(), "describe", "app", app}, absl::Seconds(30));
+  std::smatch m;
+  if (!std::regex_search(describe.output, m,
+                         std::regex("\\n  " + service + " +(\\S+) +\\S+ +(\\S+) +(yes|no)"))) {
+    return std::nullopt;
+  }
+  return std::make_pair(m[1].str(), m[2].str());
+}
+
+TEST_CASE("SWM moves a stateful Redis with its data under a write load and ACM follows it") {
+  FederationHome home;
+  CommandResult up = RunCommand(
+      {CtlBinary(), "up", "--scenario", FiveSiteScenario(), "--no-prometheus"}, absl::Minutes(3));
+  INFO(up.output);
+  REQUIRE(up.exit_code == 0);
+  std::map<std::string, std::string> lms_of = codeco::testing::LmsEndpoints(up.output);
+  REQUIRE(codeco::testing::WaitUntilClustersReady(6));
+  CommandResult apply = RunCommand(
+      {CtlBinary(), "apply", "-f",
+       std::string(CODECO_SOURCE_DIR) + "/examples/cams/session-cache.yaml", "--wait"},
+      absl::Minutes(2));
+  INFO(apply.output);
+  REQUIRE(apply.exit_code == 0);
+  std::optional<std::pair<std::string, std::string>> at = PlacedAt("session-cache", "sessions");
+  REQUIRE(at.has_value());
+  const std::string first_cluster = at->first;
+
+  // The client finds the Redis where ACM says it runs (as a service name
+  // would resolve): during a move the copy at the target is not used
+  // before the plan names it.
+  std::atomic<bool> stop{false};
+  std::atomic<int> acknowledged{0};
+  std::thread writer;
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~Joiner() {
+      stop.store(true);
+      if (thread.joinable()) thread.join();
+    }
+  } joiner{stop, writer};
+  auto connect = [&]() -> std::unique_ptr<RedisConnection> {
+    std::optional<std::pair<std::string, std::string>> where = PlacedAt("session-cache", "sessions");
+    if (!where || !lms_of.count(where->first)) return nullptr;
+    std::optional<lms::Pod> pod = GetPod(lms_of[where->first], where->second);
+    if (!pod || pod->phase() != lms::POD_PHASE_RUNNING) return nullptr;
+    absl::StatusOr<RedisInstance> instance = ParseRedisEndpoint(Endpoint(*pod), "endpoint");
+    if (!instance.ok()) return nullptr;
+    auto made = RedisConnection::Connect(instance->host, instance->port, absl::Seconds(60));
+    return made.ok() ? *std::move(made) : nullptr;
+  };
+  writer = std::thread([&] {
+    std::unique_ptr<RedisConnection> c;
+    int next = 0;
+    while (!stop.load()) {
+      if (c == nullptr) c = connect();
+      if (c == nullptr) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      if (c->Command({"SET", absl::StrCat("s-", next), absl::StrCat("v-", next)}).ok()) {
+        acknowledged.store(++next);
+      } else {
+        c.reset();
+      }
+    }
+  });
+  for (absl::Time end = absl::Now() + absl::Seconds(30);
+       acknowledged.load() < 200 && absl::Now() < end;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(acknowledged.load() >= 200);
+
+  // Away (where the solve picks) and back: each move through the placement
+  // pipeline, the state through the source cluster's checkpointer.
+  std::string from = first_cluster;
+  for (int i = 0; i < 2; ++i) {
+    std::vector<std::string> args = {CtlBinary(), "migrate", "session-cache/sessions-0"};
+    if (i == 1) args.insert(args.end(), {"--to", first_cluster});
+    const absl::Time start = absl::Now();
+    CommandResult moved = RunCommand(args, absl::Minutes(2));
+    INFO("move " << i << ": " << moved.output);
+    REQUIRE(moved.exit_code == 0);
+    REQUIRE(absl::StrContains(moved.output, "(done)"));
+    std::smatch went;
+    REQUIRE(std::regex_search(moved.output, went, std::regex(" to ([a-z-]+)/")));
+    const std::string to = went[1].str();
+    WARN("stateful move " << i << " " << from << " -> " << to << ": "
+                          << absl::ToDoubleSeconds(absl::Now() - start) << " s, "
+                          << acknowledged.load() << " writes acknowledged so far");
+    // ACM follows the plan the move wrote.
+    std::optional<std::pair<std::string, std::string>> now;
+    for (absl::Time end = absl::Now() + absl::Seconds(30); absl::Now() < end;) {
+      now = PlacedAt("session-cache", "sessions");
+      if (now && now->first == to) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    REQUIRE(now.has_value());
+    CHECK(now->first == to);
+    CHECK(now->second == absl::StrCat("session-cache-sessions-0-r", i + 2));
+    from = to;
+  }
+  const int before_stop = acknowledged.load();
+  for (absl::Time end = absl::Now() + absl::Seconds(30);
+       acknowledged.load() < before_stop + 100 && absl::Now() < end;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  stop.store(true);
+  writer.join();
+  const int written = acknowledged.load();
+  REQUIRE(written >= before_stop + 100);  // the client found the moved Redis
+
+  std::unique_ptr<RedisConnection> c = connect();
+  REQUIRE(c != nullptr);
+  int missing = 0;
+  for (int i = 0; i < written; ++i) {
+    absl::StatusOr<std::string> value = c->Command({"GET", absl::StrCat("s-", i)});
+    if (!value.ok() || *value != absl::StrCat("v-", i)) ++missing;
+  }
+  CHECK(missing == 0);
+  WARN(written << " acknowledged writes over two stateful moves, " << missing << " lost");
+  CommandResult migrations =
+      RunCommand({CtlBinary(), "get", "migrations", "--app", "session-cache"}, absl::Seconds(30));
+  INFO(migrations.output);
+  CHECK(std::regex_search(migrations.output,
+                          std::regex("session-cache/2 +session-cache/sessions-0 +manual +DONE")));
   RunCommand({CtlBinary(), "down"}, absl::Minutes(1));
 }
 
