@@ -134,6 +134,42 @@ AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration mo
     if (move(key, app, target, "", reason)) homes_.emplace(key, place);  // the first place it left
   }
 
+  // Channels out of QoS: move the workload the channel goes to (its peers
+  // stay), else the one it comes from; the solve re-checks the channel
+  // against the links as measured now.
+  std::vector<OutOfQosChannel> out_of_qos;
+  if (channels_ != nullptr) out_of_qos = channels_->OutOfQos();
+  std::map<std::string, const pb::AssignmentPlan*> plan_of;
+  for (const pb::AssignmentPlan& plan : *live) {
+    if (plan.phase() == pb::PLAN_PHASE_DONE) plan_of[plan.application()] = &plan;
+  }
+  for (const OutOfQosChannel& c : out_of_qos) {
+    auto plan = plan_of.find(c.application);
+    // Measured under an older plan: the move that made the newer one may
+    // have fixed it; the tracker reports the newer plan's state next.
+    if (plan == plan_of.end() || plan->second->plan_revision() != c.plan_revision) continue;
+    const pb::ChannelPath* path = nullptr;
+    for (const pb::ChannelPath& p : plan->second->channels()) {
+      if (p.channel() == c.channel) path = &p;
+    }
+    if (path == nullptr) continue;
+    for (const std::string& workload : {path->to_workload(), path->from_workload()}) {
+      const std::string key = absl::StrCat(c.application, "/", workload);
+      auto at = placed.find(key);
+      if (at == placed.end()) continue;
+      if (auto wait = retry_at_.find(key); wait != retry_at_.end() && now < wait->second) continue;
+      absl::Status admitted =
+          governor_.Admit({.workload = key, .trigger = MoveTrigger::kLinkFailure});
+      if (!admitted.ok()) {
+        // Asked again one grace later, not every tick.
+        retry_at_[key] = now + retry_after_;
+        tick.held.push_back(absl::StrCat(key, " (channel ", c.channel, "): ", admitted.message()));
+        continue;
+      }
+      if (move(key, c.application, at->second.second, "", pb::MIGRATION_REASON_LINK_FAILURE)) break;
+    }
+  }
+
   // Failback: home once the place has been healthy for the failback grace.
   for (const std::string& place : governor_.Recovered()) {
     failing_back_.insert(place);

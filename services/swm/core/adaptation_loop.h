@@ -9,8 +9,12 @@
 // clock: the hub's SwmServiceImpl runs it every swm.adapt_interval.
 //
 // What it watches: a cluster is unhealthy while it does not answer; a node
-// while it is not ready (or gone) in a cluster that answers. Load,
-// forecasts and better recommendations are not acted on yet.
+// while it is not ready (or gone) in a cluster that answers; a channel
+// while the hub's channel tracker holds it out of QoS (its virtual link
+// measured out of bounds past the channel grace, or failed): one of its
+// two workloads moves (reason LINK_FAILURE), the one it goes to first,
+// under the governor's cooldown and budget. Load, forecasts and better
+// recommendations are not acted on yet.
 
 #include <map>
 #include <set>
@@ -40,6 +44,22 @@ class HealthSource {
   /// counts as not reachable.
   virtual std::map<std::string, ClusterHealth> Read(const std::vector<std::string>& clusters,
                                                     absl::Time deadline) = 0;
+};
+
+/// A channel out of QoS now.
+struct OutOfQosChannel {
+  std::string application;  ///< Its application.
+  std::string channel;      ///< Channel name.
+  int64_t plan_revision = 0;  ///< The plan it was measured under.
+  std::string why;          ///< In words (the measurement against the bound).
+};
+
+/// Port: the channels out of QoS (the hub's channel tracker).
+class ChannelHealthSource {
+ public:
+  virtual ~ChannelHealthSource() = default;
+  /// Every channel out of QoS now.
+  virtual std::vector<OutOfQosChannel> OutOfQos() = 0;
 };
 
 /// Port: carries out one move (the hub's MigrateWorkload, with the model and
@@ -77,9 +97,16 @@ class AdaptationLoop {
   /// confirmed failed (reason NODE_FAILURE or CLUSTER_FAILURE; failures
   /// bypass the budget), and moves evacuated workloads home once their
   /// place has recovered (reason FAILBACK, under cooldown and budget; a
-  /// failback held back is tried again next tick). The probe ends by
+  /// failback held back is tried again next tick), and moves one workload
+  /// of each channel out of QoS (reason LINK_FAILURE: the workload the
+  /// channel goes to, else the one it comes from, each under cooldown and
+  /// budget; a refused one is tried again later). The probe ends by
   /// `probe_deadline`; each move gets `move_timeout` from its start.
   AdaptationTick Tick(absl::Time probe_deadline, absl::Duration move_timeout);
+
+  /// Where channels out of QoS are read (not owned; null: none are acted
+  /// on). Call before the first tick.
+  void SetChannelHealth(ChannelHealthSource* channels) { channels_ = channels; }
 
   /// Evacuated workloads waiting to go home: "<app>/<workload>" -> "cluster"
   /// or "cluster/node" they left.
@@ -90,6 +117,7 @@ class AdaptationLoop {
   const PlanRepository& plans_;
   HealthSource& health_;
   MoveExecutor& mover_;
+  ChannelHealthSource* channels_ = nullptr;
   MigrationGovernor governor_;
   // "<app>/<workload>" -> the failed place ("cluster" or "cluster/node") it left.
   std::map<std::string, std::string> homes_;

@@ -16,6 +16,8 @@ std::string MoveTriggerName(MoveTrigger trigger) {
       return "better-placement";
     case MoveTrigger::kFailback:
       return "failback";
+    case MoveTrigger::kLinkFailure:
+      return "link-failure";
   }
   return "unknown";
 }
@@ -107,7 +109,9 @@ absl::Status MigrationGovernor::Admit(const MoveProposal& move) {
     ++admitted_;
     return absl::OkStatus();
   }
-  if (move.trigger != MoveTrigger::kFailback && move.gain < options_.min_gain) {
+  const bool must_gain =
+      move.trigger == MoveTrigger::kOverload || move.trigger == MoveTrigger::kBetterPlacement;
+  if (must_gain && move.gain < options_.min_gain) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s: a %s move gains %.1f points, below min_gain %.1f", move.workload,
                         MoveTriggerName(move.trigger), move.gain, options_.min_gain));

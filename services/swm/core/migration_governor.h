@@ -14,8 +14,9 @@
 //     and stops being so only below `overload_low`.
 //   - Minimum gain: a move for load or a better placement must gain at
 //     least `min_gain` score points (0-100).
-//   - Cooldown: a workload moved for load, placement or failback is not
-//     moved again for those reasons within `cooldown`.
+//   - Cooldown: a workload moved for load, placement, failback or a
+//     channel out of QoS is not moved again for those reasons within
+//     `cooldown`.
 //   - Budget: at most `budget` such moves in any `budget_interval`.
 //   - Failures bypass gain, cooldown and budget: a workload on a failed
 //     place must move; that forced move starts no cooldown, so the way
@@ -44,9 +45,12 @@ enum class MoveTrigger {
   kOverload,         ///< Its node runs hot.
   kBetterPlacement,  ///< A much better placement is available.
   kFailback,         ///< Back to where its policy prefers, after a recovery.
+  /// A channel of it is out of QoS (past the channel's own grace): no
+  /// minimum gain (its bound is broken now), under cooldown and budget.
+  kLinkFailure,
 };
 
-/// "failure", "overload", "better-placement", "failback".
+/// "failure", "overload", "better-placement", "failback", "link-failure".
 std::string MoveTriggerName(MoveTrigger trigger);
 
 /// Settings of the governor.

@@ -82,6 +82,29 @@ struct SwmServiceImpl::Metrics {
   prometheus::Counter& channel_triggers;
 };
 
+// The channels the channel tracker holds out of QoS (OOQOS), for the
+// adaptation loop.
+class SwmServiceImpl::ChannelHealth final : public ChannelHealthSource {
+ public:
+  explicit ChannelHealth(SwmServiceImpl& service) : service_(service) {}
+  std::vector<OutOfQosChannel> OutOfQos() override {
+    std::vector<OutOfQosChannel> out;
+    for (const pb::ApplicationChannels& app : service_.channel_tracker_.ChangesAfter(0, "")) {
+      for (const acm::ChannelStatus& c : app.channels()) {
+        if (c.phase() != acm::CHANNEL_PHASE_OOQOS) continue;
+        out.push_back({.application = app.application(),
+                       .channel = c.name(),
+                       .plan_revision = app.plan_revision(),
+                       .why = c.message()});
+      }
+    }
+    return out;
+  }
+
+ private:
+  SwmServiceImpl& service_;
+};
+
 SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
                                std::unique_ptr<PeerChannels> channels,
                                std::shared_ptr<ClusterDirectory> directory,
@@ -137,6 +160,8 @@ SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
     mover_ = std::make_unique<Mover>(*this);
     adaptation_ = std::make_unique<AdaptationLoop>(clock_, plans_, *member_health_, *mover_,
                                                    options_.adaptation);
+    channel_health_ = std::make_unique<ChannelHealth>(*this);
+    adaptation_->SetChannelHealth(channel_health_.get());
   }
   // The first worker drives the plans a crash interrupted to an outcome
   // before any worker takes a request.

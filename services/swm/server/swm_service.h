@@ -313,6 +313,7 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   // One tick of the adaptation loop (the first worker, every adapt_interval).
   void Adapt();
   class MemberHealth;
+  class ChannelHealth;
   class Mover;
   struct Metrics;
   std::unique_ptr<Metrics> metrics_;
@@ -336,6 +337,7 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   std::unique_ptr<PlacementService> core_;
   // The adaptation loop and its ports (null when adapt_interval is zero).
   std::unique_ptr<MemberHealth> member_health_;
+  std::unique_ptr<ChannelHealth> channel_health_;
   std::unique_ptr<Mover> mover_;
   std::unique_ptr<AdaptationLoop> adaptation_;
 

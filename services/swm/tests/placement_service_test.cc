@@ -1645,6 +1645,62 @@ TEST_CASE("A failed node is evacuated and a failback held by the budget is tried
   CHECK(a.bed.repo.GetMigration("shop/2")->reason() == pb::MIGRATION_REASON_FAILBACK);
 }
 
+// The channels out of QoS, as a test sets them.
+class FakeChannelHealth final : public ChannelHealthSource {
+ public:
+  std::vector<OutOfQosChannel> OutOfQos() override { return out; }
+  std::vector<OutOfQosChannel> out;
+};
+
+TEST_CASE("A channel out of QoS moves one of its workloads under the cooldown", "[adaptation]") {
+  Bed bed;
+  Application placed = MovableApp("shop");
+  placed.workloads[0].allowed_regions = {"eu"};
+  placed.workloads[1].allowed_regions = {"us"};
+  REQUIRE(bed.service->Place(bed.Request(placed)).ok());
+  FakeHealth health{bed};
+  BedMover mover{bed, MovableApp("shop")};
+  FakeChannelHealth channels;
+  AdaptationLoop loop{bed.clock, bed.repo, health, mover, MigrationGovernorOptions{}};
+  loop.SetChannelHealth(&channels);
+
+  // Measured under an older plan: nothing moves.
+  channels.out = {{.application = "shop", .channel = "front-back", .plan_revision = 0}};
+  CHECK(loop.Tick(absl::InfiniteFuture(), absl::Hours(1)).moved.empty());
+
+  // Out of QoS under the current plan: the workload it goes to moves.
+  channels.out[0].plan_revision = 1;
+  AdaptationTick tick = loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
+  REQUIRE(tick.moved.size() == 1);
+  CHECK(absl::StrContains(tick.moved[0], "shop/back-0 us/us-n0 -> eu/eu-n0 (LINK_FAILURE)"));
+  CHECK(bed.repo.GetMigration("shop/1")->reason() == pb::MIGRATION_REASON_LINK_FAILURE);
+
+  // Still out of QoS under the new plan: back-0 is in its cooldown, so the
+  // one it comes from moves.
+  bed.clock.Advance(absl::Seconds(10));
+  channels.out[0].plan_revision = 2;
+  tick = loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
+  REQUIRE(tick.moved.size() == 1);
+  CHECK(absl::StrContains(tick.moved[0], "shop/front-0 eu/eu-n0 -> us/us-n0 (LINK_FAILURE)"));
+  REQUIRE(tick.held.size() == 1);
+  CHECK(absl::StrContains(tick.held[0], "shop/back-0 (channel front-back)") );
+  CHECK(absl::StrContains(tick.held[0], "cooldown"));
+
+  // And again: both wait out their cooldown; an hour of ticks moves nothing
+  // more (each is asked once per grace, not every tick).
+  channels.out[0].plan_revision = 3;
+  int moves = 0;
+  size_t held = 0;
+  for (int i = 0; i < 6 * 59; ++i) {
+    bed.clock.Advance(absl::Seconds(10));
+    tick = loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
+    moves += static_cast<int>(tick.moved.size());
+    held += tick.held.size();
+  }
+  CHECK(moves == 0);
+  CHECK(held <= 2 * 60);
+}
+
 TEST_CASE("A refused evacuation is tried again after a growing wait and not once per tick", "[adaptation]") {
   AdaptBed a;
   // eu cannot take back-0: its node is full.
