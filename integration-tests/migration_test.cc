@@ -76,6 +76,16 @@ lms::Pod WaitRunning(const std::string& address, const std::string& name) {
   return {};
 }
 
+// Stops a client thread when it goes out of scope.
+struct Joiner {
+  std::atomic<bool>& stop;
+  std::thread& thread;
+  ~Joiner() {
+    stop.store(true);
+    if (thread.joinable()) thread.join();
+  }
+};
+
 TEST_CASE("Ten migrations of a Redis between clusters under a write load lose no acknowledged write") {
   FederationHome home;
   CommandResult up = RunCommand(
@@ -116,14 +126,7 @@ TEST_CASE("Ten migrations of a Redis between clusters under a write load lose no
   std::atomic<int> acknowledged{0};
   std::thread writer;
   // Stops the client however the test ends (a failed REQUIRE included).
-  struct Joiner {
-    std::atomic<bool>& stop;
-    std::thread& thread;
-    ~Joiner() {
-      stop.store(true);
-      if (thread.joinable()) thread.join();
-    }
-  } joiner{stop, writer};
+  Joiner joiner{stop, writer};
   writer = std::thread([&] {
     std::unique_ptr<RedisConnection> c;
     int next = 0;
@@ -248,14 +251,7 @@ TEST_CASE("SWM moves a stateful Redis with its data under a write load and ACM f
   std::atomic<bool> stop{false};
   std::atomic<int> acknowledged{0};
   std::thread writer;
-  struct Joiner {
-    std::atomic<bool>& stop;
-    std::thread& thread;
-    ~Joiner() {
-      stop.store(true);
-      if (thread.joinable()) thread.join();
-    }
-  } joiner{stop, writer};
+  Joiner joiner{stop, writer};
   auto connect = [&]() -> std::unique_ptr<RedisConnection> {
     std::optional<std::pair<std::string, std::string>> where = PlacedAt("session-cache", "sessions");
     if (!where || !lms_of.count(where->first)) return nullptr;

@@ -382,10 +382,7 @@ absl::Status PlanStore::SaveLmsEndpoint(const std::string& cluster, const std::s
 
 absl::StatusOr<std::optional<std::string>> PlanStore::LmsEndpoint(
     const std::string& cluster) const {
-  absl::StatusOr<std::string> value = kv_.Get(kOperationsFamily, "l/" + cluster);
-  if (absl::IsNotFound(value.status())) return std::nullopt;
-  if (!value.ok()) return value.status();
-  return *value;
+  return Remembered("l/" + cluster);
 }
 
 absl::StatusOr<std::vector<std::string>> PlanStore::LmsClusters() const {
@@ -404,10 +401,7 @@ absl::Status PlanStore::SaveSwmEndpoint(const std::string& cluster, const std::s
 
 absl::StatusOr<std::optional<std::string>> PlanStore::SwmEndpoint(
     const std::string& cluster) const {
-  absl::StatusOr<std::string> value = kv_.Get(kOperationsFamily, "m/" + cluster);
-  if (absl::IsNotFound(value.status())) return std::nullopt;
-  if (!value.ok()) return value.status();
-  return *value;
+  return Remembered("m/" + cluster);
 }
 
 absl::Status PlanStore::SaveCheckpointerEndpoint(const std::string& cluster,
@@ -417,7 +411,11 @@ absl::Status PlanStore::SaveCheckpointerEndpoint(const std::string& cluster,
 
 absl::StatusOr<std::optional<std::string>> PlanStore::CheckpointerEndpoint(
     const std::string& cluster) const {
-  absl::StatusOr<std::string> value = kv_.Get(kOperationsFamily, "k/" + cluster);
+  return Remembered("k/" + cluster);
+}
+
+absl::StatusOr<std::optional<std::string>> PlanStore::Remembered(const std::string& key) const {
+  absl::StatusOr<std::string> value = kv_.Get(kOperationsFamily, key);
   if (absl::IsNotFound(value.status())) return std::nullopt;
   if (!value.ok()) return value.status();
   return *value;

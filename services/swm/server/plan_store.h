@@ -139,6 +139,8 @@ class PlanStore final : public PlanRepository {
   static std::string MigrationKey(const std::string& id);
 
  private:
+  // The endpoint remembered under operations-family `key`, or nullopt.
+  absl::StatusOr<std::optional<std::string>> Remembered(const std::string& key) const;
   // Writes the a/ index from one scan of every plan, then its marker.
   absl::Status BuildLiveIndex() const;
   // Adds Save's writes (plan with its a/ entry, operation, request index) to `batch`.
