@@ -32,6 +32,45 @@ AdaptationLoop::AdaptationLoop(const Clock& clock, const PlanRepository& plans,
     : clock_(clock), plans_(plans), health_(health), mover_(mover), governor_(clock, options),
       retry_after_(options.failure_grace) {}
 
+void AdaptationLoop::RestoreHomes(const std::vector<pb::AssignmentPlan>& live,
+                                  AdaptationTick& tick) {
+  // Enough for any application's recent history; older moves are not read.
+  constexpr int64_t kMostRead = 200;
+  for (const pb::AssignmentPlan& plan : live) {
+    std::set<std::string> undecided;
+    for (const pb::WorkloadTarget& t : plan.targets()) undecided.insert(t.workload());
+    absl::StatusOr<std::optional<pb::Migration>> newest = plans_.NewestMigration(plan.application());
+    if (!newest.ok()) {
+      tick.held.push_back(absl::StrCat("reading the migrations of ", plan.application(), ": ",
+                                       newest.status().message()));
+      return;  // tried again next tick
+    }
+    if (!newest->has_value()) continue;
+    const int64_t last = MigrationNumber((*newest)->id());
+    for (int64_t n = last; n > std::max<int64_t>(0, last - kMostRead) && !undecided.empty(); --n) {
+      absl::StatusOr<pb::Migration> m =
+          plans_.GetMigration(absl::StrCat(plan.application(), "/", n));
+      if (!m.ok()) continue;
+      // Only a move that happened decides where a workload belongs.
+      if (m->phase() != pb::MIGRATION_PHASE_DONE &&
+          m->phase() != pb::MIGRATION_PHASE_CUTTING_OVER) {
+        continue;
+      }
+      if (!undecided.erase(m->workload())) continue;
+      const pb::WorkloadTarget& from = m->source();
+      std::string place;
+      if (m->reason() == pb::MIGRATION_REASON_CLUSTER_FAILURE) place = from.cluster();
+      if (m->reason() == pb::MIGRATION_REASON_NODE_FAILURE) {
+        place = absl::StrCat(from.cluster(), "/", from.node());
+      }
+      if (place.empty()) continue;  // moved since for another reason
+      homes_[absl::StrCat(plan.application(), "/", m->workload())] = place;
+      governor_.RestoreFailed(place);
+    }
+  }
+  homes_restored_ = true;
+}
+
 AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration move_timeout) {
   AdaptationTick tick;
   absl::StatusOr<std::vector<pb::AssignmentPlan>> live = plans_.LivePlans();
@@ -39,6 +78,7 @@ AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration mo
     tick.held.push_back(absl::StrCat("reading plans: ", live.status().message()));
     return tick;
   }
+  if (!homes_restored_) RestoreHomes(*live, tick);
   // Where every placed workload runs ("<app>/<workload>" -> target).
   std::map<std::string, std::pair<std::string, pb::WorkloadTarget>> placed;
   std::set<std::string> clusters;

@@ -109,7 +109,10 @@ class AdaptationLoop {
   void SetChannelHealth(ChannelHealthSource* channels) { channels_ = channels; }
 
   /// Evacuated workloads waiting to go home: "<app>/<workload>" -> "cluster"
-  /// or "cluster/node" they left.
+  /// or "cluster/node" they left. The first tick rebuilds them from the
+  /// stored migrations (a restarted hub still fails back): a workload whose
+  /// newest finished move was a NODE_FAILURE or CLUSTER_FAILURE evacuation
+  /// is away from that place.
   const std::map<std::string, std::string>& homes() const { return homes_; }
 
  private:
@@ -121,6 +124,11 @@ class AdaptationLoop {
   MigrationGovernor governor_;
   // "<app>/<workload>" -> the failed place ("cluster" or "cluster/node") it left.
   std::map<std::string, std::string> homes_;
+  // Rebuilds homes_ from the stored migrations of `live`'s applications.
+  void RestoreHomes(const std::vector<codeco::swm::v1::AssignmentPlan>& live,
+                    AdaptationTick& tick);
+  // Set once RestoreHomes ran.
+  bool homes_restored_ = false;
   // Places recovered whose evacuated workloads are not all home yet.
   std::set<std::string> failing_back_;
   // Places confirmed failed (reported once per failure).

@@ -65,6 +65,12 @@ void MigrationGovernor::ObserveHealth(const std::string& subject, bool healthy) 
   if (h.failed && !h.healthy_since.has_value()) h.healthy_since = now;
 }
 
+void MigrationGovernor::RestoreFailed(const std::string& subject) {
+  Health& h = health_[subject];
+  h.failed = true;
+  h.healthy_since.reset();
+}
+
 void MigrationGovernor::ObserveUtilization(const std::string& subject, double share) {
   const absl::Time now = clock_.Now();
   Load& l = load_[subject];

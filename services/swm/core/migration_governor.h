@@ -95,6 +95,11 @@ class MigrationGovernor {
 
   /// Records whether `subject` is healthy now.
   void ObserveHealth(const std::string& subject, bool healthy);
+  /// Takes `subject` as failed before this governor started (a restarted
+  /// hub's evacuations): once it has been seen healthy for failback_grace,
+  /// Recovered() reports it. Failed() stays false until it is seen
+  /// unhealthy for failure_grace again.
+  void RestoreFailed(const std::string& subject);
   /// Records `subject`'s CPU share now (0-1, may exceed 1).
   void ObserveUtilization(const std::string& subject, double share);
 

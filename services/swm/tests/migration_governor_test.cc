@@ -72,6 +72,29 @@ TEST_CASE("failback is reported once after a healthy spell that is not interrupt
   CHECK(g.Recovered().empty());
 }
 
+TEST_CASE("a failure restored after a restart fails back after a healthy spell") {
+  SimulatedClock clock(absl::FromUnixSeconds(0));
+  MigrationGovernor g(clock, {.failure_grace = absl::Seconds(30),
+                              .failback_grace = absl::Minutes(5)});
+  g.RestoreFailed("edge");
+  CHECK_FALSE(g.Failed("edge"));  // nothing is evacuated again for it
+  g.ObserveHealth("edge", true);
+  clock.Advance(absl::Minutes(5));
+  CHECK(g.Recovered() == std::vector<std::string>{"edge"});
+  CHECK(g.Recovered().empty());
+}
+
+TEST_CASE("a move for a channel out of QoS needs no gain but respects the cooldown") {
+  SimulatedClock clock(absl::FromUnixSeconds(0));
+  MigrationGovernor g(clock, {.min_gain = 10, .cooldown = absl::Hours(1)});
+  CHECK(g.Admit({.workload = "shop/back-0", .trigger = MoveTrigger::kLinkFailure}).ok());
+  clock.Advance(absl::Minutes(30));
+  absl::Status held = g.Admit({.workload = "shop/back-0", .trigger = MoveTrigger::kLinkFailure});
+  CHECK(absl::IsFailedPrecondition(held));
+  CHECK(held.message().find("cooldown") != std::string::npos);
+  CHECK(MoveTriggerName(MoveTrigger::kLinkFailure) == "link-failure");
+}
+
 TEST_CASE("overload needs its grace and clears only below the low mark") {
   SimulatedClock clock(absl::FromUnixSeconds(0));
   MigrationGovernor g(clock, {.overload_grace = absl::Minutes(2),

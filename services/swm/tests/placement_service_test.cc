@@ -1645,6 +1645,31 @@ TEST_CASE("A failed node is evacuated and a failback held by the budget is tried
   CHECK(a.bed.repo.GetMigration("shop/2")->reason() == pb::MIGRATION_REASON_FAILBACK);
 }
 
+TEST_CASE("A restarted hub still fails back what the one before it evacuated", "[adaptation]") {
+  AdaptBed a;
+  a.bed.members.away = {"us"};
+  AdaptationTick tick;
+  for (int i = 0; i <= 7 && tick.moved.empty(); ++i) {
+    tick = a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
+    a.bed.clock.Advance(absl::Seconds(10));
+  }
+  REQUIRE(tick.moved.size() == 1);
+  CHECK(absl::StrContains(tick.moved[0], "shop/back-0 us/us-n0 -> eu/eu-n0 (CLUSTER_FAILURE)"));
+
+  // The hub restarts (a new loop on the same store) and the cluster heals.
+  a.bed.members.away.clear();
+  AdaptationLoop restarted{a.bed.clock, a.bed.repo, a.health, a.mover, MigrationGovernorOptions{}};
+  tick = restarted.Tick(absl::InfiniteFuture(), absl::Hours(1));
+  CHECK(restarted.homes() == std::map<std::string, std::string>{{"shop/back-0", "us"}});
+  for (int i = 0; i <= 40 && tick.moved.empty(); ++i) {
+    a.bed.clock.Advance(absl::Seconds(10));
+    tick = restarted.Tick(absl::InfiniteFuture(), absl::Hours(1));
+  }
+  REQUIRE(tick.moved.size() == 1);
+  CHECK(absl::StrContains(tick.moved[0], "shop/back-0 eu/eu-n0 -> us/us-n0 (FAILBACK)"));
+  CHECK(restarted.homes().empty());
+}
+
 // The channels out of QoS, as a test sets them.
 class FakeChannelHealth final : public ChannelHealthSource {
  public:
