@@ -1046,7 +1046,9 @@ absl::Status ApplicationManager::RecordMove(const std::string& name, int64_t spe
     for (const v1::ServicePlacement& p : placements) {
       v1::ServicePlacement* kept = status.add_placements();
       *kept = p;
-      kept->set_ready(ready.count({p.service(), p.cluster(), p.node(), p.pod()}) > 0);
+      auto reported = running_pods_.find(p.cluster());
+      kept->set_ready(ready.count({p.service(), p.cluster(), p.node(), p.pod()}) > 0 ||
+                      (reported != running_pods_.end() && reported->second.count({name, p.pod()})));
     }
     status.set_plan_revision(plan_revision);
     if (auto early = early_channels_.find(name); early != early_channels_.end()) {
@@ -1072,6 +1074,11 @@ absl::StatusOr<int> ApplicationManager::RecordPods(const std::string& cluster,
   int changed = 0;
   {
     absl::MutexLock lock(&write_mu_);
+    std::set<std::pair<std::string, std::string>>& running = running_pods_[cluster];
+    running.clear();
+    for (const auto& pod : pods) {
+      if (pod.phase == lms::v1::POD_PHASE_RUNNING) running.insert({pod.application, pod.pod});
+    }
     std::vector<v1::Application> placed_here;
     RETURN_IF_ERROR(store_.List("", [&](const v1::Application& app) {
       const auto phase = app.status().phase();

@@ -174,7 +174,8 @@ class ApplicationManager {
   /// and made for its current spec revision, and the application is placed
   /// (DEPLOYING, RUNNING or DEGRADED): `placements` become status.placements
   /// (a placement that did not change keeps its readiness; a moved one is
-  /// ready once its cluster reports the pod running), plan_revision moves
+  /// ready when its cluster's last report showed the pod running, else once
+  /// it does), plan_revision moves
   /// to `plan_revision`, channels reported early for that plan are folded
   /// in, and the phase follows. One commit (a MODIFIED event) when something
   /// changed; anything else (an application waiting for its own placement,
@@ -305,6 +306,11 @@ class ApplicationManager {
   mutable absl::Mutex write_mu_;
   // application -> cluster -> its failed pods, in words, from the last report
   // of that cluster (memory only: the next reports rebuild it after a restart).
+  // cluster -> (application, pod) of each pod its last report showed
+  // Running: a placement a migration moved there is ready at once when its
+  // pod was reported before the move's plan arrived.
+  std::map<std::string, std::set<std::pair<std::string, std::string>>> running_pods_
+      ABSL_GUARDED_BY(write_mu_);
   std::map<std::string, std::map<std::string, std::vector<std::string>>> pod_failures_
       ABSL_GUARDED_BY(write_mu_);
   // Requests outstanding per application (memory only: after a restart every

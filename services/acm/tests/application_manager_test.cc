@@ -473,11 +473,20 @@ TEST_CASE("a plan written by a migration moves the application's placement") {
                                                     lms::v1::POD_PHASE_RUNNING, ""}}) == 1);
   CHECK(status().phase() == v1::APPLICATION_PHASE_RUNNING);
 
+  // A pod the cluster reported running before the plan that moves the
+  // workload there came is ready at once.
+  REQUIRE(*f.manager.RecordPods("lyon", {PodReport{"shop", "web", "shop-web-r3", "n7",
+                                                   lms::v1::POD_PHASE_RUNNING, ""}}) == 0);
+  REQUIRE(f.manager.RecordMove("shop", 1, 3, {placement("lyon", "n7", "shop-web-r3")}).ok());
+  CHECK(status().placements(0).ready());
+  CHECK(status().phase() == v1::APPLICATION_PHASE_RUNNING);
+  REQUIRE(f.manager.RecordMove("shop", 1, 4, {placement("lille", "n2", "shop-web-r2")}).ok());
+
   // An unchanged placement keeps its readiness; channels kept for the plan
   // are folded in.
-  REQUIRE(f.manager.RecordChannels("shop", 3, {}).ok());
-  REQUIRE(f.manager.RecordMove("shop", 1, 3, {placement("lille", "n2", "shop-web-r2")}).ok());
-  CHECK(status().plan_revision() == 3);
+  REQUIRE(f.manager.RecordChannels("shop", 5, {}).ok());
+  REQUIRE(f.manager.RecordMove("shop", 1, 5, {placement("lille", "n2", "shop-web-r2")}).ok());
+  CHECK(status().plan_revision() == 5);
   CHECK(status().placements(0).ready());
   CHECK(status().phase() == v1::APPLICATION_PHASE_RUNNING);
   CHECK(absl::IsNotFound(f.manager.RecordMove("nope", 1, 1, {placement("a", "b", "c")})));
