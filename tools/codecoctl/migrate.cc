@@ -81,6 +81,11 @@ int MigrateWorkload(const Args& args) {
             << absl::AsciiStrToLower(Suffix(swm::v1::MigrationPhase_Name(m.phase()),
                                             "MIGRATION_PHASE_"))
             << ")\n";
+  if (!m.checkpoint_id().empty()) {
+    std::cout << "state moved with it by the checkpointer of " << m.source().cluster()
+              << " (operation " << m.checkpoint_id().substr(m.checkpoint_id().find(':') + 1)
+              << ")\n";
+  }
   if (!op.done()) {
     std::cout << "the workload runs at the target; " << m.error().message()
               << "\nfollow it with: codecoctl get migration " << m.id() << "\n";
