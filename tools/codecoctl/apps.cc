@@ -314,7 +314,10 @@ std::string PlanChannels(const acm::v1::Application& app, const Args& args) {
   for (const auto& c : plan.plan().channels()) {
     auto it = observed.find(c.channel());
     const acm::v1::ChannelStatus* st = it == observed.end() ? nullptr : it->second;
-    std::string phase = st == nullptr ? "-" : acm::v1::ChannelPhase_Name(st->phase()).substr(14);
+    std::string phase =
+        st == nullptr
+            ? "-"
+            : std::string(absl::StripPrefix(acm::v1::ChannelPhase_Name(st->phase()), "CHANNEL_PHASE_"));
     rows.push_back({c.channel(), c.from_workload() + " -> " + c.to_workload(),
                     absl::StrJoin(c.clusters(), " -> "),
                     FormatDurationNanos(c.expected_latency_ns()),
@@ -388,9 +391,9 @@ std::string MigrationsTable(const swm::v1::ListMigrationsResponse& migrations) {
   };
   for (const auto& m : migrations.migrations()) {
     std::string reason = swm::v1::MigrationReason_Name(m.reason());
-    reason = reason.substr(std::min(reason.size(), sizeof("MIGRATION_REASON_") - 1));
+    reason = std::string(absl::StripPrefix(reason, "MIGRATION_REASON_"));
     std::string phase = swm::v1::MigrationPhase_Name(m.phase());
-    phase = phase.substr(std::min(phase.size(), sizeof("MIGRATION_PHASE_") - 1));
+    phase = std::string(absl::StripPrefix(phase, "MIGRATION_PHASE_"));
     absl::StrAppend(&out, absl::StrFormat("%-20s  %-28s  %-16s  %-12s  %-28s  %s\n", m.id(),
                                           absl::StrCat(m.application(), "/", m.workload()),
                                           absl::AsciiStrToLower(reason), phase,

@@ -19,6 +19,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "cli.h"
 #include "codeco/checkpointer/v1/checkpointer_service.grpc.pb.h"
 #include "operation_wait.h"
@@ -35,11 +36,6 @@ constexpr char kUsage[] =
     "       codecoctl migrate POD --from CLUSTER --to CLUSTER --node NODE [--as NAME]\n"
     "         [--container NAME] [--repository REPO] [--request-id ID] [--no-wait]\n"
     "         [--checkpointer ADDR]";
-
-// "manual" for MIGRATION_PHASE_... names: the enum name without its prefix.
-std::string Suffix(const std::string& name, const std::string& prefix) {
-  return name.substr(std::min(name.size(), prefix.size()));
-}
 
 // `migrate APP/WORKLOAD`: the hub SWM moves the workload; prints the outcome.
 int MigrateWorkload(const Args& args) {
@@ -78,8 +74,8 @@ int MigrateWorkload(const Args& args) {
             << " from " << m.source().cluster() << "/" << m.source().node() << " to "
             << m.target().cluster() << "/" << m.target().node() << " as pod "
             << m.target().pod() << " ("
-            << absl::AsciiStrToLower(Suffix(swm::v1::MigrationPhase_Name(m.phase()),
-                                            "MIGRATION_PHASE_"))
+            << absl::AsciiStrToLower(
+                   absl::StripPrefix(swm::v1::MigrationPhase_Name(m.phase()), "MIGRATION_PHASE_"))
             << ")\n";
   if (!m.checkpoint_id().empty()) {
     std::cout << "state moved with it by the checkpointer of " << m.source().cluster()

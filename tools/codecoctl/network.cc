@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "codeco/netma/v1/netma_service.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "netma/core/alto.h"
@@ -155,12 +156,15 @@ int GetLinks(const Args& args) {
   std::printf("%-20s %-28s %-24s %-10s %-10s %-9s %-9s %s\n", "ID", "APPLICATION/CHANNEL",
               "SOURCE -> TARGET", "CLASS", "HOLDS", "BOUND", "MEASURED", "PHASE");
   for (const pb::VirtualLink& l : vlinks.virtual_links()) {
-    std::string phase = pb::VirtualLinkPhase_Name(l.phase()).substr(19);
+    std::string phase =
+        std::string(absl::StripPrefix(pb::VirtualLinkPhase_Name(l.phase()), "VIRTUAL_LINK_PHASE_"));
     std::printf(
         "%-20s %-28s %-24s %-10s %-10s %-9s %-9s %s\n", l.id().c_str(),
         (l.application() + "/" + l.channel()).c_str(),
         (l.source_cluster() + " -> " + l.target_cluster()).c_str(),
-        codeco::common::v1::ServiceClass_Name(l.service_class()).substr(14).c_str(),
+        std::string(absl::StripPrefix(codeco::common::v1::ServiceClass_Name(l.service_class()),
+                                      "SERVICE_CLASS_"))
+            .c_str(),
         absl::StrFormat("%.1fMbps", static_cast<double>(l.min_bandwidth_bps()) / 1e6).c_str(),
         l.max_delay_ns() == 0
             ? "-"

@@ -10,6 +10,7 @@
 #include "acm/core/codeco_app_merge.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -957,9 +958,10 @@ void ApplicationManager::FoldPodStatus(v1::Application& app) const {
   if (!missing.empty()) problems.push_back(absl::StrCat("not placed: ", missing));
   for (const auto& c : status.channels()) {
     if (c.phase() == v1::CHANNEL_PHASE_OOQOS || c.phase() == v1::CHANNEL_PHASE_REJECTED) {
-      problems.push_back(absl::StrCat("channel ", c.name(), " ",
-                                      v1::ChannelPhase_Name(c.phase()).substr(14), ": ",
-                                      c.message()));
+      problems.push_back(absl::StrCat(
+          "channel ", c.name(), " ",
+          absl::StripPrefix(v1::ChannelPhase_Name(c.phase()), "CHANNEL_PHASE_"), ": ",
+          c.message()));
     }
   }
   if (auto it = pod_failures_.find(app.metadata().name()); it != pod_failures_.end()) {

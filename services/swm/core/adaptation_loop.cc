@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace codeco::swm {
 namespace {
@@ -21,7 +22,7 @@ std::string NodeOf(const std::string& place) {
 
 // "MANUAL" for MIGRATION_REASON_MANUAL.
 std::string ReasonName(pb::MigrationReason reason) {
-  return pb::MigrationReason_Name(reason).substr(sizeof("MIGRATION_REASON_") - 1);
+  return std::string(absl::StripPrefix(pb::MigrationReason_Name(reason), "MIGRATION_REASON_"));
 }
 
 }  // namespace

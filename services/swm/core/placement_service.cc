@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/status.h"
 #include "google/protobuf/util/time_util.h"
@@ -30,7 +31,7 @@ void SetError(const absl::Status& status, codeco::common::v1::Error* error) {
 
 // "RESERVING" for PLAN_PHASE_RESERVING: the operation's phase.
 std::string OperationPhase(pb::PlanPhase phase) {
-  return pb::PlanPhase_Name(phase).substr(sizeof("PLAN_PHASE_") - 1);
+  return std::string(absl::StripPrefix(pb::PlanPhase_Name(phase), "PLAN_PHASE_"));
 }
 
 // The placed revision whose reservations a plan's pods were created under:
@@ -45,7 +46,7 @@ std::string ReservationOf(const std::string& app, int64_t revision, const std::s
 
 // "RESERVING" for MIGRATION_PHASE_RESERVING: the operation's phase.
 std::string MigrationOperationPhase(pb::MigrationPhase phase) {
-  return pb::MigrationPhase_Name(phase).substr(sizeof("MIGRATION_PHASE_") - 1);
+  return std::string(absl::StripPrefix(pb::MigrationPhase_Name(phase), "MIGRATION_PHASE_"));
 }
 
 // How far a migration in `phase` is, for its operation.

@@ -351,7 +351,7 @@ void SwmServiceImpl::ChannelsChanged() {
       if (phase == acm::CHANNEL_PHASE_DELETED) continue;  // removed channels are not counted
       auto it = counts.find(static_cast<acm::ChannelPhase>(phase));
       std::string name = acm::ChannelPhase_Name(static_cast<acm::ChannelPhase>(phase));
-      metrics_->channels.Add({{"phase", name.substr(std::string("CHANNEL_PHASE_").size())}})
+      metrics_->channels.Add({{"phase", std::string(absl::StripPrefix(name, "CHANNEL_PHASE_"))}})
           .Set(it == counts.end() ? 0 : it->second);
     }
   }
