@@ -270,7 +270,11 @@ TEST_CASE("channels get virtual links and go OOQOS when their link degrades past
       if (first.empty()) {
         WARN(name << " of " << each / 1'000'000 << " Mbps refused (" << error_first
                   << "); sized again from the newer measurement");
-        REQUIRE_THAT(error_first, Catch::Contains("link lille -> "));
+        // Refused for the link's bandwidth, or because a link's newest
+        // measurement is still over the channel's delay bound right after
+        // step 2 healed it: either is right, and the next try reads afresh.
+        REQUIRE_THAT(error_first, Catch::Contains("link lille -> ") ||
+                                      Catch::Contains("channel readings: latency"));
       }
     }
     INFO("bw-first: " << error_first);
