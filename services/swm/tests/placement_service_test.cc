@@ -1326,16 +1326,28 @@ Application StatefulApp(const std::string& name) {
   return app;
 }
 
+// StatefulApp("shop") placed on a bed whose hub moves state through
+// `mover` (none with `with_mover` false); back-0 runs on `back`, and `to`
+// is the other cluster. Its Redis holds "42 keys".
+struct StatefulBed {
+  explicit StatefulBed(bool with_mover = true) {
+    if (with_mover) bed.service->SetStateMover(&mover);
+    REQUIRE(bed.service->Place(bed.Request(app)).ok());
+    back = TargetOf(bed.repo.Latest("shop")->value(), "back-0");
+    to = back.cluster() == "eu" ? "us" : "eu";
+    mover.state[back.cluster() + "/shop-back-0"] = "42 keys";
+  }
+  Bed bed;
+  BedStateMover mover{bed};
+  const Application app = StatefulApp("shop");
+  pb::WorkloadTarget back;
+  std::string to;
+};
+
 TEST_CASE("A stateful workload moves with its state before the plan moves",
           "[placement_service][migration]") {
-  Bed bed;
-  BedStateMover mover(bed);
-  bed.service->SetStateMover(&mover);
-  const Application app = StatefulApp("shop");
-  REQUIRE(bed.service->Place(bed.Request(app)).ok());
-  const pb::WorkloadTarget back = TargetOf(bed.repo.Latest("shop")->value(), "back-0");
-  const std::string to = back.cluster() == "eu" ? "us" : "eu";
-  mover.state[back.cluster() + "/shop-back-0"] = "42 keys";
+  StatefulBed s;
+  auto& [bed, mover, app, back, to] = s;
 
   MigrateRequest request = MoveOf(bed, app, "back-0", to);
   request.members[0].endpoints["checkpointer"] = "127.0.0.1:7001";
@@ -1372,13 +1384,8 @@ TEST_CASE("A stateful workload moves with its state before the plan moves",
 
 TEST_CASE("A stateful move whose state cannot follow leaves the workload where it ran",
           "[placement_service][migration]") {
-  Bed bed;
-  BedStateMover mover(bed);
-  bed.service->SetStateMover(&mover);
-  const Application app = StatefulApp("shop");
-  REQUIRE(bed.service->Place(bed.Request(app)).ok());
-  const pb::WorkloadTarget back = TargetOf(bed.repo.Latest("shop")->value(), "back-0");
-  const std::string to = back.cluster() == "eu" ? "us" : "eu";
+  StatefulBed s;
+  auto& [bed, mover, app, back, to] = s;
 
   SECTION("the checkpointer gives up") {
     mover.outcome = BedStateMover::Outcome::kFails;
@@ -1407,11 +1414,8 @@ TEST_CASE("A stateful move whose state cannot follow leaves the workload where i
 
 TEST_CASE("A stateful workload is not moved without its state",
           "[placement_service][migration]") {
-  Bed bed;
-  const Application app = StatefulApp("shop");
-  REQUIRE(bed.service->Place(bed.Request(app)).ok());
-  const pb::WorkloadTarget back = TargetOf(bed.repo.Latest("shop")->value(), "back-0");
-  BedStateMover mover(bed);
+  StatefulBed s(/*with_mover=*/false);
+  auto& [bed, mover, app, back, to] = s;
   SECTION("no checkpointer") {
     absl::StatusOr<Operation> op = bed.service->Migrate(MoveOf(bed, app, "back-0"));
     REQUIRE(absl::IsFailedPrecondition(op.status()));
@@ -1434,14 +1438,8 @@ TEST_CASE("A stateful workload is not moved without its state",
 
 TEST_CASE("Recover follows a stateful move the hub left while its state moved",
           "[placement_service][migration]") {
-  Bed bed;
-  BedStateMover mover(bed);
-  bed.service->SetStateMover(&mover);
-  const Application app = StatefulApp("shop");
-  REQUIRE(bed.service->Place(bed.Request(app)).ok());
-  const pb::WorkloadTarget back = TargetOf(bed.repo.Latest("shop")->value(), "back-0");
-  const std::string to = back.cluster() == "eu" ? "us" : "eu";
-  mover.state[back.cluster() + "/shop-back-0"] = "42 keys";
+  StatefulBed s;
+  auto& [bed, mover, app, back, to] = s;
 
   SECTION("the state arrived: the move is finished forward") {
     // The hub's last write was CHECKPOINTING; the checkpointer finished the
