@@ -176,8 +176,9 @@ AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration mo
   }
 
   // Channels out of QoS: move the workload the channel goes to (its peers
-  // stay), else the one it comes from; the solve re-checks the channel
-  // against the links as measured now.
+  // stay), else the one it comes from — a stateless one before one that
+  // keeps state; the solve re-checks the channel against the links as
+  // measured now.
   std::vector<OutOfQosChannel> out_of_qos;
   if (channels_ != nullptr) out_of_qos = channels_->OutOfQos();
   std::map<std::string, const pb::AssignmentPlan*> plan_of;
@@ -194,7 +195,13 @@ AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration mo
       if (p.channel() == c.channel) path = &p;
     }
     if (path == nullptr) continue;
-    for (const std::string& workload : {path->to_workload(), path->from_workload()}) {
+    std::vector<std::string> order = {path->to_workload(), path->from_workload()};
+    // A stateless peer moves cheaper (no state to carry) and as well.
+    if (mover_.KeepsState(c.application, order[0]) &&
+        !mover_.KeepsState(c.application, order[1])) {
+      std::swap(order[0], order[1]);
+    }
+    for (const std::string& workload : order) {
       const std::string key = absl::StrCat(c.application, "/", workload);
       auto at = placed.find(key);
       if (at == placed.end()) continue;

@@ -12,8 +12,9 @@
 // while it is not ready (or gone) in a cluster that answers; a channel
 // while the hub's channel tracker holds it out of QoS (its virtual link
 // measured out of bounds past the channel grace, or failed): one of its
-// two workloads moves (reason LINK_FAILURE), the one it goes to first,
-// under the governor's cooldown and budget. Load, forecasts and better
+// two workloads moves (reason LINK_FAILURE), the one it goes to first
+// unless only that one keeps state, under the governor's cooldown and
+// budget. Load, forecasts and better
 // recommendations are not acted on yet.
 
 #include <map>
@@ -73,6 +74,12 @@ class MoveExecutor {
       const std::string& application, const std::string& workload,
       const std::string& target_cluster, const std::string& target_node,
       codeco::swm::v1::MigrationReason reason, absl::Time deadline) = 0;
+  /// True when `workload` of `application` keeps state (its move goes
+  /// through the checkpointer, so a stateless peer is moved first when
+  /// either would do). Default: false.
+  virtual bool KeepsState(const std::string& application, const std::string& workload) {
+    return false;
+  }
 };
 
 /// What one tick did (for logs, metrics and tests).
@@ -99,8 +106,9 @@ class AdaptationLoop {
   /// place has recovered (reason FAILBACK, under cooldown and budget; a
   /// failback held back is tried again next tick), and moves one workload
   /// of each channel out of QoS (reason LINK_FAILURE: the workload the
-  /// channel goes to, else the one it comes from, each under cooldown and
-  /// budget; a refused one is tried again later). The probe ends by
+  /// channel goes to, else the one it comes from — the stateless one first
+  /// when only the other keeps state —, each under cooldown and budget; a
+  /// refused one is tried again later). The probe ends by
   /// `probe_deadline`; each move gets `move_timeout` from its start.
   AdaptationTick Tick(absl::Time probe_deadline, absl::Duration move_timeout);
 

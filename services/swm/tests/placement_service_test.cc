@@ -1521,6 +1521,10 @@ class FakeHealth final : public HealthSource {
 class BedMover final : public MoveExecutor {
  public:
   BedMover(Bed& bed, Application app) : bed_(bed), app_(std::move(app)) {}
+  bool KeepsState(const std::string& application, const std::string& workload) override {
+    const int i = app_.WorkloadIndex(workload);
+    return application == app_.name && i >= 0 && app_.workloads[i].stateful;
+  }
   absl::StatusOr<pb::Migration> Move(const std::string& application, const std::string& workload,
                                      const std::string& target_cluster,
                                      const std::string& target_node, pb::MigrationReason reason,
@@ -1722,6 +1726,29 @@ TEST_CASE("A channel out of QoS moves one of its workloads under the cooldown", 
   }
   CHECK(moves == 0);
   CHECK(held <= 2 * 60);
+}
+
+TEST_CASE("A channel out of QoS moves its stateless workload before the one that keeps state",
+          "[adaptation]") {
+  Bed bed;
+  Application placed = MovableApp("shop");
+  placed.workloads[0].allowed_regions = {"eu"};
+  placed.workloads[1].allowed_regions = {"us"};
+  REQUIRE(bed.service->Place(bed.Request(placed)).ok());
+  FakeHealth health{bed};
+  Application model = MovableApp("shop");
+  model.workloads[1].stateful = true;  // back-0, where the channel goes
+  BedMover mover{bed, model};
+  BedStateMover state{bed};
+  bed.service->SetStateMover(&state);
+  FakeChannelHealth channels;
+  AdaptationLoop loop{bed.clock, bed.repo, health, mover, MigrationGovernorOptions{}};
+  loop.SetChannelHealth(&channels);
+  channels.out = {{.application = "shop", .channel = "front-back", .plan_revision = 1}};
+  AdaptationTick tick = loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
+  REQUIRE(tick.moved.size() == 1);
+  CHECK(absl::StrContains(tick.moved[0], "shop/front-0 eu/eu-n0 -> us/us-n0 (LINK_FAILURE)"));
+  CHECK(state.starts.empty());
 }
 
 TEST_CASE("A refused evacuation is tried again after a growing wait and not once per tick", "[adaptation]") {
