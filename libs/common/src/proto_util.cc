@@ -56,4 +56,13 @@ std::optional<common::v1::PerformanceProfile> ParsePerformanceProfile(std::strin
   return std::nullopt;
 }
 
+absl::Status StatusFromError(const common::v1::Error& error) {
+  return absl::Status(static_cast<absl::StatusCode>(error.code()), error.message());
+}
+
+void SetError(const absl::Status& status, common::v1::Error* error) {
+  error->set_code(static_cast<common::v1::ErrorCode>(status.code()));
+  error->set_message(std::string(status.message()));
+}
+
 }  // namespace codeco

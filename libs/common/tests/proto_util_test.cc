@@ -23,5 +23,15 @@ TEST_CASE("tiers round-trip through their names") {
   REQUIRE(ParseTier("") == common::v1::TIER_UNSPECIFIED);
 }
 
+TEST_CASE("a status round-trips through a stored Error") {
+  common::v1::Error error;
+  SetError(absl::FailedPreconditionError("pod cache is not running"), &error);
+  REQUIRE(error.code() == common::v1::ERROR_CODE_FAILED_PRECONDITION);
+  absl::Status back = StatusFromError(error);
+  REQUIRE(absl::IsFailedPrecondition(back));
+  REQUIRE(back.message() == "pod cache is not running");
+  REQUIRE(StatusFromError(common::v1::Error()).ok());
+}
+
 }  // namespace
 }  // namespace codeco

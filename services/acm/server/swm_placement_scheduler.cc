@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/swm/v1/plan.pb.h"
 #include "codeco/swm/v1/swm_service.grpc.pb.h"
 
@@ -268,8 +269,7 @@ PlacementResult SwmPlacementScheduler::Place(const Request& request) {
   }
   const common::v1::Operation& operation = *followed;
   if (operation.has_error() && operation.error().code() != 0) {
-    result.error = absl::Status(static_cast<absl::StatusCode>(operation.error().code()),
-                                operation.error().message());
+    result.error = StatusFromError(operation.error());
     return result;
   }
   swm::v1::AssignmentPlan plan;

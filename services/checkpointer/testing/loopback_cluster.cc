@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codeco/common/ports.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
 
 namespace codeco::checkpointer {
@@ -108,9 +109,7 @@ absl::StatusOr<v1::Checkpoint> InProcessPeers::Restore(
     op = it->second->GetOperation(op->id());
     if (!op.ok()) return op.status();
   }
-  if (op->has_error()) {
-    return absl::Status(static_cast<absl::StatusCode>(op->error().code()), op->error().message());
-  }
+  if (op->has_error()) return StatusFromError(op->error());
   v1::Checkpoint restored;
   op->result().UnpackTo(&restored);
   return restored;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "codeco/common/logging.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
 #include "google/protobuf/util/time_util.h"
 #include "swm/core/convert.h"
@@ -19,15 +20,6 @@ namespace {
 namespace pb = codeco::swm::v1;
 using codeco::common::v1::Operation;
 
-// The status a stored, failed operation answers with again.
-absl::Status StatusOf(const codeco::common::v1::Error& error) {
-  return absl::Status(static_cast<absl::StatusCode>(error.code()), error.message());
-}
-
-void SetError(const absl::Status& status, codeco::common::v1::Error* error) {
-  error->set_code(static_cast<codeco::common::v1::ErrorCode>(status.code()));
-  error->set_message(std::string(status.message()));
-}
 
 // "RESERVING" for PLAN_PHASE_RESERVING: the operation's phase.
 std::string OperationPhase(pb::PlanPhase phase) {
@@ -458,7 +450,7 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
         return InvalidFieldError("request_id", absl::StrCat("already used by ", seen->kind(),
                                                             " for ", seen->resource()));
       }
-      if (seen->has_error()) return StatusOf(seen->error());
+      if (seen->has_error()) return StatusFromError(seen->error());
       return *seen;
     }
   }
@@ -869,7 +861,7 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
         return InvalidFieldError("request_id", absl::StrCat("already used by ", seen->kind(),
                                                             " for ", seen->resource()));
       }
-      if (seen->has_error()) return StatusOf(seen->error());
+      if (seen->has_error()) return StatusFromError(seen->error());
       return *seen;
     }
   }

@@ -6,6 +6,7 @@
 #include "codeco/checkpointer/v1/checkpointer_service.grpc.pb.h"
 #include "codeco/common/call_deadline.h"
 #include "codeco/common/grpc_status.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
 
 namespace codeco::swm {
@@ -18,10 +19,7 @@ StateMoveProgress ProgressOf(const codeco::common::v1::Operation& op) {
   StateMoveProgress progress;
   progress.done = op.done();
   progress.phase = op.phase();
-  if (op.done() && op.has_error() && op.error().code() != 0) {
-    progress.status = absl::Status(static_cast<absl::StatusCode>(op.error().code()),
-                                   op.error().message());
-  }
+  if (op.done() && op.has_error()) progress.status = StatusFromError(op.error());
   return progress;
 }
 

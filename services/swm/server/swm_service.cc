@@ -13,6 +13,7 @@
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/metrics.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/common/serve_on_executor.h"
 #include "codeco/common/status.h"
 #include "codeco/common/operation_watch.h"
@@ -745,8 +746,7 @@ void SwmServiceImpl::FinishStarted(const Operation& accepted,
       if (placed->has_result()) *op.mutable_result() = placed->result();
       if (placed->has_error()) *op.mutable_error() = placed->error();
     } else {
-      op.mutable_error()->set_code(static_cast<codeco::common::v1::ErrorCode>(status.code()));
-      op.mutable_error()->set_message(std::string(status.message()));
+      SetError(status, op.mutable_error());
     }
     *op.mutable_update_time() = ToTimestamp(clock_.Now());
     absl::Status saved = plans_.Save(nullptr, op, "");

@@ -8,7 +8,9 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "codeco/common/v1/operation.pb.h"
 #include "codeco/common/v1/types.pb.h"
 #include "google/protobuf/timestamp.pb.h"
 
@@ -34,5 +36,12 @@ std::string PerformanceProfileName(common::v1::PerformanceProfile profile);
 /// The profile called `name` (one of PerformanceProfileName's names), or
 /// nullopt for any other text.
 std::optional<common::v1::PerformanceProfile> ParsePerformanceProfile(std::string_view name);
+
+/// The status a stored Error stands for: its code and message (OK for an
+/// unset code).
+absl::Status StatusFromError(const common::v1::Error& error);
+
+/// Writes `status`'s code and message into `error`.
+void SetError(const absl::Status& status, common::v1::Error* error);
 
 }  // namespace codeco
