@@ -11,7 +11,6 @@
 #include "codeco/common/logging.h"
 #include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
-#include "google/protobuf/util/time_util.h"
 #include "swm/core/convert.h"
 
 namespace codeco::swm {
@@ -1159,21 +1158,16 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
                      : absl::OkStatus();
   if (stateful) {
     // The target pod runs empty: the state follows before the plan moves.
-    absl::StatusOr<StateMoveProgress> moved =
-        MoveState(migration, op, next, source_checkpointer, deadline);
-    const bool refused = !moved.ok() && (absl::IsInvalidArgument(moved.status()) ||
-                                         absl::IsFailedPrecondition(moved.status()) ||
-                                         absl::IsNotFound(moved.status()));
-    if ((!moved.ok() && !refused) || (moved.ok() && !moved->done)) {
+    const StateMoveProgress moved = MoveState(migration, op, next, source_checkpointer, deadline);
+    if (!moved.done) {
       // Started, or maybe: the checkpointer may still be moving it, so the
       // target stays; the hub's recovery follows the move to its end.
       Invalidate({to.cluster});
       return absl::DeadlineExceededError(absl::StrCat(
           "migration ", migration.id(), " is moving the state of ", request.workload, " (",
-          moved.ok() ? moved->phase : std::string(moved.status().message()),
-          "); the hub's recovery finishes or rolls it back"));
+          moved.phase, "); the hub's recovery finishes or rolls it back"));
     }
-    const absl::Status state = moved.ok() ? moved->status : moved.status();
+    const absl::Status& state = moved.status;
     if (!state.ok()) {
       // The checkpointer gave up before its cut-over: the source serves on.
       const absl::Status failed(state.code(),
@@ -1202,46 +1196,58 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
   return op;
 }
 
-absl::StatusOr<StateMoveProgress> PlacementService::MoveState(pb::Migration& migration,
-                                                              Operation& op,
-                                                              const pb::AssignmentPlan& next,
-                                                              const std::string& source_checkpointer,
-                                                              absl::Time deadline) {
+StateMoveProgress PlacementService::MoveState(pb::Migration& migration, Operation& op,
+                                              const pb::AssignmentPlan& next,
+                                              const std::string& source_checkpointer,
+                                              absl::Time deadline) {
   *migration.mutable_next_plan() = next;
-  RETURN_IF_ERROR(
-      StoreMigration(migration, op, pb::MIGRATION_PHASE_CHECKPOINTING, absl::OkStatus(), nullptr,
-                     ""));
+  if (absl::Status stored = StoreMigration(migration, op, pb::MIGRATION_PHASE_CHECKPOINTING,
+                                           absl::OkStatus(), nullptr, "");
+      !stored.ok()) {
+    return {.done = false, .phase = absl::StrCat("storing it: ", stored.message())};
+  }
   return FollowStateMove(migration, op, source_checkpointer, deadline);
 }
 
-absl::StatusOr<StateMoveProgress> PlacementService::FollowStateMove(
-    pb::Migration& migration, Operation& op, const std::string& source_checkpointer,
-    absl::Time deadline) {
-  if (state_mover_ == nullptr) {
-    return absl::UnavailableError("this hub reaches no checkpointer to follow the state move");
+StateMoveProgress PlacementService::FollowStateMove(pb::Migration& migration, Operation& op,
+                                                    const std::string& source_checkpointer,
+                                                    absl::Time deadline) {
+  absl::StatusOr<StateMoveProgress> followed = [&]() -> absl::StatusOr<StateMoveProgress> {
+    if (state_mover_ == nullptr) {
+      return absl::UnavailableError("this hub reaches no checkpointer to follow the state move");
+    }
+    const pb::WorkloadTarget& source = migration.source();
+    const pb::WorkloadTarget& target = migration.target();
+    // The migration's own key: its id alone would repeat for an application
+    // deleted and created again, so its creation time goes in too.
+    StateMove move{.request_id = absl::StrCat("swm/", migration.id(), "/",
+                                              absl::ToUnixNanos(FromProtoTimestamp(
+                                                  migration.create_time()))),
+                   .source_cluster = source.cluster(),
+                   .source_checkpointer = source_checkpointer,
+                   .source_node = source.node(),
+                   .source_pod = source.pod(),
+                   .target_cluster = target.cluster(),
+                   .target_node = target.node(),
+                   .target_pod = target.pod()};
+    ASSIGN_OR_RETURN(std::string id, state_mover_->Start(move, deadline));
+    const std::string ref = absl::StrCat(source.cluster(), ":", id);
+    if (migration.checkpoint_id() != ref) {
+      migration.set_checkpoint_id(ref);
+      RETURN_IF_ERROR(StoreMigration(migration, op, pb::MIGRATION_PHASE_CHECKPOINTING,
+                                     absl::OkStatus(), nullptr, ""));
+    }
+    return state_mover_->Await(source.cluster(), id, deadline);
+  }();
+  if (followed.ok()) return *followed;
+  // Refused by the checkpointer, the move never started: settled, failed.
+  // Any other error leaves it unknown: it may still be running.
+  const absl::Status& error = followed.status();
+  if (absl::IsInvalidArgument(error) || absl::IsFailedPrecondition(error) ||
+      absl::IsNotFound(error)) {
+    return {.done = true, .status = error};
   }
-  const pb::WorkloadTarget& source = migration.source();
-  const pb::WorkloadTarget& target = migration.target();
-  // The migration's own key: its id alone would repeat for an application
-  // deleted and created again, so its creation time goes in too.
-  StateMove move{
-      .request_id = absl::StrCat("swm/", migration.id(), "/",
-                                 google::protobuf::util::TimeUtil::TimestampToNanoseconds(migration.create_time())),
-      .source_cluster = source.cluster(),
-      .source_checkpointer = source_checkpointer,
-      .source_node = source.node(),
-      .source_pod = source.pod(),
-      .target_cluster = target.cluster(),
-      .target_node = target.node(),
-      .target_pod = target.pod()};
-  ASSIGN_OR_RETURN(std::string id, state_mover_->Start(move, deadline));
-  const std::string ref = absl::StrCat(source.cluster(), ":", id);
-  if (migration.checkpoint_id() != ref) {
-    migration.set_checkpoint_id(ref);
-    RETURN_IF_ERROR(StoreMigration(migration, op, pb::MIGRATION_PHASE_CHECKPOINTING,
-                                   absl::OkStatus(), nullptr, ""));
-  }
-  return state_mover_->Await(source.cluster(), id, deadline);
+  return {.done = false, .phase = std::string(error.message())};
 }
 
 absl::Status PlacementService::CutOver(pb::Migration& migration, Operation& op,
@@ -1260,19 +1266,24 @@ absl::Status PlacementService::CutOver(pb::Migration& migration, Operation& op,
   return FinishCutover(migration, op, &next, request_id, deadline);
 }
 
+absl::Status PlacementService::RemovePod(const pb::WorkloadTarget& where,
+                                         const std::string& reason, absl::Time deadline) {
+  std::map<std::string, absl::Status> removed =
+      members_.RemovePods(where.cluster(), where.reservation(), {where.pod()}, reason, deadline);
+  Invalidate({where.cluster()});
+  auto it = removed.find(where.pod());
+  return it == removed.end() ? absl::UnknownError("the cluster did not report the pod")
+                             : it->second;
+}
+
 bool PlacementService::RemoveTarget(const pb::Migration& migration, const std::string& reason,
                                     absl::Time deadline, std::string& why) {
   if (!migration.has_target()) return true;
   const pb::WorkloadTarget& target = migration.target();
-  std::map<std::string, absl::Status> removed = members_.RemovePods(
-      target.cluster(), target.reservation(), {target.pod()}, reason, deadline);
-  Invalidate({target.cluster()});
-  auto it = removed.find(target.pod());
-  if (it != removed.end() && (it->second.ok() || absl::IsNotFound(it->second))) return true;
+  const absl::Status removed = RemovePod(target, reason, deadline);
+  if (removed.ok() || absl::IsNotFound(removed)) return true;
   why = absl::StrCat("its target pod ", target.pod(), " in ", target.cluster(),
-                     " is not removed yet (",
-                     it == removed.end() ? "not reported" : std::string(it->second.message()),
-                     "); the hub's recovery retries");
+                     " is not removed yet (", removed.message(), "); the hub's recovery retries");
   return false;
 }
 
@@ -1280,15 +1291,10 @@ absl::Status PlacementService::FinishCutover(pb::Migration& migration, Operation
                                              pb::AssignmentPlan* plan,
                                              const std::string& request_id, absl::Time deadline) {
   const pb::WorkloadTarget& source = migration.source();
-  std::map<std::string, absl::Status> removed = members_.RemovePods(
-      source.cluster(), source.reservation(), {source.pod()},
+  const absl::Status st = RemovePod(
+      source,
       absl::StrCat("migration ", migration.id(), " moved it to ", migration.target().cluster()),
       deadline);
-  Invalidate({source.cluster()});
-  auto it = removed.find(source.pod());
-  const absl::Status st = it == removed.end()
-                              ? absl::UnknownError("the cluster did not report the pod")
-                              : it->second;
   const bool gone = st.ok() || absl::IsNotFound(st);
   if (plan != nullptr) {
     for (pb::PlanAction& a : *plan->mutable_actions()) {
@@ -1394,18 +1400,14 @@ void PlacementService::RecoverMigration(pb::Migration migration, absl::Time dead
   if (migration.phase() == pb::MIGRATION_PHASE_CHECKPOINTING) {
     // The state was on its way: the checkpointer's outcome decides. Done
     // there, the source is retired: the move is finished forward.
-    absl::StatusOr<StateMoveProgress> moved =
+    const StateMoveProgress moved =
         FollowStateMove(migration, op, "", std::min(deadline, absl::Now() + absl::Seconds(2)));
-    const bool refused = !moved.ok() && (absl::IsInvalidArgument(moved.status()) ||
-                                         absl::IsFailedPrecondition(moved.status()) ||
-                                         absl::IsNotFound(moved.status()));
-    if ((!moved.ok() && !refused) || (moved.ok() && !moved->done)) {
-      report.errors.push_back(absl::StrCat(
-          "migration ", migration.id(), ": its state is still moving (",
-          moved.ok() ? moved->phase : std::string(moved.status().message()), ")"));
+    if (!moved.done) {
+      report.errors.push_back(absl::StrCat("migration ", migration.id(),
+                                           ": its state is still moving (", moved.phase, ")"));
       return;
     }
-    const absl::Status state = moved.ok() ? moved->status : moved.status();
+    const absl::Status& state = moved.status;
     if (state.ok()) {
       pb::AssignmentPlan next = migration.next_plan();
       absl::Status st = CutOver(migration, op, next, absl::OkStatus(), op.request_id(), deadline);

@@ -506,26 +506,29 @@ class PlacementService {
   // it writes (`next`, as next_plan) before the source cluster's
   // checkpointer is asked, so a restarted hub re-attaches to the move; then
   // FollowStateMove.
-  absl::StatusOr<StateMoveProgress> MoveState(codeco::swm::v1::Migration& migration,
-                                              codeco::common::v1::Operation& op,
-                                              const codeco::swm::v1::AssignmentPlan& next,
-                                              const std::string& source_checkpointer,
-                                              absl::Time deadline);
+  StateMoveProgress MoveState(codeco::swm::v1::Migration& migration,
+                              codeco::common::v1::Operation& op,
+                              const codeco::swm::v1::AssignmentPlan& next,
+                              const std::string& source_checkpointer, absl::Time deadline);
   // Starts the state move of a CHECKPOINTING `migration` (or re-attaches to
   // it: the request id is the migration's own) and follows it up to
-  // `deadline`; the checkpointer's operation goes into checkpoint_id. An
-  // error: it could not be started or followed (INVALID_ARGUMENT,
-  // FAILED_PRECONDITION, NOT_FOUND: refused, never started).
-  absl::StatusOr<StateMoveProgress> FollowStateMove(codeco::swm::v1::Migration& migration,
-                                                    codeco::common::v1::Operation& op,
-                                                    const std::string& source_checkpointer,
-                                                    absl::Time deadline);
+  // `deadline`; the checkpointer's operation goes into checkpoint_id. Done
+  // with an error when the checkpointer gave up or refused the move (then
+  // it never started); not done while it may still be running, including
+  // when it could not be asked or followed (`phase` says why).
+  StateMoveProgress FollowStateMove(codeco::swm::v1::Migration& migration,
+                                    codeco::common::v1::Operation& op,
+                                    const std::string& source_checkpointer, absl::Time deadline);
   // Writes the plan a move made (`next`, DONE) with the migration
   // CUTTING_OVER, then removes the source (FinishCutover) unless
   // `source_left` says why it cannot be asked now.
   absl::Status CutOver(codeco::swm::v1::Migration& migration, codeco::common::v1::Operation& op,
                        codeco::swm::v1::AssignmentPlan& next, const absl::Status& source_left,
                        const std::string& request_id, absl::Time deadline);
+  // Removes one pod of a migration (its target or its source) from its
+  // reservation; answers that pod's outcome (NOT_FOUND: gone already).
+  absl::Status RemovePod(const codeco::swm::v1::WorkloadTarget& where, const std::string& reason,
+                         absl::Time deadline);
   // Removes a migration's target pod (before its plan was written); false
   // with the reason in `why` when the target cluster could not do it now.
   bool RemoveTarget(const codeco::swm::v1::Migration& migration, const std::string& reason,
