@@ -195,12 +195,13 @@ AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration mo
       if (p.channel() == c.channel) path = &p;
     }
     if (path == nullptr) continue;
+    auto keeps_state = [&](const std::string& workload) {
+      auto at = placed.find(absl::StrCat(c.application, "/", workload));
+      return at != placed.end() && mover_.KeepsState(c.application, at->second.second.service());
+    };
     std::vector<std::string> order = {path->to_workload(), path->from_workload()};
     // A stateless peer moves cheaper (no state to carry) and as well.
-    if (mover_.KeepsState(c.application, order[0]) &&
-        !mover_.KeepsState(c.application, order[1])) {
-      std::swap(order[0], order[1]);
-    }
+    if (keeps_state(order[0]) && !keeps_state(order[1])) std::swap(order[0], order[1]);
     for (const std::string& workload : order) {
       const std::string key = absl::StrCat(c.application, "/", workload);
       auto at = placed.find(key);

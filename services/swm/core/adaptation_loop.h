@@ -74,10 +74,10 @@ class MoveExecutor {
       const std::string& application, const std::string& workload,
       const std::string& target_cluster, const std::string& target_node,
       codeco::swm::v1::MigrationReason reason, absl::Time deadline) = 0;
-  /// True when `workload` of `application` keeps state (its move goes
-  /// through the checkpointer, so a stateless peer is moved first when
-  /// either would do). Default: false.
-  virtual bool KeepsState(const std::string& application, const std::string& workload) {
+  /// True when the workloads of `service` of `application` keep state
+  /// (their moves go through the checkpointer, so a stateless peer is moved
+  /// first when either would do). Default: false.
+  virtual bool KeepsState(const std::string& application, const std::string& service) {
     return false;
   }
 };

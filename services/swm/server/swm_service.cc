@@ -240,18 +240,13 @@ class SwmServiceImpl::Mover final : public MoveExecutor {
     }
     return migration;
   }
-  bool KeepsState(const std::string& application, const std::string& workload) override {
-    // The service a workload replicates, from the plan; its spec, from the
-    // placement request stored with it.
-    absl::StatusOr<std::optional<pb::AssignmentPlan>> plan = service_.plans_.Latest(application);
+  bool KeepsState(const std::string& application, const std::string& service) override {
+    // The service's spec, from the placement request stored with the plan.
     absl::StatusOr<std::optional<pb::PlaceApplicationRequest>> placed =
         service_.plans_.PlacementRequest(application);
-    if (!plan.ok() || !plan->has_value() || !placed.ok() || !placed->has_value()) return false;
-    for (const pb::WorkloadTarget& t : (*plan)->targets()) {
-      if (t.workload() != workload) continue;
-      for (const acm::ServiceSpec& s : (*placed)->application().spec().services()) {
-        if (s.name() == t.service()) return s.stateful();
-      }
+    if (!placed.ok() || !placed->has_value()) return false;
+    for (const acm::ServiceSpec& s : (*placed)->application().spec().services()) {
+      if (s.name() == service) return s.stateful();
     }
     return false;
   }

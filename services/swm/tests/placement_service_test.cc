@@ -1521,9 +1521,10 @@ class FakeHealth final : public HealthSource {
 class BedMover final : public MoveExecutor {
  public:
   BedMover(Bed& bed, Application app) : bed_(bed), app_(std::move(app)) {}
-  bool KeepsState(const std::string& application, const std::string& workload) override {
-    const int i = app_.WorkloadIndex(workload);
-    return application == app_.name && i >= 0 && app_.workloads[i].stateful;
+  bool KeepsState(const std::string& application, const std::string& service) override {
+    return application == app_.name &&
+           std::any_of(app_.workloads.begin(), app_.workloads.end(),
+                       [&](const Workload& w) { return w.service == service && w.stateful; });
   }
   absl::StatusOr<pb::Migration> Move(const std::string& application, const std::string& workload,
                                      const std::string& target_cluster,
