@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "codeco/common/clock.h"
 #include "codeco/swm/v1/plan.pb.h"
+#include "swm/core/channel_status.h"
 #include "swm/core/migration_governor.h"
 #include "swm/core/placement_service.h"
 
@@ -45,14 +46,6 @@ class HealthSource {
   /// counts as not reachable.
   virtual std::map<std::string, ClusterHealth> Read(const std::vector<std::string>& clusters,
                                                     absl::Time deadline) = 0;
-};
-
-/// A channel out of QoS now.
-struct OutOfQosChannel {
-  std::string application;  ///< Its application.
-  std::string channel;      ///< Channel name.
-  int64_t plan_revision = 0;  ///< The plan it was measured under.
-  std::string why;          ///< In words (the measurement against the bound).
 };
 
 /// Port: the channels out of QoS (the hub's channel tracker).

@@ -280,6 +280,22 @@ void ChannelTracker::ForgetRemovedLocked() {
   }
 }
 
+std::vector<OutOfQosChannel> ChannelTracker::OutOfQos() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<OutOfQosChannel> out;
+  for (const auto& [name, entry] : entries_) {
+    if (entry.removed) continue;
+    for (const acm::ChannelStatus& c : entry.state.channels()) {
+      if (c.phase() != acm::CHANNEL_PHASE_OOQOS) continue;
+      out.push_back({.application = name,
+                     .channel = c.name(),
+                     .plan_revision = entry.state.plan_revision(),
+                     .why = c.message()});
+    }
+  }
+  return out;
+}
+
 std::vector<pb::ApplicationChannels> ChannelTracker::ChangesAfter(
     int64_t sequence, const std::string& application) const {
   absl::MutexLock lock(&mu_);

@@ -62,6 +62,14 @@ struct ChannelTrackerOptions {
   size_t max_triggers = 16;
 };
 
+/// A channel out of QoS now.
+struct OutOfQosChannel {
+  std::string application;    ///< Its application.
+  std::string channel;        ///< Channel name.
+  int64_t plan_revision = 0;  ///< The plan it was measured under.
+  std::string why;            ///< In words (the measurement against the bound).
+};
+
 /// Channels per application, with changes numbered for watchers.
 class ChannelTracker {
  public:
@@ -81,6 +89,9 @@ class ChannelTracker {
   /// raised after `sequence`; by application name.
   std::vector<codeco::swm::v1::ApplicationChannels> ChangesAfter(
       int64_t sequence, const std::string& application) const;
+
+  /// Every channel OOQOS now, by application name.
+  std::vector<OutOfQosChannel> OutOfQos() const;
 
   /// The number of the newest change (0 before any).
   int64_t sequence() const;

@@ -89,17 +89,7 @@ class SwmServiceImpl::ChannelHealth final : public ChannelHealthSource {
  public:
   explicit ChannelHealth(SwmServiceImpl& service) : service_(service) {}
   std::vector<OutOfQosChannel> OutOfQos() override {
-    std::vector<OutOfQosChannel> out;
-    for (const pb::ApplicationChannels& app : service_.channel_tracker_.ChangesAfter(0, "")) {
-      for (const acm::ChannelStatus& c : app.channels()) {
-        if (c.phase() != acm::CHANNEL_PHASE_OOQOS) continue;
-        out.push_back({.application = app.application(),
-                       .channel = c.name(),
-                       .plan_revision = app.plan_revision(),
-                       .why = c.message()});
-      }
-    }
-    return out;
+    return service_.channel_tracker_.OutOfQos();
   }
 
  private:

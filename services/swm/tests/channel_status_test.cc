@@ -109,6 +109,7 @@ TEST_CASE("a channel is OOQOS only once its link stays out of bounds for the gra
   CHECK(Channels(tracker)["front-back"].phase() == acm::CHANNEL_PHASE_RUNNING);
   CHECK_THAT(Channels(tracker)["front-back"].message(), Catch::Contains("grace"));
   CHECK(tracker.triggers_raised() == 0);
+  CHECK(tracker.OutOfQos().empty());
   // The next probe, 5 s later, still over: OOQOS, and one trigger.
   tracker.ApplyLinks({Link(netma::VIRTUAL_LINK_PHASE_DEGRADED, absl::Seconds(15),
                            absl::Seconds(10))},
@@ -128,6 +129,13 @@ TEST_CASE("a channel is OOQOS only once its link stays out of bounds for the gra
   CHECK(t.max_delay_ns() == 20'000'000);
   CHECK(t.out_of_bounds_since().seconds() == At(absl::Seconds(10)).seconds());
   CHECK(tracker.CountByPhase()[acm::CHANNEL_PHASE_OOQOS] == 1);
+  // The adaptation loop's view: which channel, under which plan.
+  std::vector<OutOfQosChannel> out = tracker.OutOfQos();
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].application == "shop");
+  CHECK(out[0].channel == "front-back");
+  CHECK(out[0].plan_revision == 3);
+  CHECK_THAT(out[0].why, Catch::Contains("exceeds"));
   // Still out of bounds: no second trigger. A watcher past it sees none.
   tracker.ApplyLinks({Link(netma::VIRTUAL_LINK_PHASE_DEGRADED, absl::Seconds(20),
                            absl::Seconds(10))},
@@ -138,6 +146,7 @@ TEST_CASE("a channel is OOQOS only once its link stays out of bounds for the gra
   tracker.ApplyLinks({Link(netma::VIRTUAL_LINK_PHASE_UP, absl::Seconds(25))},
                      kT0 + absl::Seconds(26));
   CHECK(Channels(tracker)["front-back"].phase() == acm::CHANNEL_PHASE_RUNNING);
+  CHECK(tracker.OutOfQos().empty());
   changes = tracker.ChangesAfter(seen, "");
   REQUIRE(changes.size() == 1);
   CHECK(changes[0].triggers_size() == 0);
