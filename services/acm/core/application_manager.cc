@@ -886,12 +886,7 @@ absl::StatusOr<v1::Application> ApplicationManager::RecordPlacement(const std::s
       status.set_plan_revision(result.plan_revision);
       // The channels of the new plan: those SWM reported already, else none yet.
       status.clear_channels();
-      if (auto early = early_channels_.find(name); early != early_channels_.end()) {
-        if (early->second.plan_revision == result.plan_revision) {
-          for (const v1::ChannelStatus& c : early->second.channels) *status.add_channels() = c;
-        }
-        if (early->second.plan_revision <= result.plan_revision) early_channels_.erase(early);
-      }
+      TakeEarlyChannelsLocked(name, result.plan_revision, status);
       status.set_neighborhood_id(result.neighborhood_id);
       if (!result.error.ok()) {
         // The scheduler's definitive answer (e.g. INVALID_ARGUMENT, FAILED_PRECONDITION).
@@ -934,6 +929,17 @@ absl::StatusOr<v1::Application> ApplicationManager::RecordPlacement(const std::s
   }
   Notify();
   return app;
+}
+
+void ApplicationManager::TakeEarlyChannelsLocked(const std::string& name, int64_t plan_revision,
+                                                 v1::ApplicationStatus& status) {
+  auto early = early_channels_.find(name);
+  if (early == early_channels_.end()) return;
+  if (early->second.plan_revision == plan_revision) {
+    status.clear_channels();
+    for (const v1::ChannelStatus& c : early->second.channels) *status.add_channels() = c;
+  }
+  if (early->second.plan_revision <= plan_revision) early_channels_.erase(early);
 }
 
 void ApplicationManager::FoldPodStatus(v1::Application& app) const {
@@ -1053,13 +1059,7 @@ absl::Status ApplicationManager::RecordMove(const std::string& name, int64_t spe
                       (reported != running_pods_.end() && reported->second.count({name, p.pod()})));
     }
     status.set_plan_revision(plan_revision);
-    if (auto early = early_channels_.find(name); early != early_channels_.end()) {
-      if (early->second.plan_revision == plan_revision) {
-        status.clear_channels();
-        for (const v1::ChannelStatus& c : early->second.channels) *status.add_channels() = c;
-      }
-      if (early->second.plan_revision <= plan_revision) early_channels_.erase(early);
-    }
+    TakeEarlyChannelsLocked(name, plan_revision, status);
     FoldPodStatus(app);
     RETURN_IF_ERROR(CommitModified(app));
   }

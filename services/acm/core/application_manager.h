@@ -295,6 +295,12 @@ class ApplicationManager {
   // Sets phase, status and error_msg of a placed application from its
   // placements' readiness and the pod failures known for it.
   void FoldPodStatus(v1::Application& app) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Plan `plan_revision` of `name` now held: the channels SWM reported for
+  // it before (kept in early_channels_) become status.channels; reports for
+  // it or an older plan are dropped.
+  void TakeEarlyChannelsLocked(const std::string& name, int64_t plan_revision,
+                               v1::ApplicationStatus& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   ApplicationStore& store_;
   PlacementScheduler& scheduler_;
