@@ -63,6 +63,30 @@ class ForwardingImageStore : public ImageStore {
   ImageStore& inner_;
 };
 
+// A StateDriver passing every call to another; tests override what they change.
+class ForwardingDriver : public StateDriver {
+ public:
+  explicit ForwardingDriver(StateDriver& inner) : inner_(inner) {}
+  std::string name() const override { return inner_.name(); }
+  bool Handles(const ContainerTarget& t) const override { return inner_.Handles(t); }
+  absl::StatusOr<StateDump> Checkpoint(const ContainerTarget& t, const fs::path& d) override {
+    return inner_.Checkpoint(t, d);
+  }
+  absl::Status Resume(const ContainerTarget& t) override { return inner_.Resume(t); }
+  absl::Status Retire(const ContainerTarget& t) override { return inner_.Retire(t); }
+  absl::Status Verify(const ContainerTarget& t,
+                      const std::map<std::string, std::string>& f) override {
+    return inner_.Verify(t, f);
+  }
+  std::string StreamedFile() const override { return inner_.StreamedFile(); }
+  absl::Status RestoreInto(const ContainerTarget& t, StateStream& s) override {
+    return inner_.RestoreInto(t, s);
+  }
+
+ protected:
+  StateDriver& inner_;
+};
+
 // A cluster: its LMS, store and checkpointer.
 struct Cluster {
   Cluster(const std::string& name, const fs::path& dir, ImageStore& images,
@@ -472,31 +496,18 @@ class Crashable {
     std::atomic<bool>& crashed_;
   };
   // Its Redis driver: after the crash it lifts no fence and retires nothing.
-  class Driver final : public StateDriver {
+  class Driver final : public ForwardingDriver {
    public:
-    Driver(StateDriver& inner, std::atomic<bool>& crashed) : inner_(inner), crashed_(crashed) {}
-    std::string name() const override { return inner_.name(); }
-    bool Handles(const ContainerTarget& t) const override { return inner_.Handles(t); }
-    absl::StatusOr<StateDump> Checkpoint(const ContainerTarget& t, const fs::path& d) override {
-      return inner_.Checkpoint(t, d);
-    }
+    Driver(StateDriver& inner, std::atomic<bool>& crashed)
+        : ForwardingDriver(inner), crashed_(crashed) {}
     absl::Status Resume(const ContainerTarget& t) override {
       return crashed_.load() ? absl::UnavailableError("crashed") : inner_.Resume(t);
     }
     absl::Status Retire(const ContainerTarget& t) override {
       return crashed_.load() ? absl::UnavailableError("crashed") : inner_.Retire(t);
     }
-    absl::Status Verify(const ContainerTarget& t,
-                        const std::map<std::string, std::string>& f) override {
-      return inner_.Verify(t, f);
-    }
-    std::string StreamedFile() const override { return inner_.StreamedFile(); }
-    absl::Status RestoreInto(const ContainerTarget& t, StateStream& s) override {
-      return inner_.RestoreInto(t, s);
-    }
 
    private:
-    StateDriver& inner_;
     std::atomic<bool>& crashed_;
   };
   // Its image store: the push blocks at `stage` until the crash, then fails.
@@ -817,30 +828,6 @@ class SlowStartLms final : public LmsPort {
 
  private:
   LmsPort& inner_;
-};
-
-// A StateDriver passing every call to another; tests override what they change.
-class ForwardingDriver : public StateDriver {
- public:
-  explicit ForwardingDriver(StateDriver& inner) : inner_(inner) {}
-  std::string name() const override { return inner_.name(); }
-  bool Handles(const ContainerTarget& t) const override { return inner_.Handles(t); }
-  absl::StatusOr<StateDump> Checkpoint(const ContainerTarget& t, const fs::path& d) override {
-    return inner_.Checkpoint(t, d);
-  }
-  absl::Status Resume(const ContainerTarget& t) override { return inner_.Resume(t); }
-  absl::Status Retire(const ContainerTarget& t) override { return inner_.Retire(t); }
-  absl::Status Verify(const ContainerTarget& t,
-                      const std::map<std::string, std::string>& f) override {
-    return inner_.Verify(t, f);
-  }
-  std::string StreamedFile() const override { return inner_.StreamedFile(); }
-  absl::Status RestoreInto(const ContainerTarget& t, StateStream& s) override {
-    return inner_.RestoreInto(t, s);
-  }
-
- protected:
-  StateDriver& inner_;
 };
 
 // An ImageStore counting pulls.
