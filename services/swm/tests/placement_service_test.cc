@@ -1544,14 +1544,26 @@ class BedMover final : public MoveExecutor {
 };
 
 // A bed with "shop" placed: front-0 pinned to eu, back-0 to us (no channel).
+// The channels out of QoS, as a test sets them.
+class FakeChannelHealth final : public ChannelHealthSource {
+ public:
+  std::vector<OutOfQosChannel> OutOfQos() override { return out; }
+  std::vector<OutOfQosChannel> out;
+};
+
+// With `channel`, the front-back channel is placed too; the loop reads the
+// channels out of QoS from `channels`, and `model` is the application the
+// mover moves (it says which workloads keep state).
 struct AdaptBed {
-  AdaptBed() {
+  explicit AdaptBed(bool channel = false, Application model = MovableApp("shop"))
+      : mover{bed, std::move(model)} {
     app = MovableApp("shop");
-    app.channels.clear();
+    if (!channel) app.channels.clear();
     Application placed = app;
     placed.workloads[0].allowed_regions = {"eu"};
     placed.workloads[1].allowed_regions = {"us"};
     REQUIRE(bed.service->Place(bed.Request(placed)).ok());
+    loop.SetChannelHealth(&channels);
   }
   std::string ClusterOf(const std::string& workload) {
     return TargetOf(bed.repo.Latest("shop")->value(), workload).cluster();
@@ -1559,7 +1571,8 @@ struct AdaptBed {
   Bed bed;
   Application app;
   FakeHealth health{bed};
-  BedMover mover{bed, MovableApp("shop")};
+  BedMover mover;
+  FakeChannelHealth channels;
   AdaptationLoop loop{bed.clock, bed.repo, health, mover, MigrationGovernorOptions{}};
 };
 
@@ -1673,24 +1686,11 @@ TEST_CASE("A restarted hub still fails back what the one before it evacuated", "
   CHECK(restarted.homes().empty());
 }
 
-// The channels out of QoS, as a test sets them.
-class FakeChannelHealth final : public ChannelHealthSource {
- public:
-  std::vector<OutOfQosChannel> OutOfQos() override { return out; }
-  std::vector<OutOfQosChannel> out;
-};
-
 TEST_CASE("A channel out of QoS moves one of its workloads under the cooldown", "[adaptation]") {
-  Bed bed;
-  Application placed = MovableApp("shop");
-  placed.workloads[0].allowed_regions = {"eu"};
-  placed.workloads[1].allowed_regions = {"us"};
-  REQUIRE(bed.service->Place(bed.Request(placed)).ok());
-  FakeHealth health{bed};
-  BedMover mover{bed, MovableApp("shop")};
-  FakeChannelHealth channels;
-  AdaptationLoop loop{bed.clock, bed.repo, health, mover, MigrationGovernorOptions{}};
-  loop.SetChannelHealth(&channels);
+  AdaptBed a(/*channel=*/true);
+  Bed& bed = a.bed;
+  FakeChannelHealth& channels = a.channels;
+  AdaptationLoop& loop = a.loop;
 
   // Measured under an older plan: nothing moves.
   channels.out = {{.application = "shop", .channel = "front-back", .plan_revision = 0}};
@@ -1731,22 +1731,13 @@ TEST_CASE("A channel out of QoS moves one of its workloads under the cooldown", 
 
 TEST_CASE("A channel out of QoS moves its stateless workload before the one that keeps state",
           "[adaptation]") {
-  Bed bed;
-  Application placed = MovableApp("shop");
-  placed.workloads[0].allowed_regions = {"eu"};
-  placed.workloads[1].allowed_regions = {"us"};
-  REQUIRE(bed.service->Place(bed.Request(placed)).ok());
-  FakeHealth health{bed};
   Application model = MovableApp("shop");
   model.workloads[1].stateful = true;  // back-0, where the channel goes
-  BedMover mover{bed, model};
-  BedStateMover state{bed};
-  bed.service->SetStateMover(&state);
-  FakeChannelHealth channels;
-  AdaptationLoop loop{bed.clock, bed.repo, health, mover, MigrationGovernorOptions{}};
-  loop.SetChannelHealth(&channels);
-  channels.out = {{.application = "shop", .channel = "front-back", .plan_revision = 1}};
-  AdaptationTick tick = loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
+  AdaptBed a(/*channel=*/true, model);
+  BedStateMover state{a.bed};
+  a.bed.service->SetStateMover(&state);
+  a.channels.out = {{.application = "shop", .channel = "front-back", .plan_revision = 1}};
+  AdaptationTick tick = a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
   REQUIRE(tick.moved.size() == 1);
   CHECK(absl::StrContains(tick.moved[0], "shop/front-0 eu/eu-n0 -> us/us-n0 (LINK_FAILURE)"));
   CHECK(state.starts.empty());
