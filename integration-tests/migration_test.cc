@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <optional>
 #include <regex>
@@ -76,14 +77,52 @@ lms::Pod WaitRunning(const std::string& address, const std::string& name) {
   return {};
 }
 
-// Stops a client thread when it goes out of scope.
-struct Joiner {
-  std::atomic<bool>& stop;
-  std::thread& thread;
-  ~Joiner() {
-    stop.store(true);
-    if (thread.joinable()) thread.join();
+// A connection to the Redis of `pod` (its CODEF endpoint), or null.
+std::unique_ptr<RedisConnection> ConnectTo(const lms::Pod& pod) {
+  absl::StatusOr<RedisInstance> at = ParseRedisEndpoint(Endpoint(pod), "endpoint");
+  if (!at.ok()) return nullptr;
+  auto made = RedisConnection::Connect(at->host, at->port, absl::Seconds(60));
+  return made.ok() ? *std::move(made) : nullptr;
+}
+
+// A client writing <prefix>N = v-N for N = 0, 1, ... on its own thread; a
+// write that fails (fenced, then its connection dropped at the cut-over) is
+// retried on a new connection from `connect` (null: nowhere to write now,
+// asked again shortly). Stopped however the test ends (a failed REQUIRE
+// included).
+class Writer {
+ public:
+  Writer(std::function<std::unique_ptr<RedisConnection>()> connect, std::string prefix)
+      : thread_([this, connect = std::move(connect), prefix = std::move(prefix)] {
+          std::unique_ptr<RedisConnection> c;
+          int next = 0;
+          while (!stop_.load()) {
+            if (c == nullptr) c = connect();
+            if (c == nullptr) {
+              std::this_thread::sleep_for(std::chrono::milliseconds(20));
+              continue;
+            }
+            if (c->Command({"SET", absl::StrCat(prefix, next), absl::StrCat("v-", next)}).ok()) {
+              acknowledged_.store(++next);
+            } else {
+              c.reset();
+            }
+          }
+        }) {}
+  ~Writer() { Stop(); }
+  // Writes Redis acknowledged so far.
+  int acknowledged() const { return acknowledged_.load(); }
+  // Stops the client; the writes acknowledged.
+  int Stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+    return acknowledged_.load();
   }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int> acknowledged_{0};
+  std::thread thread_;  // last: it starts once the counters exist
 };
 
 TEST_CASE("Ten migrations of a Redis between clusters under a write load lose no acknowledged write") {
@@ -120,39 +159,16 @@ TEST_CASE("Ten migrations of a Redis between clusters under a write load lose no
   }
   WaitRunning(lms_of["nantes"], "cache");
 
-  // The client: writes w-N = v-N; a write that fails (fenced, then its
-  // connection dropped at the cut-over) is retried wherever the pod runs now.
-  std::atomic<bool> stop{false};
-  std::atomic<int> acknowledged{0};
-  std::thread writer;
-  // Stops the client however the test ends (a failed REQUIRE included).
-  Joiner joiner{stop, writer};
-  writer = std::thread([&] {
-    std::unique_ptr<RedisConnection> c;
-    int next = 0;
-    while (!stop.load()) {
-      if (c == nullptr) {
+  // The client writes w-N wherever the pod runs now.
+  Writer writer(
+      [&]() -> std::unique_ptr<RedisConnection> {
         for (const std::string cluster : {"nantes", "lille"}) {
           std::optional<lms::Pod> pod = GetPod(lms_of[cluster], "cache");
-          if (!pod || pod->phase() != lms::POD_PHASE_RUNNING) continue;
-          absl::StatusOr<RedisInstance> at = ParseRedisEndpoint(Endpoint(*pod), "endpoint");
-          if (!at.ok()) continue;
-          auto made = RedisConnection::Connect(at->host, at->port, absl::Seconds(60));
-          if (made.ok()) c = *std::move(made);
-          break;
+          if (pod && pod->phase() == lms::POD_PHASE_RUNNING) return ConnectTo(*pod);
         }
-        if (c == nullptr) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-          continue;
-        }
-      }
-      if (c->Command({"SET", absl::StrCat("w-", next), absl::StrCat("v-", next)}).ok()) {
-        acknowledged.store(++next);
-      } else {
-        c.reset();
-      }
-    }
-  });
+        return nullptr;
+      },
+      "w-");
 
   std::string from = "nantes", to = "lille";
   for (int i = 0; i < 10; ++i) {
@@ -167,13 +183,11 @@ TEST_CASE("Ten migrations of a Redis between clusters under a write load lose no
     REQUIRE(absl::StrContains(moved.output, "moved cache/redis from " + from + " to " + to));
     WARN("migration " << i << " " << from << " -> " << to << ": "
                       << absl::ToDoubleSeconds(absl::Now() - start) << " s, "
-                      << acknowledged.load() << " writes acknowledged so far");
+                      << writer.acknowledged() << " writes acknowledged so far");
     REQUIRE_FALSE(GetPod(lms_of[from], "cache").has_value());
     std::swap(from, to);
   }
-  stop.store(true);
-  writer.join();
-  const int written = acknowledged.load();
+  const int written = writer.Stop();
   REQUIRE(written > 100);
 
   // Every acknowledged write, with its value, where the pod runs now.
@@ -248,41 +262,19 @@ TEST_CASE("SWM moves a stateful Redis with its data under a write load and ACM f
   // The client finds the Redis where ACM says it runs (as a service name
   // would resolve): during a move the copy at the target is not used
   // before the plan names it.
-  std::atomic<bool> stop{false};
-  std::atomic<int> acknowledged{0};
-  std::thread writer;
-  Joiner joiner{stop, writer};
   auto connect = [&]() -> std::unique_ptr<RedisConnection> {
     std::optional<std::pair<std::string, std::string>> where = PlacedAt("session-cache", "sessions");
     if (!where || !lms_of.count(where->first)) return nullptr;
     std::optional<lms::Pod> pod = GetPod(lms_of[where->first], where->second);
     if (!pod || pod->phase() != lms::POD_PHASE_RUNNING) return nullptr;
-    absl::StatusOr<RedisInstance> instance = ParseRedisEndpoint(Endpoint(*pod), "endpoint");
-    if (!instance.ok()) return nullptr;
-    auto made = RedisConnection::Connect(instance->host, instance->port, absl::Seconds(60));
-    return made.ok() ? *std::move(made) : nullptr;
+    return ConnectTo(*pod);
   };
-  writer = std::thread([&] {
-    std::unique_ptr<RedisConnection> c;
-    int next = 0;
-    while (!stop.load()) {
-      if (c == nullptr) c = connect();
-      if (c == nullptr) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        continue;
-      }
-      if (c->Command({"SET", absl::StrCat("s-", next), absl::StrCat("v-", next)}).ok()) {
-        acknowledged.store(++next);
-      } else {
-        c.reset();
-      }
-    }
-  });
+  Writer writer(connect, "s-");
   for (absl::Time end = absl::Now() + absl::Seconds(30);
-       acknowledged.load() < 200 && absl::Now() < end;) {
+       writer.acknowledged() < 200 && absl::Now() < end;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  REQUIRE(acknowledged.load() >= 200);
+  REQUIRE(writer.acknowledged() >= 200);
 
   // Away to another cluster (the first one whose links keep the channel to
   // web within its bound) and back: each move through the placement
@@ -309,7 +301,7 @@ TEST_CASE("SWM moves a stateful Redis with its data under a write load and ACM f
     ++moves;
     WARN("stateful move " << moves << " " << from << " -> " << target << ": "
                           << absl::ToDoubleSeconds(absl::Now() - start) << " s, "
-                          << acknowledged.load() << " writes acknowledged so far");
+                          << writer.acknowledged() << " writes acknowledged so far");
     // ACM follows the plan the move wrote.
     std::optional<std::pair<std::string, std::string>> now;
     for (absl::Time end = absl::Now() + absl::Seconds(30); absl::Now() < end;) {
@@ -323,14 +315,12 @@ TEST_CASE("SWM moves a stateful Redis with its data under a write load and ACM f
     from = target;
   }
   REQUIRE(moves == 2);
-  const int before_stop = acknowledged.load();
+  const int before_stop = writer.acknowledged();
   for (absl::Time end = absl::Now() + absl::Seconds(30);
-       acknowledged.load() < before_stop + 100 && absl::Now() < end;) {
+       writer.acknowledged() < before_stop + 100 && absl::Now() < end;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  stop.store(true);
-  writer.join();
-  const int written = acknowledged.load();
+  const int written = writer.Stop();
   REQUIRE(written >= before_stop + 100);  // the client found the moved Redis
 
   std::unique_ptr<RedisConnection> c = connect();
