@@ -82,9 +82,12 @@ AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration mo
   if (!homes_restored_) RestoreHomes(*live, tick);
   // Where every placed workload runs ("<app>/<workload>" -> target).
   std::map<std::string, std::pair<std::string, pb::WorkloadTarget>> placed;
+  // Each application's placed plan (its channels' paths).
+  std::map<std::string, const pb::AssignmentPlan*> plan_of;
   std::set<std::string> clusters;
   for (const pb::AssignmentPlan& plan : *live) {
     if (plan.phase() != pb::PLAN_PHASE_DONE) continue;
+    plan_of[plan.application()] = &plan;
     for (const pb::WorkloadTarget& t : plan.targets()) {
       placed[absl::StrCat(plan.application(), "/", t.workload())] = {plan.application(), t};
       clusters.insert(t.cluster());
@@ -181,10 +184,6 @@ AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration mo
   // measured now.
   std::vector<OutOfQosChannel> out_of_qos;
   if (channels_ != nullptr) out_of_qos = channels_->OutOfQos();
-  std::map<std::string, const pb::AssignmentPlan*> plan_of;
-  for (const pb::AssignmentPlan& plan : *live) {
-    if (plan.phase() == pb::PLAN_PHASE_DONE) plan_of[plan.application()] = &plan;
-  }
   for (const OutOfQosChannel& c : out_of_qos) {
     auto plan = plan_of.find(c.application);
     // Measured under an older plan: the move that made the newer one may
