@@ -238,8 +238,8 @@ std::map<std::string, Who> ExpectedPolicy() {
   const std::string swm = "codeco.swm.v1.SwmService";
   add(swm, {"PlaceApplication", "ReleaseApplication"}, {"hub/acm"});
   add(swm,
-      {"GetAssignmentPlan", "ListAssignmentPlans", "GetMigration", "ListMigrations", "GetOperation",
-       "ListOperations", "WatchOperation", "WatchChannels"},
+      {"GetAssignmentPlan", "ListAssignmentPlans", "GetMigration", "ListMigrations",
+       "ListStateBackups", "GetOperation", "ListOperations", "WatchOperation", "WatchChannels"},
       kReaders);
   add(swm, {"MigrateWorkload"}, {"hub/operator", "hub/swm"});
   add(swm, {"SolveCluster", "GetClusterView", "WatchClusterView", "Reserve", "Commit", "Release"},

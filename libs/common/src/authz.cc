@@ -76,8 +76,8 @@ AuthzPolicy BuildFederationPolicy() {
   const std::string swm = "codeco.swm.v1.SwmService";
   add(swm, {"PlaceApplication", "ReleaseApplication"}, {HubService("acm")});
   add(swm,
-      {"GetAssignmentPlan", "ListAssignmentPlans", "GetMigration", "ListMigrations", "GetOperation",
-       "ListOperations", "WatchOperation", "WatchChannels"},
+      {"GetAssignmentPlan", "ListAssignmentPlans", "GetMigration", "ListMigrations",
+       "ListStateBackups", "GetOperation", "ListOperations", "WatchOperation", "WatchChannels"},
       readers);
   add(swm, {"MigrateWorkload"}, {op, HubService("swm")});
   // A member's L2 solver and reservations take the hub SWM only.

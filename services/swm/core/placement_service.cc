@@ -205,6 +205,34 @@ absl::Status InMemoryPlanRepository::SaveMigration(const pb::Migration& migratio
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<pb::StateBackupRecord>> InMemoryPlanRepository::StateBackups() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<pb::StateBackupRecord> out;
+  for (const auto& [key, record] : backups_) out.push_back(record);
+  return out;
+}
+
+absl::StatusOr<std::optional<pb::StateBackupRecord>> InMemoryPlanRepository::StateBackupOf(
+    const std::string& application, const std::string& workload) const {
+  absl::MutexLock lock(&mu_);
+  auto it = backups_.find({application, workload});
+  if (it == backups_.end()) return std::nullopt;
+  return it->second;
+}
+
+absl::Status InMemoryPlanRepository::SaveStateBackup(const pb::StateBackupRecord& record) {
+  absl::MutexLock lock(&mu_);
+  backups_[{record.application(), record.workload()}] = record;
+  return absl::OkStatus();
+}
+
+absl::Status InMemoryPlanRepository::DeleteStateBackup(const std::string& application,
+                                                       const std::string& workload) {
+  absl::MutexLock lock(&mu_);
+  backups_.erase({application, workload});
+  return absl::OkStatus();
+}
+
 void LinkLedger::Hold(const pb::AssignmentPlan& plan) {
   std::vector<Use> uses;
   for (const pb::ChannelPath& c : plan.channels()) {
@@ -941,20 +969,38 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
     return StoreMigration(migration, op, phase, status, plan, request_id);
   };
 
-  // A stateful workload moves with its state or not at all.
+  // A stateful workload moves with its state or not at all: read live from
+  // its source, or, when its node or cluster failed, restored from the
+  // newest backup of that pod (state_backups.h).
   const bool stateful = app.workloads[app.WorkloadIndex(request.workload)].stateful;
-  std::string source_checkpointer;
+  std::map<std::string, std::string> checkpointer_of;  // cluster -> host:port
   if (stateful) {
+    const bool source_lost = request.reason == pb::MIGRATION_REASON_NODE_FAILURE ||
+                             request.reason == pb::MIGRATION_REASON_CLUSTER_FAILURE;
     absl::Status refused = absl::OkStatus();
     if (state_mover_ == nullptr) {
       refused = absl::FailedPreconditionError(absl::StrCat(
           "workload ", request.workload, " is stateful and this hub reaches no checkpointer: ",
           "a move would lose its state, so it stays on ", source->cluster(), "/",
           source->node()));
-    } else if (request.reason == pb::MIGRATION_REASON_CLUSTER_FAILURE) {
-      refused = absl::FailedPreconditionError(absl::StrCat(
-          "workload ", request.workload, " is stateful and its cluster ", source->cluster(),
-          " does not answer: its state cannot be read, so it stays until the cluster answers"));
+    } else if (source_lost) {
+      ASSIGN_OR_RETURN(std::optional<pb::StateBackupRecord> backups,
+                       plans_.StateBackupOf(app.name, request.workload));
+      if (backups.has_value() && backups->has_latest() &&
+          backups->latest().source().pod() == source->pod()) {
+        *migration.mutable_restored_backup() = backups->latest();
+      } else {
+        refused = absl::FailedPreconditionError(absl::StrCat(
+            "workload ", request.workload, " is stateful and ",
+            request.reason == pb::MIGRATION_REASON_CLUSTER_FAILURE
+                ? "its cluster " + source->cluster() + " does not answer"
+                : "its node " + source->node() + " of cluster " + source->cluster() + " failed",
+            ": its state cannot be read and no backup of pod ", source->pod(),
+            " was taken yet (the hub takes one every swm.state_backup_interval), so it stays "
+            "until its ",
+            request.reason == pb::MIGRATION_REASON_CLUSTER_FAILURE ? "cluster" : "node",
+            " answers"));
+      }
     }
     if (!refused.ok()) {
       RETURN_IF_ERROR(save(pb::MIGRATION_PHASE_FAILED, refused, nullptr, request.request_id));
@@ -964,7 +1010,7 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
     }
     for (const MemberRef& m : request.members) {
       auto it = m.endpoints.find("checkpointer");
-      if (m.cluster == source->cluster() && it != m.endpoints.end()) source_checkpointer = it->second;
+      if (it != m.endpoints.end()) checkpointer_of[m.cluster] = it->second;
     }
   }
 
@@ -1158,7 +1204,11 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
                      : absl::OkStatus();
   if (stateful) {
     // The target pod runs empty: the state follows before the plan moves.
-    const StateMoveProgress moved = MoveState(migration, op, next, source_checkpointer, deadline);
+    // The checkpointer that runs it: the target's for a backup, else the source's.
+    const std::string& runs_at =
+        migration.has_restored_backup() ? to.cluster : source->cluster();
+    const StateMoveProgress moved =
+        MoveState(migration, op, next, checkpointer_of[runs_at], deadline);
     if (!moved.done) {
       // Started, or maybe: the checkpointer may still be moving it, so the
       // target stays; the hub's recovery follows the move to its end.
@@ -1198,7 +1248,7 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
 
 StateMoveProgress PlacementService::MoveState(pb::Migration& migration, Operation& op,
                                               const pb::AssignmentPlan& next,
-                                              const std::string& source_checkpointer,
+                                              const std::string& checkpointer,
                                               absl::Time deadline) {
   *migration.mutable_next_plan() = next;
   if (absl::Status stored = StoreMigration(migration, op, pb::MIGRATION_PHASE_CHECKPOINTING,
@@ -1206,11 +1256,11 @@ StateMoveProgress PlacementService::MoveState(pb::Migration& migration, Operatio
       !stored.ok()) {
     return {.done = false, .phase = absl::StrCat("storing it: ", stored.message())};
   }
-  return FollowStateMove(migration, op, source_checkpointer, deadline);
+  return FollowStateMove(migration, op, checkpointer, deadline);
 }
 
 StateMoveProgress PlacementService::FollowStateMove(pb::Migration& migration, Operation& op,
-                                                    const std::string& source_checkpointer,
+                                                    const std::string& checkpointer,
                                                     absl::Time deadline) {
   absl::StatusOr<StateMoveProgress> followed = [&]() -> absl::StatusOr<StateMoveProgress> {
     if (state_mover_ == nullptr) {
@@ -1224,20 +1274,22 @@ StateMoveProgress PlacementService::FollowStateMove(pb::Migration& migration, Op
                                               absl::ToUnixNanos(FromProtoTimestamp(
                                                   migration.create_time()))),
                    .source_cluster = source.cluster(),
-                   .source_checkpointer = source_checkpointer,
                    .source_node = source.node(),
                    .source_pod = source.pod(),
                    .target_cluster = target.cluster(),
                    .target_node = target.node(),
-                   .target_pod = target.pod()};
+                   .target_pod = target.pod(),
+                   .from_backup = migration.restored_backup().image_reference()};
+    (move.from_backup.empty() ? move.source_checkpointer : move.target_checkpointer) =
+        checkpointer;
     ASSIGN_OR_RETURN(std::string id, state_mover_->Start(move, deadline));
-    const std::string ref = absl::StrCat(source.cluster(), ":", id);
+    const std::string ref = absl::StrCat(move.RunsAt(), ":", id);
     if (migration.checkpoint_id() != ref) {
       migration.set_checkpoint_id(ref);
       RETURN_IF_ERROR(StoreMigration(migration, op, pb::MIGRATION_PHASE_CHECKPOINTING,
                                      absl::OkStatus(), nullptr, ""));
     }
-    return state_mover_->Await(source.cluster(), id, deadline);
+    return state_mover_->Await(move.RunsAt(), id, deadline);
   }();
   if (followed.ok()) return *followed;
   // Refused by the checkpointer, the move never started: settled, failed.

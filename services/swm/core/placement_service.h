@@ -174,6 +174,17 @@ class PlanRepository {
                                      const codeco::swm::v1::AssignmentPlan* plan,
                                      const codeco::common::v1::Operation& operation,
                                      const std::string& request_id) = 0;
+  /// Every state backup record (state_backups.h).
+  virtual absl::StatusOr<std::vector<codeco::swm::v1::StateBackupRecord>> StateBackups()
+      const = 0;
+  /// The state backup record of `workload` of `application`, or nullopt.
+  virtual absl::StatusOr<std::optional<codeco::swm::v1::StateBackupRecord>> StateBackupOf(
+      const std::string& application, const std::string& workload) const = 0;
+  /// Stores `record` (replacing the one of its workload), durably.
+  virtual absl::Status SaveStateBackup(const codeco::swm::v1::StateBackupRecord& record) = 0;
+  /// Removes the record of `workload` of `application` (OK when absent).
+  virtual absl::Status DeleteStateBackup(const std::string& application,
+                                         const std::string& workload) = 0;
 };
 
 /// True for a removal plan: RELEASING, or pods (or channels) deleted and no
@@ -210,9 +221,18 @@ class InMemoryPlanRepository final : public PlanRepository {
                              const codeco::swm::v1::AssignmentPlan* plan,
                              const codeco::common::v1::Operation& operation,
                              const std::string& request_id) override;
+  absl::StatusOr<std::vector<codeco::swm::v1::StateBackupRecord>> StateBackups() const override;
+  absl::StatusOr<std::optional<codeco::swm::v1::StateBackupRecord>> StateBackupOf(
+      const std::string& application, const std::string& workload) const override;
+  absl::Status SaveStateBackup(const codeco::swm::v1::StateBackupRecord& record) override;
+  absl::Status DeleteStateBackup(const std::string& application,
+                                 const std::string& workload) override;
 
  private:
   mutable absl::Mutex mu_;
+  // (application, workload) -> its state backups
+  std::map<std::pair<std::string, std::string>, codeco::swm::v1::StateBackupRecord> backups_
+      ABSL_GUARDED_BY(mu_);
   // application -> revision -> plan
   std::map<std::string, std::map<int64_t, codeco::swm::v1::AssignmentPlan>> plans_
       ABSL_GUARDED_BY(mu_);
@@ -426,8 +446,13 @@ class PlacementService {
   /// state into it and retires the source; the plan moves only then. The
   /// mover giving up rolls the target back (the source serves on); a move
   /// still running at `deadline` answers DEADLINE_EXCEEDED and Recover
-  /// follows it. Without a StateMover, or out of a failed cluster, a
-  /// stateful workload is not moved (FAILED_PRECONDITION, stored FAILED).
+  /// follows it. For reason NODE_FAILURE or CLUSTER_FAILURE the source
+  /// cannot be read: the newest backup of the source pod (state_backups.h)
+  /// is restored into the target through the target cluster's checkpointer
+  /// instead, and kept in the migration as restored_backup. Without a
+  /// StateMover, or off a failed node or cluster with no backup of the
+  /// source pod, a stateful workload is not moved (FAILED_PRECONDITION,
+  /// stored FAILED).
   /// Answers the operation (result = the Migration).
   /// INVALID_ARGUMENT naming `workload`, `target_cluster` or `target_node`;
   /// FAILED_PRECONDITION when the application is not placed, or no node can
@@ -503,22 +528,24 @@ class PlacementService {
                         RecoveryReport& report);
   // A stateful workload's state, from the source pod into the target pod
   // (committed empty): the migration is stored CHECKPOINTING with the plan
-  // it writes (`next`, as next_plan) before the source cluster's
-  // checkpointer is asked, so a restarted hub re-attaches to the move; then
-  // FollowStateMove.
+  // it writes (`next`, as next_plan) before a checkpointer is asked, so a
+  // restarted hub re-attaches to the move; then FollowStateMove.
   StateMoveProgress MoveState(codeco::swm::v1::Migration& migration,
                               codeco::common::v1::Operation& op,
                               const codeco::swm::v1::AssignmentPlan& next,
-                              const std::string& source_checkpointer, absl::Time deadline);
+                              const std::string& checkpointer, absl::Time deadline);
   // Starts the state move of a CHECKPOINTING `migration` (or re-attaches to
   // it: the request id is the migration's own) and follows it up to
-  // `deadline`; the checkpointer's operation goes into checkpoint_id. Done
+  // `deadline`: through the source cluster's checkpointer, or the target's
+  // when it restores the migration's restored_backup; `checkpointer` is
+  // that one's endpoint ("" = the one last used). The checkpointer's
+  // operation goes into checkpoint_id. Done
   // with an error when the checkpointer gave up or refused the move (then
   // it never started); not done while it may still be running, including
   // when it could not be asked or followed (`phase` says why).
   StateMoveProgress FollowStateMove(codeco::swm::v1::Migration& migration,
                                     codeco::common::v1::Operation& op,
-                                    const std::string& source_checkpointer, absl::Time deadline);
+                                    const std::string& checkpointer, absl::Time deadline);
   // Writes the plan a move made (`next`, DONE) with the migration
   // CUTTING_OVER, then removes the source (FinishCutover) unless
   // `source_left` says why it cannot be asked now.

@@ -28,6 +28,12 @@ constexpr char kLiveIndexBuilt[] = "a!";
 constexpr char kMigrationPrefix[] = "g/";
 constexpr char kActiveMigrationPrefix[] = "gx/";
 constexpr char kPlacementRequestPrefix[] = "p/";
+// The state backups of stateful workloads.
+constexpr char kStateBackupPrefix[] = "b/";
+
+std::string StateBackupKey(const std::string& application, const std::string& workload) {
+  return absl::StrCat(kStateBackupPrefix, application, "/", workload);
+}
 
 absl::Status Corrupt(std::string_view key) {
   return absl::DataLossError("stored record " + std::string(key) + " does not parse");
@@ -412,6 +418,54 @@ absl::Status PlanStore::SaveCheckpointerEndpoint(const std::string& cluster,
 absl::StatusOr<std::optional<std::string>> PlanStore::CheckpointerEndpoint(
     const std::string& cluster) const {
   return Remembered("k/" + cluster);
+}
+
+absl::StatusOr<std::vector<pb::StateBackupRecord>> PlanStore::StateBackups() const {
+  std::vector<pb::StateBackupRecord> out;
+  absl::Status parse = absl::OkStatus();
+  RETURN_IF_ERROR(kv_.Scan(kOperationsFamily, {.prefix = kStateBackupPrefix},
+                           [&](std::string_view key, std::string_view value) {
+                             if (!out.emplace_back().ParseFromArray(value.data(), value.size())) {
+                               parse = Corrupt(key);
+                               return false;
+                             }
+                             return true;
+                           }));
+  RETURN_IF_ERROR(parse);
+  return out;
+}
+
+absl::StatusOr<pb::ListStateBackupsResponse> PlanStore::ListStateBackups(
+    const pb::ListStateBackupsRequest& request) const {
+  pb::ListStateBackupsResponse out;
+  RETURN_IF_ERROR(ScanPage<pb::StateBackupRecord>(
+      kv_, kOperationsFamily,
+      absl::StrCat(kStateBackupPrefix,
+                   request.application().empty() ? "" : request.application() + "/"),
+      request.page_token(), request.page_size(),
+      [](const pb::StateBackupRecord&) { return true; }, *out.mutable_backups(), out));
+  return out;
+}
+
+absl::StatusOr<std::optional<pb::StateBackupRecord>> PlanStore::StateBackupOf(
+    const std::string& application, const std::string& workload) const {
+  const std::string key = StateBackupKey(application, workload);
+  absl::StatusOr<std::string> value = kv_.Get(kOperationsFamily, key);
+  if (absl::IsNotFound(value.status())) return std::nullopt;
+  if (!value.ok()) return value.status();
+  pb::StateBackupRecord record;
+  if (!record.ParseFromString(*value)) return Corrupt(key);
+  return record;
+}
+
+absl::Status PlanStore::SaveStateBackup(const pb::StateBackupRecord& record) {
+  return kv_.Put(kOperationsFamily, StateBackupKey(record.application(), record.workload()),
+                 record.SerializeAsString());
+}
+
+absl::Status PlanStore::DeleteStateBackup(const std::string& application,
+                                          const std::string& workload) {
+  return kv_.Delete(kOperationsFamily, StateBackupKey(application, workload));
 }
 
 absl::StatusOr<std::optional<std::string>> PlanStore::Remembered(const std::string& key) const {

@@ -24,6 +24,10 @@
 //   operations  p/<application>                                  -> swm.v1.PlaceApplicationRequest
 //               of its newest placement (the model and neighborhood a
 //               migration re-creates pods from)
+//   operations  b/<application>/<workload>                       -> swm.v1.StateBackupRecord
+//               (the hub's backups of a stateful workload, state_backups.h)
+//   operations  k/<cluster>                                      -> host:port of its
+//               checkpointer (as l/ and m/)
 // A placement's plan, operation and request index are written in one batch;
 // so are a migration's record, its plan and its operation.
 
@@ -96,6 +100,17 @@ class PlanStore final : public PlanRepository {
   /// INVALID_ARGUMENT naming page_size or page_token.
   absl::StatusOr<codeco::swm::v1::ListMigrationsResponse> ListMigrations(
       const codeco::swm::v1::ListMigrationsRequest& request) const;
+  /// The state backup records (b/ keys).
+  absl::StatusOr<std::vector<codeco::swm::v1::StateBackupRecord>> StateBackups() const override;
+  absl::StatusOr<std::optional<codeco::swm::v1::StateBackupRecord>> StateBackupOf(
+      const std::string& application, const std::string& workload) const override;
+  absl::Status SaveStateBackup(const codeco::swm::v1::StateBackupRecord& record) override;
+  absl::Status DeleteStateBackup(const std::string& application,
+                                 const std::string& workload) override;
+  /// One page of state backup records as ListStateBackups defines it;
+  /// INVALID_ARGUMENT naming page_size or page_token.
+  absl::StatusOr<codeco::swm::v1::ListStateBackupsResponse> ListStateBackups(
+      const codeco::swm::v1::ListStateBackupsRequest& request) const;
   /// Remembers the request of `request.application()`'s newest placement.
   absl::Status SavePlacementRequest(const std::string& application,
                                     const codeco::swm::v1::PlaceApplicationRequest& request);

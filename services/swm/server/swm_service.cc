@@ -153,6 +153,10 @@ SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
                                                    options_.adaptation);
     channel_health_ = std::make_unique<ChannelHealth>(*this);
     adaptation_->SetChannelHealth(channel_health_.get());
+    if (options_.state_backups.interval > absl::ZeroDuration()) {
+      backups_ = std::make_unique<StateBackupScheduler>(clock_, plans_, state_mover_,
+                                                        options_.state_backups);
+    }
   }
   // The first worker drives the plans a crash interrupted to an outcome
   // before any worker takes a request.
@@ -270,6 +274,47 @@ void SwmServiceImpl::Adapt() {
   }
   for (const std::string& m : tick.moved) log::Info("adaptation moved a workload", {{"move", m}});
   for (const std::string& h : tick.held) log::Warn("adaptation held a move back", {{"why", h}});
+  if (backups_ != nullptr) BackUpState();
+}
+
+void SwmServiceImpl::BackUpState() {
+  // The stateful workloads placed now, each with its cluster's checkpointer
+  // as the neighborhood of its placement names it.
+  absl::StatusOr<std::vector<pb::AssignmentPlan>> live = plans_.LivePlans();
+  if (!live.ok()) {
+    log::Warn("state backups: plans not read", {{"error", std::string(live.status().message())}});
+    return;
+  }
+  std::vector<BackupSubject> subjects;
+  for (const pb::AssignmentPlan& plan : *live) {
+    if (plan.phase() != pb::PLAN_PHASE_DONE) continue;
+    absl::StatusOr<std::optional<pb::PlaceApplicationRequest>> placed =
+        plans_.PlacementRequest(plan.application());
+    if (!placed.ok() || !placed->has_value()) continue;
+    std::set<std::string> stateful;
+    for (const acm::ServiceSpec& s : (*placed)->application().spec().services()) {
+      if (s.stateful()) stateful.insert(s.name());
+    }
+    if (stateful.empty()) continue;
+    std::map<std::string, std::string> checkpointer_of;
+    for (const auto& m : (*placed)->neighborhood().members()) {
+      auto it = m.endpoints().find("checkpointer");
+      if (it != m.endpoints().end()) checkpointer_of[m.cluster()] = it->second;
+    }
+    for (const pb::WorkloadTarget& t : plan.targets()) {
+      if (!stateful.count(t.service())) continue;
+      subjects.push_back(BackupSubject{.application = plan.application(),
+                                       .workload = t.workload(),
+                                       .placed = t,
+                                       .checkpointer = checkpointer_of[t.cluster()]});
+    }
+  }
+  StateBackupPass pass = backups_->Run(subjects, absl::Now() + options_.mc_timeout);
+  for (const std::string& b : pass.completed) log::Info("state backed up", {{"workload", b}});
+  for (const std::string& f : pass.failed) log::Warn("state backup failed", {{"why", f}});
+  for (const std::string& d : pass.deleted) {
+    log::Info("replaced state backup deleted", {{"checkpoint", d}});
+  }
 }
 
 void SwmServiceImpl::DrainForTest() {
@@ -508,6 +553,16 @@ grpc::ServerUnaryReactor* SwmServiceImpl::ListMigrations(grpc::CallbackServerCon
                                                          pb::ListMigrationsResponse* response) {
   return ServeOnExecutor(io_, context, [this, request, response](absl::Time) {
     absl::StatusOr<pb::ListMigrationsResponse> page = plans_.ListMigrations(*request);
+    if (page.ok()) *response = std::move(*page);
+    return page.status();
+  });
+}
+
+grpc::ServerUnaryReactor* SwmServiceImpl::ListStateBackups(
+    grpc::CallbackServerContext* context, const pb::ListStateBackupsRequest* request,
+    pb::ListStateBackupsResponse* response) {
+  return ServeOnExecutor(io_, context, [this, request, response](absl::Time) {
+    absl::StatusOr<pb::ListStateBackupsResponse> page = plans_.ListStateBackups(*request);
     if (page.ok()) *response = std::move(*page);
     return page.status();
   });
@@ -971,6 +1026,14 @@ void AddSwmConfig(ConfigSchema& schema) {
                       "applications; the workloads of a node or cluster failed for longer than "
                       "swm.failure_grace are moved elsewhere, and back once it has been healthy "
                       "for swm.failback_grace (0s: never)"});
+  schema.Add({.path = "swm.state_backup_interval",
+              .type = ConfigType::kDuration,
+              .default_value = "30s",
+              .help = "hub: how often each stateful workload's state is backed up (a checkpoint "
+                      "of its running pod pushed to the registry by its cluster's "
+                      "checkpointer, on the adaptation loop's ticks); a move off a failed node "
+                      "or cluster restores the newest backup, losing the writes after it "
+                      "(0s: no backups, and such a workload stays on its failed node)"});
   schema.Add({.path = "swm.failure_grace",
               .type = ConfigType::kDuration,
               .default_value = "60s",
@@ -1075,6 +1138,10 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
   options.adapt_interval = context.config.raw.GetDuration("swm.adapt_interval");
   options.adaptation.failure_grace = context.config.raw.GetDuration("swm.failure_grace");
   options.adaptation.failback_grace = context.config.raw.GetDuration("swm.failback_grace");
+  options.state_backups.interval = context.config.raw.GetDuration("swm.state_backup_interval");
+  if (options.state_backups.interval < absl::ZeroDuration()) {
+    return InvalidFieldError("swm.state_backup_interval", "must not be negative");
+  }
   if (absl::Status valid = ValidateMigrationGovernorOptions(options.adaptation); !valid.ok()) {
     // Its errors name adaptation.<field>; the keys are swm.<field>.
     return InvalidFieldError("swm.failure_grace, swm.failback_grace", std::string(valid.message()));

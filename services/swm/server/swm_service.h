@@ -13,7 +13,8 @@
 // target reserved and committed before the source is removed), with the
 // model and neighborhood of the application's newest placement request,
 // which PlaceApplication stores once the placement passed its checks;
-// GetMigration and ListMigrations read the stored records.
+// GetMigration and ListMigrations read the stored records; so does
+// ListStateBackups (state_backups.h).
 //
 // PlaceApplication turns the application into workloads and builds the
 // federation of its neighborhood: a member with an MC swm (the member's
@@ -84,6 +85,7 @@
 #include "swm/milp/exact_l2.h"
 #include "swm/core/federation_source.h"
 #include "swm/core/adaptation_loop.h"
+#include "swm/core/state_backups.h"
 #include "swm/core/placement_service.h"
 #include "swm/core/channel_status.h"
 #include "swm/server/hub_members.h"
@@ -173,6 +175,10 @@ struct SwmServiceOptions {
   absl::Duration adapt_interval = absl::ZeroDuration();
   /// The adaptation loop's rules (grace periods, cooldown, budget).
   MigrationGovernorOptions adaptation;
+  /// Backups of the stateful workloads, taken on the adaptation loop's
+  /// ticks (so at most every adapt_interval); a zero interval takes none.
+  /// Default: none (the binary: every 30 s).
+  StateBackupOptions state_backups{.interval = absl::ZeroDuration()};
 };
 
 /// The hub's SwmService. Thread-safe.
@@ -225,6 +231,10 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
                                          const codeco::swm::v1::GetMigrationRequest* request,
                                          codeco::swm::v1::GetMigrationResponse* response) override;
   /// One page of stored migration records.
+  grpc::ServerUnaryReactor* ListStateBackups(
+      grpc::CallbackServerContext* context,
+      const codeco::swm::v1::ListStateBackupsRequest* request,
+      codeco::swm::v1::ListStateBackupsResponse* response) override;
   grpc::ServerUnaryReactor* ListMigrations(
       grpc::CallbackServerContext* context, const codeco::swm::v1::ListMigrationsRequest* request,
       codeco::swm::v1::ListMigrationsResponse* response) override;
@@ -312,6 +322,8 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   void Recover();
   // One tick of the adaptation loop (the first worker, every adapt_interval).
   void Adapt();
+  // One pass of the state backups (after each adaptation tick).
+  void BackUpState();
   class MemberHealth;
   class ChannelHealth;
   class Mover;
@@ -340,6 +352,8 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
   std::unique_ptr<ChannelHealth> channel_health_;
   std::unique_ptr<Mover> mover_;
   std::unique_ptr<AdaptationLoop> adaptation_;
+  // Backups of stateful workloads (null when they are off).
+  std::unique_ptr<StateBackupScheduler> backups_;
 
   absl::Mutex queue_mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(queue_mu_);
@@ -374,7 +388,7 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
 /// swm.reservation_lease, swm.link_cache_ttl, swm.node_view_ttl, swm.cluster_endpoints,
 /// swm.mc_timeout, swm.exact_l2_max_nodes, swm.exact_l2_max_workloads,
 /// swm.exact_l2_time_limit, swm.reconcile_interval, swm.placement_workers,
-/// swm.adapt_interval, swm.failure_grace, swm.failback_grace).
+/// swm.adapt_interval, swm.failure_grace, swm.failback_grace, swm.state_backup_interval).
 void AddSwmConfig(ConfigSchema& schema);
 
 /// Parses swm.cluster_endpoints ("cluster=host:port,cluster=host:port"):

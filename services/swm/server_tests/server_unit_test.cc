@@ -164,6 +164,48 @@ TEST_CASE("the plan store keeps plans newest first and pages through them") {
   CHECK(absl::IsNotFound(store.GetOperation("place/x/1").status()));
 }
 
+TEST_CASE("the plan store keeps one state backup record per workload and lists them by app") {
+  auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  PlanStore store(*kv);
+  auto record = [](const std::string& app, const std::string& workload, const std::string& ck) {
+    pb::StateBackupRecord r;
+    r.set_application(app);
+    r.set_workload(workload);
+    r.mutable_latest()->set_checkpoint_id(ck);
+    return r;
+  };
+  REQUIRE(store.SaveStateBackup(record("shop", "db-0", "ck-1")).ok());
+  REQUIRE(store.SaveStateBackup(record("shop", "db-1", "ck-2")).ok());
+  REQUIRE(store.SaveStateBackup(record("shopping", "db-0", "ck-3")).ok());
+  REQUIRE(store.SaveStateBackup(record("shop", "db-0", "ck-4")).ok());  // replaces ck-1
+
+  CHECK(store.StateBackupOf("shop", "db-0")->value().latest().checkpoint_id() == "ck-4");
+  CHECK_FALSE(store.StateBackupOf("shop", "db-9")->has_value());
+  CHECK(store.StateBackups()->size() == 3);
+
+  // Only "shop" (not "shopping"), one per page.
+  pb::ListStateBackupsRequest request;
+  request.set_application("shop");
+  request.set_page_size(1);
+  std::vector<std::string> seen;
+  do {
+    auto page = store.ListStateBackups(request);
+    REQUIRE(page.ok());
+    for (const auto& r : page->backups()) seen.push_back(r.latest().checkpoint_id());
+    request.set_page_token(page->next_page_token());
+  } while (!request.page_token().empty());
+  CHECK(seen == std::vector<std::string>{"ck-4", "ck-2"});
+  pb::ListStateBackupsRequest bad;
+  bad.set_page_size(-1);
+  CHECK(absl::IsInvalidArgument(store.ListStateBackups(bad).status()));
+
+  REQUIRE(store.DeleteStateBackup("shop", "db-0").ok());
+  REQUIRE(store.DeleteStateBackup("shop", "db-0").ok());  // gone already: OK
+  CHECK_FALSE(store.StateBackupOf("shop", "db-0")->has_value());
+  PlanStore reopened(*kv);
+  CHECK(reopened.StateBackups()->size() == 2);
+}
+
 // Application names of `plans`, sorted.
 std::vector<std::string> Names(const std::vector<pb::AssignmentPlan>& plans) {
   std::vector<std::string> out;

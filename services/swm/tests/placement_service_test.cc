@@ -19,12 +19,14 @@
 #include "absl/synchronization/notification.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/kv_store.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
 #include "netma/core/virtual_links.h"
 #include "netma/store/kv_virtual_link_repository.h"
 #include "swm/core/adaptation_loop.h"
 #include "swm/core/channel_status.h"
 #include "swm/core/convert.h"
+#include "swm/core/state_backups.h"
 #include "swm/core/plugins.h"
 #include "swm/tests/fixtures.h"
 
@@ -108,6 +110,20 @@ class FakeRepository final : public PlanRepository {
     if (crash != nullptr && migration.phase() == crash->migration_at) crash->happened = true;
     return absl::OkStatus();
   }
+  absl::StatusOr<std::vector<pb::StateBackupRecord>> StateBackups() const override {
+    return migrations_.StateBackups();
+  }
+  absl::StatusOr<std::optional<pb::StateBackupRecord>> StateBackupOf(
+      const std::string& application, const std::string& workload) const override {
+    return migrations_.StateBackupOf(application, workload);
+  }
+  absl::Status SaveStateBackup(const pb::StateBackupRecord& record) override {
+    return migrations_.SaveStateBackup(record);
+  }
+  absl::Status DeleteStateBackup(const std::string& application,
+                                 const std::string& workload) override {
+    return migrations_.DeleteStateBackup(application, workload);
+  }
 
   std::vector<pb::PlanPhase> phases;  // every plan phase written, in order
   std::vector<pb::MigrationPhase> migration_phases;  // every migration phase written, in order
@@ -118,7 +134,7 @@ class FakeRepository final : public PlanRepository {
   std::map<std::string, std::map<int64_t, pb::AssignmentPlan>> plans_;
   std::map<std::string, Operation> operations_;
   std::map<std::string, std::string> requests_;
-  InMemoryPlanRepository migrations_;  // the migration records
+  InMemoryPlanRepository migrations_;  // the migration and state backup records
 };
 
 // One in-memory cluster: its pods, its reservations, and the reservation
@@ -1271,7 +1287,9 @@ TEST_CASE("Reconcile deletes a moved workload's source pod left behind and keeps
 // The checkpointer side of the bed's stateful moves: the state of a pod is
 // a string in `state` ("cluster/pod"); a successful move copies it into the
 // target pod and deletes the source pod (as the checkpointer's cut-over
-// does). Starting the same request again answers its first operation.
+// does). A backup copies a pod's state into `images`; a move from a backup
+// copies the image into the target pod and leaves the source alone.
+// Starting the same request again answers its first operation.
 class BedStateMover final : public StateMover {
  public:
   enum class Outcome { kMoves, kFails, kRefuses, kHangs };
@@ -1294,6 +1312,10 @@ class BedStateMover final : public StateMover {
                                         move.source_pod + " serves on");
       return id;
     }
+    if (!move.from_backup.empty()) {
+      state[move.target_cluster + "/" + move.target_pod] = images[move.from_backup];
+      return id;
+    }
     state[move.target_cluster + "/" + move.target_pod] =
         state[move.source_cluster + "/" + move.source_pod];
     state.erase(move.source_cluster + "/" + move.source_pod);
@@ -1307,16 +1329,60 @@ class BedStateMover final : public StateMover {
     if (it == progress_.end()) return absl::NotFoundError("no operation " + id);
     return it->second;
   }
+  absl::StatusOr<std::string> StartBackup(const StateBackupRequest& backup, absl::Time) override {
+    absl::MutexLock lock(&mu_);
+    backups.push_back(backup);
+    if (auto it = ops_.find(backup.request_id); it != ops_.end()) return it->second;
+    if (backup_outcome == Outcome::kRefuses) {
+      return absl::FailedPreconditionError("pod " + backup.pod + " is not running");
+    }
+    const std::string n = std::to_string(ops_.size() + 1);
+    const std::string id = "checkpoint/op-" + n;
+    ops_[backup.request_id] = id;
+    StateBackupProgress& p = backup_progress_[id];
+    p.phase = "pushing";
+    if (backup_outcome == Outcome::kHangs) return id;
+    p.done = true;
+    if (backup_outcome == Outcome::kFails) {
+      p.status = absl::UnavailableError("pushing to the registry: connection refused");
+      return id;
+    }
+    p.checkpoint_id = "ck-" + n;
+    p.image_reference = "registry/backups:ck-" + n;
+    p.state_bytes = 42;
+    images[p.image_reference] = state[backup.cluster + "/" + backup.pod];
+    return id;
+  }
+  absl::StatusOr<StateBackupProgress> AwaitBackup(const std::string&, const std::string& id,
+                                                  absl::Time) override {
+    absl::MutexLock lock(&mu_);
+    auto it = backup_progress_.find(id);
+    if (it == backup_progress_.end()) return absl::NotFoundError("no operation " + id);
+    return it->second;
+  }
+  absl::Status DeleteBackup(const std::string& cluster, const std::string& checkpoint_id,
+                            absl::Time) override {
+    absl::MutexLock lock(&mu_);
+    if (!deletable) return absl::UnavailableError("the checkpointer of " + cluster + " is away");
+    deleted.push_back(cluster + ":" + checkpoint_id);
+    return absl::OkStatus();
+  }
 
   Outcome outcome = Outcome::kMoves;
-  std::map<std::string, std::string> state;  // "cluster/pod" -> its data
+  Outcome backup_outcome = Outcome::kMoves;
+  bool deletable = true;  // DeleteBackup succeeds
+  std::map<std::string, std::string> state;   // "cluster/pod" -> its data
+  std::map<std::string, std::string> images;  // backup image -> the data in it
   std::vector<StateMove> starts;
+  std::vector<StateBackupRequest> backups;
+  std::vector<std::string> deleted;  // "cluster:checkpoint id"
 
  private:
   Bed& bed_;
   absl::Mutex mu_;
   std::map<std::string, std::string> ops_;  // request id -> operation id
   std::map<std::string, StateMoveProgress> progress_;
+  std::map<std::string, StateBackupProgress> backup_progress_;
 };
 
 // MovableApp with "back-0" stateful.
@@ -1434,6 +1500,158 @@ TEST_CASE("A stateful workload is not moved without its state",
   CHECK(bed.repo.GetMigration("shop/1")->phase() == pb::MIGRATION_PHASE_FAILED);
   CHECK(PodNames(bed, back.cluster()).count("shop-back-0") == 1);
   CHECK(bed.repo.Latest("shop")->value().plan_revision() == 1);
+}
+
+// The stateful workload of a StatefulBed, as the hub's backup pass sees it.
+std::vector<BackupSubject> SubjectsOf(StatefulBed& s) {
+  return {BackupSubject{.application = "shop",
+                        .workload = "back-0",
+                        .placed = TargetOf(s.bed.repo.Latest("shop")->value(), "back-0"),
+                        .checkpointer = "127.0.0.1:7009"}};
+}
+
+TEST_CASE("State backups are taken each interval and the replaced ones deleted",
+          "[placement_service][migration][backup]") {
+  StatefulBed s;
+  auto& [bed, mover, app, back, to] = s;
+  StateBackupScheduler backups(bed.clock, bed.repo, mover, {.interval = absl::Seconds(30)});
+
+  StateBackupPass pass = backups.Run(SubjectsOf(s), absl::InfiniteFuture());
+  CHECK(pass.started == std::vector<std::string>{"shop/back-0"});
+  CHECK(pass.completed == std::vector<std::string>{"shop/back-0"});
+  REQUIRE(mover.backups.size() == 1);
+  CHECK(mover.backups[0].pod == "shop-back-0");
+  CHECK(mover.backups[0].cluster == back.cluster());
+  CHECK(mover.backups[0].checkpointer == "127.0.0.1:7009");
+  std::optional<pb::StateBackupRecord> record = *bed.repo.StateBackupOf("shop", "back-0");
+  REQUIRE(record.has_value());
+  CHECK(record->latest().source().pod() == "shop-back-0");
+  CHECK(record->latest().image_reference() == "registry/backups:ck-1");
+  CHECK(FromProtoTimestamp(record->latest().take_time()) == bed.clock.Now());
+  CHECK(mover.images["registry/backups:ck-1"] == "42 keys");
+
+  // Not due before the interval.
+  bed.clock.Advance(absl::Seconds(29));
+  CHECK(backups.Run(SubjectsOf(s), absl::InfiniteFuture()).started.empty());
+
+  // Due: a newer one replaces it, and the older checkpoint is deleted.
+  bed.clock.Advance(absl::Seconds(1));
+  mover.state[back.cluster() + "/shop-back-0"] = "43 keys";
+  pass = backups.Run(SubjectsOf(s), absl::InfiniteFuture());
+  CHECK(pass.completed == std::vector<std::string>{"shop/back-0"});
+  CHECK(pass.deleted == std::vector<std::string>{back.cluster() + ":ck-1"});
+  record = *bed.repo.StateBackupOf("shop", "back-0");
+  CHECK(record->latest().checkpoint_id() == "ck-2");
+  CHECK(record->retired().empty());
+
+  // A backup that fails keeps the newest one that did not.
+  bed.clock.Advance(absl::Seconds(30));
+  mover.backup_outcome = BedStateMover::Outcome::kFails;
+  pass = backups.Run(SubjectsOf(s), absl::InfiniteFuture());
+  REQUIRE(pass.failed.size() == 1);
+  CHECK_THAT(pass.failed[0], Catch::Contains("connection refused"));
+  record = *bed.repo.StateBackupOf("shop", "back-0");
+  CHECK(record->latest().checkpoint_id() == "ck-2");
+  CHECK_THAT(record->last_error().message(), Catch::Contains("connection refused"));
+  CHECK(record->pending_operation_id().empty());
+
+  // One still running is followed by the next passes.
+  bed.clock.Advance(absl::Seconds(30));
+  mover.backup_outcome = BedStateMover::Outcome::kHangs;
+  pass = backups.Run(SubjectsOf(s), absl::InfiniteFuture());
+  CHECK(pass.started.size() == 1);
+  CHECK(pass.completed.empty());
+  CHECK_FALSE(bed.repo.StateBackupOf("shop", "back-0")->value().pending_operation_id().empty());
+  bed.clock.Advance(absl::Minutes(2));
+  pass = backups.Run(SubjectsOf(s), absl::InfiniteFuture());
+  CHECK(pass.started.empty());  // not another while it runs
+  // ... and given up after pending_timeout.
+  bed.clock.Advance(absl::Minutes(10));
+  pass = backups.Run(SubjectsOf(s), absl::InfiniteFuture());
+  REQUIRE_FALSE(pass.failed.empty());
+  CHECK_THAT(pass.failed[0], Catch::Contains("did not finish"));
+}
+
+TEST_CASE("The backups of an application no longer placed are deleted with their record",
+          "[placement_service][migration][backup]") {
+  StatefulBed s;
+  auto& [bed, mover, app, back, to] = s;
+  StateBackupScheduler backups(bed.clock, bed.repo, mover, {.interval = absl::Seconds(30)});
+  pb::StateBackupRecord gone;
+  gone.set_application("gone");
+  gone.set_workload("db-0");
+  gone.mutable_latest()->mutable_source()->set_cluster("eu");
+  gone.mutable_latest()->set_checkpoint_id("ck-old");
+  REQUIRE(bed.repo.SaveStateBackup(gone).ok());
+
+  // Its checkpointer is away: the record stays, its backup retired.
+  mover.deletable = false;
+  StateBackupPass pass = backups.Run({}, absl::InfiniteFuture());
+  CHECK(pass.deleted.empty());
+  std::optional<pb::StateBackupRecord> kept = *bed.repo.StateBackupOf("gone", "db-0");
+  REQUIRE(kept.has_value());
+  CHECK_FALSE(kept->has_latest());
+  CHECK(kept->retired_size() == 1);
+  // A placed application missing from the subjects keeps its backups.
+  REQUIRE(backups.Run(SubjectsOf(s), absl::InfiniteFuture()).completed.size() == 1);
+  backups.Run({}, absl::InfiniteFuture());
+  CHECK(bed.repo.StateBackupOf("shop", "back-0")->has_value());
+
+  mover.deletable = true;
+  pass = backups.Run({}, absl::InfiniteFuture());
+  CHECK(pass.deleted == std::vector<std::string>{"eu:ck-old"});
+  CHECK_FALSE(bed.repo.StateBackupOf("gone", "db-0")->has_value());
+}
+
+TEST_CASE("A stateful workload off a failed node is restored from its newest backup",
+          "[placement_service][migration][backup]") {
+  StatefulBed s;
+  auto& [bed, mover, app, back, to] = s;
+  MigrateRequest request = MoveOf(bed, app, "back-0", to);
+  request.reason = pb::MIGRATION_REASON_NODE_FAILURE;
+  request.members[0].endpoints["checkpointer"] = "127.0.0.1:7001";
+  request.members[1].endpoints["checkpointer"] = "127.0.0.1:7002";
+  StateBackupScheduler backups(bed.clock, bed.repo, mover, {.interval = absl::Seconds(30)});
+
+  SECTION("with a backup of its pod") {
+    REQUIRE(backups.Run(SubjectsOf(s), absl::InfiniteFuture()).completed.size() == 1);
+    // Written after the backup: lost with the node.
+    mover.state[back.cluster() + "/shop-back-0"] = "43 keys";
+    absl::StatusOr<Operation> op = bed.service->Migrate(request);
+    REQUIRE(op.ok());
+    pb::Migration m = MigrationOf(*op);
+    CHECK(m.phase() == pb::MIGRATION_PHASE_DONE);
+    CHECK(m.restored_backup().image_reference() == "registry/backups:ck-1");
+    CHECK(m.restored_backup().source().pod() == "shop-back-0");
+    // Through the target's checkpointer; the failed source is not asked.
+    REQUIRE(mover.starts.size() == 1);
+    const StateMove& move = mover.starts[0];
+    CHECK(move.from_backup == "registry/backups:ck-1");
+    CHECK(move.RunsAt() == to);
+    CHECK(move.target_checkpointer == (to == "eu" ? "127.0.0.1:7001" : "127.0.0.1:7002"));
+    CHECK(move.source_checkpointer.empty());
+    CHECK(m.checkpoint_id() == to + ":migrate/op-2");
+    CHECK(mover.state[to + "/shop-back-0-r2"] == "42 keys");
+    CHECK(PodNames(bed, back.cluster()).count("shop-back-0") == 0);
+    CHECK(TargetOf(bed.repo.Latest("shop")->value(), "back-0").cluster() == to);
+
+    // The next pass backs up the new pod and retires the restored backup.
+    bed.clock.Advance(absl::Seconds(1));
+    StateBackupPass pass = backups.Run(SubjectsOf(s), absl::InfiniteFuture());
+    CHECK(pass.completed == std::vector<std::string>{"shop/back-0"});
+    CHECK(pass.deleted == std::vector<std::string>{back.cluster() + ":ck-1"});
+    CHECK(bed.repo.StateBackupOf("shop", "back-0")->value().latest().source().pod() ==
+          "shop-back-0-r2");
+  }
+  SECTION("without one") {
+    absl::StatusOr<Operation> op = bed.service->Migrate(request);
+    REQUIRE(absl::IsFailedPrecondition(op.status()));
+    CHECK_THAT(std::string(op.status().message()),
+               Catch::Contains("failed") && Catch::Contains("no backup of pod shop-back-0"));
+    CHECK(mover.starts.empty());
+    CHECK(bed.repo.GetMigration("shop/1")->phase() == pb::MIGRATION_PHASE_FAILED);
+    CHECK(PodNames(bed, back.cluster()).count("shop-back-0") == 1);
+  }
 }
 
 TEST_CASE("Recover follows a stateful move the hub left while its state moved",
