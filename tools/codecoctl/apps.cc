@@ -398,11 +398,40 @@ std::string MigrationsTable(const swm::v1::ListMigrationsResponse& migrations) {
                                           absl::StrCat(m.application(), "/", m.workload()),
                                           absl::AsciiStrToLower(reason), phase,
                                           where(m.source()), where(m.target())));
+    if (m.has_restored_backup()) {
+      const swm::v1::StateBackup& b = m.restored_backup();
+      absl::StrAppend(&out, "  state restored from the backup of pod ", b.source().pod(),
+                      " taken at ", TimeText(b.take_time()), " (", b.image_reference(),
+                      "); writes after it were lost\n");
+    }
     if (m.has_error() && !m.error().message().empty()) {
       std::string why = m.error().message();
       std::replace(why.begin(), why.end(), '\n', ' ');
       absl::StrAppend(&out, "  ", why, "\n");
     }
+  }
+  return out;
+}
+
+std::string StateBackupsTable(const swm::v1::ListStateBackupsResponse& backups) {
+  std::string out = absl::StrFormat("%-32s  %-44s  %-20s  %10s  %s\n", "WORKLOAD", "OF POD",
+                                    "TAKEN", "BYTES", "NEXT");
+  for (const swm::v1::StateBackupRecord& r : backups.backups()) {
+    const swm::v1::StateBackup& b = r.latest();
+    std::string next = "-";
+    if (!r.pending_operation_id().empty()) {
+      next = "taking one now";
+    } else if (r.has_last_error()) {
+      next = "last attempt failed: " + r.last_error().message();
+      std::replace(next.begin(), next.end(), '\n', ' ');
+    }
+    absl::StrAppend(
+        &out, absl::StrFormat("%-32s  %-44s  %-20s  %10d  %s\n",
+                              absl::StrCat(r.application(), "/", r.workload()),
+                              r.has_latest()
+                                  ? absl::StrCat(b.source().cluster(), "/", b.source().pod())
+                                  : std::string("- (none yet)"),
+                              TimeText(b.take_time()), b.state_bytes(), next));
   }
   return out;
 }
@@ -717,6 +746,28 @@ static int GetSwmMigrations(const Args& args, Output output) {
   return 0;
 }
 
+// `get backups [--app NAME]`: the hub SWM's backups of stateful workloads,
+// newest per workload (what a move off a failed node would restore).
+static int GetSwmStateBackups(const Args& args, Output output) {
+  auto stub = SwmStub(args);
+  if (!stub.ok()) return Fail("get", std::string(stub.status().message()));
+  swm::v1::ListStateBackupsResponse all;
+  swm::v1::ListStateBackupsRequest request;
+  request.set_application(args.Get("app"));
+  request.set_page_size(1000);
+  while (true) {
+    swm::v1::ListStateBackupsResponse page;
+    auto context = ContextWithTimeout(args, absl::Seconds(10));
+    grpc::Status status = (*stub)->ListStateBackups(context.get(), request, &page);
+    if (!status.ok()) return Fail("get", status.error_message());
+    for (auto& b : *page.mutable_backups()) *all.add_backups() = std::move(b);
+    if (page.next_page_token().empty()) break;
+    request.set_page_token(page.next_page_token());
+  }
+  std::cout << (output == Output::kTable ? StateBackupsTable(all) : Print(all, output));
+  return 0;
+}
+
 // Reads FILE (-f) into its documents; a message on failure.
 static absl::StatusOr<std::vector<ManifestDocument>> ReadManifest(const std::string& file) {
   if (file.empty()) return absl::InvalidArgumentError("-f FILE is required");
@@ -800,7 +851,7 @@ int RunApply(const Args& args) {
 int RunGet(const Args& args) {
   constexpr char kUsage[] =
       "usage: codecoctl get apps|clusters|neighborhoods|revisions NAME|operations|operation ID|"
-      "migrations|migration ID";
+      "migrations|migration ID|backups";
   if (args.positional.empty()) return Fail("get", kUsage);
   const std::string& what = args.positional[0];
   const bool revisions = what == "revisions" || what == "revision";
@@ -812,8 +863,14 @@ int RunGet(const Args& args) {
   auto output = ParseOutput(args);
   if (!output.ok()) return Fail("get", std::string(output.status().message()));
   const bool migrations = what == "migrations" || what == "migration";
-  if (args.Has("app") && what != "migrations") {
-    return Fail("get", "--app: only applies to get migrations");
+  if (args.Has("app") && what != "migrations" && what != "backups") {
+    return Fail("get", "--app: only applies to get migrations and get backups");
+  }
+  if (what == "backups") {
+    if (args.Has("wait") || args.Has("from")) {
+      return Fail("get", "--wait, --from: do not apply to get backups (read from the hub SWM)");
+    }
+    return GetSwmStateBackups(args, *output);
   }
   if (migrations) {
     // Workload moves are the hub SWM's records.

@@ -19,6 +19,11 @@ std::string Args::Get(const std::string& name, const std::string& fallback) cons
   return it == flags.end() ? fallback : it->second;
 }
 
+std::vector<std::string> Args::GetAll(const std::string& name) const {
+  auto it = all_values.find(name);
+  return it == all_values.end() ? std::vector<std::string>() : it->second;
+}
+
 std::string FlagName(const std::string& name) {
   return name.size() == 1 ? "-" + name : "--" + name;
 }
@@ -54,6 +59,7 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv, int first,
         value = argv[++i];
       }
       out.flags[name] = value;
+      out.all_values[name].push_back(value);
     } else {
       return absl::InvalidArgumentError(absl::StrCat(FlagName(name), ": unknown flag"));
     }

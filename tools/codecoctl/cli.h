@@ -24,11 +24,15 @@ struct Args {
   std::vector<std::string> positional;
   /// --name value, --name=value; a flag in `switches` alone means "true".
   std::map<std::string, std::string> flags;
+  /// Every value each valued flag was given, in order (flags keeps the last).
+  std::map<std::string, std::vector<std::string>> all_values;
 
   /// The flag's value or `fallback`.
   std::string Get(const std::string& name, const std::string& fallback = "") const;
   /// True when the flag was given.
   bool Has(const std::string& name) const { return flags.contains(name); }
+  /// Every value of a repeatable flag, in order (none: empty).
+  std::vector<std::string> GetAll(const std::string& name) const;
 };
 
 /// How a flag is spelled on the command line: "-o" for one letter, else "--name".
@@ -137,6 +141,9 @@ std::string OperationLine(const common::v1::Operation& op);
 std::string OperationsTable(const acm::v1::ListOperationsResponse& operations);
 /// `get migrations` as a table: id, workload, reason, phase, from, to.
 std::string MigrationsTable(const swm::v1::ListMigrationsResponse& migrations);
+/// `get backups` as a table: each stateful workload's newest backup (the
+/// pod it is of, when it was taken, its bytes) and what comes next.
+std::string StateBackupsTable(const swm::v1::ListStateBackupsResponse& backups);
 /// The hub SWM: --swm ADDR, else the federation's (`codecoctl up`).
 absl::StatusOr<std::unique_ptr<swm::v1::SwmService::Stub>> SwmStub(const Args& args);
 /// The header line `watch` prints before table lines.

@@ -18,6 +18,8 @@ constexpr char kUsage[] =
     "      Start the emulated clusters, the hub's and every cluster's services, and\n"
     "      Prometheus; wait until healthy; print a summary. Later commands find it.\n"
     "      --auction: the hub's SWM runs the PDLC neighborhood auction per placement.\n"
+    "      --set SERVICE.KEY=VALUE (repeatable): a setting of the hub's SERVICE,\n"
+    "      e.g. --set swm.failure_grace=20s --set swm.state_backup_interval=10s.\n"
     "  down\n"
     "      Stop everything `up` started.\n"
     "  restart CLUSTER/SERVICE [--kill] [--down-for 60s]\n"
@@ -38,6 +40,9 @@ constexpr char kUsage[] =
     "      target (its choice unless --to/--node), then removes the old pod.\n"
     "  get migrations [--app NAME] | get migration ID\n"
     "      The moves SWM made or refused, with their phase, source and target.\n"
+    "  get backups [--app NAME]\n"
+    "      The hub's newest backup of each stateful workload (what a move off a\n"
+    "      failed node restores) and when it was taken.\n"
     "\n"
     "stateful migration (through the source cluster's checkpointer):\n"
     "  migrate POD --from CLUSTER --to CLUSTER --node NODE [--as NAME] [--container NAME]\n"
@@ -96,7 +101,8 @@ int main(int argc, char** argv) {
   };
   const std::map<std::string, Command> commands = {
       {"health", {codeco::ctl::RunHealth, {"insecure", "all"}, {"service"}}},
-      {"up", {codeco::ctl::RunUp, {"insecure", "no-prometheus", "auction"}, {"scenario"}}},
+      {"up",
+       {codeco::ctl::RunUp, {"insecure", "no-prometheus", "auction"}, {"scenario", "set"}}},
       {"down", {codeco::ctl::RunDown, {}, {}}},
       {"restart", {codeco::ctl::RunRestart, {"kill"}, {"down-for"}}},
       {"apply",

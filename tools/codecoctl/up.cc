@@ -1,4 +1,5 @@
 // codecoctl up --scenario FILE [--insecure] [--no-prometheus] [--auction] [--timeout 60s]
+//              [--set SERVICE.KEY=VALUE ...]
 // codecoctl down
 //
 // Starts a whole federation on this machine: the CODEF emulator for the
@@ -13,6 +14,7 @@
 #include <curl/curl.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -440,6 +442,24 @@ int Upper::Run() {
   }
   state_.netma = clusters_.front().netma_address;
   std::vector<ProcessSpec> hub = PlanHub(clusters_, security, data, args_.Has("auction"));
+  // --set SERVICE.KEY=VALUE: a setting of the hub's SERVICE (its own
+  // configuration checks the key and the value when it starts).
+  for (const std::string& setting : args_.GetAll("set")) {
+    const size_t dot = setting.find('.');
+    const size_t eq = setting.find('=');
+    if (dot == std::string::npos || eq == std::string::npos || dot == 0 || eq < dot) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "--set: \"", setting, "\" is not SERVICE.KEY=VALUE (e.g. swm.failure_grace=20s)")));
+    }
+    const std::string service = setting.substr(0, dot);
+    auto spec = std::find_if(hub.begin(), hub.end(),
+                             [&](const ProcessSpec& p) { return p.service == service; });
+    if (spec == hub.end()) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "--set: the hub runs no service \"", service, "\" (it runs swm, netma, mdm, acm)")));
+    }
+    spec->args.insert(spec->args.end(), {"--set", setting});
+  }
   if (!state_.insecure) {
     std::vector<ProcessSpec> all = hub;
     auto mcs = PlanManagedClusters(clusters_, "", security, data);

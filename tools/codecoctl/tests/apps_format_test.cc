@@ -238,6 +238,56 @@ TEST_CASE("get migrations shows each move with its reason and the reason it fail
   REQUIRE_THAT(table, Catch::Contains("  no node can take workload back-0\n"));
 }
 
+TEST_CASE("get migrations says when a move restored a backup and get backups lists them") {
+  swm::v1::ListMigrationsResponse migrations;
+  swm::v1::Migration* m = migrations.add_migrations();
+  m->set_id("shop/3");
+  m->set_application("shop");
+  m->set_workload("db-0");
+  m->set_reason(swm::v1::MIGRATION_REASON_NODE_FAILURE);
+  m->set_phase(swm::v1::MIGRATION_PHASE_DONE);
+  swm::v1::StateBackup* backup = m->mutable_restored_backup();
+  backup->mutable_source()->set_cluster("lille");
+  backup->mutable_source()->set_pod("shop-db-0");
+  backup->set_image_reference("127.0.0.1:5000/codeco/checkpoints@sha256:ab");
+  backup->mutable_take_time()->set_seconds(1'800'000'000);
+  REQUIRE_THAT(MigrationsTable(migrations),
+               Catch::Contains("  state restored from the backup of pod shop-db-0 taken at "
+                               "2027-01-15T08:00:00Z (127.0.0.1:5000/codeco/checkpoints@sha256:ab)"
+                               "; writes after it were lost\n"));
+
+  swm::v1::ListStateBackupsResponse backups;
+  swm::v1::StateBackupRecord* taken = backups.add_backups();
+  taken->set_application("shop");
+  taken->set_workload("db-0");
+  *taken->mutable_latest() = *backup;
+  taken->mutable_latest()->set_state_bytes(4096);
+  taken->mutable_last_error()->set_message("redis: connection\nrefused");
+  swm::v1::StateBackupRecord* none = backups.add_backups();
+  none->set_application("shop");
+  none->set_workload("db-1");
+  none->set_pending_operation_id("op-7");
+  const std::string table = StateBackupsTable(backups);
+  REQUIRE(std::count(table.begin(), table.end(), '\n') == 3);
+  REQUIRE_THAT(table, Catch::Contains("shop/db-0") && Catch::Contains("lille/shop-db-0") &&
+                          Catch::Contains("2027-01-15T08:00:00Z") && Catch::Contains("4096") &&
+                          Catch::Contains("last attempt failed: redis: connection refused"));
+  REQUIRE_THAT(table, Catch::Contains("- (none yet)") && Catch::Contains("taking one now"));
+}
+
+TEST_CASE("a repeatable flag keeps every value in order") {
+  std::vector<std::string> words = {"codecoctl", "up",    "--set", "swm.a=1",
+                                    "--set=swm.b=2", "--scenario", "x.yaml"};
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  auto args = ParseArgs(static_cast<int>(argv.size()), argv.data(), 2, {}, {"set", "scenario"});
+  REQUIRE(args.ok());
+  REQUIRE(args->GetAll("set") == std::vector<std::string>{"swm.a=1", "swm.b=2"});
+  REQUIRE(args->Get("set") == "swm.b=2");
+  REQUIRE(args->GetAll("scenario") == std::vector<std::string>{"x.yaml"});
+  REQUIRE(args->GetAll("nothing").empty());
+}
+
 TEST_CASE("manifests split at their document markers") {
   // One document: sent whole, comments and all.
   const std::string one = "# a comment\napiVersion: codeco.he-codeco.eu/v1alpha1\nkind: CodecoApp\n"
