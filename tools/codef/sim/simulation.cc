@@ -4,6 +4,7 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <set>
 #include <utility>
@@ -1536,6 +1537,48 @@ DemandFloor ComputeDemandFloor(const std::vector<GeneratedTask>& tasks, int64_t 
     ++samples;
   }
   if (samples > 0) floor.floor_mean /= samples;
+
+  // The pooled queue, by events at each sample.
+  std::vector<const GeneratedTask*> arrivals;
+  for (const GeneratedTask& task : tasks) arrivals.push_back(&task);
+  std::stable_sort(arrivals.begin(), arrivals.end(),
+                   [](const GeneratedTask* a, const GeneratedTask* b) {
+                     return a->at_ns < b->at_ns;
+                   });
+  std::multimap<int64_t, int64_t> running;  // end (INT64_MAX: never) -> millicores
+  std::deque<const GeneratedTask*> waiting;
+  int64_t used = 0;
+  size_t next = 0;
+  samples = 0;
+  for (int64_t now = 0; now <= end; now += step) {
+    while (!running.empty() && running.begin()->first <= now) {
+      used -= running.begin()->second;
+      running.erase(running.begin());
+    }
+    while (next < arrivals.size() && arrivals[next]->at_ns <= now) {
+      waiting.push_back(arrivals[next++]);
+    }
+    int64_t waiting_cpu = 0;
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      const GeneratedTask& task = **it;
+      if (used + task.cpu_millicores <= capacity_millicores) {
+        used += task.cpu_millicores;
+        running.emplace(task.long_running ? std::numeric_limits<int64_t>::max()
+                                          : now + task.duration_ns,
+                        task.cpu_millicores);
+        it = waiting.erase(it);
+      } else {
+        waiting_cpu += task.cpu_millicores;
+        ++it;
+      }
+    }
+    const double live = static_cast<double>(waiting_cpu + used);
+    const double share = live > 0 ? static_cast<double>(waiting_cpu) / live : 0;
+    floor.pooled_peak = std::max(floor.pooled_peak, share);
+    floor.pooled_mean += share;
+    ++samples;
+  }
+  if (samples > 0) floor.pooled_mean /= samples;
   return floor;
 }
 

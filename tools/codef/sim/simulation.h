@@ -267,10 +267,18 @@ struct DemandFloor {
   double floor_peak = 0;
   /// Mean of that share over the samples.
   double floor_mean = 0;
+  /// The same tasks queued for one pool of the capacity with no node
+  /// boundaries: at each sample, in arrival order, every waiting task that
+  /// fits starts (and runs its duration from then). Highest and mean share
+  /// of the CPU of waiting tasks in that of waiting and running ones (the
+  /// simulator's pending CPU share): what a perfectly packed federation
+  /// scheduling at the same interval would leave pending, waiting included.
+  double pooled_peak = 0;
+  double pooled_mean = 0;
 };
 
 /// The physical floor of `tasks` (jobs run for their duration, long-running
-/// tasks to the end) on `capacity_millicores`.
+/// tasks to the end) on `capacity_millicores`, and the pooled queue.
 DemandFloor ComputeDemandFloor(const std::vector<GeneratedTask>& tasks, int64_t capacity_millicores,
                                absl::Duration interval, absl::Duration until);
 
