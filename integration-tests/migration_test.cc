@@ -4,7 +4,8 @@
 // client writes to it; every write Redis acknowledged must be there at the
 // end, every key with its value. Then a bad image reference and a full
 // destination fail with a clear error while the source serves on. Timings
-// are reported (WARN), never asserted.
+// are reported (WARN), never asserted. Last, a node failure under a
+// stateful Redis: the hub restores the newest backup of its state elsewhere.
 
 #include <catch2/catch.hpp>
 
@@ -23,6 +24,7 @@
 #include "codeco/lms/v1/lms_service.grpc.pb.h"
 #include "federation_util.h"
 #include "grpcpp/create_channel.h"
+#include "nlohmann/json.hpp"
 #include "process.h"
 
 namespace {
@@ -341,6 +343,113 @@ TEST_CASE("SWM moves a stateful Redis with its data under a write load and ACM f
                                          done_move),
                     std::sregex_iterator());
   CHECK(done == 2);
+  RunCommand({CtlBinary(), "down"}, absl::Minutes(1));
+}
+
+// The newest backup the hub took of `workload` of `app` (`codecoctl get
+// backups -o json`): its pod and take time, or nullopt while there is none.
+std::optional<std::pair<std::string, absl::Time>> NewestBackup(const std::string& app,
+                                                              const std::string& workload) {
+  CommandResult got = RunCommand({CtlBinary(), "get", "backups", "--app", app, "-o", "json"},
+                                 absl::Seconds(30));
+  if (got.exit_code != 0) return std::nullopt;
+  nlohmann::json all = nlohmann::json::parse(got.output, nullptr, /*allow_exceptions=*/false);
+  if (!all.is_object() || !all.contains("backups")) return std::nullopt;
+  for (const nlohmann::json& r : all["backups"]) {
+    if (r.value("workload", "") != workload || !r.contains("latest")) continue;
+    const nlohmann::json& latest = r["latest"];
+    absl::Time taken;
+    std::string error;
+    if (!absl::ParseTime(absl::RFC3339_full, latest.value("take_time", ""), &taken, &error)) {
+      return std::nullopt;
+    }
+    return std::make_pair(latest["source"].value("pod", ""), taken);
+  }
+  return std::nullopt;
+}
+
+TEST_CASE("A node failure under a stateful Redis moves it with the data of its newest backup") {
+  FederationHome home;
+  // Short grace, ticks and backup interval: the test waits on conditions,
+  // these only make them come sooner.
+  CommandResult up = RunCommand(
+      {CtlBinary(), "up", "--scenario", FiveSiteScenario(), "--no-prometheus", "--set",
+       "swm.adapt_interval=2s", "--set", "swm.failure_grace=6s", "--set",
+       "swm.state_backup_interval=2s"},
+      absl::Minutes(3));
+  INFO(up.output);
+  REQUIRE(up.exit_code == 0);
+  std::map<std::string, std::string> lms_of = codeco::testing::LmsEndpoints(up.output);
+  REQUIRE(codeco::testing::WaitUntilClustersReady(6));
+  CommandResult apply = RunCommand(
+      {CtlBinary(), "apply", "-f",
+       std::string(CODECO_SOURCE_DIR) + "/examples/cams/session-cache.yaml", "--wait"},
+      absl::Minutes(2));
+  INFO(apply.output);
+  REQUIRE(apply.exit_code == 0);
+  std::optional<std::pair<std::string, std::string>> at = PlacedAt("session-cache", "sessions");
+  REQUIRE(at.has_value());
+  const auto [cluster, pod_name] = *at;
+  const lms::Pod pod = WaitRunning(lms_of[cluster], pod_name);
+  const std::string node = pod.node_name();
+  std::unique_ptr<RedisConnection> c = ConnectTo(pod);
+  REQUIRE(c != nullptr);
+  constexpr int kKeys = 3000;
+  for (int i = 0; i < kKeys; ++i) {
+    REQUIRE(c->Command({"SET", absl::StrCat("b-", i), absl::StrCat("v-", i)}).ok());
+  }
+  absl::StatusOr<std::string> digest = c->Command({"DEBUG", "DIGEST"});
+  REQUIRE(digest.ok());
+  c.reset();
+  const absl::Time written = absl::Now();
+
+  // A backup of that pod taken after the writes (every 2 s here).
+  std::optional<std::pair<std::string, absl::Time>> backup;
+  for (absl::Time end = absl::Now() + absl::Minutes(1); absl::Now() < end;) {
+    backup = NewestBackup("session-cache", "sessions-0");
+    if (backup && backup->first == pod_name && backup->second > written) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  REQUIRE(backup.has_value());
+  REQUIRE(backup->second > written);
+
+  // The node fails (CODEF kills its Redis: its memory is gone).
+  const absl::Time failed = absl::Now();
+  CommandResult fault =
+      RunCommand({CtlBinary(), "fault", "node", cluster + "/" + node, "--fail"}, absl::Seconds(30));
+  INFO(fault.output);
+  REQUIRE(fault.exit_code == 0);
+
+  // After the grace, the hub moves it, restoring the backup; ACM follows.
+  std::optional<std::pair<std::string, std::string>> now;
+  for (absl::Time end = absl::Now() + absl::Minutes(2); absl::Now() < end;) {
+    now = PlacedAt("session-cache", "sessions");
+    if (now && now->second != pod_name) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  REQUIRE(now.has_value());
+  REQUIRE(now->second != pod_name);
+  CHECK(absl::StartsWith(now->second, "session-cache-sessions-0-r"));
+  WARN("node " << cluster << "/" << node << " failed; sessions-0 runs on " << now->first
+               << " after " << absl::ToDoubleSeconds(absl::Now() - failed) << " s (grace 6 s)");
+  CommandResult migrations =
+      RunCommand({CtlBinary(), "get", "migrations", "--app", "session-cache"}, absl::Seconds(30));
+  INFO(migrations.output);
+  CHECK(std::regex_search(migrations.output,
+                          std::regex("session-cache/sessions-0 +node_failure +DONE")));
+  CHECK(absl::StrContains(migrations.output,
+                          "state restored from the backup of pod " + pod_name));
+
+  // Its data: every key, the same digest.
+  const lms::Pod moved = WaitRunning(lms_of[now->first], now->second);
+  std::unique_ptr<RedisConnection> after = ConnectTo(moved);
+  REQUIRE(after != nullptr);
+  absl::StatusOr<std::string> keys = after->Command({"DBSIZE"});
+  REQUIRE(keys.ok());
+  CHECK(*keys == absl::StrCat(kKeys));
+  absl::StatusOr<std::string> moved_digest = after->Command({"DEBUG", "DIGEST"});
+  REQUIRE(moved_digest.ok());
+  CHECK(*moved_digest == *digest);
   RunCommand({CtlBinary(), "down"}, absl::Minutes(1));
 }
 
