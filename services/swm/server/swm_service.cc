@@ -74,13 +74,25 @@ struct SwmServiceImpl::Metrics {
                              .Name(MetricName("swm", "channel_triggers_total"))
                              .Help("Channels that became out of QoS (adaptation triggers raised)")
                              .Register(r)
-                             .Add({})) {}
+                             .Add({})),
+        backups(prometheus::BuildCounter()
+                    .Name(MetricName("swm", "state_backups_total"))
+                    .Help("Backups of stateful workloads by result (ok, failed)")
+                    .Register(r)),
+        backup_age(prometheus::BuildGauge()
+                       .Name(MetricName("swm", "state_backup_age_seconds"))
+                       .Help("Age of the oldest of the stateful workloads' newest backups at "
+                             "the end of the last backup pass (it grows while backups fail)")
+                       .Register(r)
+                       .Add({})) {}
   prometheus::Family<prometheus::Counter>& placements;
   prometheus::Histogram& duration;
   prometheus::Counter& placed;
   prometheus::Counter& unplaced;
   prometheus::Family<prometheus::Gauge>& channels;
   prometheus::Counter& channel_triggers;
+  prometheus::Family<prometheus::Counter>& backups;
+  prometheus::Gauge& backup_age;
 };
 
 // The channels the channel tracker holds out of QoS (OOQOS), for the
@@ -310,6 +322,19 @@ void SwmServiceImpl::BackUpState() {
     }
   }
   StateBackupPass pass = backups_->Run(subjects, absl::Now() + options_.mc_timeout);
+  if (metrics_ != nullptr) {
+    metrics_->backups.Add({{"result", "ok"}}).Increment(static_cast<double>(pass.completed.size()));
+    metrics_->backups.Add({{"result", "failed"}}).Increment(static_cast<double>(pass.failed.size()));
+    absl::Duration oldest = absl::ZeroDuration();
+    absl::StatusOr<std::vector<pb::StateBackupRecord>> records = plans_.StateBackups();
+    if (records.ok()) {
+      for (const pb::StateBackupRecord& r : *records) {
+        if (!r.has_latest()) continue;
+        oldest = std::max(oldest, clock_.Now() - FromProtoTimestamp(r.latest().take_time()));
+      }
+    }
+    metrics_->backup_age.Set(absl::ToDoubleSeconds(oldest));
+  }
   for (const std::string& b : pass.completed) log::Info("state backed up", {{"workload", b}});
   for (const std::string& f : pass.failed) log::Warn("state backup failed", {{"why", f}});
   for (const std::string& d : pass.deleted) {

@@ -1710,6 +1710,26 @@ TEST_CASE("Recover follows a stateful move the hub left while its state moved",
     CHECK(PodNames(bed, back.cluster()).count("shop-back-0") == 1);
     CHECK(bed.repo.Latest("shop")->value().plan_revision() == 1);
   }
+  SECTION("a restore from a backup: the restarted hub asks the target's checkpointer again") {
+    StateBackupScheduler backups(bed.clock, bed.repo, mover);
+    REQUIRE(backups.Run(SubjectsOf(s), absl::InfiniteFuture()).completed.size() == 1);
+    bed.crash.migration_at = pb::MIGRATION_PHASE_CHECKPOINTING;
+    bed.repo.crash = &bed.crash;
+    MigrateRequest request = MoveOf(bed, app, "back-0", to);
+    request.reason = pb::MIGRATION_REASON_NODE_FAILURE;
+    (void)bed.service->Migrate(request);
+    REQUIRE(bed.crash.happened);
+    bed.Restart();
+    bed.service->SetStateMover(&mover);
+    RecoveryReport report = bed.service->Recover();
+    CHECK(report.errors.empty());
+    CHECK(bed.repo.GetMigration("shop/1")->phase() == pb::MIGRATION_PHASE_DONE);
+    CHECK(mover.state[to + "/shop-back-0-r2"] == "42 keys");
+    REQUIRE(mover.starts.size() == 2);
+    CHECK(mover.starts[1].request_id == mover.starts[0].request_id);
+    CHECK(mover.starts[1].from_backup == "registry/backups:ck-1");
+    CHECK(mover.starts[1].RunsAt() == to);
+  }
 }
 
 // The members' health as the fake clusters show it: a cluster in
