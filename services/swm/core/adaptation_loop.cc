@@ -218,6 +218,47 @@ AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration mo
     }
   }
 
+  // Forecast breaches: a node advised for longer than the overload grace
+  // (the governor's hysteresis: advised counts as fully loaded, not advised
+  // as idle) sheds one workload per tick, a stateless one first, until the
+  // advisory stops; the solve never puts it back on that node.
+  if (breaches_ != nullptr) {
+    std::set<std::string> now_advised;
+    for (const BreachAdvisory& a : breaches_->BreachesAhead()) {
+      now_advised.insert(absl::StrCat(a.cluster, "/", a.node));
+    }
+    advised_.insert(now_advised.begin(), now_advised.end());
+    for (auto node = advised_.begin(); node != advised_.end();) {
+      const bool on = now_advised.count(*node) > 0;
+      governor_.ObserveUtilization(*node, on ? 1.0 : 0.0);
+      node = on || governor_.Overloaded(*node) ? std::next(node) : advised_.erase(node);
+    }
+    for (const std::string& node : advised_) {
+      if (!governor_.Overloaded(node) || governor_.Failed(node)) continue;
+      std::vector<std::string> stateless, stateful;
+      for (const auto& [key, at] : placed) {
+        if (at.second.cluster() + "/" + at.second.node() != node) continue;
+        (mover_.KeepsState(at.first, at.second.service()) ? stateful : stateless).push_back(key);
+      }
+      stateless.insert(stateless.end(), stateful.begin(), stateful.end());
+      for (const std::string& key : stateless) {
+        if (auto wait = retry_at_.find(key); wait != retry_at_.end() && now < wait->second) {
+          continue;
+        }
+        absl::Status admitted =
+            governor_.Admit({.workload = key, .trigger = MoveTrigger::kForecastBreach});
+        if (!admitted.ok()) {
+          retry_at_[key] = now + retry_after_;  // asked again one grace later
+          tick.held.push_back(absl::StrCat(key, " (breach ahead on ", node, "): ",
+                                           admitted.message()));
+          continue;
+        }
+        const auto& [app, target] = placed.at(key);
+        if (move(key, app, target, "", pb::MIGRATION_REASON_FORECAST_BREACH)) break;
+      }
+    }
+  }
+
   // Failback: home once the place has been healthy for the failback grace.
   for (const std::string& place : governor_.Recovered()) {
     failing_back_.insert(place);

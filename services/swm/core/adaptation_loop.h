@@ -56,6 +56,21 @@ class ChannelHealthSource {
   virtual std::vector<OutOfQosChannel> OutOfQos() = 0;
 };
 
+/// A node its cluster's PDLC forecasts to breach (a BREACH_AHEAD advisory).
+struct BreachAdvisory {
+  std::string cluster;  ///< The node's cluster.
+  std::string node;     ///< The node.
+  std::string message;  ///< The advisory in words (metric, value, time to breach).
+};
+
+/// Port: the nodes forecast to breach now (the hub's PDLC streams).
+class BreachAdvisorySource {
+ public:
+  virtual ~BreachAdvisorySource() = default;
+  /// Every node some PDLC advises a breach ahead for, as last streamed.
+  virtual std::vector<BreachAdvisory> BreachesAhead() = 0;
+};
+
 /// Port: carries out one move (the hub's MigrateWorkload, with the model and
 /// neighborhood of the application's stored placement).
 class MoveExecutor {
@@ -101,13 +116,19 @@ class AdaptationLoop {
   /// of each channel out of QoS (reason LINK_FAILURE: the workload the
   /// channel goes to, else the one it comes from — the stateless one first
   /// when only the other keeps state —, each under cooldown and budget; a
-  /// refused one is tried again later). The probe ends by
+  /// refused one is tried again later), and sheds one workload per tick off
+  /// each node advised to breach for longer than the overload grace
+  /// (reason FORECAST_BREACH: a stateless one first, under cooldown and
+  /// budget, until the advisory stops). The probe ends by
   /// `probe_deadline`; each move gets `move_timeout` from its start.
   AdaptationTick Tick(absl::Time probe_deadline, absl::Duration move_timeout);
 
   /// Where channels out of QoS are read (not owned; null: none are acted
   /// on). Call before the first tick.
   void SetChannelHealth(ChannelHealthSource* channels) { channels_ = channels; }
+  /// Where breach advisories are read (not owned; null: none are acted on).
+  /// Call before the first tick.
+  void SetBreachAdvisories(BreachAdvisorySource* breaches) { breaches_ = breaches; }
 
   /// Evacuated workloads waiting to go home: "<app>/<workload>" -> "cluster"
   /// or "cluster/node" they left. The first tick rebuilds them from the
@@ -122,6 +143,10 @@ class AdaptationLoop {
   HealthSource& health_;
   MoveExecutor& mover_;
   ChannelHealthSource* channels_ = nullptr;
+  BreachAdvisorySource* breaches_ = nullptr;
+  // Nodes ("cluster/node") advised to breach, or no longer advised but not
+  // yet seen below the governor's overload_low.
+  std::set<std::string> advised_;
   MigrationGovernor governor_;
   // "<app>/<workload>" -> the failed place ("cluster" or "cluster/node") it left.
   std::map<std::string, std::string> homes_;

@@ -18,6 +18,8 @@ std::string MoveTriggerName(MoveTrigger trigger) {
       return "failback";
     case MoveTrigger::kLinkFailure:
       return "link-failure";
+    case MoveTrigger::kForecastBreach:
+      return "forecast-breach";
   }
   return "unknown";
 }

@@ -48,9 +48,14 @@ enum class MoveTrigger {
   /// A channel of it is out of QoS (past the channel's own grace): no
   /// minimum gain (its bound is broken now), under cooldown and budget.
   kLinkFailure,
+  /// Its node is forecast to breach (PDLC's BREACH_AHEAD advisory, held
+  /// for overload_grace): no minimum gain (the forecast is the reason),
+  /// under cooldown and budget.
+  kForecastBreach,
 };
 
-/// "failure", "overload", "better-placement", "failback", "link-failure".
+/// "failure", "overload", "better-placement", "failback", "link-failure",
+/// "forecast-breach".
 std::string MoveTriggerName(MoveTrigger trigger);
 
 /// Settings of the governor.

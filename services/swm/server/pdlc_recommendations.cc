@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,30 @@
 namespace codeco::swm {
 
 namespace pb = codeco::pdlc::v1;
+
+std::vector<BreachAdvisory> BreachesOf(const pb::Recommendation& rec) {
+  std::vector<BreachAdvisory> out;
+  for (const pb::Advisory& a : rec.advisories()) {
+    if (a.type() != pb::ADVISORY_TYPE_BREACH_AHEAD || a.subject_kind() != pb::SUBJECT_KIND_NODE ||
+        a.subject().empty()) {
+      continue;
+    }
+    out.push_back(BreachAdvisory{.cluster = rec.cluster(), .node = a.subject(),
+                                 .message = a.message()});
+  }
+  return out;
+}
+
+std::vector<BreachAdvisory> PdlcRecommendations::BreachesAhead() {
+  const absl::Time now = clock_.Now();
+  absl::MutexLock lock(&mu_);
+  std::vector<BreachAdvisory> out;
+  for (const auto& [cluster, at] : breaches_) {
+    if (now - at.first > options_.max_age) continue;  // its PDLC went quiet
+    out.insert(out.end(), at.second.begin(), at.second.end());
+  }
+  return out;
+}
 
 ClusterRecommendation FromProto(const pb::Recommendation& rec) {
   ClusterRecommendation out;
@@ -80,6 +105,7 @@ absl::Status PdlcRecommendations::SetEndpoint(const std::string& cluster, const 
     retired_.push_back(std::move(it->second));
     peers_.erase(it);
     book_.Forget(cluster);
+    breaches_.erase(cluster);
   }
   auto peer = std::make_unique<Peer>();
   peer->cluster = cluster;
@@ -117,6 +143,19 @@ void PdlcRecommendations::Run(Peer* peer) {
     bool delivered = false;
     std::optional<grpc::Status> refused;
     while (!refused.has_value() && reader->Read(&message)) {
+      // Every profile carries the same advisories: one set per message.
+      std::vector<BreachAdvisory> breaches;
+      std::set<std::string> advised;
+      for (const pb::Recommendation& rec : message.recommendations()) {
+        if (rec.cluster() != peer->cluster) continue;
+        for (BreachAdvisory& b : BreachesOf(rec)) {
+          if (advised.insert(b.node).second) breaches.push_back(std::move(b));
+        }
+      }
+      if (!message.recommendations().empty()) {
+        absl::MutexLock lock(&mu_);
+        breaches_[peer->cluster] = {clock_.Now(), std::move(breaches)};
+      }
       for (const pb::Recommendation& rec : message.recommendations()) {
         if (rec.cluster() != peer->cluster) {
           refused = WrongCluster(peer->cluster, rec);

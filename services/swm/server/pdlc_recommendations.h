@@ -33,6 +33,7 @@
 #include "codeco/common/peer_channels.h"
 #include "codeco/pdlc/v1/pdlc_service.pb.h"
 #include "grpcpp/client_context.h"
+#include "swm/core/adaptation_loop.h"
 #include "swm/core/plugins.h"
 #include "swm/core/recommendation_book.h"
 
@@ -68,8 +69,14 @@ struct PdlcRecommendationsOptions {
 /// node scores.
 ClusterRecommendation FromProto(const codeco::pdlc::v1::Recommendation& rec);
 
-/// The RecommendationSource of the clusters' PDLCs. Thread-safe.
-class PdlcRecommendations final : public RecommendationSource {
+/// The nodes `rec` advises a breach ahead for (BREACH_AHEAD advisories of
+/// SUBJECT_KIND_NODE), in its cluster.
+std::vector<BreachAdvisory> BreachesOf(const codeco::pdlc::v1::Recommendation& rec);
+
+/// The RecommendationSource of the clusters' PDLCs, and the adaptation
+/// loop's BreachAdvisorySource: the BREACH_AHEAD advisories of each PDLC's
+/// last streamed message, for max_age. Thread-safe.
+class PdlcRecommendations final : public RecommendationSource, public BreachAdvisorySource {
  public:
   /// Reaches PDLCs through `channels` (mTLS identity, egress proxy); time
   /// from `clock`. Both must outlive it.
@@ -89,6 +96,10 @@ class PdlcRecommendations final : public RecommendationSource {
   /// PDLC has one. Never an error: a PDLC that cannot be reached is left
   /// out (and logged).
   absl::StatusOr<std::optional<Recommendations>> Get(const Application& app) override;
+
+  /// The nodes the last streamed message of each PDLC advises a breach
+  /// ahead for (one no older than max_age).
+  std::vector<BreachAdvisory> BreachesAhead() override;
 
   /// Whether `cluster`'s stream has delivered since it (last) opened (tests).
   bool Streaming(const std::string& cluster);
@@ -139,6 +150,10 @@ class PdlcRecommendations final : public RecommendationSource {
     absl::Time until;
   };
   std::map<std::string, AuctionOutcome> auctions_ ABSL_GUARDED_BY(mu_);
+  // cluster -> the breach advisories of its PDLC's last message, and when
+  // they came.
+  std::map<std::string, std::pair<absl::Time, std::vector<BreachAdvisory>>> breaches_
+      ABSL_GUARDED_BY(mu_);
   int auctions_run_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

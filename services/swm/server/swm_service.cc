@@ -165,6 +165,7 @@ SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
                                                    options_.adaptation);
     channel_health_ = std::make_unique<ChannelHealth>(*this);
     adaptation_->SetChannelHealth(channel_health_.get());
+    adaptation_->SetBreachAdvisories(&recommendations_);
     if (options_.state_backups.interval > absl::ZeroDuration()) {
       backups_ = std::make_unique<StateBackupScheduler>(clock_, plans_, state_mover_,
                                                         options_.state_backups);
@@ -1064,6 +1065,12 @@ void AddSwmConfig(ConfigSchema& schema) {
               .default_value = "60s",
               .help = "hub: how long a node must be not ready, or a cluster not answer, before "
                       "its workloads are moved (a shorter blip moves nothing)"});
+  schema.Add({.path = "swm.breach_grace",
+              .type = ConfigType::kDuration,
+              .default_value = "3m",
+              .help = "hub: how long a PDLC must keep advising a breach ahead on a node before "
+                      "the adaptation loop moves a workload off it (one per tick, a stateless "
+                      "one first, under the cooldown and budget)"});
   schema.Add({.path = "swm.failback_grace",
               .type = ConfigType::kDuration,
               .default_value = "5m",
@@ -1163,13 +1170,15 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
   options.adapt_interval = context.config.raw.GetDuration("swm.adapt_interval");
   options.adaptation.failure_grace = context.config.raw.GetDuration("swm.failure_grace");
   options.adaptation.failback_grace = context.config.raw.GetDuration("swm.failback_grace");
+  options.adaptation.overload_grace = context.config.raw.GetDuration("swm.breach_grace");
   options.state_backups.interval = context.config.raw.GetDuration("swm.state_backup_interval");
   if (options.state_backups.interval < absl::ZeroDuration()) {
     return InvalidFieldError("swm.state_backup_interval", "must not be negative");
   }
   if (absl::Status valid = ValidateMigrationGovernorOptions(options.adaptation); !valid.ok()) {
     // Its errors name adaptation.<field>; the keys are swm.<field>.
-    return InvalidFieldError("swm.failure_grace, swm.failback_grace", std::string(valid.message()));
+    return InvalidFieldError("swm.failure_grace, swm.failback_grace, swm.breach_grace",
+                             std::string(valid.message()));
   }
   // An enum key: the configuration refused any other value already.
   options.member_l2 = context.config.raw.GetString("swm.member_l2") == "member" ? MemberL2::kMember

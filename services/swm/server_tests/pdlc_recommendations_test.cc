@@ -1,7 +1,9 @@
 // SWM's recommendation port against a real PDLC service on loopback: the
 // watch stream fills the book, a refresh reaches the next placement, a custom
 // profile blends the streamed ones, a PDLC answering for another cluster is
-// ignored, and the advice of a PDLC that went away ages out.
+// ignored, and the advice of a PDLC that went away ages out. Last, the
+// BREACH_AHEAD advisories of nodes a streamed message carries reach the
+// adaptation loop's port.
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -242,6 +244,72 @@ TEST_CASE("RunAuction answers every bid and names the missing and bad requests n
     CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
     CHECK_THAT(status.error_message(), Catch::StartsWith(bad.field));
   }
+}
+
+}  // namespace
+}  // namespace codeco::swm
+
+namespace codeco::swm {
+namespace {
+
+namespace pdlc_pb = codeco::pdlc::v1;
+
+// A PDLC that streams one recommendation of cluster "edge-1" with the
+// advisories in `advisories`, then holds the stream open.
+class AdvisingPdlc final : public pdlc_pb::PdlcService::Service {
+ public:
+  grpc::Status WatchRecommendations(
+      grpc::ServerContext* context, const pdlc_pb::WatchRecommendationsRequest*,
+      grpc::ServerWriter<pdlc_pb::WatchRecommendationsResponse>* writer) override {
+    pdlc_pb::WatchRecommendationsResponse message;
+    pdlc_pb::Recommendation* rec = message.add_recommendations();
+    rec->set_cluster("edge-1");
+    rec->add_node_scores()->set_node("n1");
+    for (const pdlc_pb::Advisory& a : advisories) *rec->add_advisories() = a;
+    writer->Write(message);
+    while (!context->IsCancelled()) absl::SleepFor(absl::Milliseconds(20));
+    return grpc::Status::OK;
+  }
+  std::vector<pdlc_pb::Advisory> advisories;
+};
+
+pdlc_pb::Advisory Advice(pdlc_pb::AdvisoryType type, pdlc_pb::SubjectKind kind,
+                         const std::string& subject) {
+  pdlc_pb::Advisory a;
+  a.set_type(type);
+  a.set_subject_kind(kind);
+  a.set_subject(subject);
+  a.set_message("cpu of node " + subject + " is forecast at 91 %");
+  return a;
+}
+
+TEST_CASE("the hub's PDLC port reports the nodes its PDLCs advise a breach ahead for") {
+  AdvisingPdlc pdlc;
+  pdlc.advisories = {
+      Advice(pdlc_pb::ADVISORY_TYPE_BREACH_AHEAD, pdlc_pb::SUBJECT_KIND_NODE, "n1"),
+      Advice(pdlc_pb::ADVISORY_TYPE_BREACH_AHEAD, pdlc_pb::SUBJECT_KIND_POD, "web-0"),
+      Advice(pdlc_pb::ADVISORY_TYPE_NODE_UNSTABLE, pdlc_pb::SUBJECT_KIND_NODE, "n2"),
+      Advice(pdlc_pb::ADVISORY_TYPE_BREACH_AHEAD, pdlc_pb::SUBJECT_KIND_NODE, "n3")};
+  GrpcServerOptions options;
+  options.service = "pdlc";
+  options.insecure = true;
+  options.services = {&pdlc};
+  std::unique_ptr<GrpcServer> server = *GrpcServer::Start(options);
+  auto channels = *PeerChannels::Create(PeerChannelOptions{.insecure = true});
+  SimulatedClock hub_clock(absl::FromUnixSeconds(1'800'000'000));
+  PdlcRecommendations recs(*channels, hub_clock,
+                           PdlcRecommendationsOptions{.max_age = absl::Minutes(3)});
+  REQUIRE(recs.SetEndpoint("edge-1", server->address()).ok());
+  REQUIRE(Eventually([&] { return recs.BreachesAhead().size() == 2; }));
+  std::vector<BreachAdvisory> breaches = recs.BreachesAhead();
+  CHECK(breaches[0].cluster == "edge-1");
+  CHECK(breaches[0].node == "n1");
+  CHECK(breaches[0].message == "cpu of node n1 is forecast at 91 %");
+  CHECK(breaches[1].node == "n3");
+  // A PDLC heard from no more than max_age ago only.
+  hub_clock.Advance(absl::Minutes(3) + absl::Seconds(1));
+  CHECK(recs.BreachesAhead().empty());
+  server->Shutdown(absl::ZeroDuration());
 }
 
 }  // namespace

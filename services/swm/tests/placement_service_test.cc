@@ -1814,6 +1814,65 @@ struct AdaptBed {
   AdaptationLoop loop{bed.clock, bed.repo, health, mover, MigrationGovernorOptions{}};
 };
 
+// The nodes PDLC advises a breach ahead for, as the test sets them.
+class FakeBreaches final : public BreachAdvisorySource {
+ public:
+  std::vector<BreachAdvisory> BreachesAhead() override { return advised; }
+  std::vector<BreachAdvisory> advised;
+};
+
+TEST_CASE("A node advised to breach for longer than the grace sheds a workload", "[adaptation]") {
+  AdaptBed a;
+  FakeBreaches breaches;
+  a.loop.SetBreachAdvisories(&breaches);
+  REQUIRE(a.ClusterOf("back-0") == "us");
+  const BreachAdvisory us{.cluster = "us", .node = "us-n0", .message = "cpu at 97 % in 12m"};
+
+  // An advisory for two minutes, then gone: nothing moves.
+  breaches.advised = {us};
+  for (int i = 0; i < 12; ++i) {
+    CHECK(a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1)).moved.empty());
+    a.bed.clock.Advance(absl::Seconds(10));
+  }
+  breaches.advised.clear();
+  CHECK(a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1)).moved.empty());
+
+  // Held for the 3-minute overload grace: back-0 leaves us-n0.
+  breaches.advised = {us};
+  AdaptationTick tick;
+  absl::Duration waited;
+  for (; waited <= absl::Minutes(5); waited += absl::Seconds(10)) {
+    tick = a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
+    if (!tick.moved.empty()) break;
+    a.bed.clock.Advance(absl::Seconds(10));
+  }
+  INFO(absl::StrJoin(tick.held, "; "));
+  CHECK(waited == absl::Minutes(3));
+  REQUIRE(tick.moved.size() == 1);
+  CHECK(absl::StrContains(tick.moved[0], "shop/back-0 us/us-n0 -> eu/eu-n0 (FORECAST_BREACH)"));
+  CHECK(a.bed.repo.GetMigration("shop/1")->reason() == pb::MIGRATION_REASON_FORECAST_BREACH);
+  CHECK(a.ClusterOf("back-0") == "eu");
+  // Nothing is left there; the advisory still stands: no other move.
+  a.bed.clock.Advance(absl::Seconds(10));
+  CHECK(a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1)).moved.empty());
+
+  // eu-n0 advised now: its workloads stay within their cooldown (back-0)
+  // and the budget; front-0 may go, back-0 is held.
+  breaches.advised = {BreachAdvisory{.cluster = "eu", .node = "eu-n0"}};
+  std::vector<std::string> moved, held;
+  for (int i = 0; i < 24; ++i) {
+    a.bed.clock.Advance(absl::Seconds(10));
+    tick = a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
+    moved.insert(moved.end(), tick.moved.begin(), tick.moved.end());
+    held.insert(held.end(), tick.held.begin(), tick.held.end());
+  }
+  INFO(absl::StrJoin(held, "; "));
+  for (const std::string& m : moved) CHECK_FALSE(absl::StrContains(m, "shop/back-0"));
+  CHECK(std::any_of(held.begin(), held.end(), [](const std::string& h) {
+    return absl::StrContains(h, "shop/back-0") && absl::StrContains(h, "cooldown");
+  }));
+}
+
 TEST_CASE("A cluster cut longer than the grace is evacuated and failed back after it heals",
           "[adaptation]") {
   AdaptBed a;
