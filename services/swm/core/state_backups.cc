@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -90,10 +91,10 @@ StateBackupPass StateBackupScheduler::Run(const std::vector<BackupSubject>& subj
   StateBackupPass pass;
   absl::StatusOr<std::vector<pb::StateBackupRecord>> stored = plans_.StateBackups();
   absl::StatusOr<std::vector<pb::AssignmentPlan>> live = plans_.LivePlans();
-  absl::StatusOr<std::vector<pb::Migration>> moving = plans_.ActiveMigrations();
-  if (!stored.ok() || !live.ok() || !moving.ok()) {
+  absl::StatusOr<std::vector<pb::Migration>> migrations = plans_.ActiveMigrations();
+  if (!stored.ok() || !live.ok() || !migrations.ok()) {
     const absl::Status& why =
-        !stored.ok() ? stored.status() : !live.ok() ? live.status() : moving.status();
+        !stored.ok() ? stored.status() : !live.ok() ? live.status() : migrations.status();
     pass.failed.push_back(absl::StrCat("reading the backup records: ", why.message()));
     return pass;
   }
@@ -104,10 +105,16 @@ StateBackupPass StateBackupScheduler::Run(const std::vector<BackupSubject>& subj
   }
   std::set<std::string> placed_applications;
   for (const pb::AssignmentPlan& plan : *live) placed_applications.insert(plan.application());
-  // A workload being moved is left alone: its source is fenced by the move,
-  // or restored from the backup this would replace.
-  std::set<std::string> moving_applications;
-  for (const pb::Migration& m : *moving) moving_applications.insert(m.application());
+  // A workload being moved is left alone until its new plan is written:
+  // its source is fenced by the move, or restored from the backup this
+  // would replace. Once CUTTING_OVER (the old pod waits for its cluster to
+  // answer) the new pod serves and is backed up.
+  std::set<std::string> moving;
+  for (const pb::Migration& m : *migrations) {
+    if (m.phase() != pb::MIGRATION_PHASE_CUTTING_OVER) {
+      moving.insert(KeyOf(m.application(), m.workload()));
+    }
+  }
   auto save = [&](const pb::StateBackupRecord& record) {
     if (absl::Status saved = plans_.SaveStateBackup(record); !saved.ok()) {
       pass.failed.push_back(absl::StrCat(KeyOf(record.application(), record.workload()),
@@ -119,7 +126,7 @@ StateBackupPass StateBackupScheduler::Run(const std::vector<BackupSubject>& subj
   for (const BackupSubject& subject : subjects) {
     const std::string key = KeyOf(subject.application, subject.workload);
     subject_keys.insert(key);
-    if (moving_applications.count(subject.application)) continue;
+    if (moving.count(key)) continue;
     auto [it, fresh] = records.try_emplace(key);
     pb::StateBackupRecord& record = it->second;
     if (fresh) {

@@ -1572,6 +1572,27 @@ TEST_CASE("State backups are taken each interval and the replaced ones deleted",
   CHECK_THAT(pass.failed[0], Catch::Contains("did not finish"));
 }
 
+TEST_CASE("A workload being migrated is backed up again once its new plan is written",
+          "[placement_service][migration][backup]") {
+  StatefulBed s;
+  auto& [bed, mover, app, back, to] = s;
+  StateBackupScheduler backups(bed.clock, bed.repo, mover, {.interval = absl::Seconds(30)});
+  pb::Migration moving;
+  moving.set_id("shop/9");
+  moving.set_application("shop");
+  moving.set_workload("back-0");
+  moving.set_phase(pb::MIGRATION_PHASE_CHECKPOINTING);
+  Operation op;
+  op.set_id("migrate/shop/9");
+  REQUIRE(bed.repo.SaveMigration(moving, nullptr, op, "").ok());
+  CHECK(backups.Run(SubjectsOf(s), absl::InfiniteFuture()).started.empty());
+  // CUTTING_OVER: the new pod serves (its old one waits for its cluster).
+  moving.set_phase(pb::MIGRATION_PHASE_CUTTING_OVER);
+  REQUIRE(bed.repo.SaveMigration(moving, nullptr, op, "").ok());
+  CHECK(backups.Run(SubjectsOf(s), absl::InfiniteFuture()).started ==
+        std::vector<std::string>{"shop/back-0"});
+}
+
 TEST_CASE("The backups of an application no longer placed are deleted with their record",
           "[placement_service][migration][backup]") {
   StatefulBed s;
