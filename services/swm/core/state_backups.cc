@@ -122,10 +122,28 @@ StateBackupPass StateBackupScheduler::Run(const std::vector<BackupSubject>& subj
     }
   };
 
+  // The workloads attempted longest ago first (never attempted: first of
+  // all), so a pass cut short by its deadline leaves the others' turn to
+  // the next one.
+  std::vector<const BackupSubject*> order;
   std::set<std::string> subject_keys;
   for (const BackupSubject& subject : subjects) {
+    order.push_back(&subject);
+    subject_keys.insert(KeyOf(subject.application, subject.workload));
+  }
+  auto last_attempt = [&](const BackupSubject* subject) {
+    auto it = records.find(KeyOf(subject->application, subject->workload));
+    return it == records.end() || !it->second.has_last_attempt_time()
+               ? absl::InfinitePast()
+               : FromProtoTimestamp(it->second.last_attempt_time());
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](const BackupSubject* a, const BackupSubject* b) {
+                     return last_attempt(a) < last_attempt(b);
+                   });
+  for (const BackupSubject* next : order) {
+    const BackupSubject& subject = *next;
     const std::string key = KeyOf(subject.application, subject.workload);
-    subject_keys.insert(key);
     if (moving.count(key)) continue;
     auto [it, fresh] = records.try_emplace(key);
     pb::StateBackupRecord& record = it->second;

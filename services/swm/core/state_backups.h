@@ -34,8 +34,9 @@ struct StateBackupOptions {
   /// Time from one backup attempt of a workload to the next. Default 30 s.
   absl::Duration interval = absl::Seconds(30);
   /// How long one pass waits for each backup it started or follows before
-  /// leaving it to the next pass (a pass also ends by its deadline: the
-  /// workloads it did not reach wait for the next). Default 1 s.
+  /// leaving it to the next pass (a pass also ends by its deadline; it
+  /// visits the workloads attempted longest ago first, so the ones it did
+  /// not reach come first in the next). Default 1 s.
   absl::Duration await = absl::Seconds(1);
   /// A backup still not done after this long is given up (its checkpointer
   /// may be gone) and the next one started. Default 10 min.

@@ -1572,6 +1572,28 @@ TEST_CASE("State backups are taken each interval and the replaced ones deleted",
   CHECK_THAT(pass.failed[0], Catch::Contains("did not finish"));
 }
 
+TEST_CASE("A backup pass cut short by its deadline leaves the next pass to the others",
+          "[placement_service][migration][backup]") {
+  StatefulBed s;
+  auto& [bed, mover, app, back, to] = s;
+  StateBackupScheduler backups(bed.clock, bed.repo, mover, {.interval = absl::Seconds(30)});
+  std::vector<BackupSubject> subjects = SubjectsOf(s);
+  subjects.push_back(subjects[0]);
+  subjects[1].workload = "back-1";
+  subjects.push_back(subjects[0]);
+  subjects[2].workload = "back-2";
+  // A pass whose deadline has passed starts nothing; one with time backs
+  // up every workload, the oldest attempted first.
+  CHECK(backups.Run(subjects, absl::InfinitePast()).started.empty());
+  CHECK(backups.Run(subjects, absl::InfiniteFuture()).started ==
+        std::vector<std::string>{"shop/back-0", "shop/back-1", "shop/back-2"});
+  // back-1's attempt is older than the others': it goes first next time.
+  bed.clock.Advance(absl::Seconds(30));
+  REQUIRE(backups.Run({subjects[0], subjects[2]}, absl::InfiniteFuture()).started.size() == 2);
+  bed.clock.Advance(absl::Seconds(30));
+  CHECK(backups.Run(subjects, absl::InfiniteFuture()).started.front() == "shop/back-1");
+}
+
 TEST_CASE("A workload being migrated is backed up again once its new plan is written",
           "[placement_service][migration][backup]") {
   StatefulBed s;
