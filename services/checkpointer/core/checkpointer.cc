@@ -646,6 +646,7 @@ absl::Status Checkpointer::Run::CutOver(const ContainerTarget& source, StateDriv
 absl::Status Checkpointer::Run::Create(const v1::CreateCheckpointRequest& request) {
   ASSIGN_OR_RETURN(lms::v1::Pod pod, SourcePod(request.source()));
   ASSIGN_OR_RETURN(ContainerTarget source, owner_.TargetOf(pod, request.source().container()));
+  source.keeps_running = !request.stop_after_checkpoint();
   if (job_.resumed && !ck_.driver().empty()) {
     // A previous run dumped and may have left the source fenced: lift it and start over.
     if (StateDriver* previous = owner_.DriverNamed(ck_.driver())) ResumeSource(source, *previous);

@@ -41,6 +41,11 @@ struct ContainerTarget {
   std::string endpoint;
   /// The container's process id on this node, when the LMS knows it (CRIU).
   int64_t pid = 0;
+  /// The checkpoint leaves the container running (CreateCheckpoint without
+  /// stop_after_checkpoint: a copy, not a move), so its writes must wait as
+  /// little as possible: the Redis hook takes no digest at the fence (the
+  /// restore is checked by key count and the RDB's CRC64).
+  bool keeps_running = false;
 };
 
 /// One file of a dump arriving while it is read: its bytes in order, as a

@@ -263,7 +263,7 @@ constexpr std::pair<const char*, const char*> kStreamSettings[] = {
 }  // namespace
 
 absl::StatusOr<RedisStreamedSnapshot> RedisCheckpointHook::StreamCheckpoint(
-    const RedisInstance& source) {
+    const RedisInstance& source, bool digest) {
   const std::string where = Address(source);
   ASSIGN_OR_RETURN(std::unique_ptr<RedisConnection> redis,
                    RedisConnection::Connect(source.host, source.port, options_.command_timeout));
@@ -307,8 +307,9 @@ absl::StatusOr<RedisStreamedSnapshot> RedisCheckpointHook::StreamCheckpoint(
   };
   std::unique_ptr<RedisSnapshotStream> rdb;
   absl::Status taken = [&]() -> absl::Status {
-    RETURN_IF_ERROR(RecordAtFence(*redis, options_.digest_max_bytes, /*want_dataset=*/true,
-                                  &snapshot.keys, &snapshot.digest, &snapshot.estimated_bytes));
+    RETURN_IF_ERROR(RecordAtFence(*redis, digest ? options_.digest_max_bytes : 0,
+                                  /*want_dataset=*/true, &snapshot.keys, &snapshot.digest,
+                                  &snapshot.estimated_bytes));
     for (const auto& [name, wanted] : kStreamSettings) {
       ASSIGN_OR_RETURN(std::vector<std::string> value,
                        redis->ArrayCommand({"CONFIG", "GET", name}));
@@ -740,7 +741,9 @@ absl::StatusOr<StateDump> RedisHookDriver::Checkpoint(const ContainerTarget& tar
     return absl::InternalError(
         absl::StrCat("creating ", directory.string(), ": ", error.message()));
   }
-  absl::StatusOr<RedisStreamedSnapshot> snapshot = hook_.StreamCheckpoint(source);
+  // A copy of a server that serves on holds its writes only for the fork.
+  absl::StatusOr<RedisStreamedSnapshot> snapshot =
+      hook_.StreamCheckpoint(source, /*digest=*/!target.keeps_running);
   if (!snapshot.ok()) {
     fs::remove_all(directory, error);
     return snapshot.status();

@@ -186,8 +186,10 @@ class RedisCheckpointHook {
   /// stream. Commands and waits time out after command_timeout (the source
   /// may first finish a save already under way for another replica). On
   /// failure the settings are put back, the fence lifted, the connection
-  /// closed: the source serves on as before.
-  absl::StatusOr<RedisStreamedSnapshot> StreamCheckpoint(const RedisInstance& source);
+  /// closed: the source serves on as before. Without `digest` no DEBUG
+  /// DIGEST is taken at the fence, whatever the dataset's size.
+  absl::StatusOr<RedisStreamedSnapshot> StreamCheckpoint(const RedisInstance& source,
+                                                         bool digest = true);
   /// The checkpoint as a file: fences writes on `source`, saves
   /// (uncompressed: rdbcompression is set to no for the SAVE and put back
   /// after it), and links (or, across filesystems, copies) the RDB into
