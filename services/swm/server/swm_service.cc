@@ -39,6 +39,15 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const abs
   return reactor;
 }
 
+// The services of a stored placement request that keep state (`stateful`).
+std::set<std::string> StatefulServices(const pb::PlaceApplicationRequest& placed) {
+  std::set<std::string> out;
+  for (const acm::ServiceSpec& s : placed.application().spec().services()) {
+    if (s.stateful()) out.insert(s.name());
+  }
+  return out;
+}
+
 }  // namespace
 
 // The codeco_swm_* domain metrics, declared once.
@@ -251,11 +260,7 @@ class SwmServiceImpl::Mover final : public MoveExecutor {
     // The service's spec, from the placement request stored with the plan.
     absl::StatusOr<std::optional<pb::PlaceApplicationRequest>> placed =
         service_.plans_.PlacementRequest(application);
-    if (!placed.ok() || !placed->has_value()) return false;
-    for (const acm::ServiceSpec& s : (*placed)->application().spec().services()) {
-      if (s.name() == service) return s.stateful();
-    }
-    return false;
+    return placed.ok() && placed->has_value() && StatefulServices(**placed).count(service) > 0;
   }
 
  private:
@@ -304,10 +309,7 @@ void SwmServiceImpl::BackUpState() {
     absl::StatusOr<std::optional<pb::PlaceApplicationRequest>> placed =
         plans_.PlacementRequest(plan.application());
     if (!placed.ok() || !placed->has_value()) continue;
-    std::set<std::string> stateful;
-    for (const acm::ServiceSpec& s : (*placed)->application().spec().services()) {
-      if (s.stateful()) stateful.insert(s.name());
-    }
+    const std::set<std::string> stateful = StatefulServices(**placed);
     if (stateful.empty()) continue;
     std::map<std::string, std::string> checkpointer_of;
     for (const auto& m : (*placed)->neighborhood().members()) {
