@@ -178,6 +178,32 @@ AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration mo
     if (move(key, app, target, "", reason)) homes_.emplace(key, place);  // the first place it left
   }
 
+  // Moves the first of `keys` ("<app>/<workload>") that may go, stateless
+  // ones first (no state to carry: they move cheaper, and as well), each
+  // under the governor's cooldown and budget for `trigger`; one held back
+  // is asked again one grace later, not every tick (`about` says why, in
+  // `held`).
+  auto move_one_of = [&](std::vector<std::string> keys, MoveTrigger trigger,
+                         pb::MigrationReason reason, const std::string& about) {
+    std::stable_partition(keys.begin(), keys.end(), [&](const std::string& key) {
+      auto at = placed.find(key);
+      return at == placed.end() ||
+             !mover_.KeepsState(at->second.first, at->second.second.service());
+    });
+    for (const std::string& key : keys) {
+      auto at = placed.find(key);
+      if (at == placed.end()) continue;
+      if (auto wait = retry_at_.find(key); wait != retry_at_.end() && now < wait->second) continue;
+      if (absl::Status admitted = governor_.Admit({.workload = key, .trigger = trigger});
+          !admitted.ok()) {
+        retry_at_[key] = now + retry_after_;
+        tick.held.push_back(absl::StrCat(key, " (", about, "): ", admitted.message()));
+        continue;
+      }
+      if (move(key, at->second.first, at->second.second, "", reason)) return;
+    }
+  };
+
   // Channels out of QoS: move the workload the channel goes to (its peers
   // stay), else the one it comes from — a stateless one before one that
   // keeps state; the solve re-checks the channel against the links as
@@ -194,28 +220,10 @@ AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration mo
       if (p.channel() == c.channel) path = &p;
     }
     if (path == nullptr) continue;
-    auto keeps_state = [&](const std::string& workload) {
-      auto at = placed.find(absl::StrCat(c.application, "/", workload));
-      return at != placed.end() && mover_.KeepsState(c.application, at->second.second.service());
-    };
-    std::vector<std::string> order = {path->to_workload(), path->from_workload()};
-    // A stateless peer moves cheaper (no state to carry) and as well.
-    if (keeps_state(order[0]) && !keeps_state(order[1])) std::swap(order[0], order[1]);
-    for (const std::string& workload : order) {
-      const std::string key = absl::StrCat(c.application, "/", workload);
-      auto at = placed.find(key);
-      if (at == placed.end()) continue;
-      if (auto wait = retry_at_.find(key); wait != retry_at_.end() && now < wait->second) continue;
-      absl::Status admitted =
-          governor_.Admit({.workload = key, .trigger = MoveTrigger::kLinkFailure});
-      if (!admitted.ok()) {
-        // Asked again one grace later, not every tick.
-        retry_at_[key] = now + retry_after_;
-        tick.held.push_back(absl::StrCat(key, " (channel ", c.channel, "): ", admitted.message()));
-        continue;
-      }
-      if (move(key, c.application, at->second.second, "", pb::MIGRATION_REASON_LINK_FAILURE)) break;
-    }
+    move_one_of({absl::StrCat(c.application, "/", path->to_workload()),
+                 absl::StrCat(c.application, "/", path->from_workload())},
+                MoveTrigger::kLinkFailure, pb::MIGRATION_REASON_LINK_FAILURE,
+                "channel " + c.channel);
   }
 
   // Forecast breaches: a node advised for longer than the overload grace
@@ -235,27 +243,12 @@ AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration mo
     }
     for (const std::string& node : advised_) {
       if (!governor_.Overloaded(node) || governor_.Failed(node)) continue;
-      std::vector<std::string> stateless, stateful;
+      std::vector<std::string> there;
       for (const auto& [key, at] : placed) {
-        if (at.second.cluster() + "/" + at.second.node() != node) continue;
-        (mover_.KeepsState(at.first, at.second.service()) ? stateful : stateless).push_back(key);
+        if (at.second.cluster() + "/" + at.second.node() == node) there.push_back(key);
       }
-      stateless.insert(stateless.end(), stateful.begin(), stateful.end());
-      for (const std::string& key : stateless) {
-        if (auto wait = retry_at_.find(key); wait != retry_at_.end() && now < wait->second) {
-          continue;
-        }
-        absl::Status admitted =
-            governor_.Admit({.workload = key, .trigger = MoveTrigger::kForecastBreach});
-        if (!admitted.ok()) {
-          retry_at_[key] = now + retry_after_;  // asked again one grace later
-          tick.held.push_back(absl::StrCat(key, " (breach ahead on ", node, "): ",
-                                           admitted.message()));
-          continue;
-        }
-        const auto& [app, target] = placed.at(key);
-        if (move(key, app, target, "", pb::MIGRATION_REASON_FORECAST_BREACH)) break;
-      }
+      move_one_of(std::move(there), MoveTrigger::kForecastBreach,
+                  pb::MIGRATION_REASON_FORECAST_BREACH, "breach ahead on " + node);
     }
   }
 
