@@ -19,7 +19,6 @@ namespace {
 namespace pb = codeco::swm::v1;
 using codeco::common::v1::Operation;
 
-
 // "RESERVING" for PLAN_PHASE_RESERVING: the operation's phase.
 std::string OperationPhase(pb::PlanPhase phase) {
   return std::string(absl::StripPrefix(pb::PlanPhase_Name(phase), "PLAN_PHASE_"));

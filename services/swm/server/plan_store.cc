@@ -58,6 +58,36 @@ absl::StatusOr<std::optional<Record>> FirstUnder(const KvStore& kv, const char* 
   return out;
 }
 
+// Every `Record` stored under `prefix` of `family`, in key order.
+template <typename Record>
+absl::StatusOr<std::vector<Record>> AllUnder(const KvStore& kv, const char* family,
+                                             const std::string& prefix) {
+  std::vector<Record> out;
+  absl::Status parse = absl::OkStatus();
+  RETURN_IF_ERROR(kv.Scan(family, {.prefix = prefix},
+                          [&](std::string_view key, std::string_view value) {
+                            if (!out.emplace_back().ParseFromArray(value.data(), value.size())) {
+                              parse = Corrupt(key);
+                              return false;
+                            }
+                            return true;
+                          }));
+  RETURN_IF_ERROR(parse);
+  return out;
+}
+
+// The `Record` stored at `key` of `family`, or nullopt.
+template <typename Record>
+absl::StatusOr<std::optional<Record>> StoredAt(const KvStore& kv, const char* family,
+                                               const std::string& key) {
+  absl::StatusOr<std::string> value = kv.Get(family, key);
+  if (absl::IsNotFound(value.status())) return std::nullopt;
+  if (!value.ok()) return value.status();
+  Record record;
+  if (!record.ParseFromString(*value)) return Corrupt(key);
+  return record;
+}
+
 // One page of the `Record`s stored under `prefix` of `family` after
 // `page_token` (the last key of the previous page), as the List RPCs define
 // it: `keep` filters them (a record left out still moves the token on), at
@@ -118,12 +148,11 @@ std::string PlanStore::MigrationKey(const std::string& id) {
 
 absl::StatusOr<pb::Migration> PlanStore::GetMigration(const std::string& id) const {
   const std::string key = MigrationKey(id);
-  absl::StatusOr<std::string> value = kv_.Get(kOperationsFamily, key);
-  if (absl::IsNotFound(value.status())) return absl::NotFoundError("no migration " + id);
-  if (!value.ok()) return value.status();
-  pb::Migration migration;
-  if (!migration.ParseFromString(*value) || migration.id() != id) return Corrupt(key);
-  return migration;
+  ASSIGN_OR_RETURN(std::optional<pb::Migration> migration,
+                   StoredAt<pb::Migration>(kv_, kOperationsFamily, key));
+  if (!migration.has_value()) return absl::NotFoundError("no migration " + id);
+  if (migration->id() != id) return Corrupt(key);
+  return *migration;
 }
 
 absl::StatusOr<std::optional<pb::Migration>> PlanStore::NewestMigration(
@@ -187,13 +216,8 @@ absl::Status PlanStore::SavePlacementRequest(const std::string& application,
 
 absl::StatusOr<std::optional<pb::PlaceApplicationRequest>> PlanStore::PlacementRequest(
     const std::string& application) const {
-  const std::string key = kPlacementRequestPrefix + application;
-  absl::StatusOr<std::string> value = kv_.Get(kOperationsFamily, key);
-  if (absl::IsNotFound(value.status())) return std::nullopt;
-  if (!value.ok()) return value.status();
-  pb::PlaceApplicationRequest request;
-  if (!request.ParseFromString(*value)) return Corrupt(key);
-  return request;
+  return StoredAt<pb::PlaceApplicationRequest>(kv_, kOperationsFamily,
+                                               kPlacementRequestPrefix + application);
 }
 
 absl::StatusOr<std::optional<pb::AssignmentPlan>> PlanStore::Latest(
@@ -285,12 +309,10 @@ absl::StatusOr<std::optional<codeco::common::v1::Operation>> PlanStore::Operatio
 }
 
 absl::StatusOr<codeco::common::v1::Operation> PlanStore::GetOperation(const std::string& id) const {
-  absl::StatusOr<std::string> value = kv_.Get(kOperationsFamily, "o/" + id);
-  if (absl::IsNotFound(value.status())) return absl::NotFoundError("no operation " + id);
-  if (!value.ok()) return value.status();
-  codeco::common::v1::Operation op;
-  if (!op.ParseFromString(*value)) return Corrupt("o/" + id);
-  return op;
+  ASSIGN_OR_RETURN(std::optional<codeco::common::v1::Operation> op,
+                   StoredAt<codeco::common::v1::Operation>(kv_, kOperationsFamily, "o/" + id));
+  if (!op.has_value()) return absl::NotFoundError("no operation " + id);
+  return *op;
 }
 
 absl::Status PlanStore::Save(const pb::AssignmentPlan* plan,
@@ -320,19 +342,7 @@ void PlanStore::AddSave(const pb::AssignmentPlan* plan,
 }
 
 absl::StatusOr<std::vector<codeco::common::v1::Operation>> PlanStore::Operations() const {
-  std::vector<codeco::common::v1::Operation> out;
-  absl::Status parse = absl::OkStatus();
-  RETURN_IF_ERROR(kv_.Scan(kOperationsFamily, {.prefix = "o/"},
-                           [&](std::string_view key, std::string_view value) {
-                             out.emplace_back();
-                             if (!out.back().ParseFromArray(value.data(), value.size())) {
-                               parse = Corrupt(key);
-                               return false;
-                             }
-                             return true;
-                           }));
-  RETURN_IF_ERROR(parse);
-  return out;
+  return AllUnder<codeco::common::v1::Operation>(kv_, kOperationsFamily, "o/");
 }
 
 absl::StatusOr<pb::ListOperationsResponse> PlanStore::ListOperations(
@@ -421,18 +431,7 @@ absl::StatusOr<std::optional<std::string>> PlanStore::CheckpointerEndpoint(
 }
 
 absl::StatusOr<std::vector<pb::StateBackupRecord>> PlanStore::StateBackups() const {
-  std::vector<pb::StateBackupRecord> out;
-  absl::Status parse = absl::OkStatus();
-  RETURN_IF_ERROR(kv_.Scan(kOperationsFamily, {.prefix = kStateBackupPrefix},
-                           [&](std::string_view key, std::string_view value) {
-                             if (!out.emplace_back().ParseFromArray(value.data(), value.size())) {
-                               parse = Corrupt(key);
-                               return false;
-                             }
-                             return true;
-                           }));
-  RETURN_IF_ERROR(parse);
-  return out;
+  return AllUnder<pb::StateBackupRecord>(kv_, kOperationsFamily, kStateBackupPrefix);
 }
 
 absl::StatusOr<pb::ListStateBackupsResponse> PlanStore::ListStateBackups(
@@ -449,13 +448,8 @@ absl::StatusOr<pb::ListStateBackupsResponse> PlanStore::ListStateBackups(
 
 absl::StatusOr<std::optional<pb::StateBackupRecord>> PlanStore::StateBackupOf(
     const std::string& application, const std::string& workload) const {
-  const std::string key = StateBackupKey(application, workload);
-  absl::StatusOr<std::string> value = kv_.Get(kOperationsFamily, key);
-  if (absl::IsNotFound(value.status())) return std::nullopt;
-  if (!value.ok()) return value.status();
-  pb::StateBackupRecord record;
-  if (!record.ParseFromString(*value)) return Corrupt(key);
-  return record;
+  return StoredAt<pb::StateBackupRecord>(kv_, kOperationsFamily,
+                                         StateBackupKey(application, workload));
 }
 
 absl::Status PlanStore::SaveStateBackup(const pb::StateBackupRecord& record) {
