@@ -12,9 +12,10 @@
 #   scripts/dev.sh demo     install deps, build, run the main job: a five-site emulated
 #                           federation, bookinfo applied and placed (--once: stop it after)
 #   scripts/dev.sh build    install deps, configure and build
-#   scripts/dev.sh bench [AREA] [--quick]   build and run the benchmarks in bench/
+#   scripts/dev.sh bench [AREA] [--quick] [--json]   build and run the benchmarks in bench/
+#                                        (--json: machine-readable, where a bench has it)
 #                           (AREA: store, placement, placement_grpc, relay, acm, auction,
-#                           netma, apply_rate, checkpoint, forecast)
+#                           netma, apply_rate, checkpoint, forecast, adaptation, carbon)
 #   scripts/dev.sh lint     buf lint on the contracts
 #   scripts/dev.sh deps     only install dependencies
 #
@@ -173,13 +174,18 @@ demo() {
 # --benchmark_min_time, the others their own --quick.
 bench() {
   local area="" quick=0 arg
+  local -a extra=()
   for arg in "$@"; do
     case "$arg" in
       --quick) quick=1 ;;
+      --*) extra+=("$arg") ;;  # e.g. --json, for the benches that take it
       *) area="$arg" ;;
     esac
   done
-  build
+  # With --json, stdout carries only the benches' JSON; the rest goes to stderr.
+  local log=1
+  case " ${extra[*]} " in *" --json "*) log=2 ;; esac
+  build >&"$log"
   local b name ran=0
   for b in "$BUILD_DIR"/bench/*; do
     [ -x "$b" ] && [ -f "$b" ] || continue
@@ -187,11 +193,11 @@ bench() {
     [ "$name" = "kv_store" ] && name=store
     # An area runs its own binary and any named <area>_<part>_bench.
     [ -z "$area" ] || [ "$area" = "$name" ] || [ "${name#"${area}"_}" != "$name" ] || continue
-    echo "== $name ($(basename "$b"))"
+    echo "== $name ($(basename "$b"))" >&"$log"
     if "$b" --help 2>&1 | grep -q benchmark_filter; then
       if [ "$quick" = 1 ]; then "$b" --benchmark_min_time=0.05; else "$b"; fi
     else
-      if [ "$quick" = 1 ]; then "$b" --quick; else "$b"; fi
+      if [ "$quick" = 1 ]; then "$b" --quick "${extra[@]}"; else "$b" "${extra[@]}"; fi
     fi
     ran=1
   done
@@ -216,7 +222,7 @@ case "$cmd" in
     fi
     deps; build; run_tests ;;
   demo) deps; build; demo "$@" ;;
-  bench) deps; bench "$@" ;;
+  bench) if [[ " $* " == *" --json "* ]]; then deps >&2; else deps; fi; bench "$@" ;;
   lint) deps; (cd "$ROOT/proto" && "$BUF" lint) && echo "buf lint: clean" ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
