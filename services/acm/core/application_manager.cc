@@ -93,11 +93,13 @@ bool MatchesLabels(const common::v1::LabelSelector& selector,
 
 ApplicationManager::ApplicationManager(ApplicationStore& store, PlacementScheduler& scheduler,
                                        Clock& clock, ApplicationManagerOptions options,
-                                       NeighborhoodProvider* neighborhoods)
+                                       NeighborhoodProvider* neighborhoods,
+                                       const AdmissionChain* admission)
     : store_(store),
       scheduler_(scheduler),
       clock_(clock),
       neighborhoods_(neighborhoods),
+      admission_(admission),
       options_(std::move(options)),
       backoff_(options_.placement_retry, options_.retry_seed) {}
 
@@ -310,6 +312,16 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
   for (const auto& [k, v] : labels) {
     if (k.empty() || k.size() > 253) return InvalidFieldError("labels", "keys must be 1-253 bytes");
   }
+  // The admission policies refuse the spec or change it; a change is kept
+  // with the revision and told back.
+  std::string admission_patch, bundle_version;
+  if (admission_ != nullptr) {
+    ASSIGN_OR_RETURN(AdmissionOutcome admitted, admission_->Admit(spec, labels));
+    spec = std::move(admitted.spec);
+    admission_patch = std::move(admitted.json_patch);
+    bundle_version = std::move(admitted.bundle_version);
+    for (auto& w : admitted.warnings) response.add_warnings(std::move(w));
+  }
 
   const std::string& name = spec.app_name();
   ASSIGN_OR_RETURN(std::optional<v1::Application> current, store_.Get(name));
@@ -370,6 +382,8 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
     *rev.mutable_create_time() = NowProto();
     rev.set_request_id(request.request_id());
     rev.set_change_cause(change_cause);
+    rev.set_admission_patch(admission_patch);
+    rev.set_policy_bundle_version(bundle_version);
     commit.spec_revision = std::move(rev);
     if (!request.dry_run()) {
       const bool rollback = change_cause != "apply";

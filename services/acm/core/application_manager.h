@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "codeco/common/listeners.h"
+#include "acm/core/admission.h"
 #include "acm/core/application_store.h"
 #include "acm/core/cam_parser.h"
 #include "acm/core/cluster_report.h"
@@ -114,9 +115,12 @@ class ApplicationManager {
  public:
   /// `store`, `scheduler`, `clock` and `neighborhoods` must outlive the
   /// manager. Without `neighborhoods` the scheduler is asked with an empty one.
+  /// With `admission` (which must outlive it too), every applied or rolled
+  /// back spec passes its policies first (acm/core/admission.h).
   ApplicationManager(ApplicationStore& store, PlacementScheduler& scheduler, Clock& clock,
                      ApplicationManagerOptions options = {},
-                     NeighborhoodProvider* neighborhoods = nullptr);
+                     NeighborhoodProvider* neighborhoods = nullptr,
+                     const AdmissionChain* admission = nullptr);
 
   /// Creates or updates an application from a CAM (YAML or parsed).
   absl::StatusOr<v1::ApplyApplicationResponse> Apply(const v1::ApplyApplicationRequest& request);
@@ -306,6 +310,7 @@ class ApplicationManager {
   PlacementScheduler& scheduler_;
   Clock& clock_;
   NeighborhoodProvider* const neighborhoods_;
+  const AdmissionChain* const admission_;
   const ApplicationManagerOptions options_;
 
   // Serializes writes, so revisions are taken in order and snapshots are consistent.

@@ -1,0 +1,462 @@
+#include "acm/core/admission.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "acm/core/bundle_signature.h"
+#include "codeco/common/status.h"
+
+namespace codeco::acm {
+namespace {
+
+bool IsCountryCode(const std::string& s) {
+  return s.size() == 2 && absl::ascii_isupper(static_cast<unsigned char>(s[0])) &&
+         absl::ascii_isupper(static_cast<unsigned char>(s[1]));
+}
+
+// Reads the bundle's fields, recording every error with its path.
+class BundleReader {
+ public:
+  BundleReader(FieldErrors& errors, const PolicyBundleLimits& limits)
+      : errors_(errors), limits_(limits) {}
+
+  void Read(const YAML::Node& root, PolicyBundle& out) {
+    if (!root.IsMap()) {
+      errors_.Add("bundle", "must be a YAML mapping");
+      return;
+    }
+    Known(root, "", {"apiVersion", "kind", "version", "regions", "latencyMs", "policies"});
+    if (Scalar(root, "apiVersion", "") != "codeco.io/v1") {
+      errors_.Add("apiVersion", "must be codeco.io/v1");
+    }
+    if (Scalar(root, "kind", "") != "PolicyBundle") errors_.Add("kind", "must be PolicyBundle");
+    out.version = Scalar(root, "version", "");
+    if (out.version.empty() || out.version.size() > 128) {
+      errors_.Add("version", "required, 1-128 characters");
+    }
+    if (const YAML::Node regions = root["regions"]) ReadRegions(regions, out);
+    if (const YAML::Node latency = root["latencyMs"]) ReadLatency(latency, out);
+    if (const YAML::Node policies = root["policies"]) ReadPolicies(policies, out);
+  }
+
+ private:
+  std::string Scalar(const YAML::Node& map, const std::string& key, const std::string& path) {
+    const YAML::Node n = map[key];
+    if (!n) return "";
+    if (!n.IsScalar()) {
+      errors_.Add(Path(path, key), "must be a string");
+      return "";
+    }
+    return n.Scalar();
+  }
+  static std::string Path(const std::string& parent, const std::string& key) {
+    return parent.empty() ? key : absl::StrCat(parent, ".", key);
+  }
+  void Known(const YAML::Node& map, const std::string& path,
+             std::initializer_list<const char*> keys) {
+    for (const auto& kv : map) {
+      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+      if (std::none_of(keys.begin(), keys.end(), [&](const char* k) { return key == k; })) {
+        errors_.Add(Path(path, key), "unknown field");
+      }
+    }
+  }
+  bool Count(size_t n, const std::string& path) {
+    if (n > limits_.max_entries) {
+      errors_.Add(path, absl::StrCat("more than ", limits_.max_entries, " entries"));
+      return false;
+    }
+    return true;
+  }
+  bool Enabled(const YAML::Node& map, const std::string& path) {
+    const YAML::Node n = map["enabled"];
+    if (!n) return true;
+    if (!n.IsScalar() || (n.Scalar() != "true" && n.Scalar() != "false")) {
+      errors_.Add(Path(path, "enabled"), "must be true or false");
+      return true;
+    }
+    return n.Scalar() == "true";
+  }
+
+  void ReadRegions(const YAML::Node& regions, PolicyBundle& out) {
+    if (!regions.IsSequence()) {
+      errors_.Add("regions", "must be a list");
+      return;
+    }
+    if (!Count(regions.size(), "regions")) return;
+    std::set<std::string> seen;
+    for (size_t i = 0; i < regions.size(); ++i) {
+      const std::string path = absl::StrCat("regions[", i, "]");
+      if (!regions[i].IsMap()) {
+        errors_.Add(path, "must be a mapping with name and country");
+        continue;
+      }
+      Known(regions[i], path, {"name", "country"});
+      KnownRegion r{Scalar(regions[i], "name", path), Scalar(regions[i], "country", path)};
+      if (r.name.empty()) errors_.Add(Path(path, "name"), "required");
+      if (!seen.insert(r.name).second) errors_.Add(Path(path, "name"), "given twice");
+      if (!r.country.empty() && !IsCountryCode(r.country)) {
+        errors_.Add(Path(path, "country"), "must be an ISO 3166 alpha-2 code such as FR");
+      }
+      out.regions.push_back(std::move(r));
+    }
+  }
+
+  void ReadLatency(const YAML::Node& latency, PolicyBundle& out) {
+    if (!latency.IsMap()) {
+      errors_.Add("latencyMs", "must map each region to {region: ms}");
+      return;
+    }
+    size_t entries = 0;
+    for (const auto& from : latency) {
+      const std::string a = from.first.IsScalar() ? from.first.Scalar() : "";
+      const std::string path = Path("latencyMs", a);
+      if (!from.second.IsMap()) {
+        errors_.Add(path, "must map regions to milliseconds");
+        continue;
+      }
+      for (const auto& to : from.second) {
+        if (!Count(++entries, "latencyMs")) return;
+        const std::string b = to.first.IsScalar() ? to.first.Scalar() : "";
+        double ms = -1;
+        if (to.second.IsScalar()) {
+          try {
+            ms = to.second.as<double>();
+          } catch (const YAML::Exception&) {
+            ms = -1;
+          }
+        }
+        if (!std::isfinite(ms) || ms < 0 || ms > 1e6) {
+          errors_.Add(Path(path, b), "must be a latency in milliseconds, 0 or more");
+          continue;
+        }
+        // A pair written once holds both ways; written twice, each way as written.
+        out.latency_ms[a][b] = ms;
+        if (!latency[b] || !latency[b][a]) out.latency_ms[b][a] = ms;
+      }
+    }
+  }
+
+  void ReadPolicies(const YAML::Node& policies, PolicyBundle& out) {
+    if (!policies.IsMap()) {
+      errors_.Add("policies", "must be a mapping");
+      return;
+    }
+    Known(policies, "policies", {"residency", "latency", "placeable"});
+    if (const YAML::Node latency = policies["latency"]) {
+      if (latency.IsMap()) {
+        Known(latency, "policies.latency", {"enabled"});
+        out.latency_enabled = Enabled(latency, "policies.latency");
+      } else {
+        errors_.Add("policies.latency", "must be a mapping");
+      }
+    }
+    if (const YAML::Node placeable = policies["placeable"]) {
+      if (placeable.IsMap()) {
+        Known(placeable, "policies.placeable", {"enabled"});
+        out.placeable_enabled = Enabled(placeable, "policies.placeable");
+      } else {
+        errors_.Add("policies.placeable", "must be a mapping");
+      }
+    }
+    const YAML::Node residency = policies["residency"];
+    if (!residency) return;
+    if (!residency.IsMap()) {
+      errors_.Add("policies.residency", "must be a mapping");
+      return;
+    }
+    Known(residency, "policies.residency", {"rules"});
+    const YAML::Node rules = residency["rules"];
+    if (!rules) return;
+    if (!rules.IsSequence()) {
+      errors_.Add("policies.residency.rules", "must be a list");
+      return;
+    }
+    if (!Count(rules.size(), "policies.residency.rules")) return;
+    for (size_t i = 0; i < rules.size(); ++i) {
+      const std::string path = absl::StrCat("policies.residency.rules[", i, "]");
+      if (!rules[i].IsMap()) {
+        errors_.Add(path, "must be a mapping");
+        continue;
+      }
+      Known(rules[i], path, {"name", "selector", "countries"});
+      ResidencyRule rule;
+      rule.name = Scalar(rules[i], "name", path);
+      if (rule.name.empty()) errors_.Add(Path(path, "name"), "required");
+      if (const YAML::Node sel = rules[i]["selector"]) {
+        if (!sel.IsMap()) {
+          errors_.Add(Path(path, "selector"), "must map label keys to values");
+        } else {
+          for (const auto& kv : sel) {
+            if (!kv.first.IsScalar() || !kv.second.IsScalar()) {
+              errors_.Add(Path(path, "selector"), "must map label keys to values");
+              continue;
+            }
+            rule.selector[kv.first.Scalar()] = kv.second.Scalar();
+          }
+        }
+      }
+      const YAML::Node countries = rules[i]["countries"];
+      if (!countries || !countries.IsSequence() || countries.size() == 0) {
+        errors_.Add(Path(path, "countries"), "required: a list of ISO 3166 alpha-2 codes");
+      } else if (Count(countries.size(), Path(path, "countries"))) {
+        for (size_t c = 0; c < countries.size(); ++c) {
+          const std::string code = countries[c].IsScalar() ? countries[c].Scalar() : "";
+          if (!IsCountryCode(code)) {
+            errors_.Add(absl::StrCat(path, ".countries[", c, "]"),
+                        "must be an ISO 3166 alpha-2 code such as DE");
+          }
+          rule.countries.push_back(code);
+        }
+      }
+      out.residency.push_back(std::move(rule));
+    }
+  }
+
+  FieldErrors& errors_;
+  const PolicyBundleLimits& limits_;
+};
+
+absl::Status Refuse(const std::string& policy, const std::string& field,
+                    const std::string& message) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("admission policy \"", policy, "\": ", field, ": ", message));
+}
+
+// Records changes to the spec's intents as JSON Patch operations.
+class Patch {
+ public:
+  explicit Patch(bool had_intents) : intents_exist_(had_intents) {}
+  void SetIntentsList(const std::string& json_name, const std::vector<std::string>& value) {
+    if (!intents_exist_) {
+      ops_.push_back({{"op", "add"}, {"path", "/intents"}, {"value", {{json_name, value}}}});
+      intents_exist_ = true;
+      return;
+    }
+    ops_.push_back({{"op", "add"}, {"path", "/intents/" + json_name}, {"value", value}});
+  }
+  std::string Json() const { return ops_.empty() ? "" : ops_.dump(); }
+
+ private:
+  bool intents_exist_;
+  nlohmann::json ops_ = nlohmann::json::array();
+};
+
+std::string Listed(const std::vector<std::string>& items, size_t most = 20) {
+  if (items.size() <= most) return absl::StrJoin(items, ", ");
+  std::vector<std::string> head(items.begin(), items.begin() + static_cast<long>(most));
+  return absl::StrCat(absl::StrJoin(head, ", "), " and ", items.size() - most, " more");
+}
+
+}  // namespace
+
+absl::StatusOr<PolicyBundle> ParsePolicyBundle(const std::string& yaml,
+                                               const PolicyBundleLimits& limits) {
+  if (yaml.size() > limits.max_bytes) {
+    return InvalidFieldError(
+        "bundle", absl::StrCat("is ", yaml.size(), " bytes, over the limit of ", limits.max_bytes));
+  }
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    return InvalidFieldError("bundle", absl::StrCat("is not YAML: ", e.what()));
+  }
+  FieldErrors errors;
+  PolicyBundle bundle;
+  BundleReader(errors, limits).Read(root, bundle);
+  RETURN_IF_ERROR(errors.ToStatus());
+  return bundle;
+}
+
+absl::Status InstallSignedBundle(AdmissionChain& chain, const std::string& bundle_yaml,
+                                 const std::string& signature_base64,
+                                 const std::string& public_key_pem,
+                                 const PolicyBundleLimits& limits) {
+  if (bundle_yaml.size() > limits.max_bytes) {
+    return InvalidFieldError(
+        "bundle",
+        absl::StrCat("is ", bundle_yaml.size(), " bytes, over the limit of ", limits.max_bytes));
+  }
+  RETURN_IF_ERROR(VerifyBundleSignature(bundle_yaml, signature_base64, public_key_pem));
+  ASSIGN_OR_RETURN(PolicyBundle bundle, ParsePolicyBundle(bundle_yaml, limits));
+  chain.Install(std::move(bundle));
+  return absl::OkStatus();
+}
+
+AdmissionChain::AdmissionChain(ClusterSource registered)
+    : registered_(std::move(registered)), bundle_(std::make_shared<const PolicyBundle>()) {}
+
+void AdmissionChain::Install(PolicyBundle bundle) {
+  auto installed = std::make_shared<const PolicyBundle>(std::move(bundle));
+  absl::MutexLock lock(&mu_);
+  bundle_ = std::move(installed);
+}
+
+std::string AdmissionChain::version() const {
+  absl::MutexLock lock(&mu_);
+  return bundle_->version;
+}
+
+absl::StatusOr<AdmissionOutcome> AdmissionChain::Admit(
+    const v1::ApplicationSpec& spec,
+    const google::protobuf::Map<std::string, std::string>& labels) const {
+  std::shared_ptr<const PolicyBundle> bundle;
+  {
+    absl::MutexLock lock(&mu_);
+    bundle = bundle_;
+  }
+  AdmissionOutcome out;
+  out.spec = spec;
+  out.bundle_version = bundle->version;
+  Patch patch(spec.has_intents());
+  v1::Intents& intents = *out.spec.mutable_intents();
+
+  // What codeco knows of regions: the bundle's, then the registered clusters'.
+  std::map<std::string, std::string> region_country;
+  for (const KnownRegion& r : bundle->regions) region_country[r.name] = r.country;
+  std::vector<RegisteredCluster> clusters;
+  if (registered_) clusters = registered_();
+  for (const RegisteredCluster& c : clusters) {
+    // A cluster without a region label stands for a region of its own.
+    std::string& country = region_country[c.region.empty() ? c.name : c.region];
+    if (country.empty()) country = c.country;
+  }
+
+  // residency
+  for (const ResidencyRule& rule : bundle->residency) {
+    const bool selected =
+        std::all_of(rule.selector.begin(), rule.selector.end(), [&](const auto& kv) {
+          auto it = labels.find(kv.first);
+          return it != labels.end() && it->second == kv.second;
+        });
+    if (!selected) continue;
+    if (intents.allowed_countries().empty()) {
+      for (const std::string& c : rule.countries) intents.add_allowed_countries(c);
+      patch.SetIntentsList("allowedCountries", rule.countries);
+      out.warnings.push_back(absl::StrCat("admission policy \"residency\" (rule \"", rule.name,
+                                          "\"): spec.intents.allowedCountries set to ",
+                                          Listed(rule.countries)));
+      continue;
+    }
+    for (int i = 0; i < intents.allowed_countries_size(); ++i) {
+      const std::string& c = intents.allowed_countries(i);
+      if (std::find(rule.countries.begin(), rule.countries.end(), c) == rule.countries.end()) {
+        return Refuse("residency", absl::StrCat("spec.intents.allowedCountries[", i, "]"),
+                      absl::StrCat("\"", c, "\" is outside rule \"", rule.name, "\"'s countries (",
+                                   Listed(rule.countries), ")"));
+      }
+    }
+  }
+
+  // latency
+  if (bundle->latency_enabled && intents.max_latency_to_origin_ns() > 0 &&
+      !intents.origin().empty() && !bundle->latency_ms.empty()) {
+    std::string origin_region;
+    for (const RegisteredCluster& c : clusters) {
+      if (c.name == intents.origin()) origin_region = c.region;
+    }
+    if (origin_region.empty() &&
+        (region_country.count(intents.origin()) || bundle->latency_ms.count(intents.origin()))) {
+      origin_region = intents.origin();
+    }
+    if (origin_region.empty()) {
+      out.warnings.push_back(
+          absl::StrCat("admission policy \"latency\": spec.intents.origin: \"", intents.origin(),
+                       "\" is neither a registered cluster with a region label nor a known region; "
+                       "the policy did not narrow the regions"));
+    } else {
+      const double max_ms = static_cast<double>(intents.max_latency_to_origin_ns()) / 1e6;
+      std::set<std::string> candidates;
+      for (const auto& [name, country] : region_country) candidates.insert(name);
+      for (const auto& [from, row] : bundle->latency_ms) {
+        candidates.insert(from);
+        for (const auto& [to, ms] : row) candidates.insert(to);
+      }
+      std::vector<std::pair<double, std::string>> eligible;
+      std::pair<double, std::string> nearest_outside{-1, ""};
+      auto row = bundle->latency_ms.find(origin_region);
+      for (const std::string& r : candidates) {
+        std::optional<double> ms;
+        if (row != bundle->latency_ms.end() && row->second.count(r)) ms = row->second.at(r);
+        if (!ms && r == origin_region) ms = 0;
+        if (!ms) continue;
+        const bool allowed =
+            intents.allowed_regions().empty() ||
+            std::find(intents.allowed_regions().begin(), intents.allowed_regions().end(), r) !=
+                intents.allowed_regions().end();
+        if (*ms <= max_ms && allowed) {
+          eligible.emplace_back(*ms, r);
+        } else if (allowed && (nearest_outside.first < 0 || *ms < nearest_outside.first)) {
+          nearest_outside = {*ms, r};
+        }
+      }
+      if (eligible.empty()) {
+        std::string nearest =
+            nearest_outside.first >= 0
+                ? absl::StrCat("; the nearest allowed region is ", nearest_outside.second, " at ",
+                               nearest_outside.first, " ms")
+                : "";
+        return Refuse("latency", "spec.intents.maxLatencyToOrigin",
+                      absl::StrCat("no allowed region lies within ", max_ms, " ms of ",
+                                   origin_region, " (the origin's region)", nearest));
+      }
+      std::sort(eligible.begin(), eligible.end());
+      std::vector<std::string> names;
+      for (const auto& [ms, r] : eligible) names.push_back(r);
+      std::vector<std::string> before(intents.allowed_regions().begin(),
+                                      intents.allowed_regions().end());
+      std::vector<std::string> sorted_before = before, sorted_names = names;
+      std::sort(sorted_before.begin(), sorted_before.end());
+      std::sort(sorted_names.begin(), sorted_names.end());
+      if (sorted_before != sorted_names) {
+        intents.clear_allowed_regions();
+        for (const std::string& r : names) intents.add_allowed_regions(r);
+        patch.SetIntentsList("allowedRegions", names);
+        out.warnings.push_back(
+            absl::StrCat("admission policy \"latency\": spec.intents.allowedRegions set to ",
+                         Listed(names), " (within ", max_ms, " ms of ", origin_region, ")"));
+      }
+    }
+  }
+
+  // placeable
+  if (bundle->placeable_enabled && !region_country.empty() &&
+      (!intents.allowed_regions().empty() || !intents.allowed_countries().empty())) {
+    auto in = [](const auto& list, const std::string& v) {
+      return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
+    };
+    bool any = false, any_country = false;
+    std::vector<std::string> known;
+    for (const auto& [name, country] : region_country) {
+      known.push_back(country.empty() ? name : absl::StrCat(name, " (", country, ")"));
+      const bool country_ok = intents.allowed_countries().empty() ||
+                              (!country.empty() && in(intents.allowed_countries(), country));
+      any_country = any_country || country_ok;
+      any = any || (country_ok && in(intents.allowed_regions(), name));
+    }
+    if (!any) {
+      const bool countries_fail = !intents.allowed_countries().empty() && !any_country;
+      return Refuse(
+          "placeable",
+          countries_fail ? "spec.intents.allowedCountries" : "spec.intents.allowedRegions",
+          absl::StrCat("no known region satisfies allowedRegions [",
+                       absl::StrJoin(intents.allowed_regions(), ", "), "] and allowedCountries [",
+                       absl::StrJoin(intents.allowed_countries(), ", "),
+                       "]; known regions: ", Listed(known)));
+    }
+  }
+  if (!spec.has_intents() && out.spec.intents().ByteSizeLong() == 0) out.spec.clear_intents();
+  out.json_patch = patch.Json();
+  return out;
+}
+
+}  // namespace codeco::acm

@@ -1,0 +1,151 @@
+#pragma once
+// ACM's admission chain (docs/policies.md): every applied spec passes the
+// policies of the policy bundle in force before it is stored. A policy may
+// refuse the spec, naming itself and the field that failed, or change it; each
+// change is recorded as an RFC 6902 JSON Patch operation in the spec revision
+// and reported back as a warning.
+//
+// A policy bundle is a versioned YAML document: the built-in policies'
+// settings plus their data (regions and their countries, a latency matrix).
+// The server loads it from a file, checks its signature first
+// (bundle_signature.h) and installs it without a restart; until one is
+// installed the built-in defaults apply.
+//
+// Built-in policies, in order:
+//   residency — applications whose labels match a rule must stay in its
+//               countries: an empty allowedCountries is set to them, a country
+//               outside them is refused.
+//   latency   — with an origin and maxLatencyToOrigin, only regions within that
+//               latency of the origin's region (the bundle's matrix) are
+//               eligible: allowedRegions is narrowed to them.
+//   placeable — some known region must satisfy allowedRegions and
+//               allowedCountries (known: the bundle's regions and the
+//               registered clusters' region/country labels).
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "codeco/acm/v1/application.pb.h"
+
+namespace codeco::acm {
+
+/// A region codeco may place in, and the country it lies in.
+struct KnownRegion {
+  /// Region name, as in the clusters' `region` label.
+  std::string name;
+  /// ISO 3166 alpha-2 country code ("" = unknown).
+  std::string country;
+};
+
+/// A residency rule: applications whose labels include every `selector`
+/// pair must run in `countries`.
+struct ResidencyRule {
+  /// Rule name, for messages.
+  std::string name;
+  /// Application labels that select it (empty = every application).
+  std::map<std::string, std::string> selector;
+  /// The countries allowed (ISO 3166 alpha-2).
+  std::vector<std::string> countries;
+};
+
+/// A parsed policy bundle.
+struct PolicyBundle {
+  /// The bundle's version, as its author wrote it.
+  std::string version;
+  /// Regions the bundle declares (beside the registered clusters').
+  std::vector<KnownRegion> regions;
+  /// Latency between regions, ms, both directions as written (a missing
+  /// pair is unknown; a region to itself is 0 unless written).
+  std::map<std::string, std::map<std::string, double>> latency_ms;
+  /// Residency rules, applied in order.
+  std::vector<ResidencyRule> residency;
+  /// Whether the latency policy narrows allowedRegions.
+  bool latency_enabled = true;
+  /// Whether a spec no known region satisfies is refused.
+  bool placeable_enabled = true;
+};
+
+/// Limits on a bundle read from outside.
+struct PolicyBundleLimits {
+  /// Largest bundle accepted.
+  size_t max_bytes = 4u << 20;
+  /// Most regions, rules, and entries of the latency matrix.
+  size_t max_entries = 10000;
+};
+
+/// Parses a bundle document (docs/policies.md). INVALID_ARGUMENT lists every
+/// field that is wrong, each with its path.
+absl::StatusOr<PolicyBundle> ParsePolicyBundle(const std::string& yaml,
+                                               const PolicyBundleLimits& limits = {});
+
+class AdmissionChain;
+
+/// Checks `signature_base64` over the exact `bundle_yaml` with
+/// `public_key_pem` (bundle_signature.h), parses the bundle and installs it
+/// in `chain`. On any failure nothing changes: the bundle in force stays, and
+/// the error names what failed (`signature`, `public_key` or the bundle's
+/// field). A bundle whose version is the one in force is installed again
+/// (its content may differ; the version is the author's).
+absl::Status InstallSignedBundle(AdmissionChain& chain, const std::string& bundle_yaml,
+                                 const std::string& signature_base64,
+                                 const std::string& public_key_pem,
+                                 const PolicyBundleLimits& limits = {});
+
+/// What the chain made of a spec.
+struct AdmissionOutcome {
+  /// The spec as admitted (the policies' changes applied).
+  v1::ApplicationSpec spec;
+  /// The changes as an RFC 6902 JSON Patch array ("" when none).
+  std::string json_patch;
+  /// One line per change, naming the policy and the field.
+  std::vector<std::string> warnings;
+  /// The version of the bundle in force ("" = built-in defaults).
+  std::string bundle_version;
+};
+
+/// A registered cluster, as admission sees it (its labels).
+struct RegisteredCluster {
+  /// Cluster name.
+  std::string name;
+  /// Its `region` label ("" = none).
+  std::string region;
+  /// Its `country` label ("" = none).
+  std::string country;
+};
+
+/// The admission chain. Thread-safe: Install may run while Admit does.
+class AdmissionChain {
+ public:
+  /// Returns the registered clusters.
+  using ClusterSource = std::function<std::vector<RegisteredCluster>()>;
+
+  /// `registered` may be empty (no registered clusters known).
+  explicit AdmissionChain(ClusterSource registered = {});
+
+  /// Makes `bundle` the one in force for every later Admit.
+  void Install(PolicyBundle bundle);
+  /// The version in force ("" = built-in defaults).
+  std::string version() const;
+
+  /// Runs the policies on `spec` with the application's `labels`.
+  /// FAILED_PRECONDITION when a policy refuses it; the message starts with
+  /// `admission policy "<name>": <field path>: `.
+  absl::StatusOr<AdmissionOutcome> Admit(
+      const v1::ApplicationSpec& spec,
+      const google::protobuf::Map<std::string, std::string>& labels) const;
+
+ private:
+  ClusterSource registered_;
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const PolicyBundle> bundle_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace codeco::acm

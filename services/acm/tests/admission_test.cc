@@ -1,0 +1,285 @@
+// The admission chain (acm/core/admission.h): the policy bundle's format,
+// its signature, the built-in policies, and ApplicationManager admitting
+// through them.
+#include "acm/core/admission.h"
+
+#include <catch2/catch.hpp>
+#include <memory>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
+#include "acm/core/application_manager.h"
+#include "acm/core/bundle_signature.h"
+#include "acm/store/kv_application_store.h"
+#include "codeco/common/clock.h"
+#include "codeco/common/kv_store.h"
+#include "ed25519_signer.h"
+
+namespace codeco::acm {
+namespace {
+
+const char* kBundle = R"(apiVersion: codeco.io/v1
+kind: PolicyBundle
+version: "VERSION"
+regions:
+  - {name: fr, country: FR}
+  - {name: de, country: DE}
+  - {name: gb, country: GB}
+  - {name: us-east, country: US}
+latencyMs:
+  fr: {de: 9, gb: 8, us-east: 80}
+  de: {gb: 14, us-east: 90}
+  gb: {us-east: 75}
+policies:
+  residency:
+    rules:
+      - name: gdpr
+        selector: {codeco.io/data-class: personal}
+        countries: [DE, FR]
+)";
+
+std::string Bundle(const std::string& version) {
+  return absl::StrReplaceAll(kBundle, {{"VERSION", version}});
+}
+
+PolicyBundle Parsed(const std::string& version) {
+  absl::StatusOr<PolicyBundle> b = ParsePolicyBundle(Bundle(version));
+  INFO(b.status().ToString());
+  REQUIRE(b.ok());
+  return *b;
+}
+
+google::protobuf::Map<std::string, std::string> Labels(
+    std::initializer_list<std::pair<const std::string, std::string>> kv) {
+  google::protobuf::Map<std::string, std::string> m;
+  for (const auto& [k, v] : kv) m[k] = v;
+  return m;
+}
+
+v1::ApplicationSpec Spec() {
+  v1::ApplicationSpec spec;
+  spec.set_app_name("shop");
+  return spec;
+}
+
+using testing::Ed25519Signer;
+
+TEST_CASE("A policy bundle parses and a bad one names every wrong field", "[admission]") {
+  PolicyBundle b = Parsed("7");
+  CHECK(b.version == "7");
+  REQUIRE(b.regions.size() == 4);
+  CHECK(b.latency_ms.at("gb").at("fr") == 8);  // written once, holds both ways
+  CHECK(b.latency_ms.at("us-east").at("de") == 90);
+  REQUIRE(b.residency.size() == 1);
+  CHECK(b.residency[0].countries == std::vector<std::string>{"DE", "FR"});
+
+  auto bad = ParsePolicyBundle(R"(apiVersion: codeco.io/v1
+kind: PolicyBundle
+regions:
+  - {name: fr, country: France}
+latencyMs:
+  fr: {de: -3}
+policies:
+  residency:
+    rules:
+      - {name: gdpr, countries: [de]}
+  speed: {}
+)");
+  REQUIRE(bad.status().code() == absl::StatusCode::kInvalidArgument);
+  const std::string m(bad.status().message());
+  CHECK(absl::StrContains(m, "version: required"));
+  CHECK(absl::StrContains(m, "regions[0].country: must be an ISO 3166"));
+  CHECK(absl::StrContains(m, "latencyMs.fr.de: must be a latency"));
+  CHECK(absl::StrContains(m, "policies.residency.rules[0].countries[0]"));
+  CHECK(absl::StrContains(m, "policies.speed: unknown field"));
+  CHECK(absl::StrContains(ParsePolicyBundle("[1, 2").status().message(), "bundle: is not YAML"));
+  CHECK(absl::StrContains(ParsePolicyBundle(std::string(5u << 20, ' ')).status().message(),
+                          "over the limit"));
+}
+
+TEST_CASE("Residency sets the countries of a selected application and refuses others",
+          "[admission]") {
+  AdmissionChain chain;
+  chain.Install(Parsed("v1"));
+  const auto personal = Labels({{"codeco.io/data-class", "personal"}});
+
+  auto set = chain.Admit(Spec(), personal);
+  REQUIRE(set.ok());
+  CHECK(set->bundle_version == "v1");
+  CHECK(set->spec.intents().allowed_countries_size() == 2);
+  CHECK(set->json_patch ==
+        R"([{"op":"add","path":"/intents","value":{"allowedCountries":["DE","FR"]}}])");
+  REQUIRE(set->warnings.size() == 1);
+  CHECK(absl::StrContains(set->warnings[0], "spec.intents.allowedCountries set to DE, FR"));
+
+  v1::ApplicationSpec abroad = Spec();
+  abroad.mutable_intents()->add_allowed_countries("FR");
+  abroad.mutable_intents()->add_allowed_countries("US");
+  auto refused = chain.Admit(abroad, personal);
+  REQUIRE(refused.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(absl::StrContains(refused.status().message(),
+                          "admission policy \"residency\": spec.intents.allowedCountries[1]: "
+                          "\"US\" is outside rule \"gdpr\""));
+
+  // Not selected: nothing to do.
+  auto other = chain.Admit(abroad, Labels({{"tier", "web"}}));
+  REQUIRE(other.ok());
+  CHECK(other->json_patch.empty());
+  CHECK(other->warnings.empty());
+}
+
+TEST_CASE("Latency narrows the regions to those near the origin or refuses", "[admission]") {
+  AdmissionChain chain([] {
+    return std::vector<RegisteredCluster>{{"paris-1", "fr", "FR"}, {"berlin-1", "de", "DE"}};
+  });
+  chain.Install(Parsed("v2"));
+  v1::ApplicationSpec spec = Spec();
+  spec.mutable_intents()->set_origin("paris-1");
+  spec.mutable_intents()->set_max_latency_to_origin_ns(10'000'000);  // 10 ms
+  auto near = chain.Admit(spec, {});
+  REQUIRE(near.ok());
+  const auto& regions = near->spec.intents().allowed_regions();
+  CHECK(std::vector<std::string>(regions.begin(), regions.end()) ==
+        std::vector<std::string>{"fr", "gb", "de"});  // by latency: 0, 8, 9 ms
+  CHECK(absl::StrContains(near->json_patch, R"("path":"/intents/allowedRegions")"));
+
+  spec.mutable_intents()->add_allowed_regions("us-east");
+  auto far = chain.Admit(spec, {});
+  REQUIRE(far.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(absl::StrContains(far.status().message(),
+                          "admission policy \"latency\": spec.intents.maxLatencyToOrigin: no "
+                          "allowed region lies within 10 ms of fr"));
+  CHECK(
+      absl::StrContains(far.status().message(), "the nearest allowed region is us-east at 80 ms"));
+
+  // An origin nobody knows narrows nothing, and says so.
+  spec.mutable_intents()->clear_allowed_regions();
+  spec.mutable_intents()->set_origin("atlantis");
+  auto unknown = chain.Admit(spec, {});
+  REQUIRE(unknown.ok());
+  CHECK(unknown->spec.intents().allowed_regions().empty());
+  REQUIRE(unknown->warnings.size() == 1);
+  CHECK(absl::StrContains(unknown->warnings[0], "spec.intents.origin: \"atlantis\""));
+}
+
+TEST_CASE("A spec no known region satisfies is refused naming the field", "[admission]") {
+  // Built-in defaults: the registered clusters are what is known (one
+  // without a region label stands for a region of its own).
+  AdmissionChain chain([] { return std::vector<RegisteredCluster>{{"tokyo-1", "", "JP"}}; });
+  v1::ApplicationSpec spec = Spec();
+  spec.mutable_intents()->add_allowed_countries("JP");
+  CHECK(chain.Admit(spec, {}).ok());
+  spec.mutable_intents()->set_allowed_countries(0, "CN");
+  auto china = chain.Admit(spec, {});
+  REQUIRE(china.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(absl::StrContains(china.status().message(),
+                          "admission policy \"placeable\": spec.intents.allowedCountries: no "
+                          "known region satisfies"));
+  CHECK(absl::StrContains(china.status().message(), "known regions: tokyo-1 (JP)"));
+
+  chain.Install(Parsed("v3"));
+  CHECK(absl::StrContains(chain.Admit(spec, {}).status().message(), "fr (FR)"));
+
+  v1::ApplicationSpec mismatch = Spec();
+  mismatch.mutable_intents()->add_allowed_countries("DE");
+  mismatch.mutable_intents()->add_allowed_regions("fr");
+  auto none = chain.Admit(mismatch, {});
+  CHECK(absl::StrContains(none.status().message(),
+                          "\"placeable\": spec.intents.allowedRegions: no known region"));
+
+  mismatch.mutable_intents()->add_allowed_regions("de");
+  CHECK(chain.Admit(mismatch, {}).ok());
+  // Nothing known at all: nothing to check against.
+  AdmissionChain empty;
+  CHECK(empty.Admit(spec, {}).ok());
+}
+
+TEST_CASE("Only a bundle signed with the configured key is installed", "[admission]") {
+  Ed25519Signer signer, stranger;
+  const std::string key = signer.PublicPem();
+  AdmissionChain chain;
+  const std::string v1 = Bundle("v1");
+  REQUIRE(InstallSignedBundle(chain, v1, signer.Sign(v1), key).ok());
+  CHECK(chain.version() == "v1");
+
+  const std::string v2 = Bundle("v2");
+  auto forged = InstallSignedBundle(chain, v2, stranger.Sign(v2), key);
+  CHECK(absl::StrContains(forged.message(), "signature: does not verify"));
+  auto tampered = InstallSignedBundle(chain, v2, signer.Sign(v1), key);
+  CHECK(absl::StrContains(tampered.message(), "signature: does not verify"));
+  CHECK(absl::StrContains(InstallSignedBundle(chain, v2, "%%%", key).message(),
+                          "signature: is not base64"));
+  CHECK(absl::StrContains(InstallSignedBundle(chain, v2, signer.Sign(v2), "nope").message(),
+                          "public_key: is not a PEM public key"));
+  const std::string broken = "apiVersion: codeco.io/v1\nkind: PolicyBundle\n";
+  CHECK(absl::StrContains(InstallSignedBundle(chain, broken, signer.Sign(broken), key).message(),
+                          "version: required"));
+  CHECK(chain.version() == "v1");  // every refusal left v1 in force
+
+  REQUIRE(InstallSignedBundle(chain, v2, signer.Sign(v2), key).ok());
+  CHECK(chain.version() == "v2");
+  CHECK(VerifyBundleSignature(v2, "  " + signer.Sign(v2) + "\n", key).ok());
+}
+
+TEST_CASE("Applying through the chain keeps the patch and refuses without storing", "[admission]") {
+  std::unique_ptr<KvStore> kv = NewInMemoryKvStore(ApplicationColumnFamilies());
+  KvApplicationStore store{*kv, {.max_events = 100}};
+  InMemoryPlacementScheduler scheduler;
+  SimulatedClock clock{absl::FromUnixSeconds(1'800'000'000)};
+  AdmissionChain chain;
+  chain.Install(Parsed("2026-11-27.1"));
+  ApplicationManager manager{store, scheduler, clock, {}, nullptr, &chain};
+
+  const std::string cam = R"(apiVersion: codeco.io/v1
+kind: CodecoApp
+metadata:
+  name: shop
+  labels: {codeco.io/data-class: personal}
+spec:
+  appName: shop
+  COUNTRIES
+  codecoapp-msspec:
+    - serviceName: web
+      podspec:
+        containers:
+          - name: web
+            image: registry.example.org/web:1
+)";
+  v1::ApplyApplicationRequest request;
+  request.set_cam_yaml(absl::StrReplaceAll(cam, {{"COUNTRIES", ""}}));
+  auto applied = manager.Apply(request);
+  INFO(applied.status().ToString());
+  REQUIRE(applied.ok());
+  CHECK(applied->application().spec().intents().allowed_countries_size() == 2);
+  bool warned = false;
+  for (const auto& w : applied->warnings()) warned |= absl::StrContains(w, "\"residency\"");
+  CHECK(warned);
+  v1::ListApplicationRevisionsRequest revisions;
+  revisions.set_name("shop");
+  auto listed = manager.ListRevisions(revisions);
+  REQUIRE(listed.ok());
+  REQUIRE(listed->revisions_size() == 1);
+  CHECK(listed->revisions(0).policy_bundle_version() == "2026-11-27.1");
+  CHECK(absl::StrContains(listed->revisions(0).admission_patch(), "allowedCountries"));
+
+  // The same CAM again changes nothing: the admitted spec is what is stored.
+  auto again = manager.Apply(request);
+  REQUIRE(again.ok());
+  CHECK(again->application().spec_revision() == 1);
+
+  v1::ApplyApplicationRequest refused_request;
+  refused_request.set_cam_yaml(absl::StrReplaceAll(
+      absl::StrReplaceAll(cam,
+                          {{"name: shop", "name: shop2"}, {"appName: shop", "appName: shop2"}}),
+      {{"COUNTRIES", "intents: {allowedCountries: [US]}"}}));
+  auto refused = manager.Apply(refused_request);
+  REQUIRE(refused.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(absl::StrContains(refused.status().message(), "spec.intents.allowedCountries[0]"));
+  v1::GetApplicationRequest get;
+  get.set_name("shop2");
+  CHECK(absl::IsNotFound(manager.Get(get).status()));
+  CHECK(scheduler.requests().size() == 1);
+}
+
+}  // namespace
+}  // namespace codeco::acm
