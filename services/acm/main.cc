@@ -65,7 +65,16 @@ void AddConfig(codeco::ConfigSchema& schema) {
             "application still names it"})
       .Add({"acm.request_retention", codeco::ConfigType::kDuration, "24h", {}, false,
             "how long a request_id is remembered: a request repeated within it gets the "
-            "first answer"});
+            "first answer"})
+      .Add({"acm.policy_bundle", codeco::ConfigType::kString, "", {}, false,
+            "the signed policy bundle (YAML; its signature in <path>.sig) the admission "
+            "chain follows, read again every acm.policy_reload_interval (empty: the "
+            "built-in defaults; docs/policies.md)"})
+      .Add({"acm.policy_bundle_key", codeco::ConfigType::kString, "", {}, false,
+            "PEM Ed25519 public key a policy bundle's signature must verify with "
+            "(required with acm.policy_bundle)"})
+      .Add({"acm.policy_reload_interval", codeco::ConfigType::kDuration, "5s", {}, false,
+            "how often the policy bundle's files are read again"});
   // clang-format on
 }
 
@@ -88,6 +97,19 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
   }
   options.manager.operation_retention = config.raw.GetDuration("acm.operation_retention");
   options.manager.request_retention = config.raw.GetDuration("acm.request_retention");
+  if (config.raw.Has("acm.policy_bundle") && !config.raw.GetString("acm.policy_bundle").empty()) {
+    if (!config.raw.Has("acm.policy_bundle_key") ||
+        config.raw.GetString("acm.policy_bundle_key").empty()) {
+      return codeco::InvalidFieldError("acm.policy_bundle_key",
+                                       "required when acm.policy_bundle is set");
+    }
+    if (config.raw.GetDuration("acm.policy_reload_interval") < absl::Milliseconds(100)) {
+      return codeco::InvalidFieldError("acm.policy_reload_interval", "must be at least 100ms");
+    }
+    options.policy_bundle = {config.raw.GetString("acm.policy_bundle"),
+                             config.raw.GetString("acm.policy_bundle_key")};
+    options.policy_reload_interval = config.raw.GetDuration("acm.policy_reload_interval");
+  }
   if (config.role == codeco::Role::kHub &&
       config.raw.GetDuration("acm.reevaluate_after") > absl::ZeroDuration()) {
     options.reevaluate_after = config.raw.GetDuration("acm.reevaluate_after");

@@ -117,8 +117,13 @@ struct OwnedDependencies {
         scheduler(MakeScheduler(options)),
         clusters(kv, clock, options.clusters),
         neighborhoods(kv, clusters, clock, options.neighborhoods),
-        manager(store, *scheduler, clock, options.manager, &neighborhoods),
+        admission([this] { return RegisteredClusters(); }),
+        manager(store, *scheduler, clock, options.manager, &neighborhoods, &admission),
         drainer(clusters, neighborhoods, manager, clock) {
+    if (!options.policy_bundle.bundle.empty()) {
+      bundle_watcher = std::make_unique<PolicyBundleWatcher>(admission, options.policy_bundle,
+                                                             options.policy_reload_interval);
+    }
     auto record_release = [this](const std::string& name, const absl::Status& outcome) {
       absl::Status recorded = manager.RecordRelease(name, outcome);
       if (!recorded.ok()) {
@@ -234,6 +239,18 @@ struct OwnedDependencies {
     }
   }
 
+  // The registered clusters' region and country labels, for admission.
+  std::vector<RegisteredCluster> RegisteredClusters() const {
+    std::vector<RegisteredCluster> out;
+    absl::StatusOr<std::vector<v1::Cluster>> all = clusters.All();
+    if (!all.ok()) return out;
+    for (const v1::Cluster& c : *all) {
+      out.push_back({c.metadata().name(), c.cluster_labels().region(),
+                     c.cluster_labels().country()});
+    }
+    return out;
+  }
+
   std::unique_ptr<PlacementScheduler> MakeScheduler(const AcmServiceOptions& options) {
     if (options.swm_channel == nullptr) {
       auto made = std::make_unique<InMemoryPlacementScheduler>();
@@ -253,6 +270,7 @@ struct OwnedDependencies {
   std::unique_ptr<PlacementScheduler> scheduler;
   ClusterRegistry clusters;
   NeighborhoodManager neighborhoods;
+  AdmissionChain admission;
   ApplicationManager manager;
   ClusterDrainer drainer;
   absl::Mutex maintenance_mu;
@@ -265,6 +283,8 @@ struct OwnedDependencies {
   std::unique_ptr<ChannelStatusFollower> channel_follower;
   // Brings retries forward when SWM is reachable again (hub with an SWM only).
   std::unique_ptr<ChannelReadyWatch> swm_back;
+  // Keeps `admission` on the signed bundle's files (when configured).
+  std::unique_ptr<PolicyBundleWatcher> bundle_watcher;
 };
 
 class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl {

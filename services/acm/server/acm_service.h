@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "acm/core/application_manager.h"
+#include "acm/server/policy_bundle_watcher.h"
 #include "acm/core/cluster_drainer.h"
 #include "acm/core/cluster_registry.h"
 #include "acm/core/local_copies.h"
@@ -179,6 +180,11 @@ struct AcmServiceOptions {
   absl::Duration push_timeout = absl::Seconds(2);
   /// Longest time between two passes of the publisher. Default: 1 s.
   absl::Duration publish_interval = absl::Seconds(1);
+  /// The signed policy bundle the admission chain follows
+  /// (docs/policies.md); an empty `bundle` path keeps the built-in defaults.
+  PolicyBundleFiles policy_bundle;
+  /// How often the bundle's files are read again. Default: 5 s.
+  absl::Duration policy_reload_interval = absl::Seconds(5);
 };
 
 /// An AcmService owning its store (on `kv`, which must hold

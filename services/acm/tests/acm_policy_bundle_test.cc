@@ -1,0 +1,178 @@
+// codeco-acm with a signed policy bundle (acm.policy_bundle): a CAM no
+// region can satisfy is refused naming the policy and the field; a bundle
+// update changes the decision without a restart; a bundle with a bad
+// signature is refused and the previous one stays in force.
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "acm_test_util.h"
+#include "codeco/acm/v1/acm_service.grpc.pb.h"
+#include "ed25519_signer.h"
+#include "grpcpp/create_channel.h"
+#include "process.h"
+
+namespace codeco::acm {
+namespace {
+
+namespace fs = std::filesystem;
+using codeco::testing::ChildProcess;
+using testing::Ed25519Signer;
+using testing::In;
+
+const char* kBundle = R"(apiVersion: codeco.io/v1
+kind: PolicyBundle
+version: "VERSION"
+regions:
+  - {name: fr, country: FR}
+  - {name: de, country: DE}
+  - {name: us-east, country: US}
+policies:
+  residency:
+    rules:
+      - name: gdpr
+        selector: {codeco.io/data-class: personal}
+        countries: [COUNTRIES]
+)";
+
+const char* kCam = R"(apiVersion: codeco.io/v1
+kind: CodecoApp
+metadata:
+  name: NAME
+  labels: {codeco.io/data-class: personal}
+spec:
+  appName: NAME
+  intents: {allowedCountries: [WHERE]}
+  codecoapp-msspec:
+    - serviceName: web
+      podspec:
+        containers: [{name: web, image: "registry.example.org/web:1"}]
+)";
+
+std::string Bundle(const std::string& version, const std::string& countries) {
+  return absl::StrReplaceAll(kBundle, {{"VERSION", version}, {"COUNTRIES", countries}});
+}
+
+std::string Cam(const std::string& name, const std::string& where) {
+  return absl::StrReplaceAll(kCam, {{"NAME", name}, {"WHERE", where}});
+}
+
+// Writes `bytes` to `path` whole (a rename, so a reader never sees half).
+void WriteFile(const fs::path& path, const std::string& bytes) {
+  const fs::path tmp = path.string() + ".tmp";
+  std::ofstream(tmp, std::ios::binary | std::ios::trunc) << bytes;
+  fs::rename(tmp, path);
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("acm-policy-" + std::to_string(::getpid()));
+  TempDir() {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+TEST_CASE("codeco-acm follows its signed policy bundle without a restart") {
+  TempDir dir;
+  Ed25519Signer signer, stranger;
+  const fs::path bundle = dir.path / "bundle.yaml";
+  const fs::path signature = dir.path / "bundle.yaml.sig";
+  const fs::path key = dir.path / "policy.pub";
+  WriteFile(key, signer.PublicPem());
+  const std::string v1 = Bundle("v1", "DE, FR");
+  WriteFile(signature, signer.Sign(v1));
+  WriteFile(bundle, v1);
+
+  const fs::path log = dir.path / "acm.log";
+  ChildProcess acm(
+      {std::string(CODECO_BIN_DIR) + "/codeco-acm", "--role", "hub", "--insecure", "--listen",
+       "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--data-dir", (dir.path / "data").string(),
+       "--set", "acm.policy_bundle=" + bundle.string(), "--set",
+       "acm.policy_bundle_key=" + key.string(), "--set", "acm.policy_reload_interval=100ms"},
+      log.string());
+  std::optional<std::string> line = acm.ReadLine(absl::Now() + absl::Seconds(60));
+  INFO("codeco-acm printed: " << line.value_or("<nothing>") << "\n" << ReadFile(log));
+  REQUIRE(line.has_value());
+  std::smatch m;
+  REQUIRE(std::regex_search(*line, m, std::regex("listening on (127\\.0\\.0\\.1:[0-9]+)")));
+  auto stub =
+      v1::AcmService::NewStub(grpc::CreateChannel(m[1].str(), grpc::InsecureChannelCredentials()));
+  auto apply = [&](const std::string& yaml, v1::ApplyApplicationResponse* response,
+                   bool dry_run = false) {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(30)));
+    v1::ApplyApplicationRequest request;
+    request.set_cam_yaml(yaml);
+    request.set_dry_run(dry_run);
+    return stub->ApplyApplication(&context, request, response);
+  };
+  // Waits until the log holds a line with every one of `parts`.
+  auto wait_for_log = [&](std::initializer_list<const char*> parts) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < deadline) {
+      std::istringstream lines(ReadFile(log));
+      for (std::string l; std::getline(lines, l);) {
+        bool all = true;
+        for (const char* p : parts) all = all && absl::StrContains(l, p);
+        if (all) return true;
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return false;
+  };
+
+  // v1 in force: personal data stays in DE or FR, and no region is in JP.
+  v1::ApplyApplicationResponse response;
+  grpc::Status us = apply(Cam("shop", "US"), &response);
+  CHECK(us.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK(absl::StrContains(us.error_message(),
+                          "admission policy \"residency\": spec.intents.allowedCountries[0]: "
+                          "\"US\" is outside rule \"gdpr\"'s countries (DE, FR)"));
+  grpc::Status japan =
+      apply(absl::StrReplaceAll(Cam("sushi", "JP"), {{"personal", "public"}}), &response);
+  CHECK(japan.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK(absl::StrContains(japan.error_message(),
+                          "admission policy \"placeable\": spec.intents.allowedCountries: no "
+                          "known region satisfies"));
+
+  // v2 allows US, but signed by a stranger: refused, v1 stays.
+  const std::string v2 = Bundle("v2", "DE, FR, US");
+  WriteFile(signature, stranger.Sign(v2));
+  WriteFile(bundle, v2);
+  REQUIRE(wait_for_log({"policy bundle refused", "does not verify", "v1"}));
+  CHECK(apply(Cam("shop", "US"), &response).error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+
+  // Signed properly: in force within a reload interval, no restart.
+  WriteFile(signature, signer.Sign(v2));
+  REQUIRE(wait_for_log({"policy bundle installed", "v2"}));
+  grpc::Status allowed = apply(Cam("shop", "US"), &response);
+  INFO(allowed.error_message());
+  REQUIRE(allowed.ok());
+  CHECK(response.created());
+
+  grpc::ClientContext context;
+  v1::ListApplicationRevisionsRequest list;
+  list.set_name("shop");
+  v1::ListApplicationRevisionsResponse revisions;
+  REQUIRE(stub->ListApplicationRevisions(&context, list, &revisions).ok());
+  REQUIRE(revisions.revisions_size() == 1);
+  CHECK(revisions.revisions(0).policy_bundle_version() == "v2");
+  CHECK(acm.Stop(SIGTERM, absl::Now() + absl::Seconds(30)).has_value());
+}
+
+}  // namespace
+}  // namespace codeco::acm
