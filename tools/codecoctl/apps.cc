@@ -16,6 +16,8 @@
 #include <thread>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -571,12 +573,32 @@ std::string NeighborhoodsTable(const acm::v1::ListNeighborhoodsResponse& neighbo
   return Columns(rows);
 }
 
+// The spec paths an admission patch changed, e.g. "/intents/allowedCountries".
+std::string PatchedPaths(const std::string& json_patch) {
+  if (json_patch.empty()) return "-";
+  nlohmann::json ops = nlohmann::json::parse(json_patch, nullptr, false);
+  if (!ops.is_array()) return "(unreadable patch)";
+  std::vector<std::string> paths;
+  for (const auto& op : ops) {
+    if (!op.is_object() || !op.contains("path") || !op["path"].is_string()) continue;
+    if (op.contains("value") && op["value"].is_object() && op["path"] == "/intents") {
+      for (const auto& [field, value] : op["value"].items()) paths.push_back("/intents/" + field);
+    } else {
+      paths.push_back(op["path"].get<std::string>());
+    }
+  }
+  return paths.empty() ? "-" : absl::StrJoin(paths, ",");
+}
+
 std::string RevisionsTable(const acm::v1::ListApplicationRevisionsResponse& revisions) {
-  std::vector<std::vector<std::string>> rows = {{"REVISION", "CREATED", "CAUSE", "REQUEST ID"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"REVISION", "CREATED", "CAUSE", "REQUEST ID", "POLICY BUNDLE", "ADMISSION CHANGED"}};
   for (const auto& r : revisions.revisions()) {
     rows.push_back({absl::StrCat(r.spec_revision()), TimeText(r.create_time()),
                     r.change_cause().empty() ? "-" : r.change_cause(),
-                    r.request_id().empty() ? "-" : r.request_id()});
+                    r.request_id().empty() ? "-" : r.request_id(),
+                    r.policy_bundle_version().empty() ? "-" : r.policy_bundle_version(),
+                    PatchedPaths(r.admission_patch())});
   }
   return Columns(rows);
 }

@@ -143,6 +143,13 @@ TEST_CASE("tables list one row per resource under their headers") {
   r->set_spec_revision(3);
   r->set_change_cause("rollback to 1");
   REQUIRE_THAT(RevisionsTable(revs), Catch::Contains("rollback to 1"));
+  r->set_policy_bundle_version("2026-11-27.1");
+  r->set_admission_patch(
+      R"([{"op":"add","path":"/intents","value":{"allowedCountries":["DE","FR"]}},)"
+      R"({"op":"add","path":"/intents/allowedRegions","value":["fr"]}])");
+  REQUIRE_THAT(RevisionsTable(revs),
+               Catch::Contains("2026-11-27.1") &&
+                   Catch::Contains("/intents/allowedCountries,/intents/allowedRegions"));
 
   acm::v1::ListClustersResponse clusters;
   auto* c = clusters.add_clusters();
