@@ -10,8 +10,12 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "acm/core/bundle_signature.h"
+#include "acm/core/carbon_scheduler.h"
+#include "codeco/common/proto_util.h"
+#include "codeco/common/quantity.h"
 #include "codeco/common/status.h"
 
 namespace codeco::acm {
@@ -33,7 +37,8 @@ class BundleReader {
       errors_.Add("bundle", "must be a YAML mapping");
       return;
     }
-    Known(root, "", {"apiVersion", "kind", "version", "regions", "latencyMs", "policies"});
+    Known(root, "",
+          {"apiVersion", "kind", "version", "regions", "latencyMs", "policies", "carbon"});
     if (Scalar(root, "apiVersion", "") != "codeco.io/v1") {
       errors_.Add("apiVersion", "must be codeco.io/v1");
     }
@@ -45,6 +50,7 @@ class BundleReader {
     if (const YAML::Node regions = root["regions"]) ReadRegions(regions, out);
     if (const YAML::Node latency = root["latencyMs"]) ReadLatency(latency, out);
     if (const YAML::Node policies = root["policies"]) ReadPolicies(policies, out);
+    if (const YAML::Node carbon = root["carbon"]) ReadCarbon(carbon, out);
   }
 
  private:
@@ -145,12 +151,81 @@ class BundleReader {
     }
   }
 
+  // carbon: {regions: {<region>: {start: RFC 3339, step: 30m, gPerKwh: [..]}}}
+  void ReadCarbon(const YAML::Node& carbon, PolicyBundle& out) {
+    if (!carbon.IsMap()) {
+      errors_.Add("carbon", "must be a mapping");
+      return;
+    }
+    Known(carbon, "carbon", {"regions"});
+    const YAML::Node regions = carbon["regions"];
+    if (!regions) return;
+    if (!regions.IsMap()) {
+      errors_.Add("carbon.regions", "must map regions to their series");
+      return;
+    }
+    for (const auto& kv : regions) {
+      const std::string region = kv.first.IsScalar() ? kv.first.Scalar() : "";
+      const std::string path = Path("carbon.regions", region);
+      if (!kv.second.IsMap()) {
+        errors_.Add(path, "must have start, step and gPerKwh");
+        continue;
+      }
+      Known(kv.second, path, {"start", "step", "gPerKwh"});
+      CarbonSeries series;
+      series.region = region;
+      std::string err;
+      const std::string start = Scalar(kv.second, "start", path);
+      if (!absl::ParseTime(absl::RFC3339_full, start, &series.start, &err)) {
+        errors_.Add(Path(path, "start"), "must be an RFC 3339 time such as 2026-11-20T00:00:00Z");
+      }
+      absl::StatusOr<int64_t> step = ParseDurationNanos(Scalar(kv.second, "step", path));
+      if (!step.ok() || *step < int64_t{60} * 1'000'000'000 ||
+          absl::Hours(24) % absl::Nanoseconds(*step) != absl::ZeroDuration()) {
+        errors_.Add(Path(path, "step"), "must be a duration of 1m or more that divides a day");
+      } else {
+        series.step = absl::Nanoseconds(*step);
+      }
+      const YAML::Node values = kv.second["gPerKwh"];
+      if (!values || !values.IsSequence() || values.size() == 0) {
+        errors_.Add(Path(path, "gPerKwh"), "required: the intensities, oldest first");
+        continue;
+      }
+      if (!Count(values.size(), Path(path, "gPerKwh"))) continue;
+      for (size_t i = 0; i < values.size(); ++i) {
+        double v = -1;
+        if (values[i].IsScalar()) {
+          try {
+            v = values[i].as<double>();
+          } catch (const YAML::Exception&) {
+            v = -1;
+          }
+        }
+        if (!std::isfinite(v) || v < 0 || v > 5000) {
+          errors_.Add(absl::StrCat(path, ".gPerKwh[", i, "]"),
+                      "must be an intensity in 0..5000 gCO2eq/kWh");
+          break;
+        }
+        series.g_per_kwh.push_back(v);
+      }
+      out.carbon[region] = std::move(series);
+    }
+  }
+
   void ReadPolicies(const YAML::Node& policies, PolicyBundle& out) {
     if (!policies.IsMap()) {
       errors_.Add("policies", "must be a mapping");
       return;
     }
-    Known(policies, "policies", {"residency", "latency", "placeable"});
+    Known(policies, "policies", {"residency", "latency", "placeable", "carbon"});
+    if (const YAML::Node carbon = policies["carbon"]) {
+      if (carbon.IsMap()) {
+        Known(carbon, "policies.carbon", {"enabled"});
+        out.carbon_enabled = Enabled(carbon, "policies.carbon");
+      } else {
+        errors_.Add("policies.carbon", "must be a mapping");
+      }
+    }
     if (const YAML::Node latency = policies["latency"]) {
       if (latency.IsMap()) {
         Known(latency, "policies.latency", {"enabled"});
@@ -235,7 +310,7 @@ absl::Status Refuse(const std::string& policy, const std::string& field,
 class Patch {
  public:
   explicit Patch(bool had_intents) : intents_exist_(had_intents) {}
-  void SetIntentsList(const std::string& json_name, const std::vector<std::string>& value) {
+  void SetIntentsField(const std::string& json_name, const nlohmann::json& value) {
     if (!intents_exist_) {
       ops_.push_back({{"op", "add"}, {"path", "/intents"}, {"value", {{json_name, value}}}});
       intents_exist_ = true;
@@ -254,6 +329,88 @@ std::string Listed(const std::vector<std::string>& items, size_t most = 20) {
   if (items.size() <= most) return absl::StrJoin(items, ", ");
   std::vector<std::string> head(items.begin(), items.begin() + static_cast<long>(most));
   return absl::StrCat(absl::StrJoin(head, ", "), " and ", items.size() - most, " more");
+}
+
+// The carbon policy: a delay-tolerant spec (duration and deadline) gets the
+// region and start with the lowest forecast emissions among the eligible
+// regions with a carbon series. Refuses a run that cannot end by its
+// deadline; warns when it cannot act.
+absl::Status ScheduleCarbon(const PolicyBundle& bundle, SeasonalRegressionForecaster& forecaster,
+                            absl::Time now,
+                            const std::map<std::string, std::string>& region_country,
+                            const std::vector<RegisteredCluster>& clusters, v1::Intents& intents,
+                            Patch& patch, std::vector<std::string>& warnings) {
+  auto not_acted_on = [&](const std::string& field, const std::string& why) {
+    warnings.push_back(
+        absl::StrCat("admission policy \"carbon\": ", field, ": not acted on (", why, ")"));
+    return absl::OkStatus();
+  };
+  if (!bundle.carbon_enabled) return not_acted_on("spec.intents.deadline", "policy disabled");
+  if (!intents.has_deadline()) return not_acted_on("spec.intents.duration", "no deadline");
+  if (intents.expected_duration_ns() <= 0) {
+    return not_acted_on("spec.intents.deadline", "no intents.duration");
+  }
+  CarbonJob job;
+  job.duration = absl::Nanoseconds(intents.expected_duration_ns());
+  job.release = now;
+  job.deadline = FromProtoTimestamp(intents.deadline());
+  if (now + job.duration > job.deadline) {
+    return Refuse("carbon", "spec.intents.deadline",
+                  absl::StrCat("a ", absl::FormatDuration(job.duration), " run started now (",
+                               absl::FormatTime(absl::RFC3339_sec, now, absl::UTCTimeZone()),
+                               ") ends after it"));
+  }
+  if (bundle.carbon.empty()) {
+    return not_acted_on("spec.intents.deadline", "the policy bundle has no carbon series");
+  }
+  std::set<std::string> with_clusters;
+  for (const RegisteredCluster& c : clusters)
+    with_clusters.insert(c.region.empty() ? c.name : c.region);
+  auto in = [](const auto& list, const std::string& v) {
+    return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
+  };
+  std::vector<CarbonRegionOption> options;
+  for (const auto& [region, series] : bundle.carbon) {
+    if (!in(intents.allowed_regions(), region)) continue;
+    if (!intents.allowed_countries().empty()) {
+      auto it = region_country.find(region);
+      if (it == region_country.end() || !in(intents.allowed_countries(), it->second)) continue;
+    }
+    if (!with_clusters.empty() && !with_clusters.count(region)) continue;  // nowhere to run
+    const int64_t known = std::clamp<int64_t>(WholeSteps(now - series.start, series.step), 0,
+                                              static_cast<int64_t>(series.g_per_kwh.size()));
+    if (known == 0) continue;
+    const int64_t need = WholeSteps(
+        job.deadline - series.TimeOf(known) + series.step - absl::Nanoseconds(1), series.step);
+    const int horizon = static_cast<int>(std::clamp<int64_t>(need, 1, kMaxCarbonHorizon));
+    absl::StatusOr<CarbonForecast> f = forecaster.Forecast(
+        region, absl::MakeConstSpan(series.g_per_kwh).subspan(0, static_cast<size_t>(known)),
+        series.step, horizon);
+    if (!f.ok()) continue;
+    options.push_back({region, series.TimeOf(known), series.step, std::move(f->g_per_kwh)});
+  }
+  if (options.empty()) {
+    return not_acted_on("spec.intents.deadline",
+                        "no eligible region has a carbon series up to now and a cluster");
+  }
+  absl::StatusOr<CarbonChoice> choice = ChooseRegionAndStart(job, now, options);
+  if (!choice.ok()) {
+    return not_acted_on("spec.intents.deadline", std::string(choice.status().message()));
+  }
+  intents.clear_allowed_regions();
+  intents.add_allowed_regions(choice->region);
+  patch.SetIntentsField("allowedRegions", std::vector<std::string>{choice->region});
+  std::string when = "now";
+  if (choice->start > now) {
+    *intents.mutable_earliest_start_time() = ToProtoTimestamp(choice->start);
+    when = absl::FormatTime(absl::RFC3339_sec, choice->start, absl::UTCTimeZone());
+    patch.SetIntentsField("earliestStartTime", when);
+  }
+  warnings.push_back(absl::StrFormat(
+      "admission policy \"carbon\": runs in %s from %s, forecast %.0f gCO2eq/kWh over its "
+      "run (spec.intents.allowedRegions, earliestStartTime)",
+      choice->region, when, choice->mean_g_per_kwh));
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -292,28 +449,32 @@ absl::Status InstallSignedBundle(AdmissionChain& chain, const std::string& bundl
   return absl::OkStatus();
 }
 
-AdmissionChain::AdmissionChain(ClusterSource registered)
-    : registered_(std::move(registered)), bundle_(std::make_shared<const PolicyBundle>()) {}
+AdmissionChain::AdmissionChain(ClusterSource registered, const Clock* clock)
+    : registered_(std::move(registered)),
+      clock_(clock != nullptr ? *clock : RealClock::Default()),
+      installed_(std::make_shared<const Installed>()) {}
 
 void AdmissionChain::Install(PolicyBundle bundle) {
-  auto installed = std::make_shared<const PolicyBundle>(std::move(bundle));
+  auto installed = std::make_shared<Installed>();
+  installed->bundle = std::move(bundle);
   absl::MutexLock lock(&mu_);
-  bundle_ = std::move(installed);
+  installed_ = std::move(installed);
 }
 
 std::string AdmissionChain::version() const {
   absl::MutexLock lock(&mu_);
-  return bundle_->version;
+  return installed_->bundle.version;
 }
 
 absl::StatusOr<AdmissionOutcome> AdmissionChain::Admit(
     const v1::ApplicationSpec& spec,
     const google::protobuf::Map<std::string, std::string>& labels) const {
-  std::shared_ptr<const PolicyBundle> bundle;
+  std::shared_ptr<const Installed> installed;
   {
     absl::MutexLock lock(&mu_);
-    bundle = bundle_;
+    installed = installed_;
   }
+  const PolicyBundle* bundle = &installed->bundle;
   AdmissionOutcome out;
   out.spec = spec;
   out.bundle_version = bundle->version;
@@ -341,7 +502,7 @@ absl::StatusOr<AdmissionOutcome> AdmissionChain::Admit(
     if (!selected) continue;
     if (intents.allowed_countries().empty()) {
       for (const std::string& c : rule.countries) intents.add_allowed_countries(c);
-      patch.SetIntentsList("allowedCountries", rule.countries);
+      patch.SetIntentsField("allowedCountries", rule.countries);
       out.warnings.push_back(absl::StrCat("admission policy \"residency\" (rule \"", rule.name,
                                           "\"): spec.intents.allowedCountries set to ",
                                           Listed(rule.countries)));
@@ -420,7 +581,7 @@ absl::StatusOr<AdmissionOutcome> AdmissionChain::Admit(
       if (sorted_before != sorted_names) {
         intents.clear_allowed_regions();
         for (const std::string& r : names) intents.add_allowed_regions(r);
-        patch.SetIntentsList("allowedRegions", names);
+        patch.SetIntentsField("allowedRegions", names);
         out.warnings.push_back(
             absl::StrCat("admission policy \"latency\": spec.intents.allowedRegions set to ",
                          Listed(names), " (within ", max_ms, " ms of ", origin_region, ")"));
@@ -453,6 +614,12 @@ absl::StatusOr<AdmissionOutcome> AdmissionChain::Admit(
                        absl::StrJoin(intents.allowed_countries(), ", "),
                        "]; known regions: ", Listed(known)));
     }
+  }
+  // carbon
+  if (intents.has_deadline() || intents.expected_duration_ns() > 0) {
+    absl::MutexLock lock(&installed->forecast_mu);
+    RETURN_IF_ERROR(ScheduleCarbon(*bundle, installed->forecaster, clock_.Now(), region_country,
+                                   clusters, intents, patch, out.warnings));
   }
   if (!spec.has_intents() && out.spec.intents().ByteSizeLong() == 0) out.spec.clear_intents();
   out.json_patch = patch.Json();

@@ -21,6 +21,12 @@
 //   placeable — some known region must satisfy allowedRegions and
 //               allowedCountries (known: the bundle's regions and the
 //               registered clusters' region/country labels).
+//   carbon    — the scheduling outcome: a delay-tolerant spec (intents.duration
+//               and deadline) gets the region and start time with the lowest
+//               forecast carbon intensity over its run among the eligible
+//               regions the bundle has a carbon series for
+//               (carbon_scheduler.h): allowedRegions becomes that region and
+//               earliestStartTime the start.
 
 #include <functional>
 #include <map>
@@ -33,7 +39,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "acm/core/carbon_forecast.h"
+#include "acm/core/carbon_series.h"
 #include "codeco/acm/v1/application.pb.h"
+#include "codeco/common/clock.h"
 
 namespace codeco::acm {
 
@@ -71,14 +80,20 @@ struct PolicyBundle {
   bool latency_enabled = true;
   /// Whether a spec no known region satisfies is refused.
   bool placeable_enabled = true;
+  /// Whether the carbon policy schedules delay-tolerant specs.
+  bool carbon_enabled = true;
+  /// Each region's carbon intensity so far (the carbon policy forecasts
+  /// from it); a region without one is not chosen by that policy.
+  std::map<std::string, CarbonSeries> carbon;
 };
 
 /// Limits on a bundle read from outside.
 struct PolicyBundleLimits {
   /// Largest bundle accepted.
   size_t max_bytes = 4u << 20;
-  /// Most regions, rules, and entries of the latency matrix.
-  size_t max_entries = 10000;
+  /// Most regions, rules, entries of the latency matrix, and intervals of
+  /// one carbon series.
+  size_t max_entries = 100000;
 };
 
 /// Parses a bundle document (docs/policies.md). INVALID_ARGUMENT lists every
@@ -127,8 +142,9 @@ class AdmissionChain {
   /// Returns the registered clusters.
   using ClusterSource = std::function<std::vector<RegisteredCluster>()>;
 
-  /// `registered` may be empty (no registered clusters known).
-  explicit AdmissionChain(ClusterSource registered = {});
+  /// `registered` may be empty (no registered clusters known). `clock`
+  /// (the carbon policy's now) must outlive the chain; null: the real clock.
+  explicit AdmissionChain(ClusterSource registered = {}, const Clock* clock = nullptr);
 
   /// Makes `bundle` the one in force for every later Admit.
   void Install(PolicyBundle bundle);
@@ -143,9 +159,16 @@ class AdmissionChain {
       const google::protobuf::Map<std::string, std::string>& labels) const;
 
  private:
+  // A bundle in force, with the carbon forecaster trained on its series.
+  struct Installed {
+    PolicyBundle bundle;
+    mutable absl::Mutex forecast_mu;
+    mutable SeasonalRegressionForecaster forecaster ABSL_GUARDED_BY(forecast_mu);
+  };
   ClusterSource registered_;
+  const Clock& clock_;
   mutable absl::Mutex mu_;
-  std::shared_ptr<const PolicyBundle> bundle_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const Installed> installed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace codeco::acm

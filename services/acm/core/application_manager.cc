@@ -169,6 +169,13 @@ absl::Status ApplicationManager::CommitModified(v1::Application& app) {
   return CommitNext(commit);
 }
 
+std::optional<absl::Time> HeldUntil(const v1::ApplicationSpec& spec, absl::Time now) {
+  if (!spec.intents().has_earliest_start_time()) return std::nullopt;
+  const absl::Time start = FromProtoTimestamp(spec.intents().earliest_start_time());
+  if (start <= now) return std::nullopt;
+  return start;
+}
+
 void ApplicationManager::MarkSentLocked(const std::string& name) {
   Attempt& attempt = attempts_[name];
   attempt.due = clock_.Now() + options_.answer_timeout;
@@ -324,6 +331,7 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
   }
 
   const std::string& name = spec.app_name();
+  const std::optional<absl::Time> held = HeldUntil(spec, clock_.Now());
   ASSIGN_OR_RETURN(std::optional<v1::Application> current, store_.Get(name));
   RETURN_IF_ERROR(CheckExpectedRevision(request.expected_revision(), current, "expected_revision"));
   ASSIGN_OR_RETURN(int64_t last, store_.LastRevision());
@@ -363,6 +371,12 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
     status.set_status(v1::STATUS_LEVEL_UNSPECIFIED);
     status.set_error_msg("");
     status.clear_neighborhood_id();
+    if (held) {
+      status.set_error_msg(absl::StrCat(
+          "waiting for its start time ",
+          absl::FormatTime(absl::RFC3339_sec, *held, absl::UTCTimeZone()),
+          " (spec.intents.earliestStartTime)"));
+    }
     if (neighborhoods_ != nullptr && !request.dry_run()) {
       absl::StatusOr<v1::Neighborhood> assigned = neighborhoods_->Assign(spec);
       if (assigned.ok()) {
@@ -413,7 +427,7 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
     commit.request = {record.key, StoredRequest{record.fingerprint, record.encode(response)}};
   }
   RETURN_IF_ERROR(CommitNext(commit));
-  if (spec_changed && (neighborhoods_ == nullptr || neighborhood)) {
+  if (spec_changed && !held && (neighborhoods_ == nullptr || neighborhood)) {
     // The intent is stored with the commit above; this is only the first try.
     MarkSentLocked(name);
     absl::Status asked = scheduler_.RequestPlacement(
@@ -733,6 +747,7 @@ absl::StatusOr<int> ApplicationManager::Reconcile() {
                           (neighborhoods_ == nullptr || !app.status().neighborhood_id().empty()));
       if (!release && !place) return true;
       intents.insert(name);
+      if (!release && HeldUntil(app.spec(), now)) return true;  // its start time is later
       auto it = attempts_.find(name);
       if (it != attempts_.end() && it->second.due > now) return true;
       MarkSentLocked(name);

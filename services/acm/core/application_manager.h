@@ -110,6 +110,11 @@ enum class StuckApplications {
   kLeave,
 };
 
+/// When `spec` waits for a start time later than `now`
+/// (intents.earliest_start_time, set by the carbon admission policy), that
+/// time: ACM asks for its placement only from then on.
+std::optional<absl::Time> HeldUntil(const v1::ApplicationSpec& spec, absl::Time now);
+
 /// The hub's application lifecycle.
 class ApplicationManager {
  public:

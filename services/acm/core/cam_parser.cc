@@ -41,6 +41,7 @@ constexpr int64_t kMaxBytes = int64_t{1} << 50;                   // 1 PiB
 constexpr int64_t kMaxGpu = 1024;
 constexpr int64_t kMaxBandwidthBps = int64_t{10'000'000'000'000};  // 10 Tbit/s
 constexpr int64_t kMaxDelayNs = int64_t{3600} * 1'000'000'000;     // 1 hour
+constexpr int64_t kMaxRunNs = int64_t{30} * 24 * kMaxDelayNs;       // 30 days (intents.duration)
 // A channel's maxDelay: CODECO's own experiments write "1000000" (seconds) to
 // mean "no bound", so any value that fits in int64 nanoseconds is taken.
 constexpr int64_t kMaxChannelDelayNs = INT64_MAX;
@@ -667,7 +668,8 @@ bool IsCountryCode(std::string_view s) {
 void ReadIntents(Reader& r, const YAML::Node& map, const std::string& path, v1::Intents& intents) {
   if (!r.IsMap(map, path)) return;
   r.KnownKeys(map, path,
-              {"allowedRegions", "allowedCountries", "origin", "maxLatencyToOrigin", "deadline"});
+              {"allowedRegions", "allowedCountries", "origin", "maxLatencyToOrigin", "deadline",
+               "duration"});
   if (auto list = r.StringList(map, "allowedRegions", path, false)) {
     for (auto& s : *list) intents.add_allowed_regions(s);
   }
@@ -687,7 +689,17 @@ void ReadIntents(Reader& r, const YAML::Node& map, const std::string& path, v1::
       r.Error(Child(path, "origin"), "required when maxLatencyToOrigin is set");
     }
   }
-  r.NotActedOnIfSet(map, "deadline", path, "placement has no deadline");
+  if (auto v = r.Quantity(map, "duration", path, &ParseDurationNanos, kMaxRunNs)) {
+    intents.set_expected_duration_ns(*v);
+    if (*v <= 0) r.Error(Child(path, "duration"), "must be positive");
+  }
+  // With a duration, the carbon-aware admission policy schedules the run by
+  // the deadline (and says so when it cannot); without one nothing reads it.
+  if (!map["duration"].IsDefined()) {
+    r.NotActedOnIfSet(map, "deadline", path,
+                      "only a delay-tolerant application, with intents.duration, is scheduled "
+                      "by its deadline");
+  }
   if (auto s = r.String(map, "deadline", path, false)) {
     absl::Time t;
     std::string err;

@@ -117,7 +117,7 @@ struct OwnedDependencies {
         scheduler(MakeScheduler(options)),
         clusters(kv, clock, options.clusters),
         neighborhoods(kv, clusters, clock, options.neighborhoods),
-        admission([this] { return RegisteredClusters(); }),
+        admission([this] { return RegisteredClusters(); }, &clock),
         manager(store, *scheduler, clock, options.manager, &neighborhoods, &admission),
         drainer(clusters, neighborhoods, manager, clock) {
     if (!options.policy_bundle.bundle.empty()) {

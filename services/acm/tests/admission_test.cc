@@ -7,12 +7,14 @@
 #include <memory>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "acm/core/application_manager.h"
 #include "acm/core/bundle_signature.h"
 #include "acm/store/kv_application_store.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/kv_store.h"
+#include "codeco/common/proto_util.h"
 #include "ed25519_signer.h"
 
 namespace codeco::acm {
@@ -279,6 +281,134 @@ spec:
   get.set_name("shop2");
   CHECK(absl::IsNotFound(manager.Get(get).status()));
   CHECK(scheduler.requests().size() == 1);
+}
+
+}  // namespace
+}  // namespace codeco::acm
+
+namespace codeco::acm {
+namespace {
+
+// A bundle with 9 days of half-hourly carbon series up to `now` for fr and
+// de: fr is cleanest from 02:00 to 05:00 each day, de is dirtier throughout.
+std::string CarbonBundle(absl::Time now) {
+  const absl::Time start = now - absl::Hours(24 * 9);
+  std::string fr, de;
+  for (int i = 0; i < 9 * 48; ++i) {
+    const int64_t seconds = absl::ToUnixSeconds(start + absl::Minutes(30) * i);
+    const int64_t half_hour = (seconds % 86400) / 1800;
+    const bool clean = half_hour >= 4 && half_hour < 10;
+    absl::StrAppend(&fr, i ? ", " : "", clean ? 20 : 80);
+    absl::StrAppend(&de, i ? ", " : "", clean ? 200 : 300);
+  }
+  return absl::StrCat(R"(apiVersion: codeco.io/v1
+kind: PolicyBundle
+version: carbon-1
+regions:
+  - {name: fr, country: FR}
+  - {name: de, country: DE}
+carbon:
+  regions:
+    fr: {start: ")",
+                      absl::FormatTime(absl::RFC3339_sec, start, absl::UTCTimeZone()),
+                      R"(", step: 30m, gPerKwh: [)", fr, R"(]}
+    de: {start: ")",
+                      absl::FormatTime(absl::RFC3339_sec, start, absl::UTCTimeZone()),
+                      R"(", step: 30m, gPerKwh: [)", de, "]}\n");
+}
+
+absl::Time Midnight() {
+  absl::Time t;
+  std::string err;
+  REQUIRE(absl::ParseTime(absl::RFC3339_sec, "2026-11-27T00:00:00Z", &t, &err));
+  return t;
+}
+
+TEST_CASE("The carbon policy schedules a delay-tolerant spec in the cleanest window",
+          "[admission][carbon]") {
+  SimulatedClock clock{Midnight() + absl::Hours(22)};  // 22:00; fr is clean from 02:00
+  auto bundle = ParsePolicyBundle(CarbonBundle(clock.Now()));
+  INFO(bundle.status().ToString());
+  REQUIRE(bundle.ok());
+  AdmissionChain chain({}, &clock);
+  chain.Install(*bundle);
+
+  v1::ApplicationSpec spec = Spec();
+  spec.mutable_intents()->set_expected_duration_ns(absl::ToInt64Nanoseconds(absl::Hours(2)));
+  *spec.mutable_intents()->mutable_deadline() = ToProtoTimestamp(clock.Now() + absl::Hours(12));
+  auto admitted = chain.Admit(spec, {});
+  INFO(admitted.status().ToString());
+  REQUIRE(admitted.ok());
+  const v1::Intents& intents = admitted->spec.intents();
+  REQUIRE(intents.allowed_regions_size() == 1);
+  CHECK(intents.allowed_regions(0) == "fr");
+  const absl::Time start = FromProtoTimestamp(intents.earliest_start_time());
+  CHECK(start >= Midnight() + absl::Hours(26));                   // 02:00 the next day, or later
+  CHECK(start + absl::Hours(2) <= Midnight() + absl::Hours(29));  // ends by 05:00
+  CHECK(absl::StrContains(admitted->json_patch, R"("path":"/intents/earliestStartTime")"));
+  REQUIRE(admitted->warnings.size() == 1);
+  CHECK(absl::StrContains(admitted->warnings[0], "admission policy \"carbon\": runs in fr from"));
+
+  // Kept to Germany by residency, it runs there at its cleanest.
+  spec.mutable_intents()->add_allowed_countries("DE");
+  auto germany = chain.Admit(spec, {});
+  REQUIRE(germany.ok());
+  CHECK(germany->spec.intents().allowed_regions(0) == "de");
+
+  // A deadline the run cannot meet is refused; a deadline alone is reported.
+  *spec.mutable_intents()->mutable_deadline() = ToProtoTimestamp(clock.Now() + absl::Hours(1));
+  auto late = chain.Admit(spec, {});
+  CHECK(absl::StrContains(late.status().message(),
+                          "admission policy \"carbon\": spec.intents.deadline: a 2h run started "
+                          "now"));
+  spec.mutable_intents()->set_expected_duration_ns(0);
+  auto alone = chain.Admit(spec, {});
+  REQUIRE(alone.ok());
+  REQUIRE(alone->warnings.size() == 1);
+  CHECK(absl::StrContains(alone->warnings[0],
+                          "spec.intents.deadline: not acted on (no intents.duration)"));
+}
+
+TEST_CASE("An application held for its start time is placed only from then on",
+          "[admission][carbon]") {
+  std::unique_ptr<KvStore> kv = NewInMemoryKvStore(ApplicationColumnFamilies());
+  KvApplicationStore store{*kv, {.max_events = 100}};
+  InMemoryPlacementScheduler scheduler;
+  SimulatedClock clock{Midnight() + absl::Hours(22)};
+  auto bundle = ParsePolicyBundle(CarbonBundle(clock.Now()));
+  REQUIRE(bundle.ok());
+  AdmissionChain chain({}, &clock);
+  chain.Install(*bundle);
+  ApplicationManager manager{store, scheduler, clock, {}, nullptr, &chain};
+
+  v1::ApplyApplicationRequest request;
+  request.set_cam_yaml(R"(apiVersion: codeco.io/v1
+kind: CodecoApp
+metadata: {name: nightly}
+spec:
+  appName: nightly
+  intents: {duration: 2h, deadline: "2026-11-28T10:00:00Z"}
+  codecoapp-msspec:
+    - serviceName: batch
+      podspec:
+        containers: [{name: batch, image: "registry.example.org/batch:1"}]
+)");
+  auto applied = manager.Apply(request);
+  INFO(applied.status().ToString());
+  REQUIRE(applied.ok());
+  const absl::Time start =
+      FromProtoTimestamp(applied->application().spec().intents().earliest_start_time());
+  CHECK(start > clock.Now());
+  CHECK(
+      absl::StrContains(applied->application().status().error_msg(), "waiting for its start time"));
+  CHECK(scheduler.requests().empty());
+  REQUIRE(manager.Reconcile().ok());
+  CHECK(scheduler.requests().empty());
+
+  clock.SetTime(start);
+  REQUIRE(manager.Reconcile().ok());
+  REQUIRE(scheduler.requests().size() == 1);
+  CHECK(scheduler.requests()[0].metadata().name() == "nightly");
 }
 
 }  // namespace
