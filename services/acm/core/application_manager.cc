@@ -322,8 +322,10 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
   // The admission policies refuse the spec or change it; a change is kept
   // with the revision and told back.
   std::string admission_patch, bundle_version;
+  std::optional<v1::ApplicationSpec> submitted;
   if (admission_ != nullptr) {
     ASSIGN_OR_RETURN(AdmissionOutcome admitted, admission_->Admit(spec, labels));
+    if (!admitted.json_patch.empty()) submitted = spec;
     spec = std::move(admitted.spec);
     admission_patch = std::move(admitted.json_patch);
     bundle_version = std::move(admitted.bundle_version);
@@ -398,6 +400,7 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
     rev.set_change_cause(change_cause);
     rev.set_admission_patch(admission_patch);
     rev.set_policy_bundle_version(bundle_version);
+    if (submitted) *rev.mutable_submitted_spec() = std::move(*submitted);
     commit.spec_revision = std::move(rev);
     if (!request.dry_run()) {
       const bool rollback = change_cause != "apply";
@@ -826,9 +829,10 @@ absl::StatusOr<v1::RollbackApplicationResponse> ApplicationManager::Rollback(
     }
     RETURN_IF_ERROR(rev.status());
     // The revision's whole spec (re-parsing its YAML would merge it with the
-    // application's other CodecoApps), with its YAML kept alongside.
+    // application's other CodecoApps), with its YAML kept alongside; as
+    // submitted, so that the policies in force admit it afresh.
     v1::ApplyApplicationRequest apply;
-    *apply.mutable_spec() = rev->spec();
+    *apply.mutable_spec() = rev->has_submitted_spec() ? rev->submitted_spec() : rev->spec();
     *apply.mutable_labels() = app->metadata().labels();
     apply.set_request_id(request.request_id());
     RequestRecord record{key, fingerprint, [](const v1::ApplyApplicationResponse& applied) {
@@ -846,6 +850,46 @@ absl::StatusOr<v1::RollbackApplicationResponse> ApplicationManager::Rollback(
   }
   Notify();
   return response;
+}
+
+absl::StatusOr<ReadmitOutcome> ApplicationManager::ReadmitWaiting() {
+  ReadmitOutcome outcome;
+  if (admission_ == nullptr) return outcome;
+  {
+    absl::MutexLock lock(&write_mu_);
+    const absl::Time now = clock_.Now();
+    std::vector<v1::Application> waiting;
+    RETURN_IF_ERROR(store_.List("", [&](const v1::Application& app) {
+      if (app.status().phase() == v1::APPLICATION_PHASE_PENDING && HeldUntil(app.spec(), now)) {
+        waiting.push_back(app);
+      }
+      return true;
+    }));
+    const std::string cause = absl::StrCat(
+        "re-admitted under policy bundle ",
+        admission_->version().empty() ? "(built-in defaults)" : admission_->version());
+    for (const v1::Application& app : waiting) {
+      const std::string& name = app.metadata().name();
+      ASSIGN_OR_RETURN(v1::ApplicationRevision rev,
+                       store_.GetSpecRevision(name, app.spec_revision()));
+      v1::ApplyApplicationRequest apply;
+      *apply.mutable_spec() = rev.has_submitted_spec() ? rev.submitted_spec() : rev.spec();
+      *apply.mutable_labels() = app.metadata().labels();
+      absl::StatusOr<v1::ApplyApplicationResponse> applied =
+          ApplyLocked(apply, cause, RequestRecord{}, rev.cam_yaml());
+      if (!applied.ok()) {
+        // Refused now (say, its deadline can no longer be met): it keeps the
+        // schedule it was admitted with.
+        outcome.refused.push_back(absl::StrCat(name, ": ", applied.status().message()));
+        continue;
+      }
+      if (applied->application().spec_revision() != app.spec_revision()) {
+        outcome.changed.push_back(name);
+      }
+    }
+  }
+  Notify();
+  return outcome;
 }
 
 absl::StatusOr<v1::ListApplicationRevisionsResponse> ApplicationManager::ListRevisions(

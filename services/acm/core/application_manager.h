@@ -115,6 +115,14 @@ enum class StuckApplications {
 /// time: ACM asks for its placement only from then on.
 std::optional<absl::Time> HeldUntil(const v1::ApplicationSpec& spec, absl::Time now);
 
+/// What ApplicationManager::ReadmitWaiting did.
+struct ReadmitOutcome {
+  /// Applications whose schedule changed (a new spec revision each).
+  std::vector<std::string> changed;
+  /// Applications the policies now refuse, "name: reason"; they keep theirs.
+  std::vector<std::string> refused;
+};
+
 /// The hub's application lifecycle.
 class ApplicationManager {
  public:
@@ -143,6 +151,12 @@ class ApplicationManager {
   /// spec revision, placed again); the whole application goes when it was the
   /// last CodecoApp with services.
   absl::StatusOr<v1::DeleteApplicationResponse> Delete(const v1::DeleteApplicationRequest& request);
+  /// Day 2 of the carbon policy: admits again, as submitted, every PENDING
+  /// application still waiting for its start time, under the policies and
+  /// forecasts in force now (call it when a new policy bundle is installed).
+  /// One whose region or start changes gets a new spec revision ("re-admitted
+  /// under policy bundle V"). One the policies now refuse keeps its schedule.
+  absl::StatusOr<ReadmitOutcome> ReadmitWaiting();
   /// Makes an older spec current again, as a new spec revision.
   absl::StatusOr<v1::RollbackApplicationResponse> Rollback(
       const v1::RollbackApplicationRequest& request);

@@ -121,8 +121,25 @@ struct OwnedDependencies {
         manager(store, *scheduler, clock, options.manager, &neighborhoods, &admission),
         drainer(clusters, neighborhoods, manager, clock) {
     if (!options.policy_bundle.bundle.empty()) {
-      bundle_watcher = std::make_unique<PolicyBundleWatcher>(admission, options.policy_bundle,
-                                                             options.policy_reload_interval);
+      // Day 2: a new bundle brings new forecasts and policies to what still
+      // waits for its start time.
+      bundle_watcher = std::make_unique<PolicyBundleWatcher>(
+          admission, options.policy_bundle, options.policy_reload_interval, [this] {
+            absl::StatusOr<ReadmitOutcome> readmitted = manager.ReadmitWaiting();
+            if (!readmitted.ok()) {
+              log::Warn("re-admission failed",
+                        {{"error", std::string(readmitted.status().message())}});
+              return;
+            }
+            if (!readmitted->changed.empty()) {
+              log::Info("re-admitted under the new policy bundle",
+                        {{"applications", absl::StrJoin(readmitted->changed, ",")}});
+            }
+            for (const std::string& refused : readmitted->refused) {
+              log::Warn("refused under the new policy bundle; its schedule stays",
+                        {{"application", refused}});
+            }
+          });
     }
     auto record_release = [this](const std::string& name, const absl::Status& outcome) {
       absl::Status recorded = manager.RecordRelease(name, outcome);

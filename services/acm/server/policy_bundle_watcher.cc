@@ -24,8 +24,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, size_t limit) {
 }  // namespace
 
 PolicyBundleWatcher::PolicyBundleWatcher(AdmissionChain& chain, PolicyBundleFiles files,
-                                         absl::Duration interval)
-    : chain_(chain), files_(std::move(files)) {
+                                         absl::Duration interval, std::function<void()> installed)
+    : chain_(chain), files_(std::move(files)), installed_(std::move(installed)) {
   Poll();
   thread_ = std::thread([this, interval] {
     while (true) {
@@ -35,7 +35,7 @@ PolicyBundleWatcher::PolicyBundleWatcher(AdmissionChain& chain, PolicyBundleFile
         mu_.AwaitWithTimeout(absl::Condition(&stop), interval);
         if (stopping_) return;
       }
-      Poll();
+      if (Poll() && installed_) installed_();
     }
   });
 }
@@ -53,7 +53,7 @@ absl::Status PolicyBundleWatcher::last() const {
   return last_;
 }
 
-void PolicyBundleWatcher::Poll() {
+bool PolicyBundleWatcher::Poll() {
   const PolicyBundleLimits limits;
   absl::StatusOr<std::string> bundle = ReadFile(files_.bundle, limits.max_bytes);
   absl::StatusOr<std::string> signature = ReadFile(files_.bundle + ".sig", 64 << 10);
@@ -68,7 +68,7 @@ void PolicyBundleWatcher::Poll() {
   }
   {
     absl::MutexLock lock(&mu_);
-    if (tried == tried_) return;  // nothing changed since the last try
+    if (tried == tried_) return false;  // nothing changed since the last try
     tried_ = tried;
   }
   if (outcome.ok()) outcome = InstallSignedBundle(chain_, *bundle, *signature, *key, limits);
@@ -83,6 +83,7 @@ void PolicyBundleWatcher::Poll() {
   }
   absl::MutexLock lock(&mu_);
   last_ = outcome;
+  return outcome.ok();
 }
 
 }  // namespace codeco::acm

@@ -7,6 +7,7 @@
 // unreadable file) is logged and leaves the one in force; the same bytes are
 // not tried again until they change.
 
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -31,17 +32,22 @@ class PolicyBundleWatcher {
  public:
   /// Reads once before returning (so the first apply sees the bundle), then
   /// every `interval` on its own thread. `chain` must outlive the watcher.
-  PolicyBundleWatcher(AdmissionChain& chain, PolicyBundleFiles files, absl::Duration interval);
+  /// `installed`, when set, runs on the watcher's thread after each bundle
+  /// installed there (not the first, read by the constructor).
+  PolicyBundleWatcher(AdmissionChain& chain, PolicyBundleFiles files, absl::Duration interval,
+                      std::function<void()> installed = {});
   ~PolicyBundleWatcher();
 
   /// The outcome of the last bundle bytes tried (OK: installed).
   absl::Status last() const;
-  /// Reads the files now; installs when the bytes changed since the last try.
-  void Poll();
+  /// Reads the files now; installs when the bytes changed since the last
+  /// try. True when it installed a bundle.
+  bool Poll();
 
  private:
   AdmissionChain& chain_;
   const PolicyBundleFiles files_;
+  const std::function<void()> installed_;
   mutable absl::Mutex mu_;
   std::string tried_ ABSL_GUARDED_BY(mu_);  // bundle + signature bytes last tried
   absl::Status last_ ABSL_GUARDED_BY(mu_) = absl::UnavailableError("not read yet");

@@ -405,10 +405,41 @@ spec:
   REQUIRE(manager.Reconcile().ok());
   CHECK(scheduler.requests().empty());
 
-  clock.SetTime(start);
+  // Day 2: a new bundle in which Germany is now the cleaner; the waiting
+  // application is admitted again, as submitted, and moves there.
+  std::string greener_de = absl::StrReplaceAll(
+      CarbonBundle(clock.Now()),
+      {{"version: carbon-1", "version: carbon-2"}, {"200", "5"}, {"300", "10"}});
+  auto second = ParsePolicyBundle(greener_de);
+  REQUIRE(second.ok());
+  chain.Install(*second);
+  auto readmitted = manager.ReadmitWaiting();
+  REQUIRE(readmitted.ok());
+  CHECK(readmitted->changed == std::vector<std::string>{"nightly"});
+  CHECK(readmitted->refused.empty());
+  v1::GetApplicationRequest get;
+  get.set_name("nightly");
+  auto now_app = manager.Get(get);
+  REQUIRE(now_app.ok());
+  CHECK(now_app->application().spec_revision() == 2);
+  CHECK(now_app->application().spec().intents().allowed_regions(0) == "de");
+  v1::ListApplicationRevisionsRequest revisions;
+  revisions.set_name("nightly");
+  auto listed = manager.ListRevisions(revisions);
+  REQUIRE(listed.ok());
+  CHECK(listed->revisions(0).change_cause() == "re-admitted under policy bundle carbon-2");
+  CHECK(listed->revisions(0).submitted_spec().intents().allowed_regions().empty());
+  // Nothing changed since: a second pass leaves it.
+  CHECK(manager.ReadmitWaiting()->changed.empty());
+  CHECK(scheduler.requests().empty());
+
+  const absl::Time new_start =
+      FromProtoTimestamp(now_app->application().spec().intents().earliest_start_time());
+  clock.SetTime(new_start);
   REQUIRE(manager.Reconcile().ok());
   REQUIRE(scheduler.requests().size() == 1);
   CHECK(scheduler.requests()[0].metadata().name() == "nightly");
+  CHECK(scheduler.requests()[0].spec_revision() == 2);
 }
 
 }  // namespace
