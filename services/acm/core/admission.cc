@@ -212,36 +212,28 @@ class BundleReader {
     }
   }
 
+  // policies.<name>: {enabled: true|false}, kept in `enabled` when present.
+  void ReadSwitch(const YAML::Node& policies, const std::string& name, bool& enabled) {
+    const YAML::Node policy = policies[name];
+    if (!policy) return;
+    const std::string path = Path("policies", name);
+    if (!policy.IsMap()) {
+      errors_.Add(path, "must be a mapping");
+      return;
+    }
+    Known(policy, path, {"enabled"});
+    enabled = Enabled(policy, path);
+  }
+
   void ReadPolicies(const YAML::Node& policies, PolicyBundle& out) {
     if (!policies.IsMap()) {
       errors_.Add("policies", "must be a mapping");
       return;
     }
     Known(policies, "policies", {"residency", "latency", "placeable", "carbon"});
-    if (const YAML::Node carbon = policies["carbon"]) {
-      if (carbon.IsMap()) {
-        Known(carbon, "policies.carbon", {"enabled"});
-        out.carbon_enabled = Enabled(carbon, "policies.carbon");
-      } else {
-        errors_.Add("policies.carbon", "must be a mapping");
-      }
-    }
-    if (const YAML::Node latency = policies["latency"]) {
-      if (latency.IsMap()) {
-        Known(latency, "policies.latency", {"enabled"});
-        out.latency_enabled = Enabled(latency, "policies.latency");
-      } else {
-        errors_.Add("policies.latency", "must be a mapping");
-      }
-    }
-    if (const YAML::Node placeable = policies["placeable"]) {
-      if (placeable.IsMap()) {
-        Known(placeable, "policies.placeable", {"enabled"});
-        out.placeable_enabled = Enabled(placeable, "policies.placeable");
-      } else {
-        errors_.Add("policies.placeable", "must be a mapping");
-      }
-    }
+    ReadSwitch(policies, "carbon", out.carbon_enabled);
+    ReadSwitch(policies, "latency", out.latency_enabled);
+    ReadSwitch(policies, "placeable", out.placeable_enabled);
     const YAML::Node residency = policies["residency"];
     if (!residency) return;
     if (!residency.IsMap()) {
