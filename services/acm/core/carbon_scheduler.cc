@@ -9,6 +9,9 @@
 namespace codeco::acm {
 namespace {
 
+// How much cleaner a later start or a later option must be to be chosen.
+constexpr double kMinRelativeGain = 1e-3;
+
 // The integral of an option's piecewise-constant intensity from its first
 // interval to any time inside it (g/kWh × seconds), through prefix sums.
 class Cumulative {
@@ -85,9 +88,9 @@ absl::StatusOr<CarbonChoice> ChooseRegionAndStart(const CarbonJob& job, absl::Ti
       if (end > cum.end()) break;
       if (cum.Covers(start, end)) {
         const double mean = cum.Mean(start, end);
-        // Strictly lower wins (with a relative tolerance), so ties keep the
-        // earlier start and the earlier option.
-        if (!found || mean < best.mean_g_per_kwh * (1 - 1e-12) - 1e-12) {
+        // A later start or a later option must be more than 0.1 % cleaner:
+        // a forecast's noise does not hold a job back or move it.
+        if (!found || mean < best.mean_g_per_kwh * (1 - kMinRelativeGain)) {
           found = true;
           best = {option.region, start, mean, mean * kwh};
         }

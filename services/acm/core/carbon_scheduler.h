@@ -73,8 +73,9 @@ struct CarbonChoice {
 /// span is empty or not inside the option's intervals.
 double MeanIntensity(const CarbonRegionOption& option, absl::Time from, absl::Time to);
 
-/// Chooses among `options` (listed in order of preference: the first wins a
-/// tie, as does an earlier start) the region and start, at `now` or later and
+/// Chooses among `options` (listed in order of preference: a later start or
+/// a later option must be more than 0.1 % cleaner to win) the region and
+/// start, at `now` or later and
 /// no earlier than the job's release, at which the job's expected emissions
 /// are lowest and it ends by its deadline. Candidate starts are the earliest
 /// one and each interval boundary after it that the option's intensities
