@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "acm/core/bounded_yaml.h"
 #include "acm/core/bundle_signature.h"
 #include "acm/core/carbon_scheduler.h"
 #include "codeco/common/proto_util.h"
@@ -413,12 +414,9 @@ absl::StatusOr<PolicyBundle> ParsePolicyBundle(const std::string& yaml,
     return InvalidFieldError(
         "bundle", absl::StrCat("is ", yaml.size(), " bytes, over the limit of ", limits.max_bytes));
   }
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml);
-  } catch (const YAML::Exception& e) {
-    return InvalidFieldError("bundle", absl::StrCat("is not YAML: ", e.what()));
-  }
+  ASSIGN_OR_RETURN(YAML::Node root,
+                   LoadBoundedYaml(yaml, {limits.max_bytes, limits.max_depth, limits.max_nodes},
+                                   "bundle"));
   FieldErrors errors;
   PolicyBundle bundle;
   BundleReader(errors, limits).Read(root, bundle);

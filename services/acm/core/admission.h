@@ -94,6 +94,11 @@ struct PolicyBundleLimits {
   /// Most regions, rules, entries of the latency matrix, and intervals of
   /// one carbon series.
   size_t max_entries = 100000;
+  /// Deepest YAML nesting.
+  int max_depth = 16;
+  /// Most YAML nodes, aliases expanded (a year of half-hourly intensities
+  /// is 17,568 nodes per region).
+  size_t max_nodes = 400000;
 };
 
 /// Parses a bundle document (docs/policies.md). INVALID_ARGUMENT lists every

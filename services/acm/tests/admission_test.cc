@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <memory>
+#include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -94,9 +95,50 @@ policies:
   CHECK(absl::StrContains(m, "latencyMs.fr.de: must be a latency"));
   CHECK(absl::StrContains(m, "policies.residency.rules[0].countries[0]"));
   CHECK(absl::StrContains(m, "policies.speed: unknown field"));
-  CHECK(absl::StrContains(ParsePolicyBundle("[1, 2").status().message(), "bundle: is not YAML"));
+  CHECK(absl::StrContains(ParsePolicyBundle("[1, 2").status().message(),
+                          "bundle: not valid YAML"));
+  // Aliases that would expand to millions of nodes are refused unexpanded.
+  std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'h'; ++c) {
+    bomb += absl::StrCat(std::string(1, c), ": &", std::string(1, c), " [*", std::string(1, c - 1),
+                         ", *", std::string(1, c - 1), ", *", std::string(1, c - 1), ", *",
+                         std::string(1, c - 1), ", *", std::string(1, c - 1), ", *",
+                         std::string(1, c - 1), ", *", std::string(1, c - 1), ", *",
+                         std::string(1, c - 1), ", *", std::string(1, c - 1), ", *",
+                         std::string(1, c - 1), "]\n");
+  }
+  CHECK(absl::StrContains(ParsePolicyBundle(bomb).status().message(),
+                          "bundle: more than 400000 YAML nodes once aliases are expanded"));
   CHECK(absl::StrContains(ParsePolicyBundle(std::string(5u << 20, ' ')).status().message(),
                           "over the limit"));
+}
+
+TEST_CASE("Mutated policy bundles parse or are refused and never crash", "[admission]") {
+  const std::string seed = Bundle("fuzz");
+  const std::string alphabet = "{}[]:,-&*!|>'\"#%@ \n\tab01eE.mMsT";
+  std::mt19937 rng(20261127);
+  int parsed = 0, refused = 0;
+  for (int round = 0; round < 2000; ++round) {
+    std::string doc = seed;
+    const int edits = 1 + static_cast<int>(rng() % 8);
+    for (int e = 0; e < edits && !doc.empty(); ++e) {
+      const size_t at = rng() % doc.size();
+      if (rng() % 2) {
+        doc[at] = alphabet[rng() % alphabet.size()];
+      } else {
+        doc.erase(at, 1 + rng() % 16);
+      }
+    }
+    absl::StatusOr<PolicyBundle> b = ParsePolicyBundle(doc);
+    if (b.ok()) {
+      ++parsed;
+    } else {
+      REQUIRE(b.status().code() == absl::StatusCode::kInvalidArgument);
+      ++refused;
+    }
+  }
+  CHECK(parsed > 0);
+  CHECK(refused > 0);
 }
 
 TEST_CASE("Residency sets the countries of a selected application and refuses others",
