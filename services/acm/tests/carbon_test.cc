@@ -2,10 +2,12 @@
 // (services/acm/core/carbon_*.h), on small series written here.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "acm/core/carbon_forecast.h"
 #include "acm/core/carbon_scheduler.h"
@@ -126,6 +128,41 @@ TEST_CASE("A bad carbon CSV is refused naming the line and the column", "[carbon
   CHECK(absl::StrContains(empty.status().message(), "fr.csv: has no samples"));
   CHECK(LoadCarbonCsv("/nonexistent/carbon.csv", "fr", absl::Minutes(30)).status().code() ==
         absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("Mutated carbon CSVs parse or are refused and never crash", "[carbon]") {
+  std::string seed = "Time,Carbon Intensity\n";
+  for (int i = 0; i < 48; ++i) {
+    seed +=
+        absl::StrCat("2020-01-01 ", i / 4 < 10 ? "0" : "", i / 4, ":",
+                     (i % 4) * 15 == 0 ? "00" : absl::StrCat((i % 4) * 15), ":00,", 100 + i, "\n");
+  }
+  REQUIRE(ParseCarbonCsv(seed, "de", absl::Minutes(30), "de.csv").ok());
+  const std::string alphabet = ",:-. \n\r0123456789eE+nai";
+  std::mt19937 rng(20261127);
+  int parsed = 0, refused = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::string doc = seed;
+    const int edits = 1 + static_cast<int>(rng() % 6);
+    for (int e = 0; e < edits && !doc.empty(); ++e) {
+      const size_t at = rng() % doc.size();
+      if (rng() % 2) {
+        doc[at] = alphabet[rng() % alphabet.size()];
+      } else {
+        doc.erase(at, 1 + rng() % 24);
+      }
+    }
+    auto s = ParseCarbonCsv(doc, "de", absl::Minutes(30), "de.csv");
+    if (s.ok()) {
+      ++parsed;
+      for (double v : s->g_per_kwh) REQUIRE((v >= 0 && std::isfinite(v)));
+    } else {
+      REQUIRE(s.status().code() == absl::StatusCode::kInvalidArgument);
+      ++refused;
+    }
+  }
+  CHECK(parsed > 0);
+  CHECK(refused > 0);
 }
 
 TEST_CASE("The day-ago forecaster repeats the last observed day", "[carbon]") {
