@@ -64,6 +64,16 @@ class BundleReader {
     }
     return n.Scalar();
   }
+  // A scalar's number, or -1 when it is not one (every number read here
+  // must be 0 or more).
+  static double Number(const YAML::Node& node) {
+    if (!node.IsScalar()) return -1;
+    try {
+      return node.as<double>();
+    } catch (const YAML::Exception&) {
+      return -1;
+    }
+  }
   static std::string Path(const std::string& parent, const std::string& key) {
     return parent.empty() ? key : absl::StrCat(parent, ".", key);
   }
@@ -133,14 +143,7 @@ class BundleReader {
       for (const auto& to : from.second) {
         if (!Count(++entries, "latencyMs")) return;
         const std::string b = to.first.IsScalar() ? to.first.Scalar() : "";
-        double ms = -1;
-        if (to.second.IsScalar()) {
-          try {
-            ms = to.second.as<double>();
-          } catch (const YAML::Exception&) {
-            ms = -1;
-          }
-        }
+        const double ms = Number(to.second);
         if (!std::isfinite(ms) || ms < 0 || ms > 1e6) {
           errors_.Add(Path(path, b), "must be a latency in milliseconds, 0 or more");
           continue;
@@ -194,14 +197,7 @@ class BundleReader {
       }
       if (!Count(values.size(), Path(path, "gPerKwh"))) continue;
       for (size_t i = 0; i < values.size(); ++i) {
-        double v = -1;
-        if (values[i].IsScalar()) {
-          try {
-            v = values[i].as<double>();
-          } catch (const YAML::Exception&) {
-            v = -1;
-          }
-        }
+        const double v = Number(values[i]);
         if (!std::isfinite(v) || v < 0 || v > 5000) {
           errors_.Add(absl::StrCat(path, ".gPerKwh[", i, "]"),
                       "must be an intensity in 0..5000 gCO2eq/kWh");
