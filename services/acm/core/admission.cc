@@ -443,6 +443,22 @@ AdmissionChain::AdmissionChain(ClusterSource registered, const Clock* clock)
 void AdmissionChain::Install(PolicyBundle bundle) {
   auto installed = std::make_shared<Installed>();
   installed->bundle = std::move(bundle);
+  {
+    // Trained here, on the installing thread, so that the first admission
+    // does not pay for a year of history.
+    absl::MutexLock forecast_lock(&installed->forecast_mu);
+    const absl::Time now = clock_.Now();
+    for (const auto& [region, series] : installed->bundle.carbon) {
+      const int64_t known = std::clamp<int64_t>(WholeSteps(now - series.start, series.step), 0,
+                                                static_cast<int64_t>(series.g_per_kwh.size()));
+      if (known == 0) continue;
+      installed->forecaster
+          .Forecast(region,
+                    absl::MakeConstSpan(series.g_per_kwh).subspan(0, static_cast<size_t>(known)),
+                    series.step, 1)
+          .IgnoreError();
+    }
+  }
   absl::MutexLock lock(&mu_);
   installed_ = std::move(installed);
 }

@@ -151,7 +151,8 @@ class AdmissionChain {
   /// (the carbon policy's now) must outlive the chain; null: the real clock.
   explicit AdmissionChain(ClusterSource registered = {}, const Clock* clock = nullptr);
 
-  /// Makes `bundle` the one in force for every later Admit.
+  /// Makes `bundle` the one in force for every later Admit, after training
+  /// the carbon forecaster on its series up to now (on the caller's thread).
   void Install(PolicyBundle bundle);
   /// The version in force ("" = built-in defaults).
   std::string version() const;
