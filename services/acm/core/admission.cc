@@ -552,10 +552,17 @@ absl::StatusOr<AdmissionOutcome> AdmissionChain::Admit(
         if (row != bundle->latency_ms.end() && row->second.count(r)) ms = row->second.at(r);
         if (!ms && r == origin_region) ms = 0;
         if (!ms) continue;
+        // Allowed: listed in allowedRegions (if any) and in allowedCountries
+        // (if any; a region of unknown country is not).
+        auto country = region_country.find(r);
         const bool allowed =
-            intents.allowed_regions().empty() ||
-            std::find(intents.allowed_regions().begin(), intents.allowed_regions().end(), r) !=
-                intents.allowed_regions().end();
+            (intents.allowed_regions().empty() ||
+             std::find(intents.allowed_regions().begin(), intents.allowed_regions().end(), r) !=
+                 intents.allowed_regions().end()) &&
+            (intents.allowed_countries().empty() ||
+             (country != region_country.end() &&
+              std::find(intents.allowed_countries().begin(), intents.allowed_countries().end(),
+                        country->second) != intents.allowed_countries().end()));
         if (*ms <= max_ms && allowed) {
           eligible.emplace_back(*ms, r);
         } else if (allowed && (nearest_outside.first < 0 || *ms < nearest_outside.first)) {

@@ -4,7 +4,9 @@
 #include "acm/core/admission.h"
 
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <random>
 
 #include "absl/strings/match.h"
@@ -111,6 +113,31 @@ policies:
                           "bundle: more than 400000 YAML nodes once aliases are expanded"));
   CHECK(absl::StrContains(ParsePolicyBundle(std::string(5u << 20, ' ')).status().message(),
                           "over the limit"));
+}
+
+TEST_CASE("The example bundle for the five-site scenario parses", "[admission]") {
+  std::ifstream in(std::string(ACM_EXAMPLES_DIR) + "/../policies/grid5000-bundle.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<PolicyBundle> b = ParsePolicyBundle(text.str());
+  INFO(b.status().ToString());
+  REQUIRE(b.ok());
+  CHECK(b->regions.size() == 5);
+  CHECK(b->latency_ms.at("lu").at("fr-west") == Approx(27.41));
+  REQUIRE(b->residency.size() == 1);
+  // Personal data from lille stays in France: within 12.5 ms, Luxembourg
+  // (12 ms away) is left out.
+  AdmissionChain chain([] { return std::vector<RegisteredCluster>{{"lille", "fr-north", "FR"}}; });
+  chain.Install(*b);
+  v1::ApplicationSpec spec = Spec();
+  spec.mutable_intents()->set_origin("lille");
+  spec.mutable_intents()->set_max_latency_to_origin_ns(12'500'000);
+  auto admitted = chain.Admit(spec, Labels({{"codeco.io/data-class", "personal"}}));
+  REQUIRE(admitted.ok());
+  const auto& regions = admitted->spec.intents().allowed_regions();
+  CHECK(std::vector<std::string>(regions.begin(), regions.end()) ==
+        std::vector<std::string>{"fr-north", "fr-north-east", "fr-south-east"});
+  CHECK(admitted->spec.intents().allowed_countries(0) == "FR");
 }
 
 TEST_CASE("Mutated policy bundles parse or are refused and never crash", "[admission]") {
