@@ -8,12 +8,12 @@
 #include <set>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "acm/core/bounded_yaml.h"
 #include "acm/core/bundle_signature.h"
+#include "acm/core/cam_parser.h"
 #include "acm/core/carbon_scheduler.h"
 #include "codeco/common/proto_util.h"
 #include "codeco/common/quantity.h"
@@ -21,11 +21,6 @@
 
 namespace codeco::acm {
 namespace {
-
-bool IsCountryCode(const std::string& s) {
-  return s.size() == 2 && absl::ascii_isupper(static_cast<unsigned char>(s[0])) &&
-         absl::ascii_isupper(static_cast<unsigned char>(s[1]));
-}
 
 // Reads the bundle's fields, recording every error with its path.
 class BundleReader {
@@ -320,6 +315,36 @@ std::string Listed(const std::vector<std::string>& items, size_t most = 20) {
   return absl::StrCat(absl::StrJoin(head, ", "), " and ", items.size() - most, " more");
 }
 
+// True when `list` is empty (no constraint) or holds `value`.
+template <typename List>
+bool Allows(const List& list, const std::string& value) {
+  return list.empty() || std::find(list.begin(), list.end(), value) != list.end();
+}
+
+// Whether `intents` let an application run in `country` ("" = unknown,
+// which no allowedCountries admits), and in `region` of that country.
+bool CountryAllowed(const v1::Intents& intents, const std::string& country) {
+  return intents.allowed_countries().empty() ||
+         (!country.empty() && Allows(intents.allowed_countries(), country));
+}
+bool RegionAllowed(const v1::Intents& intents, const std::string& region,
+                   const std::string& country) {
+  return Allows(intents.allowed_regions(), region) && CountryAllowed(intents, country);
+}
+
+// The country of `region` as known, or "".
+std::string CountryOf(const std::map<std::string, std::string>& region_country,
+                      const std::string& region) {
+  auto it = region_country.find(region);
+  return it == region_country.end() ? "" : it->second;
+}
+
+// The region a registered cluster stands for: its label, or (without one)
+// a region of its own named after it.
+const std::string& RegionOf(const RegisteredCluster& cluster) {
+  return cluster.region.empty() ? cluster.name : cluster.region;
+}
+
 // The carbon policy: a delay-tolerant spec (duration and deadline) gets the
 // region and start with the lowest forecast emissions among the eligible
 // regions with a carbon series. Refuses a run that cannot end by its
@@ -353,21 +378,12 @@ absl::Status ScheduleCarbon(const PolicyBundle& bundle, SeasonalRegressionForeca
     return not_acted_on("spec.intents.deadline", "the policy bundle has no carbon series");
   }
   std::set<std::string> with_clusters;
-  for (const RegisteredCluster& c : clusters)
-    with_clusters.insert(c.region.empty() ? c.name : c.region);
-  auto in = [](const auto& list, const std::string& v) {
-    return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
-  };
+  for (const RegisteredCluster& c : clusters) with_clusters.insert(RegionOf(c));
   std::vector<CarbonRegionOption> options;
   for (const auto& [region, series] : bundle.carbon) {
-    if (!in(intents.allowed_regions(), region)) continue;
-    if (!intents.allowed_countries().empty()) {
-      auto it = region_country.find(region);
-      if (it == region_country.end() || !in(intents.allowed_countries(), it->second)) continue;
-    }
+    if (!RegionAllowed(intents, region, CountryOf(region_country, region))) continue;
     if (!with_clusters.empty() && !with_clusters.count(region)) continue;  // nowhere to run
-    const int64_t known = std::clamp<int64_t>(WholeSteps(now - series.start, series.step), 0,
-                                              static_cast<int64_t>(series.g_per_kwh.size()));
+    const int64_t known = series.IntervalsBefore(now);
     if (known == 0) continue;
     const int64_t need = WholeSteps(
         job.deadline - series.TimeOf(known) + series.step - absl::Nanoseconds(1), series.step);
@@ -404,15 +420,19 @@ absl::Status ScheduleCarbon(const PolicyBundle& bundle, SeasonalRegressionForeca
 
 }  // namespace
 
+// A bundle over `limits.max_bytes` is refused before anything reads it.
+absl::Status CheckBundleSize(const std::string& yaml, const PolicyBundleLimits& limits) {
+  if (yaml.size() <= limits.max_bytes) return absl::OkStatus();
+  return InvalidFieldError(
+      "bundle", absl::StrCat("is ", yaml.size(), " bytes, over the limit of ", limits.max_bytes));
+}
+
 absl::StatusOr<PolicyBundle> ParsePolicyBundle(const std::string& yaml,
                                                const PolicyBundleLimits& limits) {
-  if (yaml.size() > limits.max_bytes) {
-    return InvalidFieldError(
-        "bundle", absl::StrCat("is ", yaml.size(), " bytes, over the limit of ", limits.max_bytes));
-  }
-  ASSIGN_OR_RETURN(YAML::Node root,
-                   LoadBoundedYaml(yaml, {limits.max_bytes, limits.max_depth, limits.max_nodes},
-                                   "bundle"));
+  RETURN_IF_ERROR(CheckBundleSize(yaml, limits));
+  ASSIGN_OR_RETURN(
+      YAML::Node root,
+      LoadBoundedYaml(yaml, {limits.max_bytes, limits.max_depth, limits.max_nodes}, "bundle"));
   FieldErrors errors;
   PolicyBundle bundle;
   BundleReader(errors, limits).Read(root, bundle);
@@ -424,11 +444,7 @@ absl::Status InstallSignedBundle(AdmissionChain& chain, const std::string& bundl
                                  const std::string& signature_base64,
                                  const std::string& public_key_pem,
                                  const PolicyBundleLimits& limits) {
-  if (bundle_yaml.size() > limits.max_bytes) {
-    return InvalidFieldError(
-        "bundle",
-        absl::StrCat("is ", bundle_yaml.size(), " bytes, over the limit of ", limits.max_bytes));
-  }
+  RETURN_IF_ERROR(CheckBundleSize(bundle_yaml, limits));
   RETURN_IF_ERROR(VerifyBundleSignature(bundle_yaml, signature_base64, public_key_pem));
   ASSIGN_OR_RETURN(PolicyBundle bundle, ParsePolicyBundle(bundle_yaml, limits));
   chain.Install(std::move(bundle));
@@ -449,8 +465,7 @@ void AdmissionChain::Install(PolicyBundle bundle) {
     absl::MutexLock forecast_lock(&installed->forecast_mu);
     const absl::Time now = clock_.Now();
     for (const auto& [region, series] : installed->bundle.carbon) {
-      const int64_t known = std::clamp<int64_t>(WholeSteps(now - series.start, series.step), 0,
-                                                static_cast<int64_t>(series.g_per_kwh.size()));
+      const int64_t known = series.IntervalsBefore(now);
       if (known == 0) continue;
       installed->forecaster
           .Forecast(region,
@@ -490,7 +505,7 @@ absl::StatusOr<AdmissionOutcome> AdmissionChain::Admit(
   if (registered_) clusters = registered_();
   for (const RegisteredCluster& c : clusters) {
     // A cluster without a region label stands for a region of its own.
-    std::string& country = region_country[c.region.empty() ? c.name : c.region];
+    std::string& country = region_country[RegionOf(c)];
     if (country.empty()) country = c.country;
   }
 
@@ -552,17 +567,7 @@ absl::StatusOr<AdmissionOutcome> AdmissionChain::Admit(
         if (row != bundle->latency_ms.end() && row->second.count(r)) ms = row->second.at(r);
         if (!ms && r == origin_region) ms = 0;
         if (!ms) continue;
-        // Allowed: listed in allowedRegions (if any) and in allowedCountries
-        // (if any; a region of unknown country is not).
-        auto country = region_country.find(r);
-        const bool allowed =
-            (intents.allowed_regions().empty() ||
-             std::find(intents.allowed_regions().begin(), intents.allowed_regions().end(), r) !=
-                 intents.allowed_regions().end()) &&
-            (intents.allowed_countries().empty() ||
-             (country != region_country.end() &&
-              std::find(intents.allowed_countries().begin(), intents.allowed_countries().end(),
-                        country->second) != intents.allowed_countries().end()));
+        const bool allowed = RegionAllowed(intents, r, CountryOf(region_country, r));
         if (*ms <= max_ms && allowed) {
           eligible.emplace_back(*ms, r);
         } else if (allowed && (nearest_outside.first < 0 || *ms < nearest_outside.first)) {
@@ -582,9 +587,9 @@ absl::StatusOr<AdmissionOutcome> AdmissionChain::Admit(
       std::sort(eligible.begin(), eligible.end());
       std::vector<std::string> names;
       for (const auto& [ms, r] : eligible) names.push_back(r);
-      std::vector<std::string> before(intents.allowed_regions().begin(),
-                                      intents.allowed_regions().end());
-      std::vector<std::string> sorted_before = before, sorted_names = names;
+      std::vector<std::string> sorted_before(intents.allowed_regions().begin(),
+                                             intents.allowed_regions().end());
+      std::vector<std::string> sorted_names = names;
       std::sort(sorted_before.begin(), sorted_before.end());
       std::sort(sorted_names.begin(), sorted_names.end());
       if (sorted_before != sorted_names) {
@@ -601,17 +606,12 @@ absl::StatusOr<AdmissionOutcome> AdmissionChain::Admit(
   // placeable
   if (bundle->placeable_enabled && !region_country.empty() &&
       (!intents.allowed_regions().empty() || !intents.allowed_countries().empty())) {
-    auto in = [](const auto& list, const std::string& v) {
-      return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
-    };
     bool any = false, any_country = false;
     std::vector<std::string> known;
     for (const auto& [name, country] : region_country) {
       known.push_back(country.empty() ? name : absl::StrCat(name, " (", country, ")"));
-      const bool country_ok = intents.allowed_countries().empty() ||
-                              (!country.empty() && in(intents.allowed_countries(), country));
-      any_country = any_country || country_ok;
-      any = any || (country_ok && in(intents.allowed_regions(), name));
+      any_country = any_country || CountryAllowed(intents, country);
+      any = any || RegionAllowed(intents, name, country);
     }
     if (!any) {
       const bool countries_fail = !intents.allowed_countries().empty() && !any_country;

@@ -58,6 +58,17 @@ bool LabelsEqual(const google::protobuf::Map<std::string, std::string>& a,
   return true;
 }
 
+// An apply of `rev`'s spec as submitted (before the admission policies
+// changed it), with `app`'s labels: what a rollback or a re-admission sends
+// through the policies in force.
+v1::ApplyApplicationRequest Resubmission(const v1::Application& app,
+                                         const v1::ApplicationRevision& rev) {
+  v1::ApplyApplicationRequest apply;
+  *apply.mutable_spec() = rev.has_submitted_spec() ? rev.submitted_spec() : rev.spec();
+  *apply.mutable_labels() = app.metadata().labels();
+  return apply;
+}
+
 }  // namespace
 
 bool MatchesLabels(const common::v1::LabelSelector& selector,
@@ -831,9 +842,7 @@ absl::StatusOr<v1::RollbackApplicationResponse> ApplicationManager::Rollback(
     // The revision's whole spec (re-parsing its YAML would merge it with the
     // application's other CodecoApps), with its YAML kept alongside; as
     // submitted, so that the policies in force admit it afresh.
-    v1::ApplyApplicationRequest apply;
-    *apply.mutable_spec() = rev->has_submitted_spec() ? rev->submitted_spec() : rev->spec();
-    *apply.mutable_labels() = app->metadata().labels();
+    v1::ApplyApplicationRequest apply = Resubmission(*app, *rev);
     apply.set_request_id(request.request_id());
     RequestRecord record{key, fingerprint, [](const v1::ApplyApplicationResponse& applied) {
                            v1::RollbackApplicationResponse r;
@@ -872,11 +881,8 @@ absl::StatusOr<ReadmitOutcome> ApplicationManager::ReadmitWaiting() {
       const std::string& name = app.metadata().name();
       ASSIGN_OR_RETURN(v1::ApplicationRevision rev,
                        store_.GetSpecRevision(name, app.spec_revision()));
-      v1::ApplyApplicationRequest apply;
-      *apply.mutable_spec() = rev.has_submitted_spec() ? rev.submitted_spec() : rev.spec();
-      *apply.mutable_labels() = app.metadata().labels();
       absl::StatusOr<v1::ApplyApplicationResponse> applied =
-          ApplyLocked(apply, cause, RequestRecord{}, rev.cam_yaml());
+          ApplyLocked(Resubmission(app, rev), cause, RequestRecord{}, rev.cam_yaml());
       if (!applied.ok()) {
         // Refused now (say, its deadline can no longer be met): it keeps the
         // schedule it was admitted with.

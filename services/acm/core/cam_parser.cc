@@ -544,11 +544,6 @@ void ReadPlacement(Reader& r, const YAML::Node& map, const std::string& path,
   }
 }
 
-bool IsCountryCode(std::string_view s) {
-  return s.size() == 2 && std::isupper(static_cast<unsigned char>(s[0])) &&
-         std::isupper(static_cast<unsigned char>(s[1]));
-}
-
 void ReadIntents(Reader& r, const YAML::Node& map, const std::string& path, v1::Intents& intents) {
   if (!r.IsMap(map, path)) return;
   r.KnownKeys(map, path,
@@ -1132,6 +1127,11 @@ void ParseMultiClusterDeployment(Reader& r, const YAML::Node& root, ParsedCam& o
 }
 
 }  // namespace
+
+bool IsCountryCode(std::string_view s) {
+  return s.size() == 2 && std::isupper(static_cast<unsigned char>(s[0])) &&
+         std::isupper(static_cast<unsigned char>(s[1]));
+}
 
 bool IsDnsLabel(std::string_view name) {
   if (name.empty() || name.size() > 63) return false;

@@ -82,5 +82,7 @@ absl::Status ValidateApplicationSpec(const v1::ApplicationSpec& spec, const CamL
 
 /// True if `name` is an RFC 1123 DNS label (1-63 of [a-z0-9-], alphanumeric at both ends).
 bool IsDnsLabel(std::string_view name);
+/// True if `s` looks like an ISO 3166 alpha-2 country code: two capital letters, e.g. "DE".
+bool IsCountryCode(std::string_view s);
 
 }  // namespace codeco::acm

@@ -244,13 +244,13 @@ absl::StatusOr<CarbonForecast> SeasonalRegressionForecaster::Forecast(
   CarbonForecast f;
   f.model = name;
   f.g_per_kwh.resize(static_cast<size_t>(horizon));
-  CarbonForecast fallback = DayAgo(history, per_day, horizon);
   double x[kFeatures];
   double scale = 1;
   for (int h = 0; h < horizon; ++h) {
     const auto& w = model->weights[static_cast<size_t>(std::min(h, options_.max_horizon - 1))];
-    if (w.empty()) {
-      f.g_per_kwh[static_cast<size_t>(h)] = fallback.g_per_kwh[static_cast<size_t>(h)];
+    if (w.empty()) {  // this horizon's model did not solve: day-ago for it
+      f.g_per_kwh[static_cast<size_t>(h)] =
+          history[static_cast<size_t>(SameTimeLastDay(origin, h, per_day))];
       continue;
     }
     Features(history, region.prefix, origin, h, per_day, x, scale);

@@ -1,5 +1,6 @@
 #include "acm/core/carbon_series.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -17,6 +18,11 @@ namespace codeco::acm {
 int64_t WholeSteps(absl::Duration d, absl::Duration step) {
   absl::Duration rem;
   return absl::IDivDuration(d, step, &rem);
+}
+
+int64_t CarbonSeries::IntervalsBefore(absl::Time t) const {
+  if (t <= start) return 0;
+  return std::min<int64_t>(WholeSteps(t - start, step), static_cast<int64_t>(g_per_kwh.size()));
 }
 
 int64_t CarbonSeries::IndexAt(absl::Time t) const {

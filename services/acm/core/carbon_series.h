@@ -33,6 +33,9 @@ struct CarbonSeries {
   int64_t IndexAt(absl::Time t) const;
   /// Start of interval `index` (which may lie past the end).
   absl::Time TimeOf(int64_t index) const { return start + step * index; }
+  /// How many intervals are over by `t`: the history a forecast made at `t`
+  /// may read (0 before the series, all of them after it).
+  int64_t IntervalsBefore(absl::Time t) const;
 };
 
 /// How many whole `step`s fit in `d` (rounded toward zero). Use it rather
