@@ -10,6 +10,8 @@
 #include <catch2/catch.hpp>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <random>
@@ -46,8 +48,8 @@ void Run(const std::string& command) {
 
 // Every identity the test calls with, "cluster/service".
 const std::vector<std::string> kIdentities = {
-    "hub/operator", "hub/acm", "hub/swm",   "hub/netma", "hub/pdlc", "hub/mdm",
-    "mc1/acm",      "mc1/swm", "mc1/netma", "mc1/pdlc",  "mc1/mdm",  "mc1/operator",
+    "hub/operator", "hub/acm", "hub/swm",   "hub/netma", "hub/pdlc",        "hub/mdm",
+    "mc1/acm",      "mc1/swm", "mc1/netma", "mc1/pdlc",  "mc1/mdm",         "mc1/operator",
     "mc2/acm",      "mc2/swm", "mc2/netma", "mc2/pdlc",  "mc2/checkpointer"};
 
 using Who = std::set<std::string>;
@@ -275,7 +277,8 @@ std::map<std::string, Who> ExpectedPolicy() {
   add(checkpointer, {"CreateCheckpoint", "DeleteCheckpoint", "MigrateContainer"},
       {"hub/operator", "hub/swm", "mc1/swm"});
   // A migration's source checkpointer (mc2's) restores here and follows the operation.
-  add(checkpointer, {"RestoreCheckpoint"}, {"hub/operator", "hub/swm", "mc1/swm", "mc2/checkpointer"});
+  add(checkpointer, {"RestoreCheckpoint"},
+      {"hub/operator", "hub/swm", "mc1/swm", "mc2/checkpointer"});
   add(checkpointer, {"GetOperation", "WatchOperation"},
       Union({kReaders, {"mc1/swm", "mc2/checkpointer"}}));
   add(checkpointer, {"GetCheckpoint", "ListCheckpoints"}, Union({kReaders, {"mc1/swm"}}));
@@ -285,6 +288,13 @@ std::map<std::string, Who> ExpectedPolicy() {
 // One call of any method (unary or streaming) with raw request bytes: sends the
 // request, half-closes, and ends at the first response message (cancelling
 // the rest of a stream) or at the status. `deadline` bounds an open stream.
+// The last 4 KiB of a server's log, for a failure message.
+std::string LogTail(const fs::path& log) {
+  std::ifstream in(log, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.size() > 4096 ? text.substr(text.size() - 4096) : text;
+}
+
 class OneCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   struct Outcome {
@@ -296,6 +306,10 @@ class OneCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byt
                     absl::Duration deadline) {
     OneCall call;
     call.context_.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    // A connection attempt that fails while the machine is loaded (the
+    // sanitizer suite runs two federations at once) is retried within the
+    // deadline rather than read as the method's answer.
+    call.context_.set_wait_for_ready(true);
     grpc::Slice slice(bytes);
     call.request_ = grpc::ByteBuffer(&slice, 1);
     stub.PrepareBidiStreamingCall(&call.context_, method, {}, &call);
@@ -492,7 +506,12 @@ TEST_CASE("every method of every service admits exactly the identities its polic
   REQUIRE(calls > 1000);
 
   for (Running& s : servers) {
-    REQUIRE(s.process->Stop(SIGTERM, absl::Now() + absl::Seconds(20)) == 0);
+    const std::optional<int> exit_code = s.process->Stop(SIGTERM, absl::Now() + absl::Seconds(60));
+    INFO("codeco-" << s.spec.binary << " (" << s.spec.cluster << ") exit "
+                   << (exit_code.has_value() ? std::to_string(*exit_code) : "none by 60 s")
+                   << "; its log ends:\n"
+                   << LogTail(work / (s.spec.binary + ".log")));
+    REQUIRE(exit_code == 0);
   }
   fs::remove_all(work);
 }
