@@ -1,19 +1,17 @@
 #include "pdlc/server/prometheus_client.h"
 
-#include <curl/curl.h>
-
+#include <cctype>
 #include <charconv>
 #include <cmath>
-#include <mutex>
-#include <utility>
-
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "codeco/common/http_client.h"
 #include "codeco/common/status.h"
 
 namespace codeco::pdlc {
@@ -93,31 +91,21 @@ std::string ApiTime(int64_t time_ms) {
   return absl::StrFormat("%d.%03d", time_ms / 1000, time_ms % 1000);
 }
 
-void InitCurlOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-struct HttpAnswer {
-  long status = 0;
-  std::string body;
-};
-
-struct WriteContext {
-  std::string* body;
-  size_t limit;
-  bool over_limit = false;
-};
-
-size_t WriteBody(char* data, size_t size, size_t n, void* user) {
-  auto* ctx = static_cast<WriteContext*>(user);
-  const size_t bytes = size * n;
-  if (ctx->body->size() + bytes > ctx->limit) {
-    ctx->over_limit = true;
-    return 0;  // aborts the transfer: memory stays bounded whatever the server sends
+// `text` percent-encoded for an application/x-www-form-urlencoded body.
+std::string FormEscape(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size());
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
   }
-  ctx->body->append(data, bytes);
-  return bytes;
+  return out;
 }
 
 }  // namespace
@@ -270,68 +258,16 @@ absl::Status PrometheusClient::Check() const {
 absl::StatusOr<PrometheusAnswer> PrometheusClient::Call(
     const std::string& path, const std::vector<std::pair<std::string, std::string>>& fields) const {
   RETURN_IF_ERROR(Check());
-  InitCurlOnce();
-  const std::string url = options_.base_url + path;
-  CURL* curl = curl_easy_init();
-  if (curl == nullptr) return absl::InternalError("curl_easy_init failed");
-
-  std::string form;
+  HttpPost post;
+  post.url = options_.base_url + path;
   for (const auto& [name, value] : fields) {
-    char* escaped = curl_easy_escape(curl, value.data(), static_cast<int>(value.size()));
-    if (escaped == nullptr) {
-      curl_easy_cleanup(curl);
-      return absl::InternalError("curl_easy_escape failed");
-    }
-    absl::StrAppend(&form, form.empty() ? "" : "&", name, "=", escaped);
-    curl_free(escaped);
+    absl::StrAppend(&post.body, post.body.empty() ? "" : "&", name, "=", FormEscape(value));
   }
-
-  HttpAnswer answer;
-  WriteContext context{&answer.body, options_.max_response_bytes};
-  char error[CURL_ERROR_SIZE] = {0};
-  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(options_.timeout)));
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(options_.connect_timeout)));
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, form.c_str());
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(form.size()));
-  // gzip on the wire; the size cap applies to the decompressed bytes.
-  curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
-  curl_easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE,
-                   static_cast<curl_off_t>(options_.max_response_bytes));
-  // No "Expect: 100-continue" round trip before a long query.
-  curl_slist* headers = curl_slist_append(nullptr, "Expect:");
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &WriteBody);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &context);
-  const CURLcode code = curl_easy_perform(curl);
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &answer.status);
-  curl_easy_cleanup(curl);
-  curl_slist_free_all(headers);
-
-  const std::string what = absl::StrCat("prometheus ", url);
-  if (context.over_limit || code == CURLE_FILESIZE_EXCEEDED) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        what, ": the answer is larger than max_response_bytes = ", options_.max_response_bytes));
-  }
-  if (code != CURLE_OK) {
-    const std::string detail = error[0] != '\0' ? error : curl_easy_strerror(code);
-    switch (code) {
-      case CURLE_OPERATION_TIMEDOUT:
-        return absl::DeadlineExceededError(absl::StrCat(what, ": no answer within ",
-                                                        absl::FormatDuration(options_.timeout),
-                                                        " (", detail, ")"));
-      case CURLE_COULDNT_CONNECT:
-      case CURLE_COULDNT_RESOLVE_HOST:
-      case CURLE_COULDNT_RESOLVE_PROXY:
-        return absl::UnavailableError(absl::StrCat(what, ": cannot connect: ", detail));
-      default:
-        return absl::UnavailableError(absl::StrCat(what, ": ", detail));
-    }
-  }
+  post.timeout = options_.timeout;
+  post.connect_timeout = options_.connect_timeout;
+  post.max_response_bytes = options_.max_response_bytes;
+  ASSIGN_OR_RETURN(HttpAnswer answer, SendHttpPost(post, "prometheus"));
+  const std::string what = absl::StrCat("prometheus ", post.url);
   return ParsePrometheusAnswer(answer.status, answer.body, options_.max_points, what);
 }
 
