@@ -4,12 +4,14 @@
 // hub ACM (federation.hub_acm) and heartbeats what its LMS (federation.lms)
 // reports, keeping local copies of its neighborhoods and assignments.
 #include <iterator>
+#include <memory>
 #include <optional>
 
 #include "acm/core/local_copies.h"
 #include "acm/core/member_publisher.h"
 #include "acm/server/acm_service.h"
 #include "acm/server/cluster_agent.h"
+#include "acm/server/policy_webhook.h"
 #include "acm/store/kv_application_store.h"
 #include "codeco/common/server.h"
 #include "codeco/common/status.h"
@@ -74,7 +76,18 @@ void AddConfig(codeco::ConfigSchema& schema) {
             "PEM Ed25519 public key a policy bundle's signature must verify with "
             "(required with acm.policy_bundle)"})
       .Add({"acm.policy_reload_interval", codeco::ConfigType::kDuration, "5s", {}, false,
-            "how often the policy bundle's files are read again"});
+            "how often the policy bundle's files are read again"})
+      .Add({"acm.policy_webhook", codeco::ConfigType::kString, "", {}, false,
+            "an OPA-compatible decision URL (e.g. http://127.0.0.1:8181/v1/data/codeco/admit) "
+            "the admission chain asks about every applied spec before its built-in policies "
+            "(empty: none; docs/policies.md)"})
+      .Add({"acm.policy_webhook_timeout", codeco::ConfigType::kDuration, "2s", {}, false,
+            "how long an apply waits for the webhook's decision (10ms-30s)"})
+      .Add({"acm.policy_webhook_ca_file", codeco::ConfigType::kString, "", {}, false,
+            "PEM CAs of an https webhook's certificate (empty: the system's)"})
+      .Add({"acm.policy_webhook_on_failure", codeco::ConfigType::kString, "refuse", {}, false,
+            "without a decision from the webhook (unreachable, an error, no result): "
+            "refuse (the apply fails UNAVAILABLE) or admit (with a warning)"});
   // clang-format on
 }
 
@@ -109,6 +122,21 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
     options.policy_bundle = {config.raw.GetString("acm.policy_bundle"),
                              config.raw.GetString("acm.policy_bundle_key")};
     options.policy_reload_interval = config.raw.GetDuration("acm.policy_reload_interval");
+  }
+  if (config.raw.Has("acm.policy_webhook") && !config.raw.GetString("acm.policy_webhook").empty()) {
+    codeco::acm::PolicyWebhookOptions webhook;
+    webhook.url = config.raw.GetString("acm.policy_webhook");
+    webhook.timeout = config.raw.GetDuration("acm.policy_webhook_timeout");
+    webhook.ca_file = config.raw.GetString("acm.policy_webhook_ca_file");
+    RETURN_IF_ERROR(codeco::acm::ValidatePolicyWebhookOptions(webhook));
+    const std::string on_failure = config.raw.GetString("acm.policy_webhook_on_failure");
+    if (on_failure != "refuse" && on_failure != "admit") {
+      return codeco::InvalidFieldError("acm.policy_webhook_on_failure",
+                                       "must be refuse or admit, got \"" + on_failure + "\"");
+    }
+    options.policy_webhook = {
+        std::make_shared<codeco::acm::HttpPolicyDecisionPort>(std::move(webhook)),
+        on_failure == "refuse"};
   }
   if (config.role == codeco::Role::kHub &&
       config.raw.GetDuration("acm.reevaluate_after") > absl::ZeroDuration()) {

@@ -18,6 +18,7 @@
 #include "codeco/common/proto_util.h"
 #include "codeco/common/quantity.h"
 #include "codeco/common/status.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace codeco::acm {
 namespace {
@@ -302,6 +303,12 @@ class Patch {
     }
     ops_.push_back({{"op", "add"}, {"path", "/intents/" + json_name}, {"value", value}});
   }
+  // Records `ops` as they were applied; `intents_exist` tells whether the
+  // spec has intents after them.
+  void Append(const nlohmann::json& ops, bool intents_exist) {
+    for (const nlohmann::json& op : ops) ops_.push_back(op);
+    intents_exist_ = intents_exist;
+  }
   std::string Json() const { return ops_.empty() ? "" : ops_.dump(); }
 
  private:
@@ -418,7 +425,178 @@ absl::Status ScheduleCarbon(const PolicyBundle& bundle, SeasonalRegressionForeca
   return absl::OkStatus();
 }
 
+// The first `most` bytes of an untrusted text, printable, for a message.
+std::string Excerpt(const std::string& text, size_t most = 200) {
+  std::string out;
+  for (char c : text.substr(0, most)) out += (c >= 0x20 && c < 0x7f) ? c : ' ';
+  if (text.size() > most) out += "...";
+  return out;
+}
+
+// Reads a list of strings at `path`.
+absl::Status Strings(const nlohmann::json& list, const std::string& path,
+                     std::vector<std::string>& out) {
+  if (!list.is_array()) return InvalidFieldError(path, "must be an array of strings");
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_string()) {
+      return InvalidFieldError(absl::StrCat(path, "[", i, "]"), "must be a string");
+    }
+    out.push_back(list[i].get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+constexpr char kExternalPolicy[] = "webhook";
+
+// Asks `external` about `out.spec`: refuses as it decides, or applies its
+// patch to `out.spec` and records it in `patch`.
+absl::Status AskExternal(const ExternalPolicy& external,
+                         const google::protobuf::Map<std::string, std::string>& labels,
+                         AdmissionOutcome& out, Patch& patch) {
+  const std::string source = external.port->Name();
+  std::string spec_json;
+  if (!google::protobuf::util::MessageToJsonString(out.spec, &spec_json).ok()) {
+    return absl::InternalError("the spec does not convert to JSON");
+  }
+  nlohmann::json input = {{"spec", nlohmann::json::parse(spec_json)},
+                          {"labels", nlohmann::json::object()},
+                          {"policyBundleVersion", out.bundle_version}};
+  for (const auto& [k, v] : labels) input["labels"][k] = v;
+  const std::string request = nlohmann::json{{"input", std::move(input)}}.dump();
+
+  // Whatever keeps a decision from being had goes through here.
+  auto without_decision = [&](const absl::Status& why) -> absl::Status {
+    if (!external.refuse_without_decision) {
+      out.warnings.push_back(absl::StrCat("admission policy \"", kExternalPolicy,
+                                          "\": no decision from ", source, " (", why.message(),
+                                          "); admitted without it"));
+      return absl::OkStatus();
+    }
+    return absl::UnavailableError(absl::StrCat("admission policy \"", kExternalPolicy,
+                                               "\": no decision from ", source, ": ",
+                                               why.message()));
+  };
+  absl::StatusOr<std::string> body = external.port->Query(request);
+  if (!body.ok()) return without_decision(body.status());
+  absl::StatusOr<ExternalDecision> decision = ParseExternalDecision(*body);
+  if (!decision.ok()) return without_decision(decision.status());
+  for (const std::string& w : decision->warnings) {
+    out.warnings.push_back(
+        absl::StrCat("admission policy \"", kExternalPolicy, "\" (", source, "): ", w));
+  }
+  if (!decision->allow) {
+    if (decision->reasons.empty()) {
+      return Refuse(kExternalPolicy, "spec", absl::StrCat("refused by ", source));
+    }
+    std::vector<std::string> rest;
+    for (size_t i = 1; i < decision->reasons.size(); ++i) {
+      rest.push_back(absl::StrCat(decision->reasons[i].first, ": ", decision->reasons[i].second));
+    }
+    return Refuse(kExternalPolicy, decision->reasons[0].first,
+                  absl::StrCat(decision->reasons[0].second,
+                               rest.empty() ? "" : absl::StrCat("; ", absl::StrJoin(rest, "; ")),
+                               " (decided by ", source, ")"));
+  }
+  if (decision->patch_json.empty()) return absl::OkStatus();
+
+  // The patch applies to the spec's JSON, and what it makes must be a
+  // valid spec of the same application.
+  const nlohmann::json ops = nlohmann::json::parse(decision->patch_json);
+  v1::ApplicationSpec patched;
+  try {
+    const std::string text = nlohmann::json::parse(spec_json).patch(ops).dump();
+    google::protobuf::util::JsonParseOptions strict;
+    const auto parsed = google::protobuf::util::JsonStringToMessage(text, &patched, strict);
+    if (!parsed.ok()) {
+      return without_decision(InvalidFieldError(
+          "result.patch", absl::StrCat("makes a spec that does not read: ", parsed.ToString())));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return without_decision(
+        InvalidFieldError("result.patch", absl::StrCat("does not apply: ", e.what())));
+  }
+  if (patched.app_name() != out.spec.app_name()) {
+    return without_decision(InvalidFieldError("result.patch", "must not change appName"));
+  }
+  if (absl::Status valid = ValidateApplicationSpec(patched); !valid.ok()) {
+    return without_decision(InvalidFieldError(
+        "result.patch", absl::StrCat("makes an invalid spec: ", valid.message())));
+  }
+  std::vector<std::string> paths;
+  for (const nlohmann::json& op : ops) paths.push_back(op.value("path", ""));
+  out.warnings.push_back(absl::StrCat("admission policy \"", kExternalPolicy, "\" (", source,
+                                      "): changed ", Listed(paths)));
+  out.spec = std::move(patched);
+  patch.Append(ops, out.spec.has_intents());
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::StatusOr<ExternalDecision> ParseExternalDecision(const std::string& body) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(body);
+  } catch (const nlohmann::json::exception&) {
+    return InvalidFieldError("answer", absl::StrCat("is not JSON: ", Excerpt(body)));
+  }
+  if (!doc.is_object()) return InvalidFieldError("answer", "must be a JSON object");
+  if (!doc.contains("result")) {
+    return InvalidFieldError("result", "is missing: the decision is undefined");
+  }
+  const nlohmann::json& result = doc["result"];
+  ExternalDecision decision;
+  if (result.is_boolean()) {
+    decision.allow = result.get<bool>();
+    return decision;
+  }
+  if (!result.is_object()) return InvalidFieldError("result", "must be a boolean or an object");
+  if (!result.contains("allow") || !result["allow"].is_boolean()) {
+    return InvalidFieldError("result.allow", "is required and must be a boolean");
+  }
+  decision.allow = result["allow"].get<bool>();
+  for (const auto& [key, value] : result.items()) {
+    if (key == "allow") continue;
+    if (key == "warnings") {
+      RETURN_IF_ERROR(Strings(value, "result.warnings", decision.warnings));
+    } else if (key == "reasons") {
+      if (!value.is_array()) return InvalidFieldError("result.reasons", "must be an array");
+      for (size_t i = 0; i < value.size(); ++i) {
+        const std::string path = absl::StrCat("result.reasons[", i, "]");
+        const nlohmann::json& r = value[i];
+        if (r.is_string()) {
+          decision.reasons.emplace_back("spec", r.get<std::string>());
+        } else if (r.is_object() && r.contains("message") && r["message"].is_string() &&
+                   (!r.contains("field") || r["field"].is_string())) {
+          const std::string field = r.value("field", "");
+          decision.reasons.emplace_back(field.empty() ? "spec" : field,
+                                        r["message"].get<std::string>());
+        } else {
+          return InvalidFieldError(
+              path, "must be a string or an object with a string message (and field)");
+        }
+      }
+    } else if (key == "patch") {
+      if (!value.is_array()) return InvalidFieldError("result.patch", "must be an array");
+      for (size_t i = 0; i < value.size(); ++i) {
+        const nlohmann::json& op = value[i];
+        if (!op.is_object() || !op.contains("op") || !op["op"].is_string() ||
+            !op.contains("path") || !op["path"].is_string()) {
+          return InvalidFieldError(absl::StrCat("result.patch[", i, "]"),
+                                   "must be an object with string op and path");
+        }
+      }
+      if (!value.empty()) decision.patch_json = value.dump();
+    } else {
+      decision.warnings.push_back(absl::StrCat("result.", key, ": not a decision field; ignored"));
+    }
+  }
+  if (!decision.allow && !decision.patch_json.empty()) {
+    decision.warnings.push_back("result.patch: ignored, the spec is refused");
+    decision.patch_json.clear();
+  }
+  return decision;
+}
 
 // A bundle over `limits.max_bytes` is refused before anything reads it.
 absl::Status CheckBundleSize(const std::string& yaml, const PolicyBundleLimits& limits) {
@@ -451,9 +629,11 @@ absl::Status InstallSignedBundle(AdmissionChain& chain, const std::string& bundl
   return absl::OkStatus();
 }
 
-AdmissionChain::AdmissionChain(ClusterSource registered, const Clock* clock)
+AdmissionChain::AdmissionChain(ClusterSource registered, const Clock* clock,
+                               ExternalPolicy external)
     : registered_(std::move(registered)),
       clock_(clock != nullptr ? *clock : RealClock::Default()),
+      external_(std::move(external)),
       installed_(std::make_shared<const Installed>()) {}
 
 void AdmissionChain::Install(PolicyBundle bundle) {
@@ -496,6 +676,9 @@ absl::StatusOr<AdmissionOutcome> AdmissionChain::Admit(
   out.spec = spec;
   out.bundle_version = bundle->version;
   Patch patch(spec.has_intents());
+  // external: the organisation's own decision endpoint, before the built-ins
+  if (external_.port != nullptr) RETURN_IF_ERROR(AskExternal(external_, labels, out, patch));
+  const bool had_intents = out.spec.has_intents();
   v1::Intents& intents = *out.spec.mutable_intents();
 
   // What codeco knows of regions: the bundle's, then the registered clusters'.
@@ -630,7 +813,7 @@ absl::StatusOr<AdmissionOutcome> AdmissionChain::Admit(
     RETURN_IF_ERROR(ScheduleCarbon(*bundle, installed->forecaster, clock_.Now(), region_country,
                                    clusters, intents, patch, out.warnings));
   }
-  if (!spec.has_intents() && out.spec.intents().ByteSizeLong() == 0) out.spec.clear_intents();
+  if (!had_intents && out.spec.intents().ByteSizeLong() == 0) out.spec.clear_intents();
   out.json_patch = patch.Json();
   return out;
 }

@@ -11,6 +11,11 @@
 // (bundle_signature.h) and installs it without a restart; until one is
 // installed the built-in defaults apply.
 //
+// An external OPA-compatible decision endpoint (a webhook) may be set as
+// another policy source. It runs first: it is asked with the spec and its
+// labels, and allows it, refuses it or patches it; the built-in policies then
+// check what it let through.
+//
 // Built-in policies, in order:
 //   residency — applications whose labels match a rule must stay in its
 //               countries: an empty allowedCountries is set to them, a country
@@ -33,6 +38,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -141,6 +147,49 @@ struct RegisteredCluster {
   std::string country;
 };
 
+/// Where an external policy's decisions come from: an OPA-compatible
+/// decision endpoint (docs/policies.md). The server implements it over HTTP.
+class PolicyDecisionPort {
+ public:
+  virtual ~PolicyDecisionPort() = default;
+  /// Where the decisions come from, for messages (the endpoint's URL).
+  virtual std::string Name() const = 0;
+  /// Sends `request_json` (`{"input": ...}`) and returns the answer's body.
+  /// An error means no decision was had.
+  virtual absl::StatusOr<std::string> Query(const std::string& request_json) const = 0;
+};
+
+/// An external policy source and what happens when it gives no decision.
+struct ExternalPolicy {
+  /// The decision endpoint; null: none.
+  std::shared_ptr<const PolicyDecisionPort> port;
+  /// Without a decision (unreachable, an error answer, no `result`, a patch
+  /// that does not apply), true refuses the spec (UNAVAILABLE, so that the
+  /// client retries); false admits it as if the source said yes, with a
+  /// warning.
+  bool refuse_without_decision = true;
+};
+
+/// What an external source decided about one spec.
+struct ExternalDecision {
+  /// Whether it lets the spec in.
+  bool allow = false;
+  /// Why not, each with the field it names ("spec" when it names none).
+  std::vector<std::pair<std::string, std::string>> reasons;
+  /// RFC 6902 operations on the spec's JSON, as a JSON array ("" = none).
+  std::string patch_json;
+  /// Lines it wants told back to the client.
+  std::vector<std::string> warnings;
+};
+
+/// Reads an OPA Data API answer (`{"result": ...}`): the result is a bool,
+/// or an object with `allow` (bool, required), `reasons` (strings, or
+/// objects with `field` and `message`), `patch` (RFC 6902 operations) and
+/// `warnings` (strings). Any other result field is told back as a warning.
+/// INVALID_ARGUMENT naming the field for anything else (an undefined
+/// decision, `{}`, included).
+absl::StatusOr<ExternalDecision> ParseExternalDecision(const std::string& body);
+
 /// The admission chain. Thread-safe: Install may run while Admit does.
 class AdmissionChain {
  public:
@@ -149,7 +198,9 @@ class AdmissionChain {
 
   /// `registered` may be empty (no registered clusters known). `clock`
   /// (the carbon policy's now) must outlive the chain; null: the real clock.
-  explicit AdmissionChain(ClusterSource registered = {}, const Clock* clock = nullptr);
+  /// `external`: the decision endpoint asked before the built-in policies.
+  explicit AdmissionChain(ClusterSource registered = {}, const Clock* clock = nullptr,
+                          ExternalPolicy external = {});
 
   /// Makes `bundle` the one in force for every later Admit, after training
   /// the carbon forecaster on its series up to now (on the caller's thread).
@@ -173,6 +224,7 @@ class AdmissionChain {
   };
   ClusterSource registered_;
   const Clock& clock_;
+  ExternalPolicy external_;
   mutable absl::Mutex mu_;
   std::shared_ptr<const Installed> installed_ ABSL_GUARDED_BY(mu_);
 };

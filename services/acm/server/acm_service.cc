@@ -117,7 +117,7 @@ struct OwnedDependencies {
         scheduler(MakeScheduler(options)),
         clusters(kv, clock, options.clusters),
         neighborhoods(kv, clusters, clock, options.neighborhoods),
-        admission([this] { return RegisteredClusters(); }, &clock),
+        admission([this] { return RegisteredClusters(); }, &clock, options.policy_webhook),
         manager(store, *scheduler, clock, options.manager, &neighborhoods, &admission),
         drainer(clusters, neighborhoods, manager, clock) {
     if (!options.policy_bundle.bundle.empty()) {

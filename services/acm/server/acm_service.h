@@ -10,17 +10,17 @@
 #include <memory>
 
 #include "acm/core/application_manager.h"
-#include "acm/server/policy_bundle_watcher.h"
 #include "acm/core/cluster_drainer.h"
 #include "acm/core/cluster_registry.h"
 #include "acm/core/local_copies.h"
 #include "acm/core/neighborhood_manager.h"
-#include "codeco/common/executor.h"
-#include "grpcpp/channel.h"
+#include "acm/server/policy_bundle_watcher.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
 #include "codeco/common/clock.h"
+#include "codeco/common/executor.h"
 #include "codeco/common/kv_store.h"
 #include "codeco/common/peer_channels.h"
+#include "grpcpp/channel.h"
 
 namespace codeco::acm {
 
@@ -185,6 +185,9 @@ struct AcmServiceOptions {
   PolicyBundleFiles policy_bundle;
   /// How often the bundle's files are read again. Default: 5 s.
   absl::Duration policy_reload_interval = absl::Seconds(5);
+  /// The external decision endpoint (an OPA-compatible webhook) the
+  /// admission chain asks before its built-in policies; none by default.
+  ExternalPolicy policy_webhook;
 };
 
 /// An AcmService owning its store (on `kv`, which must hold

@@ -6,11 +6,13 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <memory>
-#include <sstream>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "acm/core/application_manager.h"
 #include "acm/core/bundle_signature.h"
@@ -97,17 +99,15 @@ policies:
   CHECK(absl::StrContains(m, "latencyMs.fr.de: must be a latency"));
   CHECK(absl::StrContains(m, "policies.residency.rules[0].countries[0]"));
   CHECK(absl::StrContains(m, "policies.speed: unknown field"));
-  CHECK(absl::StrContains(ParsePolicyBundle("[1, 2").status().message(),
-                          "bundle: not valid YAML"));
+  CHECK(absl::StrContains(ParsePolicyBundle("[1, 2").status().message(), "bundle: not valid YAML"));
   // Aliases that would expand to millions of nodes are refused unexpanded.
   std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
   for (char c = 'b'; c <= 'h'; ++c) {
-    bomb += absl::StrCat(std::string(1, c), ": &", std::string(1, c), " [*", std::string(1, c - 1),
-                         ", *", std::string(1, c - 1), ", *", std::string(1, c - 1), ", *",
-                         std::string(1, c - 1), ", *", std::string(1, c - 1), ", *",
-                         std::string(1, c - 1), ", *", std::string(1, c - 1), ", *",
-                         std::string(1, c - 1), ", *", std::string(1, c - 1), ", *",
-                         std::string(1, c - 1), "]\n");
+    bomb += absl::StrCat(
+        std::string(1, c), ": &", std::string(1, c), " [*", std::string(1, c - 1), ", *",
+        std::string(1, c - 1), ", *", std::string(1, c - 1), ", *", std::string(1, c - 1), ", *",
+        std::string(1, c - 1), ", *", std::string(1, c - 1), ", *", std::string(1, c - 1), ", *",
+        std::string(1, c - 1), ", *", std::string(1, c - 1), ", *", std::string(1, c - 1), "]\n");
   }
   CHECK(absl::StrContains(ParsePolicyBundle(bomb).status().message(),
                           "bundle: more than 400000 YAML nodes once aliases are expanded"));
@@ -509,6 +509,124 @@ spec:
   REQUIRE(scheduler.requests().size() == 1);
   CHECK(scheduler.requests()[0].metadata().name() == "nightly");
   CHECK(scheduler.requests()[0].spec_revision() == 2);
+}
+
+}  // namespace
+}  // namespace codeco::acm
+
+namespace codeco::acm {
+namespace {
+
+// A decision endpoint that answers what the test sets, and keeps what it
+// was asked (the HTTP one is exercised against a live endpoint in
+// acm_policy_bundle_test).
+class ScriptedDecisions final : public PolicyDecisionPort {
+ public:
+  std::string Name() const override { return "http://127.0.0.1:8181/v1/data/codeco/admit"; }
+  absl::StatusOr<std::string> Query(const std::string& request_json) const override {
+    asked.push_back(request_json);
+    return answer;
+  }
+  absl::StatusOr<std::string> answer = std::string(R"({"result": true})");
+  mutable std::vector<std::string> asked;
+};
+
+TEST_CASE("An external decision endpoint allows refuses or patches a spec before the built-ins",
+          "[admission]") {
+  auto port = std::make_shared<ScriptedDecisions>();
+  AdmissionChain chain({}, nullptr, ExternalPolicy{port, true});
+  chain.Install(Parsed("v7"));
+  v1::ApplicationSpec spec = Spec();
+  spec.set_qos_class(v1::QOS_CLASS_GOLD);
+  v1::ServiceSpec* web = spec.add_services();
+  web->set_name("web");
+  web->set_image("registry.example.org/web:1");
+  web->set_replicas(1);
+
+  // Allowed: asked with the spec, its labels and the bundle's version.
+  auto allowed = chain.Admit(spec, Labels({{"team", "shop"}}));
+  REQUIRE(allowed.ok());
+  CHECK(allowed->json_patch.empty());
+  REQUIRE(port->asked.size() == 1);
+  const nlohmann::json asked = nlohmann::json::parse(port->asked[0]);
+  CHECK(asked["input"]["spec"]["appName"] == "shop");
+  CHECK(asked["input"]["labels"]["team"] == "shop");
+  CHECK(asked["input"]["policyBundleVersion"] == "v7");
+
+  // Refused, naming the field it gives.
+  port->answer = std::string(
+      R"({"result": {"allow": false, "reasons": [{"field": "spec.qosClass",
+          "message": "Gold needs a cost centre"}, "and a second reason"]}})");
+  auto refused = chain.Admit(spec, {});
+  REQUIRE(refused.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(absl::StrContains(refused.status().message(),
+                          "admission policy \"webhook\": spec.qosClass: Gold needs a cost centre; "
+                          "spec: and a second reason (decided by http://127.0.0.1:8181"));
+  port->answer = std::string(R"({"result": false})");
+  CHECK_THAT(std::string(chain.Admit(spec, {}).status().message()),
+             Catch::Contains("admission policy \"webhook\": spec: refused by http://"));
+
+  // Patched: the change is recorded and the built-ins see it (residency
+  // refuses a country outside its rule that the endpoint added).
+  port->answer = std::string(
+      R"({"result": {"allow": true, "owner": "x", "warnings": ["checked by rego"],
+          "patch": [{"op": "add", "path": "/intents",
+                     "value": {"allowedCountries": ["FR"]}}]}})");
+  auto patched = chain.Admit(spec, Labels({{"codeco.io/data-class", "personal"}}));
+  INFO(patched.status().ToString());
+  REQUIRE(patched.ok());
+  REQUIRE(patched->spec.intents().allowed_countries_size() == 1);
+  CHECK(patched->json_patch ==
+        R"([{"op":"add","path":"/intents","value":{"allowedCountries":["FR"]}}])");
+  std::string warnings = absl::StrJoin(patched->warnings, "\n");
+  CHECK_THAT(warnings, Catch::Contains("result.owner: not a decision field; ignored") &&
+                           Catch::Contains("checked by rego") &&
+                           Catch::Contains("changed /intents"));
+  port->answer = std::string(
+      R"({"result": {"allow": true, "patch": [{"op": "add", "path": "/intents",
+          "value": {"allowedCountries": ["US"]}}]}})");
+  CHECK_THAT(
+      std::string(
+          chain.Admit(spec, Labels({{"codeco.io/data-class", "personal"}})).status().message()),
+      Catch::Contains("admission policy \"residency\": spec.intents.allowedCountries[0]"));
+
+  // No decision: an error, an undefined result, or a patch that breaks the
+  // spec refuses (UNAVAILABLE: the client may retry) naming why.
+  const std::vector<std::pair<absl::StatusOr<std::string>, std::string>> undecided = {
+      {absl::UnavailableError("cannot connect"), "cannot connect"},
+      {std::string("{}"), "result: is missing"},
+      {std::string("not json"), "answer: is not JSON"},
+      {std::string(R"({"result": {"allow": "yes"}})"), "result.allow: is required"},
+      {std::string(R"({"result": {"allow": true, "reasons": [3]}})"), "result.reasons[0]"},
+      {std::string(R"({"result": {"allow": true, "patch": [{"op": "add"}]}})"), "result.patch[0]"},
+      {std::string(R"({"result": {"allow": true, "patch": [{"op": "remove", "path": "/x"}]}})"),
+       "result.patch: does not apply"},
+      {std::string(
+           R"({"result": {"allow": true, "patch": [{"op": "add", "path": "/noSuchField",
+               "value": 1}]}})"),
+       "result.patch: makes a spec that does not read"},
+      {std::string(R"({"result": {"allow": true, "patch": [{"op": "replace", "path": "/appName",
+           "value": "other"}]}})"),
+       "result.patch: must not change appName"},
+  };
+  for (const auto& [answer, why] : undecided) {
+    port->answer = answer;
+    auto status = chain.Admit(spec, {}).status();
+    INFO(status.ToString());
+    CHECK(status.code() == absl::StatusCode::kUnavailable);
+    CHECK_THAT(std::string(status.message()),
+               Catch::Contains("admission policy \"webhook\": no decision from http://") &&
+                   Catch::Contains(why));
+  }
+
+  // Told to admit without a decision: admitted, with a warning.
+  AdmissionChain lenient({}, nullptr, ExternalPolicy{port, false});
+  port->answer = absl::UnavailableError("cannot connect");
+  auto admitted = lenient.Admit(spec, {});
+  REQUIRE(admitted.ok());
+  REQUIRE(admitted->warnings.size() == 1);
+  CHECK_THAT(admitted->warnings[0],
+             Catch::Contains("no decision from http://") && Catch::Contains("admitted without it"));
 }
 
 }  // namespace
