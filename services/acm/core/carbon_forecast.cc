@@ -75,6 +75,22 @@ void Features(absl::Span<const double> y, const std::vector<double>& prefix, int
   x[7] = usual / 7 / scale;
   // The trend over the last two intervals.
   x[8] = (latest - y[static_cast<size_t>(origin - 3)]) / scale;
+  // The target's time of day, as daily and half-daily harmonics: one model
+  // serves every origin, and these let it tell a forecast of the morning
+  // ramp from one of the midday dip. The phase is the history's own (its
+  // first interval is 0); a linear model absorbs any fixed offset.
+  const double tod =
+      2 * M_PI * static_cast<double>((origin + h) % per_day) / static_cast<double>(per_day);
+  x[9] = std::sin(tod);
+  x[10] = std::cos(tod);
+  x[11] = std::sin(2 * tod);
+  x[12] = std::cos(2 * tod);
+  // How long today's departure from the usual level lasts depends on when
+  // it is seen (wind at night, sun at noon).
+  const double now_tod =
+      2 * M_PI * static_cast<double>(origin % per_day) / static_cast<double>(per_day);
+  x[13] = std::sin(now_tod) * (x[1] - x[7]);
+  x[14] = std::cos(now_tod) * (x[1] - x[7]);
 }
 
 CarbonForecast DayAgo(absl::Span<const double> history, int64_t per_day, int horizon) {

@@ -9,8 +9,9 @@
 // - SeasonalRegressionForecaster: one least-squares model per region and
 //   horizon over the latest value and its trend, the same time of day on the
 //   last day, a week earlier and over the last week, the last day's mean, the
-//   latest value's usual level and its change since yesterday, all scaled by
-//   the region's weekly mean; a ridge pulls it toward day-ago while samples
+//   latest value's usual level and its change since yesterday, the target's
+//   time of day (harmonics) and today's departure times the time of day it
+//   is seen, all scaled by the region's weekly mean; a ridge pulls it toward day-ago while samples
 //   are few. Trained online on every interval observed, with older samples
 //   forgotten (half-life), and solved again once a day. A region with too
 //   little history of its own is forecast by the generic model, the same
@@ -92,7 +93,7 @@ class SeasonalRegressionForecaster final : public CarbonForecaster {
                                           int horizon) override;
 
   /// Number of features of the regression (bias included).
-  static constexpr int kFeatures = 9;
+  static constexpr int kFeatures = 15;
 
  private:
   // Decayed sums of one least-squares problem: XᵀX, Xᵀy and the sample weight.
