@@ -8,21 +8,25 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-# Debian packages, grouped by what needs them (libtorch-dev: PDLC's LSTM, CPU).
+# Debian packages, grouped by what needs them (libtorch-dev: PDLC's LSTM, CPU;
+# libvalijson-dev: MDM's JSON Schema validation).
 BUILD_PKGS=(cmake ninja-build ccache g++ pkg-config git)
 LIB_PKGS=(libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
           libabsl-dev prometheus-cpp-dev librocksdb-dev catch2 libyaml-cpp-dev
           nlohmann-json3-dev libssl-dev libcurl4-openssl-dev libbenchmark-dev
-          coinor-libcbc-dev libhiredis-dev libtorch-dev)
+          coinor-libcbc-dev libhiredis-dev libtorch-dev libvalijson-dev)
 # Real servers the testbed and tests run: Prometheus scrapes every service;
 # docker-registry holds checkpoint images; redis-server is the stateful workload;
 # criu (3.17 on Debian 12) backs the checkpointer's CRIU driver where `criu check`
 # passes (root, a full kernel; in containers it fails and the driver says why).
 SERVER_PKGS=(prometheus docker-registry redis-server criu)
 TOOL_PKGS=(openssl nodejs npm curl procps)
+# Test data: the official JSON-Schema-Test-Suite MDM's schema validation runs.
+TEST_DATA_PKGS=(json-schema-test-suite)
 
 missing=()
-for pkg in "${BUILD_PKGS[@]}" "${LIB_PKGS[@]}" "${SERVER_PKGS[@]}" "${TOOL_PKGS[@]}"; do
+for pkg in "${BUILD_PKGS[@]}" "${LIB_PKGS[@]}" "${SERVER_PKGS[@]}" "${TOOL_PKGS[@]}" \
+           "${TEST_DATA_PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$pkg")
   fi
