@@ -185,14 +185,14 @@ absl::Status PropertySchema::Validate(const nlohmann::json& document,
   return absl::InvalidArgumentError(absl::StrJoin(lines, "; "));
 }
 
-absl::StatusOr<std::shared_ptr<const RegisteredType>> TypeRegistry::Register(TypeSpec spec) {
+absl::StatusOr<std::shared_ptr<RegisteredType>> TypeRegistry::Prepare(TypeSpec spec) const {
   if (!ValidTypeName(spec.name)) {
     return InvalidFieldError("name",
                              "must be a letter, then letters, digits or '_', at most 63 bytes");
   }
-  auto registered = std::make_shared<RegisteredType>();
+  auto prepared = std::make_shared<RegisteredType>();
   if (!spec.properties_schema.empty()) {
-    ASSIGN_OR_RETURN(registered->schema,
+    ASSIGN_OR_RETURN(prepared->schema,
                      PropertySchema::Compile(spec.properties_schema, "properties_schema"));
   }
   absl::MutexLock lock(&mu_);
@@ -217,22 +217,40 @@ absl::StatusOr<std::shared_ptr<const RegisteredType>> TypeRegistry::Register(Typ
       return InvalidFieldError("kind",
                                absl::StrCat("\"", spec.name, "\" is registered as the other kind"));
     }
-    if (old.description == spec.description && old.properties_schema == spec.properties_schema &&
-        old.from_type == spec.from_type && old.to_type == spec.to_type) {
-      return existing->second;
+    prepared->version = existing->second->version;
+    if (old.description != spec.description || old.properties_schema != spec.properties_schema ||
+        old.from_type != spec.from_type || old.to_type != spec.to_type) {
+      ++prepared->version;
     }
-    registered->version = existing->second->version + 1;
   } else {
     if (types_.size() >= kMaxTypes) {
       return absl::ResourceExhaustedError(
           absl::StrCat("at most ", kMaxTypes, " types may be registered"));
     }
-    registered->version = 1;
+    prepared->version = 1;
   }
-  registered->spec = std::move(spec);
-  std::shared_ptr<const RegisteredType> out = registered;
-  types_[out->spec.name] = out;
-  return out;
+  prepared->spec = std::move(spec);
+  return prepared;
+}
+
+void TypeRegistry::Commit(std::shared_ptr<const RegisteredType> type) {
+  absl::MutexLock lock(&mu_);
+  const std::string name = type->spec.name;
+  types_[name] = std::move(type);
+}
+
+absl::StatusOr<std::shared_ptr<const RegisteredType>> TypeRegistry::Register(TypeSpec spec) {
+  absl::MutexLock serial(&register_mu_);
+  ASSIGN_OR_RETURN(std::shared_ptr<RegisteredType> prepared, Prepare(std::move(spec)));
+  {
+    absl::MutexLock lock(&mu_);
+    auto existing = types_.find(prepared->spec.name);
+    if (existing != types_.end() && existing->second->version == prepared->version) {
+      return existing->second;
+    }
+  }
+  Commit(prepared);
+  return std::shared_ptr<const RegisteredType>(prepared);
 }
 
 std::shared_ptr<const RegisteredType> TypeRegistry::Find(const std::string& name) const {

@@ -96,6 +96,14 @@ class TypeRegistry {
   /// `properties_schema`); RESOURCE_EXHAUSTED past kMaxTypes.
   absl::StatusOr<std::shared_ptr<const RegisteredType>> Register(TypeSpec spec);
 
+  /// Register in two steps, for a caller that stores the type in between:
+  /// Prepare checks `spec` against the types now and returns what Register
+  /// would hold, changing nothing; Commit makes it the type of its name.
+  /// The caller serialises Prepare-Commit pairs.
+  absl::StatusOr<std::shared_ptr<RegisteredType>> Prepare(TypeSpec spec) const;
+  /// See Prepare.
+  void Commit(std::shared_ptr<const RegisteredType> type);
+
   /// The type named `name`, or null.
   std::shared_ptr<const RegisteredType> Find(const std::string& name) const;
 
@@ -115,6 +123,7 @@ class TypeRegistry {
                                  const std::string& path) const;
 
  private:
+  absl::Mutex register_mu_;  // serialises Register's Prepare-Commit pairs
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<const RegisteredType>> types_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,0 +1,178 @@
+#pragma once
+// MDM's event log and the property graph it materialises (issue 15,
+// docs/mdm.md), on the KvStore port.
+//
+// Publish takes a batch of events, checks every one (types, schemas, ends of
+// relationships, sizes) against the graph as the earlier events of the same
+// batch leave it, and then writes, in one atomic KvStore batch:
+//   - each new event under its offset (the log, offsets 1, 2, ...);
+//   - the entities and relationships they change, with their indexes;
+//   - the event ids seen, and the next offset.
+// So a crash leaves either the whole batch or none of it, and what Publish
+// acknowledged is there after a restart. One bad event refuses the batch,
+// naming it as `events[i].<field>`.
+//
+// Semantics of an event:
+//   INSERT  puts an entity (no from_id/to_id) or a relationship, replacing
+//           one with the same id (create_time kept).
+//   UPDATE  merges properties into an existing one (the result is checked
+//           against the type's schema).
+//   DELETE  removes an entity with every relationship at it, or a
+//           relationship.
+// An id belongs to one type and one kind for as long as it exists.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "codeco/common/clock.h"
+#include "codeco/common/kv_store.h"
+#include "codeco/mdm/v1/metadata.pb.h"
+#include "mdm/core/type_registry.h"
+
+namespace codeco::mdm {
+
+/// The column families a MetadataStore needs in its KvStore.
+std::vector<std::string> MetadataColumnFamilies();
+
+/// Limits on what one caller may send or ask for.
+struct MetadataLimits {
+  /// Most events in one Publish.
+  size_t max_batch_events = 10000;
+  /// Longest id, type name, cluster, source or event id, bytes.
+  size_t max_id_bytes = 512;
+  /// Largest properties of one event, serialized bytes.
+  size_t max_properties_bytes = 64 << 10;
+  /// Most entities a graph query returns.
+  size_t max_query_entities = 10000;
+  /// Deepest graph query.
+  int max_query_depth = 5;
+  /// Most results of one page.
+  size_t max_page = 1000;
+};
+
+/// What Publish did.
+struct PublishResult {
+  /// Each event's offset, in request order (the first offset of one already
+  /// in the log by event_id).
+  std::vector<int64_t> offsets;
+  /// How many were appended (the rest were already in the log).
+  size_t appended = 0;
+};
+
+/// One page of the log.
+struct EventPage {
+  /// The events, in offset order.
+  std::vector<v1::MetadataEvent> events;
+  /// Where the next page starts (a type filter may have skipped events).
+  int64_t next_offset = 1;
+  /// The log's end when read: the offset the next appended event gets.
+  int64_t end_offset = 1;
+};
+
+/// Which edges a traversal follows.
+enum class Direction { kOutgoing, kIncoming, kBoth };
+
+/// A bounded traversal from one entity.
+struct GraphQuery {
+  /// The start entity.
+  std::string entity_id;
+  /// Hops, 1..max_query_depth.
+  int depth = 1;
+  /// Only these relationship types (empty: all).
+  std::vector<std::string> relationship_types;
+  /// Which edges.
+  Direction direction = Direction::kBoth;
+  /// Most entities returned, the start included (0: max_query_entities).
+  size_t max_entities = 0;
+};
+
+/// What a traversal reached.
+struct GraphResult {
+  /// The start entity first, then in breadth-first order.
+  std::vector<v1::Entity> entities;
+  /// Every relationship followed.
+  std::vector<v1::Relationship> relationships;
+  /// True when max_entities cut it short.
+  bool truncated = false;
+};
+
+/// One page of entities.
+struct EntityPage {
+  /// Ordered by id.
+  std::vector<v1::Entity> entities;
+  /// The last id of this page when more may follow ("" on the last page).
+  std::string next_after;
+};
+
+/// The log, the graph and the types. Thread-safe; Publish and RegisterType
+/// are serialised, reads run beside them.
+class MetadataStore {
+ public:
+  /// Called after each append with the new end of the log (the next offset).
+  using AppendListener = std::function<void(int64_t end_offset)>;
+
+  /// Opens the store on `kv` (which must hold MetadataColumnFamilies()),
+  /// loading the registered types and the log's end. `kv` and `clock` must
+  /// outlive it.
+  static absl::StatusOr<std::unique_ptr<MetadataStore>> Open(KvStore& kv, const Clock& clock,
+                                                             MetadataLimits limits = {});
+
+  /// Registers or changes a type and stores it (see TypeRegistry::Register).
+  absl::StatusOr<v1::TypeDefinition> RegisterType(const v1::TypeDefinition& definition);
+  /// Every type, by name.
+  std::vector<v1::TypeDefinition> ListTypes() const;
+
+  /// Appends `events` and applies them, all or none.
+  absl::StatusOr<PublishResult> Publish(const std::vector<v1::MetadataEvent>& events);
+
+  /// Up to `limit` events (0: 100; at most max_page) from `from_offset` on,
+  /// of `types` only when not empty, in offset order.
+  absl::StatusOr<EventPage> ReadEvents(int64_t from_offset, size_t limit,
+                                       const std::vector<std::string>& types) const;
+  /// The offset the next event will get.
+  int64_t end_offset() const;
+
+  /// One entity; NOT_FOUND when absent.
+  absl::StatusOr<v1::Entity> GetEntity(const std::string& id) const;
+  /// Entities of `type` (all types when empty) in `cluster` (any when
+  /// empty), after id `after`, at most `limit`.
+  absl::StatusOr<EntityPage> ListEntities(const std::string& type, const std::string& cluster,
+                                          const std::string& after, size_t limit) const;
+  /// A bounded traversal. NOT_FOUND for an unknown start; INVALID_ARGUMENT
+  /// for a depth out of range.
+  absl::StatusOr<GraphResult> Query(const GraphQuery& query) const;
+
+  /// Calls `listener` after every append; returns a handle for
+  /// RemoveListener.
+  int AddListener(AppendListener listener);
+  /// Stops calling the listener of `handle`.
+  void RemoveListener(int handle);
+
+ private:
+  MetadataStore(KvStore& kv, const Clock& clock, MetadataLimits limits);
+  struct Pending;
+
+  KvStore& kv_;
+  const Clock& clock_;
+  const MetadataLimits limits_;
+  TypeRegistry types_;
+  absl::Mutex write_mu_;  // serialises Publish and RegisterType
+  mutable absl::Mutex end_mu_;
+  int64_t end_offset_ ABSL_GUARDED_BY(end_mu_) = 1;
+  absl::Mutex listeners_mu_;
+  int next_listener_ ABSL_GUARDED_BY(listeners_mu_) = 1;
+  std::vector<std::pair<int, AppendListener>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
+};
+
+/// `properties` as JSON, for schema checks.
+nlohmann::json StructToJson(const google::protobuf::Struct& properties);
+
+}  // namespace codeco::mdm

@@ -1,0 +1,294 @@
+// MDM's event log and graph (mdm/core/metadata_store.h) on an in-memory
+// KvStore: batches all or nothing, idempotent event ids, the graph as the
+// log leaves it, traversals, pages, and a reopen that finds it all again.
+#include "mdm/core/metadata_store.h"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "codeco/common/clock.h"
+#include "codeco/common/kv_store.h"
+
+namespace codeco::mdm {
+namespace {
+
+v1::TypeDefinition Type(const std::string& name, const std::string& schema = "",
+                        const std::string& from = "", const std::string& to = "") {
+  v1::TypeDefinition d;
+  d.set_name(name);
+  d.set_kind(from.empty() ? v1::TYPE_KIND_ENTITY : v1::TYPE_KIND_RELATIONSHIP);
+  d.set_properties_schema(schema);
+  d.set_from_type(from);
+  d.set_to_type(to);
+  return d;
+}
+
+google::protobuf::Struct Props(const std::string& json) {
+  google::protobuf::Struct s;
+  const nlohmann::json parsed = nlohmann::json::parse(json);
+  for (const auto& [key, value] : parsed.items()) {
+    google::protobuf::Value& v = (*s.mutable_fields())[key];
+    if (value.is_string()) {
+      v.set_string_value(value.get<std::string>());
+    } else if (value.is_number()) {
+      v.set_number_value(value.get<double>());
+    } else if (value.is_boolean()) {
+      v.set_bool_value(value.get<bool>());
+    }
+  }
+  return s;
+}
+
+v1::MetadataEvent Insert(const std::string& type, const std::string& id,
+                         const std::string& props = "{}", const std::string& cluster = "edge-1") {
+  v1::MetadataEvent e;
+  e.set_op(v1::METADATA_OP_INSERT);
+  e.set_type(type);
+  e.set_id(id);
+  *e.mutable_properties() = Props(props);
+  e.set_cluster(cluster);
+  e.set_source("lms");
+  return e;
+}
+
+v1::MetadataEvent Link(const std::string& type, const std::string& from, const std::string& to) {
+  v1::MetadataEvent e = Insert(type, type + "/" + from + "/" + to);
+  e.set_from_id(from);
+  e.set_to_id(to);
+  return e;
+}
+
+struct Fixture {
+  std::unique_ptr<KvStore> kv = NewInMemoryKvStore(MetadataColumnFamilies());
+  SimulatedClock clock{absl::FromUnixSeconds(1'800'000'000)};
+  std::unique_ptr<MetadataStore> store = Open();
+
+  std::unique_ptr<MetadataStore> Open() {
+    absl::StatusOr<std::unique_ptr<MetadataStore>> s = MetadataStore::Open(*kv, clock);
+    REQUIRE(s.ok());
+    return *std::move(s);
+  }
+  void RegisterKubernetesTypes() {
+    REQUIRE(store->RegisterType(Type("Cluster")).ok());
+    REQUIRE(
+        store->RegisterType(Type("Node", R"({"properties": {"cpu": {"type": "number"}}})")).ok());
+    REQUIRE(store
+                ->RegisterType(Type("Pod", R"({"type": "object", "required": ["restarts"],
+                  "properties": {"restarts": {"type": "integer", "minimum": 0}}})"))
+                .ok());
+    REQUIRE(store->RegisterType(Type("CONTAINS", "", "Cluster", "Node")).ok());
+    REQUIRE(store->RegisterType(Type("RUNS_ON", "", "Pod", "Node")).ok());
+  }
+  void PublishSmallCluster() {
+    absl::StatusOr<PublishResult> r = store->Publish({
+        Insert("Cluster", "Cluster/edge-1"),
+        Insert("Node", "Node/edge-1/n1", R"({"cpu": 8})"),
+        Insert("Node", "Node/edge-1/n2", R"({"cpu": 4})"),
+        Insert("Pod", "Pod/edge-1/web-0", R"({"restarts": 0})"),
+        Insert("Pod", "Pod/edge-1/db-0", R"({"restarts": 3})"),
+        Link("CONTAINS", "Cluster/edge-1", "Node/edge-1/n1"),
+        Link("CONTAINS", "Cluster/edge-1", "Node/edge-1/n2"),
+        Link("RUNS_ON", "Pod/edge-1/web-0", "Node/edge-1/n1"),
+        Link("RUNS_ON", "Pod/edge-1/db-0", "Node/edge-1/n2"),
+    });
+    INFO(r.status().ToString());
+    REQUIRE(r.ok());
+    REQUIRE(r->appended == 9);
+  }
+};
+
+std::vector<std::string> Ids(const std::vector<v1::Entity>& entities) {
+  std::vector<std::string> ids;
+  for (const auto& e : entities) ids.push_back(e.id());
+  return ids;
+}
+
+TEST_CASE("Published events build the graph and traversals follow it", "[mdm][store]") {
+  Fixture f;
+  f.RegisterKubernetesTypes();
+  f.PublishSmallCluster();
+  CHECK(f.store->end_offset() == 10);
+
+  absl::StatusOr<v1::Entity> web = f.store->GetEntity("Pod/edge-1/web-0");
+  REQUIRE(web.ok());
+  CHECK(web->type() == "Pod");
+  CHECK(web->cluster() == "edge-1");
+  CHECK(web->last_offset() == 4);
+
+  // One hop out of the cluster: its nodes; two hops both ways: the pods too.
+  GraphQuery q;
+  q.entity_id = "Cluster/edge-1";
+  q.direction = Direction::kOutgoing;
+  absl::StatusOr<GraphResult> out = f.store->Query(q);
+  REQUIRE(out.ok());
+  CHECK(Ids(out->entities) ==
+        std::vector<std::string>{"Cluster/edge-1", "Node/edge-1/n1", "Node/edge-1/n2"});
+  CHECK(out->relationships.size() == 2);
+  q.depth = 2;
+  q.direction = Direction::kBoth;
+  absl::StatusOr<GraphResult> both = f.store->Query(q);
+  REQUIRE(both.ok());
+  CHECK(both->entities.size() == 5);
+  CHECK(both->relationships.size() == 4);
+  // Only RUNS_ON, from a pod: its node.
+  GraphQuery runs{"Pod/edge-1/db-0", 3, {"RUNS_ON"}, Direction::kBoth, 0};
+  absl::StatusOr<GraphResult> db = f.store->Query(runs);
+  REQUIRE(db.ok());
+  CHECK(Ids(db->entities) == std::vector<std::string>{"Pod/edge-1/db-0", "Node/edge-1/n2"});
+  // Cut short.
+  q.max_entities = 2;
+  absl::StatusOr<GraphResult> cut = f.store->Query(q);
+  REQUIRE(cut.ok());
+  CHECK(cut->entities.size() == 2);
+  CHECK(cut->truncated);
+  q.depth = 9;
+  CHECK_THAT(std::string(f.store->Query(q).status().message()),
+             Catch::StartsWith("depth: must be 1-5"));
+  CHECK(f.store->Query({"Pod/none", 1, {}, Direction::kBoth, 0}).status().code() ==
+        absl::StatusCode::kNotFound);
+
+  // Lists by type, in pages.
+  absl::StatusOr<EntityPage> first = f.store->ListEntities("Node", "", "", 1);
+  REQUIRE(first.ok());
+  CHECK(Ids(first->entities) == std::vector<std::string>{"Node/edge-1/n1"});
+  absl::StatusOr<EntityPage> second = f.store->ListEntities("Node", "", first->next_after, 1);
+  REQUIRE(second.ok());
+  CHECK(Ids(second->entities) == std::vector<std::string>{"Node/edge-1/n2"});
+  CHECK(f.store->ListEntities("", "edge-1", "", 100)->entities.size() == 5);
+  CHECK(f.store->ListEntities("", "edge-2", "", 100)->entities.empty());
+}
+
+TEST_CASE("A batch with one bad event is refused whole naming the event and field",
+          "[mdm][store]") {
+  Fixture f;
+  f.RegisterKubernetesTypes();
+  auto refused = [&](std::vector<v1::MetadataEvent> events) {
+    absl::StatusOr<PublishResult> r = f.store->Publish(events);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+    return std::string(r.status().message());
+  };
+  CHECK_THAT(
+      refused({Insert("Cluster", "Cluster/a"), Insert("Pod", "Pod/a/x", R"({"restarts": -1})")}),
+      Catch::StartsWith("events[1].properties.restarts: "));
+  CHECK_THAT(refused({Insert("Pod", "Pod/a/x", "{}")}), Catch::Contains("restarts"));
+  CHECK_THAT(refused({Insert("Volume", "Volume/a")}),
+             Catch::StartsWith("events[0].type: type \"Volume\" is not registered"));
+  CHECK_THAT(refused({Link("RUNS_ON", "Pod/a/x", "Node/a/n")}),
+             Catch::StartsWith("events[0].from_id: no entity \"Pod/a/x\""));
+  CHECK_THAT(refused({Insert("Cluster", "Cluster/a"), Insert("Node", "Node/a/n"),
+                      Link("RUNS_ON", "Cluster/a", "Node/a/n")}),
+             Catch::StartsWith("events[2].from_id: a RUNS_ON starts at a Pod, not a Cluster"));
+  CHECK_THAT(refused({Insert("Cluster", "Cluster/a"), Insert("Node", "Cluster/a")}),
+             Catch::StartsWith("events[1].type: \"Cluster/a\" is a Cluster, not a Node"));
+  v1::MetadataEvent no_op = Insert("Cluster", "c");
+  no_op.set_op(v1::METADATA_OP_UNSPECIFIED);
+  CHECK_THAT(refused({no_op}), Catch::StartsWith("events[0].op: "));
+  CHECK_THAT(refused({Insert("Cluster", std::string(600, 'c'))}),
+             Catch::StartsWith("events[0].id: "));
+  v1::MetadataEvent update = Insert("Pod", "Pod/a/none");
+  update.set_op(v1::METADATA_OP_UPDATE);
+  CHECK_THAT(refused({update}), Catch::StartsWith("events[0].id: no entity or relationship"));
+  CHECK_THAT(refused({}), Catch::StartsWith("events: "));
+  // Nothing of any of them is stored.
+  CHECK(f.store->end_offset() == 1);
+  CHECK(f.store->GetEntity("Cluster/a").status().code() == absl::StatusCode::kNotFound);
+  CHECK(f.store->ListEntities("", "", "", 100)->entities.empty());
+}
+
+TEST_CASE("Event ids make a repeated publish a no-op", "[mdm][store]") {
+  Fixture f;
+  f.RegisterKubernetesTypes();
+  std::vector<v1::MetadataEvent> batch = {Insert("Cluster", "Cluster/a"),
+                                          Insert("Node", "Node/a/1")};
+  batch[0].set_event_id("lms-1");
+  batch[1].set_event_id("lms-2");
+  absl::StatusOr<PublishResult> first = f.store->Publish(batch);
+  REQUIRE(first.ok());
+  CHECK(first->offsets == std::vector<int64_t>{1, 2});
+  absl::StatusOr<PublishResult> again = f.store->Publish(batch);
+  REQUIRE(again.ok());
+  CHECK(again->offsets == std::vector<int64_t>{1, 2});
+  CHECK(again->appended == 0);
+  // Within one batch too; a new event after them gets the next offset.
+  batch.push_back(Insert("Node", "Node/a/2"));
+  batch.push_back(batch[2]);
+  batch[2].set_event_id("lms-3");
+  batch[3].set_event_id("lms-3");
+  absl::StatusOr<PublishResult> mixed = f.store->Publish(batch);
+  REQUIRE(mixed.ok());
+  CHECK(mixed->offsets == std::vector<int64_t>{1, 2, 3, 3});
+  CHECK(f.store->end_offset() == 4);
+}
+
+TEST_CASE("Updates merge and are checked and deletes take the relationships along",
+          "[mdm][store]") {
+  Fixture f;
+  f.RegisterKubernetesTypes();
+  f.PublishSmallCluster();
+  v1::MetadataEvent update = Insert("Pod", "Pod/edge-1/web-0", R"({"restarts": 5})");
+  update.set_op(v1::METADATA_OP_UPDATE);
+  update.clear_type();
+  REQUIRE(f.store->Publish({update}).ok());
+  CHECK(
+      f.store->GetEntity("Pod/edge-1/web-0")->properties().fields().at("restarts").number_value() ==
+      5);
+  *update.mutable_properties() = Props(R"({"restarts": "many"})");
+  CHECK_THAT(std::string(f.store->Publish({update}).status().message()),
+             Catch::StartsWith("events[0].properties.restarts: "));
+
+  v1::MetadataEvent drop;
+  drop.set_op(v1::METADATA_OP_DELETE);
+  drop.set_id("Node/edge-1/n1");
+  REQUIRE(f.store->Publish({drop}).ok());
+  CHECK(f.store->GetEntity("Node/edge-1/n1").status().code() == absl::StatusCode::kNotFound);
+  absl::StatusOr<GraphResult> web =
+      f.store->Query({"Pod/edge-1/web-0", 2, {}, Direction::kBoth, 0});
+  REQUIRE(web.ok());
+  CHECK(web->entities.size() == 1);
+  CHECK(web->relationships.empty());
+  CHECK(f.store->ListEntities("Node", "", "", 10)->entities.size() == 1);
+  // Deleting it again is accepted, and logged.
+  const int64_t end = f.store->end_offset();
+  REQUIRE(f.store->Publish({drop}).ok());
+  CHECK(f.store->end_offset() == end + 1);
+}
+
+TEST_CASE("The log reads in pages by type and a reopened store has everything", "[mdm][store]") {
+  Fixture f;
+  f.RegisterKubernetesTypes();
+  std::vector<int64_t> seen;
+  const int handle = f.store->AddListener([&](int64_t end) { seen.push_back(end); });
+  f.PublishSmallCluster();
+  f.store->RemoveListener(handle);
+  f.PublishSmallCluster();  // the same facts again: new events, same graph
+  CHECK(seen == std::vector<int64_t>{10});
+
+  absl::StatusOr<EventPage> page = f.store->ReadEvents(1, 4, {});
+  REQUIRE(page.ok());
+  REQUIRE(page->events.size() == 4);
+  CHECK(page->events[0].offset() == 1);
+  CHECK(page->next_offset == 5);
+  CHECK(page->end_offset == 19);
+  absl::StatusOr<EventPage> pods = f.store->ReadEvents(page->next_offset, 100, {"Pod"});
+  REQUIRE(pods.ok());
+  CHECK(pods->events.size() == 3);  // offsets 5, 13, 14
+  CHECK(pods->next_offset == 19);
+
+  // Reopen on the same store: types with their versions, the end, the graph.
+  REQUIRE(f.store->RegisterType(Type("Cluster", R"({"type": "object"})"))->version() == 2);
+  f.store.reset();
+  f.store = f.Open();
+  CHECK(f.store->end_offset() == 19);
+  CHECK(f.store->ListTypes().size() == 5);
+  CHECK(f.store->GetEntity("Pod/edge-1/db-0").ok());
+  v1::TypeDefinition again = Type("Cluster", R"({"type": "object"})");
+  CHECK(f.store->RegisterType(again)->version() == 2);
+  CHECK_THAT(
+      std::string(
+          f.store->Publish({Insert("Pod", "Pod/x", R"({"restarts": -2})")}).status().message()),
+      Catch::StartsWith("events[0].properties.restarts"));
+}
+
+}  // namespace
+}  // namespace codeco::mdm
