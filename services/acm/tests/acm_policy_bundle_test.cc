@@ -98,6 +98,36 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
+// A hub codeco-acm on the loopback, plaintext, on `dir`/data with the
+// `settings` (key=value, each passed with --set); its log is `dir`/acm.log.
+struct PlaintextAcm {
+  std::unique_ptr<ChildProcess> process;
+  std::unique_ptr<v1::AcmService::Stub> stub;
+
+  PlaintextAcm(const fs::path& dir, const std::vector<std::string>& settings) {
+    const fs::path log = dir / "acm.log";
+    std::vector<std::string> argv = {std::string(CODECO_BIN_DIR) + "/codeco-acm",
+                                     "--role",
+                                     "hub",
+                                     "--insecure",
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--metrics-listen",
+                                     "127.0.0.1:0",
+                                     "--data-dir",
+                                     (dir / "data").string()};
+    for (const std::string& s : settings) argv.insert(argv.end(), {"--set", s});
+    process = std::make_unique<ChildProcess>(argv, log.string());
+    std::optional<std::string> line = process->ReadLine(absl::Now() + absl::Seconds(60));
+    INFO("codeco-acm printed: " << line.value_or("<nothing>") << "\n" << ReadFile(log));
+    REQUIRE(line.has_value());
+    std::smatch m;
+    REQUIRE(std::regex_search(*line, m, std::regex("listening on (127\\.0\\.0\\.1:[0-9]+)")));
+    stub = v1::AcmService::NewStub(
+        grpc::CreateChannel(m[1].str(), grpc::InsecureChannelCredentials()));
+  }
+};
+
 TEST_CASE("codeco-acm follows its signed policy bundle without a restart") {
   TempDir dir;
   Ed25519Signer signer, stranger;
@@ -110,19 +140,11 @@ TEST_CASE("codeco-acm follows its signed policy bundle without a restart") {
   WriteFile(bundle, v1);
 
   const fs::path log = dir.path / "acm.log";
-  ChildProcess acm(
-      {std::string(CODECO_BIN_DIR) + "/codeco-acm", "--role", "hub", "--insecure", "--listen",
-       "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--data-dir", (dir.path / "data").string(),
-       "--set", "acm.policy_bundle=" + bundle.string(), "--set",
-       "acm.policy_bundle_key=" + key.string(), "--set", "acm.policy_reload_interval=100ms"},
-      log.string());
-  std::optional<std::string> line = acm.ReadLine(absl::Now() + absl::Seconds(60));
-  INFO("codeco-acm printed: " << line.value_or("<nothing>") << "\n" << ReadFile(log));
-  REQUIRE(line.has_value());
-  std::smatch m;
-  REQUIRE(std::regex_search(*line, m, std::regex("listening on (127\\.0\\.0\\.1:[0-9]+)")));
-  auto stub =
-      v1::AcmService::NewStub(grpc::CreateChannel(m[1].str(), grpc::InsecureChannelCredentials()));
+  PlaintextAcm running(
+      dir.path, {"acm.policy_bundle=" + bundle.string(), "acm.policy_bundle_key=" + key.string(),
+                 "acm.policy_reload_interval=100ms"});
+  ChildProcess& acm = *running.process;
+  auto& stub = running.stub;
   auto apply = [&](const std::string& yaml, v1::ApplyApplicationResponse* response,
                    bool dry_run = false) {
     grpc::ClientContext context;
@@ -290,19 +312,9 @@ TEST_CASE("codeco-acm asks an OPA-compatible webhook before its built-in policie
     return nlohmann::json{{"result", result}}.dump();
   });
 
-  const fs::path log = dir.path / "acm.log";
-  ChildProcess acm(
-      {std::string(CODECO_BIN_DIR) + "/codeco-acm", "--role", "hub", "--insecure", "--listen",
-       "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--data-dir", (dir.path / "data").string(),
-       "--set", "acm.policy_webhook=" + endpoint->Url("/v1/data/codeco/admit")},
-      log.string());
-  std::optional<std::string> line = acm.ReadLine(absl::Now() + absl::Seconds(60));
-  INFO("codeco-acm printed: " << line.value_or("<nothing>") << "\n" << ReadFile(log));
-  REQUIRE(line.has_value());
-  std::smatch m;
-  REQUIRE(std::regex_search(*line, m, std::regex("listening on (127\\.0\\.0\\.1:[0-9]+)")));
-  auto stub =
-      v1::AcmService::NewStub(grpc::CreateChannel(m[1].str(), grpc::InsecureChannelCredentials()));
+  PlaintextAcm running(dir.path, {"acm.policy_webhook=" + endpoint->Url("/v1/data/codeco/admit")});
+  ChildProcess& acm = *running.process;
+  auto& stub = running.stub;
   auto apply = [&](const std::string& yaml, v1::ApplyApplicationResponse* response) {
     grpc::ClientContext context;
     context.set_deadline(In(absl::Seconds(30)));

@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "codeco/mdm/v1/mdm_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
+#include "mdm_test_util.h"
 #include "process.h"
 
 namespace codeco::mdm {
@@ -67,16 +68,7 @@ struct Mdm {
   }
 };
 
-v1::TypeDefinition Type(const std::string& name, const std::string& schema,
-                        const std::string& from = "", const std::string& to = "") {
-  v1::TypeDefinition d;
-  d.set_name(name);
-  d.set_kind(from.empty() ? v1::TYPE_KIND_ENTITY : v1::TYPE_KIND_RELATIONSHIP);
-  d.set_properties_schema(schema);
-  d.set_from_type(from);
-  d.set_to_type(to);
-  return d;
-}
+using testing::Type;
 
 void RegisterTypes(v1::MdmService::Stub& stub) {
   for (const v1::TypeDefinition& t :

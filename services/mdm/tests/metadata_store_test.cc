@@ -8,20 +8,12 @@
 
 #include "codeco/common/clock.h"
 #include "codeco/common/kv_store.h"
+#include "mdm_test_util.h"
 
 namespace codeco::mdm {
 namespace {
 
-v1::TypeDefinition Type(const std::string& name, const std::string& schema = "",
-                        const std::string& from = "", const std::string& to = "") {
-  v1::TypeDefinition d;
-  d.set_name(name);
-  d.set_kind(from.empty() ? v1::TYPE_KIND_ENTITY : v1::TYPE_KIND_RELATIONSHIP);
-  d.set_properties_schema(schema);
-  d.set_from_type(from);
-  d.set_to_type(to);
-  return d;
-}
+using testing::Type;
 
 google::protobuf::Struct Props(const std::string& json) {
   google::protobuf::Struct s;
