@@ -15,7 +15,7 @@
 #   scripts/dev.sh bench [AREA] [--quick] [--json]   build and run the benchmarks in bench/
 #                                        (--json: machine-readable, where a bench has it)
 #                           (AREA: store, placement, placement_grpc, relay, acm, auction,
-#                           netma, apply_rate, checkpoint, forecast, adaptation, carbon)
+#                           netma, apply_rate, checkpoint, forecast, adaptation, carbon, mdm)
 #   scripts/dev.sh lint     buf lint on the contracts
 #   scripts/dev.sh deps     only install dependencies
 #
