@@ -298,7 +298,6 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
     absl::MutexLock lock(&end_mu_);
     next = end_offset_;
   }
-  const int64_t first_new = next;
   const absl::Time now = clock_.Now();
   Pending pending{kv_, {}, {}, {}, {}};
   std::map<std::string, int64_t> batch_event_ids;
@@ -540,7 +539,6 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
     absl::MutexLock lock(&end_mu_);
     end_offset_ = next;
   }
-  (void)first_new;
   std::vector<AppendListener> listeners;
   {
     absl::MutexLock lock(&listeners_mu_);
