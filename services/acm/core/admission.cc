@@ -15,6 +15,7 @@
 #include "acm/core/bundle_signature.h"
 #include "acm/core/cam_parser.h"
 #include "acm/core/carbon_scheduler.h"
+#include "codeco/common/excerpt.h"
 #include "codeco/common/proto_util.h"
 #include "codeco/common/quantity.h"
 #include "codeco/common/status.h"
@@ -425,14 +426,6 @@ absl::Status ScheduleCarbon(const PolicyBundle& bundle, SeasonalRegressionForeca
   return absl::OkStatus();
 }
 
-// The first `most` bytes of an untrusted text, printable, for a message.
-std::string Excerpt(const std::string& text, size_t most = 200) {
-  std::string out;
-  for (char c : text.substr(0, most)) out += (c >= 0x20 && c < 0x7f) ? c : ' ';
-  if (text.size() > most) out += "...";
-  return out;
-}
-
 // Reads a list of strings at `path`.
 absl::Status Strings(const nlohmann::json& list, const std::string& path,
                      std::vector<std::string>& out) {
@@ -538,7 +531,7 @@ absl::StatusOr<ExternalDecision> ParseExternalDecision(const std::string& body) 
   try {
     doc = nlohmann::json::parse(body);
   } catch (const nlohmann::json::exception&) {
-    return InvalidFieldError("answer", absl::StrCat("is not JSON: ", Excerpt(body)));
+    return InvalidFieldError("answer", absl::StrCat("is not JSON: ", PrintableExcerpt(body)));
   }
   if (!doc.is_object()) return InvalidFieldError("answer", "must be a JSON object");
   if (!doc.contains("result")) {

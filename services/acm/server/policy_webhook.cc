@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "codeco/common/excerpt.h"
 #include "codeco/common/http_client.h"
 #include "codeco/common/status.h"
 
@@ -44,9 +45,8 @@ absl::StatusOr<std::string> HttpPolicyDecisionPort::Query(const std::string& req
   }
   HttpAnswer& answer = *sent;
   if (answer.status != 200) {
-    std::string excerpt;
-    for (char c : answer.body.substr(0, 200)) excerpt += (c >= 0x20 && c < 0x7f) ? c : ' ';
-    return absl::UnavailableError(absl::StrCat("answered HTTP ", answer.status, ": ", excerpt));
+    return absl::UnavailableError(
+        absl::StrCat("answered HTTP ", answer.status, ": ", PrintableExcerpt(answer.body)));
   }
   return std::move(answer.body);
 }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "codeco/common/excerpt.h"
 #include "codeco/common/http_client.h"
 #include "codeco/common/status.h"
 
@@ -18,14 +19,6 @@ namespace codeco::pdlc {
 namespace {
 
 using Json = nlohmann::json;
-
-// Printable excerpt of an untrusted body for an error message.
-std::string Excerpt(std::string_view text, size_t max = 200) {
-  std::string out;
-  for (char c : text.substr(0, max)) out += (c >= 0x20 && c < 0x7f) ? c : ' ';
-  if (text.size() > max) out += "...";
-  return out;
-}
 
 // The canonical code of a Prometheus errorType.
 absl::StatusCode CodeOfErrorType(std::string_view type, long http_status) {
@@ -126,16 +119,16 @@ absl::StatusOr<PrometheusAnswer> ParsePrometheusAnswer(long http_status, const s
       message = e->get<std::string>();
     return absl::Status(CodeOfErrorType(type, http_status),
                         absl::StrCat(what, ": prometheus error (HTTP ", http_status, ") ", type,
-                                     ": ", Excerpt(message, 1000)));
+                                     ": ", PrintableExcerpt(message, 1000)));
   }
   if (http_status < 200 || http_status >= 300) {
     return absl::Status(CodeOfHttpStatus(http_status),
-                        absl::StrCat(what, ": HTTP ", http_status, ": ", Excerpt(body)));
+                        absl::StrCat(what, ": HTTP ", http_status, ": ", PrintableExcerpt(body)));
   }
   auto malformed = [&](absl::string_view why) {
-    return absl::InternalError(
-        absl::StrCat(what, ": malformed answer: ", why,
-                     doc.is_discarded() ? absl::StrCat(": ", Excerpt(body)) : std::string()));
+    return absl::InternalError(absl::StrCat(
+        what, ": malformed answer: ", why,
+        doc.is_discarded() ? absl::StrCat(": ", PrintableExcerpt(body)) : std::string()));
   };
   if (doc.is_discarded()) return malformed("not JSON");
   if (!is_object) return malformed("not a JSON object");
@@ -229,7 +222,8 @@ absl::StatusOr<PrometheusAnswer> ParsePrometheusAnswer(long http_status, const s
     }
     return answer;
   }
-  return malformed(absl::StrCat("unknown resultType \"", Excerpt(answer.result_type, 40), "\""));
+  return malformed(
+      absl::StrCat("unknown resultType \"", PrintableExcerpt(answer.result_type, 40), "\""));
 }
 
 PrometheusClient::PrometheusClient(PrometheusClientOptions options) : options_(std::move(options)) {
@@ -239,8 +233,9 @@ PrometheusClient::PrometheusClient(PrometheusClientOptions options) : options_(s
 absl::Status PrometheusClient::Check() const {
   if (!absl::StartsWith(options_.base_url, "http://") &&
       !absl::StartsWith(options_.base_url, "https://")) {
-    return InvalidFieldError("base_url", absl::StrCat("must start with http:// or https://, got \"",
-                                                      Excerpt(options_.base_url, 100), "\""));
+    return InvalidFieldError("base_url",
+                             absl::StrCat("must start with http:// or https://, got \"",
+                                          PrintableExcerpt(options_.base_url, 100), "\""));
   }
   if (options_.timeout <= absl::ZeroDuration()) {
     return InvalidFieldError("timeout", "must be positive");
@@ -278,9 +273,9 @@ absl::StatusOr<InstantQueryResult> PrometheusClient::QueryInstant(const std::str
   ASSIGN_OR_RETURN(PrometheusAnswer answer,
                    Call("/api/v1/query", {{"query", query}, {"time", ApiTime(time_ms)}}));
   if (answer.result_type != "vector" && answer.result_type != "scalar") {
-    return absl::InvalidArgumentError(absl::StrCat("prometheus query \"", Excerpt(query, 100),
-                                                   "\": answered a ", answer.result_type,
-                                                   ", not a vector or a scalar"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("prometheus query \"", PrintableExcerpt(query, 100), "\": answered a ",
+                     answer.result_type, ", not a vector or a scalar"));
   }
   return std::move(answer.instant);
 }
@@ -301,9 +296,9 @@ absl::StatusOr<RangeQueryResult> PrometheusClient::QueryRange(const std::string&
                                                 {"end", ApiTime(end_ms)},
                                                 {"step", ApiTime(step_ms)}}));
   if (answer.result_type != "matrix") {
-    return absl::InvalidArgumentError(absl::StrCat("prometheus range query \"", Excerpt(query, 100),
-                                                   "\": answered a ", answer.result_type,
-                                                   ", not a matrix"));
+    return absl::InvalidArgumentError(absl::StrCat("prometheus range query \"",
+                                                   PrintableExcerpt(query, 100), "\": answered a ",
+                                                   answer.result_type, ", not a matrix"));
   }
   return std::move(answer.range);
 }
