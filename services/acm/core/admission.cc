@@ -451,7 +451,8 @@ absl::Status AskExternal(const ExternalPolicy& external,
   if (!google::protobuf::util::MessageToJsonString(out.spec, &spec_json).ok()) {
     return absl::InternalError("the spec does not convert to JSON");
   }
-  nlohmann::json input = {{"spec", nlohmann::json::parse(spec_json)},
+  const nlohmann::json spec_doc = nlohmann::json::parse(spec_json);
+  nlohmann::json input = {{"spec", spec_doc},
                           {"labels", nlohmann::json::object()},
                           {"policyBundleVersion", out.bundle_version}};
   for (const auto& [k, v] : labels) input["labels"][k] = v;
@@ -497,7 +498,7 @@ absl::Status AskExternal(const ExternalPolicy& external,
   const nlohmann::json ops = nlohmann::json::parse(decision->patch_json);
   v1::ApplicationSpec patched;
   try {
-    const std::string text = nlohmann::json::parse(spec_json).patch(ops).dump();
+    const std::string text = spec_doc.patch(ops).dump();
     google::protobuf::util::JsonParseOptions strict;
     const auto parsed = google::protobuf::util::JsonStringToMessage(text, &patched, strict);
     if (!parsed.ok()) {
