@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -142,6 +144,24 @@ CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration ti
   }
   result.exit_code = *code;
   return result;
+}
+
+ScratchDir::ScratchDir(const std::string& prefix)
+    : path(std::filesystem::temp_directory_path() / (prefix + "-" + std::to_string(::getpid()))) {
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path, ignored);
+}
+
+std::string ReadWholeFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream content;
+  content << in.rdbuf();
+  return content.str();
 }
 
 }  // namespace codeco::testing

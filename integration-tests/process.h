@@ -1,10 +1,12 @@
 #pragma once
 // Child processes for multi-process tests: start a binary with its stdout on
 // a pipe, read lines with a deadline, stop it with SIGTERM (or SIGKILL), and
-// never leave it running when the test ends.
+// never leave it running when the test ends. Also the scratch directory a
+// test keeps its children's data and logs in, and reading those files back.
 
 #include <sys/types.h>
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +14,21 @@
 #include "absl/time/time.h"
 
 namespace codeco::testing {
+
+/// A fresh directory `<temp>/<prefix>-<pid>`, emptied first and removed
+/// (with everything in it) when the object goes.
+struct ScratchDir {
+  /// Creates it; `prefix` names the test.
+  explicit ScratchDir(const std::string& prefix);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  /// The directory.
+  std::filesystem::path path;
+};
+
+/// The whole content of the file at `path` ("" when it cannot be read).
+std::string ReadWholeFile(const std::filesystem::path& path);
 
 /// Result of running a command to completion.
 struct CommandResult {

@@ -8,12 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
+#include "acm_test_util.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
 #include "codeco/swm/v1/swm_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -21,7 +22,6 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "process.h"
-#include "acm_test_util.h"
 
 namespace codeco::acm {
 namespace {
@@ -31,6 +31,7 @@ using testing::SmallCam;
 
 namespace fs = std::filesystem;
 using codeco::testing::ChildProcess;
+using codeco::testing::ScratchDir;
 
 std::string Bookinfo() {
   std::ifstream in(fs::path(ACM_EXAMPLES_DIR) / "bookinfo.yaml");
@@ -39,24 +40,21 @@ std::string Bookinfo() {
   return ss.str();
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("acm-crash-" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
 struct Acm {
   std::unique_ptr<ChildProcess> process;
   std::unique_ptr<v1::AcmService::Stub> stub;
 
   explicit Acm(const fs::path& dir, const std::string& swm = "") {
-    std::vector<std::string> argv{std::string(CODECO_BIN_DIR) + "/codeco-acm", "--role", "hub",
-                                  "--insecure", "--listen", "127.0.0.1:0", "--metrics-listen",
-                                  "127.0.0.1:0", "--data-dir", (dir / "data").string()};
+    std::vector<std::string> argv{std::string(CODECO_BIN_DIR) + "/codeco-acm",
+                                  "--role",
+                                  "hub",
+                                  "--insecure",
+                                  "--listen",
+                                  "127.0.0.1:0",
+                                  "--metrics-listen",
+                                  "127.0.0.1:0",
+                                  "--data-dir",
+                                  (dir / "data").string()};
     if (!swm.empty()) argv.insert(argv.end(), {"--set", "acm.swm=" + swm});
     process = std::make_unique<ChildProcess>(argv, (dir / "acm.log").string());
     std::optional<std::string> line = process->ReadLine(absl::Now() + absl::Seconds(60));
@@ -70,7 +68,7 @@ struct Acm {
 };
 
 TEST_CASE("SIGKILL and restart lose nothing acknowledged and watchers resume without gaps") {
-  TempDir dir;
+  ScratchDir dir("acm-crash");
   // name -> (metadata.revision, spec_revision) as last acknowledged.
   std::map<std::string, std::pair<int64_t, int64_t>> expected;
   int64_t last_revision = 0;
@@ -317,7 +315,7 @@ common::v1::Operation GetOp(v1::AcmService::Stub& stub, const std::string& id) {
 }
 
 TEST_CASE("applies acknowledged while SWM is down are placed exactly once after SIGKILL") {
-  TempDir dir;
+  ScratchDir dir("acm-crash");
   FakeSwm swm;
   int port = 0;
   grpc::ServerBuilder builder;

@@ -35,6 +35,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using codeco::testing::ChildProcess;
+using codeco::testing::ReadWholeFile;
+using codeco::testing::ScratchDir;
 using testing::Ed25519Signer;
 using testing::In;
 
@@ -82,22 +84,6 @@ void WriteFile(const fs::path& path, const std::string& bytes) {
   fs::rename(tmp, path);
 }
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("acm-policy-" + std::to_string(::getpid()));
-  TempDir() {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
 // A hub codeco-acm on the loopback, plaintext, on `dir`/data with the
 // `settings` (key=value, each passed with --set); its log is `dir`/acm.log.
 struct PlaintextAcm {
@@ -119,7 +105,7 @@ struct PlaintextAcm {
     for (const std::string& s : settings) argv.insert(argv.end(), {"--set", s});
     process = std::make_unique<ChildProcess>(argv, log.string());
     std::optional<std::string> line = process->ReadLine(absl::Now() + absl::Seconds(60));
-    INFO("codeco-acm printed: " << line.value_or("<nothing>") << "\n" << ReadFile(log));
+    INFO("codeco-acm printed: " << line.value_or("<nothing>") << "\n" << ReadWholeFile(log));
     REQUIRE(line.has_value());
     std::smatch m;
     REQUIRE(std::regex_search(*line, m, std::regex("listening on (127\\.0\\.0\\.1:[0-9]+)")));
@@ -129,7 +115,7 @@ struct PlaintextAcm {
 };
 
 TEST_CASE("codeco-acm follows its signed policy bundle without a restart") {
-  TempDir dir;
+  ScratchDir dir("acm-policy");
   Ed25519Signer signer, stranger;
   const fs::path bundle = dir.path / "bundle.yaml";
   const fs::path signature = dir.path / "bundle.yaml.sig";
@@ -158,7 +144,7 @@ TEST_CASE("codeco-acm follows its signed policy bundle without a restart") {
   auto wait_for_log = [&](std::initializer_list<const char*> parts) {
     const absl::Time deadline = absl::Now() + absl::Seconds(30);
     while (absl::Now() < deadline) {
-      std::istringstream lines(ReadFile(log));
+      std::istringstream lines(ReadWholeFile(log));
       for (std::string l; std::getline(lines, l);) {
         bool all = true;
         for (const char* p : parts) all = all && absl::StrContains(l, p);
@@ -280,7 +266,7 @@ class DecisionEndpoint {
 };
 
 TEST_CASE("codeco-acm asks an OPA-compatible webhook before its built-in policies") {
-  TempDir dir;
+  ScratchDir dir("acm-policy");
   // The organisation's policy: no data in the US; a spec without a QoS class
   // gets Silver.
   std::mutex mu;

@@ -25,26 +25,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using codeco::testing::ChildProcess;
+using codeco::testing::ReadWholeFile;
+using codeco::testing::ScratchDir;
 
 std::chrono::system_clock::time_point In(absl::Duration d) {
   return absl::ToChronoTime(absl::Now() + d);
 }
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("mdm-service-" + std::to_string(::getpid()));
-  TempDir() {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 // A codeco-mdm on the loopback, on `data` (kept across restarts).
 struct Mdm {
@@ -59,7 +45,7 @@ struct Mdm {
                                  "127.0.0.1:0", "--data-dir", (dir / "data").string()},
         log.string());
     std::optional<std::string> line = process->ReadLine(absl::Now() + absl::Seconds(60));
-    INFO("codeco-mdm printed: " << line.value_or("<nothing>") << "\n" << ReadFile(log));
+    INFO("codeco-mdm printed: " << line.value_or("<nothing>") << "\n" << ReadWholeFile(log));
     REQUIRE(line.has_value());
     std::smatch m;
     REQUIRE(std::regex_search(*line, m, std::regex("listening on (127\\.0\\.0\\.1:[0-9]+)")));
@@ -110,7 +96,7 @@ grpc::Status Publish(v1::MdmService::Stub& stub, const std::vector<v1::MetadataE
 }
 
 TEST_CASE("codeco-mdm serves the event log the graph and the types") {
-  TempDir dir;
+  ScratchDir dir("mdm-service");
   Mdm mdm(dir.path);
   RegisterTypes(*mdm.stub);
 
@@ -208,7 +194,7 @@ TEST_CASE("codeco-mdm serves the event log the graph and the types") {
 }
 
 TEST_CASE("SIGKILL of codeco-mdm during ingest loses no acknowledged event and a watch resumes") {
-  TempDir dir;
+  ScratchDir dir("mdm-service");
   std::map<int64_t, std::string> acknowledged;  // offset -> id
   std::vector<int64_t> watched;
   std::vector<v1::MetadataEvent> in_flight;

@@ -13,12 +13,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "acm_test_util.h"
 #include "codeco/swm/v1/swm_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "process.h"
 #include "yaml-cpp/yaml.h"
-#include "acm_test_util.h"
 
 namespace codeco::ctl {
 namespace {
@@ -27,16 +27,7 @@ namespace fs = std::filesystem;
 using codeco::testing::ChildProcess;
 using codeco::testing::CommandResult;
 using codeco::testing::RunCommand;
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("codecoctl-apps-" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using codeco::testing::ScratchDir;
 
 std::string WriteCam(const fs::path& dir, const std::string& name, const std::string& tag) {
   fs::path file = dir / (name + "-" + tag + ".yaml");
@@ -64,7 +55,7 @@ struct Acm {
 };
 
 TEST_CASE("codecoctl applies and lists and rolls back and watches through a real ACM") {
-  TempDir dir;
+  ScratchDir dir("codecoctl-apps");
   Acm acm(dir.path);
   // HOME in the temp dir: no federation run state leaks in.
   auto ctl = [&](std::vector<std::string> words) {
@@ -178,7 +169,7 @@ TEST_CASE("codecoctl applies and lists and rolls back and watches through a real
 }
 
 TEST_CASE("codecoctl applies and deletes the CodecoApps of a CODECO file one by one") {
-  TempDir dir;
+  ScratchDir dir("codecoctl-apps");
   Acm acm(dir.path);
   auto ctl = [&](std::vector<std::string> words) {
     std::vector<std::string> argv = {"/usr/bin/env", "HOME=" + dir.path.string(),
@@ -224,7 +215,7 @@ TEST_CASE("codecoctl applies and deletes the CodecoApps of a CODECO file one by 
 }
 
 TEST_CASE("codecoctl follows and shows ACM's operations") {
-  TempDir dir;
+  ScratchDir dir("codecoctl-apps");
   Acm acm(dir.path);
   auto ctl = [&](std::vector<std::string> words) {
     std::vector<std::string> argv = {"/usr/bin/env", "HOME=" + dir.path.string(),
@@ -239,7 +230,8 @@ TEST_CASE("codecoctl follows and shows ACM's operations") {
   // No cluster and no SWM behind this ACM: the apply's operation never ends, so --wait
   // prints where it stands (plain lines: stdout is not a terminal) and fails
   // when its --timeout ends the stream.
-  CommandResult r = ctl({"apply", "-f", WriteCam(dir.path, "shop", "1"), "--wait", "--timeout", "2s"});
+  CommandResult r =
+      ctl({"apply", "-f", WriteCam(dir.path, "shop", "1"), "--wait", "--timeout", "2s"});
   REQUIRE(r.exit_code == 1);
   REQUIRE_THAT(r.output, Catch::Contains("application/shop created (spec revision 1)"));
   REQUIRE_THAT(r.output, Catch::Contains("apply-shop-1   20%  waiting for a neighborhood"));
@@ -275,7 +267,7 @@ TEST_CASE("codecoctl follows and shows ACM's operations") {
 }
 
 TEST_CASE("codecoctl follows and shows the hub SWM's operations") {
-  TempDir dir;
+  ScratchDir dir("codecoctl-apps");
   // A hub swm on its own (plaintext on loopback), as `codecoctl up` starts it.
   ChildProcess swm(
       std::vector<std::string>{std::string(CODECO_BIN_DIR) + "/codeco-swm", "--role", "hub",
