@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -140,8 +141,8 @@ std::vector<std::string> MetadataColumnFamilies() {
 // What the events of one batch change, over what the store holds.
 struct MetadataStore::Pending {
   const KvStore& kv;
-  std::map<std::string, std::optional<v1::Entity>> entities;
-  std::map<std::string, std::optional<v1::Relationship>> relationships;
+  absl::flat_hash_map<std::string, std::optional<v1::Entity>> entities;
+  absl::flat_hash_map<std::string, std::optional<v1::Relationship>> relationships;
   std::map<std::string, std::optional<std::string>> adjacency;  // key -> other end, or deleted
   std::map<std::string, bool> entity_types;                     // key -> present
 
@@ -300,7 +301,7 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
   }
   const absl::Time now = clock_.Now();
   Pending pending{kv_, {}, {}, {}, {}};
-  std::map<std::string, int64_t> batch_event_ids;
+  absl::flat_hash_map<std::string, int64_t> batch_event_ids;
   PublishResult result;
   KvWriteBatch batch;
 
@@ -350,7 +351,11 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
           absl::StrCat("must be at most ", limits_.max_properties_bytes, " bytes serialized"));
     }
     ASSIGN_OR_RETURN(std::optional<v1::Entity> entity, pending.Entity(in.id()));
-    ASSIGN_OR_RETURN(std::optional<v1::Relationship> relationship, pending.Relationship(in.id()));
+    // An id is one kind: an entity found is not also a relationship.
+    std::optional<v1::Relationship> relationship;
+    if (!entity.has_value()) {
+      ASSIGN_OR_RETURN(relationship, pending.Relationship(in.id()));
+    }
     const bool names_ends = !in.from_id().empty() || !in.to_id().empty();
     const std::string properties_path = field("properties");
 
@@ -369,7 +374,8 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
           }
           absl::Status valid =
               types_.CheckEntity(in.type(), StructToJson(in.properties()), properties_path);
-          if (absl::IsNotFound(valid)) return InvalidFieldError(field("type"), std::string(valid.message()));
+          if (absl::IsNotFound(valid))
+            return InvalidFieldError(field("type"), std::string(valid.message()));
           if (!valid.ok()) {
             return absl::InvalidArgumentError(absl::StrCat(
                 absl::StartsWith(valid.message(), "type:") ? at + "." : "", valid.message()));
@@ -410,7 +416,8 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
           }
           absl::Status valid = types_.CheckRelationship(
               in.type(), from->type(), to->type(), StructToJson(in.properties()), properties_path);
-          if (absl::IsNotFound(valid)) return InvalidFieldError(field("type"), std::string(valid.message()));
+          if (absl::IsNotFound(valid))
+            return InvalidFieldError(field("type"), std::string(valid.message()));
           if (!valid.ok()) {
             const bool names_field = absl::StartsWith(valid.message(), "type:") ||
                                      absl::StartsWith(valid.message(), "from_id:") ||
@@ -491,10 +498,15 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
         break;
     }
 
-    v1::MetadataEvent stored = in;
-    stored.set_offset(next);
-    if (!stored.has_event_time()) *stored.mutable_event_time() = ToProtoTimestamp(now);
-    batch.Put(kEvents, OffsetKey(next), stored.SerializeAsString());
+    // The event as logged: its bytes followed by those of its offset (and
+    // event time when it has none), which parsing merges over them; this
+    // spares a copy of the event's properties.
+    v1::MetadataEvent logged_fields;
+    logged_fields.set_offset(next);
+    if (!in.has_event_time()) *logged_fields.mutable_event_time() = ToProtoTimestamp(now);
+    std::string logged = in.SerializeAsString();
+    logged_fields.AppendToString(&logged);
+    batch.Put(kEvents, OffsetKey(next), std::move(logged));
     if (!in.event_id().empty()) {
       batch.Put(kEventIds, in.event_id(), absl::StrCat(next));
       batch_event_ids[in.event_id()] = next;
