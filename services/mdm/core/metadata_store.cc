@@ -357,6 +357,16 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
       ASSIGN_OR_RETURN(relationship, pending.Relationship(in.id()));
     }
     const bool names_ends = !in.from_id().empty() || !in.to_id().empty();
+    // Who owns what the event changes; only its own source may change it.
+    const std::string owner = entity.has_value()         ? entity->source()
+                              : relationship.has_value() ? relationship->source()
+                                                         : "";
+    if (!owner.empty() && in.source() != owner) {
+      return InvalidFieldError(field("source"),
+                               absl::StrCat("\"", in.id(), "\" belongs to source \"", owner,
+                                            "\", not \"", in.source(), "\""));
+    }
+    const std::string& new_owner = owner.empty() ? in.source() : owner;
     const std::string properties_path = field("properties");
 
     switch (in.op()) {
@@ -385,6 +395,7 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
           e.set_type(in.type());
           *e.mutable_properties() = in.properties();
           e.set_cluster(in.cluster());
+          e.set_source(new_owner);
           e.set_last_offset(next);
           *e.mutable_create_time() =
               entity.has_value() ? entity->create_time() : ToProtoTimestamp(now);
@@ -432,6 +443,7 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
           r.set_from_id(in.from_id());
           r.set_to_id(in.to_id());
           *r.mutable_properties() = in.properties();
+          r.set_source(new_owner);
           r.set_last_offset(next);
           pending.PutRelationship(r);
         }
@@ -595,6 +607,13 @@ absl::StatusOr<v1::Entity> MetadataStore::GetEntity(const std::string& id) const
   ASSIGN_OR_RETURN(std::optional<v1::Entity> e, Load<v1::Entity>(kv_, kEntities, id));
   if (!e.has_value()) return absl::NotFoundError(absl::StrCat("no entity \"", id, "\""));
   return *std::move(e);
+}
+
+absl::StatusOr<v1::Relationship> MetadataStore::GetRelationship(const std::string& id) const {
+  ASSIGN_OR_RETURN(std::optional<v1::Relationship> r,
+                   Load<v1::Relationship>(kv_, kRelationships, id));
+  if (!r.has_value()) return absl::NotFoundError(absl::StrCat("no relationship \"", id, "\""));
+  return *std::move(r);
 }
 
 absl::StatusOr<EntityPage> MetadataStore::ListEntities(const std::string& type,

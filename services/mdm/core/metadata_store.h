@@ -19,7 +19,10 @@
 //           against the type's schema).
 //   DELETE  removes an entity with every relationship at it, or a
 //           relationship.
-// An id belongs to one type and one kind for as long as it exists.
+// An id belongs to one type and one kind for as long as it exists. What an
+// event with a `source` inserts belongs to that source (the connector that
+// owns it): only events of the same source may change or delete it (an
+// entity's deletion still removes every relationship at it).
 
 #include <cstdint>
 #include <functional>
@@ -139,9 +142,13 @@ class MetadataStore {
                                        const std::vector<std::string>& types) const;
   /// The offset the next event will get.
   int64_t end_offset() const;
+  /// What one caller may send or ask for.
+  const MetadataLimits& limits() const { return limits_; }
 
   /// One entity; NOT_FOUND when absent.
   absl::StatusOr<v1::Entity> GetEntity(const std::string& id) const;
+  /// One relationship; NOT_FOUND when absent.
+  absl::StatusOr<v1::Relationship> GetRelationship(const std::string& id) const;
   /// Entities of `type` (all types when empty) in `cluster` (any when
   /// empty), after id `after`, at most `limit`.
   absl::StatusOr<EntityPage> ListEntities(const std::string& type, const std::string& cluster,

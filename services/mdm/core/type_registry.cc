@@ -201,8 +201,9 @@ absl::StatusOr<std::shared_ptr<RegisteredType>> TypeRegistry::Prepare(TypeSpec s
     for (const auto& [field, end] :
          {std::pair<const char*, const std::string*>{"from_type", &spec.from_type},
           {"to_type", &spec.to_type}}) {
+      if (end->empty()) continue;  // any entity type
       auto it = types_.find(*end);
-      if (end->empty() || it == types_.end() || it->second->spec.kind != TypeKind::kEntity) {
+      if (it == types_.end() || it->second->spec.kind != TypeKind::kEntity) {
         return InvalidFieldError(field,
                                  absl::StrCat("\"", *end, "\" is not a registered entity type"));
       }
@@ -291,11 +292,11 @@ absl::Status TypeRegistry::CheckRelationship(const std::string& type, const std:
     return absl::InvalidArgumentError(
         absl::StrCat("type: \"", type, "\" is an entity type, not a relationship type"));
   }
-  if (from_type != t->spec.from_type) {
+  if (!t->spec.from_type.empty() && from_type != t->spec.from_type) {
     return absl::InvalidArgumentError(absl::StrCat("from_id: a ", type, " starts at a ",
                                                    t->spec.from_type, ", not a ", from_type));
   }
-  if (to_type != t->spec.to_type) {
+  if (!t->spec.to_type.empty() && to_type != t->spec.to_type) {
     return absl::InvalidArgumentError(
         absl::StrCat("to_id: a ", type, " ends at a ", t->spec.to_type, ", not a ", to_type));
   }

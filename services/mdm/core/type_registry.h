@@ -68,9 +68,10 @@ struct TypeSpec {
   std::string description;
   /// JSON Schema (draft-07) of its properties ("" = any object).
   std::string properties_schema;
-  /// Relationships only: the registered entity types of its two ends.
+  /// Relationships only: the registered entity type of its start ("" = any
+  /// entity type).
   std::string from_type;
-  /// See from_type.
+  /// Relationships only: that of its end, likewise.
   std::string to_type;
 };
 

@@ -232,6 +232,7 @@ TEST_CASE("Updates merge and are checked and deletes take the relationships alon
   v1::MetadataEvent drop;
   drop.set_op(v1::METADATA_OP_DELETE);
   drop.set_id("Node/edge-1/n1");
+  drop.set_source("lms");
   REQUIRE(f.store->Publish({drop}).ok());
   CHECK(f.store->GetEntity("Node/edge-1/n1").status().code() == absl::StatusCode::kNotFound);
   absl::StatusOr<GraphResult> web =
@@ -244,6 +245,39 @@ TEST_CASE("Updates merge and are checked and deletes take the relationships alon
   const int64_t end = f.store->end_offset();
   REQUIRE(f.store->Publish({drop}).ok());
   CHECK(f.store->end_offset() == end + 1);
+}
+
+TEST_CASE("Only the source that inserted an entity may change or delete it", "[mdm][store]") {
+  Fixture f;
+  f.RegisterKubernetesTypes();
+  f.PublishSmallCluster();
+  CHECK(f.store->GetEntity("Node/edge-1/n1")->source() == "lms");
+  CHECK(f.store->GetRelationship("RUNS_ON/Pod/edge-1/web-0/Node/edge-1/n1")->source() == "lms");
+  CHECK(f.store->GetRelationship("Node/edge-1/n1").status().code() ==
+        absl::StatusCode::kNotFound);
+
+  v1::MetadataEvent update = Insert("Node", "Node/edge-1/n1", R"({"cpu": 2})");
+  update.set_op(v1::METADATA_OP_UPDATE);
+  update.set_source("compliance");
+  CHECK(std::string(f.store->Publish({update}).status().message()) ==
+        "events[0].source: \"Node/edge-1/n1\" belongs to source \"lms\", not \"compliance\"");
+  v1::MetadataEvent drop;
+  drop.set_op(v1::METADATA_OP_DELETE);
+  drop.set_id("RUNS_ON/Pod/edge-1/web-0/Node/edge-1/n1");
+  CHECK_THAT(std::string(f.store->Publish({drop}).status().message()),
+             Catch::StartsWith("events[0].source: "));
+  CHECK(f.store->GetEntity("Node/edge-1/n1")->properties().fields().at("cpu").number_value() == 8);
+
+  // An entity inserted without a source is anyone's, and the first source
+  // to insert it again takes it.
+  v1::MetadataEvent shared = Insert("Cluster", "Cluster/shared");
+  shared.clear_source();
+  REQUIRE(f.store->Publish({shared}).ok());
+  shared.set_source("compliance");
+  REQUIRE(f.store->Publish({shared}).ok());
+  CHECK(f.store->GetEntity("Cluster/shared")->source() == "compliance");
+  shared.set_source("lms");
+  CHECK_FALSE(f.store->Publish({shared}).ok());
 }
 
 TEST_CASE("The log reads in pages by type and a reopened store has everything", "[mdm][store]") {

@@ -115,6 +115,13 @@ TEST_CASE("The registry versions types and joins relationships to entity types",
   ends.from_type = "Pod";
   CHECK_THAT(std::string(registry.Register(ends).status().message()),
              Catch::StartsWith("from_type: is for relationship types only"));
+  // An empty end takes any entity type.
+  TypeSpec contains{"CONTAINS", TypeKind::kRelationship, "", "", "", ""};
+  REQUIRE(registry.Register(contains).ok());
+  CHECK(registry.CheckRelationship("CONTAINS", "Node", "Pod", nlohmann::json::object(), "p").ok());
+  CHECK(registry.CheckRelationship("CONTAINS", "Pod", "Pod", nlohmann::json::object(), "p").ok());
+  CHECK_FALSE(
+      registry.CheckRelationship("RUNS_ON", "Node", "Node", nlohmann::json::object(), "p").ok());
   TypeSpec switched{"Pod", TypeKind::kRelationship, "", "", "Pod", "Node"};
   CHECK_THAT(std::string(registry.Register(switched).status().message()),
              Catch::StartsWith("kind: "));
