@@ -81,7 +81,7 @@ class EventWatch final : public WatchStream<v1::WatchEventsResponse> {
 
 }  // namespace
 
-MdmServiceImpl::MdmServiceImpl(std::unique_ptr<MetadataStore> store, int max_watchers)
+MdmServiceImpl::MdmServiceImpl(std::shared_ptr<MetadataStore> store, int max_watchers)
     : store_(std::move(store)), max_watchers_(max_watchers), io_(2, 256) {}
 
 grpc::ServerUnaryReactor* MdmServiceImpl::PublishEvents(grpc::CallbackServerContext* context,

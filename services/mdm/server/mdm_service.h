@@ -18,8 +18,8 @@ class MdmServiceImpl final : public v1::MdmService::CallbackService {
   /// Most WatchEvents streams open at once; more are answered RESOURCE_EXHAUSTED.
   static constexpr int kDefaultMaxWatchers = 256;
 
-  /// Owns `store`.
-  explicit MdmServiceImpl(std::unique_ptr<MetadataStore> store,
+  /// Serves `store` (shared with the connectors that publish into it).
+  explicit MdmServiceImpl(std::shared_ptr<MetadataStore> store,
                           int max_watchers = kDefaultMaxWatchers);
 
   grpc::ServerUnaryReactor* PublishEvents(grpc::CallbackServerContext* context,
@@ -47,7 +47,7 @@ class MdmServiceImpl final : public v1::MdmService::CallbackService {
                                       v1::ListTypesResponse* response) override;
 
  private:
-  std::unique_ptr<MetadataStore> store_;
+  std::shared_ptr<MetadataStore> store_;
   const int max_watchers_;
   std::atomic<int> watchers_{0};
   BoundedExecutor io_;
