@@ -235,7 +235,8 @@ void EmitMessage(YAML::Emitter& out, const Message& message) {
   out << YAML::EndMap;
 }
 
-// Columns padded to the widest cell, two spaces apart; the last is not padded.
+}  // namespace
+
 std::string Columns(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width;
   for (const auto& row : rows) {
@@ -257,6 +258,8 @@ std::string Columns(const std::vector<std::vector<std::string>>& rows) {
 std::string Print(const Message& message, Output output) {
   return output == Output::kJson ? ToJson(message) + "\n" : ToYaml(message);
 }
+
+namespace {
 
 // The ACM address: --acm, else the federation's.
 absl::StatusOr<std::string> AcmAddress(const Args& args) {

@@ -122,6 +122,11 @@ struct ManifestDocument {
 std::vector<ManifestDocument> SplitManifest(const std::string& text);
 /// `message` as JSON; indented, or on one line when `compact` (one event per line).
 std::string ToJson(const google::protobuf::Message& message, bool compact = false);
+/// `message` as -o asks: JSON (with a newline) or YAML.
+std::string Print(const google::protobuf::Message& message, Output output);
+/// `rows` as columns padded to the widest cell, two spaces apart (the last
+/// not padded), a newline after each row.
+std::string Columns(const std::vector<std::vector<std::string>>& rows);
 /// `message` as one YAML document (a map), ending in a newline.
 std::string ToYaml(const google::protobuf::Message& message);
 /// `get apps` as a table.

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "network.h"
+#include "metadata.h"
 #include "scores.h"
 
 namespace {
@@ -77,6 +78,11 @@ constexpr char kUsage[] =
     "  get scores [--profile latency|greenness|resilience|cost] [--cluster NAME] [-o json]\n"
     "      PDLC's node and cluster scores (0-100, stability 0-1) and breach advisories.\n"
     "\n"
+    "metadata (the MDMs' graphs; --mdm ADDR asks one):\n"
+    "  get metadata [--type T] [--cluster NAME] [-o yaml|json]\n"
+    "      Entities (clusters, namespaces, nodes, pods, ...) with their owner and properties.\n"
+    "  get metadata ID [--depth N]           one entity and what is up to N hops (1-5) away\n"
+    "\n"
     "services:\n"
     "  health [ADDRESS] [--all] [--service NAME] [--timeout 5s]\n"
     "      grpc.health.v1.Health/Check of one service (default: the federation's ACM) or\n"
@@ -133,10 +139,15 @@ int main(int argc, char** argv) {
   // `get scores` reads every cluster's PDLC.
   const bool scores = command == "get" && argc > 2 && std::strcmp(argv[2], "scores") == 0;
   const Command get_scores = {codeco::ctl::RunGetScores, {"insecure"}, {"o", "profile", "cluster", "pdlc"}};
+  // `get metadata` reads the MDMs.
+  const bool metadata = command == "get" && argc > 2 && std::strcmp(argv[2], "metadata") == 0;
+  const Command get_metadata = {
+      codeco::ctl::RunGetMetadata, {"insecure"}, {"o", "type", "cluster", "depth", "mdm"}};
   auto it = commands.find(command);
-  if (network || scores) it = commands.end();
-  const Command* chosen = scores    ? &get_scores
-                          : network ? &get_network
+  if (network || scores || metadata) it = commands.end();
+  const Command* chosen = scores     ? &get_scores
+                          : metadata ? &get_metadata
+                          : network  ? &get_network
                           : it == commands.end() ? nullptr : &it->second;
   if (chosen == nullptr) {
     std::cerr << "codecoctl: unknown command \"" << command << "\"\n" << kUsage;

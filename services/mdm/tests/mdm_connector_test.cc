@@ -48,6 +48,7 @@ std::chrono::system_clock::time_point In(absl::Duration d) {
 struct McMdm {
   std::unique_ptr<ChildProcess> process;
   std::unique_ptr<v1::MdmService::Stub> stub;
+  std::string address;
 
   McMdm(const fs::path& dir, const std::string& lms) {
     const fs::path log = dir / "mdm.log";
@@ -63,8 +64,20 @@ struct McMdm {
     REQUIRE(line.has_value());
     std::smatch m;
     REQUIRE(std::regex_search(*line, m, std::regex("listening on (127\\.0\\.0\\.1:[0-9]+)")));
-    stub = v1::MdmService::NewStub(
-        grpc::CreateChannel(m[1].str(), grpc::InsecureChannelCredentials()));
+    address = m[1].str();
+    stub =
+        v1::MdmService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  }
+
+  // What `codecoctl get metadata ARGS --mdm <this one>` prints.
+  std::string Codecoctl(std::vector<std::string> args) {
+    std::vector<std::string> argv = {std::string(CODECO_BIN_DIR) + "/codecoctl", "get", "metadata"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {"--mdm", address, "--insecure"});
+    codeco::testing::CommandResult result = codeco::testing::RunCommand(argv, absl::Seconds(60));
+    INFO(result.output);
+    CHECK(result.exit_code == 0);
+    return result.output;
   }
 
   // The ids of the entities of `type`.
@@ -174,6 +187,15 @@ TEST_CASE("codeco-mdm mirrors its cluster's LMS into the graph and survives SIGK
     const std::string pod = "Pod/edge/default/web-0";
     REQUIRE(WaitUntil([&] { return mdm.RunsOn(pod) == std::set<std::string>{nodes[1]}; }));
     CHECK(mdm.Ids("Namespace") == std::set<std::string>{"Namespace/edge/default"});
+    // codecoctl shows them.
+    const std::string pods = mdm.Codecoctl({"--type", "Pod"});
+    CHECK_THAT(pods, Catch::StartsWith("ID "));
+    CHECK(std::regex_search(pods, std::regex(pod + " +Pod +edge +lms/edge ")));
+    CHECK_THAT(pods, Catch::Contains(R"("application":"shop")"));
+    const std::string around = mdm.Codecoctl({pod});
+    CHECK_THAT(around, Catch::Contains("SOURCE:      lms/edge"));
+    CHECK(std::regex_search(around, std::regex(pod + " +-RUNS_ON-> +" + nodes[1])));
+    CHECK(std::regex_search(around, std::regex("Namespace/edge/default +-CONTAINS-> +" + pod)));
 
     // ... and goes away when deleted.
     {
