@@ -7,6 +7,7 @@
 #include "codeco/common/peer_channels.h"
 #include "codeco/common/server.h"
 #include "codeco/common/status.h"
+#include "mdm/core/builtin_types.h"
 #include "mdm/core/metadata_store.h"
 #include "mdm/server/lms_connector_loop.h"
 #include "mdm/server/mdm_service.h"
@@ -48,6 +49,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
   ASSIGN_OR_RETURN(std::unique_ptr<codeco::mdm::MetadataStore> opened,
                    codeco::mdm::MetadataStore::Open(context.store, context.clock));
   std::shared_ptr<codeco::mdm::MetadataStore> store = std::move(opened);
+  RETURN_IF_ERROR(codeco::mdm::RegisterBuiltInTypes(*store));
   if (!context.config.lms.empty()) {
     codeco::PeerChannelOptions lms_options = codeco::PeerChannelOptionsFrom(context.config);
     lms_options.insecure = lms_options.insecure || context.config.lms_plaintext;

@@ -172,8 +172,10 @@ ProcessSpec Plan(const ClusterEndpoint& cluster, const std::string& service, boo
 }  // namespace
 
 const std::vector<std::string>& HubServices() {
-  // ACM last: it is started with the address of the hub's SWM.
-  static const std::vector<std::string> kServices = {"swm", "netma", "mdm", "acm"};
+  // MDM first: the hub's SWM is started with its address (the data sets a
+  // dataLocality may name). ACM last: it is started with the address of the
+  // hub's SWM.
+  static const std::vector<std::string> kServices = {"mdm", "swm", "netma", "acm"};
   return kServices;
 }
 

@@ -456,7 +456,7 @@ int Upper::Run() {
                              [&](const ProcessSpec& p) { return p.service == service; });
     if (spec == hub.end()) {
       return fail(absl::InvalidArgumentError(absl::StrCat(
-          "--set: the hub runs no service \"", service, "\" (it runs swm, netma, mdm, acm)")));
+          "--set: the hub runs no service \"", service, "\" (it runs mdm, swm, netma, acm)")));
     }
     spec->args.insert(spec->args.end(), {"--set", setting});
   }
@@ -476,6 +476,19 @@ int Upper::Run() {
   for (ProcessSpec& spec : hub) {
     if (spec.service == "netma") {
       spec.args.insert(spec.args.end(), {"--set", "netma.codef_control=" + state_.codef_control});
+    }
+  }
+  // The hub's MDM first: its SWM reads the data sets there.
+  auto mdm_spec = std::find_if(hub.begin(), hub.end(),
+                               [](const ProcessSpec& p) { return p.service == "mdm"; });
+  ProcessSpec hub_mdm = *mdm_spec;
+  hub.erase(mdm_spec);
+  if (auto s = StartServices({hub_mdm}); !s.ok()) return fail(s);
+  for (const auto& p : state_.processes) {
+    if (p.name == clusters_.front().name + "/mdm") {
+      for (ProcessSpec& spec : hub) {
+        if (spec.service == "swm") spec.args.insert(spec.args.end(), {"--set", "swm.mdm=" + p.grpc});
+      }
     }
   }
   if (auto s = StartServices(hub); !s.ok()) return fail(s);

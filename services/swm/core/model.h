@@ -122,6 +122,10 @@ struct Workload {
   std::vector<std::string> allowed_regions;     ///< Hard: empty = any region.
   std::vector<std::string> allowed_countries;   ///< Hard: empty = any country.
   std::string data_locality;                    ///< Hard: region or cluster of its data ("" = any).
+  /// Hard: the clusters holding the data set `data_locality` names, when MDM
+  /// knows it as one (PlacementService resolves it); empty: `data_locality`
+  /// is a region or cluster.
+  std::vector<std::string> data_clusters;
   std::string origin_cluster;                   ///< Where its users are ("" = none).
   int64_t max_latency_to_origin_ns = 0;         ///< Hard bound to the origin (0 = none).
   std::vector<std::string> preferred_clusters;  ///< mck8s cluster affinity (soft).

@@ -348,6 +348,46 @@ absl::StatusOr<Operation> PlacementService::Place(const PlaceRequest& request, a
   return placed;
 }
 
+absl::StatusOr<Application> PlacementService::ResolveDataLocality(
+    const Application& app, const Federation& federation) const {
+  Application out = app;
+  if (options_.data_sets == nullptr) return out;
+  std::map<std::string, std::optional<std::vector<std::string>>> known;  // by name
+  for (size_t i = 0; i < out.workloads.size(); ++i) {
+    Workload& w = out.workloads[i];
+    if (w.data_locality.empty()) continue;
+    auto it = known.find(w.data_locality);
+    if (it == known.end()) {
+      absl::StatusOr<std::optional<std::vector<std::string>>> clusters =
+          options_.data_sets->ClustersHolding(w.data_locality);
+      if (!clusters.ok()) {
+        bool is_place = false;
+        for (const Cluster& c : federation.clusters()) {
+          is_place = is_place || c.name == w.data_locality || c.labels.region == w.data_locality;
+        }
+        if (!is_place) {
+          return absl::UnavailableError(absl::StrCat(
+              "workload ", w.name, ": dataLocality \"", w.data_locality,
+              "\" is no member cluster or region, and where the data set of that name lives "
+              "cannot be read: ",
+              clusters.status().message()));
+        }
+        clusters = std::optional<std::vector<std::string>>();
+      }
+      it = known.emplace(w.data_locality, *std::move(clusters)).first;
+    }
+    if (it->second.has_value()) {
+      w.data_clusters = *it->second;
+      if (w.data_clusters.empty()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("workload ", w.name, ": data set \"", w.data_locality,
+                         "\" (its dataLocality) is held in no cluster"));
+      }
+    }
+  }
+  return out;
+}
+
 absl::Status PlacementService::BuildFederation(const std::vector<MemberRef>& members,
                                                absl::Time deadline,
                                                Federation& federation,
@@ -528,11 +568,12 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
   }
 
   report("SOLVING", 20);
+  ASSIGN_OR_RETURN(const Application solved, ResolveDataLocality(app, federation));
   std::unique_ptr<L2Solver> l2 = members_.SolverFor(neighborhood, local_l2_);
   Coordinator coordinator(*l2, registry_, options_.recommendations, options_.coordinator);
-  ASSIGN_OR_RETURN(PlacementResult result, coordinator.Place(app, federation, neighborhood));
+  ASSIGN_OR_RETURN(PlacementResult result, coordinator.Place(solved, federation, neighborhood));
   if (result.unplaced.empty()) {
-    absl::Status verified = VerifyPlacement(app, federation, result);
+    absl::Status verified = VerifyPlacement(solved, federation, result);
     if (!verified.ok()) {
       return absl::InternalError("placement failed its own check: " +
                                  std::string(verified.message()));
@@ -1063,10 +1104,11 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
     const Cluster* c = federation.FindCluster(t.cluster());
     if (c != nullptr && c->NodeIndex(t.node()) >= 0) pinned[t.workload()] = {t.cluster(), t.node()};
   }
+  ASSIGN_OR_RETURN(const Application solved, ResolveDataLocality(app, federation));
   std::unique_ptr<L2Solver> l2 = members_.SolverFor(neighborhood, local_l2_);
   Coordinator coordinator(*l2, registry_, options_.recommendations, options_.coordinator);
   ASSIGN_OR_RETURN(PlacementResult result,
-                   coordinator.Place(app, federation, solve_over, pinned));
+                   coordinator.Place(solved, federation, solve_over, pinned));
   auto placed = result.placements.find(request.workload);
   if (placed == result.placements.end()) {
     auto why = result.unplaced.find(request.workload);

@@ -371,6 +371,10 @@ struct PlacementServiceOptions {
   /// PDLC's advice, which orders the clusters (see Coordinator); not owned,
   /// thread-safe. Null: none. Default: null.
   RecommendationSource* recommendations = nullptr;
+  /// Where data sets live: a workload's dataLocality that names one is
+  /// placed only in the clusters holding it. Not owned, thread-safe. Null:
+  /// dataLocality is always a region or cluster. Default: null.
+  DataSetLocator* data_sets = nullptr;
 };
 
 /// The kind of the operations Place stores.
@@ -578,6 +582,12 @@ class PlacementService {
                               const codeco::swm::v1::AssignmentPlan* plan,
                               const std::string& request_id);
   // Reads the members and links of a placement into `federation`.
+  // `app` with each dataLocality that names a data set resolved to the
+  // clusters holding it (options_.data_sets). When the locator cannot tell,
+  // a name that is a member cluster or region keeps that meaning; any other
+  // is UNAVAILABLE, naming the workload.
+  absl::StatusOr<Application> ResolveDataLocality(const Application& app,
+                                                  const Federation& federation) const;
   absl::Status BuildFederation(const std::vector<MemberRef>& members, absl::Time deadline,
                                Federation& federation, std::vector<std::string>& neighborhood,
                                std::vector<std::string>& unreachable)

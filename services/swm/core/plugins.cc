@@ -144,8 +144,14 @@ class AllowedLocations final : public FilterPlugin {
             w.allowed_countries.end()) {
       return PluginStatus::Unschedulable("country \"" + l.country + "\" not allowed");
     }
-    if (!w.data_locality.empty() && w.data_locality != c.cluster->name &&
-        w.data_locality != l.region) {
+    if (!w.data_clusters.empty()) {
+      if (std::find(w.data_clusters.begin(), w.data_clusters.end(), c.cluster->name) ==
+          w.data_clusters.end()) {
+        return PluginStatus::Unschedulable("its data set \"" + w.data_locality +
+                                           "\" is not held here");
+      }
+    } else if (!w.data_locality.empty() && w.data_locality != c.cluster->name &&
+               w.data_locality != l.region) {
       return PluginStatus::Unschedulable("its data lives in \"" + w.data_locality + "\"");
     }
     return PluginStatus::Success();

@@ -29,6 +29,20 @@ struct Recommendations {
 /// valid answer and leaves every candidate's recommendation score at 0. An
 /// error fails the placement: a source that cannot reach PDLC answers
 /// nullopt (or what it last knew) instead.
+class RecommendationSource;
+
+/// Port: where the data sets a workload's dataLocality may name live (MDM's
+/// graph in the binary: the DataSet entities, docs/mdm.md).
+class DataSetLocator {
+ public:
+  virtual ~DataSetLocator() = default;
+  /// The clusters holding data set `name`; nullopt when no data set has that
+  /// name (dataLocality then names a region or cluster). An error when it
+  /// cannot tell (MDM unreachable).
+  virtual absl::StatusOr<std::optional<std::vector<std::string>>> ClustersHolding(
+      const std::string& name) = 0;
+};
+
 class RecommendationSource {
  public:
   virtual ~RecommendationSource() = default;

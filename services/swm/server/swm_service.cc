@@ -20,6 +20,7 @@
 #include "codeco/common/watch_stream.h"
 #include "prometheus/counter.h"
 #include "prometheus/histogram.h"
+#include "swm/server/mdm_data_sets.h"
 #include "swm/server/cluster_service.h"
 #include "swm/server/codef_directory.h"
 #include "swm/core/convert.h"
@@ -151,7 +152,8 @@ SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
                                   .link_cache_ttl = options_.link_cache_ttl,
                                   .node_view_ttl = options_.node_view_ttl,
                                   .coordinator = options_.coordinator,
-                                  .recommendations = &recommendations_})),
+                                  .recommendations = &recommendations_,
+                                  .data_sets = options_.data_sets.get()})),
       channel_tracker_(options_.channels) {
   for (const auto& [cluster, address] : options_.pdlc_endpoints) {
     if (absl::Status set = recommendations_.SetEndpoint(cluster, address); !set.ok()) {
@@ -982,6 +984,11 @@ void AddSwmConfig(ConfigSchema& schema) {
               .type = ConfigType::kAddress,
               .help = "host:port of the hub's NetMA: links are planned with its measured "
                       "latency and bandwidth (configured conditions where nothing is measured)"});
+  schema.Add({.path = "swm.mdm",
+              .type = ConfigType::kAddress,
+              .help = "hub: host:port of the MDM holding the federation's data sets (DataSet "
+                      "entities): a dataLocality naming one places its workload only in the "
+                      "clusters holding it; empty: dataLocality is a region or cluster"});
   schema.Add({.path = "swm.channel_poll",
               .type = ConfigType::kDuration,
               .default_value = "1s",
@@ -1212,6 +1219,13 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
                      netma_channels->Get(context.config.raw.GetString("swm.netma")));
     links = std::make_shared<NetmaLinkSource>(channel, directory, context.clock);
     options.virtual_links = std::make_shared<NetmaVirtualLinks>(std::move(channel));
+  }
+  if (context.config.raw.Has("swm.mdm")) {
+    ASSIGN_OR_RETURN(std::unique_ptr<PeerChannels> mdm_channels,
+                     PeerChannels::Create(PeerChannelOptionsFrom(context.config)));
+    ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                     mdm_channels->Get(context.config.raw.GetString("swm.mdm")));
+    options.data_sets = std::make_shared<MdmDataSets>(std::move(channel), options.mc_timeout);
   }
   options.channel_poll = context.config.raw.GetDuration("swm.channel_poll");
   if (options.channel_poll < absl::Milliseconds(100)) {

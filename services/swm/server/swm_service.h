@@ -156,6 +156,10 @@ struct SwmServiceOptions {
   /// torn down with its plan, and the channels' status follows their
   /// measurements. Null: no virtual links (those channels stay REVIEWED).
   std::shared_ptr<NetmaVirtualLinks> virtual_links;
+  /// Where data sets live (the MDM of swm.mdm): a dataLocality naming one
+  /// places its workload only where the data set is. Null: dataLocality is
+  /// a region or cluster.
+  std::shared_ptr<DataSetLocator> data_sets;
   /// How often NetMA's virtual links are read for the channels' status
   /// (only while some channel has one). Default: 1 s.
   absl::Duration channel_poll = absl::Seconds(1);

@@ -541,6 +541,72 @@ TEST_CASE("PlacementService leaves out a member that does not answer", "[placeme
   CHECK(absl::IsUnavailable(bed.service->Place(bed.Request(Bed::App("shop", 0))).status()));
 }
 
+// Data sets as MDM would answer them; `down` makes every question fail.
+class ScriptedDataSets final : public DataSetLocator {
+ public:
+  absl::StatusOr<std::optional<std::vector<std::string>>> ClustersHolding(
+      const std::string& name) override {
+    ++asked;
+    if (down) return absl::UnavailableError("mdm: connection refused");
+    auto it = sets.find(name);
+    if (it == sets.end()) return std::optional<std::vector<std::string>>();
+    return std::optional<std::vector<std::string>>(it->second);
+  }
+  std::map<std::string, std::vector<std::string>> sets;
+  bool down = false;
+  int asked = 0;
+};
+
+TEST_CASE("A dataLocality naming a data set places the workload where MDM says the data is",
+          "[placement_service]") {
+  Bed bed;
+  ScriptedDataSets data_sets;
+  data_sets.sets["traffic-cams"] = {"us"};
+  data_sets.sets["nowhere"] = {};
+  bed.service = std::make_unique<PlacementService>(bed.clock, bed.members, &bed.links, bed.repo,
+                                                   bed.l2, bed.registry,
+                                                   PlacementServiceOptions{.data_sets = &data_sets});
+  auto app = [](const std::string& name, const std::string& data) {
+    Application a{.name = name};
+    Workload w = test::MakeWorkload("reader-0", 500);
+    w.service = "reader";
+    w.data_locality = data;
+    Workload v = test::MakeWorkload("viewer-0", 500);
+    v.service = "viewer";
+    v.data_locality = data;  // asked once for both
+    a.workloads = {w, v};
+    return a;
+  };
+  absl::StatusOr<Operation> op = bed.service->Place(bed.Request(app("cams", "traffic-cams")));
+  INFO(op.status().message());
+  REQUIRE(op.ok());
+  CHECK(data_sets.asked == 1);
+  pb::AssignmentPlan plan = PlanOf(*op);
+  CHECK(plan.targets_size() == 2);
+  for (const pb::WorkloadTarget& t : plan.targets()) CHECK(t.cluster() == "us");
+
+  // A name MDM does not know keeps its meaning of a region or cluster.
+  op = bed.service->Place(bed.Request(app("local", "eu")));
+  REQUIRE(op.ok());
+  plan = PlanOf(*op);
+  for (const pb::WorkloadTarget& t : plan.targets()) CHECK(t.cluster() == "eu");
+
+  // A data set held nowhere cannot be placed, and says so.
+  op = bed.service->Place(bed.Request(app("lost", "nowhere")));
+  CHECK(absl::IsFailedPrecondition(op.status()));
+  CHECK_THAT(std::string(op.status().message()),
+             Catch::Contains("data set \"nowhere\" (its dataLocality) is held in no cluster"));
+
+  // MDM down: a region or cluster name still places; any other name waits.
+  data_sets.down = true;
+  REQUIRE(bed.service->Release({.application = "local"}).ok());
+  CHECK(bed.service->Place(bed.Request(app("local", "eu"))).ok());
+  op = bed.service->Place(bed.Request(app("cams2", "traffic-cams")));
+  CHECK(absl::IsUnavailable(op.status()));
+  CHECK_THAT(std::string(op.status().message()),
+             Catch::StartsWith("workload reader-0: dataLocality \"traffic-cams\" is no member"));
+}
+
 TEST_CASE("Recover commits a plan the hub left COMMITTING", "[placement_service]") {
   Bed bed;
   bed.crash.at = pb::PLAN_PHASE_COMMITTING;
