@@ -22,6 +22,9 @@
 // 32 MiB block cache, the WAL fsync'ed per write); `--block-cache MIB` and
 // `--no-sync` change that (store.block_cache and store.sync in a service's
 // configuration).
+// `--publishers N` publishes from N threads at once, each the connector of
+// every N-th cluster (two publishers use both cores: one batch is checked
+// while the one before it is written).
 // `--splits` also times the parts of a Publish one by one on a sample of the
 // same events (conversion to JSON, schema checks, the point reads, protobuf
 // serialisation, the RocksDB write), to show where the time goes.
@@ -38,9 +41,11 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -156,10 +161,18 @@ void SetString(google::protobuf::Struct& s, const char* key, const std::string& 
 }
 
 // Makes the events of the federation, in order: each cluster, then its nodes
-// (each with its CONTAINS), then its pods (each with its RUNS_ON).
+// (each with its CONTAINS), then its pods (each with its RUNS_ON). Publisher
+// `part` of `parts` makes those of clusters part, part + parts, ... (a
+// connector per cluster: no batch refers to another publisher's entities).
 class EventSource {
  public:
-  EventSource(const Federation& f, bool event_ids) : f_(f), event_ids_(event_ids), rng_(15) {}
+  EventSource(const Federation& f, bool event_ids, int part = 0, int parts = 1)
+      : f_(f),
+        event_ids_(event_ids),
+        rng_(15 + part),
+        parts_(parts),
+        cluster_(part),
+        event_seq_(static_cast<int64_t>(part) << 40) {}
 
   // The next batch: at most kBatchEvents events, entities first; empty at
   // the end.
@@ -227,7 +240,7 @@ class EventSource {
       ++pod_;
       return true;
     }
-    ++cluster_;
+    cluster_ += parts_;
     cluster_done_ = false;
     return NextUnit(batch);
   }
@@ -235,7 +248,8 @@ class EventSource {
   const Federation& f_;
   const bool event_ids_;
   std::mt19937_64 rng_;
-  int64_t cluster_ = 0, node_ = 0, pod_ = 0, event_seq_ = 0;
+  const int parts_;
+  int64_t cluster_, node_ = 0, pod_ = 0, event_seq_;
   bool cluster_done_ = false;
   std::vector<v1::MetadataEvent> rels_;
 };
@@ -375,22 +389,25 @@ nlohmann::json Splits(const Federation& f, codeco::KvStore& kv, int sample_batch
 }
 
 int Usage(FILE* to) {
-  std::fprintf(to,
-               "usage: mdm_bench [--quick] [--json] [--entities N] [--no-sync] [--block-cache MIB] "
-               "[--event-ids] [--splits]\n"
-               "  --quick       100,000 entities (default 1,000,000)\n"
-               "  --json        JSON on stdout, the human text on stderr\n"
-               "  --entities N  how many entities (at least 1,000)\n"
-               "  --no-sync     RocksDB WAL without fsync (default: fsync, the service default)\n"
-               "  --block-cache MIB  RocksDB block cache (default 32, store.block_cache's default)\n"
-               "  --event-ids   give every event an event_id (one more read and write each)\n"
-               "  --splits      also time the parts of a Publish one by one\n");
+  std::fprintf(
+      to,
+      "usage: mdm_bench [--quick] [--json] [--entities N] [--no-sync] [--block-cache MIB] "
+      "[--event-ids] [--splits] [--publishers N]\n"
+      "  --quick       100,000 entities (default 1,000,000)\n"
+      "  --json        JSON on stdout, the human text on stderr\n"
+      "  --entities N  how many entities (at least 1,000)\n"
+      "  --no-sync     RocksDB WAL without fsync (default: fsync, the service default)\n"
+      "  --block-cache MIB  RocksDB block cache (default 32, store.block_cache's default)\n"
+      "  --event-ids   give every event an event_id (one more read and write each)\n"
+      "  --splits      also time the parts of a Publish one by one\n"
+      "  --publishers N  publish from N threads at once, each the connector of every\n"
+      "                N-th cluster (default 1)\n");
   return to == stdout ? 0 : 2;
 }
 
-
 struct Options {
   bool quick = false, json = false, sync = true, event_ids = false, splits = false;
+  int publishers = 1;
   int64_t entities = 1'000'000;
   size_t block_cache_mib = 32;  // the services' store.block_cache default
 };
@@ -433,7 +450,8 @@ int Run(const Options& opt, const Federation& fed, const std::filesystem::path& 
     if (!r.ok()) return fail("register type", r.status());
   }
   std::fprintf(text,
-               "MDM metadata store on RocksDB (%s, WAL %s, block cache %zu MiB): %lld entities (%lld clusters, %lld "
+               "MDM metadata store on RocksDB (%s, WAL %s, block cache %zu MiB): %lld entities "
+               "(%lld clusters, %lld "
                "nodes, %lld pods), %lld relationships, batches of %zu events%s\n",
                dir.c_str(), sync ? "fsync'ed" : "not fsync'ed", opt.block_cache_mib,
                static_cast<long long>(fed.entities()), static_cast<long long>(fed.clusters),
@@ -441,36 +459,51 @@ int Run(const Options& opt, const Federation& fed, const std::filesystem::path& 
                static_cast<long long>(fed.relationships()), kBatchEvents,
                event_ids ? ", with event ids" : "");
 
-  // 2. Ingest.
-  EventSource source(fed, event_ids);
-  std::vector<v1::MetadataEvent> batch;
+  // 2. Ingest: each publisher its clusters' batches, one Publish after the
+  // other. With one publisher, "in Publish" counts the time inside Publish
+  // only; with several, the time from the first Publish to the last answer.
   std::vector<double> batch_ms;
   std::vector<int64_t> batch_events;
   Clock::duration publishing{};
   int64_t events = 0;
+  absl::Status failed;
+  std::mutex mu;
   const auto ingest0 = Clock::now();
   auto report_at = ingest0 + std::chrono::seconds(10);
-  while (source.Next(batch)) {
-    const auto t0 = Clock::now();
-    absl::StatusOr<codeco::mdm::PublishResult> r = store.Publish(batch);
-    const auto t1 = Clock::now();
-    if (!r.ok()) return fail("publish", r.status());
-    if (r->appended != batch.size()) {
-      return fail("publish", absl::InternalError(absl::StrCat("appended ", r->appended, " of ",
-                                                              batch.size())));
+  auto publisher = [&](int part) {
+    EventSource source(fed, event_ids, part, opt.publishers);
+    std::vector<v1::MetadataEvent> batch;
+    while (source.Next(batch)) {
+      const auto t0 = Clock::now();
+      absl::StatusOr<codeco::mdm::PublishResult> r = store.Publish(batch);
+      const auto t1 = Clock::now();
+      std::lock_guard<std::mutex> lock(mu);
+      if (!r.ok() || r->appended != batch.size()) {
+        if (failed.ok()) {
+          failed = r.ok() ? absl::InternalError(
+                                absl::StrCat("appended ", r->appended, " of ", batch.size()))
+                          : r.status();
+        }
+        return;
+      }
+      publishing += t1 - t0;
+      batch_ms.push_back(Micros(t1 - t0) / 1000);
+      batch_events.push_back(static_cast<int64_t>(batch.size()));
+      events += static_cast<int64_t>(batch.size());
+      if (t1 >= report_at) {
+        std::fprintf(stderr, "  ... %lld events, %.0f events/s so far\n",
+                     static_cast<long long>(events),
+                     static_cast<double>(events) / Seconds(t1 - ingest0));
+        report_at = t1 + std::chrono::seconds(10);
+      }
     }
-    publishing += t1 - t0;
-    batch_ms.push_back(Micros(t1 - t0) / 1000);
-    batch_events.push_back(static_cast<int64_t>(batch.size()));
-    events += static_cast<int64_t>(batch.size());
-    if (t1 >= report_at) {
-      std::fprintf(stderr, "  ... %lld events, %.0f events/s so far\n",
-                   static_cast<long long>(events), static_cast<double>(events) / Seconds(publishing));
-      report_at = t1 + std::chrono::seconds(10);
-    }
-  }
+  };
+  std::vector<std::thread> threads;
+  for (int p = 0; p < opt.publishers; ++p) threads.emplace_back(publisher, p);
+  for (std::thread& t : threads) t.join();
+  if (!failed.ok()) return fail("publish", failed);
   const double wall_s = Seconds(Clock::now() - ingest0);
-  const double publish_s = Seconds(publishing);
+  const double publish_s = opt.publishers == 1 ? Seconds(publishing) : wall_s;
   const size_t batches = batch_ms.size();
   const double ingest_rate = static_cast<double>(events) / publish_s;
   // Publish's rate over each quarter of the batches, in order.
@@ -499,17 +532,18 @@ int Run(const Options& opt, const Federation& fed, const std::filesystem::path& 
                    {"events_per_s_by_quarter", quarter_rates},
                    {"peak_rss_mib", static_cast<double>(hwm_ingest) / 1024},
                    {"rocksdb_bytes", bytes_ingest}};
-  std::fprintf(text,
-               "\nIngest: %lld events in %zu batches: %.0f events/s in Publish (%.1f s), %.0f "
-               "events/s wall with event generation (%.1f s)\n"
-               "  batch latency p50 %.2f ms, p99 %.2f ms, max %.2f ms; peak RSS %.0f MiB; "
-               "RocksDB directory %.1f MiB\n"
-               "  events/s in Publish by quarter of the ingest: %.0f, %.0f, %.0f, %.0f\n",
-               static_cast<long long>(events), batches, ingest_rate, publish_s,
-               static_cast<double>(events) / wall_s, wall_s, batch_p50, batch_p99, batch_max,
-               static_cast<double>(hwm_ingest) / 1024,
-               static_cast<double>(bytes_ingest) / (1 << 20), quarter_rates[0], quarter_rates[1],
-               quarter_rates[2], quarter_rates[3]);
+  std::fprintf(
+      text,
+      "\nIngest (%d publisher%s): %lld events in %zu batches: %.0f events/s in Publish "
+      "(%.1f s), %.0f events/s wall with event generation (%.1f s)\n"
+      "  batch latency p50 %.2f ms, p99 %.2f ms, max %.2f ms; peak RSS %.0f MiB; "
+      "RocksDB directory %.1f MiB\n"
+      "  events/s in Publish by quarter of the ingest%s: %.0f, %.0f, %.0f, %.0f\n",
+      opt.publishers, opt.publishers == 1 ? "" : "s at once", static_cast<long long>(events),
+      batches, ingest_rate, publish_s, static_cast<double>(events) / wall_s, wall_s, batch_p50,
+      batch_p99, batch_max, static_cast<double>(hwm_ingest) / 1024,
+      static_cast<double>(bytes_ingest) / (1 << 20), opt.publishers == 1 ? "" : " (per publisher)",
+      quarter_rates[0], quarter_rates[1], quarter_rates[2], quarter_rates[3]);
   if (store.end_offset() != events + 1) {
     return fail("ingest", absl::InternalError(absl::StrCat("end offset ", store.end_offset())));
   }
@@ -575,8 +609,8 @@ int Run(const Options& opt, const Federation& fed, const std::filesystem::path& 
                  "  %-28s %6lld queries: p50 %8.1f us, p99 %8.1f us, max %8.1f us, mean %.1f "
                  "entities returned\n",
                  what, static_cast<long long>(j["queries"].get<int64_t>()),
-                 j["p50_us"].get<double>(), j["p99_us"].get<double>(),
-                 j["max_us"].get<double>(), j["mean_entities"].get<double>());
+                 j["p50_us"].get<double>(), j["p99_us"].get<double>(), j["max_us"].get<double>(),
+                 j["mean_entities"].get<double>());
   };
   std::fprintf(text, "\nNeighbour queries (direction both):\n");
   line("depth 1, nodes and pods", out["query_depth1"]);
@@ -635,10 +669,10 @@ int Run(const Options& opt, const Federation& fed, const std::filesystem::path& 
         "  RocksDB batch write                  %6.2f us\n"
         "  (Publish measured above: %.2f us per event)\n",
         static_cast<long long>(s["events"].get<int64_t>()),
-        s["struct_to_json_us_per_event"].get<double>(), s["schema_check_us_per_event"].get<double>(),
-        s["point_reads_per_event"].get<double>(), s["point_reads_us_per_event"].get<double>(),
-        s["serialize_us_per_event"].get<double>(), s["rocksdb_write_us_per_event"].get<double>(),
-        1e6 / ingest_rate);
+        s["struct_to_json_us_per_event"].get<double>(),
+        s["schema_check_us_per_event"].get<double>(), s["point_reads_per_event"].get<double>(),
+        s["point_reads_us_per_event"].get<double>(), s["serialize_us_per_event"].get<double>(),
+        s["rocksdb_write_us_per_event"].get<double>(), 1e6 / ingest_rate);
   }
 
   return 0;
@@ -663,6 +697,8 @@ int main(int argc, char** argv) {
       opt.block_cache_mib = static_cast<size_t>(std::max(1LL, std::atoll(argv[++i])));
     } else if (!std::strcmp(argv[i], "--event-ids")) {
       opt.event_ids = true;
+    } else if (!std::strcmp(argv[i], "--publishers") && i + 1 < argc) {
+      opt.publishers = std::clamp(std::atoi(argv[++i]), 1, 64);
     } else if (!std::strcmp(argv[i], "--splits")) {
       opt.splits = true;
     } else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
@@ -688,7 +724,8 @@ int main(int argc, char** argv) {
                         {"batch_events", kBatchEvents},
                         {"rocksdb_sync", opt.sync},
                         {"block_cache_mib", opt.block_cache_mib},
-                        {"event_ids", opt.event_ids}};
+                        {"event_ids", opt.event_ids},
+                        {"publishers", opt.publishers}};
   int rc = Run(opt, fed, dir, out, text);
   fs::remove_all(dir, ec);
   if (ec) {

@@ -1,6 +1,7 @@
 #include "mdm/core/metadata_store.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <deque>
 #include <map>
@@ -138,23 +139,62 @@ std::vector<std::string> MetadataColumnFamilies() {
   return {kEvents, kEventIds, kState, kEntities, kRelationships, kAdjacency, kEntityTypes, kTypes};
 }
 
-// What the events of one batch change, over what the store holds.
-struct MetadataStore::Pending {
-  const KvStore& kv;
+// What one checked batch changes: the graph as its events leave it, over
+// what the store and the batches checked before it hold. Immutable once the
+// batch is staged.
+struct MetadataStore::Staged {
   absl::flat_hash_map<std::string, std::optional<v1::Entity>> entities;
   absl::flat_hash_map<std::string, std::optional<v1::Relationship>> relationships;
   std::map<std::string, std::optional<std::string>> adjacency;  // key -> other end, or deleted
-  std::map<std::string, bool> entity_types;                     // key -> present
+  absl::flat_hash_map<std::string, int64_t> event_ids;          // event_id -> offset
+  int64_t first_offset = 0;                                     // of its first event
+  int64_t end_offset = 0;                                       // after its last event
+  int64_t epoch = 0;                                            // the write epoch it was checked in
+  std::atomic<bool> finished{false};                            // written, or given up
+};
+
+// The batch being checked: its own changes (`own`), over the staged batches
+// not known written yet (`earlier`, oldest first), over the store.
+struct MetadataStore::Pending {
+  const KvStore& kv;
+  Staged& own;
+  const std::vector<std::shared_ptr<const Staged>>& earlier;
+  std::map<std::string, bool> entity_types;  // index key -> present
 
   absl::StatusOr<std::optional<v1::Entity>> Entity(const std::string& id) const {
-    auto it = entities.find(id);
-    if (it != entities.end()) return it->second;
+    auto it = own.entities.find(id);
+    if (it != own.entities.end()) return it->second;
+    for (auto s = earlier.rbegin(); s != earlier.rend(); ++s) {
+      auto found = (*s)->entities.find(id);
+      if (found != (*s)->entities.end()) return found->second;
+    }
     return Load<v1::Entity>(kv, kEntities, id);
   }
   absl::StatusOr<std::optional<v1::Relationship>> Relationship(const std::string& id) const {
-    auto it = relationships.find(id);
-    if (it != relationships.end()) return it->second;
+    auto it = own.relationships.find(id);
+    if (it != own.relationships.end()) return it->second;
+    for (auto s = earlier.rbegin(); s != earlier.rend(); ++s) {
+      auto found = (*s)->relationships.find(id);
+      if (found != (*s)->relationships.end()) return found->second;
+    }
     return Load<v1::Relationship>(kv, kRelationships, id);
+  }
+  // The offset of the event with `event_id`, if one is in the log or staged.
+  absl::StatusOr<std::optional<int64_t>> EventOffset(const std::string& event_id) const {
+    auto it = own.event_ids.find(event_id);
+    if (it != own.event_ids.end()) return it->second;
+    for (auto s = earlier.rbegin(); s != earlier.rend(); ++s) {
+      auto found = (*s)->event_ids.find(event_id);
+      if (found != (*s)->event_ids.end()) return found->second;
+    }
+    absl::StatusOr<std::string> stored = kv.Get(kEventIds, event_id);
+    if (absl::IsNotFound(stored.status())) return std::optional<int64_t>();
+    if (!stored.ok()) return stored.status();
+    int64_t offset = 0;
+    if (!absl::SimpleAtoi(*stored, &offset)) {
+      return absl::DataLossError(absl::StrCat(kEventIds, " holds an unreadable offset"));
+    }
+    return offset;
   }
   // The relationships at `entity` (either end), as the batch leaves them.
   absl::StatusOr<std::set<std::string>> RelationshipsAt(const std::string& entity) const {
@@ -165,27 +205,31 @@ struct MetadataStore::Pending {
           keys.insert(std::string(key));
           return true;
         }));
-    for (auto it = adjacency.lower_bound(prefix);
-         it != adjacency.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
-      if (it->second.has_value()) {
-        keys.insert(it->first);
-      } else {
-        keys.erase(it->first);
+    auto apply = [&](const std::map<std::string, std::optional<std::string>>& adjacency) {
+      for (auto it = adjacency.lower_bound(prefix);
+           it != adjacency.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+        if (it->second.has_value()) {
+          keys.insert(it->first);
+        } else {
+          keys.erase(it->first);
+        }
       }
-    }
+    };
+    for (const auto& s : earlier) apply(s->adjacency);
+    apply(own.adjacency);
     std::set<std::string> out;
     for (const std::string& key : keys) out.insert(key.substr(prefix.size() + 2));
     return out;
   }
   void PutRelationship(const v1::Relationship& r) {
-    adjacency[AdjacencyKey(r.from_id(), 'o', r.id())] = r.to_id();
-    adjacency[AdjacencyKey(r.to_id(), 'i', r.id())] = r.from_id();
-    relationships[r.id()] = r;
+    own.adjacency[AdjacencyKey(r.from_id(), 'o', r.id())] = r.to_id();
+    own.adjacency[AdjacencyKey(r.to_id(), 'i', r.id())] = r.from_id();
+    own.relationships[r.id()] = r;
   }
   void DropRelationship(const v1::Relationship& r) {
-    adjacency[AdjacencyKey(r.from_id(), 'o', r.id())] = std::nullopt;
-    adjacency[AdjacencyKey(r.to_id(), 'i', r.id())] = std::nullopt;
-    relationships[r.id()] = std::nullopt;
+    own.adjacency[AdjacencyKey(r.from_id(), 'o', r.id())] = std::nullopt;
+    own.adjacency[AdjacencyKey(r.to_id(), 'i', r.id())] = std::nullopt;
+    own.relationships[r.id()] = std::nullopt;
   }
 };
 
@@ -201,8 +245,12 @@ absl::StatusOr<std::unique_ptr<MetadataStore>> MetadataStore::Open(KvStore& kv, 
     if (!absl::SimpleAtoi(*end, &value) || value < 1) {
       return absl::DataLossError(absl::StrCat(kState, " holds an unreadable end offset"));
     }
-    absl::MutexLock lock(&store->end_mu_);
-    store->end_offset_ = value;
+    {
+      absl::MutexLock lock(&store->end_mu_);
+      store->end_offset_ = value;
+    }
+    absl::MutexLock serial(&store->write_mu_);  // always taken before end_mu_
+    store->next_offset_ = value;
   } else if (!absl::IsNotFound(end.status())) {
     return end.status();
   }
@@ -293,17 +341,36 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
     return InvalidFieldError("events", absl::StrCat("holds ", events.size(), " events, over the ",
                                                     limits_.max_batch_events, " a batch may"));
   }
-  absl::MutexLock serial(&write_mu_);
-  int64_t next;
-  {
-    absl::MutexLock lock(&end_mu_);
-    next = end_offset_;
-  }
+  // Checked one batch at a time against the store and the batches checked
+  // before it (staged_), which may still be being written; then written in
+  // offset order (Commit), so a batch is checked while the one before it is
+  // written.
   const absl::Time now = clock_.Now();
-  Pending pending{kv_, {}, {}, {}, {}};
-  absl::flat_hash_map<std::string, int64_t> batch_event_ids;
+  auto own = std::make_shared<Staged>();
+  std::vector<std::shared_ptr<const Staged>> earlier;
   PublishResult result;
   KvWriteBatch batch;
+  int64_t committed, epoch;
+  // The newest offset an event_id already staged but not yet written was
+  // answered with: this batch is acknowledged only once that one is written.
+  int64_t answered_staged = 0;
+  absl::ReleasableMutexLock serial(&write_mu_);
+  {
+    absl::MutexLock lock(&end_mu_);
+    committed = end_offset_;
+    epoch = epoch_;
+  }
+  if (epoch != staged_epoch_) {
+    // A write failed: the batches staged after it will fail too.
+    staged_.clear();
+    next_offset_ = committed;
+    staged_epoch_ = epoch;
+  }
+  while (!staged_.empty() && staged_.front()->finished.load()) staged_.pop_front();
+  earlier.assign(staged_.begin(), staged_.end());
+  int64_t next = next_offset_;
+  const int64_t first = next;
+  Pending pending{kv_, *own, earlier, {}};
 
   for (size_t i = 0; i < events.size(); ++i) {
     const v1::MetadataEvent& in = events[i];
@@ -313,18 +380,12 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
       return InvalidFieldError(field("event_id"), "must be at most 256 bytes, without NUL");
     }
     if (!in.event_id().empty()) {
-      auto seen = batch_event_ids.find(in.event_id());
-      if (seen != batch_event_ids.end()) {
-        result.offsets.push_back(seen->second);
+      ASSIGN_OR_RETURN(std::optional<int64_t> seen, pending.EventOffset(in.event_id()));
+      if (seen.has_value()) {
+        result.offsets.push_back(*seen);
+        if (*seen >= committed && *seen < first) answered_staged = std::max(answered_staged, *seen);
         continue;
       }
-      absl::StatusOr<std::string> stored = kv_.Get(kEventIds, in.event_id());
-      int64_t offset = 0;
-      if (stored.ok() && absl::SimpleAtoi(*stored, &offset)) {
-        result.offsets.push_back(offset);
-        continue;
-      }
-      if (!stored.ok() && !absl::IsNotFound(stored.status())) return stored.status();
     }
     if (in.op() != v1::METADATA_OP_INSERT && in.op() != v1::METADATA_OP_UPDATE &&
         in.op() != v1::METADATA_OP_DELETE) {
@@ -400,7 +461,7 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
           *e.mutable_create_time() =
               entity.has_value() ? entity->create_time() : ToProtoTimestamp(now);
           *e.mutable_update_time() = ToProtoTimestamp(now);
-          pending.entities[e.id()] = e;
+          pending.own.entities[e.id()] = e;
           pending.entity_types[Joined(e.type(), e.id())] = true;
         } else {
           if (in.from_id().empty() || in.to_id().empty()) {
@@ -479,7 +540,7 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
           if (!in.cluster().empty()) entity->set_cluster(in.cluster());
           entity->set_last_offset(next);
           *entity->mutable_update_time() = ToProtoTimestamp(now);
-          pending.entities[in.id()] = *entity;
+          pending.own.entities[in.id()] = *entity;
         } else {
           ASSIGN_OR_RETURN(std::optional<v1::Entity> from, pending.Entity(relationship->from_id()));
           ASSIGN_OR_RETURN(std::optional<v1::Entity> to, pending.Entity(relationship->to_id()));
@@ -487,7 +548,7 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
                                                    StructToJson(merged), properties_path));
           *relationship->mutable_properties() = std::move(merged);
           relationship->set_last_offset(next);
-          pending.relationships[in.id()] = *relationship;
+          pending.own.relationships[in.id()] = *relationship;
         }
         break;
       }
@@ -498,7 +559,7 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
             ASSIGN_OR_RETURN(std::optional<v1::Relationship> r, pending.Relationship(rel_id));
             if (r.has_value()) pending.DropRelationship(*r);
           }
-          pending.entities[in.id()] = std::nullopt;
+          pending.own.entities[in.id()] = std::nullopt;
           pending.entity_types[Joined(entity->type(), in.id())] = false;
         } else if (relationship.has_value()) {
           pending.DropRelationship(*relationship);
@@ -521,36 +582,50 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
     batch.Put(kEvents, OffsetKey(next), std::move(logged));
     if (!in.event_id().empty()) {
       batch.Put(kEventIds, in.event_id(), absl::StrCat(next));
-      batch_event_ids[in.event_id()] = next;
+      own->event_ids[in.event_id()] = next;
     }
     result.offsets.push_back(next);
     ++next;
     ++result.appended;
   }
 
-  if (result.appended == 0) return result;
-  for (const auto& [id, e] : pending.entities) {
+  if (result.appended == 0) {
+    serial.Release();
+    RETURN_IF_ERROR(AwaitWritten(answered_staged, epoch));
+    return result;
+  }
+  own->first_offset = first;
+  own->end_offset = next;
+  own->epoch = epoch;
+  staged_.push_back(own);
+  next_offset_ = next;
+  std::map<std::string, bool> entity_types = std::move(pending.entity_types);
+  serial.Release();
+
+  // What the batch writes besides its events, built outside the lock: the
+  // staged changes no longer change.
+  for (const auto& [id, e] : own->entities) {
     if (e.has_value()) {
       batch.Put(kEntities, id, e->SerializeAsString());
     } else {
       batch.Delete(kEntities, id);
     }
   }
-  for (const auto& [id, r] : pending.relationships) {
+  for (const auto& [id, r] : own->relationships) {
     if (r.has_value()) {
       batch.Put(kRelationships, id, r->SerializeAsString());
     } else {
       batch.Delete(kRelationships, id);
     }
   }
-  for (const auto& [key, other] : pending.adjacency) {
+  for (const auto& [key, other] : own->adjacency) {
     if (other.has_value()) {
       batch.Put(kAdjacency, key, *other);
     } else {
       batch.Delete(kAdjacency, key);
     }
   }
-  for (const auto& [key, present] : pending.entity_types) {
+  for (const auto& [key, present] : entity_types) {
     if (present) {
       batch.Put(kEntityTypes, key, "");
     } else {
@@ -558,11 +633,8 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
     }
   }
   batch.Put(kState, kEndKey, absl::StrCat(next));
-  RETURN_IF_ERROR(kv_.Write(batch));
-  {
-    absl::MutexLock lock(&end_mu_);
-    end_offset_ = next;
-  }
+  RETURN_IF_ERROR(Commit(*own, batch));
+  RETURN_IF_ERROR(AwaitWritten(answered_staged, epoch));
   std::vector<AppendListener> listeners;
   {
     absl::MutexLock lock(&listeners_mu_);
@@ -570,6 +642,70 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
   }
   for (const AppendListener& listener : listeners) listener(next);
   return result;
+}
+
+namespace {
+// Whether the batch from `first` may be written: the log ends where it
+// starts, or a write failed since it was checked (epoch).
+struct CommitTurn {
+  const int64_t* end_offset;
+  const int64_t* epoch;
+  int64_t first;
+  int64_t checked_in;
+  static bool Ready(CommitTurn* t) {
+    return *t->end_offset == t->first || *t->epoch != t->checked_in;
+  }
+};
+}  // namespace
+
+absl::Status MetadataStore::Commit(Staged& staged, const KvWriteBatch& batch) {
+  {
+    absl::MutexLock lock(&end_mu_);
+    CommitTurn turn{&end_offset_, &epoch_, staged.first_offset, staged.epoch};
+    end_mu_.Await(absl::Condition(&CommitTurn::Ready, &turn));
+    if (epoch_ != staged.epoch) {
+      staged.finished.store(true);
+      return absl::UnavailableError(
+          "a batch published just before this one could not be written, so this one was not "
+          "either: publish it again");
+    }
+  }
+  // Only this batch can be written now: the next waits for end_offset_.
+  absl::Status written = kv_.Write(batch);
+  {
+    absl::MutexLock lock(&end_mu_);
+    if (written.ok()) {
+      end_offset_ = staged.end_offset;
+    } else {
+      ++epoch_;
+    }
+  }
+  staged.finished.store(true);
+  return written;
+}
+
+namespace {
+// Whether offset `offset` is written, or a write failed since `checked_in`.
+struct WrittenThrough {
+  const int64_t* end_offset;
+  const int64_t* epoch;
+  int64_t offset;
+  int64_t checked_in;
+  static bool Ready(WrittenThrough* w) {
+    return *w->end_offset > w->offset || *w->epoch != w->checked_in;
+  }
+};
+}  // namespace
+
+absl::Status MetadataStore::AwaitWritten(int64_t offset, int64_t checked_in) {
+  if (offset <= 0) return absl::OkStatus();
+  absl::MutexLock lock(&end_mu_);
+  WrittenThrough w{&end_offset_, &epoch_, offset, checked_in};
+  end_mu_.Await(absl::Condition(&WrittenThrough::Ready, &w));
+  if (end_offset_ > offset) return absl::OkStatus();
+  return absl::UnavailableError(
+      "an event of this batch was already published by a batch that could not be written: "
+      "publish it again");
 }
 
 int64_t MetadataStore::end_offset() const {

@@ -25,6 +25,7 @@
 // entity's deletion still removes every relationship at it).
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
@@ -115,8 +116,10 @@ struct EntityPage {
   std::string next_after;
 };
 
-/// The log, the graph and the types. Thread-safe; Publish and RegisterType
-/// are serialised, reads run beside them.
+/// The log, the graph and the types. Thread-safe. Publish checks one batch at
+/// a time, and writes batches in offset order, so one batch is checked while
+/// the one before it is written (two publishers use two cores); reads run
+/// beside them and see written batches only.
 class MetadataStore {
  public:
   /// Called after each append with the new end of the log (the next offset).
@@ -165,15 +168,33 @@ class MetadataStore {
 
  private:
   MetadataStore(KvStore& kv, const Clock& clock, MetadataLimits limits);
+  struct Staged;
   struct Pending;
+
+  // Writes `batch`, the writes of `staged`, once every batch before it is
+  // written; UNAVAILABLE (nothing written) when one of those failed.
+  absl::Status Commit(Staged& staged, const KvWriteBatch& batch);
+  // Waits until the log holds `offset` (0: returns at once); UNAVAILABLE
+  // when a write failed since the batch was checked in `checked_in`.
+  absl::Status AwaitWritten(int64_t offset, int64_t checked_in);
 
   KvStore& kv_;
   const Clock& clock_;
   const MetadataLimits limits_;
   TypeRegistry types_;
-  absl::Mutex write_mu_;  // serialises Publish and RegisterType
+  absl::Mutex write_mu_;  // serialises the checks of Publish, and RegisterType
+  // Batches checked and maybe not written yet, oldest first (the finished
+  // ones are dropped by the next Publish).
+  std::deque<std::shared_ptr<Staged>> staged_ ABSL_GUARDED_BY(write_mu_);
+  // The offset the next checked event gets.
+  int64_t next_offset_ ABSL_GUARDED_BY(write_mu_) = 1;
+  // epoch_ when staged_ was last filled.
+  int64_t staged_epoch_ ABSL_GUARDED_BY(write_mu_) = 0;
   mutable absl::Mutex end_mu_;
+  // The end of the written log.
   int64_t end_offset_ ABSL_GUARDED_BY(end_mu_) = 1;
+  // Counts failed writes: a batch checked in an older epoch is not written.
+  int64_t epoch_ ABSL_GUARDED_BY(end_mu_) = 0;
   absl::Mutex listeners_mu_;
   int next_listener_ ABSL_GUARDED_BY(listeners_mu_) = 1;
   std::vector<std::pair<int, AppendListener>> listeners_ ABSL_GUARDED_BY(listeners_mu_);

@@ -5,7 +5,10 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/kv_store.h"
 #include "mdm_test_util.h"
@@ -253,8 +256,7 @@ TEST_CASE("Only the source that inserted an entity may change or delete it", "[m
   f.PublishSmallCluster();
   CHECK(f.store->GetEntity("Node/edge-1/n1")->source() == "lms");
   CHECK(f.store->GetRelationship("RUNS_ON/Pod/edge-1/web-0/Node/edge-1/n1")->source() == "lms");
-  CHECK(f.store->GetRelationship("Node/edge-1/n1").status().code() ==
-        absl::StatusCode::kNotFound);
+  CHECK(f.store->GetRelationship("Node/edge-1/n1").status().code() == absl::StatusCode::kNotFound);
 
   v1::MetadataEvent update = Insert("Node", "Node/edge-1/n1", R"({"cpu": 2})");
   update.set_op(v1::METADATA_OP_UPDATE);
@@ -314,6 +316,181 @@ TEST_CASE("The log reads in pages by type and a reopened store has everything", 
       std::string(
           f.store->Publish({Insert("Pod", "Pod/x", R"({"restarts": -2})")}).status().message()),
       Catch::StartsWith("events[0].properties.restarts"));
+}
+
+// A KvStore whose writes can be held at a gate and made to fail.
+class GatedKvStore final : public KvStore {
+ public:
+  explicit GatedKvStore(std::unique_ptr<KvStore> inner) : inner_(std::move(inner)) {}
+  absl::StatusOr<std::string> Get(std::string_view cf, std::string_view key) const override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (key == watched_) watched_read_ = true;
+    }
+    return inner_->Get(cf, key);
+  }
+  absl::Status Write(const KvWriteBatch& batch) override {
+    absl::MutexLock lock(&mu_);
+    ++waiting_;
+    mu_.Await(absl::Condition(&open_));
+    --waiting_;
+    if (fail_next_) {
+      fail_next_ = false;
+      return absl::UnavailableError("disk on fire");
+    }
+    return inner_->Write(batch);
+  }
+  absl::Status Scan(std::string_view cf, const KvScanOptions& options,
+                    const KvVisitor& visit) const override {
+    return inner_->Scan(cf, options, visit);
+  }
+  std::vector<std::string> ColumnFamilies() const override { return inner_->ColumnFamilies(); }
+
+  void Close() {
+    absl::MutexLock lock(&mu_);
+    open_ = false;
+  }
+  void Open(bool fail_next) {
+    absl::MutexLock lock(&mu_);
+    fail_next_ = fail_next;
+    open_ = true;
+  }
+  // Notes when `key` is read; AwaitRead waits for it.
+  void Watch(const std::string& key) {
+    absl::MutexLock lock(&mu_);
+    watched_ = key;
+    watched_read_ = false;
+  }
+  void AwaitRead() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&watched_read_));
+  }
+  // Waits until `n` writes wait at the closed gate.
+  void AwaitWaiting(int n) {
+    absl::MutexLock lock(&mu_);
+    awaited_ = n;
+    mu_.Await(absl::Condition(
+        +[](GatedKvStore* g) ABSL_NO_THREAD_SAFETY_ANALYSIS { return g->waiting_ >= g->awaited_; },
+        this));
+  }
+
+ private:
+  std::unique_ptr<KvStore> inner_;
+  mutable absl::Mutex mu_;
+  bool open_ ABSL_GUARDED_BY(mu_) = true;
+  bool fail_next_ ABSL_GUARDED_BY(mu_) = false;
+  int waiting_ ABSL_GUARDED_BY(mu_) = 0;
+  int awaited_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string watched_ ABSL_GUARDED_BY(mu_);
+  mutable bool watched_read_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+TEST_CASE("Publishers in parallel get every event logged once in order with a consistent graph",
+          "[mdm][store]") {
+  Fixture f;
+  f.RegisterKubernetesTypes();
+  constexpr int kPublishers = 4, kBatches = 30, kPods = 20;
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> failures(kPublishers);
+  for (int p = 0; p < kPublishers; ++p) {
+    threads.emplace_back([&, p] {
+      const std::string cluster = absl::StrCat("c", p);
+      const std::string node = absl::StrCat("Node/", cluster, "/n");
+      absl::StatusOr<PublishResult> r =
+          f.store->Publish({Insert("Cluster", "Cluster/" + cluster), Insert("Node", node)});
+      for (int b = 0; b < kBatches && r.ok(); ++b) {
+        std::vector<v1::MetadataEvent> batch;
+        for (int i = 0; i < kPods; ++i) {
+          const std::string pod = absl::StrCat("Pod/", cluster, "/p", b, "-", i);
+          batch.push_back(Insert("Pod", pod, R"({"restarts": 0})"));
+          // Every publisher also sends one event the others send too.
+          if (i == 0) {
+            v1::MetadataEvent shared = Insert("Cluster", "Cluster/shared");
+            shared.set_event_id(absl::StrCat("shared-", b));
+            batch.push_back(shared);
+          }
+          batch.push_back(Link("RUNS_ON", pod, node));
+        }
+        // The previous batch's pods move to this node again (checked against it).
+        if (b > 0)
+          batch.push_back(Link("RUNS_ON", absl::StrCat("Pod/", cluster, "/p", b - 1, "-0"), node));
+        r = f.store->Publish(batch);
+      }
+      if (!r.ok()) failures[p] = r.status();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : failures) CHECK(s.ok());
+
+  // The log: offsets 1..end, each once, each shared event once.
+  absl::StatusOr<EventPage> all = f.store->ReadEvents(1, 1000, {});
+  std::vector<v1::MetadataEvent> events;
+  int64_t from = 1;
+  while (true) {
+    absl::StatusOr<EventPage> page = f.store->ReadEvents(from, 1000, {});
+    REQUIRE(page.ok());
+    for (auto& e : page->events) events.push_back(e);
+    if (page->next_offset >= page->end_offset) break;
+    from = page->next_offset;
+  }
+  REQUIRE(static_cast<int64_t>(events.size()) == f.store->end_offset() - 1);
+  std::set<std::string> shared_ids;
+  for (size_t i = 0; i < events.size(); ++i) {
+    CHECK(events[i].offset() == static_cast<int64_t>(i) + 1);
+    if (!events[i].event_id().empty()) CHECK(shared_ids.insert(events[i].event_id()).second);
+  }
+  CHECK(shared_ids.size() == kBatches);
+  // The graph: every pod with its RUNS_ON to its cluster's node.
+  for (int p = 0; p < kPublishers; ++p) {
+    absl::StatusOr<GraphResult> node =
+        f.store->Query({absl::StrCat("Node/c", p, "/n"), 1, {"RUNS_ON"}, Direction::kBoth, 0});
+    REQUIRE(node.ok());
+    CHECK(node->entities.size() == 1 + kBatches * kPods);
+  }
+}
+
+TEST_CASE("A batch that cannot be written fails the batches checked after it and nothing is lost",
+          "[mdm][store]") {
+  auto gated = std::make_unique<GatedKvStore>(NewInMemoryKvStore(MetadataColumnFamilies()));
+  GatedKvStore& gate = *gated;
+  std::unique_ptr<KvStore> kv = std::move(gated);
+  SimulatedClock clock{absl::FromUnixSeconds(1'800'000'000)};
+  std::unique_ptr<MetadataStore> store = *MetadataStore::Open(*kv, clock);
+  REQUIRE(store->RegisterType(Type("Node")).ok());
+  REQUIRE(store->Publish({Insert("Node", "Node/a")}).ok());  // offset 1
+
+  // Two batches checked while the first waits to be written, which fails.
+  gate.Close();
+  gate.Watch("Node/c");
+  absl::StatusOr<PublishResult> first, second;
+  std::thread one([&] { first = store->Publish({Insert("Node", "Node/b")}); });
+  gate.AwaitWaiting(1);
+  std::thread two([&] {
+    v1::MetadataEvent c = Insert("Node", "Node/c");
+    c.set_event_id("c-1");
+    second = store->Publish({c});
+  });
+  // The second is being checked (over Node/b, staged) when the first fails.
+  gate.AwaitRead();
+  gate.Open(/*fail_next=*/true);
+  one.join();
+  two.join();
+  CHECK(absl::IsUnavailable(first.status()));
+  CHECK(absl::IsUnavailable(second.status()));
+  CHECK(store->end_offset() == 2);
+  CHECK(store->GetEntity("Node/b").status().code() == absl::StatusCode::kNotFound);
+
+  // Published again, both land right after what was written, once.
+  absl::StatusOr<PublishResult> again = store->Publish({Insert("Node", "Node/b")});
+  REQUIRE(again.ok());
+  CHECK(again->offsets == std::vector<int64_t>{2});
+  v1::MetadataEvent c = Insert("Node", "Node/c");
+  c.set_event_id("c-1");
+  again = store->Publish({c});
+  REQUIRE(again.ok());
+  CHECK(again->offsets == std::vector<int64_t>{3});
+  CHECK(store->end_offset() == 4);
+  CHECK(store->GetEntity("Node/c").ok());
 }
 
 }  // namespace
