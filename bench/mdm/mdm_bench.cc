@@ -19,7 +19,8 @@
 //      (a second pass); each phase stops early after 180 s (depth 2: 90 s);
 //   4. the whole log read back in pages of 1,000.
 // The store is opened as the services open it (RocksDbOptions' defaults: a
-// 32 MiB block cache, the WAL fsync'ed per write); `--block-cache MIB` and
+// 32 MiB block cache, 16 MiB of memtables, the WAL fsync'ed per write);
+// `--block-cache MIB`, `--memtable-budget MIB` and
 // `--no-sync` change that (store.block_cache and store.sync in a service's
 // configuration).
 // `--publishers N` publishes from N threads at once, each the connector of
@@ -392,12 +393,14 @@ int Usage(FILE* to) {
   std::fprintf(
       to,
       "usage: mdm_bench [--quick] [--json] [--entities N] [--no-sync] [--block-cache MIB] "
+      "[--memtable-budget MIB] "
       "[--event-ids] [--splits] [--publishers N]\n"
       "  --quick       100,000 entities (default 1,000,000)\n"
       "  --json        JSON on stdout, the human text on stderr\n"
       "  --entities N  how many entities (at least 1,000)\n"
       "  --no-sync     RocksDB WAL without fsync (default: fsync, the service default)\n"
       "  --block-cache MIB  RocksDB block cache (default 32, store.block_cache's default)\n"
+      "  --memtable-budget MIB  RocksDB memtables (default 16, store.memtable_budget's default)\n"
       "  --event-ids   give every event an event_id (one more read and write each)\n"
       "  --splits      also time the parts of a Publish one by one\n"
       "  --publishers N  publish from N threads at once, each the connector of every\n"
@@ -409,7 +412,8 @@ struct Options {
   bool quick = false, json = false, sync = true, event_ids = false, splits = false;
   int publishers = 1;
   int64_t entities = 1'000'000;
-  size_t block_cache_mib = 32;  // the services' store.block_cache default
+  size_t block_cache_mib = 32;      // the services' store.block_cache default
+  size_t memtable_budget_mib = 16;  // the services' store.memtable_budget default
 };
 
 int Run(const Options& opt, const Federation& fed, const std::filesystem::path& dir,
@@ -425,6 +429,7 @@ int Run(const Options& opt, const Federation& fed, const std::filesystem::path& 
   options.column_families = codeco::mdm::MetadataColumnFamilies();
   options.sync = sync;
   options.block_cache_bytes = opt.block_cache_mib << 20;
+  options.memtable_budget_bytes = opt.memtable_budget_mib << 20;
   absl::StatusOr<std::unique_ptr<codeco::KvStore>> kv = codeco::OpenRocksDbKvStore(options);
   if (!kv.ok()) {
     std::fprintf(stderr, "mdm_bench: rocksdb: %s\n", kv.status().ToString().c_str());
@@ -450,14 +455,14 @@ int Run(const Options& opt, const Federation& fed, const std::filesystem::path& 
     if (!r.ok()) return fail("register type", r.status());
   }
   std::fprintf(text,
-               "MDM metadata store on RocksDB (%s, WAL %s, block cache %zu MiB): %lld entities "
-               "(%lld clusters, %lld "
-               "nodes, %lld pods), %lld relationships, batches of %zu events%s\n",
+               "MDM metadata store on RocksDB (%s, WAL %s, block cache %zu MiB, memtables %zu "
+               "MiB): %lld entities (%lld clusters, %lld nodes, %lld pods), %lld relationships, "
+               "batches of %zu events%s\n",
                dir.c_str(), sync ? "fsync'ed" : "not fsync'ed", opt.block_cache_mib,
-               static_cast<long long>(fed.entities()), static_cast<long long>(fed.clusters),
-               static_cast<long long>(fed.nodes), static_cast<long long>(fed.pods),
-               static_cast<long long>(fed.relationships()), kBatchEvents,
-               event_ids ? ", with event ids" : "");
+               opt.memtable_budget_mib, static_cast<long long>(fed.entities()),
+               static_cast<long long>(fed.clusters), static_cast<long long>(fed.nodes),
+               static_cast<long long>(fed.pods), static_cast<long long>(fed.relationships()),
+               kBatchEvents, event_ids ? ", with event ids" : "");
 
   // 2. Ingest: each publisher its clusters' batches, one Publish after the
   // other. With one publisher, "in Publish" counts the time inside Publish
@@ -693,6 +698,8 @@ int main(int argc, char** argv) {
       entities_given = true;
     } else if (!std::strcmp(argv[i], "--no-sync")) {
       opt.sync = false;
+    } else if (!std::strcmp(argv[i], "--memtable-budget") && i + 1 < argc) {
+      opt.memtable_budget_mib = static_cast<size_t>(std::max(1LL, std::atoll(argv[++i])));
     } else if (!std::strcmp(argv[i], "--block-cache") && i + 1 < argc) {
       opt.block_cache_mib = static_cast<size_t>(std::max(1LL, std::atoll(argv[++i])));
     } else if (!std::strcmp(argv[i], "--event-ids")) {
@@ -724,6 +731,7 @@ int main(int argc, char** argv) {
                         {"batch_events", kBatchEvents},
                         {"rocksdb_sync", opt.sync},
                         {"block_cache_mib", opt.block_cache_mib},
+                        {"memtable_budget_mib", opt.memtable_budget_mib},
                         {"event_ids", opt.event_ids},
                         {"publishers", opt.publishers}};
   int rc = Run(opt, fed, dir, out, text);
