@@ -45,12 +45,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Targets(const A
     return absl::FailedPreconditionError(
         absl::StrCat(state.status().message(), "; pass --mdm ADDRESS"));
   }
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const RunProcess& p : state->processes) {
-    const size_t slash = p.name.find('/');
-    if (slash == std::string::npos || p.name.substr(slash + 1) != "mdm") continue;
-    out.emplace_back(p.name.substr(0, slash), p.grpc);
-  }
+  std::vector<std::pair<std::string, std::string>> out = ServiceAddresses(*state, "mdm");
   if (out.empty()) return absl::NotFoundError("this federation runs no MDM; pass --mdm ADDRESS");
   return out;
 }

@@ -85,4 +85,15 @@ void RemoveRunState() {
   std::filesystem::remove(StateFilePath(), ec);
 }
 
+std::vector<std::pair<std::string, std::string>> ServiceAddresses(const RunState& state,
+                                                                  const std::string& service) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const RunProcess& p : state.processes) {
+    const size_t slash = p.name.find('/');
+    if (slash == std::string::npos || p.name.substr(slash + 1) != service) continue;
+    out.emplace_back(p.name.substr(0, slash), p.grpc);
+  }
+  return out;
+}
+
 }  // namespace codeco::ctl

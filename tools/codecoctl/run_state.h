@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -66,5 +67,9 @@ absl::Status SaveRunState(const RunState& state);
 absl::StatusOr<RunState> LoadRunState();
 /// Removes the state file.
 void RemoveRunState();
+/// (cluster, gRPC address) of every "<cluster>/<service>" process of
+/// `state`, in start order.
+std::vector<std::pair<std::string, std::string>> ServiceAddresses(const RunState& state,
+                                                                  const std::string& service);
 
 }  // namespace codeco::ctl

@@ -34,12 +34,9 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Targets(const A
   auto state = LoadRunState();
   if (!state.ok()) return absl::FailedPreconditionError(absl::StrCat(state.status().message(), "; pass --pdlc ADDRESS"));
   std::vector<std::pair<std::string, std::string>> out;
-  for (const RunProcess& p : state->processes) {
-    const size_t slash = p.name.find('/');
-    if (slash == std::string::npos || p.name.substr(slash + 1) != "pdlc") continue;
-    const std::string cluster = p.name.substr(0, slash);
+  for (auto& [cluster, address] : ServiceAddresses(*state, "pdlc")) {
     if (args.Has("cluster") && cluster != args.Get("cluster")) continue;
-    out.emplace_back(cluster, p.grpc);
+    out.emplace_back(std::move(cluster), std::move(address));
   }
   if (out.empty()) {
     return absl::NotFoundError(args.Has("cluster") ? absl::StrCat("--cluster: no PDLC of cluster \"",
