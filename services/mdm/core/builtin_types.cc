@@ -20,15 +20,9 @@ std::vector<v1::TypeDefinition> BuiltInTypes() {
 }
 
 absl::Status RegisterBuiltInTypes(MetadataStore& store) {
-  for (const v1::TypeDefinition& type : BuiltInTypes()) {
-    absl::StatusOr<v1::TypeDefinition> registered = store.RegisterType(type);
-    if (!registered.ok()) {
-      return absl::Status(registered.status().code(),
-                          absl::StrCat("registering the built-in type ", type.name(), ": ",
-                                       registered.status().message()));
-    }
-  }
-  return absl::OkStatus();
+  absl::Status registered = store.RegisterTypes(BuiltInTypes());
+  if (registered.ok()) return registered;
+  return absl::Status(registered.code(), absl::StrCat("built-in types: ", registered.message()));
 }
 
 }  // namespace codeco::mdm

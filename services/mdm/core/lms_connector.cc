@@ -134,17 +134,7 @@ std::vector<v1::TypeDefinition> LmsConnectorTypes() {
 LmsConnector::LmsConnector(MetadataStore& store, std::string cluster)
     : store_(store), cluster_(std::move(cluster)), source_(absl::StrCat("lms/", cluster_)) {}
 
-absl::Status LmsConnector::RegisterTypes() {
-  for (const v1::TypeDefinition& type : LmsConnectorTypes()) {
-    absl::StatusOr<v1::TypeDefinition> registered = store_.RegisterType(type);
-    if (!registered.ok()) {
-      return absl::Status(
-          registered.status().code(),
-          absl::StrCat("registering type ", type.name(), ": ", registered.status().message()));
-    }
-  }
-  return absl::OkStatus();
-}
+absl::Status LmsConnector::RegisterTypes() { return store_.RegisterTypes(LmsConnectorTypes()); }
 
 absl::StatusOr<LmsSyncReport> LmsConnector::Sync(const ClusterInventory& inventory) {
   LmsSyncReport report;

@@ -325,6 +325,18 @@ absl::StatusOr<v1::TypeDefinition> MetadataStore::RegisterType(
   return stored;
 }
 
+absl::Status MetadataStore::RegisterTypes(const std::vector<v1::TypeDefinition>& definitions) {
+  for (const v1::TypeDefinition& type : definitions) {
+    absl::StatusOr<v1::TypeDefinition> registered = RegisterType(type);
+    if (!registered.ok()) {
+      return absl::Status(
+          registered.status().code(),
+          absl::StrCat("registering type ", type.name(), ": ", registered.status().message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::vector<v1::TypeDefinition> MetadataStore::ListTypes() const {
   std::vector<v1::TypeDefinition> out;
   (void)kv_.Scan(kTypes, {}, [&](std::string_view, std::string_view value) {

@@ -133,6 +133,10 @@ class MetadataStore {
 
   /// Registers or changes a type and stores it (see TypeRegistry::Register).
   absl::StatusOr<v1::TypeDefinition> RegisterType(const v1::TypeDefinition& definition);
+  /// Registers each of `definitions` in order (entity types before the
+  /// relationship types that join them); stops at the first error, which
+  /// names the type: "registering type <name>: ...".
+  absl::Status RegisterTypes(const std::vector<v1::TypeDefinition>& definitions);
   /// Every type, by name.
   std::vector<v1::TypeDefinition> ListTypes() const;
 
