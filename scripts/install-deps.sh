@@ -18,8 +18,9 @@ LIB_PKGS=(libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
 # Real servers the testbed and tests run: Prometheus scrapes every service;
 # docker-registry holds checkpoint images; redis-server is the stateful workload;
 # criu (3.17 on Debian 12) backs the checkpointer's CRIU driver where `criu check`
-# passes (root, a full kernel; in containers it fails and the driver says why).
-SERVER_PKGS=(prometheus docker-registry redis-server criu)
+# passes (root, a full kernel; in containers it fails and the driver says why);
+# etcd-server/etcd-client hold a replicated hub's state (store.backend: etcd).
+SERVER_PKGS=(prometheus docker-registry redis-server criu etcd-server etcd-client)
 TOOL_PKGS=(openssl nodejs npm curl procps)
 # Test data: the official JSON-Schema-Test-Suite MDM's schema validation runs.
 TEST_DATA_PKGS=(json-schema-test-suite)

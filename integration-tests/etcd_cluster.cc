@@ -1,0 +1,125 @@
+#include "etcd_cluster.h"
+
+#include <signal.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codeco/common/etcd_client.h"
+#include "codeco/common/ports.h"
+
+namespace codeco::testing {
+
+EtcdCluster::EtcdCluster(const std::filesystem::path& dir, int members) : dir_(dir) {
+  int next_port = 20000 + static_cast<int>(getpid() % 20000);
+  auto free_port = [&next_port] {
+    absl::StatusOr<int> port = FreePort("127.0.0.1", next_port);
+    if (!port.ok()) throw std::runtime_error(std::string(port.status().message()));
+    next_port = *port + 1;
+    return *port;
+  };
+  std::vector<std::string> peers;
+  for (int i = 0; i < members; ++i) {
+    Member member;
+    member.name = absl::StrCat("m", i);
+    member.client_port = free_port();
+    member.peer_port = free_port();
+    peers.push_back(absl::StrCat(member.name, "=http://127.0.0.1:", member.peer_port));
+    members_.push_back(std::move(member));
+  }
+  initial_cluster_ = absl::StrJoin(peers, ",");
+  for (int i = 0; i < members; ++i) Start(i, /*rejoin=*/false);
+}
+
+EtcdCluster::~EtcdCluster() {
+  for (Member& member : members_) {
+    if (member.process) member.process->Stop(SIGKILL, absl::Now() + absl::Seconds(5));
+  }
+}
+
+void EtcdCluster::Start(int index, bool rejoin) {
+  Member& member = members_[index];
+  const std::string client = absl::StrCat("http://127.0.0.1:", member.client_port);
+  const std::string peer = absl::StrCat("http://127.0.0.1:", member.peer_port);
+  const std::filesystem::path data = dir_ / member.name;
+  member.process =
+      std::make_unique<ChildProcess>(std::vector<std::string>{kEtcdBinary,
+                                                              "--name",
+                                                              member.name,
+                                                              "--data-dir",
+                                                              data.string(),
+                                                              "--listen-client-urls",
+                                                              client,
+                                                              "--advertise-client-urls",
+                                                              client,
+                                                              "--listen-peer-urls",
+                                                              peer,
+                                                              "--initial-advertise-peer-urls",
+                                                              peer,
+                                                              "--initial-cluster",
+                                                              initial_cluster_,
+                                                              "--initial-cluster-state",
+                                                              rejoin ? "existing" : "new",
+                                                              "--initial-cluster-token",
+                                                              dir_.filename().string(),
+                                                              "--heartbeat-interval",
+                                                              "100",
+                                                              "--election-timeout",
+                                                              "1000",
+                                                              "--max-txn-ops",
+                                                              "4096",
+                                                              "--max-request-bytes",
+                                                              "8388608",
+                                                              "--logger",
+                                                              "zap",
+                                                              "--log-level",
+                                                              "warn"},
+                                     (dir_ / (member.name + ".log")).string());
+}
+
+absl::Status EtcdCluster::WaitReady(absl::Time deadline) {
+  absl::StatusOr<std::unique_ptr<EtcdClient>> client =
+      EtcdClient::Connect({.endpoints = endpoints(),
+                           .attempt_timeout = absl::Seconds(1),
+                           .call_timeout = absl::Seconds(2)});
+  if (!client.ok()) return client.status();
+  absl::Status last;
+  while (absl::Now() < deadline) {
+    etcdserverpb::RangeRequest probe;
+    probe.set_key("/codeco-test/ready");
+    last = (*client)->Range(probe).status();
+    if (last.ok()) return absl::OkStatus();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::string logs;
+  for (const Member& member : members_) {
+    std::string log = ReadWholeFile(dir_ / (member.name + ".log"));
+    if (log.size() > 600) log = log.substr(log.size() - 600);
+    absl::StrAppend(&logs, "\n--- ", member.name, ": ", log);
+  }
+  return absl::UnavailableError(absl::StrCat("etcd not ready: ", last.message(), logs));
+}
+
+std::vector<std::string> EtcdCluster::endpoints() const {
+  std::vector<std::string> out;
+  for (const Member& member : members_) {
+    out.push_back(absl::StrCat("127.0.0.1:", member.client_port));
+  }
+  return out;
+}
+
+std::string EtcdCluster::endpoints_flag() const { return absl::StrJoin(endpoints(), ","); }
+
+void EtcdCluster::Kill(int index) {
+  Member& member = members_[index];
+  if (member.process) member.process->Stop(SIGKILL, absl::Now() + absl::Seconds(5));
+  member.process.reset();
+}
+
+void EtcdCluster::Restart(int index) {
+  Kill(index);
+  Start(index, /*rejoin=*/true);
+}
+
+}  // namespace codeco::testing
