@@ -2,9 +2,10 @@
 
 #include <malloc.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
-
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -13,7 +14,10 @@
 #include "absl/strings/str_join.h"
 #include "codeco/common/authz.h"
 #include "codeco/common/call_deadline.h"
+#include "codeco/common/etcd_client.h"
+#include "codeco/common/etcd_kv_store.h"
 #include "codeco/common/grpc_status.h"
+#include "codeco/common/leader_election.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/metrics.h"
 #include "codeco/common/rocksdb_kv_store.h"
@@ -26,6 +30,7 @@
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "prometheus/gauge.h"
 
 namespace codeco {
 namespace {
@@ -102,6 +107,9 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOp
   // Explicit limits on untrusted input (see GrpcServerOptions).
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  // One process per address: a second server on a port in use fails to bind
+  // instead of sharing its connections (gRPC sets SO_REUSEPORT by default).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   grpc::ResourceQuota quota(absl::StrCat("codeco-", options.service));
   quota.Resize(options.memory_quota_bytes);
   builder.SetResourceQuota(quota);
@@ -121,8 +129,8 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOp
     if (std::vector<std::string> missing = MethodsWithoutPolicy(policy, service_names);
         !missing.empty()) {
       out->Shutdown(absl::ZeroDuration());
-      return absl::FailedPreconditionError(absl::StrCat(
-          "authorization: no policy entry for ", absl::StrJoin(missing, ", ")));
+      return absl::FailedPreconditionError(
+          absl::StrCat("authorization: no policy entry for ", absl::StrJoin(missing, ", ")));
     }
   }
   out->health_.SetServingStatus("", grpc::health::v1::HealthCheckResponse::SERVING);
@@ -177,6 +185,42 @@ int WaitForTerminationSignal() {
   }
 }
 
+namespace {
+
+// Tries to become leader every `poll` until it does (0) or a termination
+// signal arrives (its number); prints a "standby" line each time the holder
+// changes.
+int Campaign(LeaderElection& election, absl::Duration poll, const std::string& binary,
+             const std::string& metrics_address) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  const timespec poll_interval = absl::ToTimespec(poll);
+  std::string announced_holder = "(not asked yet)";
+  while (true) {
+    absl::StatusOr<bool> acquired = election.TryAcquire();
+    if (acquired.ok() && *acquired) return 0;
+    if (!acquired.ok()) {
+      log::Warn("campaign attempt failed", {{"error", std::string(acquired.status().message())}});
+    } else {
+      absl::StatusOr<std::string> holder = election.Holder();
+      if (holder.ok() && *holder != announced_holder) {
+        announced_holder = *holder;
+        // The line tests and operators read while a replica waits.
+        std::printf("%s standby: %s is held by %s (metrics=http://%s/metrics)\n", binary.c_str(),
+                    election.options().key.c_str(), holder->c_str(), metrics_address.c_str());
+        std::fflush(stdout);
+        log::Info("standing by", {{"key", election.options().key}, {"leader", *holder}});
+      }
+    }
+    const int signal_number = sigtimedwait(&set, nullptr, &poll_interval);
+    if (signal_number > 0) return signal_number;
+  }
+}
+
+}  // namespace
+
 int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition) {
   BlockTerminationSignals();
   ConfigureMalloc();
@@ -221,18 +265,79 @@ int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition) {
   };
 
   SetCallDeadlineLimits({.when_none = cfg.default_deadline, .longest = cfg.max_deadline});
-  RocksDbOptions store_options;
-  store_options.path = cfg.data_dir;
-  store_options.column_families = definition.column_families;
-  store_options.sync = cfg.store_sync;
-  store_options.block_cache_bytes = cfg.store_block_cache_bytes;
-  store_options.memtable_budget_bytes = cfg.store_memtable_budget_bytes;
-  absl::StatusOr<std::unique_ptr<KvStore>> store = OpenRocksDbKvStore(store_options);
-  if (!store.ok()) return fail(store.status());
-
   absl::StatusOr<std::unique_ptr<MetricsExposer>> metrics =
       MetricsExposer::Start(cfg.metrics_listen);
   if (!metrics.ok()) return fail(metrics.status());
+
+  std::shared_ptr<EtcdClient> etcd;
+  if (cfg.store_on_etcd) {
+    absl::StatusOr<std::unique_ptr<EtcdClient>> client =
+        EtcdClient::Connect({.endpoints = cfg.etcd_endpoints,
+                             .tls = cfg.etcd_tls,
+                             .attempt_timeout = std::min(cfg.etcd_timeout, absl::Seconds(2)),
+                             .call_timeout = cfg.etcd_timeout});
+    if (!client.ok()) return fail(client.status());
+    etcd = std::move(*client);
+  }
+  // With leader election, wait here as a standby until this replica leads;
+  // only then is the state read and the port bound, so clients and the
+  // Kubernetes readiness probe reach the leader alone.
+  std::unique_ptr<LeaderElection> election;
+  std::atomic<bool> leadership_lost{false};
+  if (cfg.leader_election) {
+    prometheus::Gauge& leader_gauge = prometheus::BuildGauge()
+                                          .Name("codeco_" + definition.name + "_leader")
+                                          .Help("1 while this replica leads, 0 while it stands by")
+                                          .Register((*metrics)->registry())
+                                          .Add({});
+    // The pid tells this incarnation from an earlier one of the same replica.
+    std::string identity = cfg.ha_identity;
+    if (identity.empty()) {
+      char host[256] = {};
+      gethostname(host, sizeof(host) - 1);
+      identity = host;
+    }
+    absl::StrAppend(&identity, "/", getpid());
+    absl::StatusOr<std::unique_ptr<LeaderElection>> started = LeaderElection::Start(
+        etcd, {.key = cfg.etcd_prefix + "leader", .identity = identity, .lease_ttl = cfg.lease_ttl},
+        [&leadership_lost](const absl::Status&) {
+          // Fail-stop: the main thread sees SIGTERM, shuts down and exits 3.
+          leadership_lost = true;
+          kill(getpid(), SIGTERM);
+        });
+    if (!started.ok()) return fail(started.status());
+    election = std::move(*started);
+    const int signal_number = Campaign(*election, cfg.lease_ttl / 5, binary, (*metrics)->address());
+    if (signal_number != 0) {
+      (void)election->Resign();
+      log::Info("stopped while standing by", {{"signal", absl::StrCat(signal_number)}});
+      return leadership_lost ? 3 : 0;
+    }
+    leader_gauge.Set(1);
+    log::Info("leading", {{"key", election->options().key},
+                          {"identity", identity},
+                          {"revision", absl::StrCat(election->create_revision())}});
+  }
+
+  absl::StatusOr<std::unique_ptr<KvStore>> store;
+  if (etcd != nullptr) {
+    EtcdKvStoreOptions etcd_options{.prefix = cfg.etcd_prefix,
+                                    .column_families = definition.column_families};
+    if (election != nullptr) {
+      etcd_options.fence = {.key = election->options().key,
+                            .create_revision = election->create_revision()};
+    }
+    store = OpenEtcdKvStore(etcd, etcd_options);
+  } else {
+    RocksDbOptions store_options;
+    store_options.path = cfg.data_dir;
+    store_options.column_families = definition.column_families;
+    store_options.sync = cfg.store_sync;
+    store_options.block_cache_bytes = cfg.store_block_cache_bytes;
+    store_options.memtable_budget_bytes = cfg.store_memtable_budget_bytes;
+    store = OpenRocksDbKvStore(store_options);
+  }
+  if (!store.ok()) return fail(store.status());
   (*metrics)->ExportMemory(definition.name, store->get());
   RpcMetrics rpc_metrics(definition.name, (*metrics)->registry());
 
@@ -243,7 +348,7 @@ int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition) {
   auto stop_background = [&background] {
     for (auto& work : background) work->Stop();
   };
-  ServiceContext context{cfg,        **store,   RealClock::Default(), (*metrics)->registry(),
+  ServiceContext context{cfg,        **store, RealClock::Default(), (*metrics)->registry(),
                          background, **peers};
   std::vector<std::unique_ptr<grpc::Service>> services;
   if (definition.make_services) {
@@ -265,16 +370,26 @@ int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition) {
   server_options.unimplemented_notes = definition.unimplemented_notes;
   server_options.authz = {cfg.cluster, cfg.hub_cluster};
   absl::StatusOr<std::unique_ptr<GrpcServer>> server = GrpcServer::Start(server_options);
+  // A new leader may find the old one still closing its listener (it stops
+  // within its shutdown grace once its lease is lost): retry for a while.
+  for (absl::Time give_up = absl::Now() + cfg.lease_ttl + cfg.shutdown_grace;
+       election != nullptr && !server.ok() && absl::Now() < give_up;) {
+    log::Warn("cannot serve yet; retrying", {{"error", std::string(server.status().message())}});
+    absl::SleepFor(absl::Milliseconds(500));
+    server = GrpcServer::Start(server_options);
+  }
   if (!server.ok()) {
     stop_background();
     return fail(server.status());
   }
 
   // The one line tools and tests read to find the service.
+  const std::string data = etcd != nullptr
+                               ? "etcd:" + cfg.etcd_prefix + (election != nullptr ? " leader" : "")
+                               : cfg.data_dir;
   std::printf("%s listening on %s (role=%s cluster=%s metrics=http://%s/metrics data=%s%s)\n",
-              binary.c_str(), (*server)->address().c_str(), RoleName(cfg.role),
-              cfg.cluster.c_str(), (*metrics)->address().c_str(), cfg.data_dir.c_str(),
-              cfg.insecure ? " insecure" : " mtls");
+              binary.c_str(), (*server)->address().c_str(), RoleName(cfg.role), cfg.cluster.c_str(),
+              (*metrics)->address().c_str(), data.c_str(), cfg.insecure ? " insecure" : " mtls");
   std::fflush(stdout);
   log::Info("serving", {{"listen", (*server)->address()},
                         {"metrics", (*metrics)->address()},
@@ -286,6 +401,17 @@ int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition) {
                               {"grace", absl::FormatDuration(cfg.shutdown_grace)}});
   stop_background();
   (*server)->Shutdown(cfg.shutdown_grace);
+  if (election != nullptr) {
+    if (leadership_lost) {
+      log::Error("stopped: leadership lost; restart as a standby");
+      return 3;
+    }
+    // Hand over at once instead of after the lease runs out.
+    absl::Status resigned = election->Resign();
+    if (!resigned.ok()) {
+      log::Warn("resigning failed", {{"error", std::string(resigned.message())}});
+    }
+  }
   log::Info("stopped");
   return 0;
 }

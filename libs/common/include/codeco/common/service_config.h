@@ -4,6 +4,7 @@
 // as a ConfigSchema and read into a typed struct.
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -74,6 +75,27 @@ struct ServiceConfig {
   size_t store_block_cache_bytes = 32u << 20;
   /// Memory all RocksDB memtables may hold together (`store.memtable_budget`).
   size_t store_memtable_budget_bytes = 16u << 20;
+  /// Where the service's state lives: RocksDB under data_dir (false, the
+  /// default) or an etcd cluster (`store.backend: etcd`).
+  bool store_on_etcd = false;
+  /// etcd member client endpoints, host:port (`store.etcd.endpoints`).
+  std::vector<std::string> etcd_endpoints;
+  /// Key prefix of this service's state in etcd (`store.etcd.prefix`;
+  /// default /codeco/<cluster>/<service>/).
+  std::string etcd_prefix;
+  /// TLS to etcd (`store.etcd.*_file`); empty ca_file: plaintext on loopback.
+  TlsFiles etcd_tls;
+  /// Longest one etcd call may take over all members (`store.etcd.timeout`).
+  absl::Duration etcd_timeout = absl::Seconds(10);
+  /// Run as one of several replicas with one leader elected through etcd
+  /// (`ha.leader_election`); standbys wait and do not serve.
+  bool leader_election = false;
+  /// Lease time to live of the leader (`ha.lease_ttl`): how long a dead
+  /// leader blocks the standbys.
+  absl::Duration lease_ttl = absl::Seconds(5);
+  /// This replica's name in the election (`ha.identity`; default the host
+  /// name); the process id is appended.
+  std::string ha_identity;
   /// How long in-flight calls may finish after SIGTERM.
   absl::Duration shutdown_grace = absl::Seconds(10);
   /// The whole validated configuration, for service-specific keys.
