@@ -1,11 +1,14 @@
 // Faults while applications are being applied on the five-site federation
 // (`codecoctl up`): the hub ACM, the hub SWM and a managed cluster's SWM
 // killed with SIGKILL and restarted, the link to one member cut, the hub SWM
-// down for a minute. After each, every application whose apply was
+// down for a minute, and, on a replicated hub (state in etcd), the leading
+// ACM and SWM replicas and an etcd member killed. After each, every application whose apply was
 // acknowledged ends Running exactly once — one pod per service, the pods ACM
 // reports, labelled with the plan in force — and no pod is left in any
 // cluster that no stored plan owns.
 #include <catch2/catch.hpp>
+
+#include <signal.h>
 
 #include <chrono>
 #include <filesystem>
@@ -169,11 +172,13 @@ std::set<std::string> ApplyLoop(const FederationHome& home, const std::string& p
   return acknowledged;
 }
 
-// Brings the federation up and waits for its six clusters; returns the LMS
-// endpoints.
-std::map<std::string, std::string> Up() {
-  CommandResult up = RunCommand(
-      {CtlBinary(), "up", "--scenario", FiveSiteScenario(), "--no-prometheus"}, absl::Minutes(3));
+// Brings the federation up (with `extra` flags) and waits for its six
+// clusters; returns the LMS endpoints.
+std::map<std::string, std::string> Up(const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> argv = {CtlBinary(), "up", "--scenario", FiveSiteScenario(),
+                                   "--no-prometheus"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  CommandResult up = RunCommand(argv, absl::Minutes(3));
   INFO(up.output);
   REQUIRE(up.exit_code == 0);
   std::map<std::string, std::string> lms = LmsEndpoints(up.output);
@@ -248,6 +253,68 @@ TEST_CASE("the hub SWM down for a minute during applies loses nothing") {
   outage.join();
   INFO("acknowledged " << acknowledged.size() << " of 8");
   REQUIRE(acknowledged.size() == 8);  // ACM takes applies while SWM is away
+  std::vector<std::string> problems = WaitUntilConsistent(acknowledged, lms, absl::Minutes(2));
+  for (const auto& p : problems) UNSCOPED_INFO(p);
+  CHECK(problems.empty());
+}
+
+// The pid of the replica of `service` ("hub/acm") that leads now: alive, and
+// its output since it started says it serves. Waits up to a minute for one;
+// 0 when none leads by then.
+int LeaderOf(const FederationHome& home, const std::string& service) {
+  for (absl::Time end = absl::Now() + absl::Minutes(1); absl::Now() < end;) {
+    const nlohmann::json state = home.State();
+    const std::string logs = state.value("run_dir", "") + "/logs/";
+    for (const auto& p : state.value("processes", nlohmann::json::array())) {
+      const std::string name = p.value("name", "");
+      if (name != service && name.rfind(service + "-", 0) != 0) continue;
+      const int pid = p.value("pid", 0);
+      const std::string out =
+          ReadWholeFile(logs + absl::StrReplaceAll(name, {{"/", "-"}}) + ".out");
+      if (Alive(pid) && out.find(" listening on ") != std::string::npos) return pid;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return 0;
+}
+
+// The name `codecoctl up` gave the process `pid`.
+std::string NameOf(const FederationHome& home, int pid) {
+  for (const auto& p : home.State().value("processes", nlohmann::json::array())) {
+    if (p.value("pid", 0) == pid) return p.value("name", "");
+  }
+  return "";
+}
+
+TEST_CASE("SIGKILL of the leading hub ACM and SWM replicas and of an etcd member loses nothing") {
+  FederationHome home;
+  const auto lms = Up({"--hub-replicas", "2"});
+  // Before every third apply the leader of the hub ACM or SWM is killed (and
+  // restarted, to stand by); a standby must take over. Once, an etcd member
+  // is killed and stays down.
+  const std::vector<std::string> services = {"hub/acm", "hub/swm"};
+  int takeovers = 0;
+  std::set<std::string> acknowledged = ApplyLoop(home, "ha", 16, [&](int i) {
+    if (i == 8) {
+      for (const auto& p : home.State().value("processes", nlohmann::json::array())) {
+        if (p.value("name", "") == "hub/etcd-0") kill(p.value("pid", 0), SIGKILL);
+      }
+      return;
+    }
+    if (i % 3 != 1) return;
+    const std::string& service = services[(i / 3) % services.size()];
+    const int leader = LeaderOf(home, service);
+    REQUIRE(leader != 0);
+    Restart({NameOf(home, leader), "--kill"});
+    const int next = LeaderOf(home, service);
+    INFO(service << ": no replica took over from pid " << leader);
+    REQUIRE(next != 0);
+    CHECK(next != leader);
+    ++takeovers;
+  });
+  CHECK(takeovers == 5);
+  INFO("acknowledged " << acknowledged.size() << " of 16");
+  REQUIRE(acknowledged.size() == 16);  // a leader serves again before each apply
   std::vector<std::string> problems = WaitUntilConsistent(acknowledged, lms, absl::Minutes(2));
   for (const auto& p : problems) UNSCOPED_INFO(p);
   CHECK(problems.empty());

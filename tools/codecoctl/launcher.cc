@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 
 namespace codeco::ctl {
@@ -49,17 +50,26 @@ absl::StatusOr<pid_t> StartDetached(const std::vector<std::string>& argv,
 
 absl::StatusOr<std::string> WaitForLine(const std::string& out_file, const std::string& marker,
                                         pid_t pid, absl::Time deadline) {
+  return WaitForAnyLine(out_file, {marker}, pid, deadline);
+}
+
+absl::StatusOr<std::string> WaitForAnyLine(const std::string& out_file,
+                                           const std::vector<std::string>& markers, pid_t pid,
+                                           absl::Time deadline) {
+  const std::string marker = absl::StrJoin(markers, "\" or \"");
   while (true) {
     std::ifstream in(out_file);
     std::string line;
     while (std::getline(in, line)) {
-      if (line.find(marker) != std::string::npos) return line;
+      for (const std::string& wanted : markers) {
+        if (line.find(wanted) != std::string::npos) return line;
+      }
     }
     // Reap the child if it died (it is ours until codecoctl exits).
     int status = 0;
     if (waitpid(pid, &status, WNOHANG) == pid || kill(pid, 0) != 0) {
-      return absl::FailedPreconditionError(absl::StrCat("process ", pid, " exited before \"",
-                                                        marker, "\""));
+      return absl::FailedPreconditionError(
+          absl::StrCat("process ", pid, " exited before \"", marker, "\""));
     }
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat("no \"", marker, "\" in ", out_file));

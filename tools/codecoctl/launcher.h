@@ -25,6 +25,11 @@ absl::StatusOr<pid_t> StartDetached(const std::vector<std::string>& argv,
 absl::StatusOr<std::string> WaitForLine(const std::string& out_file, const std::string& marker,
                                         pid_t pid, absl::Time deadline);
 
+/// Like WaitForLine, for the first line containing any of `markers`.
+absl::StatusOr<std::string> WaitForAnyLine(const std::string& out_file,
+                                           const std::vector<std::string>& markers, pid_t pid,
+                                           absl::Time deadline);
+
 /// True while `pid` runs a program whose command line contains `expected`
 /// (guards against signalling a reused pid).
 bool IsRunning(pid_t pid, const std::string& expected);

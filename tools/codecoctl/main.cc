@@ -16,9 +16,12 @@ constexpr char kUsage[] =
     "\n"
     "federation (the CODEF testbed on this machine):\n"
     "  up --scenario FILE [--insecure] [--no-prometheus] [--auction] [--timeout 60s]\n"
+    "     [--hub-replicas N]\n"
     "      Start the emulated clusters, the hub's and every cluster's services, and\n"
     "      Prometheus; wait until healthy; print a summary. Later commands find it.\n"
     "      --auction: the hub's SWM runs the PDLC neighborhood auction per placement.\n"
+    "      --hub-replicas N (2-3): the hub's ACM and SWM run N replicas each, one\n"
+    "      leading, with their state in a three-member etcd cluster on loopback.\n"
     "      --set SERVICE.KEY=VALUE (repeatable): a setting of the hub's SERVICE,\n"
     "      e.g. --set swm.failure_grace=20s --set swm.state_backup_interval=10s.\n"
     "  down\n"
@@ -108,7 +111,9 @@ int main(int argc, char** argv) {
   const std::map<std::string, Command> commands = {
       {"health", {codeco::ctl::RunHealth, {"insecure", "all"}, {"service"}}},
       {"up",
-       {codeco::ctl::RunUp, {"insecure", "no-prometheus", "auction"}, {"scenario", "set"}}},
+       {codeco::ctl::RunUp,
+        {"insecure", "no-prometheus", "auction"},
+        {"scenario", "set", "hub-replicas"}}},
       {"down", {codeco::ctl::RunDown, {}, {}}},
       {"restart", {codeco::ctl::RunRestart, {"kill"}, {"down-for"}}},
       {"apply",

@@ -1,5 +1,5 @@
 // codecoctl up --scenario FILE [--insecure] [--no-prometheus] [--auction] [--timeout 60s]
-//              [--set SERVICE.KEY=VALUE ...]
+//              [--hub-replicas N] [--set SERVICE.KEY=VALUE ...]
 // codecoctl down
 //
 // Starts a whole federation on this machine: the CODEF emulator for the
@@ -11,8 +11,14 @@
 // CODECO's recording rules (deploy/prometheus/codeco-rules.yml, copied into
 // the run directory) every 5 s. Waits until all are healthy, saves the run
 // state, prints a summary.
+//
+// With --hub-replicas N (2 or 3), the hub keeps its ACM's and SWM's state in
+// a three-member etcd cluster on loopback (Debian's etcd-server) and runs N
+// replicas of each: one leads (elected by an etcd lease) and serves on the
+// service's address; the others stand by and take over when it dies.
 #include <curl/curl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -21,14 +27,16 @@
 #include <regex>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "codeco/common/ports.h"
-#include "codeco/common/proto_util.h"
 #include "absl/time/clock.h"
+#include "checkpointer/image/local_registry.h"
 #include "cli.h"
 #include "codeco/codef/v1/codef_service.grpc.pb.h"
-#include "checkpointer/image/local_registry.h"
+#include "codeco/common/etcd_client.h"
+#include "codeco/common/ports.h"
+#include "codeco/common/proto_util.h"
 #include "federation_plan.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -54,6 +62,14 @@ constexpr int kSwmPortsFrom = 17500;
 constexpr int kAcmPortsFrom = 17600;
 constexpr int kCheckpointerPortsFrom = 17700;
 constexpr int kPdlcPortsFrom = 17800;
+// The hub ACM's and SWM's fixed address when replicated, and etcd's ports.
+constexpr int kHubReplicaPortsFrom = 17900;
+constexpr int kEtcdPortsFrom = 17950;
+// Where Debian installs etcd, and how many members the hub's cluster has.
+constexpr char kEtcdBinary[] = "/usr/bin/etcd";
+constexpr int kEtcdMembers = 3;
+// What a standing-by replica prints.
+constexpr char kStandbyMarker[] = " standby: ";
 
 // What a service prints once it serves, followed by its gRPC address.
 constexpr char kListeningMarker[] = "listening on ";
@@ -85,6 +101,14 @@ class Upper {
   bool PrometheusWanted() const;
   void StartPrometheus();
   absl::Status StartRegistry();
+  // The hub's etcd cluster (--hub-replicas): members started, one read answered.
+  absl::Status StartEtcd();
+  // Puts `spec` (the hub ACM or SWM) on etcd with leader election, on a fixed
+  // address its standbys share.
+  absl::Status MakeReplicated(ProcessSpec& spec);
+  // Starts replicas 1..N-1 of `spec` (replica 0 already leads) and waits until
+  // each stands by.
+  absl::Status StartStandbys(const ProcessSpec& spec);
   void PrintSummary(absl::Duration took) const;
   void Abort();
 
@@ -104,7 +128,132 @@ class Upper {
   absl::Time deadline_;
   std::vector<ClusterEndpoint> clusters_;
   std::vector<codeco::codef::v1::EmulatedCluster> emulated_;
+  // Replicas of the hub ACM and SWM (--hub-replicas; 1: no etcd, no election).
+  int hub_replicas_ = 1;
+  // The hub etcd's client endpoints, host:port,... ("" without replicas).
+  std::string etcd_endpoints_;
+  // Where the next replicated service's fixed port is looked for.
+  int next_replica_port_ = kHubReplicaPortsFrom;
 };
+
+absl::Status Upper::StartEtcd() {
+  std::vector<int> client_ports, peer_ports;
+  int next = kEtcdPortsFrom;
+  for (int i = 0; i < kEtcdMembers; ++i) {
+    for (std::vector<int>* ports : {&client_ports, &peer_ports}) {
+      absl::StatusOr<int> port = FreePort("127.0.0.1", next);
+      if (!port.ok()) return port.status();
+      ports->push_back(*port);
+      next = *port + 1;
+    }
+  }
+  std::vector<std::string> peers, clients;
+  for (int i = 0; i < kEtcdMembers; ++i) {
+    peers.push_back(absl::StrCat("etcd-", i, "=http://127.0.0.1:", peer_ports[i]));
+    clients.push_back(absl::StrCat("127.0.0.1:", client_ports[i]));
+  }
+  for (int i = 0; i < kEtcdMembers; ++i) {
+    const std::string client = "http://" + clients[i];
+    const std::string peer = absl::StrCat("http://127.0.0.1:", peer_ports[i]);
+    // Transactions of up to 4096 keys and requests of up to 8 MiB (etcd's
+    // defaults are 128 and 1.5 MiB; each store write batch is one transaction).
+    auto started = Launch(absl::StrCat("hub/etcd-", i),
+                          {kEtcdBinary,
+                           "--name",
+                           absl::StrCat("etcd-", i),
+                           "--data-dir",
+                           absl::StrCat(state_.run_dir, "/etcd/etcd-", i),
+                           "--listen-client-urls",
+                           client,
+                           "--advertise-client-urls",
+                           client,
+                           "--listen-peer-urls",
+                           peer,
+                           "--initial-advertise-peer-urls",
+                           peer,
+                           "--initial-cluster",
+                           absl::StrJoin(peers, ","),
+                           "--initial-cluster-state",
+                           "new",
+                           "--initial-cluster-token",
+                           "codeco-hub",
+                           "--heartbeat-interval",
+                           "100",
+                           "--election-timeout",
+                           "1000",
+                           "--max-txn-ops",
+                           "4096",
+                           "--max-request-bytes",
+                           "8388608",
+                           "--logger",
+                           "zap",
+                           "--log-level",
+                           "warn"},
+                          "");
+    if (!started.ok()) return started.status();
+    state_.processes.back().http = client;
+  }
+  etcd_endpoints_ = absl::StrJoin(clients, ",");
+  absl::StatusOr<std::unique_ptr<EtcdClient>> client =
+      EtcdClient::Connect({.endpoints = clients,
+                           .attempt_timeout = absl::Seconds(1),
+                           .call_timeout = absl::Seconds(2)});
+  if (!client.ok()) return client.status();
+  absl::Status last;
+  while (absl::Now() < deadline_) {
+    etcdserverpb::RangeRequest probe;
+    probe.set_key("/codeco/ready");
+    last = (*client)->Range(probe).status();
+    if (last.ok()) return absl::OkStatus();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "the hub's etcd has no leader yet (see ", LogBase("hub/etcd-0"), ".log): ", last.message()));
+}
+
+absl::Status Upper::MakeReplicated(ProcessSpec& spec) {
+  const ClusterEndpoint& hub = clusters_.front();
+  absl::StatusOr<int> port = FreePort(hub.service_ip, next_replica_port_);
+  if (!port.ok()) return port.status();
+  next_replica_port_ = *port + 1;
+  for (size_t i = 0; i + 1 < spec.args.size(); ++i) {
+    if (spec.args[i] == "--listen") spec.args[i + 1] = absl::StrCat(hub.service_ip, ":", *port);
+  }
+  spec.args.insert(
+      spec.args.end(),
+      {"--set", "store.backend=etcd", "--set", "store.etcd.endpoints=" + etcd_endpoints_, "--set",
+       "ha.leader_election=true", "--set", "ha.identity=" + spec.name});
+  return absl::OkStatus();
+}
+
+absl::Status Upper::StartStandbys(const ProcessSpec& spec) {
+  std::string address;
+  for (size_t i = 0; i + 1 < spec.args.size(); ++i) {
+    if (spec.args[i] == "--listen") address = spec.args[i + 1];
+  }
+  for (int replica = 1; replica < hub_replicas_; ++replica) {
+    const std::string name = absl::StrCat(spec.name, "-", replica);
+    std::vector<std::string> argv = {BinDir() + "/" + spec.binary};
+    argv.insert(argv.end(), spec.args.begin(), spec.args.end());
+    for (size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "--data-dir") argv[i + 1] += absl::StrCat("-", replica);
+      if (argv[i + 1] == "ha.identity=" + spec.name) argv[i + 1] = "ha.identity=" + name;
+    }
+    auto started = Launch(name, argv, "");
+    if (!started.ok()) return started.status();
+    RunProcess& p = state_.processes.back();
+    auto line = WaitForLine(started->out_file, kStandbyMarker, p.pid, deadline_);
+    if (!line.ok()) {
+      return absl::Status(line.status().code(), absl::StrCat(name, ": ", line.status().message(),
+                                                             " (see ", LogBase(name), ".log)"));
+    }
+    // Its address is the leader's: restart and health checks reach whoever leads.
+    p.grpc = address;
+    std::smatch m;
+    if (std::regex_search(*line, m, std::regex("metrics=(\\S+)\\)"))) p.http = m[1];
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<Started> Upper::Launch(const std::string& name, std::vector<std::string> argv,
                                       const std::string& marker) {
@@ -154,7 +303,8 @@ absl::Status Upper::ListClusters() {
     }
     for (const auto& c : response.clusters()) {
       emulated_.push_back(c);
-      clusters_.push_back({c.name(), c.hub(), c.service_ip(), c.lms_endpoint(), c.relay_endpoint()});
+      clusters_.push_back(
+          {c.name(), c.hub(), c.service_ip(), c.lms_endpoint(), c.relay_endpoint()});
     }
     token = response.next_page_token();
   } while (!token.empty());
@@ -179,8 +329,8 @@ absl::Status Upper::IssueCertificates(const std::vector<ProcessSpec>& specs) {
     for (const auto& c : clusters_) {
       if (c.name == spec.cluster) ip = c.service_ip;
     }
-    if (auto s = run(absl::StrCat(script, " ", dir, " issue ", spec.cluster, " ", spec.service, " ",
-                                  ip));
+    if (auto s = run(
+            absl::StrCat(script, " ", dir, " issue ", spec.cluster, " ", spec.service, " ", ip));
         !s.ok()) {
       return s;
     }
@@ -319,11 +469,11 @@ void Upper::StartPrometheus() {
   }
   std::ofstream(config) << PrometheusConfigYaml(prometheus);
   const std::string listen = prometheus_listen_;
-  auto started = Launch("prometheus",
-                        {binary, "--config.file=" + config,
-                         "--storage.tsdb.path=" + state_.run_dir + "/prometheus",
-                         "--web.listen-address=" + listen},
-                        "");
+  auto started = Launch(
+      "prometheus",
+      {binary, "--config.file=" + config, "--storage.tsdb.path=" + state_.run_dir + "/prometheus",
+       "--web.listen-address=" + listen},
+      "");
   if (!started.ok()) {
     std::cerr << "codecoctl up: Prometheus did not start: " << started.status().message() << "\n";
     return;
@@ -342,14 +492,17 @@ void Upper::PrintSummary(absl::Duration took) const {
   std::printf("Federation up from %s in %.1f s (%zu processes, %s)\n\n", state_.scenario.c_str(),
               absl::ToDoubleSeconds(took), state_.processes.size(),
               state_.insecure ? "plaintext on loopback" : "mTLS");
-  std::printf("%-16s %-9s %-12s %-6s %-12s %-22s %s\n", "CLUSTER", "TIER", "REGION", "NODES",
-              "IP", "LMS", "RELAY");
+  if (hub_replicas_ > 1) {
+    std::printf("Hub ACM and SWM: %d replicas each, one leading; state in etcd at %s\n\n",
+                hub_replicas_, etcd_endpoints_.c_str());
+  }
+  std::printf("%-16s %-9s %-12s %-6s %-12s %-22s %s\n", "CLUSTER", "TIER", "REGION", "NODES", "IP",
+              "LMS", "RELAY");
   for (const auto& c : emulated_) {
     std::string tier = c.hub() ? "hub" : TierName(c.labels().tier());
     std::printf("%-16s %-9s %-12s %-6d %-12s %-22s %s\n", c.name().c_str(),
-                tier.empty() ? "-" : tier.c_str(), c.labels().region().c_str(),
-                c.node_count(), c.service_ip().c_str(),
-                c.lms_endpoint().empty() ? "-" : c.lms_endpoint().c_str(),
+                tier.empty() ? "-" : tier.c_str(), c.labels().region().c_str(), c.node_count(),
+                c.service_ip().c_str(), c.lms_endpoint().empty() ? "-" : c.lms_endpoint().c_str(),
                 c.relay_endpoint().empty() ? "-" : c.relay_endpoint().c_str());
   }
   std::printf("\nACM (the API):  %s\n", state_.acm.c_str());
@@ -357,10 +510,12 @@ void Upper::PrintSummary(absl::Duration took) const {
               state_.netma.c_str());
   std::printf("CODEF control:  %s\n", state_.codef_control.c_str());
   if (!state_.prometheus.empty()) std::printf("Prometheus:     %s\n", state_.prometheus.c_str());
-  if (!state_.registry.empty()) std::printf("Registry:       %s (checkpoint images)\n", state_.registry.c_str());
+  if (!state_.registry.empty())
+    std::printf("Registry:       %s (checkpoint images)\n", state_.registry.c_str());
   std::printf("Run directory:  %s (logs/, data/, certs/)\n", state_.run_dir.c_str());
-  std::printf("\nNext: codecoctl health --all   codecoctl fault link A B --rtt 50ms   "
-              "codecoctl down\n");
+  std::printf(
+      "\nNext: codecoctl health --all   codecoctl fault link A B --rtt 50ms   "
+      "codecoctl down\n");
 }
 
 void Upper::Abort() {
@@ -400,6 +555,19 @@ int Upper::Run() {
     return 2;
   }
   deadline_ = start + timeout;
+  if (args_.Has("hub-replicas")) {
+    if (!absl::SimpleAtoi(args_.Get("hub-replicas"), &hub_replicas_) || hub_replicas_ < 1 ||
+        hub_replicas_ > 3) {
+      std::cerr << "codecoctl up: --hub-replicas: a number from 1 to 3, not \""
+                << args_.Get("hub-replicas") << "\"\n";
+      return 2;
+    }
+    if (hub_replicas_ > 1 && access(kEtcdBinary, X_OK) != 0) {
+      std::cerr << "codecoctl up: --hub-replicas needs etcd (" << kEtcdBinary
+                << "; Debian package etcd-server, scripts/install-deps.sh installs it)\n";
+      return 2;
+    }
+  }
   state_.insecure = args_.Has("insecure");
   state_.run_dir = absl::StrCat(CodecoHome(), "/runs/",
                                 absl::FormatTime("%Y%m%d-%H%M%S", start, absl::LocalTimeZone()));
@@ -417,6 +585,9 @@ int Upper::Run() {
   if (auto s = StartCodef(); !s.ok()) return fail(s);
   if (auto s = ListClusters(); !s.ok()) return fail(s);
   if (auto s = StartRegistry(); !s.ok()) return fail(s);
+  if (hub_replicas_ > 1) {
+    if (auto s = StartEtcd(); !s.ok()) return fail(s);
+  }
   SecuritySettings security{state_.insecure, state_.run_dir + "/certs"};
   std::string data = state_.run_dir + "/data";
   // NetMAs learn their peers, and the hub SWM the clusters' SWMs, from
@@ -460,6 +631,13 @@ int Upper::Run() {
     }
     spec->args.insert(spec->args.end(), {"--set", setting});
   }
+  if (hub_replicas_ > 1) {
+    for (ProcessSpec& spec : hub) {
+      if (spec.service == "acm" || spec.service == "swm") {
+        if (auto s = MakeReplicated(spec); !s.ok()) return fail(s);
+      }
+    }
+  }
   if (!state_.insecure) {
     std::vector<ProcessSpec> all = hub;
     auto mcs = PlanManagedClusters(clusters_, "", security, data);
@@ -479,24 +657,30 @@ int Upper::Run() {
     }
   }
   // The hub's MDM first: its SWM reads the data sets there.
-  auto mdm_spec = std::find_if(hub.begin(), hub.end(),
-                               [](const ProcessSpec& p) { return p.service == "mdm"; });
+  auto mdm_spec =
+      std::find_if(hub.begin(), hub.end(), [](const ProcessSpec& p) { return p.service == "mdm"; });
   ProcessSpec hub_mdm = *mdm_spec;
   hub.erase(mdm_spec);
   if (auto s = StartServices({hub_mdm}); !s.ok()) return fail(s);
   for (const auto& p : state_.processes) {
     if (p.name == clusters_.front().name + "/mdm") {
       for (ProcessSpec& spec : hub) {
-        if (spec.service == "swm") spec.args.insert(spec.args.end(), {"--set", "swm.mdm=" + p.grpc});
+        if (spec.service == "swm")
+          spec.args.insert(spec.args.end(), {"--set", "swm.mdm=" + p.grpc});
       }
     }
   }
   if (auto s = StartServices(hub); !s.ok()) return fail(s);
+  for (const auto& spec : hub) {
+    if (spec.service != "swm") continue;
+    if (auto s = StartStandbys(spec); !s.ok()) return fail(s);
+  }
   for (const auto& p : state_.processes) {
     if (p.name == clusters_.front().name + "/swm") state_.swm = p.grpc;
   }
   hub_acm.args.insert(hub_acm.args.end(), {"--set", "acm.swm=" + state_.swm});
   if (auto s = StartServices({hub_acm}); !s.ok()) return fail(s);
+  if (auto s = StartStandbys(hub_acm); !s.ok()) return fail(s);
   for (const auto& p : state_.processes) {
     if (p.name == clusters_.front().name + "/acm") state_.acm = p.grpc;
   }
@@ -510,15 +694,17 @@ int Upper::Run() {
       for (ProcessSpec& spec : managed) {
         if (spec.service == "pdlc") {
           // Refreshed at the scrape interval, so a new sample shows at once.
-          spec.args.insert(spec.args.end(), {"--set", "pdlc.prometheus_url=http://" + prometheus_listen_,
-                                             "--set", "pdlc.refresh_interval=5s"});
+          spec.args.insert(spec.args.end(),
+                           {"--set", "pdlc.prometheus_url=http://" + prometheus_listen_, "--set",
+                            "pdlc.refresh_interval=5s"});
         }
       }
     }
   }
   if (auto s = StartServices(managed); !s.ok()) return fail(s);
   // From here on, this command's own identity is the one it issued.
-  client_args_.flags = {{"ca", state_.ca_file}, {"cert", state_.cert_file}, {"key", state_.key_file}};
+  client_args_.flags = {
+      {"ca", state_.ca_file}, {"cert", state_.cert_file}, {"key", state_.key_file}};
   if (state_.insecure) client_args_.flags = {{"insecure", "true"}};
   if (auto s = WaitHealthy(); !s.ok()) return fail(s);
   StartPrometheus();
@@ -616,8 +802,11 @@ int RunRestart(const Args& args) {
     std::cerr << "codecoctl restart: " << pid.status().message() << "\n";
     return 1;
   }
-  auto line =
-      WaitForLine(base + ".out", kListeningMarker, *pid, absl::Now() + absl::Seconds(60));
+  // A replica of a replicated hub service comes back leading or standing by.
+  const bool replica = std::find(argv.begin(), argv.end(), "ha.leader_election=true") != argv.end();
+  std::vector<std::string> markers = {kListeningMarker};
+  if (replica) markers.push_back(kStandbyMarker);
+  auto line = WaitForAnyLine(base + ".out", markers, *pid, absl::Now() + absl::Seconds(60));
   if (!line.ok()) {
     std::cerr << "codecoctl restart: " << name << ": " << line.status().message() << " (see "
               << base << ".log)\n";
@@ -628,7 +817,8 @@ int RunRestart(const Args& args) {
     std::cerr << "codecoctl restart: " << saved.message() << "\n";
     return 1;
   }
-  std::cout << "Restarted " << name << " (pid " << *pid << ") on " << process->grpc << "\n";
+  std::cout << "Restarted " << name << " (pid " << *pid << ") on " << process->grpc
+            << (line->find(kStandbyMarker) != std::string::npos ? ", standing by" : "") << "\n";
   return 0;
 }
 
