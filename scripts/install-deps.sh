@@ -21,7 +21,8 @@ LIB_PKGS=(libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
 # passes (root, a full kernel; in containers it fails and the driver says why);
 # etcd-server/etcd-client hold a replicated hub's state (store.backend: etcd).
 SERVER_PKGS=(prometheus docker-registry redis-server criu etcd-server etcd-client)
-TOOL_PKGS=(openssl nodejs npm curl procps)
+# iproute2: deploy_manifests_test starts each service in a network namespace of its own.
+TOOL_PKGS=(openssl nodejs npm curl procps iproute2)
 # Test data: the official JSON-Schema-Test-Suite MDM's schema validation runs.
 TEST_DATA_PKGS=(json-schema-test-suite)
 

@@ -1,0 +1,1763 @@
+// deploy_manifests_test: what deploy/ ships (the kustomize base and overlays,
+// the image, docker-compose.yml) checked against the binaries this build
+// produces. No Kubernetes cluster and no Docker engine run here, so the
+// manifests are checked structurally: every object and reference, every
+// workload's pods, every Service's targets, every mounted ConfigMap and
+// Secret; each service's configuration is handed to its real binary, which
+// must start with it; the CodecoApp CRDs must agree with ACM's own parser;
+// the compose file's commands must name built binaries, flags they accept and
+// addresses something listens on; the Dockerfile must install what
+// scripts/install-deps.sh lists and the runtime libraries the binaries load.
+// Where `kubectl` is installed, its built-in kustomize renders each overlay
+// and the same checks run on what it renders.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "acm/core/cam_parser.h"
+#include "process.h"
+#include "yaml-cpp/yaml.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using codeco::testing::ChildProcess;
+using codeco::testing::CommandResult;
+using codeco::testing::ReadWholeFile;
+using codeco::testing::RunCommand;
+using codeco::testing::ScratchDir;
+
+const fs::path kSource = CODECO_SOURCE_DIR;
+const fs::path kK8s = kSource / "deploy" / "k8s";
+const std::vector<std::string> kOverlays = {"hub", "mc"};
+// Where the image installs the binaries (deploy/docker/Dockerfile).
+constexpr char kImageBin[] = "/usr/local/bin/";
+
+// The binaries this build produces, by the name the image installs them under.
+const std::map<std::string, std::string>& Binaries() {
+  static const std::map<std::string, std::string> kBinaries = {
+      {"codeco-acm", CODECO_ACM_BIN},   {"codeco-swm", CODECO_SWM_BIN},
+      {"codeco-pdlc", CODECO_PDLC_BIN}, {"codeco-netma", CODECO_NETMA_BIN},
+      {"codeco-mdm", CODECO_MDM_BIN},   {"codeco-checkpointer", CODECO_CHECKPOINTER_BIN},
+      {"codecoctl", CODECOCTL_BIN},     {"codef", CODEF_BIN},
+  };
+  return kBinaries;
+}
+
+// ---------------------------------------------------------------------------
+// Small helpers.
+
+// Problems found by a check, reported all at once.
+class Problems {
+ public:
+  // Records `what` found at `where`.
+  void Add(const std::string& where, const std::string& what) {
+    list_.push_back(where + ": " + what);
+  }
+  // All of them, one a line.
+  std::string Text() const { return absl::StrJoin(list_, "\n"); }
+  // True when nothing was found.
+  bool empty() const { return list_.empty(); }
+
+ private:
+  std::vector<std::string> list_;
+};
+
+// Fails the test case with every problem listed.
+#define CHECK_NO_PROBLEMS(problems) \
+  do {                              \
+    INFO((problems).Text());        \
+    CHECK((problems).empty());      \
+  } while (false)
+
+// The scalar's text, or "" for anything else.
+std::string Str(const YAML::Node& node) {
+  return node && node.IsScalar() ? node.Scalar() : std::string();
+}
+
+// Every non-empty document of a YAML file (throws on a syntax error).
+std::vector<YAML::Node> LoadDocs(const fs::path& file) {
+  std::vector<YAML::Node> docs;
+  for (const YAML::Node& doc : YAML::LoadAllFromFile(file.string())) {
+    if (doc && !doc.IsNull()) docs.push_back(doc);
+  }
+  return docs;
+}
+
+// Every file under `dir` whose name ends in one of `extensions`, sorted.
+std::vector<fs::path> FilesUnder(const fs::path& dir, std::vector<std::string> extensions) {
+  std::vector<fs::path> out;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (!entry.is_regular_file()) continue;
+    for (const std::string& ext : extensions) {
+      if (entry.path().extension() == ext) out.push_back(entry.path());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// `path` relative to the source tree, for messages.
+std::string Rel(const fs::path& path) { return fs::relative(path, kSource).string(); }
+
+// True when two YAML trees hold the same data (maps compared by key).
+bool SameYaml(const YAML::Node& a, const YAML::Node& b) {
+  if (a.Type() != b.Type()) return false;
+  switch (a.Type()) {
+    case YAML::NodeType::Scalar:
+      return a.Scalar() == b.Scalar();
+    case YAML::NodeType::Sequence:
+      if (a.size() != b.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (!SameYaml(a[i], b[i])) return false;
+      }
+      return true;
+    case YAML::NodeType::Map: {
+      if (a.size() != b.size()) return false;
+      for (const auto& kv : a) {
+        const YAML::Node other = b[kv.first.Scalar()];
+        if (!other || !SameYaml(kv.second, other)) return false;
+      }
+      return true;
+    }
+    default:
+      return true;
+  }
+}
+
+// True when every label of `selector` is in `labels` (an empty selector
+// selects nothing here: every codeco selector names labels).
+bool Selects(const YAML::Node& selector, const YAML::Node& labels) {
+  if (!selector || !selector.IsMap() || selector.size() == 0) return false;
+  if (!labels || !labels.IsMap()) return false;
+  for (const auto& kv : selector) {
+    if (Str(labels[kv.first.Scalar()]) != Str(kv.second)) return false;
+  }
+  return true;
+}
+
+// The absolute path of program `name` on $PATH (and the sbin directories),
+// or "" when there is none: the test's child processes are started without
+// a PATH search.
+std::string Which(const std::string& name) {
+  const char* env = std::getenv("PATH");
+  std::string path = env != nullptr ? env : "";
+  path += ":/usr/sbin:/sbin:/usr/bin:/bin";
+  for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+    const fs::path candidate = fs::path(std::string(dir)) / name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
+  }
+  return "";
+}
+
+// The `--help` text of a built binary (cached).
+const std::string& HelpOf(const std::string& binary) {
+  static std::map<std::string, std::string> cache;
+  auto it = cache.find(binary);
+  if (it != cache.end()) return it->second;
+  CommandResult result = RunCommand({Binaries().at(binary), "--help"}, absl::Seconds(30));
+  return cache[binary] = result.output;
+}
+
+// The flags a binary's `--help` lists ("--tls.ca-file", ...).
+std::set<std::string> FlagsOf(const std::string& binary) {
+  std::set<std::string> flags;
+  static const std::regex kFlag("^\\s+(--[a-z0-9][a-z0-9.-]*)");
+  std::istringstream in(HelpOf(binary));
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, kFlag)) flags.insert(m[1]);
+  }
+  return flags;
+}
+
+// A config key (`tls.ca_file`) as the flag `--help` lists (`--tls.ca-file`).
+std::string FlagOfKey(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return "--" + key;
+}
+
+// Every leaf key of a service config, dotted (`tls.ca_file`).
+void FlattenKeys(const YAML::Node& node, const std::string& prefix, std::vector<std::string>& out) {
+  for (const auto& kv : node) {
+    const std::string key = prefix.empty() ? kv.first.Scalar() : prefix + "." + kv.first.Scalar();
+    if (kv.second.IsMap()) {
+      FlattenKeys(kv.second, key, out);
+    } else {
+      out.push_back(key);
+    }
+  }
+}
+
+// The value at `parts[i..]` under `node` ("" when absent).
+std::string ValueAt(const YAML::Node& node, const std::vector<std::string>& parts, size_t i) {
+  if (i == parts.size()) return Str(node);
+  if (!node || !node.IsMap() || !node[parts[i]]) return "";
+  return ValueAt(node[parts[i]], parts, i + 1);
+}
+
+// The value of a nested config key such as `tls.ca_file` ("" when absent).
+std::string ConfigValue(const YAML::Node& config, const std::string& key) {
+  return ValueAt(config, absl::StrSplit(key, '.'), 0);
+}
+
+// The port of "host:port" ("" when none).
+std::string PortOf(const std::string& address) {
+  size_t colon = address.rfind(':');
+  return colon == std::string::npos ? "" : address.substr(colon + 1);
+}
+
+// True when `path` is `dir` or inside it.
+bool Under(const std::string& path, const std::string& dir) {
+  const std::string prefix = absl::EndsWith(dir, "/") ? dir : dir + "/";
+  return path == dir || absl::StartsWith(path, prefix);
+}
+
+// `path` relative to the directory `dir` it lies in, as written.
+std::string RelativeTo(const std::string& path, const std::string& dir) {
+  return fs::path(path).lexically_relative(dir).string();
+}
+
+// ---------------------------------------------------------------------------
+// A small model of `kustomize build`: the objects of a kustomization and its
+// bases, and the ConfigMaps its generators make. Transformers (namespace,
+// labels, images, name suffixes) are not applied; patches are only checked to
+// exist. kubectl's kustomize, where installed, cross-checks this model.
+
+// A Kubernetes object and the file it came from.
+struct Resource {
+  YAML::Node node;
+  std::string origin;
+};
+
+// A generated ConfigMap: its data by key.
+struct GeneratedConfigMap {
+  std::map<std::string, std::string> data;
+  std::string origin;
+};
+
+// What a kustomization builds.
+struct Build {
+  std::vector<Resource> resources;
+  std::map<std::string, GeneratedConfigMap> config_maps;
+  std::set<std::string> secrets;  // generated Secrets' names
+  Problems problems;
+};
+
+// True when `relative` stays inside the kustomization root (kustomize's
+// default load restriction for files).
+bool InsideRoot(const std::string& relative) {
+  fs::path p = fs::path(relative).lexically_normal();
+  return !p.empty() && p.is_relative() && *p.begin() != "..";
+}
+
+void LoadKustomization(const fs::path& dir, Build& build);
+
+// Reads a generator entry's `files` and `literals` into `data`.
+void ReadGeneratorData(const fs::path& dir, const YAML::Node& entry, const std::string& where,
+                       std::map<std::string, std::string>& data, Problems& problems) {
+  for (const YAML::Node& literal : entry["literals"]) {
+    const std::string text = Str(literal);
+    size_t eq = text.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      problems.Add(where, "literal \"" + text + "\" is not KEY=VALUE");
+      continue;
+    }
+    // A folded multi-line literal keeps its spaces; the services trim the
+    // entries of the comma-separated lists they take.
+    data[text.substr(0, eq)] = text.substr(eq + 1);
+  }
+  for (const YAML::Node& file : entry["files"]) {
+    const std::string text = Str(file);
+    size_t eq = text.find('=');
+    const std::string path = eq == std::string::npos ? text : text.substr(eq + 1);
+    const std::string key =
+        eq == std::string::npos ? fs::path(path).filename().string() : text.substr(0, eq);
+    if (!InsideRoot(path)) {
+      problems.Add(where, "file " + path + " is outside the kustomization's root");
+    } else if (!fs::is_regular_file(dir / path)) {
+      problems.Add(where, "no file " + Rel(dir / path));
+    } else {
+      data[key] = ReadWholeFile(dir / path);
+    }
+  }
+}
+
+// Loads the kustomization in `dir` (and, recursively, its resources).
+void LoadKustomization(const fs::path& dir, Build& build) {
+  const fs::path file = dir / "kustomization.yaml";
+  const std::string where = Rel(file);
+  if (!fs::is_regular_file(file)) {
+    build.problems.Add(Rel(dir), "no kustomization.yaml");
+    return;
+  }
+  YAML::Node k = YAML::LoadFile(file.string());
+  static const std::set<std::string> kKnown = {
+      "apiVersion", "kind",   "namespace",          "resources",       "patches",
+      "labels",     "images", "configMapGenerator", "secretGenerator", "components"};
+  for (const auto& kv : k) {
+    if (!kKnown.contains(kv.first.Scalar())) {
+      build.problems.Add(where, "field " + kv.first.Scalar() + " is not one this test models");
+    }
+  }
+  if (Str(k["apiVersion"]) != "kustomize.config.k8s.io/v1beta1" ||
+      Str(k["kind"]) != "Kustomization") {
+    build.problems.Add(where, "not a kustomize.config.k8s.io/v1beta1 Kustomization");
+  }
+  for (const YAML::Node& entry : k["resources"]) {
+    const fs::path path = dir / Str(entry);
+    if (fs::is_directory(path)) {
+      LoadKustomization(path, build);
+    } else if (!InsideRoot(Str(entry))) {
+      build.problems.Add(where, "resource file " + Str(entry) + " is outside the root");
+    } else if (!fs::is_regular_file(path)) {
+      build.problems.Add(where, "no resource " + Str(entry));
+    } else {
+      for (const YAML::Node& doc : LoadDocs(path)) build.resources.push_back({doc, Rel(path)});
+    }
+  }
+  for (const YAML::Node& patch : k["patches"]) {
+    if (patch["path"] && !fs::is_regular_file(dir / Str(patch["path"]))) {
+      build.problems.Add(where, "no patch file " + Str(patch["path"]));
+    }
+  }
+  for (const YAML::Node& gen : k["configMapGenerator"]) {
+    const std::string name = Str(gen["name"]);
+    GeneratedConfigMap& cm = build.config_maps[name];
+    cm.origin = where;
+    ReadGeneratorData(dir, gen, where + " configMapGenerator " + name, cm.data, build.problems);
+  }
+  for (const YAML::Node& gen : k["secretGenerator"]) build.secrets.insert(Str(gen["name"]));
+  for (const YAML::Node& image : k["images"]) {
+    if (Str(image["name"]).empty()) build.problems.Add(where, "an images entry without a name");
+  }
+}
+
+// The build of overlay `name` (deploy/k8s/overlays/<name>).
+const Build& OverlayBuild(const std::string& name) {
+  static std::map<std::string, Build> cache;
+  auto it = cache.find(name);
+  if (it != cache.end()) return it->second;
+  Build& build = cache[name];
+  LoadKustomization(kK8s / "overlays" / name, build);
+  return build;
+}
+
+// Objects of `kind` in a build.
+std::vector<const Resource*> OfKind(const std::vector<Resource>& resources,
+                                    const std::string& kind) {
+  std::vector<const Resource*> out;
+  for (const Resource& r : resources) {
+    if (Str(r.node["kind"]) == kind) out.push_back(&r);
+  }
+  return out;
+}
+
+// The kinds that run pods.
+bool IsWorkload(const std::string& kind) {
+  return kind == "StatefulSet" || kind == "Deployment" || kind == "DaemonSet";
+}
+
+// "Kind/name" of an object.
+std::string Id(const YAML::Node& node) {
+  return Str(node["kind"]) + "/" + Str(node["metadata"]["name"]);
+}
+
+// Everything the checks need to know about the objects of one build, whether
+// from this test's model or from kubectl's kustomize.
+struct ObjectSet {
+  std::string name;                 // for messages
+  std::string overlay;              // "hub" or "mc"
+  std::vector<Resource> resources;  // ConfigMaps included
+  std::set<std::string> secrets;    // Secrets defined in the build
+};
+
+// The objects of an overlay as this test's model builds them.
+ObjectSet ModelObjects(const std::string& overlay) {
+  const Build& build = OverlayBuild(overlay);
+  ObjectSet set{"overlays/" + overlay, overlay, build.resources, build.secrets};
+  for (const auto& [name, cm] : build.config_maps) {
+    YAML::Node node;
+    node["apiVersion"] = "v1";
+    node["kind"] = "ConfigMap";
+    node["metadata"]["name"] = name;
+    for (const auto& [key, value] : cm.data) node["data"][key] = value;
+    set.resources.push_back({node, cm.origin});
+  }
+  for (const Resource* s : OfKind(set.resources, "Secret")) {
+    set.secrets.insert(Str(s->node["metadata"]["name"]));
+  }
+  return set;
+}
+
+// kubectl (for its built-in kustomize), or "" when not installed.
+std::string Kubectl() {
+  std::string configured = CODECO_KUBECTL;
+  if (!configured.empty() && fs::exists(configured)) return configured;
+  return "";
+}
+
+// The objects of an overlay as kubectl's kustomize renders them (nullopt
+// when kubectl is not installed); a render failure is a test failure.
+std::optional<ObjectSet> RenderedObjects(const std::string& overlay) {
+  if (Kubectl().empty()) return std::nullopt;
+  static std::map<std::string, ObjectSet> cache;
+  auto it = cache.find(overlay);
+  if (it != cache.end()) return it->second;
+  CommandResult r = RunCommand({Kubectl(), "kustomize", (kK8s / "overlays" / overlay).string()},
+                               absl::Seconds(60));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // kubectl may print warnings on stderr (captured with stdout): keep the YAML.
+  ObjectSet set{"kubectl kustomize overlays/" + overlay, overlay, {}, {}};
+  for (const YAML::Node& doc : YAML::LoadAll(r.output)) {
+    if (doc && doc.IsMap()) set.resources.push_back({doc, set.name});
+  }
+  for (const Resource* s : OfKind(set.resources, "Secret")) {
+    set.secrets.insert(Str(s->node["metadata"]["name"]));
+  }
+  return cache[overlay] = set;
+}
+
+// The sets every structural check runs on: the model's, and kubectl's.
+std::vector<ObjectSet> AllObjectSets() {
+  std::vector<ObjectSet> sets;
+  for (const std::string& overlay : kOverlays) sets.push_back(ModelObjects(overlay));
+  if (Kubectl().empty()) {
+    WARN("kubectl is not installed: the overlays are checked as this test models kustomize");
+  } else {
+    for (const std::string& overlay : kOverlays) sets.push_back(*RenderedObjects(overlay));
+  }
+  return sets;
+}
+
+// The pod template spec of a workload.
+YAML::Node PodSpec(const YAML::Node& workload) { return workload["spec"]["template"]["spec"]; }
+
+// The object of `kind` named `name` in a set, or null.
+const Resource* FindObject(const ObjectSet& set, const std::string& kind, const std::string& name) {
+  for (const Resource& r : set.resources) {
+    if (Str(r.node["kind"]) == kind && Str(r.node["metadata"]["name"]) == name) return &r;
+  }
+  return nullptr;
+}
+
+// docs/deploy.md, which names the operator-created Secrets and their keys.
+const std::string& DeployDoc() {
+  static const std::string doc = ReadWholeFile(kSource / "docs" / "deploy.md");
+  return doc;
+}
+
+// Expands Kubernetes' $(VAR) references in `text` from `env`; unknown ones
+// are reported and left as they are.
+std::string ExpandVars(const std::string& text, const std::map<std::string, std::string>& env,
+                       const std::string& where, Problems& problems) {
+  static const std::regex kVar("\\$\\(([A-Za-z_][A-Za-z0-9_]*)\\)");
+  std::string out;
+  auto begin = std::sregex_iterator(text.begin(), text.end(), kVar);
+  size_t last = 0;
+  for (auto it = begin; it != std::sregex_iterator(); ++it) {
+    out += text.substr(last, it->position() - last);
+    auto value = env.find((*it)[1]);
+    if (value == env.end()) {
+      problems.Add(where, "$(" + (*it)[1].str() + ") is not in the container's env");
+      out += it->str();
+    } else {
+      out += value->second;
+    }
+    last = it->position() + it->length();
+  }
+  return out + text.substr(last);
+}
+
+// A container's env with configMapKeyRef values resolved in `set`.
+std::map<std::string, std::string> ContainerEnv(const YAML::Node& container, const ObjectSet& set,
+                                                const std::string& where, Problems& problems) {
+  std::map<std::string, std::string> env;
+  for (const YAML::Node& var : container["env"]) {
+    const std::string name = Str(var["name"]);
+    if (var["value"]) {
+      env[name] = Str(var["value"]);
+    } else if (var["valueFrom"]["configMapKeyRef"]) {
+      const YAML::Node ref = var["valueFrom"]["configMapKeyRef"];
+      const Resource* cm = FindObject(set, "ConfigMap", Str(ref["name"]));
+      if (cm == nullptr) {
+        problems.Add(where, "env " + name + ": no ConfigMap " + Str(ref["name"]));
+      } else if (!cm->node["data"][Str(ref["key"])]) {
+        problems.Add(where, "env " + name + ": ConfigMap " + Str(ref["name"]) + " has no key " +
+                                Str(ref["key"]));
+      } else {
+        env[name] = Str(cm->node["data"][Str(ref["key"])]);
+      }
+    } else {
+      problems.Add(where, "env " + name + ": neither a value nor a configMapKeyRef");
+    }
+  }
+  return env;
+}
+
+// What a codeco container runs with, resolved from its pod and the set.
+struct ServiceRun {
+  std::string where;
+  std::string binary;             // "codeco-acm"
+  std::string config_text;        // the mounted config file
+  YAML::Node config;              // parsed
+  std::vector<std::string> args;  // expanded, --config left out
+  YAML::Node container;
+  YAML::Node pod;
+  YAML::Node workload;
+};
+
+// The ConfigMap or Secret volume mounted at the directory holding `path`.
+YAML::Node VolumeHolding(const YAML::Node& pod, const YAML::Node& container,
+                         const std::string& path, std::string* mount_path) {
+  for (const YAML::Node& mount : container["volumeMounts"]) {
+    if (!Under(path, Str(mount["mountPath"]))) continue;
+    for (const YAML::Node& volume : pod["volumes"]) {
+      if (Str(volume["name"]) == Str(mount["name"])) {
+        if (mount_path != nullptr) *mount_path = Str(mount["mountPath"]);
+        return volume;
+      }
+    }
+  }
+  return YAML::Node();
+}
+
+// Every codeco service container of a set, with its configuration resolved.
+std::vector<ServiceRun> ServiceRuns(const ObjectSet& set, Problems& problems) {
+  std::vector<ServiceRun> runs;
+  for (const Resource& r : set.resources) {
+    if (!IsWorkload(Str(r.node["kind"]))) continue;
+    const YAML::Node pod = PodSpec(r.node);
+    for (const YAML::Node& container : pod["containers"]) {
+      ServiceRun run;
+      run.where = set.name + " " + Id(r.node) + " " + Str(container["name"]);
+      const std::string command = Str(container["command"][0]);
+      if (!absl::StartsWith(command, kImageBin)) {
+        problems.Add(run.where, "command " + command + " is not a binary of the image");
+        continue;
+      }
+      run.binary = command.substr(strlen(kImageBin));
+      if (!absl::StartsWith(run.binary, "codeco-")) continue;
+      run.container = container;
+      run.pod = pod;
+      run.workload = r.node;
+      const auto env = ContainerEnv(container, set, run.where, problems);
+      for (const YAML::Node& arg : container["args"]) {
+        const std::string text = ExpandVars(Str(arg), env, run.where, problems);
+        if (absl::StartsWith(text, "--config=")) {
+          const std::string path = text.substr(strlen("--config="));
+          const YAML::Node volume = VolumeHolding(pod, container, path, nullptr);
+          std::string mount;
+          VolumeHolding(pod, container, path, &mount);
+          const Resource* cm =
+              volume ? FindObject(set, "ConfigMap", Str(volume["configMap"]["name"])) : nullptr;
+          const std::string key = RelativeTo(path, mount);
+          if (cm == nullptr || !cm->node["data"][key]) {
+            problems.Add(run.where, "--config " + path + " is in no mounted ConfigMap");
+            continue;
+          }
+          run.config_text = Str(cm->node["data"][key]);
+          run.config = YAML::Load(run.config_text);
+        } else {
+          run.args.push_back(text);
+        }
+      }
+      if (run.config_text.empty()) problems.Add(run.where, "no --config=FILE argument");
+      runs.push_back(run);
+    }
+  }
+  return runs;
+}
+
+// The services `codecoctl up` starts on the hub (hub = true) or on each
+// managed cluster, read from tools/codecoctl/federation_plan.cc.
+std::set<std::string> PlannedServices(bool hub) {
+  const std::string text = ReadWholeFile(kSource / "tools/codecoctl/federation_plan.cc");
+  const std::regex list(std::string(hub ? "HubServices" : "ManagedClusterServices") +
+                        "\\(\\)\\s*\\{[^}]*?kServices\\s*=\\s*\\{([^}]*)\\}");
+  std::smatch m;
+  std::set<std::string> out;
+  if (!std::regex_search(text, m, list)) return out;
+  static const std::regex quoted("\"([a-z]+)\"");
+  const std::string names = m[1];
+  for (auto it = std::sregex_iterator(names.begin(), names.end(), quoted);
+       it != std::sregex_iterator(); ++it) {
+    out.insert((*it)[1]);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// The manifests.
+
+TEST_CASE("every YAML file under deploy/k8s parses into named objects") {
+  Problems problems;
+  int objects = 0;
+  for (const fs::path& file : FilesUnder(kK8s, {".yaml", ".yml"})) {
+    // Service configurations are codeco's own format (checked below).
+    if (file.parent_path().filename() == "config") continue;
+    std::vector<YAML::Node> docs;
+    try {
+      docs = LoadDocs(file);
+    } catch (const YAML::Exception& e) {
+      problems.Add(Rel(file), e.what());
+      continue;
+    }
+    if (docs.empty()) problems.Add(Rel(file), "no document");
+    for (const YAML::Node& doc : docs) {
+      ++objects;
+      if (!doc.IsMap()) {
+        problems.Add(Rel(file), "a document that is not a mapping");
+        continue;
+      }
+      if (Str(doc["apiVersion"]).empty()) problems.Add(Rel(file), "an object without apiVersion");
+      if (Str(doc["kind"]).empty()) problems.Add(Rel(file), "an object without kind");
+      if (file.filename() != "kustomization.yaml" && Str(doc["metadata"]["name"]).empty()) {
+        problems.Add(Rel(file), Str(doc["kind"]) + " without metadata.name");
+      }
+    }
+  }
+  CHECK(objects > 20);
+  CHECK_NO_PROBLEMS(problems);
+}
+
+TEST_CASE("every kustomization names resources patches and files that exist") {
+  Problems problems;
+  const std::vector<fs::path> all = FilesUnder(kK8s, {".yaml"});
+  int kustomizations = 0;
+  for (const fs::path& file : all) {
+    if (file.filename() != "kustomization.yaml") continue;
+    ++kustomizations;
+    Build build;
+    LoadKustomization(file.parent_path(), build);
+    if (!build.problems.empty()) problems.Add(Rel(file), "\n" + build.problems.Text());
+  }
+  CHECK(kustomizations == 3);
+  // Each object once per overlay.
+  for (const std::string& overlay : kOverlays) {
+    std::set<std::string> seen;
+    for (const Resource& r : OverlayBuild(overlay).resources) {
+      if (!seen.insert(Id(r.node)).second) problems.Add(overlay, Id(r.node) + " twice");
+    }
+  }
+  CHECK_NO_PROBLEMS(problems);
+}
+
+TEST_CASE("the hub and mc overlays run the services codecoctl up starts there") {
+  for (const std::string& overlay : kOverlays) {
+    const std::set<std::string> planned = PlannedServices(overlay == "hub");
+    REQUIRE(planned.size() >= 4);
+    std::set<std::string> running;
+    for (const Resource& r : OverlayBuild(overlay).resources) {
+      if (!IsWorkload(Str(r.node["kind"]))) continue;
+      for (const YAML::Node& c : PodSpec(r.node)["containers"]) {
+        const std::string command = Str(c["command"][0]);
+        const std::string prefix = std::string(kImageBin) + "codeco-";
+        if (absl::StartsWith(command, prefix)) running.insert(command.substr(prefix.size()));
+      }
+    }
+    INFO("overlay " << overlay);
+    CHECK(running == planned);
+  }
+}
+
+TEST_CASE("workloads select their own pods and run non-root containers with probes") {
+  Problems problems;
+  for (const ObjectSet& set : AllObjectSets()) {
+    for (const Resource& r : set.resources) {
+      const std::string kind = Str(r.node["kind"]);
+      if (!IsWorkload(kind)) continue;
+      const std::string where = set.name + " " + Id(r.node);
+      const YAML::Node spec = r.node["spec"];
+      if (!Selects(spec["selector"]["matchLabels"], spec["template"]["metadata"]["labels"])) {
+        problems.Add(where, "selector.matchLabels does not match the template's labels");
+      }
+      if (kind == "StatefulSet") {
+        if (!FindObject(set, "Service", Str(spec["serviceName"]))) {
+          problems.Add(where, "serviceName " + Str(spec["serviceName"]) + " is no Service");
+        }
+        if (Str(spec["replicas"]) != "1") {
+          problems.Add(where, "RocksDB has one writer: replicas must be 1");
+        }
+      }
+      const YAML::Node pod = PodSpec(r.node);
+      const YAML::Node pod_security = pod["securityContext"];
+      if (!pod["containers"] || pod["containers"].size() == 0) problems.Add(where, "no container");
+      for (const YAML::Node& c : pod["containers"]) {
+        const std::string cw = where + " container " + Str(c["name"]);
+        if (Str(c["image"]).empty()) problems.Add(cw, "no image");
+        for (const char* part : {"requests", "limits"}) {
+          for (const char* resource : {"cpu", "memory"}) {
+            if (Str(c["resources"][part][resource]).empty()) {
+              problems.Add(cw, std::string("no resources.") + part + "." + resource);
+            }
+          }
+        }
+        for (const char* probe : {"livenessProbe", "readinessProbe"}) {
+          if (!c[probe]) problems.Add(cw, std::string("no ") + probe);
+        }
+        const YAML::Node sc = c["securityContext"];
+        const bool non_root = Str(sc["runAsNonRoot"]) == "true" ||
+                              (!sc["runAsNonRoot"] && Str(pod_security["runAsNonRoot"]) == "true");
+        const std::string uid =
+            sc["runAsUser"] ? Str(sc["runAsUser"]) : Str(pod_security["runAsUser"]);
+        if (!non_root) problems.Add(cw, "runAsNonRoot is not true");
+        if (uid.empty() || uid == "0") problems.Add(cw, "no non-zero runAsUser");
+        if (Str(sc["allowPrivilegeEscalation"]) != "false") {
+          problems.Add(cw, "allowPrivilegeEscalation is not false");
+        }
+        if (Str(sc["readOnlyRootFilesystem"]) != "true") {
+          problems.Add(cw, "readOnlyRootFilesystem is not true");
+        }
+        if (Str(sc["capabilities"]["drop"][0]) != "ALL") problems.Add(cw, "capabilities kept");
+      }
+    }
+  }
+  CHECK_NO_PROBLEMS(problems);
+}
+
+TEST_CASE("every probe asks the gRPC health service over mTLS with the pod's certificate") {
+  Problems problems;
+  for (const ObjectSet& set : AllObjectSets()) {
+    for (const Resource& r : set.resources) {
+      if (!IsWorkload(Str(r.node["kind"]))) continue;
+      const YAML::Node pod = PodSpec(r.node);
+      for (const YAML::Node& c : pod["containers"]) {
+        const std::string where = set.name + " " + Id(r.node) + " " + Str(c["name"]);
+        std::string grpc_port;
+        for (const YAML::Node& port : c["ports"]) {
+          if (Str(port["name"]) == "grpc") grpc_port = Str(port["containerPort"]);
+        }
+        for (const char* kind : {"startupProbe", "livenessProbe", "readinessProbe"}) {
+          const YAML::Node probe = c[kind];
+          if (!probe) continue;
+          const std::string pw = where + " " + kind;
+          std::vector<std::string> argv;
+          for (const YAML::Node& a : probe["exec"]["command"]) argv.push_back(Str(a));
+          // codecoctl health ADDRESS --ca F --cert F --key F [--timeout D]
+          if (argv.size() < 9 || argv[0] != std::string(kImageBin) + "codecoctl" ||
+              argv[1] != "health") {
+            problems.Add(pw, "not `codecoctl health ADDRESS --ca --cert --key`");
+            continue;
+          }
+          if (argv[2] != "127.0.0.1:" + grpc_port) {
+            problems.Add(pw, argv[2] + " is not the container's grpc port on 127.0.0.1");
+          }
+          // The probe's TLS files: keys of a mounted Secret, named in docs/deploy.md.
+          for (size_t i = 3; i + 1 < argv.size(); i += 2) {
+            const std::string flag = argv[i];
+            if (flag == "--timeout") continue;
+            if (flag != "--ca" && flag != "--cert" && flag != "--key") {
+              problems.Add(pw, "unexpected " + flag);
+              continue;
+            }
+            std::string mount;
+            const YAML::Node volume = VolumeHolding(pod, c, argv[i + 1], &mount);
+            if (!volume || !volume["secret"]) {
+              problems.Add(pw, argv[i + 1] + " is in no mounted Secret");
+            } else if (DeployDoc().find(RelativeTo(argv[i + 1], mount)) == std::string::npos) {
+              problems.Add(pw, "docs/deploy.md does not name the Secret key of " + argv[i + 1]);
+            }
+          }
+        }
+      }
+    }
+  }
+  // codecoctl has the command and the flags the probes use.
+  const std::string& help = HelpOf("codecoctl");
+  CHECK_THAT(help, Catch::Contains("health [ADDRESS]") && Catch::Contains("--timeout"));
+  CHECK_NO_PROBLEMS(problems);
+}
+
+TEST_CASE("every Service selects a workload and targets a port its containers expose") {
+  Problems problems;
+  for (const ObjectSet& set : AllObjectSets()) {
+    for (const Resource* svc : OfKind(set.resources, "Service")) {
+      const std::string where = set.name + " " + Id(svc->node);
+      std::vector<YAML::Node> containers;
+      for (const Resource& r : set.resources) {
+        if (!IsWorkload(Str(r.node["kind"]))) continue;
+        if (Selects(svc->node["spec"]["selector"],
+                    r.node["spec"]["template"]["metadata"]["labels"])) {
+          for (const YAML::Node& c : PodSpec(r.node)["containers"]) containers.push_back(c);
+        }
+      }
+      if (containers.empty()) {
+        problems.Add(where, "its selector matches no workload's pods");
+        continue;
+      }
+      for (const YAML::Node& port : svc->node["spec"]["ports"]) {
+        const std::string target = Str(port["targetPort"]);
+        bool found = false;
+        for (const YAML::Node& c : containers) {
+          for (const YAML::Node& cp : c["ports"]) {
+            found = found || Str(cp["name"]) == target || Str(cp["containerPort"]) == target;
+          }
+        }
+        if (!found) problems.Add(where, "targetPort " + target + " is no container port");
+      }
+    }
+    // The PodDisruptionBudgets and NetworkPolicies select pods that exist,
+    // no pod is under two budgets, and named ports are container ports.
+    std::map<std::string, int> budgets;
+    for (const Resource* pdb : OfKind(set.resources, "PodDisruptionBudget")) {
+      int matched = 0;
+      for (const Resource& r : set.resources) {
+        if (IsWorkload(Str(r.node["kind"])) &&
+            Selects(pdb->node["spec"]["selector"]["matchLabels"],
+                    r.node["spec"]["template"]["metadata"]["labels"])) {
+          ++matched;
+          ++budgets[Id(r.node)];
+        }
+      }
+      if (matched == 0) problems.Add(set.name + " " + Id(pdb->node), "selects no pods");
+    }
+    for (const auto& [workload, n] : budgets) {
+      if (n > 1) problems.Add(set.name + " " + workload, "under more than one budget");
+    }
+    for (const Resource* np : OfKind(set.resources, "NetworkPolicy")) {
+      for (const YAML::Node& rule : np->node["spec"]["ingress"]) {
+        for (const YAML::Node& port : rule["ports"]) {
+          const std::string name = Str(port["port"]);
+          bool found = false;
+          for (const Resource& r : set.resources) {
+            if (!IsWorkload(Str(r.node["kind"]))) continue;
+            for (const YAML::Node& c : PodSpec(r.node)["containers"]) {
+              for (const YAML::Node& cp : c["ports"]) found = found || Str(cp["name"]) == name;
+            }
+          }
+          if (!found) problems.Add(set.name + " " + Id(np->node), "port " + name + " is unknown");
+        }
+      }
+    }
+    for (const Resource* sm : OfKind(set.resources, "ServiceMonitor")) {
+      int matched = 0;
+      for (const Resource* svc : OfKind(set.resources, "Service")) {
+        if (!Selects(sm->node["spec"]["selector"]["matchLabels"],
+                     svc->node["metadata"]["labels"])) {
+          continue;
+        }
+        for (const YAML::Node& endpoint : sm->node["spec"]["endpoints"]) {
+          bool has_port = false;
+          for (const YAML::Node& p : svc->node["spec"]["ports"]) {
+            has_port = has_port || Str(p["name"]) == Str(endpoint["port"]);
+          }
+          // External Services carry gRPC only; the in-cluster one has metrics.
+          if (has_port) ++matched;
+        }
+      }
+      if (matched == 0) problems.Add(set.name + " " + Id(sm->node), "scrapes no Service port");
+    }
+  }
+  CHECK_NO_PROBLEMS(problems);
+}
+
+TEST_CASE("every ConfigMap Secret and volume a pod uses is defined or operator-created") {
+  Problems problems;
+  for (const ObjectSet& set : AllObjectSets()) {
+    for (const Resource& r : set.resources) {
+      if (!IsWorkload(Str(r.node["kind"]))) continue;
+      const std::string where = set.name + " " + Id(r.node);
+      const YAML::Node pod = PodSpec(r.node);
+      std::set<std::string> volumes;
+      for (const YAML::Node& v : pod["volumes"]) {
+        volumes.insert(Str(v["name"]));
+        if (v["configMap"] && !FindObject(set, "ConfigMap", Str(v["configMap"]["name"]))) {
+          problems.Add(where, "no ConfigMap " + Str(v["configMap"]["name"]));
+        }
+        if (v["secret"]) {
+          const std::string name = Str(v["secret"]["secretName"]);
+          if (!set.secrets.contains(name) && DeployDoc().find(name) == std::string::npos) {
+            problems.Add(where, "Secret " + name + " is neither defined nor in docs/deploy.md");
+          }
+        }
+        if (v["persistentVolumeClaim"]) {
+          const std::string claim = Str(v["persistentVolumeClaim"]["claimName"]);
+          if (!FindObject(set, "PersistentVolumeClaim", claim)) {
+            problems.Add(where, "no PersistentVolumeClaim " + claim);
+          }
+        }
+      }
+      for (const YAML::Node& t : r.node["spec"]["volumeClaimTemplates"]) {
+        volumes.insert(Str(t["metadata"]["name"]));
+      }
+      for (const YAML::Node& c : pod["containers"]) {
+        for (const YAML::Node& m : c["volumeMounts"]) {
+          if (!volumes.contains(Str(m["name"]))) {
+            problems.Add(where, "mounts " + Str(m["name"]) + ", which is no volume");
+          }
+        }
+        ContainerEnv(c, set, where, problems);
+      }
+    }
+  }
+  CHECK_NO_PROBLEMS(problems);
+}
+
+TEST_CASE("each service config agrees with its pod's ports volumes and certificates") {
+  Problems problems;
+  for (const ObjectSet& set : AllObjectSets()) {
+    for (const ServiceRun& run : ServiceRuns(set, problems)) {
+      if (!run.config) continue;
+      std::map<std::string, std::string> ports;
+      for (const YAML::Node& p : run.container["ports"]) {
+        ports[Str(p["name"])] = Str(p["containerPort"]);
+      }
+      const std::string listen = ConfigValue(run.config, "listen");
+      const std::string metrics = ConfigValue(run.config, "metrics_listen");
+      if (PortOf(listen) != ports["grpc"]) {
+        problems.Add(run.where, "listen " + listen + " is not the grpc port " + ports["grpc"]);
+      }
+      if (PortOf(metrics) != ports["metrics"]) {
+        problems.Add(run.where, "metrics_listen " + metrics + " is not the metrics port");
+      }
+      if (absl::StartsWith(listen, "127.") || Str(run.config["insecure"]) == "true") {
+        problems.Add(run.where, "must serve mTLS on the pod's address");
+      }
+      // data_dir on the claim's volume (the checkpointer also writes
+      // <data_dir>-work beside it).
+      const std::string data_dir = ConfigValue(run.config, "data_dir");
+      bool on_claim = false;
+      for (const YAML::Node& m : run.container["volumeMounts"]) {
+        if (!Under(data_dir, Str(m["mountPath"])) || data_dir == Str(m["mountPath"])) continue;
+        for (const YAML::Node& t : run.workload["spec"]["volumeClaimTemplates"]) {
+          on_claim = on_claim || Str(t["metadata"]["name"]) == Str(m["name"]);
+        }
+      }
+      if (!on_claim) {
+        problems.Add(run.where, "data_dir " + data_dir + " is below no volumeClaimTemplate");
+      }
+      if (ConfigValue(run.config, "role") != set.overlay) {
+        problems.Add(run.where, "role is not " + set.overlay);
+      }
+      // The TLS files are the probe's: in the pod's Secret.
+      std::vector<std::string> probe;
+      for (const YAML::Node& a : run.container["readinessProbe"]["exec"]["command"]) {
+        probe.push_back(Str(a));
+      }
+      for (const char* key : {"tls.ca_file", "tls.cert_file", "tls.key_file"}) {
+        const std::string file = ConfigValue(run.config, key);
+        const YAML::Node volume = VolumeHolding(run.pod, run.container, file, nullptr);
+        if (!volume || !volume["secret"]) {
+          problems.Add(run.where, std::string(key) + " " + file + " is in no mounted Secret");
+        }
+        if (std::find(probe.begin(), probe.end(), file) == probe.end()) {
+          problems.Add(run.where, std::string(key) + " " + file + " is not what the probe uses");
+        }
+      }
+    }
+  }
+  CHECK_NO_PROBLEMS(problems);
+}
+
+TEST_CASE("each service config and flag is one its binary lists in --help") {
+  Problems problems;
+  int checked = 0;
+  for (const std::string& overlay : kOverlays) {
+    for (const ServiceRun& run : ServiceRuns(ModelObjects(overlay), problems)) {
+      const std::set<std::string> flags = FlagsOf(run.binary);
+      REQUIRE(flags.contains("--data-dir"));
+      std::vector<std::string> keys;
+      FlattenKeys(run.config, "", keys);
+      for (const std::string& key : keys) {
+        ++checked;
+        if (!flags.contains(FlagOfKey(key))) {
+          problems.Add(run.where, "config key " + key + " is not in " + run.binary + " --help");
+        }
+      }
+      for (const std::string& arg : run.args) {
+        const std::string flag = arg.substr(0, arg.find('='));
+        if (!flags.contains(flag)) problems.Add(run.where, flag + " is not in --help");
+      }
+    }
+  }
+  CHECK(checked > 50);
+  CHECK_NO_PROBLEMS(problems);
+}
+
+// The value of `--flag=value` in `args` ("" when absent).
+std::string ArgValue(const std::vector<std::string>& args, const std::string& flag) {
+  for (const std::string& arg : args) {
+    if (absl::StartsWith(arg, flag + "=")) return arg.substr(flag.size() + 1);
+  }
+  return "";
+}
+
+// True when processes may be started in a network namespace of their own
+// (root, util-linux's unshare, iproute2): nothing they try reaches past it.
+bool CanIsolateNetwork() {
+  static const bool can = [] {
+    if (Which("ip").empty() || Which("unshare").empty() || Which("true").empty() ||
+        Which("bash").empty() || Which("openssl").empty()) {
+      return false;
+    }
+    return RunCommand({Which("unshare"), "--net", Which("true")}, absl::Seconds(10)).exit_code == 0;
+  }();
+  return can;
+}
+
+TEST_CASE("each service starts with its overlay config and flags") {
+  if (!CanIsolateNetwork()) {
+    WARN(
+        "cannot start processes in a network namespace of their own (needs root, unshare, "
+        "ip, bash and openssl): the services' configurations were checked against --help only");
+    return;
+  }
+  const std::string ip = Which("ip");
+  const std::string dev_ca = (kSource / "scripts/dev-ca.sh").string();
+  ScratchDir scratch("deploy-manifests-start");
+  const fs::path certs = scratch.path / "certs";
+  auto run_dev_ca = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {Which("bash"), dev_ca, certs.string()});
+    CommandResult r = RunCommand(args, absl::Seconds(60));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+  };
+  run_dev_ca({"ca"});
+  // All at once (each in a namespace of its own), then stopped together:
+  // a service takes about 2 s to exit after SIGTERM.
+  struct Started {
+    ServiceRun run;
+    fs::path err;
+    std::unique_ptr<ChildProcess> child;
+    bool listening = false;
+  };
+  std::vector<Started> children;
+  Problems problems;
+  for (const std::string& overlay : kOverlays) {
+    for (const ServiceRun& run : ServiceRuns(ModelObjects(overlay), problems)) {
+      const std::string name = overlay + "-" + run.binary;
+      const fs::path config = scratch.path / (name + ".yaml");
+      std::ofstream(config) << run.config_text;
+      // The pod's config and flags; then only what a pod has and this
+      // machine has not: a data directory and certificates (the pod's are
+      // the operator's Secret; these are scripts/dev-ca.sh's for the same
+      // SPIFFE id). Plaintext is no option: the services refuse it towards
+      // any address but loopback. In a network namespace that has loopback
+      // only, so the pod's addresses (0.0.0.0:7000, ...) are free and the
+      // addresses the configuration names (other clusters, the LMS,
+      // Prometheus) are never reached.
+      const std::string cluster = ArgValue(run.args, "--cluster");
+      const std::string service = run.binary.substr(strlen("codeco-"));
+      run_dev_ca({"issue", cluster, service});
+      const std::string identity = (certs / cluster / service).string();
+      std::vector<std::string> argv = {Which("unshare"),
+                                       "--net",
+                                       "/bin/sh",
+                                       "-c",
+                                       ip + " link set lo up && exec \"$0\" \"$@\"",
+                                       Binaries().at(run.binary),
+                                       "--config",
+                                       config.string()};
+      argv.insert(argv.end(), run.args.begin(), run.args.end());
+      argv.insert(argv.end(), {"--data-dir", (scratch.path / name).string(), "--tls.ca-file",
+                               (certs / "ca.crt").string(), "--tls.cert-file", identity + ".crt",
+                               "--tls.key-file", identity + ".key"});
+      const fs::path err = scratch.path / (name + ".err");
+      children.push_back({run, err, std::make_unique<ChildProcess>(argv, err.string())});
+    }
+  }
+  int started = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  for (Started& s : children) {
+    while (auto line = s.child->ReadLine(deadline)) {
+      if (line->find("listening on") != std::string::npos) {
+        s.listening = true;
+        break;
+      }
+    }
+    if (s.listening) {
+      ++started;
+      kill(s.child->pid(), SIGTERM);
+    } else {
+      problems.Add(s.run.where, "did not start:\n" + ReadWholeFile(s.err));
+    }
+  }
+  for (Started& s : children) {
+    // Signal 0: only wait for the exit SIGTERM started.
+    std::optional<int> code = s.child->Stop(0, absl::Now() + absl::Seconds(30));
+    if (s.listening && code != 0) {
+      problems.Add(s.run.where, "exit code " + std::to_string(code.value_or(-1)) +
+                                    " after SIGTERM:\n" + ReadWholeFile(s.err));
+    }
+  }
+  CHECK(started == 10);
+  CHECK_NO_PROBLEMS(problems);
+}
+
+TEST_CASE("the PrometheusRule carries exactly the recording rules of deploy/prometheus") {
+  const YAML::Node file = YAML::LoadFile((kSource / "deploy/prometheus/codeco-rules.yml").string());
+  const std::vector<YAML::Node> docs = LoadDocs(kK8s / "base" / "prometheusrule.yaml");
+  REQUIRE(docs.size() == 1);
+  CHECK(Str(docs[0]["apiVersion"]) == "monitoring.coreos.com/v1");
+  CHECK(Str(docs[0]["kind"]) == "PrometheusRule");
+  REQUIRE(file["groups"].size() > 0);
+  INFO(
+      "copy the groups of deploy/prometheus/codeco-rules.yml into "
+      "deploy/k8s/base/prometheusrule.yaml");
+  CHECK(SameYaml(docs[0]["spec"]["groups"], file["groups"]));
+  // And the base deploys it.
+  bool listed = false;
+  for (const YAML::Node& r :
+       YAML::LoadFile((kK8s / "base/kustomization.yaml").string())["resources"]) {
+    listed = listed || Str(r) == "prometheusrule.yaml";
+  }
+  CHECK(listed);
+}
+
+// ---------------------------------------------------------------------------
+// The CodecoApp CRDs against ACM's parser.
+
+// A plain YAML scalar's type under the YAML 1.2 core schema, as Kubernetes
+// reads it ("string" for quoted scalars, tagged "!"; plain ones read from a
+// file are tagged "?", those a test builds are untagged).
+std::string ScalarType(const YAML::Node& node) {
+  if (node.Tag() == "!") return "string";
+  const std::string& s = node.Scalar();
+  static const std::regex kInt("^[-+]?[0-9]+$");
+  static const std::regex kFloat("^[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?$");
+  if (std::regex_match(s, kInt)) return "integer";
+  if (std::regex_match(s, kFloat)) return "number";
+  if (s == "true" || s == "false" || s == "True" || s == "False") return "boolean";
+  if (s == "null" || s == "~" || s.empty()) return "null";
+  return "string";
+}
+
+// Validates `value` against a CRD's OpenAPI v3 schema as the API server does
+// with strict field validation (unknown fields are errors).
+void ValidateSchema(const YAML::Node& schema, const YAML::Node& value, const std::string& path,
+                    std::vector<std::string>& errors) {
+  auto error = [&](const std::string& what) { errors.push_back(path + ": " + what); };
+  const bool preserve = Str(schema["x-kubernetes-preserve-unknown-fields"]) == "true";
+  if (Str(schema["x-kubernetes-int-or-string"]) == "true") {
+    if (!value.IsScalar() || (ScalarType(value) != "integer" && ScalarType(value) != "string")) {
+      error("must be an integer or a string");
+    }
+    return;
+  }
+  const std::string type = Str(schema["type"]);
+  if (type == "object") {
+    if (!value.IsMap()) return error("must be an object");
+    for (const YAML::Node& req : schema["required"]) {
+      if (!value[Str(req)]) error("missing required field " + Str(req));
+    }
+    for (const auto& kv : value) {
+      const std::string key = kv.first.Scalar();
+      const std::string child = path + "." + key;
+      if (schema["properties"] && schema["properties"][key]) {
+        ValidateSchema(schema["properties"][key], kv.second, child, errors);
+      } else if (schema["additionalProperties"] && schema["additionalProperties"].IsMap()) {
+        ValidateSchema(schema["additionalProperties"], kv.second, child, errors);
+      } else if (!preserve && (schema["properties"] || schema["additionalProperties"])) {
+        errors.push_back(child + ": unknown field");
+      }
+    }
+  } else if (type == "array") {
+    if (!value.IsSequence()) return error("must be an array");
+    if (schema["minItems"] && static_cast<int>(value.size()) < schema["minItems"].as<int>()) {
+      error("fewer than " + Str(schema["minItems"]) + " items");
+    }
+    for (size_t i = 0; i < value.size(); ++i) {
+      ValidateSchema(schema["items"], value[i], path + "[" + std::to_string(i) + "]", errors);
+    }
+  } else if (type == "string") {
+    if (!value.IsScalar() || ScalarType(value) != "string") return error("must be a string");
+    if (schema["enum"]) {
+      bool found = false;
+      for (const YAML::Node& e : schema["enum"]) found = found || Str(e) == value.Scalar();
+      if (!found) error("\"" + value.Scalar() + "\" is not in the enum");
+    }
+    if (schema["pattern"] &&
+        !std::regex_search(value.Scalar(), std::regex(Str(schema["pattern"])))) {
+      error("\"" + value.Scalar() + "\" does not match " + Str(schema["pattern"]));
+    }
+  } else if (type == "integer" || type == "number") {
+    const std::string t = value.IsScalar() ? ScalarType(value) : "";
+    if (t != "integer" && (type == "integer" || t != "number")) return error("must be a " + type);
+    const double v = value.as<double>();
+    if (schema["minimum"] && v < schema["minimum"].as<double>()) error("below the minimum");
+    if (schema["maximum"] && v > schema["maximum"].as<double>()) error("above the maximum");
+  } else if (type == "boolean") {
+    if (!value.IsScalar() || ScalarType(value) != "boolean") error("must be a boolean");
+  } else if (!preserve) {
+    error("schema without a type");
+  }
+}
+
+// Every schema node has a type, or is int-or-string or free-form (a
+// structural schema, which apiextensions.k8s.io/v1 requires).
+void CheckStructural(const YAML::Node& schema, const std::string& path, Problems& problems) {
+  if (Str(schema["type"]).empty() && Str(schema["x-kubernetes-int-or-string"]) != "true" &&
+      Str(schema["x-kubernetes-preserve-unknown-fields"]) != "true") {
+    problems.Add(path, "no type");
+  }
+  for (const auto& kv : schema["properties"]) {
+    CheckStructural(kv.second, path + "." + kv.first.Scalar(), problems);
+  }
+  if (schema["items"]) CheckStructural(schema["items"], path + "[]", problems);
+  if (schema["additionalProperties"] && schema["additionalProperties"].IsMap()) {
+    CheckStructural(schema["additionalProperties"], path + "{}", problems);
+  }
+}
+
+// The CRD schemas by apiVersion ("group/version").
+std::map<std::string, YAML::Node> CodecoAppSchemas() {
+  std::map<std::string, YAML::Node> out;
+  for (const YAML::Node& crd : LoadDocs(kK8s / "overlays/hub/codecoapp-crd.yaml")) {
+    for (const YAML::Node& version : crd["spec"]["versions"]) {
+      out[Str(crd["spec"]["group"]) + "/" + Str(version["name"])] =
+          version["schema"]["openAPIV3Schema"];
+    }
+  }
+  return out;
+}
+
+// The schema's errors for a CodecoApp document.
+std::vector<std::string> SchemaErrors(const YAML::Node& doc) {
+  static const std::map<std::string, YAML::Node> schemas = CodecoAppSchemas();
+  auto it = schemas.find(Str(doc["apiVersion"]));
+  if (it == schemas.end()) return {"no CRD serves " + Str(doc["apiVersion"])};
+  std::vector<std::string> errors;
+  ValidateSchema(it->second, doc, "", errors);
+  return errors;
+}
+
+// A scalar as a file holds it quoted: always a string.
+YAML::Node Quoted(const std::string& text) {
+  YAML::Node node(text);
+  node.SetTag("!");
+  return node;
+}
+
+// ACM's verdict on a document: "" when it accepts it, else why not.
+std::string AcmError(const YAML::Node& doc) {
+  YAML::Emitter out;
+  out << doc;
+  absl::StatusOr<codeco::acm::ParsedCam> parsed = codeco::acm::ParseCam(out.c_str());
+  return parsed.ok() ? "" : std::string(parsed.status().message());
+}
+
+TEST_CASE("the CodecoApp CRDs are structural and serve both CAM apiVersions") {
+  Problems problems;
+  const std::vector<YAML::Node> crds = LoadDocs(kK8s / "overlays/hub/codecoapp-crd.yaml");
+  REQUIRE(crds.size() == 2);
+  for (const YAML::Node& crd : crds) {
+    CHECK(Str(crd["apiVersion"]) == "apiextensions.k8s.io/v1");
+    CHECK(Str(crd["kind"]) == "CustomResourceDefinition");
+    CHECK(Str(crd["metadata"]["name"]) ==
+          Str(crd["spec"]["names"]["plural"]) + "." + Str(crd["spec"]["group"]));
+    CHECK(Str(crd["spec"]["names"]["kind"]) == "CodecoApp");
+    for (const YAML::Node& v : crd["spec"]["versions"]) {
+      CheckStructural(v["schema"]["openAPIV3Schema"], Id(crd) + " " + Str(v["name"]), problems);
+    }
+  }
+  const auto schemas = CodecoAppSchemas();
+  CHECK(schemas.contains("codeco.he-codeco.eu/v1alpha1"));
+  CHECK(schemas.contains("codeco.io/v1"));
+  CHECK_NO_PROBLEMS(problems);
+}
+
+TEST_CASE("the CodecoApp CRDs accept every example CAM that ACM accepts") {
+  Problems problems;
+  int apps = 0;
+  for (const fs::path& file : FilesUnder(kSource / "examples" / "cams", {".yaml", ".yml"})) {
+    for (const YAML::Node& doc : LoadDocs(file)) {
+      if (Str(doc["kind"]) != "CodecoApp") continue;
+      ++apps;
+      const std::string where = Rel(file) + " " + Str(doc["metadata"]["name"]);
+      const std::string acm = AcmError(doc);
+      if (!acm.empty()) {
+        problems.Add(where, "ACM refuses this example: " + acm);
+        continue;
+      }
+      const std::vector<std::string> errors = SchemaErrors(doc);
+      if (!errors.empty()) problems.Add(where, absl::StrJoin(errors, "; "));
+    }
+  }
+  CHECK(apps >= 10);
+  CHECK_NO_PROBLEMS(problems);
+}
+
+TEST_CASE("the CodecoApp CRDs refuse what ACM refuses and accept what ACM accepts") {
+  const YAML::Node base = YAML::LoadFile((kSource / "examples/cams/bookinfo.yaml").string());
+  REQUIRE(AcmError(base).empty());
+  REQUIRE(SchemaErrors(base).empty());
+  // A change to bookinfo and whether ACM (and so the schema) accepts it.
+  struct Mutation {
+    std::string name;
+    std::function<void(YAML::Node&)> apply;
+    bool accepted;
+  };
+  auto service = [](YAML::Node& d) { return d["spec"]["codecoapp-msspec"][0]; };
+  auto container = [&](YAML::Node& d) { return service(d)["podspec"]["containers"][0]; };
+  const std::vector<Mutation> mutations = {
+      {"qosClass spelt in lower case", [](YAML::Node& d) { d["spec"]["qosClass"] = "gold"; },
+       false},
+      {"no services", [](YAML::Node& d) { d["spec"].remove("codecoapp-msspec"); }, false},
+      {"an empty service list",
+       [](YAML::Node& d) { d["spec"]["codecoapp-msspec"] = YAML::Node(YAML::NodeType::Sequence); },
+       false},
+      {"an unknown spec field", [](YAML::Node& d) { d["spec"]["colour"] = "red"; }, false},
+      {"an extension field under v1alpha1", [&](YAML::Node& d) { service(d)["replicas"] = 3; },
+       false},
+      {"the extension field under codeco.io/v1",
+       [&](YAML::Node& d) {
+         d["apiVersion"] = "codeco.io/v1";
+         service(d)["replicas"] = 3;
+         service(d)["stateful"] = true;
+         d["spec"]["intents"]["allowedCountries"].push_back("DE");
+       },
+       true},
+      {"a lower-case country code",
+       [](YAML::Node& d) {
+         d["apiVersion"] = "codeco.io/v1";
+         d["spec"]["intents"]["allowedCountries"].push_back("de");
+       },
+       false},
+      {"a container without an image", [&](YAML::Node& d) { container(d).remove("image"); }, false},
+      {"a port past 65535",
+       [&](YAML::Node& d) { container(d)["ports"][0]["containerPort"] = 70000; }, false},
+      {"a service name that is no DNS label",
+       [&](YAML::Node& d) { service(d)["serviceName"] = "Product_Page"; }, false},
+      {"an unknown service class",
+       [&](YAML::Node& d) { service(d)["serviceChannels"][0]["serviceClass"] = "GOLD"; }, false},
+      {"a channel without its target",
+       [&](YAML::Node& d) { service(d)["serviceChannels"][0].remove("otherService"); }, false},
+      {"an energy limit written as a percentage",
+       [](YAML::Node& d) { d["spec"]["appEnergyLimit"] = "20%"; }, true},
+      {"a profile in capitals", [](YAML::Node& d) { d["spec"]["performanceProfile"] = "Latency"; },
+       true},
+      {"CODECO's empty values",
+       [](YAML::Node& d) {
+         d["spec"]["qosClass"] = Quoted("");
+         d["spec"]["appFailureTolerance"] = Quoted("");
+       },
+       true},
+  };
+  for (const Mutation& m : mutations) {
+    YAML::Node doc = YAML::Clone(base);
+    m.apply(doc);
+    const std::string acm = AcmError(doc);
+    const std::vector<std::string> schema = SchemaErrors(doc);
+    INFO(m.name << "\nACM: " << (acm.empty() ? "accepts" : acm)
+                << "\nschema: " << (schema.empty() ? "accepts" : absl::StrJoin(schema, "; ")));
+    CHECK(acm.empty() == m.accepted);
+    CHECK(schema.empty() == m.accepted);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// kubectl's kustomize, where installed.
+
+TEST_CASE("kubectl kustomize renders the base and each overlay to the objects modelled here") {
+  if (Kubectl().empty()) {
+    WARN("kubectl is not installed: the overlays were not rendered by kustomize");
+    return;
+  }
+  CommandResult base =
+      RunCommand({Kubectl(), "kustomize", (kK8s / "base").string()}, absl::Seconds(60));
+  INFO(base.output);
+  CHECK(base.exit_code == 0);
+  for (const std::string& overlay : kOverlays) {
+    const ObjectSet rendered = *RenderedObjects(overlay);
+    const ObjectSet model = ModelObjects(overlay);
+    std::set<std::string> rendered_ids, model_ids;
+    std::set<std::string> generated;
+    for (const auto& [name, cm] : OverlayBuild(overlay).config_maps) generated.insert(name);
+    for (const Resource& r : rendered.resources) {
+      std::string name = Str(r.node["metadata"]["name"]);
+      // Generated ConfigMaps carry a content hash suffix: name-<10 chars>.
+      if (Str(r.node["kind"]) == "ConfigMap" && name.size() > 11 &&
+          generated.contains(name.substr(0, name.size() - 11))) {
+        name = name.substr(0, name.size() - 11);
+      }
+      rendered_ids.insert(Str(r.node["kind"]) + "/" + name);
+      // Everything lands in the codeco namespace, except cluster-wide kinds.
+      const std::string kind = Str(r.node["kind"]);
+      if (kind != "Namespace" && kind != "CustomResourceDefinition") {
+        INFO(overlay << " " << Id(r.node));
+        CHECK(Str(r.node["metadata"]["namespace"]) == "codeco");
+        CHECK(Str(r.node["metadata"]["labels"]["codeco.io/role"]) == overlay);
+      }
+    }
+    for (const Resource& r : model.resources) model_ids.insert(Id(r.node));
+    INFO("overlay " << overlay);
+    CHECK(rendered_ids == model_ids);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The image and compose.
+
+// The docker-compose.yml at the top of the tree.
+YAML::Node Compose() { return YAML::LoadFile((kSource / "docker-compose.yml").string()); }
+
+// The value after `flag` in `argv` ("" when absent).
+std::string ArgAfter(const std::vector<std::string>& argv, const std::string& flag) {
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] == flag) return argv[i + 1];
+  }
+  return "";
+}
+
+TEST_CASE("the compose file runs built binaries with flags they accept") {
+  const YAML::Node compose = Compose();
+  Problems problems;
+  int codeco = 0;
+  for (const auto& kv : compose["services"]) {
+    const std::string name = kv.first.Scalar();
+    const YAML::Node svc = kv.second;
+    if (!svc["image"] && !svc["build"]) problems.Add(name, "neither image nor build");
+    const std::string user = Str(svc["user"]);
+    if (svc["user"] && (user == "root" || absl::StartsWith(user, "0:") || user == "0")) {
+      problems.Add(name, "runs as root");
+    }
+    for (const auto& dep : svc["depends_on"]) {
+      if (!compose["services"][dep.first.Scalar()]) {
+        problems.Add(name, "depends on " + dep.first.Scalar() + ", which is no service");
+      }
+    }
+    std::vector<std::string> argv;
+    for (const YAML::Node& a : svc["command"]) argv.push_back(Str(a));
+    if (argv.empty() || !absl::StartsWith(argv[0], kImageBin)) continue;
+    const std::string binary = argv[0].substr(strlen(kImageBin));
+    if (!Binaries().contains(binary)) {
+      problems.Add(name, argv[0] + " is no binary this build produces");
+      continue;
+    }
+    if (absl::StartsWith(binary, "codeco-")) ++codeco;
+    const std::set<std::string> flags = FlagsOf(binary);
+    for (size_t i = 1; i < argv.size(); ++i) {
+      if (!absl::StartsWith(argv[i], "--")) continue;
+      const std::string flag = argv[i].substr(0, argv[i].find('='));
+      if (flag == "--set" && i + 1 < argv.size()) {
+        const std::string key = argv[i + 1].substr(0, argv[i + 1].find('='));
+        if (!flags.contains(FlagOfKey(key))) {
+          problems.Add(name, "--set " + key + ": no such key in " + binary + " --help");
+        }
+        ++i;
+      } else if (!flags.contains(flag)) {
+        problems.Add(name, flag + " is not in " + binary + " --help");
+      }
+    }
+    // Container paths lie on the service's volumes.
+    std::vector<std::string> targets;
+    for (const YAML::Node& v : svc["volumes"]) {
+      std::vector<std::string> parts = absl::StrSplit(Str(v), ':');
+      if (parts.size() < 2) continue;
+      targets.push_back(parts[1]);
+      if (absl::StartsWith(parts[0], "./")) {
+        if (parts[0] == "./deploy/docker/certs") {
+          if (DeployDoc().find("deploy/docker/certs") == std::string::npos) {
+            problems.Add(name, "docs/deploy.md does not say how to make deploy/docker/certs");
+          }
+        } else if (!fs::exists(kSource / parts[0])) {
+          problems.Add(name, "no " + parts[0]);
+        }
+      } else if (!compose["volumes"][parts[0]]) {
+        problems.Add(name, "volume " + parts[0] + " is not declared");
+      }
+    }
+    for (const std::string& arg : argv) {
+      if (!absl::StartsWith(arg, "/etc/") && !absl::StartsWith(arg, "/var/")) continue;
+      bool mounted = false;
+      for (const std::string& t : targets) mounted = mounted || Under(arg, t);
+      if (!mounted) problems.Add(name, arg + " is on no volume");
+    }
+  }
+  CHECK(codeco == 16);
+  CHECK_NO_PROBLEMS(problems);
+}
+
+TEST_CASE("the compose services listen on the emulator's addresses and call what listens") {
+  const YAML::Node compose = Compose();
+  const YAML::Node scenario = YAML::LoadFile((kSource / "deploy/docker/scenario.yaml").string());
+  // CODEF's address plan (docs/codef.md): the hub 127.0.1.1, the i-th
+  // managed cluster 127.0.<i+2>.1.
+  std::map<std::string, std::string> cluster_ip = {
+      {Str(scenario["federation"]["hub"]["name"]), "127.0.1.1"}};
+  std::vector<std::string> managed;
+  for (size_t i = 0; i < scenario["federation"]["clusters"].size(); ++i) {
+    const std::string name = Str(scenario["federation"]["clusters"][i]["name"]);
+    cluster_ip[name] = "127.0." + std::to_string(i + 2) + ".1";
+    managed.push_back(name);
+  }
+  REQUIRE(managed.size() == 2);
+  Problems problems;
+  std::map<std::string, std::string> listening;  // address -> service
+  auto listens = [&](const std::string& address, const std::string& who) {
+    if (address.empty()) return;
+    if (!listening.emplace(address, who).second) {
+      problems.Add(who, address + " is also where " + listening[address] + " listens");
+    }
+  };
+  std::map<std::string, std::vector<std::string>> commands;
+  for (const auto& kv : compose["services"]) {
+    const std::string name = kv.first.Scalar();
+    std::vector<std::string>& argv = commands[name];
+    for (const YAML::Node& a : kv.second["command"]) argv.push_back(Str(a));
+    if (Str(kv.second["network_mode"]) != "host") {
+      problems.Add(name, "not on the host network (CODEF's loopback address plan needs it)");
+    }
+    if (kv.second["environment"]) {
+      listens(Str(kv.second["environment"]["REGISTRY_HTTP_ADDR"]), name);
+    }
+    for (const std::string& arg : argv) {
+      if (absl::StartsWith(arg, "--web.listen-address=")) listens(arg.substr(21), name);
+    }
+    if (argv.empty()) continue;
+    if (absl::EndsWith(argv[0], "/codef")) {
+      listens(ArgAfter(argv, "--control-listen"), name);
+      for (const std::string& mc : managed) {
+        listens(cluster_ip[mc] + ":" + ArgAfter(argv, "--lms-port"), name + " LMS of " + mc);
+        listens(cluster_ip[mc] + ":" + ArgAfter(argv, "--metrics-port"), name + " metrics");
+      }
+      continue;
+    }
+    if (!absl::StartsWith(argv[0], std::string(kImageBin) + "codeco-")) continue;
+    const std::string cluster = ArgAfter(argv, "--cluster");
+    const std::string listen = ArgAfter(argv, "--listen");
+    if (!cluster_ip.contains(cluster)) {
+      problems.Add(name, "cluster " + cluster + " is not in the scenario");
+    } else {
+      for (const char* flag : {"--listen", "--metrics-listen"}) {
+        if (!absl::StartsWith(ArgAfter(argv, flag), cluster_ip[cluster] + ":")) {
+          problems.Add(name,
+                       std::string(flag) + " is not on " + cluster + "'s " + cluster_ip[cluster]);
+        }
+      }
+    }
+    listens(listen, name);
+    listens(ArgAfter(argv, "--metrics-listen"), name);
+    // The healthcheck asks this service, with its own certificate.
+    std::vector<std::string> check;
+    for (const YAML::Node& a : kv.second["healthcheck"]["test"]) check.push_back(Str(a));
+    if (check.size() < 4 || check[0] != "CMD" || check[1] != std::string(kImageBin) + "codecoctl" ||
+        check[2] != "health" || check[3] != listen ||
+        ArgAfter(check, "--cert") != ArgAfter(argv, "--tls.cert-file") ||
+        ArgAfter(check, "--key") != ArgAfter(argv, "--tls.key-file") ||
+        ArgAfter(check, "--ca") != ArgAfter(argv, "--tls.ca-file")) {
+      problems.Add(name,
+                   "healthcheck is not `codecoctl health` of its --listen with its own "
+                   "certificate");
+    }
+  }
+  // Every loopback address a command names is where something listens.
+  static const std::regex kAddress("127\\.[0-9]+\\.[0-9]+\\.[0-9]+:[0-9]+");
+  int references = 0;
+  for (const auto& [name, argv] : commands) {
+    for (size_t i = 0; i < argv.size(); ++i) {
+      if (i > 0 && absl::EndsWith(argv[i - 1], "listen")) continue;
+      for (auto it = std::sregex_iterator(argv[i].begin(), argv[i].end(), kAddress);
+           it != std::sregex_iterator(); ++it) {
+        ++references;
+        if (!listening.contains(it->str()) && !absl::StartsWith(argv[i], "--web.listen")) {
+          problems.Add(name, it->str() + " (in " + argv[i] + ") is where nothing listens");
+        }
+      }
+    }
+  }
+  CHECK(references > 30);
+  // Prometheus scrapes what listens.
+  const YAML::Node prometheus = YAML::LoadFile((kSource / "deploy/docker/prometheus.yml").string());
+  for (const YAML::Node& job : prometheus["scrape_configs"]) {
+    for (const YAML::Node& sc : job["static_configs"]) {
+      for (const YAML::Node& target : sc["targets"]) {
+        if (!listening.contains(Str(target))) {
+          problems.Add("prometheus.yml", Str(target) + " is where nothing listens");
+        }
+      }
+    }
+  }
+  CHECK_NO_PROBLEMS(problems);
+}
+
+TEST_CASE("the compose scenario is one codef accepts") {
+  ScratchDir scratch("deploy-manifests-scenario");
+  CommandResult r = RunCommand({Binaries().at("codef"), "--simulate", "--scenario",
+                                (kSource / "deploy/docker/scenario.yaml").string(), "--duration",
+                                "1s", "--out", scratch.path.string()},
+                               absl::Seconds(60));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+}
+
+// One stage of a Dockerfile, as far as the checks read it.
+struct DockerStage {
+  std::string from;
+  std::vector<std::string> run_words;  // every RUN, split on blanks
+  std::vector<std::string> copy_from_build;
+  std::string user;
+  std::vector<std::string> raw;  // instructions, joined lines
+};
+
+// The stages of a Dockerfile (comments dropped, continued lines joined).
+std::vector<DockerStage> ParseDockerfile(const fs::path& file) {
+  std::vector<DockerStage> stages;
+  std::istringstream in(ReadWholeFile(file));
+  std::string instruction;
+  std::vector<std::string> instructions;
+  for (std::string line; std::getline(in, line);) {
+    if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "#")) continue;
+    if (absl::EndsWith(line, "\\")) {
+      instruction += line.substr(0, line.size() - 1) + " ";
+      continue;
+    }
+    instruction += line;
+    if (!absl::StripAsciiWhitespace(instruction).empty()) instructions.push_back(instruction);
+    instruction.clear();
+  }
+  for (const std::string& text : instructions) {
+    std::vector<std::string> words = absl::StrSplit(text, ' ', absl::SkipWhitespace());
+    if (words.empty()) continue;
+    if (words[0] == "FROM") {
+      stages.push_back({words.size() > 1 ? words[1] : ""});
+      continue;
+    }
+    if (stages.empty()) continue;
+    DockerStage& stage = stages.back();
+    stage.raw.push_back(text);
+    if (words[0] == "RUN")
+      stage.run_words.insert(stage.run_words.end(), words.begin() + 1, words.end());
+    if (words[0] == "USER" && words.size() > 1) stage.user = words[1];
+    if (words[0] == "COPY" && words.size() > 2 && words[1] == "--from=build") {
+      stage.copy_from_build.insert(stage.copy_from_build.end(), words.begin() + 2, words.end() - 1);
+    }
+  }
+  return stages;
+}
+
+// The package names of a bash array in scripts/install-deps.sh.
+std::vector<std::string> InstallDepsArray(const std::string& name) {
+  const std::string text = ReadWholeFile(kSource / "scripts/install-deps.sh");
+  std::smatch m;
+  if (!std::regex_search(text, m, std::regex(name + "=\\(([^)]*)\\)"))) return {};
+  return absl::StrSplit(m[1].str(), absl::ByAnyChar(" \t\n"), absl::SkipEmpty());
+}
+
+TEST_CASE("the Dockerfile builds with install-deps packages and ships every binary as non-root") {
+  const std::vector<DockerStage> stages = ParseDockerfile(kSource / "deploy/docker/Dockerfile");
+  REQUIRE(stages.size() == 2);
+  CHECK(absl::StartsWith(stages[0].from, "debian:12"));
+  CHECK(stages[1].from == "debian:12");
+  // The build stage installs what install-deps.sh installs for building.
+  std::vector<std::string> wanted = InstallDepsArray("BUILD_PKGS");
+  const std::vector<std::string> libs = InstallDepsArray("LIB_PKGS");
+  wanted.insert(wanted.end(), libs.begin(), libs.end());
+  REQUIRE(wanted.size() > 10);
+  const std::set<std::string> build_words(stages[0].run_words.begin(), stages[0].run_words.end());
+  for (const std::string& pkg : wanted) {
+    INFO("scripts/install-deps.sh lists " << pkg);
+    CHECK(build_words.contains(pkg));
+  }
+  // The runtime stage ships every binary the manifests and compose run.
+  std::set<std::string> shipped;
+  for (const std::string& path : stages[1].copy_from_build) {
+    shipped.insert(fs::path(path).filename().string());
+  }
+  for (const auto& [name, path] : Binaries()) {
+    INFO(name);
+    CHECK(shipped.contains(name));
+  }
+  // A fixed non-root user, no shell entrypoint.
+  const std::string uid = stages[1].user.substr(0, stages[1].user.find(':'));
+  CHECK(std::regex_match(uid, std::regex("[1-9][0-9]*")));
+  for (const std::string& text : stages[1].raw) {
+    INFO(text);
+    CHECK_FALSE(absl::StartsWith(text, "ENTRYPOINT"));
+    if (absl::StartsWith(text, "CMD")) CHECK(absl::StartsWith(text, "CMD [\""));
+  }
+  // The image's UID is the one the manifests and compose run as.
+  for (const std::string& overlay : kOverlays) {
+    for (const Resource& r : OverlayBuild(overlay).resources) {
+      if (!IsWorkload(Str(r.node["kind"]))) continue;
+      CHECK(Str(PodSpec(r.node)["securityContext"]["runAsUser"]) == uid);
+    }
+  }
+  for (const auto& kv : Compose()["services"]) {
+    if (!Str(kv.second["image"]).starts_with("codeco:")) continue;
+    CHECK(Str(kv.second["user"]) == stages[1].user);
+  }
+  // .dockerignore keeps the build trees and certificates out of the context.
+  const std::string ignore = ReadWholeFile(kSource / ".dockerignore");
+  for (const char* entry : {"build", ".git", "deploy/docker/certs"}) {
+    CHECK_THAT(ignore, Catch::Contains(std::string("\n") + entry + "\n"));
+  }
+}
+
+TEST_CASE("the runtime image installs the package of every library the binaries load") {
+  const std::string readelf = Which("readelf"), dpkg = Which("dpkg"), ldconfig = Which("ldconfig");
+  if (readelf.empty() || dpkg.empty() || ldconfig.empty()) {
+    WARN("readelf, dpkg or ldconfig is missing: the runtime libraries were not checked");
+    return;
+  }
+  const std::vector<DockerStage> stages = ParseDockerfile(kSource / "deploy/docker/Dockerfile");
+  REQUIRE(stages.size() == 2);
+  const std::set<std::string> runtime(stages[1].run_words.begin(), stages[1].run_words.end());
+  // Where each shared library is, as the dynamic linker finds it.
+  const std::string cache = RunCommand({ldconfig, "-p"}, absl::Seconds(30)).output;
+  std::set<std::string> needed;
+  for (const auto& [name, path] : Binaries()) {
+    const std::string dynamic = RunCommand({readelf, "-d", path}, absl::Seconds(30)).output;
+    static const std::regex kNeeded("\\(NEEDED\\)[^\\[]*\\[([^\\]]+)\\]");
+    for (auto it = std::sregex_iterator(dynamic.begin(), dynamic.end(), kNeeded);
+         it != std::sregex_iterator(); ++it) {
+      needed.insert((*it)[1]);
+    }
+  }
+  REQUIRE(needed.size() > 10);
+  // Where the dynamic linker finds each, and which package owns that file
+  // (dpkg knows /lib paths and /usr/lib ones apart: ask for both).
+  std::map<std::string, std::vector<std::string>> paths;  // soname -> candidates
+  std::vector<std::string> query = {dpkg, "-S"};
+  for (const std::string& soname : needed) {
+    std::smatch m;
+    const std::regex line("\\s" + std::regex_replace(soname, std::regex("[.+]"), "\\$&") +
+                          " \\(libc6,x86-64[^)]*\\) => (\\S+)");
+    if (!std::regex_search(cache, m, line)) continue;
+    paths[soname] = {m[1].str(), fs::canonical(m[1].str()).string()};
+    query.insert(query.end(), paths[soname].begin(), paths[soname].end());
+  }
+  // "package[, package]: /path" per path found (dpkg exits 1 for the others).
+  const std::string owners = RunCommand(query, absl::Seconds(60)).output;
+  for (const std::string& soname : needed) {
+    INFO(soname);
+    if (!paths.contains(soname)) {
+      FAIL_CHECK("the dynamic linker does not find it");
+      continue;
+    }
+    std::string package;
+    std::istringstream in(owners);
+    for (std::string line; std::getline(in, line);) {
+      for (const std::string& path : paths[soname]) {
+        if (absl::EndsWith(line, ": " + path)) package = line.substr(0, line.find(':'));
+      }
+    }
+    INFO("owned by " << package);
+    // libc6 is in every Debian image.
+    CHECK((package == "libc6" || runtime.contains(package)));
+  }
+}
+
+}  // namespace
