@@ -12,6 +12,15 @@
 // keeps, and the RocksDB store's memtables and block cache.
 //
 //   apply_rate_bench [--quick] [--minutes N] [--workers N] [--scenario FILE] [--keep]
+//                    [--hub-replicas N [--failovers K]]
+//
+// --hub-replicas N: the hub's ACM and SWM as N replicas on a three-member
+// etcd (codecoctl up --hub-replicas). --failovers K: after the applies, K
+// times in turn for the hub ACM and SWM, the leading replica is killed with
+// SIGKILL and the time until the service's address answers a health check
+// again is measured, on a new connection and on a long-lived channel with
+// gRPC's default reconnect backoff (the killed replica is then restarted as
+// a standby).
 //
 // --quick: one minute. Default: 10 minutes, 8 workers. Wall-clock time is
 // read here (a benchmark, not the core). Needs the build's bin/ (codef and
@@ -29,6 +38,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -42,6 +52,7 @@
 #include "absl/time/time.h"
 #include "cli.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "run_state.h"
 
 namespace codeco::ctl {
@@ -54,6 +65,8 @@ struct Settings {
   absl::Duration duration = absl::Minutes(10);
   int workers = 8;
   bool keep = false;  // keep the run's data and logs
+  int hub_replicas = 1;  // replicas of the hub ACM and SWM (state in etcd when > 1)
+  int failovers = 0;     // leader kills measured after the applies
   std::string scenario =
       std::string(CODECO_SOURCE_DIR) + "/examples/scenarios/grid5000-five-sites.yaml";
 };
@@ -193,6 +206,90 @@ double Percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
 }
 
+// The pid and name of the replica of `service` ("hub/acm") that leads now:
+// alive, and its output since it started says it serves; pid 0 when none.
+std::pair<int, std::string> Leader(const RunState& state, const std::string& service) {
+  for (const RunProcess& p : state.processes) {
+    if (p.name != service && p.name.rfind(service + "-", 0) != 0) continue;
+    std::ifstream in(state.run_dir + "/logs/" + absl::StrReplaceAll(p.name, {{"/", "-"}}) +
+                     ".out");
+    std::stringstream out;
+    out << in.rdbuf();
+    if (kill(p.pid, 0) == 0 && out.str().find(" listening on ") != std::string::npos) {
+      return {p.pid, p.name};
+    }
+  }
+  return {0, ""};
+}
+
+// Kills the leading hub ACM or SWM `count` times (in turn) and prints how
+// long its address took to answer a health check again. False when a
+// service found no new leader within a minute.
+bool MeasureFailovers(int count) {
+  std::printf("\nfailover: SIGKILL of the leading replica -> its address serves again\n");
+  std::vector<double> seconds, client_seconds;
+  for (int k = 0; k < count; ++k) {
+    const std::string service = k % 2 == 0 ? "hub/acm" : "hub/swm";
+    auto state = LoadRunState();
+    if (!state.ok()) return false;
+    const std::string address = service == "hub/acm" ? state->acm : state->swm;
+    auto [pid, name] = Leader(*state, service);
+    if (pid == 0) {
+      std::printf("%s: no leader\n", service.c_str());
+      return false;
+    }
+    // Two clients probe: a new connection each time (when the new leader
+    // serves) and one long-lived channel with gRPC's default reconnect
+    // backoff (when a client that was connected to the dead leader is back).
+    auto long_lived = ChannelTo(address, Args{});
+    if (!long_lived.ok()) return false;
+    auto long_lived_health = grpc::health::v1::Health::NewStub(*long_lived);
+    auto serving = [](grpc::health::v1::Health::Stub& stub) {
+      grpc::health::v1::HealthCheckResponse response;
+      return stub.Check(Context(absl::Milliseconds(200)).get(),
+                        grpc::health::v1::HealthCheckRequest(), &response)
+                 .ok() &&
+             response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+    };
+    if (!serving(*long_lived_health)) return false;
+    const absl::Time killed = absl::Now();
+    kill(pid, SIGKILL);
+    std::optional<absl::Duration> fresh_after, long_lived_after;
+    while ((!fresh_after || !long_lived_after) && absl::Now() - killed < absl::Minutes(2)) {
+      if (!fresh_after) {
+        auto fresh = ChannelTo(address, Args{});
+        if (fresh.ok() && serving(*grpc::health::v1::Health::NewStub(*fresh))) {
+          fresh_after = absl::Now() - killed;
+        }
+      }
+      if (!long_lived_after && serving(*long_lived_health)) long_lived_after = absl::Now() - killed;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    if (!fresh_after || !long_lived_after) {
+      std::printf("%-8s killed %s (pid %d): no leader serves after 2 min\n", service.c_str(),
+                  name.c_str(), pid);
+      return false;
+    }
+    std::printf("%-8s killed %s (pid %d): new leader serves after %.2f s; "
+                "a long-lived client is back after %.2f s\n",
+                service.c_str(), name.c_str(), pid, absl::ToDoubleSeconds(*fresh_after),
+                absl::ToDoubleSeconds(*long_lived_after));
+    seconds.push_back(absl::ToDoubleSeconds(*fresh_after));
+    client_seconds.push_back(absl::ToDoubleSeconds(*long_lived_after));
+    // Back as a standby for the next round.
+    Args restart;
+    restart.positional = {name};
+    if (RunRestart(restart) != 0) return false;
+  }
+  for (auto* series : {&seconds, &client_seconds}) {
+    std::sort(series->begin(), series->end());
+    std::printf("%s s: min %.2f  median %.2f  max %.2f over %zu\n",
+                series == &seconds ? "new leader serves" : "long-lived client back",
+                series->front(), (*series)[series->size() / 2], series->back(), series->size());
+  }
+  return true;
+}
+
 int Run(const Settings& settings) {
   if (Cam("x").empty()) {
     std::fprintf(stderr, "apply_rate_bench: cannot read %s/examples/cams/front-back.yaml\n",
@@ -207,6 +304,7 @@ int Run(const Settings& settings) {
   setenv("CODECO_BIN_DIR", CODECO_BIN_DIR, /*overwrite=*/0);
   Args up;
   up.flags = {{"scenario", settings.scenario}, {"no-prometheus", "true"}};
+  if (settings.hub_replicas > 1) up.flags["hub-replicas"] = absl::StrCat(settings.hub_replicas);
   if (RunUp(up) != 0) return 1;
   int code = 0;
   {
@@ -316,6 +414,7 @@ int Run(const Settings& settings) {
       show("  block cache", &Memory::block_cache);
     }
     if (tally.running.load() == 0) code = 1;
+    if (settings.failovers > 0 && !MeasureFailovers(settings.failovers)) code = 1;
   }
   RunDown(Args{});
   if (settings.keep) {
@@ -344,12 +443,20 @@ int main(int argc, char** argv) {
       settings.keep = true;
     } else if (arg == "--scenario") {
       settings.scenario = value();
+    } else if (arg == "--hub-replicas") {
+      settings.hub_replicas = std::max(1, std::atoi(value().c_str()));
+    } else if (arg == "--failovers") {
+      settings.failovers = std::max(0, std::atoi(value().c_str()));
     } else {
       std::fprintf(stderr,
                    "usage: apply_rate_bench [--quick] [--minutes N] [--workers N] "
-                   "[--scenario FILE] [--keep]\n");
+                   "[--scenario FILE] [--keep] [--hub-replicas N [--failovers K]]\n");
       return 2;
     }
+  }
+  if (settings.failovers > 0 && settings.hub_replicas < 2) {
+    std::fprintf(stderr, "apply_rate_bench: --failovers needs --hub-replicas 2 or 3\n");
+    return 2;
   }
   if (settings.duration <= absl::ZeroDuration()) {
     std::fprintf(stderr, "apply_rate_bench: --minutes must be positive\n");
