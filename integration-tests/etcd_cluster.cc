@@ -2,8 +2,6 @@
 
 #include <signal.h>
 
-#include <thread>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codeco/common/etcd_client.h"
@@ -40,65 +38,27 @@ EtcdCluster::~EtcdCluster() {
 
 void EtcdCluster::Start(int index, bool rejoin) {
   Member& member = members_[index];
-  const std::string client = absl::StrCat("http://127.0.0.1:", member.client_port);
-  const std::string peer = absl::StrCat("http://127.0.0.1:", member.peer_port);
-  const std::filesystem::path data = dir_ / member.name;
-  member.process =
-      std::make_unique<ChildProcess>(std::vector<std::string>{kEtcdBinary,
-                                                              "--name",
-                                                              member.name,
-                                                              "--data-dir",
-                                                              data.string(),
-                                                              "--listen-client-urls",
-                                                              client,
-                                                              "--advertise-client-urls",
-                                                              client,
-                                                              "--listen-peer-urls",
-                                                              peer,
-                                                              "--initial-advertise-peer-urls",
-                                                              peer,
-                                                              "--initial-cluster",
-                                                              initial_cluster_,
-                                                              "--initial-cluster-state",
-                                                              rejoin ? "existing" : "new",
-                                                              "--initial-cluster-token",
-                                                              dir_.filename().string(),
-                                                              "--heartbeat-interval",
-                                                              "100",
-                                                              "--election-timeout",
-                                                              "1000",
-                                                              "--max-txn-ops",
-                                                              "4096",
-                                                              "--max-request-bytes",
-                                                              "8388608",
-                                                              "--logger",
-                                                              "zap",
-                                                              "--log-level",
-                                                              "warn"},
-                                     (dir_ / (member.name + ".log")).string());
+  member.process = std::make_unique<ChildProcess>(
+      EtcdMemberCommand({.name = member.name,
+                         .data_dir = (dir_ / member.name).string(),
+                         .client_url = absl::StrCat("http://127.0.0.1:", member.client_port),
+                         .peer_url = absl::StrCat("http://127.0.0.1:", member.peer_port),
+                         .initial_cluster = initial_cluster_,
+                         .cluster_token = dir_.filename().string(),
+                         .rejoin = rejoin}),
+      (dir_ / (member.name + ".log")).string());
 }
 
 absl::Status EtcdCluster::WaitReady(absl::Time deadline) {
-  absl::StatusOr<std::unique_ptr<EtcdClient>> client =
-      EtcdClient::Connect({.endpoints = endpoints(),
-                           .attempt_timeout = absl::Seconds(1),
-                           .call_timeout = absl::Seconds(2)});
-  if (!client.ok()) return client.status();
-  absl::Status last;
-  while (absl::Now() < deadline) {
-    etcdserverpb::RangeRequest probe;
-    probe.set_key("/codeco-test/ready");
-    last = (*client)->Range(probe).status();
-    if (last.ok()) return absl::OkStatus();
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  absl::Status ready = WaitForEtcd(endpoints(), deadline);
+  if (ready.ok()) return ready;
   std::string logs;
   for (const Member& member : members_) {
     std::string log = ReadWholeFile(dir_ / (member.name + ".log"));
     if (log.size() > 600) log = log.substr(log.size() - 600);
     absl::StrAppend(&logs, "\n--- ", member.name, ": ", log);
   }
-  return absl::UnavailableError(absl::StrCat("etcd not ready: ", last.message(), logs));
+  return absl::Status(ready.code(), absl::StrCat(ready.message(), logs));
 }
 
 std::vector<std::string> EtcdCluster::endpoints() const {

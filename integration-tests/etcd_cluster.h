@@ -14,9 +14,6 @@
 
 namespace codeco::testing {
 
-/// Where Debian installs etcd.
-inline constexpr const char* kEtcdBinary = "/usr/bin/etcd";
-
 /// N etcd members on 127.0.0.1 with free client and peer ports.
 class EtcdCluster {
  public:

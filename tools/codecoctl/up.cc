@@ -65,8 +65,7 @@ constexpr int kPdlcPortsFrom = 17800;
 // The hub ACM's and SWM's fixed address when replicated, and etcd's ports.
 constexpr int kHubReplicaPortsFrom = 17900;
 constexpr int kEtcdPortsFrom = 17950;
-// Where Debian installs etcd, and how many members the hub's cluster has.
-constexpr char kEtcdBinary[] = "/usr/bin/etcd";
+// How many members the hub's etcd cluster has.
 constexpr int kEtcdMembers = 3;
 // What a standing-by replica prints.
 constexpr char kStandbyMarker[] = " standby: ";
@@ -153,62 +152,25 @@ absl::Status Upper::StartEtcd() {
     clients.push_back(absl::StrCat("127.0.0.1:", client_ports[i]));
   }
   for (int i = 0; i < kEtcdMembers; ++i) {
-    const std::string client = "http://" + clients[i];
-    const std::string peer = absl::StrCat("http://127.0.0.1:", peer_ports[i]);
-    // Transactions of up to 4096 keys and requests of up to 8 MiB (etcd's
-    // defaults are 128 and 1.5 MiB; each store write batch is one transaction).
-    auto started = Launch(absl::StrCat("hub/etcd-", i),
-                          {kEtcdBinary,
-                           "--name",
-                           absl::StrCat("etcd-", i),
-                           "--data-dir",
-                           absl::StrCat(state_.run_dir, "/etcd/etcd-", i),
-                           "--listen-client-urls",
-                           client,
-                           "--advertise-client-urls",
-                           client,
-                           "--listen-peer-urls",
-                           peer,
-                           "--initial-advertise-peer-urls",
-                           peer,
-                           "--initial-cluster",
-                           absl::StrJoin(peers, ","),
-                           "--initial-cluster-state",
-                           "new",
-                           "--initial-cluster-token",
-                           "codeco-hub",
-                           "--heartbeat-interval",
-                           "100",
-                           "--election-timeout",
-                           "1000",
-                           "--max-txn-ops",
-                           "4096",
-                           "--max-request-bytes",
-                           "8388608",
-                           "--logger",
-                           "zap",
-                           "--log-level",
-                           "warn"},
-                          "");
+    auto started =
+        Launch(absl::StrCat("hub/etcd-", i),
+               EtcdMemberCommand({.name = absl::StrCat("etcd-", i),
+                                  .data_dir = absl::StrCat(state_.run_dir, "/etcd/etcd-", i),
+                                  .client_url = "http://" + clients[i],
+                                  .peer_url = absl::StrCat("http://127.0.0.1:", peer_ports[i]),
+                                  .initial_cluster = absl::StrJoin(peers, ","),
+                                  .cluster_token = "codeco-hub"}),
+               "");
     if (!started.ok()) return started.status();
-    state_.processes.back().http = client;
+    state_.processes.back().http = "http://" + clients[i];
   }
   etcd_endpoints_ = absl::StrJoin(clients, ",");
-  absl::StatusOr<std::unique_ptr<EtcdClient>> client =
-      EtcdClient::Connect({.endpoints = clients,
-                           .attempt_timeout = absl::Seconds(1),
-                           .call_timeout = absl::Seconds(2)});
-  if (!client.ok()) return client.status();
-  absl::Status last;
-  while (absl::Now() < deadline_) {
-    etcdserverpb::RangeRequest probe;
-    probe.set_key("/codeco/ready");
-    last = (*client)->Range(probe).status();
-    if (last.ok()) return absl::OkStatus();
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  absl::Status ready = WaitForEtcd(clients, deadline_);
+  if (!ready.ok()) {
+    return absl::Status(ready.code(),
+                        absl::StrCat(ready.message(), " (see ", LogBase("hub/etcd-0"), ".log)"));
   }
-  return absl::DeadlineExceededError(absl::StrCat(
-      "the hub's etcd has no leader yet (see ", LogBase("hub/etcd-0"), ".log): ", last.message()));
+  return absl::OkStatus();
 }
 
 absl::Status Upper::MakeReplicated(ProcessSpec& spec) {

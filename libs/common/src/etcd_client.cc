@@ -1,5 +1,6 @@
 #include "codeco/common/etcd_client.h"
 
+#include <chrono>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -179,6 +180,57 @@ absl::StatusOr<int64_t> EtcdClient::KeepAlive(int64_t id, absl::Duration timeout
       });
   if (!status.ok()) return status;
   return response.ttl();
+}
+
+std::vector<std::string> EtcdMemberCommand(const EtcdMemberSpec& member) {
+  return {kEtcdBinary,
+          "--name",
+          member.name,
+          "--data-dir",
+          member.data_dir,
+          "--listen-client-urls",
+          member.client_url,
+          "--advertise-client-urls",
+          member.client_url,
+          "--listen-peer-urls",
+          member.peer_url,
+          "--initial-advertise-peer-urls",
+          member.peer_url,
+          "--initial-cluster",
+          member.initial_cluster,
+          "--initial-cluster-state",
+          member.rejoin ? "existing" : "new",
+          "--initial-cluster-token",
+          member.cluster_token,
+          "--heartbeat-interval",
+          "100",
+          "--election-timeout",
+          "1000",
+          "--max-txn-ops",
+          "4096",
+          "--max-request-bytes",
+          "8388608",
+          "--logger",
+          "zap",
+          "--log-level",
+          "warn"};
+}
+
+absl::Status WaitForEtcd(const std::vector<std::string>& endpoints, absl::Time deadline) {
+  absl::StatusOr<std::unique_ptr<EtcdClient>> client =
+      EtcdClient::Connect({.endpoints = endpoints,
+                           .attempt_timeout = absl::Seconds(1),
+                           .call_timeout = absl::Seconds(2)});
+  if (!client.ok()) return client.status();
+  absl::Status last = absl::DeadlineExceededError("not asked yet");
+  while (absl::Now() < deadline) {
+    etcdserverpb::RangeRequest probe;
+    probe.set_key("/codeco/ready");
+    last = (*client)->Range(probe).status();
+    if (last.ok()) return absl::OkStatus();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("etcd has no leader yet: ", last.message()));
 }
 
 }  // namespace codeco

@@ -76,4 +76,36 @@ class EtcdClient {
   std::atomic<size_t> current_{0};
 };
 
+/// Where Debian installs etcd (package etcd-server).
+inline constexpr const char* kEtcdBinary = "/usr/bin/etcd";
+
+/// One member of an etcd cluster on this host, as codeco's testbed
+/// (`codecoctl up --hub-replicas`) and its tests run it.
+struct EtcdMemberSpec {
+  /// Member name, unique in the cluster ("etcd-0").
+  std::string name;
+  /// Its data directory.
+  std::string data_dir;
+  /// Client and peer URLs, "http://127.0.0.1:PORT".
+  std::string client_url;
+  std::string peer_url;
+  /// Every member as name=peer_url, joined by ','.
+  std::string initial_cluster;
+  /// A token naming this cluster (members of another one are refused).
+  std::string cluster_token;
+  /// Rejoin a cluster that already exists (a restarted member).
+  bool rejoin = false;
+};
+
+/// The command line of `member` (kEtcdBinary first): 100 ms heartbeats, 1 s
+/// elections, transactions of up to 4096 operations and requests of up to
+/// 8 MiB (etcd's defaults are 128 and 1.5 MiB; each KvStore batch is one
+/// transaction), warnings only in its log.
+std::vector<std::string> EtcdMemberCommand(const EtcdMemberSpec& member);
+
+/// OK once the plaintext loopback cluster at `endpoints` answers a
+/// linearizable read (it has a leader); DEADLINE_EXCEEDED with the last
+/// error when `deadline` passes first.
+absl::Status WaitForEtcd(const std::vector<std::string>& endpoints, absl::Time deadline);
+
 }  // namespace codeco
