@@ -45,15 +45,20 @@ void LeaderElection::StopRenewing() {
 
 void LeaderElection::RenewLoop() {
   const absl::Duration interval = options_.lease_ttl / 3;
-  // Declared lost before etcd can expire it, so a new leader never overlaps
-  // with an old one that still believes it leads.
-  const absl::Duration give_up_after = options_.lease_ttl * 2 / 3;
+  // Declared lost a margin before etcd can expire it (a fifth of the TTL, at
+  // most 1 s), so an old leader stops about when a new one can start. The
+  // margin is not what keeps them apart: the fence on every write is.
+  const absl::Duration give_up_after =
+      options_.lease_ttl - std::min(options_.lease_ttl / 5, absl::Seconds(1));
+  // After a failed renewal, the next try comes soon: an etcd leader election
+  // (about 1-2 s) must not cost the lease.
+  const absl::Duration retry_after_failure = std::min(interval, absl::Milliseconds(250));
   absl::Time last_renewed = absl::Now();
-  absl::Status last_error;
+  absl::Duration wait = interval;
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval)) return;
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), wait)) return;
     }
     // A renewal may take only the time left before the lease counts as lost.
     const absl::Duration left =
@@ -61,6 +66,7 @@ void LeaderElection::RenewLoop() {
     absl::StatusOr<int64_t> ttl = client_->KeepAlive(lease_, left);
     if (ttl.ok() && *ttl > 0) {
       last_renewed = absl::Now();
+      wait = interval;
       continue;
     }
     absl::Status lost;
@@ -74,6 +80,7 @@ void LeaderElection::RenewLoop() {
     } else {
       log::Warn("lease renewal failed; retrying",
                 {{"key", options_.key}, {"error", std::string(ttl.status().message())}});
+      wait = retry_after_failure;
       continue;
     }
     {

@@ -187,10 +187,37 @@ int WaitForTerminationSignal() {
 
 namespace {
 
+// A replica's part in the election while it stands by or leads. A standby
+// whose lease is lost takes a new one and goes on waiting; a leader whose
+// lease is lost stops (SIGTERM to itself, exit code 3).
+struct Candidacy {
+  /// Starts a LeaderElection with a new lease.
+  std::function<absl::StatusOr<std::unique_ptr<LeaderElection>>()> start;
+  /// The election in force.
+  std::unique_ptr<LeaderElection> election;
+  /// Set once this replica leads.
+  std::atomic<bool> leading{false};
+  /// The leader's lease was lost.
+  std::atomic<bool> leadership_lost{false};
+  /// A standby's lease was lost: take a new one.
+  std::atomic<bool> standby_lease_lost{false};
+
+  /// What LeaderElection calls when the lease is lost.
+  void OnLost() {
+    if (leading) {
+      // Fail-stop: the main thread sees SIGTERM, shuts down and exits 3.
+      leadership_lost = true;
+      kill(getpid(), SIGTERM);
+    } else {
+      standby_lease_lost = true;
+    }
+  }
+};
+
 // Tries to become leader every `poll` until it does (0) or a termination
 // signal arrives (its number); prints a "standby" line each time the holder
 // changes.
-int Campaign(LeaderElection& election, absl::Duration poll, const std::string& binary,
+int Campaign(Candidacy& candidacy, absl::Duration poll, const std::string& binary,
              const std::string& metrics_address) {
   sigset_t set;
   sigemptyset(&set);
@@ -199,19 +226,38 @@ int Campaign(LeaderElection& election, absl::Duration poll, const std::string& b
   const timespec poll_interval = absl::ToTimespec(poll);
   std::string announced_holder = "(not asked yet)";
   while (true) {
-    absl::StatusOr<bool> acquired = election.TryAcquire();
-    if (acquired.ok() && *acquired) return 0;
+    if (candidacy.standby_lease_lost.exchange(false) || candidacy.election == nullptr) {
+      candidacy.election.reset();
+      absl::StatusOr<std::unique_ptr<LeaderElection>> renewed = candidacy.start();
+      if (renewed.ok()) {
+        candidacy.election = std::move(*renewed);
+      } else {
+        log::Warn("taking a new lease failed",
+                  {{"error", std::string(renewed.status().message())}});
+      }
+    }
+    LeaderElection* election = candidacy.election.get();
+    absl::StatusOr<bool> acquired = election != nullptr ? election->TryAcquire() : false;
+    if (acquired.ok() && *acquired) {
+      candidacy.leading = true;
+      // The lease may have been declared lost just before: then this
+      // replica must not lead on it.
+      if (!candidacy.standby_lease_lost) return 0;
+      candidacy.leading = false;
+      (void)election->Resign();
+      continue;
+    }
     if (!acquired.ok()) {
       log::Warn("campaign attempt failed", {{"error", std::string(acquired.status().message())}});
-    } else {
-      absl::StatusOr<std::string> holder = election.Holder();
+    } else if (election != nullptr) {
+      absl::StatusOr<std::string> holder = election->Holder();
       if (holder.ok() && *holder != announced_holder) {
         announced_holder = *holder;
         // The line tests and operators read while a replica waits.
         std::printf("%s standby: %s is held by %s (metrics=http://%s/metrics)\n", binary.c_str(),
-                    election.options().key.c_str(), holder->c_str(), metrics_address.c_str());
+                    election->options().key.c_str(), holder->c_str(), metrics_address.c_str());
         std::fflush(stdout);
-        log::Info("standing by", {{"key", election.options().key}, {"leader", *holder}});
+        log::Info("standing by", {{"key", election->options().key}, {"leader", *holder}});
       }
     }
     const int signal_number = sigtimedwait(&set, nullptr, &poll_interval);
@@ -282,8 +328,8 @@ int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition) {
   // With leader election, wait here as a standby until this replica leads;
   // only then is the state read and the port bound, so clients and the
   // Kubernetes readiness probe reach the leader alone.
-  std::unique_ptr<LeaderElection> election;
-  std::atomic<bool> leadership_lost{false};
+  Candidacy candidacy;
+  LeaderElection* election = nullptr;
   if (cfg.leader_election) {
     prometheus::Gauge& leader_gauge = prometheus::BuildGauge()
                                           .Name("codeco_" + definition.name + "_leader")
@@ -298,21 +344,23 @@ int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition) {
       identity = host;
     }
     absl::StrAppend(&identity, "/", getpid());
-    absl::StatusOr<std::unique_ptr<LeaderElection>> started = LeaderElection::Start(
-        etcd, {.key = cfg.etcd_prefix + "leader", .identity = identity, .lease_ttl = cfg.lease_ttl},
-        [&leadership_lost](const absl::Status&) {
-          // Fail-stop: the main thread sees SIGTERM, shuts down and exits 3.
-          leadership_lost = true;
-          kill(getpid(), SIGTERM);
-        });
+    const LeaderElectionOptions election_options{
+        .key = cfg.etcd_prefix + "leader", .identity = identity, .lease_ttl = cfg.lease_ttl};
+    candidacy.start = [&etcd, election_options, &candidacy] {
+      return LeaderElection::Start(etcd, election_options,
+                                   [&candidacy](const absl::Status&) { candidacy.OnLost(); });
+    };
+    // The first lease is taken here, so a bad etcd setting fails the start.
+    absl::StatusOr<std::unique_ptr<LeaderElection>> started = candidacy.start();
     if (!started.ok()) return fail(started.status());
-    election = std::move(*started);
-    const int signal_number = Campaign(*election, cfg.lease_ttl / 5, binary, (*metrics)->address());
+    candidacy.election = std::move(*started);
+    const int signal_number = Campaign(candidacy, cfg.lease_ttl / 5, binary, (*metrics)->address());
     if (signal_number != 0) {
-      (void)election->Resign();
+      if (candidacy.election != nullptr) (void)candidacy.election->Resign();
       log::Info("stopped while standing by", {{"signal", absl::StrCat(signal_number)}});
-      return leadership_lost ? 3 : 0;
+      return 0;
     }
+    election = candidacy.election.get();
     leader_gauge.Set(1);
     log::Info("leading", {{"key", election->options().key},
                           {"identity", identity},
@@ -402,7 +450,7 @@ int RunServiceMain(int argc, char** argv, const ServiceDefinition& definition) {
   stop_background();
   (*server)->Shutdown(cfg.shutdown_grace);
   if (election != nullptr) {
-    if (leadership_lost) {
+    if (candidacy.leadership_lost) {
       log::Error("stopped: leadership lost; restart as a standby");
       return 3;
     }

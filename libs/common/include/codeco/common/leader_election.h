@@ -7,9 +7,10 @@
 // try creates it. The key's create revision fences the leader's writes
 // (EtcdFence): a replica whose key was replaced can no longer write.
 //
-// A replica that cannot renew its lease for two thirds of the TTL declares it
-// lost (before etcd expires it) and is told through `on_lost`; codeco's
-// services then exit and are restarted as standbys (fail-stop).
+// A replica that cannot renew its lease for the TTL less a margin (a fifth of
+// it, at most 1 s) declares it lost, before etcd expires it, and is told
+// through `on_lost`. A leader of codeco's services then exits and is restarted
+// as a standby (fail-stop); a standby takes a new lease and goes on waiting.
 
 #include <cstdint>
 #include <functional>
