@@ -9,13 +9,6 @@ namespace {
 // The one neighborhood NetMAs probe and share summaries in: everyone.
 constexpr char kNetmaNeighborhood[] = "federation";
 
-// Makes `spec` listen on `address` instead of an ephemeral port.
-void SetListen(const std::string& address, ProcessSpec& spec) {
-  for (size_t i = 0; i + 1 < spec.args.size(); ++i) {
-    if (spec.args[i] == "--listen") spec.args[i + 1] = address;
-  }
-}
-
 // The hub SWM's links come from the hub NetMA (one topology read per
 // placement). It learns each managed cluster's SWM from the neighborhood ACM
 // hands it: the cluster's agent registers it (acm.advertise, below).
@@ -170,6 +163,12 @@ ProcessSpec Plan(const ClusterEndpoint& cluster, const std::string& service, boo
 }
 
 }  // namespace
+
+void SetListen(const std::string& address, ProcessSpec& spec) {
+  for (size_t i = 0; i + 1 < spec.args.size(); ++i) {
+    if (spec.args[i] == "--listen") spec.args[i + 1] = address;
+  }
+}
 
 const std::vector<std::string>& HubServices() {
   // MDM first: the hub's SWM is started with its address (the data sets a

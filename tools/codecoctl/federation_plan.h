@@ -67,6 +67,9 @@ struct ProcessSpec {
   std::vector<std::string> args;
 };
 
+/// Makes `spec` listen on `address` instead of an ephemeral port.
+void SetListen(const std::string& address, ProcessSpec& spec);
+
 /// The services the hub runs, in start order.
 const std::vector<std::string>& HubServices();
 /// The services every managed cluster runs, in start order.

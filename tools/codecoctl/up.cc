@@ -178,9 +178,7 @@ absl::Status Upper::MakeReplicated(ProcessSpec& spec) {
   absl::StatusOr<int> port = FreePort(hub.service_ip, next_replica_port_);
   if (!port.ok()) return port.status();
   next_replica_port_ = *port + 1;
-  for (size_t i = 0; i + 1 < spec.args.size(); ++i) {
-    if (spec.args[i] == "--listen") spec.args[i + 1] = absl::StrCat(hub.service_ip, ":", *port);
-  }
+  SetListen(absl::StrCat(hub.service_ip, ":", *port), spec);
   spec.args.insert(
       spec.args.end(),
       {"--set", "store.backend=etcd", "--set", "store.etcd.endpoints=" + etcd_endpoints_, "--set",
