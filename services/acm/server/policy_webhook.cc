@@ -28,7 +28,8 @@ HttpPolicyDecisionPort::HttpPolicyDecisionPort(PolicyWebhookOptions options)
     : options_(std::move(options)) {}
 
 absl::StatusOr<std::string> HttpPolicyDecisionPort::Query(const std::string& request_json) const {
-  HttpPost post;
+  HttpRequest post;
+  post.method = "POST";
   post.url = options_.url;
   post.body = request_json;
   post.content_type = "application/json";
@@ -36,7 +37,7 @@ absl::StatusOr<std::string> HttpPolicyDecisionPort::Query(const std::string& req
   post.connect_timeout = options_.timeout;
   post.max_response_bytes = options_.max_response_bytes;
   post.ca_file = options_.ca_file;
-  absl::StatusOr<HttpAnswer> sent = SendHttpPost(post, "policy webhook");
+  absl::StatusOr<HttpAnswer> sent = SendHttp(post, "policy webhook");
   if (!sent.ok()) {
     // The chain names the endpoint already: keep what happened.
     absl::string_view why = sent.status().message();

@@ -253,15 +253,17 @@ absl::Status PrometheusClient::Check() const {
 absl::StatusOr<PrometheusAnswer> PrometheusClient::Call(
     const std::string& path, const std::vector<std::pair<std::string, std::string>>& fields) const {
   RETURN_IF_ERROR(Check());
-  HttpPost post;
+  HttpRequest post;
+  post.method = "POST";
   post.url = options_.base_url + path;
+  post.content_type = "application/x-www-form-urlencoded";
   for (const auto& [name, value] : fields) {
     absl::StrAppend(&post.body, post.body.empty() ? "" : "&", name, "=", FormEscape(value));
   }
   post.timeout = options_.timeout;
   post.connect_timeout = options_.connect_timeout;
   post.max_response_bytes = options_.max_response_bytes;
-  ASSIGN_OR_RETURN(HttpAnswer answer, SendHttpPost(post, "prometheus"));
+  ASSIGN_OR_RETURN(HttpAnswer answer, SendHttp(post, "prometheus"));
   const std::string what = absl::StrCat("prometheus ", post.url);
   return ParsePrometheusAnswer(answer.status, answer.body, options_.max_points, what);
 }
