@@ -22,6 +22,7 @@
 
 #include "codeco/acm/v1/acm_service.pb.h"
 #include "codeco/checkpointer/v1/checkpointer_service.pb.h"
+#include "codeco/lms/v1/lms_service.pb.h"
 #include "codeco/mdm/v1/mdm_service.pb.h"
 #include "codeco/netma/v1/netma_service.pb.h"
 #include "codeco/pdlc/v1/federated_learning.pb.h"
@@ -127,6 +128,14 @@ std::vector<Server> Servers() {
        // An LMS address it never needs to reach: the calls are refused or
        // answered before any reaches the LMS.
        {"--federation.lms", "127.0.0.1:9", "--federation.lms-plaintext"},
+       nullptr},
+      // The Kubernetes LMS adapter, with a kube-apiserver nothing serves.
+      {"kubelms",
+       "mc",
+       "mc1",
+       ServiceOf(lms::v1::ListNodesRequest::descriptor(), "LmsService"),
+       {"--set", std::string("kube.kubeconfig=") + CODECO_SOURCE_DIR +
+                     "/integration-tests/testdata/unreachable-kubeconfig.yaml"},
        nullptr},
   };
 }
@@ -282,6 +291,12 @@ std::map<std::string, Who> ExpectedPolicy() {
   add(checkpointer, {"GetOperation", "WatchOperation"},
       Union({kReaders, {"mc1/swm", "mc2/checkpointer"}}));
   add(checkpointer, {"GetCheckpoint", "ListCheckpoints"}, Union({kReaders, {"mc1/swm"}}));
+
+  // The LMS (mc1's Kubernetes adapter): the cluster's own services and the operator.
+  add("codeco.lms.v1.LmsService",
+      {"ListNodes", "GetNode", "WatchNodes", "CreatePod", "GetPod", "ListPods", "DeletePod",
+       "WatchPods", "GetNodeUsage", "CheckpointContainer", "RestoreContainer"},
+      Union({kOperator, kMc1}));
   return p;
 }
 

@@ -14,6 +14,7 @@
 #include "federation.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "lms_contract.h"
 #include "lms_service.h"
 #include "prometheus/text_serializer.h"
 
@@ -120,6 +121,18 @@ struct Harness {
   std::map<std::string, std::unique_ptr<LmsService::Stub>> stubs;
   std::unique_ptr<codeco::codef::v1::CodefService::Stub> control_stub;
 };
+
+TEST_CASE("CODEF's emulated LMS passes the LMS contract") {
+  // The same check the Kubernetes adapter passes (services/kubelms/tests).
+  Harness h;
+  codeco::testing::CheckLmsContract(
+      {.stub = h.stubs["edge-a"].get(), .node = "n-1", .advance = [&h] {
+         h.clock.Advance(absl::Milliseconds(100));
+         // Any call moves the emulated cluster to the clock's time.
+         codeco::lms::v1::ListNodesResponse nodes;
+         (void)h.stubs["edge-a"]->ListNodes(h.Context().get(), {}, &nodes);
+       }});
+}
 
 TEST_CASE("LmsService lists nodes and maps core errors to gRPC codes") {
   Harness h;

@@ -1,0 +1,666 @@
+#include "kubelms/core/kube_lms.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codeco/common/excerpt.h"
+#include "codeco/common/logging.h"
+#include "codeco/common/proto_util.h"
+#include "codeco/common/quantity.h"
+#include "codeco/common/status.h"
+#include "nlohmann/json.hpp"
+
+namespace codeco::kubelms {
+namespace {
+
+using codeco::common::v1::ResourceQuantities;
+using codeco::common::v1::WatchEventType;
+using codeco::lms::v1::Node;
+using codeco::lms::v1::Pod;
+using json = nlohmann::json;
+
+// Answers kept for retried CheckpointContainer calls.
+constexpr size_t kRememberedCheckpoints = 1024;
+// The pods that count against a node's allocatable.
+constexpr char kLivePods[] = "status.phase!=Succeeded,status.phase!=Failed";
+
+// A query string from name/value pairs; empty values are left out.
+std::string Query(const std::vector<std::pair<std::string, std::string>>& fields) {
+  std::string out;
+  for (const auto& [name, value] : fields) {
+    if (value.empty()) continue;
+    absl::StrAppend(&out, out.empty() ? "?" : "&", name, "=", UrlEscape(value));
+  }
+  return out;
+}
+
+std::string Str(const json& o, const char* key) {
+  if (!o.is_object()) return "";
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+const json& Member(const json& o, const char* key) {
+  static const json kNull;
+  if (!o.is_object()) return kNull;
+  auto it = o.find(key);
+  return it == o.end() ? kNull : *it;
+}
+
+std::string ResourceVersionOf(const json& object) {
+  return Str(Member(object, "metadata"), "resourceVersion");
+}
+
+bool Is2xx(long status) { return status >= 200 && status < 300; }
+
+// Errors of a watch that a new attempt may not meet again.
+bool Retryable(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kUnavailable ||
+         s.code() == absl::StatusCode::kDeadlineExceeded || s.code() == absl::StatusCode::kInternal;
+}
+
+std::string Describe(const ResourceQuantities& q) {
+  return absl::StrCat("cpu ", FormatCpu(q.cpu_millicores()), ", memory ",
+                      FormatBytes(q.memory_bytes()), ", gpu ", q.gpu());
+}
+
+void Add(ResourceQuantities* into, const ResourceQuantities& q) {
+  into->set_cpu_millicores(into->cpu_millicores() + q.cpu_millicores());
+  into->set_memory_bytes(into->memory_bytes() + q.memory_bytes());
+  into->set_gpu(into->gpu() + q.gpu());
+  into->set_ephemeral_storage_bytes(into->ephemeral_storage_bytes() + q.ephemeral_storage_bytes());
+}
+
+ResourceQuantities PodRequests(const Pod& pod) {
+  ResourceQuantities sum;
+  for (const auto& c : pod.containers()) Add(&sum, c.requests());
+  return sum;
+}
+
+// The first resource `wanted` exceeds in `free`, or "".
+std::string Lacking(const ResourceQuantities& wanted, const ResourceQuantities& free) {
+  if (wanted.cpu_millicores() > free.cpu_millicores()) return "cpu";
+  if (wanted.memory_bytes() > free.memory_bytes()) return "memory";
+  if (wanted.gpu() > free.gpu()) return "gpu";
+  return "";
+}
+
+ResourceQuantities Free(const Node& node) {
+  ResourceQuantities free = node.allocatable();
+  free.set_cpu_millicores(free.cpu_millicores() - node.requested().cpu_millicores());
+  free.set_memory_bytes(free.memory_bytes() - node.requested().memory_bytes());
+  free.set_gpu(free.gpu() - node.requested().gpu());
+  return free;
+}
+
+WatchEventType EventType(const std::string& type) {
+  if (type == "ADDED") return codeco::common::v1::WATCH_EVENT_TYPE_ADDED;
+  if (type == "MODIFIED") return codeco::common::v1::WATCH_EVENT_TYPE_MODIFIED;
+  if (type == "DELETED") return codeco::common::v1::WATCH_EVENT_TYPE_DELETED;
+  return codeco::common::v1::WATCH_EVENT_TYPE_UNSPECIFIED;
+}
+
+// The status a consumer's "no more" travels as through a watch.
+const absl::Status& ConsumerDone() {
+  static const absl::Status kDone = absl::CancelledError("the consumer stopped the watch");
+  return kDone;
+}
+
+}  // namespace
+
+KubeLms::KubeLms(KubeApi* api, Clock* clock, WaitFn wait, KubeLmsOptions options)
+    : api_(api), clock_(clock), wait_(std::move(wait)), options_(std::move(options)) {}
+
+std::string KubeLms::PodPath(const std::string& name) const {
+  return absl::StrCat("/api/v1/namespaces/", UrlEscape(options_.ns), "/pods",
+                      name.empty() ? "" : "/", UrlEscape(name));
+}
+
+absl::StatusOr<json> KubeLms::SendJson(const std::string& method, const std::string& path,
+                                       const std::string& body, absl::Duration timeout,
+                                       const std::string& what) {
+  ASSIGN_OR_RETURN(KubeAnswer answer, api_->Call(method, path, body, timeout));
+  if (!Is2xx(answer.status)) return StatusFromKube(answer.status, answer.body, what);
+  json parsed = json::parse(answer.body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) {
+    return absl::InternalError(absl::StrCat(
+        "kube-apiserver ", what, ": the answer is not JSON: ", PrintableExcerpt(answer.body)));
+  }
+  return parsed;
+}
+
+absl::StatusOr<json> KubeLms::GetJson(const std::string& path, const std::string& what) {
+  return SendJson("GET", path, "", options_.call_timeout, what);
+}
+
+absl::StatusOr<std::string> KubeLms::ListAll(const std::string& path,
+                                             const std::function<absl::Status(const json&)>& item) {
+  const char* glue = absl::StrContains(path, '?') ? "&" : "?";
+  std::string token;
+  std::string version;
+  do {
+    const std::string page = absl::StrCat(path, glue, "limit=", options_.list_page,
+                                          token.empty() ? "" : "&continue=", UrlEscape(token));
+    ASSIGN_OR_RETURN(json list, GetJson(page, absl::StrCat("GET ", page)));
+    const json& items = Member(list, "items");
+    if (items.is_array()) {
+      for (const json& i : items) RETURN_IF_ERROR(item(i));
+    }
+    if (version.empty()) version = ResourceVersionOf(list);
+    token = Str(Member(list, "metadata"), "continue");
+  } while (!token.empty());
+  return version;
+}
+
+absl::StatusOr<std::map<std::string, ResourceQuantities>> KubeLms::RequestedByNode(
+    const std::string& node) {
+  std::map<std::string, ResourceQuantities> by_node;
+  const std::string selector =
+      node.empty() ? kLivePods : absl::StrCat(kLivePods, ",spec.nodeName=", node);
+  RETURN_IF_ERROR(ListAll(absl::StrCat("/api/v1/pods", Query({{"fieldSelector", selector}})),
+                          [&](const json& pod) -> absl::Status {
+                            const std::string on = Str(Member(pod, "spec"), "nodeName");
+                            if (on.empty()) return absl::OkStatus();
+                            absl::StatusOr<ResourceQuantities> q =
+                                PodRequestsFromKube(pod, options_.resources);
+                            // A pod Kubernetes admitted counts even if odd.
+                            if (q.ok()) Add(&by_node[on], *q);
+                            return absl::OkStatus();
+                          })
+                      .status());
+  return by_node;
+}
+
+absl::StatusOr<codeco::lms::v1::ListNodesResponse> KubeLms::ListNodes(
+    const codeco::lms::v1::ListNodesRequest& request) {
+  if (request.page_size() < 0) return InvalidFieldError("page_size", "must not be negative");
+  ASSIGN_OR_RETURN(std::string selector,
+                   LabelSelectorToKube(request.label_selector(), "label_selector"));
+  const std::string path = absl::StrCat(
+      "/api/v1/nodes", Query({{"limit", absl::StrCat(request.page_size() > 0 ? request.page_size()
+                                                                             : options_.list_page)},
+                              {"continue", request.page_token()},
+                              {"labelSelector", selector}}));
+  absl::StatusOr<json> list = GetJson(path, absl::StrCat("GET ", path));
+  if (!list.ok() && absl::IsOutOfRange(list.status())) {
+    return InvalidFieldError("page_token", absl::StrCat("has expired (", list.status().message(),
+                                                        "): list again from the first page"));
+  }
+  RETURN_IF_ERROR(list.status());
+  codeco::lms::v1::ListNodesResponse out;
+  const json& items = Member(*list, "items");
+  if (items.is_array() && !items.empty()) {
+    ASSIGN_OR_RETURN(auto requested, RequestedByNode(""));
+    for (const json& item : items) {
+      ASSIGN_OR_RETURN(Node node, NodeFromKube(item, options_.resources));
+      *node.mutable_requested() = requested[node.name()];
+      *out.add_nodes() = std::move(node);
+    }
+  }
+  out.set_next_page_token(Str(Member(*list, "metadata"), "continue"));
+  out.set_resource_version(ResourceVersionOf(*list));
+  return out;
+}
+
+absl::StatusOr<Node> KubeLms::GetNode(const std::string& name) {
+  if (name.empty()) return InvalidFieldError("name", "is required");
+  const std::string path = absl::StrCat("/api/v1/nodes/", UrlEscape(name));
+  ASSIGN_OR_RETURN(json object, GetJson(path, absl::StrCat("GET ", path)));
+  ASSIGN_OR_RETURN(Node node, NodeFromKube(object, options_.resources));
+  ASSIGN_OR_RETURN(auto requested, RequestedByNode(name));
+  *node.mutable_requested() = requested[name];
+  return node;
+}
+
+absl::StatusOr<Pod> KubeLms::CreatePod(const codeco::lms::v1::CreatePodRequest& request) {
+  return CreateKubePod(request.pod(), request.request_id(), "pod");
+}
+
+absl::StatusOr<Pod> KubeLms::CreateKubePod(const Pod& pod, const std::string& request_id,
+                                           const std::string& path) {
+  RETURN_IF_ERROR(ValidatePodForCreate(pod, path));
+  // A retry of a create that went through answers with that pod.
+  if (!request_id.empty()) {
+    absl::StatusOr<json> existing = GetJson(PodPath(pod.name()), "GET " + PodPath(pod.name()));
+    if (existing.ok()) {
+      if (Str(Member(Member(*existing, "metadata"), "annotations"), kRequestIdAnnotation) ==
+          request_id) {
+        return PodFromKube(*existing, options_.resources);
+      }
+      return absl::AlreadyExistsError(absl::StrCat("pod ", pod.name(), " already exists"));
+    }
+    if (!absl::IsNotFound(existing.status())) return existing.status();
+  }
+  // codeco binds pods itself, so it checks what kube-scheduler would have.
+  absl::StatusOr<Node> node = GetNode(pod.node_name());
+  if (absl::IsNotFound(node.status())) {
+    return absl::NotFoundError(
+        absl::StrCat(path, ".node_name: no node ", pod.node_name(), " in the cluster"));
+  }
+  RETURN_IF_ERROR(node.status());
+  if (node->condition() != codeco::lms::v1::NODE_CONDITION_READY) {
+    return absl::FailedPreconditionError(absl::StrCat("node ", node->name(), " is not ready"));
+  }
+  if (node->unschedulable()) {
+    return absl::FailedPreconditionError(absl::StrCat("node ", node->name(), " is cordoned"));
+  }
+  const ResourceQuantities wanted = PodRequests(pod);
+  const ResourceQuantities free = Free(*node);
+  if (const std::string lacking = Lacking(wanted, free); !lacking.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("node ", node->name(), " lacks ", lacking,
+                                                      ": the pod requests ", Describe(wanted),
+                                                      "; free: ", Describe(free)));
+  }
+  const std::string body = PodToKube(pod, options_.ns, request_id, options_.resources).dump();
+  absl::StatusOr<json> created =
+      SendJson("POST", PodPath(""), body, options_.call_timeout, "POST " + PodPath(""));
+  if (absl::IsAlreadyExists(created.status())) {
+    return absl::AlreadyExistsError(absl::StrCat("pod ", pod.name(), " already exists"));
+  }
+  RETURN_IF_ERROR(created.status());
+  return PodFromKube(*created, options_.resources);
+}
+
+absl::StatusOr<Pod> KubeLms::GetPod(const std::string& name) {
+  if (name.empty()) return InvalidFieldError("name", "is required");
+  ASSIGN_OR_RETURN(json object, GetJson(PodPath(name), "GET " + PodPath(name)));
+  return PodFromKube(object, options_.resources);
+}
+
+absl::StatusOr<codeco::lms::v1::ListPodsResponse> KubeLms::ListPods(
+    const codeco::lms::v1::ListPodsRequest& request) {
+  if (request.page_size() < 0) return InvalidFieldError("page_size", "must not be negative");
+  ASSIGN_OR_RETURN(std::string selector,
+                   LabelSelectorToKube(request.label_selector(), "label_selector"));
+  std::vector<std::string> fields;
+  if (!request.node_name().empty()) fields.push_back("spec.nodeName=" + request.node_name());
+  if (request.phase() != codeco::lms::v1::POD_PHASE_UNSPECIFIED) {
+    static const std::map<int, std::string> kPhases = {
+        {codeco::lms::v1::POD_PHASE_PENDING, "Pending"},
+        {codeco::lms::v1::POD_PHASE_RUNNING, "Running"},
+        {codeco::lms::v1::POD_PHASE_SUCCEEDED, "Succeeded"},
+        {codeco::lms::v1::POD_PHASE_FAILED, "Failed"}};
+    auto it = kPhases.find(request.phase());
+    if (it == kPhases.end()) return InvalidFieldError("phase", "is not a known phase");
+    fields.push_back("status.phase=" + it->second);
+  }
+  const std::string path = absl::StrCat(
+      PodPath(""), Query({{"limit", absl::StrCat(request.page_size() > 0 ? request.page_size()
+                                                                         : options_.list_page)},
+                          {"continue", request.page_token()},
+                          {"labelSelector", selector},
+                          {"fieldSelector", absl::StrJoin(fields, ",")}}));
+  absl::StatusOr<json> list = GetJson(path, absl::StrCat("GET ", path));
+  if (!list.ok() && absl::IsOutOfRange(list.status())) {
+    return InvalidFieldError("page_token", absl::StrCat("has expired (", list.status().message(),
+                                                        "): list again from the first page"));
+  }
+  RETURN_IF_ERROR(list.status());
+  codeco::lms::v1::ListPodsResponse out;
+  const json& items = Member(*list, "items");
+  if (items.is_array()) {
+    for (const json& item : items) {
+      ASSIGN_OR_RETURN(*out.add_pods(), PodFromKube(item, options_.resources));
+    }
+  }
+  out.set_next_page_token(Str(Member(*list, "metadata"), "continue"));
+  out.set_resource_version(ResourceVersionOf(*list));
+  return out;
+}
+
+absl::StatusOr<Pod> KubeLms::DeletePod(const codeco::lms::v1::DeletePodRequest& request) {
+  if (request.name().empty()) return InvalidFieldError("name", "is required");
+  if (request.grace_period_ns() < 0) {
+    return InvalidFieldError("grace_period_ns", "must not be negative");
+  }
+  std::string path = PodPath(request.name());
+  if (request.grace_period_ns() > 0) {
+    // Kubernetes counts whole seconds: round up so the pod gets at least
+    // what was asked.
+    absl::StrAppend(
+        &path, "?gracePeriodSeconds=", (request.grace_period_ns() + 999'999'999) / 1'000'000'000);
+  }
+  ASSIGN_OR_RETURN(json answer,
+                   SendJson("DELETE", path, "", options_.call_timeout, "DELETE " + path));
+  if (Str(answer, "kind") == "Status") {
+    // Deleted at once (no graceful phase): the last state is gone with it.
+    Pod gone;
+    gone.set_name(request.name());
+    return gone;
+  }
+  return PodFromKube(answer, options_.resources);
+}
+
+absl::StatusOr<codeco::lms::v1::NodeUsage> KubeLms::GetNodeUsage(const std::string& node) {
+  if (node.empty()) return InvalidFieldError("node", "is required");
+  const std::string node_path = absl::StrCat("/api/v1/nodes/", UrlEscape(node));
+  RETURN_IF_ERROR(GetJson(node_path, "GET " + node_path).status());
+  const std::string metrics_path =
+      absl::StrCat("/apis/metrics.k8s.io/v1beta1/nodes/", UrlEscape(node));
+  absl::StatusOr<json> metrics = GetJson(metrics_path, "GET " + metrics_path);
+  if (absl::IsNotFound(metrics.status())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("metrics.k8s.io has no sample of node ", node,
+                     " (is metrics-server installed?): ", metrics.status().message()));
+  }
+  RETURN_IF_ERROR(metrics.status());
+  codeco::lms::v1::NodeUsage out;
+  out.set_node(node);
+  ASSIGN_OR_RETURN(*out.mutable_usage(),
+                   QuantitiesFromKube(Member(*metrics, "usage"), options_.resources, "usage"));
+  if (!ParseKubeTime(Str(*metrics, "timestamp"), out.mutable_sample_time())) {
+    *out.mutable_sample_time() = ToProtoTimestamp(clock_->Now());
+  }
+  // The namespace's pods on the node, with their samples.
+  std::map<std::string, bool> on_node;
+  RETURN_IF_ERROR(
+      ListAll(absl::StrCat(PodPath(""), Query({{"fieldSelector", "spec.nodeName=" + node}})),
+              [&](const json& pod) {
+                on_node[Str(Member(pod, "metadata"), "name")] = true;
+                return absl::OkStatus();
+              })
+          .status());
+  if (on_node.empty()) return out;
+  const std::string pods_path =
+      absl::StrCat("/apis/metrics.k8s.io/v1beta1/namespaces/", UrlEscape(options_.ns), "/pods");
+  ASSIGN_OR_RETURN(json pod_metrics, GetJson(pods_path, "GET " + pods_path));
+  const json& items = Member(pod_metrics, "items");
+  if (!items.is_array()) return out;
+  for (const json& item : items) {
+    const std::string name = Str(Member(item, "metadata"), "name");
+    if (on_node.count(name) == 0) continue;
+    codeco::lms::v1::PodUsage* usage = out.add_pods();
+    usage->set_pod(name);
+    const json& containers = Member(item, "containers");
+    if (!containers.is_array()) continue;
+    for (const json& c : containers) {
+      ASSIGN_OR_RETURN(ResourceQuantities q,
+                       QuantitiesFromKube(Member(c, "usage"), options_.resources,
+                                          absl::StrCat("pod ", name, " usage")));
+      Add(usage->mutable_usage(), q);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<codeco::lms::v1::CheckpointContainerResponse> KubeLms::CheckpointContainer(
+    const codeco::lms::v1::CheckpointContainerRequest& request) {
+  if (request.pod().empty()) return InvalidFieldError("pod", "is required");
+  if (request.container().empty()) return InvalidFieldError("container", "is required");
+  if (!request.request_id().empty()) {
+    absl::MutexLock lock(&mu_);
+    if (auto it = checkpoints_.find(request.request_id()); it != checkpoints_.end()) {
+      return it->second;
+    }
+  }
+  ASSIGN_OR_RETURN(Pod pod, GetPod(request.pod()));
+  const bool has_container =
+      std::any_of(pod.containers().begin(), pod.containers().end(),
+                  [&](const auto& c) { return c.name() == request.container(); });
+  if (!has_container) {
+    return absl::NotFoundError(
+        absl::StrCat("pod ", request.pod(), " has no container ", request.container()));
+  }
+  if (pod.phase() != codeco::lms::v1::POD_PHASE_RUNNING) {
+    return absl::FailedPreconditionError(absl::StrCat("pod ", request.pod(), " is not running"));
+  }
+  // The kubelet's checkpoint API through the apiserver's node proxy.
+  const int64_t seconds = std::max<int64_t>(1, absl::ToInt64Seconds(options_.checkpoint_timeout));
+  const std::string path = absl::StrCat(
+      "/api/v1/nodes/", UrlEscape(pod.node_name()), "/proxy/checkpoint/", UrlEscape(options_.ns),
+      "/", UrlEscape(request.pod()), "/", UrlEscape(request.container()), "?timeout=", seconds);
+  const absl::Time start = clock_->Now();
+  ASSIGN_OR_RETURN(KubeAnswer answer,
+                   api_->Call("POST", path, "", options_.checkpoint_timeout + absl::Seconds(5)));
+  if (!Is2xx(answer.status)) {
+    absl::Status error = StatusFromKube(answer.status, answer.body, "POST " + path);
+    // The kubelet's 500 is the runtime refusing (no checkpoint support,
+    // CRIU failed): retrying will not help.
+    if (answer.status == 500) return absl::FailedPreconditionError(error.message());
+    return error;
+  }
+  const json items = Member(json::parse(answer.body, nullptr, false), "items");
+  if (!items.is_array() || items.empty() || !items[0].is_string()) {
+    return absl::InternalError(absl::StrCat("kubelet checkpoint of ", request.pod(), "/",
+                                            request.container(),
+                                            " named no archive: ", PrintableExcerpt(answer.body)));
+  }
+  codeco::lms::v1::CheckpointContainerResponse out;
+  out.set_node(pod.node_name());
+  out.set_archive_path(items[0].get<std::string>());
+  out.set_duration_ns(absl::ToInt64Nanoseconds(clock_->Now() - start));
+  if (!request.request_id().empty()) {
+    absl::MutexLock lock(&mu_);
+    checkpoints_[request.request_id()] = out;
+    checkpoint_order_[++checkpoint_seq_] = request.request_id();
+    while (checkpoints_.size() > kRememberedCheckpoints) {
+      checkpoints_.erase(checkpoint_order_.begin()->second);
+      checkpoint_order_.erase(checkpoint_order_.begin());
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<codeco::lms::v1::RestoreContainerResponse> KubeLms::RestoreContainer(
+    const codeco::lms::v1::RestoreContainerRequest& request, absl::Duration budget,
+    const std::function<bool()>& cancelled) {
+  if (request.container().empty()) return InvalidFieldError("container", "is required");
+  if (request.state_source_case() == codeco::lms::v1::RestoreContainerRequest::kArchivePath) {
+    return absl::FailedPreconditionError(
+        "archive_path: Kubernetes restores a container only from a checkpoint OCI image; pass "
+        "image_reference (the checkpointer builds and pushes one from the archive)");
+  }
+  if (request.image_reference().empty()) {
+    return InvalidFieldError("image_reference", "is required");
+  }
+  Pod pod = request.pod();
+  auto container = std::find_if(pod.mutable_containers()->begin(), pod.mutable_containers()->end(),
+                                [&](const auto& c) { return c.name() == request.container(); });
+  if (container == pod.mutable_containers()->end()) {
+    return InvalidFieldError("container", absl::StrCat("names no container of pod ", pod.name()));
+  }
+  // CRI-O restores a container whose image is a checkpoint image.
+  container->set_image(request.image_reference());
+  const absl::Time start = clock_->Now();
+  const absl::Time deadline = start + std::min(budget, options_.restore_timeout);
+  ASSIGN_OR_RETURN(Pod created, CreateKubePod(pod, request.request_id(), "pod"));
+  auto remove = [&](absl::Status why) {
+    codeco::lms::v1::DeletePodRequest del;
+    del.set_name(pod.name());
+    absl::Status removed = DeletePod(del).status();
+    if (!removed.ok() && !absl::IsNotFound(removed)) {
+      log::Warn("a failed restore left its pod",
+                {{"pod", pod.name()}, {"error", std::string(removed.message())}});
+    }
+    return why;
+  };
+  for (Pod current = created;;) {
+    if (current.phase() == codeco::lms::v1::POD_PHASE_RUNNING) {
+      codeco::lms::v1::RestoreContainerResponse out;
+      *out.mutable_pod() = std::move(current);
+      out.set_duration_ns(absl::ToInt64Nanoseconds(clock_->Now() - start));
+      return out;
+    }
+    if (current.phase() == codeco::lms::v1::POD_PHASE_FAILED ||
+        current.phase() == codeco::lms::v1::POD_PHASE_SUCCEEDED) {
+      return remove(absl::FailedPreconditionError(absl::StrCat(
+          "restored pod ", pod.name(),
+          " did not run: ", current.message().empty() ? "it ended" : current.message())));
+    }
+    if (clock_->Now() >= deadline) {
+      return remove(absl::DeadlineExceededError(
+          absl::StrCat("restored pod ", pod.name(), " was not running after ",
+                       absl::FormatDuration(clock_->Now() - start),
+                       current.message().empty() ? "" : ": ", current.message())));
+    }
+    if (!WaitUnlessCancelled(options_.restore_poll, cancelled)) {
+      return remove(absl::CancelledError("the restore was cancelled"));
+    }
+    absl::StatusOr<Pod> next = GetPod(pod.name());
+    if (absl::IsNotFound(next.status())) {
+      return absl::AbortedError(
+          absl::StrCat("restored pod ", pod.name(), " was deleted before it ran"));
+    }
+    if (next.ok()) current = std::move(*next);
+  }
+}
+
+absl::Status KubeLms::WatchNodes(
+    const codeco::lms::v1::WatchNodesRequest& request,
+    const std::function<bool(codeco::lms::v1::WatchNodesResponse)>& emit,
+    const std::function<bool()>& cancelled) {
+  return Watch(
+      "/api/v1/nodes", "", request.resource_version(),
+      [&](const json& object, WatchEventType type) -> absl::Status {
+        absl::StatusOr<Node> node = NodeFromKube(object, options_.resources);
+        if (!node.ok()) {
+          log::Warn("kube watch: a node event left out",
+                    {{"error", std::string(node.status().message())}});
+          return absl::OkStatus();
+        }
+        codeco::lms::v1::WatchNodesResponse event;
+        event.set_type(type);
+        event.set_resource_version(node->resource_version());
+        *event.mutable_node() = std::move(*node);
+        return emit(std::move(event)) ? absl::OkStatus() : ConsumerDone();
+      },
+      cancelled);
+}
+
+absl::Status KubeLms::WatchPods(const codeco::lms::v1::WatchPodsRequest& request,
+                                const std::function<bool(codeco::lms::v1::WatchPodsResponse)>& emit,
+                                const std::function<bool()>& cancelled) {
+  ASSIGN_OR_RETURN(std::string selector,
+                   LabelSelectorToKube(request.label_selector(), "label_selector"));
+  const std::string query =
+      Query({{"labelSelector", selector},
+             {"fieldSelector",
+              request.node_name().empty() ? "" : "spec.nodeName=" + request.node_name()}});
+  return Watch(
+      PodPath(""), query, request.resource_version(),
+      [&](const json& object, WatchEventType type) -> absl::Status {
+        absl::StatusOr<Pod> pod = PodFromKube(object, options_.resources);
+        if (!pod.ok()) {
+          log::Warn("kube watch: a pod event left out",
+                    {{"error", std::string(pod.status().message())}});
+          return absl::OkStatus();
+        }
+        codeco::lms::v1::WatchPodsResponse event;
+        event.set_type(type);
+        event.set_resource_version(pod->resource_version());
+        *event.mutable_pod() = std::move(*pod);
+        return emit(std::move(event)) ? absl::OkStatus() : ConsumerDone();
+      },
+      cancelled);
+}
+
+bool KubeLms::WaitUnlessCancelled(absl::Duration d, const std::function<bool()>& cancelled) {
+  // In slices, so a watch whose client left stops within one.
+  constexpr absl::Duration kSlice = absl::Milliseconds(100);
+  while (d > absl::ZeroDuration()) {
+    if (cancelled && cancelled()) return false;
+    const absl::Duration step = std::min(d, kSlice);
+    if (!wait_(step)) return false;
+    d -= step;
+  }
+  return !(cancelled && cancelled());
+}
+
+absl::Status KubeLms::Watch(const std::string& collection, const std::string& query,
+                            const std::string& from_version, const Translate& translate,
+                            const std::function<bool()>& cancelled) {
+  auto is_cancelled = [&] { return cancelled && cancelled(); };
+  std::string version = from_version;
+  if (version.empty()) {
+    // The first state: list, then watch from the list's version (the
+    // informer pattern; nothing falls between the two).
+    absl::StatusOr<std::string> listed =
+        ListAll(absl::StrCat(collection, query), [&](const json& item) {
+          return translate(item, codeco::common::v1::WATCH_EVENT_TYPE_ADDED);
+        });
+    if (listed.status() == ConsumerDone()) return absl::OkStatus();
+    RETURN_IF_ERROR(listed.status());
+    version = *listed;
+  }
+  const std::string glue = query.empty() ? "?" : "&";
+  const int64_t timeout_seconds =
+      std::max<int64_t>(1, absl::ToInt64Seconds(options_.watch_timeout));
+  Backoff backoff(options_.watch_backoff, static_cast<uint64_t>(absl::ToUnixNanos(clock_->Now())));
+  int failures = 0;
+  while (!is_cancelled()) {
+    const std::string path =
+        absl::StrCat(collection, query, glue,
+                     "watch=true&allowWatchBookmarks=true&timeoutSeconds=", timeout_seconds,
+                     "&resourceVersion=", UrlEscape(version));
+    const std::string what = "GET " + path;
+    absl::Status stream_error;
+    bool consumer_done = false;
+    int lines = 0;
+    auto on_line = [&](std::string_view line) -> bool {
+      if (line.find_first_not_of(" \t\r") == std::string_view::npos) return true;
+      ++lines;
+      const json event = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      const std::string type = Str(event, "type");
+      const json& object = Member(event, "object");
+      if (event.is_discarded() || type.empty() || !object.is_object()) {
+        stream_error = absl::InternalError(absl::StrCat(
+            "kube-apiserver ", what,
+            ": a watch line that is not an event: ", PrintableExcerpt(std::string(line))));
+        return false;
+      }
+      if (type == "ERROR") {
+        const long code =
+            Member(object, "code").is_number_integer() ? Member(object, "code").get<long>() : 500;
+        stream_error = StatusFromKube(code, object.dump(), what);
+        return false;
+      }
+      const std::string object_version = ResourceVersionOf(object);
+      if (type == "BOOKMARK") {
+        if (!object_version.empty()) version = object_version;
+        return true;
+      }
+      const WatchEventType kind = EventType(type);
+      if (kind == codeco::common::v1::WATCH_EVENT_TYPE_UNSPECIFIED) return true;
+      absl::Status handed = translate(object, kind);
+      if (handed == ConsumerDone()) {
+        consumer_done = true;
+        return false;
+      }
+      if (!object_version.empty()) version = object_version;
+      failures = 0;
+      return true;
+    };
+    absl::StatusOr<KubeAnswer> answer = api_->Stream(path, on_line, cancelled);
+    if (consumer_done || is_cancelled()) return absl::OkStatus();
+    if (!answer.ok()) {
+      stream_error = answer.status();
+    } else if (!Is2xx(answer->status)) {
+      stream_error = StatusFromKube(answer->status, answer->body, what);
+    }
+    if (absl::IsOutOfRange(stream_error)) {
+      return absl::OutOfRangeError(absl::StrCat("resource_version ", version,
+                                                " is too old for kube-apiserver: list again (",
+                                                stream_error.message(), ")"));
+    }
+    if (!stream_error.ok() && !Retryable(stream_error)) return stream_error;
+    if (!stream_error.ok()) {
+      if (++failures >= options_.watch_attempts) return stream_error;
+      log::Warn("kube watch failed; resuming",
+                {{"path", collection}, {"error", std::string(stream_error.message())}});
+      if (!WaitUnlessCancelled(backoff.Delay(failures), cancelled)) return absl::OkStatus();
+      continue;
+    }
+    // The server ended the stream (its timeout): resume where it stopped. A
+    // server that ends streams at once gets them spaced out.
+    if (lines == 0 && !WaitUnlessCancelled(backoff.policy().initial, cancelled)) {
+      return absl::OkStatus();
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace codeco::kubelms
