@@ -8,6 +8,7 @@
 // the compose file's commands must name built binaries, flags they accept and
 // addresses something listens on; the Dockerfile must install what
 // scripts/install-deps.sh lists and the runtime libraries the binaries load.
+// The Kubernetes LMS adapter's RBAC must grant exactly the API calls it makes.
 // Where `kubectl` is installed, its built-in kustomize renders each overlay
 // and the same checks run on what it renders.
 #include <signal.h>
@@ -56,12 +57,33 @@ constexpr char kImageBin[] = "/usr/local/bin/";
 // The binaries this build produces, by the name the image installs them under.
 const std::map<std::string, std::string>& Binaries() {
   static const std::map<std::string, std::string> kBinaries = {
-      {"codeco-acm", CODECO_ACM_BIN},   {"codeco-swm", CODECO_SWM_BIN},
-      {"codeco-pdlc", CODECO_PDLC_BIN}, {"codeco-netma", CODECO_NETMA_BIN},
-      {"codeco-mdm", CODECO_MDM_BIN},   {"codeco-checkpointer", CODECO_CHECKPOINTER_BIN},
-      {"codecoctl", CODECOCTL_BIN},     {"codef", CODEF_BIN},
+      {"codeco-acm", CODECO_ACM_BIN},
+      {"codeco-swm", CODECO_SWM_BIN},
+      {"codeco-pdlc", CODECO_PDLC_BIN},
+      {"codeco-netma", CODECO_NETMA_BIN},
+      {"codeco-mdm", CODECO_MDM_BIN},
+      {"codeco-checkpointer", CODECO_CHECKPOINTER_BIN},
+      {"codeco-kubelms", CODECO_KUBELMS_BIN},
+      {"codecoctl", CODECOCTL_BIN},
+      {"codef", CODEF_BIN},
   };
   return kBinaries;
+}
+
+// The services an overlay runs that `codecoctl up` does not, by overlay:
+// on a managed cluster the Kubernetes LMS adapter, which stands in for the
+// LMS CODEF emulates there.
+const std::map<std::string, std::set<std::string>>& KubernetesOnlyServices() {
+  static const std::map<std::string, std::set<std::string>> kServices = {{"hub", {}},
+                                                                         {"mc", {"kubelms"}}};
+  return kServices;
+}
+
+// The services that keep no state: a Deployment with data_dir (an empty
+// RocksDB) on an emptyDir. Every other one is a StatefulSet with a claim.
+const std::set<std::string>& StatelessServices() {
+  static const std::set<std::string> kServices = {"codeco-kubelms"};
+  return kServices;
 }
 
 // ---------------------------------------------------------------------------
@@ -313,8 +335,9 @@ void LoadKustomization(const fs::path& dir, Build& build) {
   }
   YAML::Node k = YAML::LoadFile(file.string());
   static const std::set<std::string> kKnown = {
-      "apiVersion", "kind",   "namespace",          "resources",       "patches",
-      "labels",     "images", "configMapGenerator", "secretGenerator", "components"};
+      "apiVersion",      "kind",       "namespace",   "resources",
+      "patches",         "labels",     "images",      "configMapGenerator",
+      "secretGenerator", "components", "transformers"};
   for (const auto& kv : k) {
     if (!kKnown.contains(kv.first.Scalar())) {
       build.problems.Add(where, "field " + kv.first.Scalar() + " is not one this test models");
@@ -350,6 +373,16 @@ void LoadKustomization(const fs::path& dir, Build& build) {
   for (const YAML::Node& gen : k["secretGenerator"]) build.secrets.insert(Str(gen["name"]));
   for (const YAML::Node& image : k["images"]) {
     if (Str(image["name"]).empty()) build.problems.Add(where, "an images entry without a name");
+  }
+  // Inline transformer configs: only the namespace one, which sets unset
+  // namespaces (objects that name theirs keep them, as this model does).
+  for (const YAML::Node& entry : k["transformers"]) {
+    const YAML::Node t = entry.IsScalar() ? YAML::Load(entry.Scalar()) : YAML::Node();
+    if (Str(t["apiVersion"]) != "builtin" || Str(t["kind"]) != "NamespaceTransformer" ||
+        Str(t["unsetOnly"]) != "true" || Str(t["metadata"]["namespace"]).empty()) {
+      build.problems.Add(where,
+                         "a transformer other than an inline unsetOnly NamespaceTransformer");
+    }
   }
 }
 
@@ -677,8 +710,11 @@ TEST_CASE("the hub and mc overlays run the services codecoctl up starts there") 
         if (absl::StartsWith(command, prefix)) running.insert(command.substr(prefix.size()));
       }
     }
+    std::set<std::string> expected = planned;
+    const std::set<std::string>& extra = KubernetesOnlyServices().at(overlay);
+    expected.insert(extra.begin(), extra.end());
     INFO("overlay " << overlay);
-    CHECK(running == planned);
+    CHECK(running == expected);
   }
 }
 
@@ -936,17 +972,31 @@ TEST_CASE("each service config agrees with its pod's ports volumes and certifica
         problems.Add(run.where, "must serve mTLS on the pod's address");
       }
       // data_dir on the claim's volume (the checkpointer also writes
-      // <data_dir>-work beside it).
+      // <data_dir>-work beside it); a stateless service's on an emptyDir.
       const std::string data_dir = ConfigValue(run.config, "data_dir");
-      bool on_claim = false;
+      const bool stateless = StatelessServices().contains(run.binary);
+      const std::string kind = Str(run.workload["kind"]);
+      if (kind != (stateless ? "Deployment" : "StatefulSet")) {
+        problems.Add(run.where, std::string(stateless ? "keeps no state: a Deployment"
+                                                      : "keeps state: a StatefulSet") +
+                                    ", not a " + kind);
+      }
+      bool on_volume = false;
       for (const YAML::Node& m : run.container["volumeMounts"]) {
         if (!Under(data_dir, Str(m["mountPath"])) || data_dir == Str(m["mountPath"])) continue;
+        if (stateless) {
+          for (const YAML::Node& v : run.pod["volumes"]) {
+            on_volume = on_volume || (Str(v["name"]) == Str(m["name"]) && v["emptyDir"]);
+          }
+          continue;
+        }
         for (const YAML::Node& t : run.workload["spec"]["volumeClaimTemplates"]) {
-          on_claim = on_claim || Str(t["metadata"]["name"]) == Str(m["name"]);
+          on_volume = on_volume || Str(t["metadata"]["name"]) == Str(m["name"]);
         }
       }
-      if (!on_claim) {
-        problems.Add(run.where, "data_dir " + data_dir + " is below no volumeClaimTemplate");
+      if (!on_volume) {
+        problems.Add(run.where, "data_dir " + data_dir + " is below no " +
+                                    (stateless ? "emptyDir" : "volumeClaimTemplate"));
       }
       if (ConfigValue(run.config, "role") != set.overlay) {
         problems.Add(run.where, "role is not " + set.overlay);
@@ -968,6 +1018,166 @@ TEST_CASE("each service config agrees with its pod's ports volumes and certifica
       }
     }
   }
+  CHECK_NO_PROBLEMS(problems);
+}
+
+// One permission of an RBAC rule: "apiGroup resource verb" (the group ""
+// written "core").
+using Grant = std::string;
+
+// Every permission of a Role's or ClusterRole's rules; wildcards, resource
+// names and non-resource URLs are problems (codeco grants none).
+std::set<Grant> GrantsOf(const YAML::Node& role, const std::string& where, Problems& problems) {
+  std::set<Grant> out;
+  for (const YAML::Node& rule : role["rules"]) {
+    if (rule["nonResourceURLs"]) problems.Add(where, "grants non-resource URLs");
+    if (rule["resourceNames"]) problems.Add(where, "names resources (not modelled here)");
+    for (const YAML::Node& group : rule["apiGroups"]) {
+      for (const YAML::Node& resource : rule["resources"]) {
+        for (const YAML::Node& verb : rule["verbs"]) {
+          for (const std::string& part : {Str(group), Str(resource), Str(verb)}) {
+            if (absl::StrContains(part, "*")) problems.Add(where, "a wildcard: " + part);
+          }
+          const std::string api_group = Str(group).empty() ? "core" : Str(group);
+          out.insert(api_group + " " + Str(resource) + " " + Str(verb));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// A set of grants, for messages.
+std::string Describe(const std::set<Grant>& grants) {
+  return "{" + absl::StrJoin(grants, ", ") + "}";
+}
+
+TEST_CASE("the LMS adapter's RBAC grants exactly the Kubernetes calls it makes") {
+  // What services/kubelms/core/kube_lms.cc calls (docs/deploy.md, "The
+  // Kubernetes LMS adapter"). Cluster-wide: the nodes (ListNodes, GetNode,
+  // WatchNodes), every namespace's pods listed to sum requests per node, the
+  // kubelet checkpoint API through the node proxy (POST: create), and a
+  // node's metrics (GetNodeUsage).
+  const std::set<Grant> cluster_wide = {"core nodes get",   "core nodes list",
+                                        "core nodes watch", "core nodes/proxy create",
+                                        "core pods list",   "metrics.k8s.io nodes get"};
+  // In kube.namespace only: the pods codeco places and their metrics.
+  const std::set<Grant> in_namespace = {"core pods get",    "core pods list",
+                                        "core pods watch",  "core pods create",
+                                        "core pods delete", "metrics.k8s.io pods list"};
+  // The API paths the adapter builds: a new one needs a look at the grants
+  // above (and at kubelms-rbac.yaml).
+  const std::set<std::string> known_paths = {"/api/v1/nodes",
+                                             "/api/v1/nodes/",
+                                             "/proxy/checkpoint/",
+                                             "/api/v1/pods",
+                                             "/api/v1/namespaces/",
+                                             "/apis/metrics.k8s.io/v1beta1/nodes/",
+                                             "/apis/metrics.k8s.io/v1beta1/namespaces/"};
+  {
+    const std::string source = ReadWholeFile(kSource / "services/kubelms/core/kube_lms.cc");
+    static const std::regex kPath("\"(/(?:api|apis|proxy)(?:/[^\"]*)?)\"");
+    std::set<std::string> paths;
+    for (auto it = std::sregex_iterator(source.begin(), source.end(), kPath);
+         it != std::sregex_iterator(); ++it) {
+      paths.insert((*it)[1]);
+    }
+    INFO("the API paths of services/kubelms/core/kube_lms.cc");
+    CHECK(paths == known_paths);
+  }
+  Problems problems;
+  int checked = 0;
+  for (const ObjectSet& set : AllObjectSets()) {
+    // No wildcard in any role of either overlay.
+    for (const char* kind : {"Role", "ClusterRole"}) {
+      for (const Resource* r : OfKind(set.resources, kind)) {
+        GrantsOf(r->node, set.name + " " + Id(r->node), problems);
+      }
+    }
+    if (set.overlay != "mc") {
+      for (const char* kind : {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}) {
+        for (const Resource* r : OfKind(set.resources, kind)) {
+          problems.Add(set.name + " " + Id(r->node), "no service of this overlay calls the API");
+        }
+      }
+      continue;
+    }
+    ++checked;
+    const std::string where = set.name + " codeco-kubelms";
+    // The adapter's pod runs as its own account, with a token.
+    const Resource* deployment = FindObject(set, "Deployment", "codeco-kubelms");
+    REQUIRE(deployment != nullptr);
+    const YAML::Node pod = PodSpec(deployment->node);
+    CHECK(Str(pod["serviceAccountName"]) == "codeco-kubelms");
+    CHECK(Str(pod["automountServiceAccountToken"]) == "true");
+    CHECK(FindObject(set, "ServiceAccount", "codeco-kubelms") != nullptr);
+    // Every other pod runs without a token.
+    for (const Resource& r : set.resources) {
+      if (IsWorkload(Str(r.node["kind"])) && &r != deployment) {
+        if (Str(PodSpec(r.node)["automountServiceAccountToken"]) != "false") {
+          problems.Add(set.name + " " + Id(r.node), "mounts a service-account token");
+        }
+      }
+    }
+    // Its kube.namespace, from its configuration.
+    std::string ns;
+    for (const ServiceRun& run : ServiceRuns(set, problems)) {
+      if (run.binary == "codeco-kubelms") ns = ConfigValue(run.config, "kube.namespace");
+    }
+    REQUIRE_FALSE(ns.empty());
+    if (!FindObject(set, "Namespace", ns)) problems.Add(where, "no Namespace " + ns);
+    // What the bindings give it, cluster-wide and per namespace.
+    auto binds_adapter = [](const YAML::Node& binding) {
+      for (const YAML::Node& s : binding["subjects"]) {
+        if (Str(s["kind"]) == "ServiceAccount" && Str(s["name"]) == "codeco-kubelms" &&
+            Str(s["namespace"]) == "codeco") {
+          return true;
+        }
+      }
+      return false;
+    };
+    std::set<Grant> granted_cluster;
+    std::map<std::string, std::set<Grant>> granted_ns;
+    for (const char* kind : {"ClusterRoleBinding", "RoleBinding"}) {
+      for (const Resource* b : OfKind(set.resources, kind)) {
+        const std::string bw = set.name + " " + Id(b->node);
+        if (!binds_adapter(b->node)) {
+          problems.Add(bw, "binds someone other than codeco/codeco-kubelms");
+          continue;
+        }
+        if (b->node["subjects"].size() != 1) problems.Add(bw, "binds more than the adapter");
+        const YAML::Node ref = b->node["roleRef"];
+        const Resource* role = FindObject(set, Str(ref["kind"]), Str(ref["name"]));
+        if (role == nullptr) {
+          problems.Add(bw, "no " + Str(ref["kind"]) + " " + Str(ref["name"]));
+          continue;
+        }
+        const std::set<Grant> grants = GrantsOf(role->node, bw, problems);
+        if (std::string(kind) == "ClusterRoleBinding") {
+          granted_cluster.insert(grants.begin(), grants.end());
+        } else {
+          const std::string binding_ns = Str(b->node["metadata"]["namespace"]);
+          if (Str(ref["kind"]) == "Role" &&
+              Str(role->node["metadata"]["namespace"]) != binding_ns) {
+            problems.Add(bw, "its Role is in another namespace");
+          }
+          granted_ns[binding_ns].insert(grants.begin(), grants.end());
+        }
+      }
+    }
+    if (granted_cluster != cluster_wide) {
+      problems.Add(where, "cluster-wide it may " + Describe(granted_cluster) + ", it calls " +
+                              Describe(cluster_wide));
+    }
+    if (granted_ns.size() != 1 || !granted_ns.contains(ns)) {
+      problems.Add(where, "is bound in other namespaces than its kube.namespace " + ns);
+    }
+    if (granted_ns[ns] != in_namespace) {
+      problems.Add(where, "in " + ns + " it may " + Describe(granted_ns[ns]) + ", it calls " +
+                              Describe(in_namespace));
+    }
+  }
+  CHECK(checked >= 1);
   CHECK_NO_PROBLEMS(problems);
 }
 
@@ -1062,11 +1272,25 @@ TEST_CASE("each service starts with its overlay config and flags") {
       const std::string service = run.binary.substr(strlen("codeco-"));
       run_dev_ca({"issue", cluster, service});
       const std::string identity = (certs / cluster / service).string();
+      // The Kubernetes LMS adapter also finds kube-apiserver as a pod does:
+      // KUBERNETES_SERVICE_HOST/_PORT and the service account's files (a
+      // made-up token and CA; it calls kube-apiserver only when asked).
+      std::string env;
+      std::vector<std::string> pod_has;
+      if (run.binary == "codeco-kubelms") {
+        const fs::path account = scratch.path / (name + "-serviceaccount");
+        fs::create_directories(account);
+        std::ofstream(account / "token") << "not-a-real-token\n";
+        std::ofstream(account / "ca.crt") << ReadWholeFile(certs / "ca.crt");
+        std::ofstream(account / "namespace") << "codeco\n";
+        env = "KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=9 ";
+        pod_has = {"--kube.service-account-dir", account.string()};
+      }
       std::vector<std::string> argv = {Which("unshare"),
                                        "--net",
                                        "/bin/sh",
                                        "-c",
-                                       ip + " link set lo up && exec \"$0\" \"$@\"",
+                                       ip + " link set lo up && " + env + "exec \"$0\" \"$@\"",
                                        Binaries().at(run.binary),
                                        "--config",
                                        config.string()};
@@ -1074,6 +1298,7 @@ TEST_CASE("each service starts with its overlay config and flags") {
       argv.insert(argv.end(), {"--data-dir", (scratch.path / name).string(), "--tls.ca-file",
                                (certs / "ca.crt").string(), "--tls.cert-file", identity + ".crt",
                                "--tls.key-file", identity + ".key"});
+      argv.insert(argv.end(), pod_has.begin(), pod_has.end());
       const fs::path err = scratch.path / (name + ".err");
       children.push_back({run, err, std::make_unique<ChildProcess>(argv, err.string())});
     }
@@ -1102,7 +1327,7 @@ TEST_CASE("each service starts with its overlay config and flags") {
                                     " after SIGTERM:\n" + ReadWholeFile(s.err));
     }
   }
-  CHECK(started == 10);
+  CHECK(started == 11);
   CHECK_NO_PROBLEMS(problems);
 }
 
@@ -1370,6 +1595,12 @@ TEST_CASE("the CodecoApp CRDs refuse what ACM refuses and accept what ACM accept
 // ---------------------------------------------------------------------------
 // kubectl's kustomize, where installed.
 
+// True for the kinds the overlays hold that have no namespace.
+bool ClusterScoped(const std::string& kind) {
+  return kind == "Namespace" || kind == "CustomResourceDefinition" || kind == "ClusterRole" ||
+         kind == "ClusterRoleBinding";
+}
+
 TEST_CASE("kubectl kustomize renders the base and each overlay to the objects modelled here") {
   if (Kubectl().empty()) {
     WARN("kubectl is not installed: the overlays were not rendered by kustomize");
@@ -1393,12 +1624,18 @@ TEST_CASE("kubectl kustomize renders the base and each overlay to the objects mo
         name = name.substr(0, name.size() - 11);
       }
       rendered_ids.insert(Str(r.node["kind"]) + "/" + name);
-      // Everything lands in the codeco namespace, except cluster-wide kinds.
+      // Everything lands in the codeco namespace, except cluster-wide kinds
+      // and the objects that name their own (the LMS adapter's Role and
+      // RoleBinding in the workloads namespace).
       const std::string kind = Str(r.node["kind"]);
-      if (kind != "Namespace" && kind != "CustomResourceDefinition") {
-        INFO(overlay << " " << Id(r.node));
-        CHECK(Str(r.node["metadata"]["namespace"]) == "codeco");
-        CHECK(Str(r.node["metadata"]["labels"]["codeco.io/role"]) == overlay);
+      INFO(overlay << " " << Id(r.node));
+      CHECK(Str(r.node["metadata"]["labels"]["codeco.io/role"]) == overlay);
+      if (!ClusterScoped(kind)) {
+        const Resource* source = FindObject(model, kind, name);
+        const std::string own = source ? Str(source->node["metadata"]["namespace"]) : "";
+        CHECK(Str(r.node["metadata"]["namespace"]) == (own.empty() ? "codeco" : own));
+      } else {
+        CHECK(Str(r.node["metadata"]["namespace"]).empty());
       }
     }
     for (const Resource& r : model.resources) model_ids.insert(Id(r.node));
