@@ -22,7 +22,9 @@ LIB_PKGS=(libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
 # etcd-server/etcd-client hold a replicated hub's state (store.backend: etcd).
 SERVER_PKGS=(prometheus docker-registry redis-server criu etcd-server etcd-client)
 # iproute2: deploy_manifests_test starts each service in a network namespace of its own.
-TOOL_PKGS=(openssl nodejs npm curl procps iproute2)
+# python3-kubernetes: the official client's models check the stand-in
+# kube-apiserver's documents (services/kubelms/tests/check_kube_json.py).
+TOOL_PKGS=(openssl nodejs npm curl procps iproute2 python3-kubernetes)
 # Test data: the official JSON-Schema-Test-Suite MDM's schema validation runs.
 TEST_DATA_PKGS=(json-schema-test-suite)
 
