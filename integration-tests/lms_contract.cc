@@ -53,72 +53,11 @@ Pod MakePod(const std::string& name, const std::string& node, const std::string&
   return pod;
 }
 
-// Reads a watch on a thread of its own; the test waits on what arrived.
-template <typename Response>
-class Collector {
- public:
-  template <typename Request, typename Call>
-  Collector(const Request& request, Call call) {
-    context_.set_deadline(absl::ToChronoTime(absl::Now() + absl::Minutes(2)));
-    reader_ = call(&context_, request);
-    thread_ = std::thread([this] {
-      Response r;
-      while (reader_->Read(&r)) {
-        absl::MutexLock lock(&mu_);
-        seen_.push_back(r);
-      }
-      grpc::Status end = reader_->Finish();
-      absl::MutexLock lock(&mu_);
-      end_ = end;
-      done_ = true;
-    });
-  }
-  ~Collector() {
-    context_.TryCancel();
-    thread_.join();
-  }
-
-  /// Waits (calling `advance` between looks) until `found` holds for what
-  /// arrived; false after kPatience.
-  bool WaitFor(const std::function<bool(const std::vector<Response>&)>& found,
-               const std::function<void()>& advance) {
-    const absl::Time give_up = absl::Now() + kPatience;
-    while (absl::Now() < give_up) {
-      {
-        absl::MutexLock lock(&mu_);
-        if (found(seen_)) return true;
-        if (done_) return false;
-      }
-      advance();
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return false;
-  }
-
-  /// The stream's end, when it ended.
-  std::string Ended() {
-    absl::MutexLock lock(&mu_);
-    return done_ ? std::to_string(end_.error_code()) + " " + end_.error_message() : "open";
-  }
-
- private:
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReader<Response>> reader_;
-  std::thread thread_;
-  absl::Mutex mu_;
-  std::vector<Response> seen_ ABSL_GUARDED_BY(mu_);
-  grpc::Status end_ ABSL_GUARDED_BY(mu_);
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-};
-
-using PodWatch = Collector<codeco::lms::v1::WatchPodsResponse>;
-
-std::unique_ptr<PodWatch> WatchPods(LmsService::Stub* stub, const std::string& version) {
+std::unique_ptr<PodWatchReader> WatchPods(LmsService::Stub* stub, const std::string& version) {
   codeco::lms::v1::WatchPodsRequest request;
   request.set_resource_version(version);
   (*request.mutable_label_selector()->mutable_match_labels())[kAppLabel] = kAppValue;
-  return std::make_unique<PodWatch>(
-      request, [stub](grpc::ClientContext* c, const auto& r) { return stub->WatchPods(c, r); });
+  return std::make_unique<PodWatchReader>(stub, request);
 }
 
 // True when `events` hold one of `type` for pod `name` (in `phase` unless
@@ -222,6 +161,57 @@ void CheckNodes(const LmsUnderTest& lms) {
 
 }  // namespace
 
+PodWatchReader::PodWatchReader(LmsService::Stub* stub,
+                               const codeco::lms::v1::WatchPodsRequest& request) {
+  context_.set_deadline(absl::ToChronoTime(absl::Now() + absl::Minutes(2)));
+  reader_ = stub->WatchPods(&context_, request);
+  thread_ = std::thread([this] {
+    codeco::lms::v1::WatchPodsResponse r;
+    while (reader_->Read(&r)) {
+      absl::MutexLock lock(&mu_);
+      seen_.push_back(r);
+    }
+    grpc::Status end = reader_->Finish();
+    absl::MutexLock lock(&mu_);
+    end_ = end;
+    done_ = true;
+  });
+}
+
+PodWatchReader::~PodWatchReader() {
+  context_.TryCancel();
+  thread_.join();
+}
+
+bool PodWatchReader::WaitFor(
+    const std::function<bool(const std::vector<codeco::lms::v1::WatchPodsResponse>&)>& found,
+    const std::function<void()>& advance) {
+  const absl::Time give_up = absl::Now() + kPatience;
+  while (absl::Now() < give_up) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (found(seen_)) return true;
+      if (done_) return false;
+    }
+    advance();
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return false;
+}
+
+bool PodWatchReader::Saw(codeco::common::v1::WatchEventType type, const std::string& name) {
+  return WaitFor([&](const auto& events) {
+    return std::any_of(events.begin(), events.end(),
+                       [&](const auto& e) { return e.type() == type && e.pod().name() == name; });
+  });
+}
+
+grpc::Status PodWatchReader::End() {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&done_), kPatience);
+  return done_ ? end_ : grpc::Status(grpc::StatusCode::UNKNOWN, "still open");
+}
+
 void CheckLmsContract(const LmsUnderTest& lms) {
   REQUIRE(lms.stub != nullptr);
   LmsService::Stub* stub = lms.stub;
@@ -286,7 +276,7 @@ void CheckLmsContract(const LmsUnderTest& lms) {
                    codeco::lms::v1::POD_PHASE_RUNNING);
       },
       lms.advance);
-  INFO("watch: " << from_list->Ended());
+
   REQUIRE(ran);
   codeco::lms::v1::GetPodRequest get;
   get.set_name("contract-web");

@@ -6,7 +6,10 @@
 
 #include <functional>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "codeco/lms/v1/lms_service.grpc.pb.h"
 
 namespace codeco::testing {
@@ -20,6 +23,38 @@ struct LmsUnderTest {
   /// Lets time pass so created pods can start and deleted ones go (a
   /// simulated clock's step; nothing under real time). Called between polls.
   std::function<void()> advance = [] {};
+};
+
+/// Reads one pod watch of an LMS on a thread of its own, so a test can act
+/// and then wait for what the watch saw.
+class PodWatchReader {
+ public:
+  /// Opens WatchPods(`request`) on `stub` (the stream lasts at most 2 min).
+  PodWatchReader(codeco::lms::v1::LmsService::Stub* stub,
+                 const codeco::lms::v1::WatchPodsRequest& request);
+  ~PodWatchReader();
+  PodWatchReader(const PodWatchReader&) = delete;
+  PodWatchReader& operator=(const PodWatchReader&) = delete;
+
+  /// Waits until `found` holds for the events so far, calling `advance`
+  /// between looks; false when the stream ended first or after 30 s.
+  bool WaitFor(
+      const std::function<bool(const std::vector<codeco::lms::v1::WatchPodsResponse>&)>& found,
+      const std::function<void()>& advance = [] {});
+  /// Waits until an event of `type` for pod `name` arrived.
+  bool Saw(codeco::common::v1::WatchEventType type, const std::string& name);
+  /// Waits (up to 30 s) for the stream to end; its status (UNKNOWN "still
+  /// open" when it did not).
+  grpc::Status End();
+
+ private:
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReader<codeco::lms::v1::WatchPodsResponse>> reader_;
+  std::thread thread_;
+  absl::Mutex mu_;
+  std::vector<codeco::lms::v1::WatchPodsResponse> seen_ ABSL_GUARDED_BY(mu_);
+  grpc::Status end_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 /// Runs the contract: nodes (list, pages, label selectors, get), pods

@@ -138,61 +138,13 @@ struct Adapter {
   std::unique_ptr<LmsService::Stub> stub;
 };
 
-// Reads a pod watch on a thread; the test waits on what arrived.
-class PodWatch {
- public:
-  PodWatch(LmsService::Stub* stub, const std::string& version) {
-    context_.set_deadline(absl::ToChronoTime(absl::Now() + absl::Minutes(2)));
-    codeco::lms::v1::WatchPodsRequest request;
-    request.set_resource_version(version);
-    reader_ = stub->WatchPods(&context_, request);
-    thread_ = std::thread([this] {
-      codeco::lms::v1::WatchPodsResponse r;
-      while (reader_->Read(&r)) {
-        absl::MutexLock lock(&mu_);
-        seen_.push_back(r);
-      }
-      grpc::Status end = reader_->Finish();
-      absl::MutexLock lock(&mu_);
-      end_ = end;
-      done_ = true;
-    });
-  }
-  ~PodWatch() {
-    context_.TryCancel();
-    thread_.join();
-  }
-  // Waits until an event of `type` for `pod` arrived.
-  bool Saw(codeco::common::v1::WatchEventType type, const std::string& pod) {
-    auto found = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      for (const auto& e : seen_) {
-        if (e.type() == type && e.pod().name() == pod) return true;
-      }
-      return done_;
-    };
-    absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(&found), absl::Seconds(30));
-    for (const auto& e : seen_) {
-      if (e.type() == type && e.pod().name() == pod) return true;
-    }
-    return false;
-  }
-  // Waits for the stream's end; its status.
-  grpc::Status End() {
-    absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(&done_), absl::Seconds(30));
-    return done_ ? end_ : grpc::Status(grpc::StatusCode::UNKNOWN, "still open");
-  }
-
- private:
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReader<codeco::lms::v1::WatchPodsResponse>> reader_;
-  std::thread thread_;
-  absl::Mutex mu_;
-  std::vector<codeco::lms::v1::WatchPodsResponse> seen_ ABSL_GUARDED_BY(mu_);
-  grpc::Status end_ ABSL_GUARDED_BY(mu_);
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-};
+// A pod watch from `version`.
+std::unique_ptr<codeco::testing::PodWatchReader> WatchPods(LmsService::Stub* stub,
+                                                           const std::string& version) {
+  codeco::lms::v1::WatchPodsRequest request;
+  request.set_resource_version(version);
+  return std::make_unique<codeco::testing::PodWatchReader>(stub, request);
+}
 
 int CountRequests(const StandInKubeApiServer& fake, const std::string& part) {
   int n = 0;
@@ -225,9 +177,9 @@ TEST_CASE("a pod watch resumes where the apiserver ended it and reports 410 Gone
   const std::string node = adapter.ReadyNode();
   codeco::lms::v1::ListPodsResponse list;
   REQUIRE(adapter.stub->ListPods(Context().get(), {}, &list).ok());
-  PodWatch watch(adapter.stub.get(), list.resource_version());
+  auto watch = WatchPods(adapter.stub.get(), list.resource_version());
   REQUIRE(adapter.Create("first", node).ok());
-  REQUIRE(watch.Saw(codeco::common::v1::WATCH_EVENT_TYPE_ADDED, "first"));
+  REQUIRE(watch->Saw(codeco::common::v1::WATCH_EVENT_TYPE_ADDED, "first"));
   const int watches = CountRequests(*adapter.fake, "watch=true");
 
   // The apiserver ends its watches (its request timeout): the adapter
@@ -235,13 +187,13 @@ TEST_CASE("a pod watch resumes where the apiserver ended it and reports 410 Gone
   adapter.fake->SendBookmarks();
   adapter.fake->EndWatches();
   REQUIRE(adapter.Create("second", node).ok());
-  REQUIRE(watch.Saw(codeco::common::v1::WATCH_EVENT_TYPE_ADDED, "second"));
+  REQUIRE(watch->Saw(codeco::common::v1::WATCH_EVENT_TYPE_ADDED, "second"));
   CHECK(CountRequests(*adapter.fake, "watch=true") > watches);
 
   // History compacted past the version: the client must list again.
   adapter.fake->ExpireHistory();
   adapter.fake->EndWatches();
-  const grpc::Status end = watch.End();
+  const grpc::Status end = watch->End();
   INFO(end.error_message());
   CHECK(end.error_code() == grpc::StatusCode::OUT_OF_RANGE);
   CHECK(absl::StrContains(end.error_message(), "list again"));
@@ -252,16 +204,16 @@ TEST_CASE("a watch rides out apiserver failures and unary calls report them") {
   const std::string node = adapter.ReadyNode();
   codeco::lms::v1::ListPodsResponse list;
   REQUIRE(adapter.stub->ListPods(Context().get(), {}, &list).ok());
-  PodWatch watch(adapter.stub.get(), list.resource_version());
+  auto watch = WatchPods(adapter.stub.get(), list.resource_version());
   REQUIRE(adapter.Create("before", node).ok());
-  REQUIRE(watch.Saw(codeco::common::v1::WATCH_EVENT_TYPE_ADDED, "before"));
+  REQUIRE(watch->Saw(codeco::common::v1::WATCH_EVENT_TYPE_ADDED, "before"));
   const int watches = CountRequests(*adapter.fake, "watch=true");
   // The next two watch requests fail; the third goes through and nothing
   // made meanwhile is missed.
   adapter.fake->FailNext("GET", "/api/v1/namespaces/codeco-workloads/pods", 503, 2);
   adapter.fake->EndWatches();
   REQUIRE(adapter.Create("later", node).ok());
-  REQUIRE(watch.Saw(codeco::common::v1::WATCH_EVENT_TYPE_ADDED, "later"));
+  REQUIRE(watch->Saw(codeco::common::v1::WATCH_EVENT_TYPE_ADDED, "later"));
   CHECK(CountRequests(*adapter.fake, "watch=true") >= watches + 3);
 
   adapter.fake->FailNext("GET", "/api/v1/namespaces/codeco-workloads/pods/later", 500, 1);

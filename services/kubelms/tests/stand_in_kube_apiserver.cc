@@ -48,6 +48,12 @@ json StatusObject(int code, const std::string& reason, const std::string& messag
   return s;
 }
 
+// The 404 Status of a missing object of a resource ("pods", "nodes").
+json NotFound(const std::string& resource, const std::string& name) {
+  return StatusObject(404, "NotFound", absl::StrCat(resource, " \"", name, "\" not found"),
+                      {{"name", name}, {"kind", resource}});
+}
+
 std::string UrlDecode(absl::string_view text) {
   std::string out;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -491,9 +497,7 @@ class StandInKubeApiServer::Impl {
     absl::MutexLock lock(&mu_);
     auto it = nodes_.find(name);
     if (it == nodes_.end()) {
-      return Answer(fd, 404,
-                    StatusObject(404, "NotFound", absl::StrCat("nodes \"", name, "\" not found"),
-                                 {{"name", name}, {"kind", "nodes"}}));
+      return Answer(fd, 404, NotFound("nodes", name));
     }
     Answer(fd, 200, it->second);
   }
@@ -502,9 +506,7 @@ class StandInKubeApiServer::Impl {
     absl::MutexLock lock(&mu_);
     auto it = pods_.find({ns, name});
     if (it == pods_.end()) {
-      return Answer(fd, 404,
-                    StatusObject(404, "NotFound", absl::StrCat("pods \"", name, "\" not found"),
-                                 {{"name", name}, {"kind", "pods"}}));
+      return Answer(fd, 404, NotFound("pods", name));
     }
     Answer(fd, 200, it->second);
   }
@@ -621,9 +623,7 @@ class StandInKubeApiServer::Impl {
       absl::MutexLock lock(&mu_);
       auto it = pods_.find({ns, name});
       if (it == pods_.end()) {
-        return Answer(fd, 404,
-                      StatusObject(404, "NotFound", absl::StrCat("pods \"", name, "\" not found"),
-                                   {{"name", name}, {"kind", "pods"}}));
+        return Answer(fd, 404, NotFound("pods", name));
       }
       int64_t grace = 30;
       if (auto g = r.query.find("gracePeriodSeconds"); g != r.query.end()) {
@@ -648,9 +648,7 @@ class StandInKubeApiServer::Impl {
                   const std::string& container) {
     absl::MutexLock lock(&mu_);
     if (nodes_.count(node) == 0) {
-      return Answer(fd, 404,
-                    StatusObject(404, "NotFound", absl::StrCat("nodes \"", node, "\" not found"),
-                                 {{"name", node}, {"kind", "nodes"}}));
+      return Answer(fd, 404, NotFound("nodes", node));
     }
     auto it = pods_.find({ns, pod});
     if (it == pods_.end() || it->second["spec"].value("nodeName", "") != node) {
