@@ -37,18 +37,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
+#include "test_pki.h"
 
 namespace codeco {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // A directory of its own for one test, removed at its end.
 struct Scratch {
@@ -64,38 +58,16 @@ struct Scratch {
   fs::path path;
 };
 
-// Certificates made with the openssl CLI: a CA, a server certificate for
-// 127.0.0.1 and a client certificate (CN "tester") it signed, and an
-// unrelated CA.
-struct Pki {
-  explicit Pki(const fs::path& dir) : dir(dir) {
-    const std::string log = (dir / "openssl.log").string();
-    auto run = [&](const std::string& command) {
-      const int rc = std::system((command + " >>" + log + " 2>&1").c_str());
-      INFO(command << "\n" << ReadFile(log));
-      REQUIRE(rc == 0);
-    };
-    const std::string newkey = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    auto ca = [&](const std::string& name) {
-      run(absl::StrCat("openssl req -x509 ", newkey, " -days 2 -subj /CN=", name, " -keyout ",
-                       Path(name + ".key"), " -out ", Path(name + ".crt")));
-    };
-    auto leaf = [&](const std::string& name, const std::string& ext, int serial) {
-      std::ofstream(dir / (name + ".ext")) << ext;
-      run(absl::StrCat("openssl req ", newkey, " -subj /CN=", name, " -keyout ",
-                       Path(name + ".key"), " -out ", Path(name + ".csr")));
-      run(absl::StrCat("openssl x509 -req -days 2 -set_serial ", serial, " -in ",
-                       Path(name + ".csr"), " -CA ", Path("ca.crt"), " -CAkey ", Path("ca.key"),
-                       " -extfile ", Path(name + ".ext"), " -out ", Path(name + ".crt")));
-    };
-    ca("ca");
-    ca("other-ca");
-    leaf("server", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n", 2);
-    leaf("tester", "extendedKeyUsage=clientAuth\n", 3);
+// Certificates: a CA, a server certificate for 127.0.0.1 and a client
+// certificate (CN "tester") it signed, and an unrelated CA.
+struct Pki : testing::TestPki {
+  explicit Pki(const fs::path& dir) : TestPki(dir) {
+    Ca("ca");
+    Ca("other-ca");
+    Leaf("server", "/CN=server", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+         "ca");
+    Leaf("tester", "/CN=tester", "extendedKeyUsage=clientAuth\n", "ca");
   }
-  std::string Path(const std::string& name) const { return (dir / name).string(); }
-  std::string Pem(const std::string& name) const { return ReadFile(dir / name); }
-  fs::path dir;
 };
 
 // One request the stand-in saw.

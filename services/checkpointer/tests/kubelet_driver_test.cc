@@ -32,8 +32,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "checkpointer/image/oci_image.h"
-
 #include "checkpointer/tests/test_registry.h"
+#include "test_pki.h"
 
 namespace codeco::checkpointer {
 namespace {
@@ -54,40 +54,17 @@ constexpr char kAuthorizedUser[] = "kube-apiserver-kubelet-client";
 // Certificates made with the openssl CLI: a CA; the kubelet's serving
 // certificate for 127.0.0.1; clients the CA signed (authorized and not);
 // and a rogue CA with a client of its own.
-struct Pki {
-  explicit Pki(const fs::path& dir) : dir(dir) {
-    const std::string log = (dir / "openssl.log").string();
-    auto run = [&](const std::string& command) {
-      const int rc = std::system((command + " >>" + log + " 2>&1").c_str());
-      INFO(command << "\n" << ReadFile(log));
-      REQUIRE(rc == 0);
-    };
-    const std::string newkey = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    auto ca = [&](const std::string& name) {
-      run(absl::StrCat("openssl req -x509 ", newkey, " -days 2 -subj /CN=", name, " -keyout ",
-                       Path(name + ".key"), " -out ", Path(name + ".crt")));
-    };
-    auto leaf = [&](const std::string& name, const std::string& subject, const std::string& ext,
-                    const std::string& signer, int serial) {
-      Write(dir / (name + ".ext"), ext);
-      run(absl::StrCat("openssl req ", newkey, " -subj ", subject, " -keyout ", Path(name + ".key"),
-                       " -out ", Path(name + ".csr")));
-      run(absl::StrCat("openssl x509 -req -days 2 -set_serial ", serial, " -in ",
-                       Path(name + ".csr"), " -CA ", Path(signer + ".crt"), " -CAkey ",
-                       Path(signer + ".key"), " -extfile ", Path(name + ".ext"), " -out ",
-                       Path(name + ".crt")));
-    };
-    ca("ca");
-    ca("rogue-ca");
-    leaf("kubelet", "/CN=kubelet", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
-         "ca", 2);
+struct Pki : codeco::testing::TestPki {
+  explicit Pki(const fs::path& dir) : TestPki(dir) {
+    Ca("ca");
+    Ca("rogue-ca");
+    Leaf("kubelet", "/CN=kubelet", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+         "ca");
     const std::string client_ext = "extendedKeyUsage=clientAuth\n";
-    leaf("client", absl::StrCat("/O=system:masters/CN=", kAuthorizedUser), client_ext, "ca", 3);
-    leaf("intruder", "/CN=intruder", client_ext, "ca", 4);
-    leaf("rogue-client", absl::StrCat("/CN=", kAuthorizedUser), client_ext, "rogue-ca", 5);
+    Leaf("client", absl::StrCat("/O=system:masters/CN=", kAuthorizedUser), client_ext, "ca");
+    Leaf("intruder", "/CN=intruder", client_ext, "ca");
+    Leaf("rogue-client", absl::StrCat("/CN=", kAuthorizedUser), client_ext, "rogue-ca");
   }
-  std::string Path(const std::string& name) const { return (dir / name).string(); }
-  fs::path dir;
 };
 
 // One request the stand-in saw.
