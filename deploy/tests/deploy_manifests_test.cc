@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -1641,6 +1642,110 @@ TEST_CASE("kubectl kustomize renders the base and each overlay to the objects mo
     for (const Resource& r : model.resources) model_ids.insert(Id(r.node));
     INFO("overlay " << overlay);
     CHECK(rendered_ids == model_ids);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The Kubernetes API schemas: every rendered object against the official
+// Kubernetes Python client's models (services/kubelms/tests/check_kube_json.py,
+// Debian's python3-kubernetes: the Kubernetes 1.22 API plus the newer fields
+// the script allows and names).
+
+// Emits `node` as YAML, quoting the scalars the source quoted (or that this
+// test made): yaml-cpp's emitter would write a quoted "8080" or "true" plain,
+// and the checker would read a number or a boolean where the API has a string.
+void EmitKeepingQuotes(YAML::Emitter& out, const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map:
+      out << YAML::BeginMap;
+      for (const auto& kv : node) {
+        out << YAML::Key;
+        EmitKeepingQuotes(out, kv.first);
+        out << YAML::Value;
+        EmitKeepingQuotes(out, kv.second);
+      }
+      out << YAML::EndMap;
+      break;
+    case YAML::NodeType::Sequence:
+      out << YAML::BeginSeq;
+      for (const YAML::Node& item : node) EmitKeepingQuotes(out, item);
+      out << YAML::EndSeq;
+      break;
+    case YAML::NodeType::Scalar:
+      // "?" is a plain scalar in the source; "!" a quoted or block one.
+      if (node.Tag() == "?") {
+        out << node.Scalar();
+      } else {
+        out << YAML::DoubleQuoted << node.Scalar();
+      }
+      break;
+    default:
+      out << YAML::Null;
+  }
+}
+
+TEST_CASE("every rendered manifest passes the Kubernetes API models") {
+  // What is rendered: each overlay (and the base) by this test's model, and
+  // by kubectl's kustomize where installed (which also applies the patches).
+  std::vector<ObjectSet> sets = AllObjectSets();
+  Build base;
+  LoadKustomization(kK8s / "base", base);
+  CHECK_NO_PROBLEMS(base.problems);
+  sets.push_back({"base", "", base.resources, base.secrets});
+  if (!Kubectl().empty()) {
+    CommandResult r =
+        RunCommand({Kubectl(), "kustomize", (kK8s / "base").string()}, absl::Seconds(60));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    ObjectSet rendered{"kubectl kustomize base", "", {}, {}};
+    for (const YAML::Node& doc : YAML::LoadAll(r.output)) {
+      if (doc && doc.IsMap()) rendered.resources.push_back({doc, rendered.name});
+    }
+    sets.push_back(rendered);
+  }
+  // One file per object, one directory per rendering.
+  ScratchDir scratch("deploy-manifests-api-models");
+  std::vector<std::string> args = {"/usr/bin/python3", CODECO_CHECK_KUBE_JSON};
+  size_t objects = 0;
+  for (const ObjectSet& set : sets) {
+    std::string slug = set.name;
+    std::replace(slug.begin(), slug.end(), ' ', '-');
+    std::replace(slug.begin(), slug.end(), '/', '-');
+    const fs::path dir = scratch.path / slug;
+    fs::create_directories(dir);
+    args.push_back(dir.string());
+    for (size_t i = 0; i < set.resources.size(); ++i) {
+      const Resource& r = set.resources[i];
+      // docker-compose.yml is no Kubernetes object: never in a rendering.
+      INFO(set.name << " " << Id(r.node) << " from " << r.origin);
+      CHECK_FALSE(absl::StrContains(r.origin, "docker-compose"));
+      YAML::Emitter out;
+      EmitKeepingQuotes(out, r.node);
+      REQUIRE(out.good());
+      const std::string file = absl::StrCat(i, "-", Str(r.node["kind"]), "-",
+                                            Str(r.node["metadata"]["name"]), ".yaml");
+      std::ofstream(dir / file) << out.c_str() << "\n";
+      ++objects;
+    }
+  }
+  // Nor is docker-compose.yml (or any compose file) under deploy/k8s.
+  for (const fs::path& file : FilesUnder(kK8s, {".yaml", ".yml"})) {
+    CHECK_FALSE(absl::StrContains(file.filename().string(), "compose"));
+  }
+  REQUIRE(objects > 0);
+  CommandResult r = RunCommand(args, absl::Seconds(120));
+  INFO(absl::StrJoin(args, " ") << "\n" << r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(absl::StrContains(r.output, absl::StrCat(objects, " documents")));
+  // The only objects not checked are the kinds the client has no model for.
+  for (absl::string_view line : absl::StrSplit(r.output, '\n')) {
+    if (!absl::StrContains(line, "not checked (no model)") ||
+        absl::StartsWith(line, "check_kube_json:")) {
+      continue;
+    }
+    INFO(line);
+    CHECK((absl::StrContains(line, " ServiceMonitor ") ||
+           absl::StrContains(line, " PrometheusRule ") || absl::StrContains(line, " CodecoApp ")));
   }
 }
 
