@@ -12,6 +12,7 @@
 #include "codeco/common/proto_util.h"
 #include "codeco/common/quantity.h"
 #include "codeco/common/status.h"
+#include "codeco/common/url.h"
 #include "nlohmann/json.hpp"
 
 namespace codeco::kubelms {
@@ -33,23 +34,13 @@ std::string Query(const std::vector<std::pair<std::string, std::string>>& fields
   std::string out;
   for (const auto& [name, value] : fields) {
     if (value.empty()) continue;
-    absl::StrAppend(&out, out.empty() ? "?" : "&", name, "=", UrlEscape(value));
+    absl::StrAppend(&out, out.empty() ? "?" : "&", name, "=", PercentEncode(value));
   }
   return out;
 }
 
-std::string Str(const json& o, const char* key) {
-  if (!o.is_object()) return "";
-  auto it = o.find(key);
-  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-const json& Member(const json& o, const char* key) {
-  static const json kNull;
-  if (!o.is_object()) return kNull;
-  auto it = o.find(key);
-  return it == o.end() ? kNull : *it;
-}
+std::string Str(const json& o, const char* key) { return JsonString(o, key); }
+const json& Member(const json& o, const char* key) { return JsonMember(o, key); }
 
 std::string ResourceVersionOf(const json& object) {
   return Str(Member(object, "metadata"), "resourceVersion");
@@ -68,16 +59,9 @@ std::string Describe(const ResourceQuantities& q) {
                       FormatBytes(q.memory_bytes()), ", gpu ", q.gpu());
 }
 
-void Add(ResourceQuantities* into, const ResourceQuantities& q) {
-  into->set_cpu_millicores(into->cpu_millicores() + q.cpu_millicores());
-  into->set_memory_bytes(into->memory_bytes() + q.memory_bytes());
-  into->set_gpu(into->gpu() + q.gpu());
-  into->set_ephemeral_storage_bytes(into->ephemeral_storage_bytes() + q.ephemeral_storage_bytes());
-}
-
 ResourceQuantities PodRequests(const Pod& pod) {
   ResourceQuantities sum;
-  for (const auto& c : pod.containers()) Add(&sum, c.requests());
+  for (const auto& c : pod.containers()) AddQuantities(&sum, c.requests());
   return sum;
 }
 
@@ -116,8 +100,8 @@ KubeLms::KubeLms(KubeApi* api, Clock* clock, WaitFn wait, KubeLmsOptions options
     : api_(api), clock_(clock), wait_(std::move(wait)), options_(std::move(options)) {}
 
 std::string KubeLms::PodPath(const std::string& name) const {
-  return absl::StrCat("/api/v1/namespaces/", UrlEscape(options_.ns), "/pods",
-                      name.empty() ? "" : "/", UrlEscape(name));
+  return absl::StrCat("/api/v1/namespaces/", PercentEncode(options_.ns), "/pods",
+                      name.empty() ? "" : "/", PercentEncode(name));
 }
 
 absl::StatusOr<json> KubeLms::SendJson(const std::string& method, const std::string& path,
@@ -144,7 +128,7 @@ absl::StatusOr<std::string> KubeLms::ListAll(const std::string& path,
   std::string version;
   do {
     const std::string page = absl::StrCat(path, glue, "limit=", options_.list_page,
-                                          token.empty() ? "" : "&continue=", UrlEscape(token));
+                                          token.empty() ? "" : "&continue=", PercentEncode(token));
     ASSIGN_OR_RETURN(json list, GetJson(page, absl::StrCat("GET ", page)));
     const json& items = Member(list, "items");
     if (items.is_array()) {
@@ -168,7 +152,7 @@ absl::StatusOr<std::map<std::string, ResourceQuantities>> KubeLms::RequestedByNo
                             absl::StatusOr<ResourceQuantities> q =
                                 PodRequestsFromKube(pod, options_.resources);
                             // A pod Kubernetes admitted counts even if odd.
-                            if (q.ok()) Add(&by_node[on], *q);
+                            if (q.ok()) AddQuantities(&by_node[on], *q);
                             return absl::OkStatus();
                           })
                       .status());
@@ -208,7 +192,7 @@ absl::StatusOr<codeco::lms::v1::ListNodesResponse> KubeLms::ListNodes(
 
 absl::StatusOr<Node> KubeLms::GetNode(const std::string& name) {
   if (name.empty()) return InvalidFieldError("name", "is required");
-  const std::string path = absl::StrCat("/api/v1/nodes/", UrlEscape(name));
+  const std::string path = absl::StrCat("/api/v1/nodes/", PercentEncode(name));
   ASSIGN_OR_RETURN(json object, GetJson(path, absl::StrCat("GET ", path)));
   ASSIGN_OR_RETURN(Node node, NodeFromKube(object, options_.resources));
   ASSIGN_OR_RETURN(auto requested, RequestedByNode(name));
@@ -337,10 +321,10 @@ absl::StatusOr<Pod> KubeLms::DeletePod(const codeco::lms::v1::DeletePodRequest& 
 
 absl::StatusOr<codeco::lms::v1::NodeUsage> KubeLms::GetNodeUsage(const std::string& node) {
   if (node.empty()) return InvalidFieldError("node", "is required");
-  const std::string node_path = absl::StrCat("/api/v1/nodes/", UrlEscape(node));
+  const std::string node_path = absl::StrCat("/api/v1/nodes/", PercentEncode(node));
   RETURN_IF_ERROR(GetJson(node_path, "GET " + node_path).status());
   const std::string metrics_path =
-      absl::StrCat("/apis/metrics.k8s.io/v1beta1/nodes/", UrlEscape(node));
+      absl::StrCat("/apis/metrics.k8s.io/v1beta1/nodes/", PercentEncode(node));
   absl::StatusOr<json> metrics = GetJson(metrics_path, "GET " + metrics_path);
   if (absl::IsNotFound(metrics.status())) {
     return absl::FailedPreconditionError(
@@ -366,7 +350,7 @@ absl::StatusOr<codeco::lms::v1::NodeUsage> KubeLms::GetNodeUsage(const std::stri
           .status());
   if (on_node.empty()) return out;
   const std::string pods_path =
-      absl::StrCat("/apis/metrics.k8s.io/v1beta1/namespaces/", UrlEscape(options_.ns), "/pods");
+      absl::StrCat("/apis/metrics.k8s.io/v1beta1/namespaces/", PercentEncode(options_.ns), "/pods");
   ASSIGN_OR_RETURN(json pod_metrics, GetJson(pods_path, "GET " + pods_path));
   const json& items = Member(pod_metrics, "items");
   if (!items.is_array()) return out;
@@ -381,7 +365,7 @@ absl::StatusOr<codeco::lms::v1::NodeUsage> KubeLms::GetNodeUsage(const std::stri
       ASSIGN_OR_RETURN(ResourceQuantities q,
                        QuantitiesFromKube(Member(c, "usage"), options_.resources,
                                           absl::StrCat("pod ", name, " usage")));
-      Add(usage->mutable_usage(), q);
+      AddQuantities(usage->mutable_usage(), q);
     }
   }
   return out;
@@ -410,9 +394,10 @@ absl::StatusOr<codeco::lms::v1::CheckpointContainerResponse> KubeLms::Checkpoint
   }
   // The kubelet's checkpoint API through the apiserver's node proxy.
   const int64_t seconds = std::max<int64_t>(1, absl::ToInt64Seconds(options_.checkpoint_timeout));
-  const std::string path = absl::StrCat(
-      "/api/v1/nodes/", UrlEscape(pod.node_name()), "/proxy/checkpoint/", UrlEscape(options_.ns),
-      "/", UrlEscape(request.pod()), "/", UrlEscape(request.container()), "?timeout=", seconds);
+  const std::string path =
+      absl::StrCat("/api/v1/nodes/", PercentEncode(pod.node_name()), "/proxy/checkpoint/",
+                   PercentEncode(options_.ns), "/", PercentEncode(request.pod()), "/",
+                   PercentEncode(request.container()), "?timeout=", seconds);
   const absl::Time start = clock_->Now();
   ASSIGN_OR_RETURN(KubeAnswer answer,
                    api_->Call("POST", path, "", options_.checkpoint_timeout + absl::Seconds(5)));
@@ -595,7 +580,7 @@ absl::Status KubeLms::Watch(const std::string& collection, const std::string& qu
     const std::string path =
         absl::StrCat(collection, query, glue,
                      "watch=true&allowWatchBookmarks=true&timeoutSeconds=", timeout_seconds,
-                     "&resourceVersion=", UrlEscape(version));
+                     "&resourceVersion=", PercentEncode(version));
     const std::string what = "GET " + path;
     absl::Status stream_error;
     bool consumer_done = false;

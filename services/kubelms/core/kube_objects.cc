@@ -22,21 +22,8 @@ using codeco::lms::v1::Node;
 using codeco::lms::v1::Pod;
 using json = nlohmann::json;
 
-// The string at `key` of object `o`, or "" when absent or not a string.
-std::string Str(const json& o, const char* key) {
-  if (!o.is_object()) return "";
-  auto it = o.find(key);
-  if (it == o.end() || !it->is_string()) return "";
-  return it->get<std::string>();
-}
-
-// The member `key` of `o` when it is an object or an array, else null.
-const json& Member(const json& o, const char* key) {
-  static const json kNull;
-  if (!o.is_object()) return kNull;
-  auto it = o.find(key);
-  return it == o.end() ? kNull : *it;
-}
+std::string Str(const json& o, const char* key) { return JsonString(o, key); }
+const json& Member(const json& o, const char* key) { return JsonMember(o, key); }
 
 // A string-to-string map (labels, annotations): non-string values are skipped.
 template <typename Map>
@@ -141,13 +128,6 @@ void MaxInto(ResourceQuantities* into, const ResourceQuantities& q) {
   into->set_gpu(std::max(into->gpu(), q.gpu()));
   into->set_ephemeral_storage_bytes(
       std::max(into->ephemeral_storage_bytes(), q.ephemeral_storage_bytes()));
-}
-
-void AddInto(ResourceQuantities* into, const ResourceQuantities& q) {
-  into->set_cpu_millicores(into->cpu_millicores() + q.cpu_millicores());
-  into->set_memory_bytes(into->memory_bytes() + q.memory_bytes());
-  into->set_gpu(into->gpu() + q.gpu());
-  into->set_ephemeral_storage_bytes(into->ephemeral_storage_bytes() + q.ephemeral_storage_bytes());
 }
 
 codeco::lms::v1::PodPhase PhaseFromKube(const std::string& phase) {
@@ -333,7 +313,7 @@ absl::StatusOr<ResourceQuantities> PodRequestsFromKube(const json& pod,
           QuantitiesFromKube(Member(Member(containers[i], "resources"), "requests"), names,
                              absl::StrCat("spec.", list, "[", i, "].resources.requests")));
       if (std::string_view(list) == "containers") {
-        AddInto(&sum, q);
+        AddQuantities(&sum, q);
       } else {
         MaxInto(&largest_init, q);
       }
@@ -343,7 +323,7 @@ absl::StatusOr<ResourceQuantities> PodRequestsFromKube(const json& pod,
   // Pod overhead (RuntimeClass) counts on top.
   ASSIGN_OR_RETURN(ResourceQuantities overhead,
                    QuantitiesFromKube(Member(spec, "overhead"), names, "spec.overhead"));
-  AddInto(&sum, overhead);
+  AddQuantities(&sum, overhead);
   return sum;
 }
 
@@ -505,23 +485,6 @@ absl::StatusOr<std::string> LabelSelectorToKube(const codeco::common::v1::LabelS
   return absl::StrJoin(terms, ",");
 }
 
-std::string UrlEscape(std::string_view text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(text.size());
-  for (char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(ch);
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
-}
-
 absl::Status StatusFromKube(long http_status, std::string_view body, const std::string& what) {
   std::string detail;
   std::string reason;
@@ -567,6 +530,27 @@ absl::Status StatusFromKube(long http_status, std::string_view body, const std::
       if (http_status == 429 || http_status >= 500) return absl::UnavailableError(message);
       return absl::UnknownError(message);
   }
+}
+
+std::string JsonString(const json& o, const char* key) {
+  if (!o.is_object()) return "";
+  auto it = o.find(key);
+  if (it == o.end() || !it->is_string()) return "";
+  return it->get<std::string>();
+}
+
+const json& JsonMember(const json& o, const char* key) {
+  static const json kNull;
+  if (!o.is_object()) return kNull;
+  auto it = o.find(key);
+  return it == o.end() ? kNull : *it;
+}
+
+void AddQuantities(ResourceQuantities* into, const ResourceQuantities& q) {
+  into->set_cpu_millicores(into->cpu_millicores() + q.cpu_millicores());
+  into->set_memory_bytes(into->memory_bytes() + q.memory_bytes());
+  into->set_gpu(into->gpu() + q.gpu());
+  into->set_ephemeral_storage_bytes(into->ephemeral_storage_bytes() + q.ephemeral_storage_bytes());
 }
 
 bool ParseKubeTime(std::string_view text, google::protobuf::Timestamp* out) {

@@ -66,10 +66,6 @@ nlohmann::json PodToKube(const codeco::lms::v1::Pod& pod, const std::string& ns,
 absl::StatusOr<std::string> LabelSelectorToKube(const codeco::common::v1::LabelSelector& selector,
                                                 const std::string& path);
 
-/// `text` escaped for a URL query value or path segment (RFC 3986 unreserved
-/// characters kept).
-std::string UrlEscape(std::string_view text);
-
 /// The status for a non-2xx kube-apiserver answer: the Status object's
 /// message, reason and causes when the body is one, else an excerpt of the
 /// body. `what` names the call ("GET /api/v1/nodes/x"). 400 and 422 are
@@ -77,6 +73,18 @@ std::string UrlEscape(std::string_view text);
 /// NOT_FOUND, 409 ALREADY_EXISTS (reason AlreadyExists) or ABORTED, 410
 /// OUT_OF_RANGE, 429 and 5xx UNAVAILABLE (504 DEADLINE_EXCEEDED).
 absl::Status StatusFromKube(long http_status, std::string_view body, const std::string& what);
+
+/// The string at `key` of object `o`, or "" when `o` is not an object or the
+/// value is absent or not a string.
+std::string JsonString(const nlohmann::json& o, const char* key);
+
+/// The member `key` of object `o`, or null when `o` is not an object or has
+/// no such member.
+const nlohmann::json& JsonMember(const nlohmann::json& o, const char* key);
+
+/// Adds `q` to `into`, resource by resource.
+void AddQuantities(codeco::common::v1::ResourceQuantities* into,
+                   const codeco::common::v1::ResourceQuantities& q);
 
 /// Parses an RFC 3339 time as the API writes it ("2024-05-01T10:00:00Z");
 /// false when `text` is not one.

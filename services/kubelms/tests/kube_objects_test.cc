@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
+#include "codeco/common/url.h"
 #include "nlohmann/json.hpp"
 
 namespace codeco::kubelms {
@@ -212,7 +213,7 @@ TEST_CASE("label selectors are written in the API's query syntax and checked") {
   term->set_op(codeco::common::v1::LABEL_SELECTOR_OPERATOR_IN);
   CHECK(absl::StartsWith(LabelSelectorToKube(empty_in, "s").status().message(),
                          "s.match_expressions[0].values: "));
-  CHECK(UrlEscape("a b/c=d,e") == "a%20b%2Fc%3Dd%2Ce");
+  CHECK(PercentEncode("a b/c=d,e") == "a%20b%2Fc%3Dd%2Ce");
 }
 
 TEST_CASE("kube-apiserver errors become statuses with its words") {

@@ -14,6 +14,7 @@
 #include "codeco/common/excerpt.h"
 #include "codeco/common/http_client.h"
 #include "codeco/common/status.h"
+#include "codeco/common/url.h"
 
 namespace codeco::pdlc {
 namespace {
@@ -82,23 +83,6 @@ bool ParseLabels(const Json& result, std::map<std::string, std::string>* labels)
 // Formats Unix milliseconds as the API's seconds, "1700000000.123".
 std::string ApiTime(int64_t time_ms) {
   return absl::StrFormat("%d.%03d", time_ms / 1000, time_ms % 1000);
-}
-
-// `text` percent-encoded for an application/x-www-form-urlencoded body.
-std::string FormEscape(std::string_view text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(text.size());
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -258,7 +242,7 @@ absl::StatusOr<PrometheusAnswer> PrometheusClient::Call(
   post.url = options_.base_url + path;
   post.content_type = "application/x-www-form-urlencoded";
   for (const auto& [name, value] : fields) {
-    absl::StrAppend(&post.body, post.body.empty() ? "" : "&", name, "=", FormEscape(value));
+    absl::StrAppend(&post.body, post.body.empty() ? "" : "&", name, "=", PercentEncode(value));
   }
   post.timeout = options_.timeout;
   post.connect_timeout = options_.connect_timeout;
