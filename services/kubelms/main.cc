@@ -5,7 +5,7 @@
 #include "absl/strings/str_split.h"
 #include "codeco/common/server.h"
 #include "codeco/common/status.h"
-#include "kubelms/server/http_kube_api.h"
+#include "codeco/kube/http_kube_api.h"
 #include "kubelms/server/kube_lms_service.h"
 
 namespace {
@@ -14,25 +14,8 @@ using codeco::ConfigSchema;
 using codeco::ConfigType;
 
 void AddKubeConfig(ConfigSchema& schema) {
+  codeco::kube::AddKubeEndpointConfig(schema);
   schema
-      .Add({"kube.kubeconfig",
-            ConfigType::kString,
-            "",
-            {},
-            false,
-            "kubeconfig file of the cluster (empty: the pod's service account)"})
-      .Add({"kube.service_account_dir",
-            ConfigType::kString,
-            "/var/run/secrets/kubernetes.io/serviceaccount",
-            {},
-            false,
-            "token, ca.crt and namespace of the pod's service account (without kubeconfig)"})
-      .Add({"kube.context",
-            ConfigType::kString,
-            "",
-            {},
-            false,
-            "context of the kubeconfig (empty: its current-context)"})
       .Add({"kube.namespace",
             ConfigType::kString,
             "",
@@ -84,11 +67,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
   using codeco::InvalidFieldError;
   namespace kubelms = codeco::kubelms;
   const codeco::Config& raw = context.config.raw;
-  const std::string& kubeconfig = raw.GetString("kube.kubeconfig");
-  ASSIGN_OR_RETURN(kubelms::KubeEndpoint endpoint,
-                   kubeconfig.empty()
-                       ? kubelms::InClusterEndpoint(raw.GetString("kube.service_account_dir"))
-                       : kubelms::LoadKubeconfig(kubeconfig, raw.GetString("kube.context")));
+  ASSIGN_OR_RETURN(codeco::kube::KubeEndpoint endpoint, codeco::kube::KubeEndpointFromConfig(raw));
   kubelms::KubeLmsOptions options;
   options.ns = raw.GetString("kube.namespace");
   if (options.ns.empty()) options.ns = endpoint.ns.empty() ? "default" : endpoint.ns;
@@ -97,12 +76,12 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
        absl::StrSplit(raw.GetString("kube.gpu_resources"), ',', absl::SkipWhitespace())) {
     options.resources.gpu.emplace_back(name);
   }
-  options.call_timeout = raw.GetDuration("kube.call_timeout");
-  options.watch_timeout = raw.GetDuration("kube.watch_timeout");
+  options.kube.call_timeout = raw.GetDuration("kube.call_timeout");
+  options.kube.watch_timeout = raw.GetDuration("kube.watch_timeout");
   options.checkpoint_timeout = raw.GetDuration("kube.checkpoint_timeout");
   options.restore_timeout = raw.GetDuration("kube.restore_timeout");
-  for (const auto& [key, d] : {std::pair{"kube.call_timeout", options.call_timeout},
-                               std::pair{"kube.watch_timeout", options.watch_timeout},
+  for (const auto& [key, d] : {std::pair{"kube.call_timeout", options.kube.call_timeout},
+                               std::pair{"kube.watch_timeout", options.kube.watch_timeout},
                                std::pair{"kube.checkpoint_timeout", options.checkpoint_timeout},
                                std::pair{"kube.restore_timeout", options.restore_timeout}}) {
     if (d < absl::Seconds(1)) return InvalidFieldError(key, "must be at least 1s");
@@ -114,8 +93,8 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
     return InvalidFieldError("kube.max_watches", "must be 1-4096");
   }
   // A stream outlives the watch's own timeoutSeconds by a margin.
-  auto api = std::make_unique<kubelms::HttpKubeApi>(std::move(endpoint),
-                                                    options.watch_timeout + absl::Minutes(1));
+  auto api = std::make_unique<codeco::kube::HttpKubeApi>(
+      std::move(endpoint), options.kube.watch_timeout + absl::Minutes(1));
   std::vector<std::unique_ptr<grpc::Service>> services;
   services.push_back(std::make_unique<kubelms::KubeLmsService>(
       std::move(api), &context.clock, std::move(options), static_cast<int>(threads),

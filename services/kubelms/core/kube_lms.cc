@@ -42,18 +42,6 @@ std::string Query(const std::vector<std::pair<std::string, std::string>>& fields
 std::string Str(const json& o, const char* key) { return JsonString(o, key); }
 const json& Member(const json& o, const char* key) { return JsonMember(o, key); }
 
-std::string ResourceVersionOf(const json& object) {
-  return Str(Member(object, "metadata"), "resourceVersion");
-}
-
-bool Is2xx(long status) { return status >= 200 && status < 300; }
-
-// Errors of a watch that a new attempt may not meet again.
-bool Retryable(const absl::Status& s) {
-  return s.code() == absl::StatusCode::kUnavailable ||
-         s.code() == absl::StatusCode::kDeadlineExceeded || s.code() == absl::StatusCode::kInternal;
-}
-
 std::string Describe(const ResourceQuantities& q) {
   return absl::StrCat("cpu ", FormatCpu(q.cpu_millicores()), ", memory ",
                       FormatBytes(q.memory_bytes()), ", gpu ", q.gpu());
@@ -81,63 +69,17 @@ ResourceQuantities Free(const Node& node) {
   return free;
 }
 
-WatchEventType EventType(const std::string& type) {
-  if (type == "ADDED") return codeco::common::v1::WATCH_EVENT_TYPE_ADDED;
-  if (type == "MODIFIED") return codeco::common::v1::WATCH_EVENT_TYPE_MODIFIED;
-  if (type == "DELETED") return codeco::common::v1::WATCH_EVENT_TYPE_DELETED;
-  return codeco::common::v1::WATCH_EVENT_TYPE_UNSPECIFIED;
-}
-
-// The status a consumer's "no more" travels as through a watch.
-const absl::Status& ConsumerDone() {
-  static const absl::Status kDone = absl::CancelledError("the consumer stopped the watch");
-  return kDone;
-}
-
 }  // namespace
 
-KubeLms::KubeLms(KubeApi* api, Clock* clock, WaitFn wait, KubeLmsOptions options)
-    : api_(api), clock_(clock), wait_(std::move(wait)), options_(std::move(options)) {}
+KubeLms::KubeLms(kube::KubeApi* api, Clock* clock, kube::WaitFn wait, KubeLmsOptions options)
+    : api_(api),
+      clock_(clock),
+      options_(std::move(options)),
+      client_(api, clock, std::move(wait), options_.kube) {}
 
 std::string KubeLms::PodPath(const std::string& name) const {
   return absl::StrCat("/api/v1/namespaces/", PercentEncode(options_.ns), "/pods",
                       name.empty() ? "" : "/", PercentEncode(name));
-}
-
-absl::StatusOr<json> KubeLms::SendJson(const std::string& method, const std::string& path,
-                                       const std::string& body, absl::Duration timeout,
-                                       const std::string& what) {
-  ASSIGN_OR_RETURN(KubeAnswer answer, api_->Call(method, path, body, timeout));
-  if (!Is2xx(answer.status)) return StatusFromKube(answer.status, answer.body, what);
-  json parsed = json::parse(answer.body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) {
-    return absl::InternalError(absl::StrCat(
-        "kube-apiserver ", what, ": the answer is not JSON: ", PrintableExcerpt(answer.body)));
-  }
-  return parsed;
-}
-
-absl::StatusOr<json> KubeLms::GetJson(const std::string& path, const std::string& what) {
-  return SendJson("GET", path, "", options_.call_timeout, what);
-}
-
-absl::StatusOr<std::string> KubeLms::ListAll(const std::string& path,
-                                             const std::function<absl::Status(const json&)>& item) {
-  const char* glue = absl::StrContains(path, '?') ? "&" : "?";
-  std::string token;
-  std::string version;
-  do {
-    const std::string page = absl::StrCat(path, glue, "limit=", options_.list_page,
-                                          token.empty() ? "" : "&continue=", PercentEncode(token));
-    ASSIGN_OR_RETURN(json list, GetJson(page, absl::StrCat("GET ", page)));
-    const json& items = Member(list, "items");
-    if (items.is_array()) {
-      for (const json& i : items) RETURN_IF_ERROR(item(i));
-    }
-    if (version.empty()) version = ResourceVersionOf(list);
-    token = Str(Member(list, "metadata"), "continue");
-  } while (!token.empty());
-  return version;
 }
 
 absl::StatusOr<std::map<std::string, ResourceQuantities>> KubeLms::RequestedByNode(
@@ -145,16 +87,17 @@ absl::StatusOr<std::map<std::string, ResourceQuantities>> KubeLms::RequestedByNo
   std::map<std::string, ResourceQuantities> by_node;
   const std::string selector =
       node.empty() ? kLivePods : absl::StrCat(kLivePods, ",spec.nodeName=", node);
-  RETURN_IF_ERROR(ListAll(absl::StrCat("/api/v1/pods", Query({{"fieldSelector", selector}})),
-                          [&](const json& pod) -> absl::Status {
-                            const std::string on = Str(Member(pod, "spec"), "nodeName");
-                            if (on.empty()) return absl::OkStatus();
-                            absl::StatusOr<ResourceQuantities> q =
-                                PodRequestsFromKube(pod, options_.resources);
-                            // A pod Kubernetes admitted counts even if odd.
-                            if (q.ok()) AddQuantities(&by_node[on], *q);
-                            return absl::OkStatus();
-                          })
+  RETURN_IF_ERROR(client_
+                      .ListAll(absl::StrCat("/api/v1/pods", Query({{"fieldSelector", selector}})),
+                               [&](const json& pod) -> absl::Status {
+                                 const std::string on = Str(Member(pod, "spec"), "nodeName");
+                                 if (on.empty()) return absl::OkStatus();
+                                 absl::StatusOr<ResourceQuantities> q =
+                                     PodRequestsFromKube(pod, options_.resources);
+                                 // A pod Kubernetes admitted counts even if odd.
+                                 if (q.ok()) AddQuantities(&by_node[on], *q);
+                                 return absl::OkStatus();
+                               })
                       .status());
   return by_node;
 }
@@ -165,11 +108,12 @@ absl::StatusOr<codeco::lms::v1::ListNodesResponse> KubeLms::ListNodes(
   ASSIGN_OR_RETURN(std::string selector,
                    LabelSelectorToKube(request.label_selector(), "label_selector"));
   const std::string path = absl::StrCat(
-      "/api/v1/nodes", Query({{"limit", absl::StrCat(request.page_size() > 0 ? request.page_size()
-                                                                             : options_.list_page)},
-                              {"continue", request.page_token()},
-                              {"labelSelector", selector}}));
-  absl::StatusOr<json> list = GetJson(path, absl::StrCat("GET ", path));
+      "/api/v1/nodes",
+      Query({{"limit", absl::StrCat(request.page_size() > 0 ? request.page_size()
+                                                            : options_.kube.list_page)},
+             {"continue", request.page_token()},
+             {"labelSelector", selector}}));
+  absl::StatusOr<json> list = client_.Get(path, absl::StrCat("GET ", path));
   if (!list.ok() && absl::IsOutOfRange(list.status())) {
     return InvalidFieldError("page_token", absl::StrCat("has expired (", list.status().message(),
                                                         "): list again from the first page"));
@@ -186,14 +130,14 @@ absl::StatusOr<codeco::lms::v1::ListNodesResponse> KubeLms::ListNodes(
     }
   }
   out.set_next_page_token(Str(Member(*list, "metadata"), "continue"));
-  out.set_resource_version(ResourceVersionOf(*list));
+  out.set_resource_version(kube::ResourceVersionOf(*list));
   return out;
 }
 
 absl::StatusOr<Node> KubeLms::GetNode(const std::string& name) {
   if (name.empty()) return InvalidFieldError("name", "is required");
   const std::string path = absl::StrCat("/api/v1/nodes/", PercentEncode(name));
-  ASSIGN_OR_RETURN(json object, GetJson(path, absl::StrCat("GET ", path)));
+  ASSIGN_OR_RETURN(json object, client_.Get(path, absl::StrCat("GET ", path)));
   ASSIGN_OR_RETURN(Node node, NodeFromKube(object, options_.resources));
   ASSIGN_OR_RETURN(auto requested, RequestedByNode(name));
   *node.mutable_requested() = requested[name];
@@ -209,7 +153,7 @@ absl::StatusOr<Pod> KubeLms::CreateKubePod(const Pod& pod, const std::string& re
   RETURN_IF_ERROR(ValidatePodForCreate(pod, path));
   // A retry of a create that went through answers with that pod.
   if (!request_id.empty()) {
-    absl::StatusOr<json> existing = GetJson(PodPath(pod.name()), "GET " + PodPath(pod.name()));
+    absl::StatusOr<json> existing = client_.Get(PodPath(pod.name()), "GET " + PodPath(pod.name()));
     if (existing.ok()) {
       if (Str(Member(Member(*existing, "metadata"), "annotations"), kRequestIdAnnotation) ==
           request_id) {
@@ -241,7 +185,7 @@ absl::StatusOr<Pod> KubeLms::CreateKubePod(const Pod& pod, const std::string& re
   }
   const std::string body = PodToKube(pod, options_.ns, request_id, options_.resources).dump();
   absl::StatusOr<json> created =
-      SendJson("POST", PodPath(""), body, options_.call_timeout, "POST " + PodPath(""));
+      client_.Send("POST", PodPath(""), body, options_.kube.call_timeout, "POST " + PodPath(""));
   if (absl::IsAlreadyExists(created.status())) {
     return absl::AlreadyExistsError(absl::StrCat("pod ", pod.name(), " already exists"));
   }
@@ -251,7 +195,7 @@ absl::StatusOr<Pod> KubeLms::CreateKubePod(const Pod& pod, const std::string& re
 
 absl::StatusOr<Pod> KubeLms::GetPod(const std::string& name) {
   if (name.empty()) return InvalidFieldError("name", "is required");
-  ASSIGN_OR_RETURN(json object, GetJson(PodPath(name), "GET " + PodPath(name)));
+  ASSIGN_OR_RETURN(json object, client_.Get(PodPath(name), "GET " + PodPath(name)));
   return PodFromKube(object, options_.resources);
 }
 
@@ -273,12 +217,13 @@ absl::StatusOr<codeco::lms::v1::ListPodsResponse> KubeLms::ListPods(
     fields.push_back("status.phase=" + it->second);
   }
   const std::string path = absl::StrCat(
-      PodPath(""), Query({{"limit", absl::StrCat(request.page_size() > 0 ? request.page_size()
-                                                                         : options_.list_page)},
-                          {"continue", request.page_token()},
-                          {"labelSelector", selector},
-                          {"fieldSelector", absl::StrJoin(fields, ",")}}));
-  absl::StatusOr<json> list = GetJson(path, absl::StrCat("GET ", path));
+      PodPath(""),
+      Query({{"limit", absl::StrCat(request.page_size() > 0 ? request.page_size()
+                                                            : options_.kube.list_page)},
+             {"continue", request.page_token()},
+             {"labelSelector", selector},
+             {"fieldSelector", absl::StrJoin(fields, ",")}}));
+  absl::StatusOr<json> list = client_.Get(path, absl::StrCat("GET ", path));
   if (!list.ok() && absl::IsOutOfRange(list.status())) {
     return InvalidFieldError("page_token", absl::StrCat("has expired (", list.status().message(),
                                                         "): list again from the first page"));
@@ -292,7 +237,7 @@ absl::StatusOr<codeco::lms::v1::ListPodsResponse> KubeLms::ListPods(
     }
   }
   out.set_next_page_token(Str(Member(*list, "metadata"), "continue"));
-  out.set_resource_version(ResourceVersionOf(*list));
+  out.set_resource_version(kube::ResourceVersionOf(*list));
   return out;
 }
 
@@ -309,7 +254,7 @@ absl::StatusOr<Pod> KubeLms::DeletePod(const codeco::lms::v1::DeletePodRequest& 
         &path, "?gracePeriodSeconds=", (request.grace_period_ns() + 999'999'999) / 1'000'000'000);
   }
   ASSIGN_OR_RETURN(json answer,
-                   SendJson("DELETE", path, "", options_.call_timeout, "DELETE " + path));
+                   client_.Send("DELETE", path, "", options_.kube.call_timeout, "DELETE " + path));
   if (Str(answer, "kind") == "Status") {
     // Deleted at once (no graceful phase): the last state is gone with it.
     Pod gone;
@@ -322,10 +267,10 @@ absl::StatusOr<Pod> KubeLms::DeletePod(const codeco::lms::v1::DeletePodRequest& 
 absl::StatusOr<codeco::lms::v1::NodeUsage> KubeLms::GetNodeUsage(const std::string& node) {
   if (node.empty()) return InvalidFieldError("node", "is required");
   const std::string node_path = absl::StrCat("/api/v1/nodes/", PercentEncode(node));
-  RETURN_IF_ERROR(GetJson(node_path, "GET " + node_path).status());
+  RETURN_IF_ERROR(client_.Get(node_path, "GET " + node_path).status());
   const std::string metrics_path =
       absl::StrCat("/apis/metrics.k8s.io/v1beta1/nodes/", PercentEncode(node));
-  absl::StatusOr<json> metrics = GetJson(metrics_path, "GET " + metrics_path);
+  absl::StatusOr<json> metrics = client_.Get(metrics_path, "GET " + metrics_path);
   if (absl::IsNotFound(metrics.status())) {
     return absl::FailedPreconditionError(
         absl::StrCat("metrics.k8s.io has no sample of node ", node,
@@ -342,16 +287,17 @@ absl::StatusOr<codeco::lms::v1::NodeUsage> KubeLms::GetNodeUsage(const std::stri
   // The namespace's pods on the node, with their samples.
   std::map<std::string, bool> on_node;
   RETURN_IF_ERROR(
-      ListAll(absl::StrCat(PodPath(""), Query({{"fieldSelector", "spec.nodeName=" + node}})),
-              [&](const json& pod) {
-                on_node[Str(Member(pod, "metadata"), "name")] = true;
-                return absl::OkStatus();
-              })
+      client_
+          .ListAll(absl::StrCat(PodPath(""), Query({{"fieldSelector", "spec.nodeName=" + node}})),
+                   [&](const json& pod) {
+                     on_node[Str(Member(pod, "metadata"), "name")] = true;
+                     return absl::OkStatus();
+                   })
           .status());
   if (on_node.empty()) return out;
   const std::string pods_path =
       absl::StrCat("/apis/metrics.k8s.io/v1beta1/namespaces/", PercentEncode(options_.ns), "/pods");
-  ASSIGN_OR_RETURN(json pod_metrics, GetJson(pods_path, "GET " + pods_path));
+  ASSIGN_OR_RETURN(json pod_metrics, client_.Get(pods_path, "GET " + pods_path));
   const json& items = Member(pod_metrics, "items");
   if (!items.is_array()) return out;
   for (const json& item : items) {
@@ -401,7 +347,7 @@ absl::StatusOr<codeco::lms::v1::CheckpointContainerResponse> KubeLms::Checkpoint
   const absl::Time start = clock_->Now();
   ASSIGN_OR_RETURN(KubeAnswer answer,
                    api_->Call("POST", path, "", options_.checkpoint_timeout + absl::Seconds(5)));
-  if (!Is2xx(answer.status)) {
+  if (!kube::Is2xx(answer.status)) {
     absl::Status error = StatusFromKube(answer.status, answer.body, "POST " + path);
     // The kubelet's 500 is the runtime refusing (no checkpoint support,
     // CRIU failed): retrying will not help.
@@ -482,7 +428,7 @@ absl::StatusOr<codeco::lms::v1::RestoreContainerResponse> KubeLms::RestoreContai
                        absl::FormatDuration(clock_->Now() - start),
                        current.message().empty() ? "" : ": ", current.message())));
     }
-    if (!WaitUnlessCancelled(options_.restore_poll, cancelled)) {
+    if (!client_.WaitUnlessCancelled(options_.restore_poll, cancelled)) {
       return remove(absl::CancelledError("the restore was cancelled"));
     }
     absl::StatusOr<Pod> next = GetPod(pod.name());
@@ -498,7 +444,7 @@ absl::Status KubeLms::WatchNodes(
     const codeco::lms::v1::WatchNodesRequest& request,
     const std::function<bool(codeco::lms::v1::WatchNodesResponse)>& emit,
     const std::function<bool()>& cancelled) {
-  return Watch(
+  return client_.Watch(
       "/api/v1/nodes", "", request.resource_version(),
       [&](const json& object, WatchEventType type) -> absl::Status {
         absl::StatusOr<Node> node = NodeFromKube(object, options_.resources);
@@ -511,7 +457,7 @@ absl::Status KubeLms::WatchNodes(
         event.set_type(type);
         event.set_resource_version(node->resource_version());
         *event.mutable_node() = std::move(*node);
-        return emit(std::move(event)) ? absl::OkStatus() : ConsumerDone();
+        return emit(std::move(event)) ? absl::OkStatus() : kube::KubeClient::ConsumerDone();
       },
       cancelled);
 }
@@ -525,7 +471,7 @@ absl::Status KubeLms::WatchPods(const codeco::lms::v1::WatchPodsRequest& request
       Query({{"labelSelector", selector},
              {"fieldSelector",
               request.node_name().empty() ? "" : "spec.nodeName=" + request.node_name()}});
-  return Watch(
+  return client_.Watch(
       PodPath(""), query, request.resource_version(),
       [&](const json& object, WatchEventType type) -> absl::Status {
         absl::StatusOr<Pod> pod = PodFromKube(object, options_.resources);
@@ -538,114 +484,9 @@ absl::Status KubeLms::WatchPods(const codeco::lms::v1::WatchPodsRequest& request
         event.set_type(type);
         event.set_resource_version(pod->resource_version());
         *event.mutable_pod() = std::move(*pod);
-        return emit(std::move(event)) ? absl::OkStatus() : ConsumerDone();
+        return emit(std::move(event)) ? absl::OkStatus() : kube::KubeClient::ConsumerDone();
       },
       cancelled);
-}
-
-bool KubeLms::WaitUnlessCancelled(absl::Duration d, const std::function<bool()>& cancelled) {
-  // In slices, so a watch whose client left stops within one.
-  constexpr absl::Duration kSlice = absl::Milliseconds(100);
-  while (d > absl::ZeroDuration()) {
-    if (cancelled && cancelled()) return false;
-    const absl::Duration step = std::min(d, kSlice);
-    if (!wait_(step)) return false;
-    d -= step;
-  }
-  return !(cancelled && cancelled());
-}
-
-absl::Status KubeLms::Watch(const std::string& collection, const std::string& query,
-                            const std::string& from_version, const Translate& translate,
-                            const std::function<bool()>& cancelled) {
-  auto is_cancelled = [&] { return cancelled && cancelled(); };
-  std::string version = from_version;
-  if (version.empty()) {
-    // The first state: list, then watch from the list's version (the
-    // informer pattern; nothing falls between the two).
-    absl::StatusOr<std::string> listed =
-        ListAll(absl::StrCat(collection, query), [&](const json& item) {
-          return translate(item, codeco::common::v1::WATCH_EVENT_TYPE_ADDED);
-        });
-    if (listed.status() == ConsumerDone()) return absl::OkStatus();
-    RETURN_IF_ERROR(listed.status());
-    version = *listed;
-  }
-  const std::string glue = query.empty() ? "?" : "&";
-  const int64_t timeout_seconds =
-      std::max<int64_t>(1, absl::ToInt64Seconds(options_.watch_timeout));
-  Backoff backoff(options_.watch_backoff, static_cast<uint64_t>(absl::ToUnixNanos(clock_->Now())));
-  int failures = 0;
-  while (!is_cancelled()) {
-    const std::string path =
-        absl::StrCat(collection, query, glue,
-                     "watch=true&allowWatchBookmarks=true&timeoutSeconds=", timeout_seconds,
-                     "&resourceVersion=", PercentEncode(version));
-    const std::string what = "GET " + path;
-    absl::Status stream_error;
-    bool consumer_done = false;
-    int lines = 0;
-    auto on_line = [&](std::string_view line) -> bool {
-      if (line.find_first_not_of(" \t\r") == std::string_view::npos) return true;
-      ++lines;
-      const json event = json::parse(line, nullptr, /*allow_exceptions=*/false);
-      const std::string type = Str(event, "type");
-      const json& object = Member(event, "object");
-      if (event.is_discarded() || type.empty() || !object.is_object()) {
-        stream_error = absl::InternalError(absl::StrCat(
-            "kube-apiserver ", what,
-            ": a watch line that is not an event: ", PrintableExcerpt(std::string(line))));
-        return false;
-      }
-      if (type == "ERROR") {
-        const long code =
-            Member(object, "code").is_number_integer() ? Member(object, "code").get<long>() : 500;
-        stream_error = StatusFromKube(code, object.dump(), what);
-        return false;
-      }
-      const std::string object_version = ResourceVersionOf(object);
-      if (type == "BOOKMARK") {
-        if (!object_version.empty()) version = object_version;
-        return true;
-      }
-      const WatchEventType kind = EventType(type);
-      if (kind == codeco::common::v1::WATCH_EVENT_TYPE_UNSPECIFIED) return true;
-      absl::Status handed = translate(object, kind);
-      if (handed == ConsumerDone()) {
-        consumer_done = true;
-        return false;
-      }
-      if (!object_version.empty()) version = object_version;
-      failures = 0;
-      return true;
-    };
-    absl::StatusOr<KubeAnswer> answer = api_->Stream(path, on_line, cancelled);
-    if (consumer_done || is_cancelled()) return absl::OkStatus();
-    if (!answer.ok()) {
-      stream_error = answer.status();
-    } else if (!Is2xx(answer->status)) {
-      stream_error = StatusFromKube(answer->status, answer->body, what);
-    }
-    if (absl::IsOutOfRange(stream_error)) {
-      return absl::OutOfRangeError(absl::StrCat("resource_version ", version,
-                                                " is too old for kube-apiserver: list again (",
-                                                stream_error.message(), ")"));
-    }
-    if (!stream_error.ok() && !Retryable(stream_error)) return stream_error;
-    if (!stream_error.ok()) {
-      if (++failures >= options_.watch_attempts) return stream_error;
-      log::Warn("kube watch failed; resuming",
-                {{"path", collection}, {"error", std::string(stream_error.message())}});
-      if (!WaitUnlessCancelled(backoff.Delay(failures), cancelled)) return absl::OkStatus();
-      continue;
-    }
-    // The server ended the stream (its timeout): resume where it stopped. A
-    // server that ends streams at once gets them spaced out.
-    if (lines == 0 && !WaitUnlessCancelled(backoff.policy().initial, cancelled)) {
-      return absl::OkStatus();
-    }
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace codeco::kubelms

@@ -485,80 +485,11 @@ absl::StatusOr<std::string> LabelSelectorToKube(const codeco::common::v1::LabelS
   return absl::StrJoin(terms, ",");
 }
 
-absl::Status StatusFromKube(long http_status, std::string_view body, const std::string& what) {
-  std::string detail;
-  std::string reason;
-  const json status = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (status.is_object() && Str(status, "kind") == "Status") {
-    reason = Str(status, "reason");
-    detail = Str(status, "message");
-    const json& causes = Member(Member(status, "details"), "causes");
-    if (causes.is_array()) {
-      std::vector<std::string> listed;
-      for (const json& cause : causes) {
-        const std::string field = Str(cause, "field");
-        const std::string message = Str(cause, "message");
-        if (message.empty() || detail.find(message) != std::string::npos) continue;
-        listed.push_back(field.empty() ? message : absl::StrCat(field, ": ", message));
-      }
-      if (!listed.empty()) absl::StrAppend(&detail, " (", absl::StrJoin(listed, "; "), ")");
-    }
-  } else {
-    detail = PrintableExcerpt(absl::string_view(body.data(), body.size()));
-  }
-  const std::string message =
-      absl::StrCat("kube-apiserver ", what, ": HTTP ", http_status, reason.empty() ? "" : " ",
-                   reason, detail.empty() ? "" : ": ", detail);
-  switch (http_status) {
-    case 400:
-    case 422:
-      return absl::InvalidArgumentError(message);
-    case 401:
-      return absl::UnauthenticatedError(message);
-    case 403:
-      return absl::PermissionDeniedError(message);
-    case 404:
-      return absl::NotFoundError(message);
-    case 409:
-      return reason == "AlreadyExists" ? absl::AlreadyExistsError(message)
-                                       : absl::AbortedError(message);
-    case 410:
-      return absl::OutOfRangeError(message);
-    case 504:
-      return absl::DeadlineExceededError(message);
-    default:
-      if (http_status == 429 || http_status >= 500) return absl::UnavailableError(message);
-      return absl::UnknownError(message);
-  }
-}
-
-std::string JsonString(const json& o, const char* key) {
-  if (!o.is_object()) return "";
-  auto it = o.find(key);
-  if (it == o.end() || !it->is_string()) return "";
-  return it->get<std::string>();
-}
-
-const json& JsonMember(const json& o, const char* key) {
-  static const json kNull;
-  if (!o.is_object()) return kNull;
-  auto it = o.find(key);
-  return it == o.end() ? kNull : *it;
-}
-
 void AddQuantities(ResourceQuantities* into, const ResourceQuantities& q) {
   into->set_cpu_millicores(into->cpu_millicores() + q.cpu_millicores());
   into->set_memory_bytes(into->memory_bytes() + q.memory_bytes());
   into->set_gpu(into->gpu() + q.gpu());
   into->set_ephemeral_storage_bytes(into->ephemeral_storage_bytes() + q.ephemeral_storage_bytes());
-}
-
-bool ParseKubeTime(std::string_view text, google::protobuf::Timestamp* out) {
-  absl::Time t;
-  std::string error;
-  if (!absl::ParseTime(absl::RFC3339_full, std::string(text), &t, &error)) return false;
-  *out = ToProtoTimestamp(t);
-  return true;
 }
 
 }  // namespace codeco::kubelms

@@ -16,10 +16,17 @@
 
 #include "absl/status/statusor.h"
 #include "codeco/common/v1/types.pb.h"
+#include "codeco/kube/kube_api.h"
 #include "codeco/lms/v1/lms.pb.h"
 #include "nlohmann/json_fwd.hpp"
 
 namespace codeco::kubelms {
+
+// The readers of libs/kube this adapter's translations are written with.
+using kube::JsonMember;
+using kube::JsonString;
+using kube::ParseKubeTime;
+using kube::StatusFromKube;
 
 /// Annotation that carries a CreatePod or RestoreContainer request_id, so a
 /// retried call finds the pod it made.
@@ -66,28 +73,8 @@ nlohmann::json PodToKube(const codeco::lms::v1::Pod& pod, const std::string& ns,
 absl::StatusOr<std::string> LabelSelectorToKube(const codeco::common::v1::LabelSelector& selector,
                                                 const std::string& path);
 
-/// The status for a non-2xx kube-apiserver answer: the Status object's
-/// message, reason and causes when the body is one, else an excerpt of the
-/// body. `what` names the call ("GET /api/v1/nodes/x"). 400 and 422 are
-/// INVALID_ARGUMENT, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED, 404
-/// NOT_FOUND, 409 ALREADY_EXISTS (reason AlreadyExists) or ABORTED, 410
-/// OUT_OF_RANGE, 429 and 5xx UNAVAILABLE (504 DEADLINE_EXCEEDED).
-absl::Status StatusFromKube(long http_status, std::string_view body, const std::string& what);
-
-/// The string at `key` of object `o`, or "" when `o` is not an object or the
-/// value is absent or not a string.
-std::string JsonString(const nlohmann::json& o, const char* key);
-
-/// The member `key` of object `o`, or null when `o` is not an object or has
-/// no such member.
-const nlohmann::json& JsonMember(const nlohmann::json& o, const char* key);
-
 /// Adds `q` to `into`, resource by resource.
 void AddQuantities(codeco::common::v1::ResourceQuantities* into,
                    const codeco::common::v1::ResourceQuantities& q);
-
-/// Parses an RFC 3339 time as the API writes it ("2024-05-01T10:00:00Z");
-/// false when `text` is not one.
-bool ParseKubeTime(std::string_view text, google::protobuf::Timestamp* out);
 
 }  // namespace codeco::kubelms

@@ -20,7 +20,7 @@
 #include "absl/time/clock.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/server.h"
-#include "kubelms/server/http_kube_api.h"
+#include "codeco/kube/http_kube_api.h"
 #include "kubelms/server/kube_lms_service.h"
 #include "lms_contract.h"
 #include "stand_in_kube_apiserver.h"
@@ -30,6 +30,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using codeco::lms::v1::LmsService;
+using kube::HttpKubeApi;
+using kube::KubeEndpoint;
+using kube::LoadKubeconfig;
 using testing::StandInKubeApiServer;
 using testing::StandInOptions;
 
@@ -63,8 +66,8 @@ struct Adapter {
     endpoint.token = token.empty() ? fake->Token() : token;
     lms_options.ns = kNamespace;
     // Quick retries keep the tests short; the policy is the same.
-    lms_options.watch_backoff.initial = absl::Milliseconds(20);
-    lms_options.watch_backoff.max = absl::Milliseconds(200);
+    lms_options.kube.watch_backoff.initial = absl::Milliseconds(20);
+    lms_options.kube.watch_backoff.max = absl::Milliseconds(200);
     lms_options.restore_poll = absl::Milliseconds(20);
     service = std::make_unique<KubeLmsService>(
         std::make_unique<HttpKubeApi>(endpoint, absl::Minutes(2)), &clock, lms_options, 4, 64);

@@ -1,4 +1,4 @@
-#include "kubelms/server/http_kube_api.h"
+#include "codeco/kube/http_kube_api.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -14,7 +14,7 @@
 #include "codeco/common/status.h"
 #include "yaml-cpp/yaml.h"
 
-namespace codeco::kubelms {
+namespace codeco::kube {
 namespace {
 
 namespace fs = std::filesystem;
@@ -184,6 +184,34 @@ absl::StatusOr<KubeEndpoint> InClusterEndpoint(const std::string& account_dir) {
   return out;
 }
 
+void AddKubeEndpointConfig(ConfigSchema& schema) {
+  schema
+      .Add({"kube.kubeconfig",
+            ConfigType::kString,
+            "",
+            {},
+            false,
+            "kubeconfig file of the cluster (empty: the pod's service account)"})
+      .Add({"kube.service_account_dir",
+            ConfigType::kString,
+            "/var/run/secrets/kubernetes.io/serviceaccount",
+            {},
+            false,
+            "token, ca.crt and namespace of the pod's service account (without kubeconfig)"})
+      .Add({"kube.context",
+            ConfigType::kString,
+            "",
+            {},
+            false,
+            "context of the kubeconfig (empty: its current-context)"});
+}
+
+absl::StatusOr<KubeEndpoint> KubeEndpointFromConfig(const Config& config) {
+  const std::string& kubeconfig = config.GetString("kube.kubeconfig");
+  if (kubeconfig.empty()) return InClusterEndpoint(config.GetString("kube.service_account_dir"));
+  return LoadKubeconfig(kubeconfig, config.GetString("kube.context"));
+}
+
 HttpKubeApi::HttpKubeApi(KubeEndpoint endpoint, absl::Duration stream_timeout)
     : endpoint_(std::move(endpoint)), stream_timeout_(stream_timeout) {}
 
@@ -216,7 +244,11 @@ absl::StatusOr<KubeAnswer> HttpKubeApi::Call(const std::string& method, const st
                                              const std::string& body, absl::Duration timeout) {
   ASSIGN_OR_RETURN(HttpRequest request, BaseRequest(endpoint_, method, path));
   request.body = body;
-  if (!body.empty()) request.content_type = "application/json";
+  // A PATCH is a JSON merge patch (RFC 7386), which every resource takes,
+  // custom ones included (a strategic merge patch does not apply to them).
+  if (!body.empty()) {
+    request.content_type = method == "PATCH" ? "application/merge-patch+json" : "application/json";
+  }
   request.timeout = timeout;
   request.connect_timeout = std::min(timeout, absl::Seconds(5));
   ASSIGN_OR_RETURN(HttpAnswer answer, SendHttp(request, "kube-apiserver"));
@@ -234,4 +266,4 @@ absl::StatusOr<KubeAnswer> HttpKubeApi::Stream(const std::string& path,
   return KubeAnswer{answer.status, std::move(answer.body)};
 }
 
-}  // namespace codeco::kubelms
+}  // namespace codeco::kube

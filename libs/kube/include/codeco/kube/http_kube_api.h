@@ -7,9 +7,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "kubelms/core/kube_lms.h"
+#include "codeco/common/config.h"
+#include "codeco/kube/kube_api.h"
 
-namespace codeco::kubelms {
+namespace codeco::kube {
 
 /// Where kube-apiserver is and how to prove who we are.
 struct KubeEndpoint {
@@ -44,6 +45,14 @@ absl::StatusOr<KubeEndpoint> LoadKubeconfig(const std::string& path, const std::
 absl::StatusOr<KubeEndpoint> InClusterEndpoint(
     const std::string& account_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
 
+/// Adds the keys that say where kube-apiserver is and how to log in to it:
+/// kube.kubeconfig, kube.context and kube.service_account_dir.
+void AddKubeEndpointConfig(ConfigSchema& schema);
+
+/// The endpoint those keys name: the kubeconfig's context when
+/// kube.kubeconfig is set, else the pod's service account.
+absl::StatusOr<KubeEndpoint> KubeEndpointFromConfig(const Config& config);
+
 /// KubeApi over HTTP(S) to one kube-apiserver.
 class HttpKubeApi final : public KubeApi {
  public:
@@ -62,4 +71,4 @@ class HttpKubeApi final : public KubeApi {
   absl::Duration stream_timeout_;
 };
 
-}  // namespace codeco::kubelms
+}  // namespace codeco::kube
