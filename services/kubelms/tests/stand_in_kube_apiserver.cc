@@ -168,10 +168,13 @@ struct Request {
 
 struct Event {
   int64_t version;
-  bool node;  // else a pod
+  std::string collection;  // "nodes", "pods" or a custom resource's "group/version/plural"
   std::string type;
   json object;
 };
+
+constexpr char kNodes[] = "nodes";
+constexpr char kPods[] = "pods";
 
 struct Failure {
   std::string method;
@@ -231,6 +234,9 @@ class StandInKubeApiServer::Impl {
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, json> nodes_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, json> pods_ ABSL_GUARDED_BY(mu_);
+  // Custom objects by collection ("group/version/plural"), then (namespace, name).
+  std::map<std::string, std::map<std::pair<std::string, std::string>, json>> custom_
+      ABSL_GUARDED_BY(mu_);
   std::deque<Event> history_ ABSL_GUARDED_BY(mu_);
   int64_t expired_through_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::pair<std::string, std::string>, std::pair<std::string, std::string>> usage_
@@ -253,10 +259,10 @@ class StandInKubeApiServer::Impl {
   }
 
   // Records a change: a new version for the object, and an event.
-  void RecordLocked(bool node, const std::string& type, json& object)
+  void RecordLocked(const std::string& collection, const std::string& type, json& object)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     object["metadata"]["resourceVersion"] = absl::StrCat(++version_);
-    history_.push_back({version_, node, type, object});
+    history_.push_back({version_, collection, type, object});
     while (history_.size() > options_.history_limit) {
       expired_through_ = history_.front().version;
       history_.pop_front();
@@ -350,6 +356,7 @@ class StandInKubeApiServer::Impl {
                                                         {404, "Not Found"},
                                                         {405, "Method Not Allowed"},
                                                         {409, "Conflict"},
+                                                        {415, "Unsupported Media Type"},
                                                         {422, "Unprocessable Entity"},
                                                         {429, "Too Many Requests"},
                                                         {500, "Internal Server Error"},
@@ -408,15 +415,15 @@ class StandInKubeApiServer::Impl {
     };
     const bool watch = r.query["watch"] == "true" || r.query["watch"] == "1";
     if (is({"api", "v1", "nodes"}) && r.method == "GET") {
-      return watch ? Watch(fd, r, true, "") : List(fd, r, true, "");
+      return watch ? Watch(fd, r, kNodes, "") : List(fd, r, kNodes, "");
     }
     if (is({"api", "v1", "nodes", "*"}) && r.method == "GET") return GetNode(fd, parts[3]);
     if (is({"api", "v1", "pods"}) && r.method == "GET") {
-      return watch ? Watch(fd, r, false, "") : List(fd, r, false, "");
+      return watch ? Watch(fd, r, kPods, "") : List(fd, r, kPods, "");
     }
     if (is({"api", "v1", "namespaces", "*", "pods"})) {
       if (r.method == "GET")
-        return watch ? Watch(fd, r, false, parts[3]) : List(fd, r, false, parts[3]);
+        return watch ? Watch(fd, r, kPods, parts[3]) : List(fd, r, kPods, parts[3]);
       if (r.method == "POST") return CreatePod(fd, r, parts[3]);
     }
     if (is({"api", "v1", "namespaces", "*", "pods", "*"})) {
@@ -434,6 +441,25 @@ class StandInKubeApiServer::Impl {
     if (is({"apis", "metrics.k8s.io", "v1beta1", "namespaces", "*", "pods"}) && r.method == "GET") {
       return PodMetrics(fd, parts[4]);
     }
+    if (parts.size() >= 4 && parts[0] == "apis") {
+      const bool namespaced = parts.size() >= 6 && parts[3] == "namespaces";
+      const std::string plural = namespaced ? parts[5] : parts[3];
+      const std::string collection = absl::StrCat(parts[1], "/", parts[2], "/", plural);
+      if (CustomKnown(collection)) {
+        const std::string ns = namespaced ? parts[4] : "";
+        const size_t rest = namespaced ? 6 : 4;
+        if (parts.size() == rest && r.method == "GET") {
+          return watch ? Watch(fd, r, collection, ns) : List(fd, r, collection, ns);
+        }
+        if (namespaced && parts.size() == rest && r.method == "POST") {
+          return CreateCustom(fd, r, collection, ns);
+        }
+        if (namespaced && (parts.size() == rest + 1 ||
+                           (parts.size() == rest + 2 && parts[rest + 1] == "status"))) {
+          return CustomObject(fd, r, collection, ns, parts[rest], parts.size() == rest + 2);
+        }
+      }
+    }
     Answer(fd, 404,
            StatusObject(404, "NotFound", "the server could not find the requested resource"));
   }
@@ -446,21 +472,42 @@ class StandInKubeApiServer::Impl {
     return fields == r.query.end() || MatchesFields(object, fields->second);
   }
 
-  void List(int fd, const Request& r, bool nodes, const std::string& ns) {
+  // The objects of `collection` that `r` selects, by "namespace/name".
+  std::vector<std::pair<std::string, json>> SelectLocked(const std::string& collection,
+                                                         const Request& r, const std::string& ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<std::pair<std::string, json>> items;
+    if (collection == kNodes) {
+      for (const auto& [name, node] : nodes_) {
+        if (Matches(node, r, "")) items.emplace_back(name, node);
+      }
+      return items;
+    }
+    for (const auto& [key, object] : collection == kPods ? pods_ : custom_[collection]) {
+      if (Matches(object, r, ns)) items.emplace_back(key.first + "/" + key.second, object);
+    }
+    return items;
+  }
+
+  // "PodList"'s apiVersion and kind for a collection.
+  std::pair<std::string, std::string> ApiVersionKind(const std::string& collection) const {
+    if (collection == kNodes) return {"v1", "Node"};
+    if (collection == kPods) return {"v1", "Pod"};
+    for (const CustomResource& c : options_.custom_resources) {
+      if (absl::StrCat(c.group, "/", c.version, "/", c.plural) == collection) {
+        return {absl::StrCat(c.group, "/", c.version), c.kind};
+      }
+    }
+    return {"", ""};
+  }
+
+  void List(int fd, const Request& r, const std::string& collection, const std::string& ns) {
     std::vector<std::pair<std::string, json>> items;
     int64_t version;
     {
       absl::MutexLock lock(&mu_);
       version = version_;
-      if (nodes) {
-        for (const auto& [name, node] : nodes_) {
-          if (Matches(node, r, "")) items.emplace_back(name, node);
-        }
-      } else {
-        for (const auto& [key, pod] : pods_) {
-          if (Matches(pod, r, ns)) items.emplace_back(key.first + "/" + key.second, pod);
-        }
-      }
+      items = SelectLocked(collection, r, ns);
     }
     std::string after;
     if (auto it = r.query.find("continue"); it != r.query.end() && !it->second.empty()) {
@@ -471,8 +518,9 @@ class StandInKubeApiServer::Impl {
     size_t limit = 0;
     if (auto it = r.query.find("limit"); it != r.query.end())
       (void)absl::SimpleAtoi(it->second, &limit);
-    json list = {{"kind", nodes ? "NodeList" : "PodList"},
-                 {"apiVersion", "v1"},
+    const auto [api_version, kind] = ApiVersionKind(collection);
+    json list = {{"kind", kind + "List"},
+                 {"apiVersion", api_version},
                  {"metadata", {{"resourceVersion", absl::StrCat(version)}}},
                  {"items", json::array()}};
     size_t remaining = 0;
@@ -558,7 +606,7 @@ class StandInKubeApiServer::Impl {
       pod["metadata"]["creationTimestamp"] = Now();
       pod["spec"]["restartPolicy"] = "Always";
       pod["status"] = {{"phase", "Pending"}, {"qosClass", "Burstable"}};
-      RecordLocked(false, "ADDED", pod);
+      RecordLocked(kPods, "ADDED", pod);
       pods_[{ns, name}] = pod;
       created = pod;
     }
@@ -607,7 +655,7 @@ class StandInKubeApiServer::Impl {
                         {"status", failure.empty() ? "True" : "False"},
                         {"lastTransitionTime", Now()}}}},
                      {"containerStatuses", statuses}};
-    RecordLocked(false, "MODIFIED", pod);
+    RecordLocked(kPods, "MODIFIED", pod);
   }
 
   static bool Ready(const json& node) {
@@ -631,7 +679,7 @@ class StandInKubeApiServer::Impl {
       }
       it->second["metadata"]["deletionTimestamp"] = Now();
       it->second["metadata"]["deletionGracePeriodSeconds"] = grace;
-      RecordLocked(false, "MODIFIED", it->second);
+      RecordLocked(kPods, "MODIFIED", it->second);
       last = it->second;
     }
     Answer(fd, 200, last);
@@ -641,7 +689,7 @@ class StandInKubeApiServer::Impl {
     if (it == pods_.end()) return;
     json gone = it->second;
     pods_.erase(it);
-    RecordLocked(false, "DELETED", gone);
+    RecordLocked(kPods, "DELETED", gone);
   }
 
   void Checkpoint(int fd, const std::string& node, const std::string& ns, const std::string& pod,
@@ -710,8 +758,202 @@ class StandInKubeApiServer::Impl {
     Answer(fd, 200, list);
   }
 
+  bool CustomKnown(const std::string& collection) const {
+    return !ApiVersionKind(collection).second.empty();
+  }
+
+  static json Conflict(const std::string& collection, const std::string& name) {
+    const std::vector<std::string> parts = absl::StrSplit(collection, '/');
+    const std::string resource = absl::StrCat(parts[2], ".", parts[0]);
+    return StatusObject(
+        409, "Conflict",
+        absl::StrCat("Operation cannot be fulfilled on ", resource, " \"", name,
+                     "\": the object has been modified; please apply your changes to the latest "
+                     "version and try again"),
+        {{"name", name}, {"group", parts[0]}, {"kind", parts[2]}});
+  }
+
+  // POST of a custom object: stored with a uid, generation 1 and no status
+  // (the status subresource is written on its own).
+  void CreateCustom(int fd, const Request& r, const std::string& collection,
+                    const std::string& ns) {
+    json object = json::parse(r.body, nullptr, false);
+    if (object.is_discarded() || !object.is_object()) {
+      return Answer(fd, 400, StatusObject(400, "BadRequest", "the body is not a JSON object"));
+    }
+    const std::string name = object["metadata"].value("name", "");
+    const auto [api_version, kind] = ApiVersionKind(collection);
+    if (name.empty()) {
+      return Answer(fd, 422,
+                    StatusObject(422, "Invalid",
+                                 absl::StrCat(kind,
+                                              " \"\" is invalid: metadata.name: Required "
+                                              "value: name or generateName is required"),
+                                 {{"kind", kind},
+                                  {"causes",
+                                   {{{"reason", "FieldValueRequired"},
+                                     {"message",
+                                      "Required value: name or generateName is "
+                                      "required"},
+                                     {"field", "metadata.name"}}}}}));
+    }
+    if (object.value("apiVersion", api_version) != api_version ||
+        object.value("kind", kind) != kind) {
+      return Answer(
+          fd, 400,
+          StatusObject(
+              400, "BadRequest",
+              absl::StrCat("the API version in the data (", object.value("apiVersion", ""),
+                           ") does not match the expected API version (", api_version, ")")));
+    }
+    json created;
+    {
+      absl::MutexLock lock(&mu_);
+      auto& objects = custom_[collection];
+      if (objects.count({ns, name}) > 0) {
+        const std::vector<std::string> parts = absl::StrSplit(collection, '/');
+        return Answer(
+            fd, 409,
+            StatusObject(409, "AlreadyExists",
+                         absl::StrCat(parts[2], ".", parts[0], " \"", name, "\" already exists"),
+                         {{"name", name}, {"group", parts[0]}, {"kind", parts[2]}}));
+      }
+      object["apiVersion"] = api_version;
+      object["kind"] = kind;
+      object.erase("status");
+      json& meta = object["metadata"];
+      meta["namespace"] = ns;
+      meta["uid"] =
+          absl::StrFormat("5e1d%04x-0000-4000-8000-%012d", version_ & 0xffff, version_ + 1);
+      meta["creationTimestamp"] = Now();
+      meta["generation"] = 1;
+      meta.erase("deletionTimestamp");
+      RecordLocked(collection, "ADDED", object);
+      objects[{ns, name}] = object;
+      created = object;
+    }
+    Answer(fd, 201, created);
+  }
+
+  // GET, PUT, PATCH (a JSON merge patch) and DELETE of one custom object or
+  // of its status subresource, with kube-apiserver's rules: writes to the
+  // object ignore its status and bump metadata.generation when the spec (or
+  // deletionTimestamp) changes; writes to /status change only the status; a
+  // metadata.resourceVersion in the body must be the stored one (409); an
+  // object being deleted goes when its last finalizer does.
+  void CustomObject(int fd, const Request& r, const std::string& collection, const std::string& ns,
+                    const std::string& name, bool status) {
+    json answer;
+    int code = 200;
+    {
+      absl::MutexLock lock(&mu_);
+      auto& objects = custom_[collection];
+      auto it = objects.find({ns, name});
+      const std::vector<std::string> parts = absl::StrSplit(collection, '/');
+      if (it == objects.end()) {
+        return Answer(
+            fd, 404,
+            StatusObject(404, "NotFound",
+                         absl::StrCat(parts[2], ".", parts[0], " \"", name, "\" not found"),
+                         {{"name", name}, {"group", parts[0]}, {"kind", parts[2]}}));
+      }
+      json& stored = it->second;
+      if (r.method == "GET") return Answer(fd, 200, stored);
+      json updated;
+      if (r.method == "DELETE") {
+        if (status) return Answer(fd, 405, StatusObject(405, "MethodNotAllowed", "not allowed"));
+        if (stored["metadata"].value("finalizers", json::array()).empty()) {
+          json gone = stored;
+          objects.erase(it);
+          RecordLocked(collection, "DELETED", gone);
+          return Answer(fd, 200, gone);
+        }
+        updated = stored;
+        if (!updated["metadata"].contains("deletionTimestamp")) {
+          updated["metadata"]["deletionTimestamp"] = Now();
+          updated["metadata"]["deletionGracePeriodSeconds"] = 0;
+        }
+      } else if (r.method == "PUT" || r.method == "PATCH") {
+        const json body = json::parse(r.body, nullptr, false);
+        if (body.is_discarded() || !body.is_object()) {
+          return Answer(fd, 400, StatusObject(400, "BadRequest", "the body is not a JSON object"));
+        }
+        if (r.method == "PATCH" && r.headers.count("content-type") &&
+            r.headers.at("content-type") != "application/merge-patch+json") {
+          return Answer(fd, 415,
+                        StatusObject(415, "UnsupportedMediaType",
+                                     "the body of the request was in an unknown format - "
+                                     "accepted media types include: application/json-patch+json, "
+                                     "application/merge-patch+json, application/apply-patch+yaml"));
+        }
+        const std::string want = body.contains("metadata") && body["metadata"].is_object()
+                                     ? body["metadata"].value("resourceVersion", "")
+                                     : "";
+        if (!want.empty() && want != stored["metadata"].value("resourceVersion", "")) {
+          return Answer(fd, 409, Conflict(collection, name));
+        }
+        if (r.method == "PUT") {
+          updated = body;
+        } else {
+          updated = stored;
+          updated.merge_patch(body);
+        }
+        json meta = stored["metadata"];
+        if (updated.contains("metadata") && updated["metadata"].is_object()) {
+          for (const char* key : {"labels", "annotations", "finalizers"}) {
+            if (status) break;
+            if (updated["metadata"].contains(key)) {
+              meta[key] = updated["metadata"][key];
+            } else {
+              meta.erase(key);
+            }
+          }
+        }
+        if (status) {
+          json s = updated.value("status", json());
+          updated = stored;
+          if (s.is_null()) {
+            updated.erase("status");
+          } else {
+            updated["status"] = s;
+          }
+        } else {
+          if (stored.contains("status")) {
+            updated["status"] = stored["status"];
+          } else {
+            updated.erase("status");
+          }
+          updated["apiVersion"] = stored["apiVersion"];
+          updated["kind"] = stored["kind"];
+          if (updated.value("spec", json()) != stored.value("spec", json())) {
+            meta["generation"] = meta.value("generation", 0) + 1;
+          }
+        }
+        updated["metadata"] = meta;
+      } else {
+        return Answer(fd, 405, StatusObject(405, "MethodNotAllowed", "not allowed"));
+      }
+      if (updated["metadata"].contains("deletionTimestamp") &&
+          !stored["metadata"].contains("deletionTimestamp")) {
+        updated["metadata"]["generation"] = updated["metadata"].value("generation", 0) + 1;
+      }
+      if (updated["metadata"].contains("deletionTimestamp") &&
+          updated["metadata"].value("finalizers", json::array()).empty()) {
+        objects.erase(it);
+        RecordLocked(collection, "DELETED", updated);
+        answer = updated;
+      } else {
+        if (updated == stored) return Answer(fd, 200, stored);  // no change, no event
+        RecordLocked(collection, "MODIFIED", updated);
+        stored = updated;
+        answer = stored;
+      }
+    }
+    Answer(fd, code, answer);
+  }
+
   // A chunked watch stream.
-  void Watch(int fd, const Request& r, bool nodes, const std::string& ns) {
+  void Watch(int fd, const Request& r, const std::string& collection, const std::string& ns) {
     auto query = [&](const char* key) {
       auto it = r.query.find(key);
       return it == r.query.end() ? std::string() : it->second;
@@ -750,14 +992,8 @@ class StandInKubeApiServer::Impl {
       if (from == 0) {
         // Synthetic ADDED events for what exists.
         last = version_;
-        if (nodes) {
-          for (const auto& [name, node] : nodes_) {
-            if (Matches(node, r, "")) out.push_back({{"type", "ADDED"}, {"object", node}});
-          }
-        } else {
-          for (const auto& [key, pod] : pods_) {
-            if (Matches(pod, r, ns)) out.push_back({{"type", "ADDED"}, {"object", pod}});
-          }
+        for (auto& [key, object] : SelectLocked(collection, r, ns)) {
+          out.push_back({{"type", "ADDED"}, {"object", std::move(object)}});
         }
       } else if (from < expired_through_) {
         out.push_back({{"type", "ERROR"},
@@ -787,8 +1023,8 @@ class StandInKubeApiServer::Impl {
         for (const Event& e : history_) {
           if (stop || e.version <= last) continue;
           last = e.version;
-          if (e.node != nodes) continue;
-          if (!Matches(e.object, r, nodes ? "" : ns)) continue;
+          if (e.collection != collection) continue;
+          if (!Matches(e.object, r, collection == kNodes ? "" : ns)) continue;
           out.push_back({{"type", e.type}, {"object", e.object}});
         }
         if (bookmarks_ != bookmarked_at) {
@@ -803,8 +1039,8 @@ class StandInKubeApiServer::Impl {
       if (bookmark) {
         if (!send({{"type", "BOOKMARK"},
                    {"object",
-                    {{"kind", nodes ? "Node" : "Pod"},
-                     {"apiVersion", "v1"},
+                    {{"kind", ApiVersionKind(collection).second},
+                     {"apiVersion", ApiVersionKind(collection).first},
                      {"metadata", {{"resourceVersion", absl::StrCat(last)}}}}}})) {
           return;
         }
@@ -836,7 +1072,7 @@ void StandInKubeApiServer::SetNodeReady(const std::string& node, bool ready) {
       c["lastTransitionTime"] = Now();
     }
   }
-  impl_->RecordLocked(true, "MODIFIED", it->second);
+  impl_->RecordLocked(kNodes, "MODIFIED", it->second);
 }
 
 void StandInKubeApiServer::SetPodUsage(const std::string& ns, const std::string& pod,

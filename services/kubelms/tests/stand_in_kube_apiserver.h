@@ -8,8 +8,9 @@
 // limit/continue and label and field selectors, chunked watch streams with
 // bookmarks and the 410 Expired ERROR event, Status objects for errors,
 // metrics.k8s.io samples and the kubelet checkpoint API behind the node
-// proxy. Every JSON document it serves can be written out for the schema
-// check (check_kube_json.py).
+// proxy, and custom resources (CRUD, merge patches, the status subresource,
+// generations, finalizers, resourceVersion preconditions). Every JSON document it serves can be
+// written out for the schema check (check_kube_json.py).
 
 #include <map>
 #include <memory>
@@ -17,6 +18,19 @@
 #include <vector>
 
 namespace codeco::kubelms::testing {
+
+/// A custom resource the stand-in serves, as an installed
+/// CustomResourceDefinition would (namespaced, with a status subresource).
+struct CustomResource {
+  /// API group ("codeco.io").
+  std::string group;
+  /// Version ("v1").
+  std::string version;
+  /// Plural name ("codecoapps").
+  std::string plural;
+  /// Kind ("CodecoApp").
+  std::string kind;
+};
 
 /// How the stand-in starts.
 struct StandInOptions {
@@ -29,6 +43,8 @@ struct StandInOptions {
   /// When set, every JSON document served (and every watch event) is written
   /// into this directory as NNNNN.json.
   std::string dump_dir;
+  /// Custom resources served under /apis/<group>/<version>/.
+  std::vector<CustomResource> custom_resources;
 };
 
 /// A stand-in kube-apiserver on 127.0.0.1. Thread-safe; stops (closing its
