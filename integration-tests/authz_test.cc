@@ -49,9 +49,9 @@ void Run(const std::string& command) {
 
 // Every identity the test calls with, "cluster/service".
 const std::vector<std::string> kIdentities = {
-    "hub/operator", "hub/acm", "hub/swm",   "hub/netma", "hub/pdlc",        "hub/mdm",
-    "mc1/acm",      "mc1/swm", "mc1/netma", "mc1/pdlc",  "mc1/mdm",         "mc1/operator",
-    "mc2/acm",      "mc2/swm", "mc2/netma", "mc2/pdlc",  "mc2/checkpointer"};
+    "hub/operator", "hub/acm", "hub/swm", "hub/netma", "hub/pdlc", "hub/mdm",
+    "hub/kubeapps", "mc1/acm", "mc1/swm", "mc1/netma", "mc1/pdlc", "mc1/mdm",
+    "mc1/operator", "mc2/acm", "mc2/swm", "mc2/netma", "mc2/pdlc", "mc2/checkpointer"};
 
 using Who = std::set<std::string>;
 
@@ -62,7 +62,7 @@ Who Union(std::initializer_list<Who> parts) {
 }
 
 const Who kOperator = {"hub/operator"};
-const Who kHub = {"hub/acm", "hub/swm", "hub/netma", "hub/pdlc", "hub/mdm"};
+const Who kHub = {"hub/acm", "hub/swm", "hub/netma", "hub/pdlc", "hub/mdm", "hub/kubeapps"};
 const Who kReaders = Union({kOperator, kHub});
 const Who kMc1 = {"mc1/acm", "mc1/swm", "mc1/netma", "mc1/pdlc", "mc1/mdm", "mc1/operator"};
 const Who kMembers =
@@ -231,8 +231,8 @@ std::map<std::string, Who> ExpectedPolicy() {
   add("grpc.reflection.v1alpha.ServerReflection", {"ServerReflectionInfo"}, kEveryone);
 
   const std::string acm = "codeco.acm.v1.AcmService";
-  add(acm, {"ApplyApplication", "DeleteApplication", "RollbackApplication", "UnregisterCluster"},
-      kOperator);
+  add(acm, {"RollbackApplication", "UnregisterCluster"}, kOperator);
+  add(acm, {"ApplyApplication", "DeleteApplication"}, Union({kOperator, {"hub/kubeapps"}}));
   add(acm,
       {"ListApplications", "WatchApplication", "ListApplicationRevisions", "ListClusters",
        "GetOperation", "ListOperations", "WatchOperation"},

@@ -56,8 +56,9 @@ AuthzPolicy BuildFederationPolicy() {
 
   // ACM. User-facing writes: the operator only.
   const std::string acm = "codeco.acm.v1.AcmService";
-  add(acm, {"ApplyApplication", "DeleteApplication", "RollbackApplication", "UnregisterCluster"},
-      {op});
+  add(acm, {"RollbackApplication", "UnregisterCluster"}, {op});
+  // The CodecoApp shim (codeco-kubeapps) forwards what users apply with kubectl.
+  add(acm, {"ApplyApplication", "DeleteApplication"}, {op, HubService("kubeapps")});
   add(acm,
       {"ListApplications", "WatchApplication", "ListApplicationRevisions", "ListClusters",
        "GetOperation", "ListOperations", "WatchOperation"},
