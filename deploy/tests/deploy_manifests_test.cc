@@ -8,7 +8,8 @@
 // the compose file's commands must name built binaries, flags they accept and
 // addresses something listens on; the Dockerfile must install what
 // scripts/install-deps.sh lists and the runtime libraries the binaries load.
-// The Kubernetes LMS adapter's RBAC must grant exactly the API calls it makes.
+// The Kubernetes LMS adapter's and the CodecoApp shim's RBAC must grant
+// exactly the API calls they make.
 // Where `kubectl` is installed, its built-in kustomize renders each overlay
 // and the same checks run on what it renders.
 #include <signal.h>
@@ -58,13 +59,17 @@ constexpr char kImageBin[] = "/usr/local/bin/";
 // The binaries this build produces, by the name the image installs them under.
 const std::map<std::string, std::string>& Binaries() {
   static const std::map<std::string, std::string> kBinaries = {
+      // The six services.
       {"codeco-acm", CODECO_ACM_BIN},
       {"codeco-swm", CODECO_SWM_BIN},
       {"codeco-pdlc", CODECO_PDLC_BIN},
       {"codeco-netma", CODECO_NETMA_BIN},
       {"codeco-mdm", CODECO_MDM_BIN},
       {"codeco-checkpointer", CODECO_CHECKPOINTER_BIN},
+      // Kubernetes only: the LMS adapter and the CodecoApp shim.
       {"codeco-kubelms", CODECO_KUBELMS_BIN},
+      {"codeco-kubeapps", CODECO_KUBEAPPS_BIN},
+      // The operator's CLI and the emulator.
       {"codecoctl", CODECOCTL_BIN},
       {"codef", CODEF_BIN},
   };
@@ -72,18 +77,27 @@ const std::map<std::string, std::string>& Binaries() {
 }
 
 // The services an overlay runs that `codecoctl up` does not, by overlay:
-// on a managed cluster the Kubernetes LMS adapter, which stands in for the
-// LMS CODEF emulates there.
+// on the hub the CodecoApp shim, which forwards CodecoApp objects to ACM; on
+// a managed cluster the Kubernetes LMS adapter, which stands in for the LMS
+// CODEF emulates there.
 const std::map<std::string, std::set<std::string>>& KubernetesOnlyServices() {
-  static const std::map<std::string, std::set<std::string>> kServices = {{"hub", {}},
+  static const std::map<std::string, std::set<std::string>> kServices = {{"hub", {"kubeapps"}},
                                                                          {"mc", {"kubelms"}}};
   return kServices;
+}
+
+// The one service of each overlay that calls the Kubernetes API, by overlay:
+// its Deployment and its ServiceAccount (in namespace codeco) have this name.
+const std::map<std::string, std::string>& KubeApiClients() {
+  static const std::map<std::string, std::string> kClients = {{"hub", "codeco-kubeapps"},
+                                                              {"mc", "codeco-kubelms"}};
+  return kClients;
 }
 
 // The services that keep no state: a Deployment with data_dir (an empty
 // RocksDB) on an emptyDir. Every other one is a StatefulSet with a claim.
 const std::set<std::string>& StatelessServices() {
-  static const std::set<std::string> kServices = {"codeco-kubelms"};
+  static const std::set<std::string> kServices = {"codeco-kubelms", "codeco-kubeapps"};
   return kServices;
 }
 
@@ -1053,6 +1067,110 @@ std::string Describe(const std::set<Grant>& grants) {
   return "{" + absl::StrJoin(grants, ", ") + "}";
 }
 
+// What the bindings of a set give the ServiceAccount codeco/<account>.
+struct AccountGrants {
+  std::set<Grant> cluster;                              // by ClusterRoleBindings
+  std::map<std::string, std::set<Grant>> by_namespace;  // by RoleBindings
+};
+
+// True when `binding` has the ServiceAccount codeco/<account> as a subject.
+bool BindsAccount(const YAML::Node& binding, const std::string& account) {
+  for (const YAML::Node& s : binding["subjects"]) {
+    if (Str(s["kind"]) == "ServiceAccount" && Str(s["name"]) == account &&
+        Str(s["namespace"]) == "codeco") {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The grants of every binding in `set` that binds codeco/<account>; a binding
+// of more subjects, a missing role and a Role of another namespace are
+// problems.
+AccountGrants GrantsBoundTo(const ObjectSet& set, const std::string& account, Problems& problems) {
+  AccountGrants out;
+  for (const char* kind : {"ClusterRoleBinding", "RoleBinding"}) {
+    for (const Resource* b : OfKind(set.resources, kind)) {
+      if (!BindsAccount(b->node, account)) continue;
+      const std::string bw = set.name + " " + Id(b->node);
+      if (b->node["subjects"].size() != 1) problems.Add(bw, "binds more than " + account);
+      const YAML::Node ref = b->node["roleRef"];
+      const Resource* role = FindObject(set, Str(ref["kind"]), Str(ref["name"]));
+      if (role == nullptr) {
+        problems.Add(bw, "no " + Str(ref["kind"]) + " " + Str(ref["name"]));
+        continue;
+      }
+      const std::set<Grant> grants = GrantsOf(role->node, bw, problems);
+      if (std::string(kind) == "ClusterRoleBinding") {
+        out.cluster.insert(grants.begin(), grants.end());
+      } else {
+        const std::string binding_ns = Str(b->node["metadata"]["namespace"]);
+        if (Str(ref["kind"]) == "Role" && Str(role->node["metadata"]["namespace"]) != binding_ns) {
+          problems.Add(bw, "its Role is in another namespace");
+        }
+        out.by_namespace[binding_ns].insert(grants.begin(), grants.end());
+      }
+    }
+  }
+  return out;
+}
+
+// The string literals of a source file that start with `prefix`.
+std::set<std::string> LiteralsStartingWith(const std::string& source, const std::string& prefix) {
+  static const std::regex kLiteral("\"((?:[^\"\\\\\\n]|\\\\.)*)\"");
+  std::set<std::string> out;
+  for (auto it = std::sregex_iterator(source.begin(), source.end(), kLiteral);
+       it != std::sregex_iterator(); ++it) {
+    if (absl::StartsWith((*it)[1].str(), prefix)) out.insert((*it)[1]);
+  }
+  return out;
+}
+
+TEST_CASE("only each overlay's Kubernetes API client holds a token or a role binding") {
+  Problems problems;
+  for (const ObjectSet& set : AllObjectSets()) {
+    const std::string client = KubeApiClients().at(set.overlay);
+    // No wildcard in any role.
+    for (const char* kind : {"Role", "ClusterRole"}) {
+      for (const Resource* r : OfKind(set.resources, kind)) {
+        GrantsOf(r->node, set.name + " " + Id(r->node), problems);
+      }
+    }
+    // Every binding binds the client's ServiceAccount and no one else.
+    for (const char* kind : {"RoleBinding", "ClusterRoleBinding"}) {
+      for (const Resource* b : OfKind(set.resources, kind)) {
+        if (!BindsAccount(b->node, client) || b->node["subjects"].size() != 1) {
+          problems.Add(set.name + " " + Id(b->node), "binds someone other than codeco/" + client);
+        }
+      }
+    }
+    // The client's pod runs as its own account, with a token.
+    const Resource* deployment = FindObject(set, "Deployment", client);
+    if (deployment == nullptr) {
+      problems.Add(set.name, "no Deployment " + client);
+      continue;
+    }
+    const YAML::Node pod = PodSpec(deployment->node);
+    if (Str(pod["serviceAccountName"]) != client) {
+      problems.Add(set.name + " " + Id(deployment->node), "does not run as " + client);
+    }
+    if (Str(pod["automountServiceAccountToken"]) != "true") {
+      problems.Add(set.name + " " + Id(deployment->node), "mounts no service-account token");
+    }
+    if (FindObject(set, "ServiceAccount", client) == nullptr) {
+      problems.Add(set.name, "no ServiceAccount " + client);
+    }
+    // Every other pod runs without a token.
+    for (const Resource& r : set.resources) {
+      if (IsWorkload(Str(r.node["kind"])) && &r != deployment &&
+          Str(PodSpec(r.node)["automountServiceAccountToken"]) != "false") {
+        problems.Add(set.name + " " + Id(r.node), "mounts a service-account token");
+      }
+    }
+  }
+  CHECK_NO_PROBLEMS(problems);
+}
+
 TEST_CASE("the LMS adapter's RBAC grants exactly the Kubernetes calls it makes") {
   // What services/kubelms/core/kube_lms.cc calls (docs/deploy.md, "The
   // Kubernetes LMS adapter"). Cluster-wide: the nodes (ListNodes, GetNode,
@@ -1089,37 +1207,9 @@ TEST_CASE("the LMS adapter's RBAC grants exactly the Kubernetes calls it makes")
   Problems problems;
   int checked = 0;
   for (const ObjectSet& set : AllObjectSets()) {
-    // No wildcard in any role of either overlay.
-    for (const char* kind : {"Role", "ClusterRole"}) {
-      for (const Resource* r : OfKind(set.resources, kind)) {
-        GrantsOf(r->node, set.name + " " + Id(r->node), problems);
-      }
-    }
-    if (set.overlay != "mc") {
-      for (const char* kind : {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}) {
-        for (const Resource* r : OfKind(set.resources, kind)) {
-          problems.Add(set.name + " " + Id(r->node), "no service of this overlay calls the API");
-        }
-      }
-      continue;
-    }
+    if (KubeApiClients().at(set.overlay) != "codeco-kubelms") continue;
     ++checked;
     const std::string where = set.name + " codeco-kubelms";
-    // The adapter's pod runs as its own account, with a token.
-    const Resource* deployment = FindObject(set, "Deployment", "codeco-kubelms");
-    REQUIRE(deployment != nullptr);
-    const YAML::Node pod = PodSpec(deployment->node);
-    CHECK(Str(pod["serviceAccountName"]) == "codeco-kubelms");
-    CHECK(Str(pod["automountServiceAccountToken"]) == "true");
-    CHECK(FindObject(set, "ServiceAccount", "codeco-kubelms") != nullptr);
-    // Every other pod runs without a token.
-    for (const Resource& r : set.resources) {
-      if (IsWorkload(Str(r.node["kind"])) && &r != deployment) {
-        if (Str(PodSpec(r.node)["automountServiceAccountToken"]) != "false") {
-          problems.Add(set.name + " " + Id(r.node), "mounts a service-account token");
-        }
-      }
-    }
     // Its kube.namespace, from its configuration.
     std::string ns;
     for (const ServiceRun& run : ServiceRuns(set, problems)) {
@@ -1128,55 +1218,212 @@ TEST_CASE("the LMS adapter's RBAC grants exactly the Kubernetes calls it makes")
     REQUIRE_FALSE(ns.empty());
     if (!FindObject(set, "Namespace", ns)) problems.Add(where, "no Namespace " + ns);
     // What the bindings give it, cluster-wide and per namespace.
-    auto binds_adapter = [](const YAML::Node& binding) {
-      for (const YAML::Node& s : binding["subjects"]) {
-        if (Str(s["kind"]) == "ServiceAccount" && Str(s["name"]) == "codeco-kubelms" &&
-            Str(s["namespace"]) == "codeco") {
-          return true;
-        }
-      }
-      return false;
-    };
-    std::set<Grant> granted_cluster;
-    std::map<std::string, std::set<Grant>> granted_ns;
-    for (const char* kind : {"ClusterRoleBinding", "RoleBinding"}) {
-      for (const Resource* b : OfKind(set.resources, kind)) {
-        const std::string bw = set.name + " " + Id(b->node);
-        if (!binds_adapter(b->node)) {
-          problems.Add(bw, "binds someone other than codeco/codeco-kubelms");
-          continue;
-        }
-        if (b->node["subjects"].size() != 1) problems.Add(bw, "binds more than the adapter");
-        const YAML::Node ref = b->node["roleRef"];
-        const Resource* role = FindObject(set, Str(ref["kind"]), Str(ref["name"]));
-        if (role == nullptr) {
-          problems.Add(bw, "no " + Str(ref["kind"]) + " " + Str(ref["name"]));
-          continue;
-        }
-        const std::set<Grant> grants = GrantsOf(role->node, bw, problems);
-        if (std::string(kind) == "ClusterRoleBinding") {
-          granted_cluster.insert(grants.begin(), grants.end());
-        } else {
-          const std::string binding_ns = Str(b->node["metadata"]["namespace"]);
-          if (Str(ref["kind"]) == "Role" &&
-              Str(role->node["metadata"]["namespace"]) != binding_ns) {
-            problems.Add(bw, "its Role is in another namespace");
-          }
-          granted_ns[binding_ns].insert(grants.begin(), grants.end());
-        }
-      }
-    }
-    if (granted_cluster != cluster_wide) {
-      problems.Add(where, "cluster-wide it may " + Describe(granted_cluster) + ", it calls " +
+    AccountGrants granted = GrantsBoundTo(set, "codeco-kubelms", problems);
+    if (granted.cluster != cluster_wide) {
+      problems.Add(where, "cluster-wide it may " + Describe(granted.cluster) + ", it calls " +
                               Describe(cluster_wide));
     }
-    if (granted_ns.size() != 1 || !granted_ns.contains(ns)) {
+    if (granted.by_namespace.size() != 1 || !granted.by_namespace.contains(ns)) {
       problems.Add(where, "is bound in other namespaces than its kube.namespace " + ns);
     }
-    if (granted_ns[ns] != in_namespace) {
-      problems.Add(where, "in " + ns + " it may " + Describe(granted_ns[ns]) + ", it calls " +
-                              Describe(in_namespace));
+    if (granted.by_namespace[ns] != in_namespace) {
+      problems.Add(where, "in " + ns + " it may " + Describe(granted.by_namespace[ns]) +
+                              ", it calls " + Describe(in_namespace));
     }
+  }
+  CHECK(checked >= 1);
+  CHECK_NO_PROBLEMS(problems);
+}
+
+// True when one of the NetworkPolicy `policy`'s egress rules admits `port`
+// (a number, or the container port's name `port_name`) over `protocol` to a
+// peer `admits_peer` accepts (a rule without `to` admits every peer).
+bool EgressAdmits(const YAML::Node& policy, const std::string& port, const std::string& port_name,
+                  const std::string& protocol,
+                  const std::function<bool(const YAML::Node&)>& admits_peer) {
+  for (const YAML::Node& rule : policy["spec"]["egress"]) {
+    bool port_ok = !rule["ports"];
+    for (const YAML::Node& p : rule["ports"]) {
+      const std::string proto = p["protocol"] ? Str(p["protocol"]) : "TCP";
+      port_ok = port_ok ||
+                (proto == protocol &&
+                 (Str(p["port"]) == port || (!port_name.empty() && Str(p["port"]) == port_name)));
+    }
+    bool peer_ok = !rule["to"];
+    for (const YAML::Node& peer : rule["to"]) peer_ok = peer_ok || admits_peer(peer);
+    if (port_ok && peer_ok) return true;
+  }
+  return false;
+}
+
+TEST_CASE("the CodecoApp shim's RBAC grants exactly the Kubernetes calls it makes") {
+  // What services/kubeapps/core/codecoapp_sync.cc calls (docs/deploy.md,
+  // "CodecoApp resources"), per CodecoApp resource it follows: the list and
+  // watch of GET /apis/{group}/{version}[/namespaces/{ns}]/codecoapps
+  // (KubeClient's ListAll and Watch), the merge patch of metadata.finalizers
+  // (PATCH .../namespaces/{ns}/codecoapps/{name}) and of the status
+  // (PATCH .../codecoapps/{name}/status). Nothing else: no get, create,
+  // update or delete.
+  auto calls = [](const std::string& group, const std::string& plural) {
+    return std::set<Grant>{group + " " + plural + " list", group + " " + plural + " watch",
+                           group + " " + plural + " patch", group + " " + plural + "/status patch"};
+  };
+  const fs::path sync = kSource / "services/kubeapps/core/codecoapp_sync.cc";
+  {
+    const std::string source = ReadWholeFile(sync);
+    INFO("the Kubernetes calls of " << Rel(sync));
+    // The KubeClient methods it calls: ListAll, Watch and Send (with PATCH).
+    static const std::regex kCall("kube_\\.([A-Za-z]+)\\(");
+    std::set<std::string> methods;
+    for (auto it = std::sregex_iterator(source.begin(), source.end(), kCall);
+         it != std::sregex_iterator(); ++it) {
+      methods.insert((*it)[1]);
+    }
+    std::set<std::string> api_calls;
+    for (const char* method : {"Send", "Get", "ListAll", "Watch"}) {
+      if (methods.contains(method)) api_calls.insert(method);
+    }
+    CHECK(api_calls == std::set<std::string>{"ListAll", "Watch", "Send"});
+    CHECK_FALSE(methods.contains("api"));
+    static const std::regex kSend("kube_\\.Send\\(\\s*\"([A-Z]+)\"");
+    std::set<std::string> verbs;
+    for (auto it = std::sregex_iterator(source.begin(), source.end(), kSend);
+         it != std::sregex_iterator(); ++it) {
+      verbs.insert((*it)[1]);
+    }
+    CHECK(verbs == std::set<std::string>{"PATCH"});
+    // The path pieces it builds: /apis/{group}/{version}, /namespaces/{ns},
+    // /{plural}, /{name}, /status ("/delete" ends an ACM request id). A new
+    // one needs a look at the grants (and at kubeapps-rbac.yaml).
+    CHECK(LiteralsStartingWith(source, "/") ==
+          std::set<std::string>{"/", "/apis/", "/namespaces/", "/status", "/delete"});
+    CHECK_THAT(source, Catch::Contains("ObjectPath(key) + \"/status\""));
+    // The resources it follows by default (DefaultCodecoAppResources): the
+    // CRDs' groups and versions, plural codecoapps.
+    static const std::regex kResource(
+        "\\{\\s*\"([a-z0-9.-]+)\",\\s*\"([a-z0-9]+)\",\\s*\"([a-z]+)\"\\s*\\}");
+    std::set<std::string> defaults;
+    for (auto it = std::sregex_iterator(source.begin(), source.end(), kResource);
+         it != std::sregex_iterator(); ++it) {
+      defaults.insert(absl::StrCat((*it)[1].str(), "/", (*it)[2].str(), "/", (*it)[3].str()));
+    }
+    CHECK(defaults == std::set<std::string>{"codeco.io/v1/codecoapps",
+                                            "codeco.he-codeco.eu/v1alpha1/codecoapps"});
+  }
+  const std::set<Grant> expected = [&] {
+    std::set<Grant> out = calls("codeco.io", "codecoapps");
+    const std::set<Grant> other = calls("codeco.he-codeco.eu", "codecoapps");
+    out.insert(other.begin(), other.end());
+    return out;
+  }();
+  Problems problems;
+  int checked = 0;
+  for (const ObjectSet& set : AllObjectSets()) {
+    if (KubeApiClients().at(set.overlay) != "codeco-kubeapps") continue;
+    ++checked;
+    const std::string where = set.name + " codeco-kubeapps";
+    std::optional<ServiceRun> shim;
+    for (const ServiceRun& run : ServiceRuns(set, problems)) {
+      if (run.binary == "codeco-kubeapps") shim = run;
+    }
+    REQUIRE(shim.has_value());
+    // Every namespace's objects: so a ClusterRole, and no Role.
+    if (!ConfigValue(shim->config, "kube.namespace").empty()) {
+      problems.Add(where, "kube.namespace is set: the ClusterRole would grant more than it needs");
+    }
+    // The resources it follows (the config's, else the default) are the
+    // CRDs of the overlay, and the grants are those calls on each.
+    std::string resources = ConfigValue(shim->config, "kube.resources");
+    if (resources.empty()) resources = "codeco.io/v1,codeco.he-codeco.eu/v1alpha1";
+    std::set<Grant> needed;
+    for (absl::string_view text : absl::StrSplit(resources, ',', absl::SkipWhitespace())) {
+      std::vector<std::string> parts = absl::StrSplit(absl::StripAsciiWhitespace(text), '/');
+      REQUIRE((parts.size() == 2 || parts.size() == 3));
+      const std::string plural = parts.size() == 3 ? parts[2] : "codecoapps";
+      const Resource* crd = FindObject(set, "CustomResourceDefinition", plural + "." + parts[0]);
+      bool served = false;
+      if (crd != nullptr) {
+        for (const YAML::Node& v : crd->node["spec"]["versions"]) {
+          served = served || (Str(v["name"]) == parts[1] && Str(v["served"]) == "true" &&
+                              v["subresources"]["status"]);
+        }
+      }
+      if (!served) {
+        problems.Add(where, "kube.resources names " + std::string(text) +
+                                ", which no CRD of the overlay serves with a status subresource");
+      }
+      const std::set<Grant> c = calls(parts[0], plural);
+      needed.insert(c.begin(), c.end());
+    }
+    if (needed != expected) {
+      problems.Add(where, "follows " + resources + ", not the two CodecoApp resources");
+    }
+    AccountGrants granted = GrantsBoundTo(set, "codeco-kubeapps", problems);
+    if (granted.cluster != expected) {
+      problems.Add(where, "cluster-wide it may " + Describe(granted.cluster) + ", it calls " +
+                              Describe(expected));
+    }
+    if (!granted.by_namespace.empty()) problems.Add(where, "is bound by a RoleBinding");
+    // Its egress: kube-apiserver (TCP 443 and 6443), DNS, and the ACM of
+    // federation.hub_acm on the port that ACM's Service targets.
+    const Resource* policy = nullptr;
+    const YAML::Node labels = shim->workload["spec"]["template"]["metadata"]["labels"];
+    for (const Resource* np : OfKind(set.resources, "NetworkPolicy")) {
+      bool egress = false;
+      for (const YAML::Node& t : np->node["spec"]["policyTypes"]) egress |= Str(t) == "Egress";
+      if (egress && Selects(np->node["spec"]["podSelector"]["matchLabels"], labels)) {
+        policy = np;
+      }
+    }
+    if (policy == nullptr) {
+      problems.Add(where, "no egress NetworkPolicy selects its pods");
+      continue;
+    }
+    auto any_address = [](const YAML::Node& peer) { return static_cast<bool>(peer["ipBlock"]); };
+    for (const char* port : {"443", "6443"}) {
+      if (!EgressAdmits(policy->node, port, "", "TCP", any_address)) {
+        problems.Add(where, std::string("egress to kube-apiserver's TCP ") + port + " is denied");
+      }
+    }
+    for (const char* protocol : {"UDP", "TCP"}) {
+      if (!EgressAdmits(policy->node, "53", "", protocol, [](const YAML::Node&) { return true; })) {
+        problems.Add(where, std::string("egress to DNS (") + protocol + " 53) is denied");
+      }
+    }
+    const std::string hub_acm = ConfigValue(shim->config, "federation.hub_acm");
+    const std::string acm_service = hub_acm.substr(0, hub_acm.rfind(':'));
+    const Resource* service = FindObject(set, "Service", acm_service);
+    if (service == nullptr) {
+      problems.Add(where, "federation.hub_acm " + hub_acm + " is no Service of the overlay");
+      continue;
+    }
+    std::string target;
+    for (const YAML::Node& p : service->node["spec"]["ports"]) {
+      if (Str(p["port"]) == PortOf(hub_acm)) target = Str(p["targetPort"]);
+    }
+    bool admitted = false;
+    int acm_pods = 0;
+    for (const Resource& r : set.resources) {
+      if (!IsWorkload(Str(r.node["kind"]))) continue;
+      const YAML::Node pod_labels = r.node["spec"]["template"]["metadata"]["labels"];
+      if (!Selects(service->node["spec"]["selector"], pod_labels)) continue;
+      ++acm_pods;
+      if (Str(PodSpec(r.node)["containers"][0]["command"][0]) !=
+          std::string(kImageBin) + "codeco-acm") {
+        problems.Add(where, "federation.hub_acm " + hub_acm + " is not ACM's Service");
+      }
+      for (const YAML::Node& cp : PodSpec(r.node)["containers"][0]["ports"]) {
+        if (Str(cp["name"]) != target && Str(cp["containerPort"]) != target) continue;
+        admitted = admitted ||
+                   EgressAdmits(policy->node, Str(cp["containerPort"]), Str(cp["name"]), "TCP",
+                                [&](const YAML::Node& peer) {
+                                  return !peer["namespaceSelector"] && !peer["ipBlock"] &&
+                                         Selects(peer["podSelector"]["matchLabels"], pod_labels);
+                                });
+      }
+    }
+    if (acm_pods != 1) problems.Add(where, "federation.hub_acm " + hub_acm + " selects no ACM");
+    if (!admitted) problems.Add(where, "egress to the ACM pods of " + hub_acm + " is denied");
   }
   CHECK(checked >= 1);
   CHECK_NO_PROBLEMS(problems);
@@ -1273,12 +1520,15 @@ TEST_CASE("each service starts with its overlay config and flags") {
       const std::string service = run.binary.substr(strlen("codeco-"));
       run_dev_ca({"issue", cluster, service});
       const std::string identity = (certs / cluster / service).string();
-      // The Kubernetes LMS adapter also finds kube-apiserver as a pod does:
-      // KUBERNETES_SERVICE_HOST/_PORT and the service account's files (a
-      // made-up token and CA; it calls kube-apiserver only when asked).
+      // The Kubernetes LMS adapter and the CodecoApp shim also find
+      // kube-apiserver as a pod does: KUBERNETES_SERVICE_HOST/_PORT and the
+      // service account's files (a made-up token and CA). The adapter calls
+      // kube-apiserver only when asked; the shim lists CodecoApps at once,
+      // is refused (nothing listens on port 9) and keeps trying, as it would
+      // while a real one is unreachable: it serves health all the same.
       std::string env;
       std::vector<std::string> pod_has;
-      if (run.binary == "codeco-kubelms") {
+      if (run.binary == KubeApiClients().at(overlay)) {
         const fs::path account = scratch.path / (name + "-serviceaccount");
         fs::create_directories(account);
         std::ofstream(account / "token") << "not-a-real-token\n";
@@ -1328,7 +1578,7 @@ TEST_CASE("each service starts with its overlay config and flags") {
                                     " after SIGTERM:\n" + ReadWholeFile(s.err));
     }
   }
-  CHECK(started == 11);
+  CHECK(started == 12);
   CHECK_NO_PROBLEMS(problems);
 }
 
@@ -1722,8 +1972,8 @@ TEST_CASE("every rendered manifest passes the Kubernetes API models") {
       YAML::Emitter out;
       EmitKeepingQuotes(out, r.node);
       REQUIRE(out.good());
-      const std::string file = absl::StrCat(i, "-", Str(r.node["kind"]), "-",
-                                            Str(r.node["metadata"]["name"]), ".yaml");
+      const std::string file =
+          absl::StrCat(i, "-", Str(r.node["kind"]), "-", Str(r.node["metadata"]["name"]), ".yaml");
       std::ofstream(dir / file) << out.c_str() << "\n";
       ++objects;
     }
