@@ -35,6 +35,54 @@ std::optional<int64_t> OriginLatencyNs(const Federation& topology, const std::st
   return link->latency_ns + c->intra_latency_ns;
 }
 
+std::vector<const Cluster*> LocatedClusters(const Federation& topology, const Workload& w) {
+  std::vector<const Cluster*> out;
+  if (!w.data_clusters.empty()) {
+    for (const std::string& name : w.data_clusters) {
+      const Cluster* c = topology.FindCluster(name);
+      if (c == nullptr) return {};  // held somewhere this view does not show
+      out.push_back(c);
+    }
+    return out;
+  }
+  if (w.data_locality.empty()) return out;
+  if (const Cluster* c = topology.FindCluster(w.data_locality)) return {c};
+  for (const Cluster& c : topology.clusters()) {
+    if (c.labels.region == w.data_locality) out.push_back(&c);
+  }
+  return out;
+}
+
+namespace {
+
+// The check of a channel to a peer not placed yet whose data pins it to a
+// few clusters: `at` passes when one of them is close enough, or when the
+// view lacks a link to tell. Placing the other end first where the peer
+// cannot follow would fail the application later.
+PluginStatus CheckChannelToLocatedPeer(const CycleState& state, const Channel& ch,
+                                       const Workload& peer, const Placement& at) {
+  if (ch.max_delay_ns <= 0) return PluginStatus::Success();
+  const std::vector<const Cluster*> where = LocatedClusters(state.topology(), peer);
+  if (where.empty()) return PluginStatus::Success();
+  int64_t nearest = std::numeric_limits<int64_t>::max();
+  std::string nearest_cluster;
+  for (const Cluster* c : where) {
+    std::optional<int64_t> lat = PathLatencyNs(state.topology(), at, Placement{c->name, ""});
+    if (!lat.has_value()) return PluginStatus::Success();  // cannot tell
+    if (*lat < nearest) {
+      nearest = *lat;
+      nearest_cluster = c->name;
+    }
+  }
+  if (nearest <= ch.max_delay_ns) return PluginStatus::Success();
+  return PluginStatus::Unschedulable(absl::StrCat("channel ", ch.name, ": latency ", nearest,
+                                                  "ns to ", peer.name, " (its data is in ",
+                                                  nearest_cluster, ") > max ", ch.max_delay_ns,
+                                                  "ns"));
+}
+
+}  // namespace
+
 PluginStatus CheckChannels(const CycleState& state, const Workload& w, const Placement& at) {
   const Application& app = state.app();
   std::map<std::tuple<std::string, std::string, int>, int64_t> need;
@@ -42,7 +90,13 @@ PluginStatus CheckChannels(const CycleState& state, const Workload& w, const Pla
     const Channel& ch = app.channels[ci];
     const std::string& peer = ch.from == w.name ? ch.to : ch.from;
     auto it = state.placed().find(peer);
-    if (it == state.placed().end()) continue;
+    if (it == state.placed().end()) {
+      const int pi = app.WorkloadIndex(peer);
+      if (pi < 0) continue;
+      PluginStatus ahead = CheckChannelToLocatedPeer(state, ch, app.workloads[pi], at);
+      if (!ahead.ok()) return ahead;
+      continue;
+    }
     Placement from = ch.from == w.name ? at : it->second;
     Placement to = ch.from == w.name ? it->second : at;
     std::optional<int64_t> lat = PathLatencyNs(state.topology(), from, to);

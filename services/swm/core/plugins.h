@@ -71,9 +71,16 @@ PluginRegistry NewDefaultRegistry();
 
 /// Checks every channel between workload `w` placed at `at` and its already
 /// placed peers: latency within max_delay, a direct link between different
-/// clusters, and the link's free bandwidth of the channel's class. At
-/// Level::kCluster `at.node` is empty and intra-cluster latency is assumed.
+/// clusters, and the link's free bandwidth of the channel's class. A peer not
+/// placed yet whose data pins it (LocatedClusters) must have one of its
+/// clusters within max_delay of `at`, where the view has the links to tell.
+/// At Level::kCluster `at.node` is empty and intra-cluster latency is assumed.
 PluginStatus CheckChannels(const CycleState& state, const Workload& w, const Placement& at);
+
+/// The clusters `w` may run in by where its data is: its data set's clusters,
+/// the cluster data_locality names, or that region's clusters. Empty when
+/// the data pins it nowhere, or to a cluster `topology` does not show.
+std::vector<const Cluster*> LocatedClusters(const Federation& topology, const Workload& w);
 
 /// Latency from `origin` cluster's gateway to a workload in `cluster`
 /// (nullopt when no direct link exists).

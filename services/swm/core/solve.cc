@@ -12,6 +12,10 @@
 namespace codeco::swm {
 namespace {
 
+// The most clusters a pending workload's data may pin it to for them to join
+// a cluster-level request's context.
+constexpr size_t kMaxLocatedContext = 8;
+
 absl::StatusOr<const Framework*> CachedFramework(
     std::map<std::string, std::unique_ptr<Framework>>& cache, const std::string& profile,
     const PluginRegistry& registry, RecommendationSource* recs) {
@@ -433,6 +437,13 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
           const Workload& w = app.workloads[app.WorkloadIndex(name)];
           if (!w.origin_cluster.empty()) context.insert(w.origin_cluster);
           for (const std::string& p : w.preferred_clusters) context.insert(p);
+          // Where its data pins it, so the channels of its peers placed
+          // first are checked against them (a handful; a region-wide pin
+          // would grow every request by the region's links).
+          const std::vector<const Cluster*> located = LocatedClusters(federation, w);
+          if (located.size() <= kMaxLocatedContext) {
+            for (const Cluster* c : located) context.insert(c->name);
+          }
         }
         if (round == 0) {
           for (size_t k = ci + 1; k < order.size() && k <= ci + options_.lookahead; ++k) {

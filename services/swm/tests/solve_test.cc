@@ -156,6 +156,48 @@ TEST_CASE("clusters with recommendations are visited first") {
   CHECK(r->placements.at("a").cluster == "metro");
 }
 
+TEST_CASE("a workload placed before its data-pinned peer goes only where the peer can reach") {
+  // The sensor's data is at the edge, which has no room for the fusion; the
+  // cloud is recommended (visited first) but too far for their channel.
+  // Without looking ahead, the fusion would take the cloud, the sensor would
+  // then fail its channel, and the application would be refused.
+  Env env;
+  Federation fed;
+  fed.AddCluster(MakeCluster("edge", 1, 1000, 2 * kGi));
+  fed.AddCluster(MakeCluster("metro", 2, 8000, 16 * kGi));
+  fed.AddCluster(MakeCluster("cloud", 4, 8000, 32 * kGi));
+  Connect(fed, "edge", "metro", 5 * kMs, 1'000'000'000);
+  Connect(fed, "edge", "cloud", 12 * kMs, 1'000'000'000);
+  Connect(fed, "metro", "cloud", 3 * kMs, 1'000'000'000);
+  Application app{.name = "fusion-app",
+                  .workloads = {MakeWorkload("fusion", 3000), MakeWorkload("sensor", 250)},
+                  .channels = {{.name = "readings",
+                                .from = "sensor",
+                                .to = "fusion",
+                                .max_delay_ns = 8 * kMs}},
+                  .performance_profile = "latency"};
+  app.workloads[1].data_locality = "edge";
+  env.recs.Set("fusion-app", "latency",
+               Recommendations{.cluster_scores = {{"cloud", 90}, {"metro", 10}}});
+  auto r = env.coord.Place(app, fed, {});
+  REQUIRE(r.ok());
+  INFO("unplaced: " << (r->unplaced.empty() ? "" : r->unplaced.begin()->second));
+  CHECK(r->unplaced.empty());
+  CHECK(r->placements.at("sensor").cluster == "edge");
+  CHECK(r->placements.at("fusion").cluster == "metro");
+  CHECK(VerifyPlacement(app, fed, *r).ok());
+
+  // When no cluster with room is near enough, the reason says which bound.
+  fed = Federation();
+  fed.AddCluster(MakeCluster("edge", 1, 1000, 2 * kGi));
+  fed.AddCluster(MakeCluster("cloud", 4, 8000, 32 * kGi));
+  Connect(fed, "edge", "cloud", 12 * kMs, 1'000'000'000);
+  r = env.coord.Place(app, fed, {});
+  REQUIRE(r.ok());
+  REQUIRE(r->unplaced.count("fusion") == 1);
+  CHECK_THAT(r->unplaced.at("fusion"), Catch::Contains("channel readings"));
+}
+
 TEST_CASE("the neighborhood auction's winner is visited before every recommendation") {
   Env env;
   Federation fed = ThreeSites();
