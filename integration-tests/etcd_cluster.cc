@@ -9,8 +9,15 @@
 
 namespace codeco::testing {
 
-EtcdCluster::EtcdCluster(const std::filesystem::path& dir, int members) : dir_(dir) {
-  int next_port = 20000 + static_cast<int>(getpid() % 20000);
+EtcdCluster::EtcdCluster(const std::filesystem::path& dir, int members)
+    : EtcdCluster(dir, members, TlsFiles{}) {}
+
+EtcdCluster::EtcdCluster(const std::filesystem::path& dir, int members, TlsFiles tls)
+    : dir_(dir), tls_(std::move(tls)) {
+  const std::string scheme = tls_.ca_file.empty() ? "http" : "https";
+  // 64 ports a process: tests running at once (consecutive pids) look in
+  // ranges of their own, and FreePort skips what others hold.
+  int next_port = 20000 + static_cast<int>((getpid() % 300) * 64);
   auto free_port = [&next_port] {
     absl::StatusOr<int> port = FreePort("127.0.0.1", next_port);
     if (!port.ok()) throw std::runtime_error(std::string(port.status().message()));
@@ -23,7 +30,7 @@ EtcdCluster::EtcdCluster(const std::filesystem::path& dir, int members) : dir_(d
     member.name = absl::StrCat("m", i);
     member.client_port = free_port();
     member.peer_port = free_port();
-    peers.push_back(absl::StrCat(member.name, "=http://127.0.0.1:", member.peer_port));
+    peers.push_back(absl::StrCat(member.name, "=", scheme, "://127.0.0.1:", member.peer_port));
     members_.push_back(std::move(member));
   }
   initial_cluster_ = absl::StrJoin(peers, ",");
@@ -38,19 +45,21 @@ EtcdCluster::~EtcdCluster() {
 
 void EtcdCluster::Start(int index, bool rejoin) {
   Member& member = members_[index];
+  const std::string scheme = tls_.ca_file.empty() ? "http" : "https";
   member.process = std::make_unique<ChildProcess>(
       EtcdMemberCommand({.name = member.name,
                          .data_dir = (dir_ / member.name).string(),
-                         .client_url = absl::StrCat("http://127.0.0.1:", member.client_port),
-                         .peer_url = absl::StrCat("http://127.0.0.1:", member.peer_port),
+                         .client_url = absl::StrCat(scheme, "://127.0.0.1:", member.client_port),
+                         .peer_url = absl::StrCat(scheme, "://127.0.0.1:", member.peer_port),
                          .initial_cluster = initial_cluster_,
                          .cluster_token = dir_.filename().string(),
-                         .rejoin = rejoin}),
+                         .rejoin = rejoin,
+                         .tls = tls_}),
       (dir_ / (member.name + ".log")).string());
 }
 
 absl::Status EtcdCluster::WaitReady(absl::Time deadline) {
-  absl::Status ready = WaitForEtcd(endpoints(), deadline);
+  absl::Status ready = WaitForEtcd(endpoints(), deadline, tls_);
   if (ready.ok()) return ready;
   std::string logs;
   for (const Member& member : members_) {

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "codeco/common/tls.h"
 #include "process.h"
 
 namespace codeco::testing {
@@ -21,6 +22,9 @@ class EtcdCluster {
   /// WaitReady before use. Transactions may hold up to 4096 operations and
   /// requests up to 8 MiB (etcd's defaults are 128 and 1.5 MiB).
   EtcdCluster(const std::filesystem::path& dir, int members);
+  /// The same over mutual TLS: every member presents `tls`'s certificate to
+  /// clients and peers and accepts only certificates of its CA.
+  EtcdCluster(const std::filesystem::path& dir, int members, TlsFiles tls);
   /// Kills every member still running.
   ~EtcdCluster();
 
@@ -48,6 +52,7 @@ class EtcdCluster {
   std::filesystem::path dir_;
   std::vector<Member> members_;
   std::string initial_cluster_;
+  TlsFiles tls_;
 };
 
 }  // namespace codeco::testing

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -172,6 +173,58 @@ TEST_CASE("a leader that cannot reach etcd hears that its lease is lost") {
   etcd.Kill(0);
   REQUIRE(lost.WaitForNotificationWithTimeout(absl::Seconds(60)));
   REQUIRE(why.find("not renewed") != std::string::npos);
+}
+
+// Runs `command` (a dev-ca.sh call); fails the test when it fails.
+void RunCa(const std::string& command) {
+  INFO(command);
+  REQUIRE(std::system((command + " >/dev/null 2>&1").c_str()) == 0);
+}
+
+TEST_CASE("the etcd store works over mutual TLS and etcd refuses a client outside its CA") {
+  ScratchDir dir("etcd-tls");
+  const std::string ca = (dir.path / "ca").string();
+  const std::string other = (dir.path / "other-ca").string();
+  const std::string script = CODECO_DEV_CA_SCRIPT;
+  RunCa(script + " " + ca + " ca");
+  RunCa(script + " " + ca + " issue hub etcd");  // the members' certificate
+  RunCa(script + " " + ca + " issue hub acm");   // a codeco service, the client
+  RunCa(script + " " + other + " ca");
+  RunCa(script + " " + other + " issue hub acm");
+  const TlsFiles member{.ca_file = ca + "/ca.crt",
+                        .cert_file = ca + "/hub/etcd.crt",
+                        .key_file = ca + "/hub/etcd.key"};
+  EtcdCluster etcd(dir.path, 3, member);
+  absl::Status ready = etcd.WaitReady(In(absl::Seconds(30)));
+  INFO(ready.message());
+  REQUIRE(ready.ok());
+
+  auto client = EtcdClient::Connect({.endpoints = etcd.endpoints(),
+                                     .tls = {.ca_file = ca + "/ca.crt",
+                                             .cert_file = ca + "/hub/acm.crt",
+                                             .key_file = ca + "/hub/acm.key"},
+                                     .attempt_timeout = absl::Seconds(2),
+                                     .call_timeout = absl::Seconds(15)});
+  REQUIRE(client.ok());
+  std::unique_ptr<KvStore> store = StoreOn(std::move(*client), "/codeco/test/tls/");
+  testing::CheckStoreContract(*store);
+
+  // A certificate of another CA, and no TLS at all: etcd answers neither.
+  auto stranger = EtcdClient::Connect({.endpoints = etcd.endpoints(),
+                                       .tls = {.ca_file = ca + "/ca.crt",
+                                               .cert_file = other + "/hub/acm.crt",
+                                               .key_file = other + "/hub/acm.key"},
+                                       .attempt_timeout = absl::Seconds(1),
+                                       .call_timeout = absl::Seconds(3)});
+  REQUIRE(stranger.ok());
+  etcdserverpb::RangeRequest read;
+  read.set_key("/codeco/test/tls/");
+  CHECK_FALSE((*stranger)->Range(read).ok());
+  auto plaintext = EtcdClient::Connect({.endpoints = etcd.endpoints(),
+                                        .attempt_timeout = absl::Seconds(1),
+                                        .call_timeout = absl::Seconds(3)});
+  REQUIRE(plaintext.ok());
+  CHECK_FALSE((*plaintext)->Range(read).ok());
 }
 
 }  // namespace

@@ -183,42 +183,52 @@ absl::StatusOr<int64_t> EtcdClient::KeepAlive(int64_t id, absl::Duration timeout
 }
 
 std::vector<std::string> EtcdMemberCommand(const EtcdMemberSpec& member) {
-  return {kEtcdBinary,
-          "--name",
-          member.name,
-          "--data-dir",
-          member.data_dir,
-          "--listen-client-urls",
-          member.client_url,
-          "--advertise-client-urls",
-          member.client_url,
-          "--listen-peer-urls",
-          member.peer_url,
-          "--initial-advertise-peer-urls",
-          member.peer_url,
-          "--initial-cluster",
-          member.initial_cluster,
-          "--initial-cluster-state",
-          member.rejoin ? "existing" : "new",
-          "--initial-cluster-token",
-          member.cluster_token,
-          "--heartbeat-interval",
-          "100",
-          "--election-timeout",
-          "1000",
-          "--max-txn-ops",
-          "4096",
-          "--max-request-bytes",
-          "8388608",
-          "--logger",
-          "zap",
-          "--log-level",
-          "warn"};
+  std::vector<std::string> command = {kEtcdBinary,
+                                      "--name",
+                                      member.name,
+                                      "--data-dir",
+                                      member.data_dir,
+                                      "--listen-client-urls",
+                                      member.client_url,
+                                      "--advertise-client-urls",
+                                      member.client_url,
+                                      "--listen-peer-urls",
+                                      member.peer_url,
+                                      "--initial-advertise-peer-urls",
+                                      member.peer_url,
+                                      "--initial-cluster",
+                                      member.initial_cluster,
+                                      "--initial-cluster-state",
+                                      member.rejoin ? "existing" : "new",
+                                      "--initial-cluster-token",
+                                      member.cluster_token,
+                                      "--heartbeat-interval",
+                                      "100",
+                                      "--election-timeout",
+                                      "1000",
+                                      "--max-txn-ops",
+                                      "4096",
+                                      "--max-request-bytes",
+                                      "8388608",
+                                      "--logger",
+                                      "zap",
+                                      "--log-level",
+                                      "warn"};
+  if (!member.tls.ca_file.empty()) {
+    for (const std::string& side : {std::string("--"), std::string("--peer-")}) {
+      command.insert(command.end(), {side + "cert-file", member.tls.cert_file, side + "key-file",
+                                     member.tls.key_file, side + "trusted-ca-file",
+                                     member.tls.ca_file, side + "client-cert-auth"});
+    }
+  }
+  return command;
 }
 
-absl::Status WaitForEtcd(const std::vector<std::string>& endpoints, absl::Time deadline) {
+absl::Status WaitForEtcd(const std::vector<std::string>& endpoints, absl::Time deadline,
+                         const TlsFiles& tls) {
   absl::StatusOr<std::unique_ptr<EtcdClient>> client =
       EtcdClient::Connect({.endpoints = endpoints,
+                           .tls = tls,
                            .attempt_timeout = absl::Seconds(1),
                            .call_timeout = absl::Seconds(2)});
   if (!client.ok()) return client.status();

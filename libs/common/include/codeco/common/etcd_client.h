@@ -86,7 +86,7 @@ struct EtcdMemberSpec {
   std::string name;
   /// Its data directory.
   std::string data_dir;
-  /// Client and peer URLs, "http://127.0.0.1:PORT".
+  /// Client and peer URLs, "http://127.0.0.1:PORT" ("https://" with `tls`).
   std::string client_url;
   std::string peer_url;
   /// Every member as name=peer_url, joined by ','.
@@ -95,6 +95,10 @@ struct EtcdMemberSpec {
   std::string cluster_token;
   /// Rejoin a cluster that already exists (a restarted member).
   bool rejoin = false;
+  /// Mutual TLS for clients and peers alike: the member's certificate and
+  /// key, and the CA whose certificates it accepts from both (client and
+  /// peer certificate authentication on). Empty ca_file: plaintext.
+  TlsFiles tls;
 };
 
 /// The command line of `member` (kEtcdBinary first): 100 ms heartbeats, 1 s
@@ -103,9 +107,10 @@ struct EtcdMemberSpec {
 /// transaction), warnings only in its log.
 std::vector<std::string> EtcdMemberCommand(const EtcdMemberSpec& member);
 
-/// OK once the plaintext loopback cluster at `endpoints` answers a
-/// linearizable read (it has a leader); DEADLINE_EXCEEDED with the last
-/// error when `deadline` passes first.
-absl::Status WaitForEtcd(const std::vector<std::string>& endpoints, absl::Time deadline);
+/// OK once the cluster at `endpoints` answers a linearizable read (it has a
+/// leader), reached with `tls` (empty: plaintext, loopback only);
+/// DEADLINE_EXCEEDED with the last error when `deadline` passes first.
+absl::Status WaitForEtcd(const std::vector<std::string>& endpoints, absl::Time deadline,
+                         const TlsFiles& tls = {});
 
 }  // namespace codeco
