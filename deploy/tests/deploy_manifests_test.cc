@@ -52,7 +52,13 @@ using codeco::testing::ScratchDir;
 
 const fs::path kSource = CODECO_SOURCE_DIR;
 const fs::path kK8s = kSource / "deploy" / "k8s";
-const std::vector<std::string> kOverlays = {"hub", "mc"};
+// hub-ha is the hub overlay made highly available: ACM and SWM replicated
+// on an etcd cluster of its own (docs/deploy.md, "A highly available hub").
+const std::vector<std::string> kOverlays = {"hub", "mc", "hub-ha"};
+
+// The role an overlay's services run in (their `role`, the objects'
+// codeco.io/role label): hub-ha is a hub.
+std::string RoleOf(const std::string& overlay) { return overlay == "mc" ? "mc" : "hub"; }
 // Where the image installs the binaries (deploy/docker/Dockerfile).
 constexpr char kImageBin[] = "/usr/local/bin/";
 
@@ -81,16 +87,16 @@ const std::map<std::string, std::string>& Binaries() {
 // a managed cluster the Kubernetes LMS adapter, which stands in for the LMS
 // CODEF emulates there.
 const std::map<std::string, std::set<std::string>>& KubernetesOnlyServices() {
-  static const std::map<std::string, std::set<std::string>> kServices = {{"hub", {"kubeapps"}},
-                                                                         {"mc", {"kubelms"}}};
+  static const std::map<std::string, std::set<std::string>> kServices = {
+      {"hub", {"kubeapps"}}, {"mc", {"kubelms"}}, {"hub-ha", {"kubeapps"}}};
   return kServices;
 }
 
 // The one service of each overlay that calls the Kubernetes API, by overlay:
 // its Deployment and its ServiceAccount (in namespace codeco) have this name.
 const std::map<std::string, std::string>& KubeApiClients() {
-  static const std::map<std::string, std::string> kClients = {{"hub", "codeco-kubeapps"},
-                                                              {"mc", "codeco-kubelms"}};
+  static const std::map<std::string, std::string> kClients = {
+      {"hub", "codeco-kubeapps"}, {"mc", "codeco-kubelms"}, {"hub-ha", "codeco-kubeapps"}};
   return kClients;
 }
 
@@ -99,6 +105,26 @@ const std::map<std::string, std::string>& KubeApiClients() {
 const std::set<std::string>& StatelessServices() {
   static const std::set<std::string> kServices = {"codeco-kubelms", "codeco-kubeapps"};
   return kServices;
+}
+
+// The StatefulSets an overlay runs as several replicas with one leader
+// elected through etcd, by overlay (docs/ha.md). They differ from every other
+// codeco workload where docs/deploy.md says: more than one replica,
+// podManagementPolicy Parallel, updateStrategy OnDelete, state in etcd with
+// data_dir on an emptyDir, and startup and liveness probes that ask /metrics
+// (a standby binds no gRPC port; it serves /metrics).
+const std::set<std::string>& ReplicatedServices(const std::string& overlay) {
+  static const std::map<std::string, std::set<std::string>> kReplicated = {
+      {"hub-ha", {"codeco-acm", "codeco-swm"}}};
+  static const std::set<std::string> kNone;
+  auto it = kReplicated.find(overlay);
+  return it == kReplicated.end() ? kNone : it->second;
+}
+
+// The etcd StatefulSet of an overlay that replicates services, by overlay.
+const std::map<std::string, std::string>& EtcdStatefulSets() {
+  static const std::map<std::string, std::string> kEtcd = {{"hub-ha", "codeco-etcd"}};
+  return kEtcd;
 }
 
 // ---------------------------------------------------------------------------
@@ -182,6 +208,12 @@ bool SameYaml(const YAML::Node& a, const YAML::Node& b) {
   }
 }
 
+// SameYaml, for fields that may be absent: true when both are absent.
+bool SameField(const YAML::Node& a, const YAML::Node& b) {
+  if (!a || !b) return !a && !b;
+  return SameYaml(a, b);
+}
+
 // True when every label of `selector` is in `labels` (an empty selector
 // selects nothing here: every codeco selector names labels).
 bool Selects(const YAML::Node& selector, const YAML::Node& labels) {
@@ -189,6 +221,28 @@ bool Selects(const YAML::Node& selector, const YAML::Node& labels) {
   if (!labels || !labels.IsMap()) return false;
   for (const auto& kv : selector) {
     if (Str(labels[kv.first.Scalar()]) != Str(kv.second)) return false;
+  }
+  return true;
+}
+
+// True when a LabelSelector (matchLabels and matchExpressions' In, NotIn,
+// Exists and DoesNotExist) selects `labels`; an empty one selects nothing.
+bool SelectorSelects(const YAML::Node& selector, const YAML::Node& labels) {
+  if (!selector || !selector.IsMap()) return false;
+  const YAML::Node& match = selector["matchLabels"];
+  const YAML::Node& expressions = selector["matchExpressions"];
+  if (!match && !expressions) return false;
+  if (match && !Selects(match, labels)) return false;
+  for (const YAML::Node& e : expressions) {
+    const std::string key = Str(e["key"]);
+    const std::string op = Str(e["operator"]);
+    const bool has = labels && labels.IsMap() && labels[key];
+    bool in = false;
+    for (const YAML::Node& v : e["values"]) in = in || (has && Str(labels[key]) == Str(v));
+    if ((op == "In" && !in) || (op == "NotIn" && in) || (op == "Exists" && !has) ||
+        (op == "DoesNotExist" && has)) {
+      return false;
+    }
   }
   return true;
 }
@@ -275,11 +329,16 @@ std::string RelativeTo(const std::string& path, const std::string& dir) {
   return fs::path(path).lexically_relative(dir).string();
 }
 
+// "Kind/name" of an object.
+std::string Id(const YAML::Node& node) {
+  return Str(node["kind"]) + "/" + Str(node["metadata"]["name"]);
+}
+
 // ---------------------------------------------------------------------------
 // A small model of `kustomize build`: the objects of a kustomization and its
 // bases, and the ConfigMaps its generators make. Transformers (namespace,
-// labels, images, name suffixes) are not applied; patches are only checked to
-// exist. kubectl's kustomize, where installed, cross-checks this model.
+// labels, images, name suffixes) are not applied; JSON patches are. kubectl's kustomize, where
+// installed, cross-checks this model.
 
 // A Kubernetes object and the file it came from.
 struct Resource {
@@ -340,6 +399,108 @@ void ReadGeneratorData(const fs::path& dir, const YAML::Node& entry, const std::
   }
 }
 
+// The tokens of an RFC 6901 JSON pointer ("/a/b~1c" -> a, b/c).
+std::vector<std::string> PointerTokens(const std::string& pointer) {
+  std::vector<std::string> tokens;
+  for (absl::string_view part : absl::StrSplit(pointer.substr(1), '/')) {
+    std::string token(part);
+    for (size_t at = 0; (at = token.find("~1", at)) != std::string::npos; ++at) {
+      token.replace(at, 2, "/");
+    }
+    for (size_t at = 0; (at = token.find("~0", at)) != std::string::npos; ++at) {
+      token.replace(at, 2, "~");
+    }
+    tokens.push_back(token);
+  }
+  return tokens;
+}
+
+// The index a JSON pointer token names in a sequence of `size` items
+// (`size` itself for "-" when `append`), or -1.
+int SequenceIndex(const std::string& token, size_t size, bool append) {
+  if (append && token == "-") return static_cast<int>(size);
+  if (token.empty() || !std::all_of(token.begin(), token.end(), ::isdigit)) return -1;
+  const size_t index = std::stoul(token);
+  return index < size || (append && index == size) ? static_cast<int>(index) : -1;
+}
+
+// Applies one RFC 6902 operation (add, remove or replace: what the overlays
+// use) to `doc`; "" when it applied, else why not.
+std::string ApplyJsonPatchOp(YAML::Node doc, const YAML::Node& op) {
+  const std::string kind = Str(op["op"]);
+  const std::string path = Str(op["path"]);
+  if (kind != "add" && kind != "remove" && kind != "replace") return "op " + kind + " not modelled";
+  if (!absl::StartsWith(path, "/")) return "path " + path + " is no JSON pointer";
+  const std::vector<std::string> tokens = PointerTokens(path);
+  YAML::Node parent = doc;
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+    const YAML::Node& view = parent;
+    if (view.IsSequence()) {
+      const int index = SequenceIndex(tokens[i], view.size(), false);
+      if (index < 0) return path + ": no item " + tokens[i];
+      parent.reset(parent[index]);
+    } else if (view.IsMap() && view[tokens[i]]) {
+      parent.reset(parent[tokens[i]]);
+    } else {
+      return path + ": no " + tokens[i];
+    }
+  }
+  const std::string& last = tokens.back();
+  const YAML::Node& view = parent;
+  if (view.IsMap()) {
+    if (kind != "add" && !view[last]) return path + ": nothing to " + kind;
+    if (kind == "remove") {
+      parent.remove(last);
+    } else {
+      parent[last] = YAML::Clone(op["value"]);
+    }
+    return "";
+  }
+  if (!view.IsSequence()) return path + ": the parent is neither a map nor a list";
+  const int index = SequenceIndex(last, view.size(), kind == "add");
+  if (index < 0) return path + ": no item " + last;
+  YAML::Node items(YAML::NodeType::Sequence);
+  for (size_t i = 0; i <= view.size(); ++i) {
+    if (static_cast<int>(i) == index && kind != "remove") items.push_back(YAML::Clone(op["value"]));
+    if (i == view.size()) break;
+    if (static_cast<int>(i) == index && kind != "add") continue;
+    items.push_back(view[i]);
+  }
+  // Assigning to a node that exists replaces its content where it is.
+  parent = items;
+  return "";
+}
+
+// Applies a kustomization's `patches` entry to the objects its target
+// selects: a file of RFC 6902 operations (the only kind this model applies;
+// kubectl's kustomize, where installed, cross-checks the result).
+void ApplyPatch(const fs::path& dir, const YAML::Node& patch, const std::string& where,
+                Build& build) {
+  const std::string name = Str(patch["path"]);
+  const YAML::Node target = patch["target"];
+  const YAML::Node ops = name.empty() ? YAML::Node() : YAML::LoadFile((dir / name).string());
+  if (!target || !ops.IsSequence()) {
+    build.problems.Add(where, "patch " + name + " is no JSON patch file with a target");
+    return;
+  }
+  int patched = 0;
+  for (Resource& r : build.resources) {
+    if (Str(r.node["kind"]) != Str(target["kind"])) continue;
+    // kustomize matches a target's name as an anchored regular expression.
+    if (target["name"] &&
+        !std::regex_match(Str(r.node["metadata"]["name"]), std::regex(Str(target["name"])))) {
+      continue;
+    }
+    ++patched;
+    for (const YAML::Node& op : ops) {
+      const std::string error = ApplyJsonPatchOp(r.node, op);
+      if (!error.empty())
+        build.problems.Add(where, "patch " + name + " on " + Id(r.node) + ": " + error);
+    }
+  }
+  if (patched == 0) build.problems.Add(where, "patch " + name + " selects no object");
+}
+
 // Loads the kustomization in `dir` (and, recursively, its resources).
 void LoadKustomization(const fs::path& dir, Build& build) {
   const fs::path file = dir / "kustomization.yaml";
@@ -377,11 +538,25 @@ void LoadKustomization(const fs::path& dir, Build& build) {
   for (const YAML::Node& patch : k["patches"]) {
     if (patch["path"] && !fs::is_regular_file(dir / Str(patch["path"]))) {
       build.problems.Add(where, "no patch file " + Str(patch["path"]));
+      continue;
     }
+    ApplyPatch(dir, patch, where, build);
   }
   for (const YAML::Node& gen : k["configMapGenerator"]) {
     const std::string name = Str(gen["name"]);
+    // kustomize's behaviors: create (the default) a new one, replace or
+    // merge into one a resource generated.
+    const std::string behavior = gen["behavior"] ? Str(gen["behavior"]) : "create";
+    const bool exists = build.config_maps.contains(name);
+    if (behavior == "create" && exists) {
+      build.problems.Add(where, "configMapGenerator " + name + " is generated twice");
+    } else if ((behavior == "replace" || behavior == "merge") && !exists) {
+      build.problems.Add(where, "configMapGenerator " + name + ": nothing to " + behavior);
+    } else if (behavior != "create" && behavior != "replace" && behavior != "merge") {
+      build.problems.Add(where, "configMapGenerator " + name + ": behavior " + behavior);
+    }
     GeneratedConfigMap& cm = build.config_maps[name];
+    if (behavior == "replace") cm.data.clear();
     cm.origin = where;
     ReadGeneratorData(dir, gen, where + " configMapGenerator " + name, cm.data, build.problems);
   }
@@ -424,11 +599,6 @@ std::vector<const Resource*> OfKind(const std::vector<Resource>& resources,
 // The kinds that run pods.
 bool IsWorkload(const std::string& kind) {
   return kind == "StatefulSet" || kind == "Deployment" || kind == "DaemonSet";
-}
-
-// "Kind/name" of an object.
-std::string Id(const YAML::Node& node) {
-  return Str(node["kind"]) + "/" + Str(node["metadata"]["name"]);
 }
 
 // Everything the checks need to know about the objects of one build, whether
@@ -546,6 +716,14 @@ std::map<std::string, std::string> ContainerEnv(const YAML::Node& container, con
     const std::string name = Str(var["name"]);
     if (var["value"]) {
       env[name] = Str(var["value"]);
+    } else if (var["valueFrom"]["fieldRef"]) {
+      // The downward API: the pod's own name or namespace, known only in
+      // the pod ("<metadata.name>" here).
+      const std::string field = Str(var["valueFrom"]["fieldRef"]["fieldPath"]);
+      if (field != "metadata.name" && field != "metadata.namespace") {
+        problems.Add(where, "env " + name + ": fieldRef " + field + " is not modelled");
+      }
+      env[name] = "<" + field + ">";
     } else if (var["valueFrom"]["configMapKeyRef"]) {
       const YAML::Node ref = var["valueFrom"]["configMapKeyRef"];
       const Resource* cm = FindObject(set, "ConfigMap", Str(ref["name"]));
@@ -558,7 +736,7 @@ std::map<std::string, std::string> ContainerEnv(const YAML::Node& container, con
         env[name] = Str(cm->node["data"][Str(ref["key"])]);
       }
     } else {
-      problems.Add(where, "env " + name + ": neither a value nor a configMapKeyRef");
+      problems.Add(where, "env " + name + ": neither a value nor a configMapKeyRef or fieldRef");
     }
   }
   return env;
@@ -663,8 +841,11 @@ TEST_CASE("every YAML file under deploy/k8s parses into named objects") {
   Problems problems;
   int objects = 0;
   for (const fs::path& file : FilesUnder(kK8s, {".yaml", ".yml"})) {
-    // Service configurations are codeco's own format (checked below).
-    if (file.parent_path().filename() == "config") continue;
+    // Service configurations are codeco's own format (checked below), and
+    // patches lists of JSON patch operations (applied by the model).
+    if (file.parent_path().filename() == "config" || file.parent_path().filename() == "patches") {
+      continue;
+    }
     std::vector<YAML::Node> docs;
     try {
       docs = LoadDocs(file);
@@ -701,7 +882,7 @@ TEST_CASE("every kustomization names resources patches and files that exist") {
     LoadKustomization(file.parent_path(), build);
     if (!build.problems.empty()) problems.Add(Rel(file), "\n" + build.problems.Text());
   }
-  CHECK(kustomizations == 3);
+  CHECK(kustomizations == 4);
   // Each object once per overlay.
   for (const std::string& overlay : kOverlays) {
     std::set<std::string> seen;
@@ -712,9 +893,9 @@ TEST_CASE("every kustomization names resources patches and files that exist") {
   CHECK_NO_PROBLEMS(problems);
 }
 
-TEST_CASE("the hub and mc overlays run the services codecoctl up starts there") {
+TEST_CASE("each overlay runs the services codecoctl up starts in its role") {
   for (const std::string& overlay : kOverlays) {
-    const std::set<std::string> planned = PlannedServices(overlay == "hub");
+    const std::set<std::string> planned = PlannedServices(RoleOf(overlay) == "hub");
     REQUIRE(planned.size() >= 4);
     std::set<std::string> running;
     for (const Resource& r : OverlayBuild(overlay).resources) {
@@ -748,7 +929,30 @@ TEST_CASE("workloads select their own pods and run non-root containers with prob
         if (!FindObject(set, "Service", Str(spec["serviceName"]))) {
           problems.Add(where, "serviceName " + Str(spec["serviceName"]) + " is no Service");
         }
-        if (Str(spec["replicas"]) != "1") {
+        const std::string name = Str(r.node["metadata"]["name"]);
+        const bool replicated = ReplicatedServices(set.overlay).contains(name);
+        const bool etcd =
+            EtcdStatefulSets().contains(set.overlay) && EtcdStatefulSets().at(set.overlay) == name;
+        if (replicated) {
+          // A leader and a standby (docs/deploy.md says why two).
+          if (Str(spec["replicas"]) != "2") problems.Add(where, "replicated: replicas must be 2");
+          // A standby is never Ready: OrderedReady would not create the next
+          // pod, a RollingUpdate would stop after the first one.
+          if (Str(spec["podManagementPolicy"]) != "Parallel") {
+            problems.Add(where, "a standby is never Ready: podManagementPolicy must be Parallel");
+          }
+          if (Str(spec["updateStrategy"]["type"]) != "OnDelete") {
+            problems.Add(where, "a standby is never Ready: updateStrategy must be OnDelete");
+          }
+          if (spec["volumeClaimTemplates"]) {
+            problems.Add(where, "the state is in etcd: no volumeClaimTemplates");
+          }
+        } else if (etcd) {
+          if (Str(spec["replicas"]) != "3") problems.Add(where, "etcd: three members");
+          if (Str(spec["podManagementPolicy"]) != "Parallel") {
+            problems.Add(where, "etcd's members need each other to be Ready: Parallel");
+          }
+        } else if (Str(spec["replicas"]) != "1") {
           problems.Add(where, "RocksDB has one writer: replicas must be 1");
         }
       }
@@ -789,21 +993,40 @@ TEST_CASE("workloads select their own pods and run non-root containers with prob
 }
 
 TEST_CASE("every probe asks the gRPC health service over mTLS with the pod's certificate") {
+  // But where docs/deploy.md says otherwise: a replicated service's startup
+  // and liveness probes get /metrics, which a standby serves (it binds no
+  // gRPC port), and etcd's probes are its own /health.
   Problems problems;
   for (const ObjectSet& set : AllObjectSets()) {
     for (const Resource& r : set.resources) {
       if (!IsWorkload(Str(r.node["kind"]))) continue;
+      const std::string name = Str(r.node["metadata"]["name"]);
+      const bool replicated = ReplicatedServices(set.overlay).contains(name);
+      const bool etcd =
+          EtcdStatefulSets().contains(set.overlay) && EtcdStatefulSets().at(set.overlay) == name;
       const YAML::Node pod = PodSpec(r.node);
       for (const YAML::Node& c : pod["containers"]) {
         const std::string where = set.name + " " + Id(r.node) + " " + Str(c["name"]);
         std::string grpc_port;
+        bool metrics_port = false;
         for (const YAML::Node& port : c["ports"]) {
           if (Str(port["name"]) == "grpc") grpc_port = Str(port["containerPort"]);
+          metrics_port = metrics_port || Str(port["name"]) == "metrics";
         }
         for (const char* kind : {"startupProbe", "livenessProbe", "readinessProbe"}) {
           const YAML::Node probe = c[kind];
-          if (!probe) continue;
           const std::string pw = where + " " + kind;
+          if (etcd || (replicated && std::string(kind) != "readinessProbe")) {
+            // etcd: /health (with its query) on the plaintext metrics port.
+            const std::string path = etcd ? "/health" : "/metrics";
+            const std::string got = Str(probe["httpGet"]["path"]);
+            if (!probe || probe["exec"] || Str(probe["httpGet"]["port"]) != "metrics" ||
+                !metrics_port || got.substr(0, got.find('?')) != path) {
+              problems.Add(pw, "not an httpGet of " + path + " on the container's metrics port");
+            }
+            continue;
+          }
+          if (!probe) continue;
           std::vector<std::string> argv;
           for (const YAML::Node& a : probe["exec"]["command"]) argv.push_back(Str(a));
           // codecoctl health ADDRESS --ca F --cert F --key F [--timeout D]
@@ -876,8 +1099,8 @@ TEST_CASE("every Service selects a workload and targets a port its containers ex
       int matched = 0;
       for (const Resource& r : set.resources) {
         if (IsWorkload(Str(r.node["kind"])) &&
-            Selects(pdb->node["spec"]["selector"]["matchLabels"],
-                    r.node["spec"]["template"]["metadata"]["labels"])) {
+            SelectorSelects(pdb->node["spec"]["selector"],
+                            r.node["spec"]["template"]["metadata"]["labels"])) {
           ++matched;
           ++budgets[Id(r.node)];
         }
@@ -990,6 +1213,10 @@ TEST_CASE("each service config agrees with its pod's ports volumes and certifica
       // <data_dir>-work beside it); a stateless service's on an emptyDir.
       const std::string data_dir = ConfigValue(run.config, "data_dir");
       const bool stateless = StatelessServices().contains(run.binary);
+      // A replicated service keeps its state in etcd: a StatefulSet (stable
+      // names) whose data_dir holds scratch files, on an emptyDir.
+      const bool replicated =
+          ReplicatedServices(set.overlay).contains(Str(run.workload["metadata"]["name"]));
       const std::string kind = Str(run.workload["kind"]);
       if (kind != (stateless ? "Deployment" : "StatefulSet")) {
         problems.Add(run.where, std::string(stateless ? "keeps no state: a Deployment"
@@ -999,7 +1226,7 @@ TEST_CASE("each service config agrees with its pod's ports volumes and certifica
       bool on_volume = false;
       for (const YAML::Node& m : run.container["volumeMounts"]) {
         if (!Under(data_dir, Str(m["mountPath"])) || data_dir == Str(m["mountPath"])) continue;
-        if (stateless) {
+        if (stateless || replicated) {
           for (const YAML::Node& v : run.pod["volumes"]) {
             on_volume = on_volume || (Str(v["name"]) == Str(m["name"]) && v["emptyDir"]);
           }
@@ -1011,10 +1238,35 @@ TEST_CASE("each service config agrees with its pod's ports volumes and certifica
       }
       if (!on_volume) {
         problems.Add(run.where, "data_dir " + data_dir + " is below no " +
-                                    (stateless ? "emptyDir" : "volumeClaimTemplate"));
+                                    (stateless || replicated ? "emptyDir" : "volumeClaimTemplate"));
       }
-      if (ConfigValue(run.config, "role") != set.overlay) {
-        problems.Add(run.where, "role is not " + set.overlay);
+      if (ConfigValue(run.config, "role") != RoleOf(set.overlay)) {
+        problems.Add(run.where, "role is not " + RoleOf(set.overlay));
+      }
+      // etcd and leader election exactly for the replicated services, with
+      // TLS to etcd from a Secret other than the service's own certificate's
+      // (etcd has a CA of its own: docs/deploy.md).
+      if ((ConfigValue(run.config, "store.backend") == "etcd") != replicated ||
+          (ConfigValue(run.config, "ha.leader_election") == "true") != replicated) {
+        problems.Add(run.where, replicated ? "replicated: needs store.backend etcd and "
+                                             "ha.leader_election true"
+                                           : "one replica: store.backend etcd or "
+                                             "ha.leader_election set");
+      }
+      if (replicated) {
+        const YAML::Node own =
+            VolumeHolding(run.pod, run.container, ConfigValue(run.config, "tls.ca_file"), nullptr);
+        for (const char* key :
+             {"store.etcd.ca_file", "store.etcd.cert_file", "store.etcd.key_file"}) {
+          const std::string file = ConfigValue(run.config, key);
+          const YAML::Node volume = VolumeHolding(run.pod, run.container, file, nullptr);
+          if (!volume || !volume["secret"]) {
+            problems.Add(run.where, std::string(key) + " " + file + " is in no mounted Secret");
+          } else if (own &&
+                     Str(volume["secret"]["secretName"]) == Str(own["secret"]["secretName"])) {
+            problems.Add(run.where, std::string(key) + " is the service's own certificate's");
+          }
+        }
       }
       // The TLS files are the probe's: in the pod's Secret.
       std::vector<std::string> probe;
@@ -1033,6 +1285,228 @@ TEST_CASE("each service config agrees with its pod's ports volumes and certifica
       }
     }
   }
+  CHECK_NO_PROBLEMS(problems);
+}
+
+// The flags of a container's args, `--flag=value` by flag.
+std::map<std::string, std::string> ArgMap(const YAML::Node& container) {
+  std::map<std::string, std::string> out;
+  for (const YAML::Node& a : container["args"]) {
+    const std::string arg = Str(a);
+    const size_t eq = arg.find('=');
+    out[arg.substr(0, eq)] = eq == std::string::npos ? "" : arg.substr(eq + 1);
+  }
+  return out;
+}
+
+// The containerPort of the port named `name` ("" when none).
+std::string NamedPort(const YAML::Node& container, const std::string& name) {
+  for (const YAML::Node& p : container["ports"]) {
+    if (Str(p["name"]) == name) return Str(p["containerPort"]);
+  }
+  return "";
+}
+
+TEST_CASE("the replicated services name every etcd member and etcd's initial cluster names each") {
+  Problems problems;
+  int checked = 0;
+  for (const ObjectSet& set : AllObjectSets()) {
+    if (!EtcdStatefulSets().contains(set.overlay)) continue;
+    ++checked;
+    const std::string etcd_name = EtcdStatefulSets().at(set.overlay);
+    const Resource* etcd = FindObject(set, "StatefulSet", etcd_name);
+    if (etcd == nullptr) {
+      problems.Add(set.name, "no StatefulSet " + etcd_name);
+      continue;
+    }
+    const std::string where = set.name + " " + Id(etcd->node);
+    const YAML::Node container = PodSpec(etcd->node)["containers"][0];
+    const std::string service = Str(etcd->node["spec"]["serviceName"]);
+    const int replicas = etcd->node["spec"]["replicas"].as<int>();
+    const std::string client_port = NamedPort(container, "client");
+    const std::string peer_port = NamedPort(container, "peer");
+    // The members' stable names: <statefulset>-<ordinal>.<headless Service>.
+    std::vector<std::string> members, clients, peers;
+    for (int i = 0; i < replicas; ++i) {
+      const std::string member = absl::StrCat(etcd_name, "-", i);
+      members.push_back(member);
+      clients.push_back(member + "." + service + ":" + client_port);
+      peers.push_back(member + "=https://" + member + "." + service + ":" + peer_port);
+    }
+    // The headless Service publishes them before they are Ready.
+    const Resource* headless = FindObject(set, "Service", service);
+    if (headless == nullptr || Str(headless->node["spec"]["clusterIP"]) != "None" ||
+        Str(headless->node["spec"]["publishNotReadyAddresses"]) != "true") {
+      problems.Add(where, "serviceName " + service +
+                              " is no headless Service publishing not-ready addresses");
+    }
+    // etcd's own flags: every member in --initial-cluster, each member's
+    // name and URLs its own, mutual TLS to clients and peers.
+    const std::map<std::string, std::string> args = ArgMap(container);
+    auto arg = [&](const std::string& flag) {
+      auto it = args.find(flag);
+      return it == args.end() ? std::string("(absent)") : it->second;
+    };
+    const std::string initial = arg("--initial-cluster");
+    std::vector<std::string> listed = absl::StrSplit(initial, ',');
+    if (listed != peers) {
+      problems.Add(where, "--initial-cluster " + initial + " is not " + absl::StrJoin(peers, ","));
+    }
+    std::string pod_var;
+    for (const YAML::Node& var : container["env"]) {
+      if (Str(var["valueFrom"]["fieldRef"]["fieldPath"]) == "metadata.name") {
+        pod_var = "$(" + Str(var["name"]) + ")";
+      }
+    }
+    const std::string self = pod_var + "." + service;
+    const std::map<std::string, std::string> expected = {
+        {"--name", pod_var},
+        {"--initial-advertise-peer-urls", "https://" + self + ":" + peer_port},
+        {"--advertise-client-urls", "https://" + self + ":" + client_port},
+        {"--listen-peer-urls", "https://0.0.0.0:" + peer_port},
+        {"--listen-client-urls", "https://0.0.0.0:" + client_port},
+        {"--listen-metrics-urls", "http://0.0.0.0:" + NamedPort(container, "metrics")},
+        {"--initial-cluster-state", "new"},
+        {"--client-cert-auth", "true"},
+        {"--peer-client-cert-auth", "true"}};
+    for (const auto& [flag, value] : expected) {
+      if (pod_var.empty() || arg(flag) != value) {
+        problems.Add(where, flag + "=" + arg(flag) + ", not " + value);
+      }
+    }
+    // The TLS files are in a mounted Secret; the data directory on the claim.
+    for (const char* flag : {"--trusted-ca-file", "--cert-file", "--key-file",
+                             "--peer-trusted-ca-file", "--peer-cert-file", "--peer-key-file"}) {
+      const YAML::Node volume = VolumeHolding(PodSpec(etcd->node), container, arg(flag), nullptr);
+      if (!volume || !volume["secret"]) {
+        problems.Add(where, std::string(flag) + " " + arg(flag) + " is in no mounted Secret");
+      }
+    }
+    bool data_on_claim = false;
+    for (const YAML::Node& m : container["volumeMounts"]) {
+      if (!Under(arg("--data-dir"), Str(m["mountPath"]))) continue;
+      for (const YAML::Node& t : etcd->node["spec"]["volumeClaimTemplates"]) {
+        data_on_claim = data_on_claim || Str(t["metadata"]["name"]) == Str(m["name"]);
+      }
+    }
+    if (!data_on_claim) problems.Add(where, "--data-dir is below no volumeClaimTemplate");
+    // Each flag one etcd knows. This machine's etcd (Debian's, 3.4) where
+    // installed: the image's 3.5 keeps every 3.4 flag.
+    if (fs::exists("/usr/bin/etcd")) {
+      const std::string help = RunCommand({"/usr/bin/etcd", "--help"}, absl::Seconds(30)).output;
+      for (const auto& [flag, value] : args) {
+        if (!absl::StrContains(help, flag + " ") && !absl::StrContains(help, flag + "\n") &&
+            !absl::StrContains(help, flag + "=")) {
+          problems.Add(where, flag + " is not in etcd --help");
+        }
+      }
+    } else {
+      WARN("no /usr/bin/etcd: etcd's flags were not checked against its --help");
+    }
+    // Every replicated service names exactly the members, on the client port.
+    int replicated = 0;
+    for (const ServiceRun& run : ServiceRuns(set, problems)) {
+      const std::string name = Str(run.workload["metadata"]["name"]);
+      if (!ReplicatedServices(set.overlay).contains(name)) continue;
+      ++replicated;
+      const std::string endpoints = ConfigValue(run.config, "store.etcd.endpoints");
+      if (endpoints != absl::StrJoin(clients, ",")) {
+        problems.Add(run.where, "store.etcd.endpoints " + endpoints + " is not " +
+                                    absl::StrJoin(clients, ","));
+      }
+    }
+    if (replicated != static_cast<int>(ReplicatedServices(set.overlay).size())) {
+      problems.Add(set.name, "not every replicated service runs");
+    }
+    // Budgets: etcd's own (one member at a time); none for the replicated
+    // services, whose standbys are never Ready (docs/deploy.md).
+    for (const Resource& r : set.resources) {
+      if (!IsWorkload(Str(r.node["kind"]))) continue;
+      const std::string name = Str(r.node["metadata"]["name"]);
+      const bool replicated_service = ReplicatedServices(set.overlay).contains(name);
+      if (!replicated_service && name != etcd_name) continue;
+      std::vector<const Resource*> budgets;
+      for (const Resource* pdb : OfKind(set.resources, "PodDisruptionBudget")) {
+        if (SelectorSelects(pdb->node["spec"]["selector"],
+                            r.node["spec"]["template"]["metadata"]["labels"])) {
+          budgets.push_back(pdb);
+        }
+      }
+      if (replicated_service && !budgets.empty()) {
+        problems.Add(set.name + " " + Id(r.node),
+                     "a standby is never Ready: no budget may cover it");
+      }
+      if (name == etcd_name &&
+          (budgets.size() != 1 || Str(budgets[0]->node["spec"]["maxUnavailable"]) != "1")) {
+        problems.Add(where, "not under one budget of maxUnavailable 1");
+      }
+    }
+    // NetworkPolicies: the client port admits the replicated services' pods
+    // only, the peer port etcd's own.
+    const YAML::Node etcd_labels = etcd->node["spec"]["template"]["metadata"]["labels"];
+    std::map<std::string, std::set<std::string>> admitted;  // port -> workloads
+    for (const Resource* np : OfKind(set.resources, "NetworkPolicy")) {
+      if (!SelectorSelects(np->node["spec"]["podSelector"], etcd_labels)) continue;
+      for (const YAML::Node& rule : np->node["spec"]["ingress"]) {
+        for (const YAML::Node& port : rule["ports"]) {
+          for (const Resource& r : set.resources) {
+            if (!IsWorkload(Str(r.node["kind"]))) continue;
+            bool from = !rule["from"];
+            for (const YAML::Node& peer : rule["from"]) {
+              from = from || (!peer["namespaceSelector"] && !peer["ipBlock"] &&
+                              SelectorSelects(peer["podSelector"],
+                                              r.node["spec"]["template"]["metadata"]["labels"]));
+            }
+            if (from) admitted[Str(port["port"])].insert(Str(r.node["metadata"]["name"]));
+          }
+        }
+      }
+    }
+    if (admitted["client"] != ReplicatedServices(set.overlay)) {
+      problems.Add(where, "its client port admits {" + absl::StrJoin(admitted["client"], ", ") +
+                              "}, not the replicated services");
+    }
+    if (admitted["peer"] != std::set<std::string>{etcd_name}) {
+      problems.Add(where, "its peer port admits others than its members");
+    }
+    INFO(where << " members " << absl::StrJoin(members, ","));
+  }
+  CHECK(checked >= 1);
+  CHECK_NO_PROBLEMS(problems);
+}
+
+TEST_CASE(
+    "a replicated service's config is its overlay's one-replica config plus store and ha keys") {
+  // hub-ha's config/<svc>.yaml repeats overlays/hub's: they must not drift.
+  Problems problems;
+  int checked = 0;
+  for (const std::string& overlay : kOverlays) {
+    if (ReplicatedServices(overlay).empty()) continue;
+    const ObjectSet one = ModelObjects(RoleOf(overlay));
+    std::map<std::string, YAML::Node> single;
+    for (const ServiceRun& run : ServiceRuns(one, problems)) single[run.binary] = run.config;
+    for (const ServiceRun& run : ServiceRuns(ModelObjects(overlay), problems)) {
+      if (!ReplicatedServices(overlay).contains(Str(run.workload["metadata"]["name"]))) continue;
+      ++checked;
+      std::vector<std::string> keys, base_keys;
+      FlattenKeys(run.config, "", keys);
+      FlattenKeys(single[run.binary], "", base_keys);
+      for (const std::string& key : base_keys) {
+        if (ConfigValue(run.config, key) != ConfigValue(single[run.binary], key)) {
+          problems.Add(run.where, key + " differs from overlays/" + RoleOf(overlay) + "'s");
+        }
+      }
+      for (const std::string& key : keys) {
+        const bool added = absl::StartsWith(key, "store.etcd.") || absl::StartsWith(key, "ha.") ||
+                           key == "store.backend";
+        if (std::find(base_keys.begin(), base_keys.end(), key) == base_keys.end() && !added) {
+          problems.Add(run.where, key + " is neither in overlays/" + RoleOf(overlay) +
+                                      "'s config nor a store or ha key");
+        }
+      }
+    }
+  }
+  CHECK(checked == 2);
   CHECK_NO_PROBLEMS(problems);
 }
 
@@ -1493,6 +1967,23 @@ TEST_CASE("each service starts with its overlay config and flags") {
     REQUIRE(r.exit_code == 0);
   };
   run_dev_ca({"ca"});
+  // A replicated service needs etcd: a one-member etcd (this machine's,
+  // Debian's etcd-server) in the service's own network namespace, with
+  // client-certificate TLS from a CA of its own, as the overlay's etcd has.
+  const fs::path etcd_certs = scratch.path / "etcd-certs";
+  const bool have_etcd = fs::exists("/usr/bin/etcd");
+  if (have_etcd) {
+    for (std::vector<std::string> args :
+         {std::vector<std::string>{"ca"}, std::vector<std::string>{"issue", "hub", "etcd"},
+          std::vector<std::string>{"issue", "hub", "client"}}) {
+      args.insert(args.begin(), {Which("bash"), dev_ca, etcd_certs.string()});
+      CommandResult r = RunCommand(args, absl::Seconds(60));
+      INFO(r.output);
+      REQUIRE(r.exit_code == 0);
+    }
+  } else {
+    WARN("no /usr/bin/etcd (Debian's etcd-server): the replicated services were not started");
+  }
   // All at once (each in a namespace of its own), then stopped together:
   // a service takes about 2 s to exit after SIGTERM.
   struct Started {
@@ -1500,11 +1991,16 @@ TEST_CASE("each service starts with its overlay config and flags") {
     fs::path err;
     std::unique_ptr<ChildProcess> child;
     bool listening = false;
+    bool replicated = false;
+    fs::path etcd_pid;  // where the shell wrote its etcd's pid
   };
   std::vector<Started> children;
   Problems problems;
   for (const std::string& overlay : kOverlays) {
     for (const ServiceRun& run : ServiceRuns(ModelObjects(overlay), problems)) {
+      const bool replicated =
+          ReplicatedServices(overlay).contains(Str(run.workload["metadata"]["name"]));
+      if (replicated && !have_etcd) continue;
       const std::string name = overlay + "-" + run.binary;
       const fs::path config = scratch.path / (name + ".yaml");
       std::ofstream(config) << run.config_text;
@@ -1537,21 +2033,60 @@ TEST_CASE("each service starts with its overlay config and flags") {
         env = "KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=9 ";
         pod_has = {"--kube.service-account-dir", account.string()};
       }
-      std::vector<std::string> argv = {Which("unshare"),
-                                       "--net",
-                                       "/bin/sh",
-                                       "-c",
-                                       ip + " link set lo up && " + env + "exec \"$0\" \"$@\"",
-                                       Binaries().at(run.binary),
-                                       "--config",
-                                       config.string()};
+      // A replicated service's etcd: the pod's endpoints and etcd TLS files
+      // replaced by this one's on loopback (plaintext to etcd is refused
+      // anywhere else), started before the service, which retries etcd
+      // for store.etcd.timeout. The shell leaves its pid for the test to stop.
+      std::string etcd;
+      const fs::path etcd_pid = scratch.path / (name + "-etcd.pid");
+      if (replicated) {
+        const std::string tls = (etcd_certs / "hub" / "etcd").string();
+        etcd = absl::StrJoin(
+                   {std::string("/usr/bin/etcd"), std::string("--name=m"),
+                    "--data-dir=" + (scratch.path / (name + "-etcd")).string(),
+                    std::string("--listen-client-urls=https://127.0.0.1:2379"),
+                    std::string("--advertise-client-urls=https://127.0.0.1:2379"),
+                    std::string("--listen-peer-urls=http://127.0.0.1:2380"),
+                    std::string("--initial-advertise-peer-urls=http://127.0.0.1:2380"),
+                    std::string("--initial-cluster=m=http://127.0.0.1:2380"),
+                    std::string("--client-cert-auth=true"),
+                    "--trusted-ca-file=" + (etcd_certs / "ca.crt").string(),
+                    "--cert-file=" + tls + ".crt", "--key-file=" + tls + ".key",
+                    std::string("--max-txn-ops=4096"), std::string("--max-request-bytes=8388608")},
+                   " ") +
+               " >" + (scratch.path / (name + "-etcd.log")).string() + " 2>&1 & echo $! >" +
+               etcd_pid.string() + " && ";
+        const std::string client = (etcd_certs / "hub" / "client").string();
+        // Then wait (up to a minute: a loaded machine starts etcd slowly)
+        // until it answers, so the service's own etcd timeout is not spent
+        // on etcd's start.
+        absl::StrAppend(&etcd, "i=0; until ETCDCTL_API=3 /usr/bin/etcdctl",
+                        " --endpoints=https://127.0.0.1:2379 --cacert=",
+                        (etcd_certs / "ca.crt").string(), " --cert=", client, ".crt --key=", client,
+                        ".key endpoint health >/dev/null 2>&1; do i=$((i+1)); ",
+                        "[ $i -ge 600 ] && break; sleep 0.1; done; ");
+        pod_has.insert(pod_has.end(),
+                       {"--store.etcd.endpoints", "127.0.0.1:2379", "--store.etcd.ca-file",
+                        (etcd_certs / "ca.crt").string(), "--store.etcd.cert-file", client + ".crt",
+                        "--store.etcd.key-file", client + ".key"});
+      }
+      std::vector<std::string> argv = {
+          Which("unshare"),
+          "--net",
+          "/bin/sh",
+          "-c",
+          ip + " link set lo up && " + etcd + env + "exec \"$0\" \"$@\"",
+          Binaries().at(run.binary),
+          "--config",
+          config.string()};
       argv.insert(argv.end(), run.args.begin(), run.args.end());
       argv.insert(argv.end(), {"--data-dir", (scratch.path / name).string(), "--tls.ca-file",
                                (certs / "ca.crt").string(), "--tls.cert-file", identity + ".crt",
                                "--tls.key-file", identity + ".key"});
       argv.insert(argv.end(), pod_has.begin(), pod_has.end());
       const fs::path err = scratch.path / (name + ".err");
-      children.push_back({run, err, std::make_unique<ChildProcess>(argv, err.string())});
+      children.push_back({run, err, std::make_unique<ChildProcess>(argv, err.string()), false,
+                          replicated, replicated ? etcd_pid : fs::path()});
     }
   }
   int started = 0;
@@ -1560,6 +2095,13 @@ TEST_CASE("each service starts with its overlay config and flags") {
     while (auto line = s.child->ReadLine(deadline)) {
       if (line->find("listening on") != std::string::npos) {
         s.listening = true;
+        // A replicated service leads (the only replica) on etcd.
+        if (s.replicated && line->find("data=etcd:") == std::string::npos) {
+          problems.Add(s.run.where, "does not keep its state in etcd: " + *line);
+        }
+        if (s.replicated && line->find(" leader") == std::string::npos) {
+          problems.Add(s.run.where, "does not lead: " + *line);
+        }
         break;
       }
     }
@@ -1577,8 +2119,19 @@ TEST_CASE("each service starts with its overlay config and flags") {
       problems.Add(s.run.where, "exit code " + std::to_string(code.value_or(-1)) +
                                     " after SIGTERM:\n" + ReadWholeFile(s.err));
     }
+    // Then its etcd, which outlived the shell (its parent): SIGKILL, and a
+    // wait (bounded) for it to be gone before the scratch directory goes.
+    if (s.replicated && fs::exists(s.etcd_pid)) {
+      const pid_t pid = std::stoi(ReadWholeFile(s.etcd_pid));
+      kill(pid, SIGKILL);
+      for (const absl::Time give_up = absl::Now() + absl::Seconds(10);
+           kill(pid, 0) == 0 && absl::Now() < give_up;) {
+        absl::SleepFor(absl::Milliseconds(50));
+      }
+    }
   }
-  CHECK(started == 12);
+  // hub 5, mc 7, hub-ha 5 (its ACM and SWM only with etcd).
+  CHECK(started == (have_etcd ? 17 : 15));
   CHECK_NO_PROBLEMS(problems);
 }
 
@@ -1880,7 +2433,7 @@ TEST_CASE("kubectl kustomize renders the base and each overlay to the objects mo
       // RoleBinding in the workloads namespace).
       const std::string kind = Str(r.node["kind"]);
       INFO(overlay << " " << Id(r.node));
-      CHECK(Str(r.node["metadata"]["labels"]["codeco.io/role"]) == overlay);
+      CHECK(Str(r.node["metadata"]["labels"]["codeco.io/role"]) == RoleOf(overlay));
       if (!ClusterScoped(kind)) {
         const Resource* source = FindObject(model, kind, name);
         const std::string own = source ? Str(source->node["metadata"]["namespace"]) : "";
@@ -1892,6 +2445,44 @@ TEST_CASE("kubectl kustomize renders the base and each overlay to the objects mo
     for (const Resource& r : model.resources) model_ids.insert(Id(r.node));
     INFO("overlay " << overlay);
     CHECK(rendered_ids == model_ids);
+    // The patches as this model applies them (the workloads' fields that no
+    // transformer touches) are what kustomize made of them.
+    for (const Resource& r : rendered.resources) {
+      if (!IsWorkload(Str(r.node["kind"]))) continue;
+      const Resource* source =
+          FindObject(model, Str(r.node["kind"]), Str(r.node["metadata"]["name"]));
+      REQUIRE(source != nullptr);
+      INFO(Id(r.node));
+      for (const char* field : {"replicas", "podManagementPolicy", "updateStrategy"}) {
+        INFO(field);
+        CHECK(SameField(r.node["spec"][field], source->node["spec"][field]));
+      }
+      // The claims' specs (the labels transformer labels their metadata).
+      const YAML::Node claims = r.node["spec"]["volumeClaimTemplates"];
+      const YAML::Node model_claims = source->node["spec"]["volumeClaimTemplates"];
+      const size_t count = claims ? claims.size() : 0;
+      CHECK(count == (model_claims ? model_claims.size() : 0));
+      for (size_t i = 0; i < count && model_claims && i < model_claims.size(); ++i) {
+        CHECK(SameField(claims[i]["spec"], model_claims[i]["spec"]));
+      }
+      CHECK(SameField(PodSpec(r.node)["affinity"], PodSpec(source->node)["affinity"]));
+      CHECK(PodSpec(r.node)["volumes"].size() == PodSpec(source->node)["volumes"].size());
+      const YAML::Node containers = PodSpec(r.node)["containers"];
+      REQUIRE(containers.size() == PodSpec(source->node)["containers"].size());
+      for (size_t i = 0; i < containers.size(); ++i) {
+        for (const char* field : {"args", "ports", "volumeMounts", "startupProbe", "livenessProbe",
+                                  "readinessProbe", "securityContext", "resources"}) {
+          INFO(Str(containers[i]["name"]) << " " << field);
+          CHECK(SameField(containers[i][field], PodSpec(source->node)["containers"][i][field]));
+        }
+      }
+    }
+    for (const Resource* pdb : OfKind(rendered.resources, "PodDisruptionBudget")) {
+      const Resource* source =
+          FindObject(model, "PodDisruptionBudget", Str(pdb->node["metadata"]["name"]));
+      REQUIRE(source != nullptr);
+      CHECK(SameField(pdb->node["spec"], source->node["spec"]));
+    }
   }
 }
 
