@@ -17,7 +17,7 @@ using codeco::ConfigSchema;
 using codeco::ConfigType;
 
 void AddKubeAppsConfig(ConfigSchema& schema) {
-  codeco::kube::AddKubeEndpointConfig(schema);
+  codeco::kube::AddKubeConfig(schema);
   schema
       .Add({"kube.namespace",
             ConfigType::kString,
@@ -31,18 +31,6 @@ void AddKubeAppsConfig(ConfigSchema& schema) {
             {},
             false,
             "CodecoApp resources followed, comma-separated group/version[/plural]"})
-      .Add({"kube.call_timeout",
-            ConfigType::kDuration,
-            "10s",
-            {},
-            false,
-            "timeout of one kube-apiserver call"})
-      .Add({"kube.watch_timeout",
-            ConfigType::kDuration,
-            "5m",
-            {},
-            false,
-            "each kube watch is renewed after this long (timeoutSeconds)"})
       .Add({"kubeapps.status_interval",
             ConfigType::kDuration,
             "5s",
@@ -76,13 +64,10 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
     options.resources.push_back(std::move(resource));
   }
   if (options.resources.empty()) return InvalidFieldError("kube.resources", "names no resource");
-  options.kube.call_timeout = raw.GetDuration("kube.call_timeout");
-  options.kube.watch_timeout = raw.GetDuration("kube.watch_timeout");
+  ASSIGN_OR_RETURN(options.kube, codeco::kube::KubeClientOptionsFromConfig(raw));
   options.status_interval = raw.GetDuration("kubeapps.status_interval");
   const absl::Duration acm_timeout = raw.GetDuration("kubeapps.acm_timeout");
-  for (const auto& [key, d] : {std::pair{"kube.call_timeout", options.kube.call_timeout},
-                               std::pair{"kube.watch_timeout", options.kube.watch_timeout},
-                               std::pair{"kubeapps.status_interval", options.status_interval},
+  for (const auto& [key, d] : {std::pair{"kubeapps.status_interval", options.status_interval},
                                std::pair{"kubeapps.acm_timeout", acm_timeout}}) {
     if (d < absl::Milliseconds(100) || d > absl::Hours(1)) {
       return InvalidFieldError(key, "must be 100ms-1h");
@@ -90,9 +75,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
   }
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> acm_channel,
                    context.peers.Get(context.config.hub_acm));
-  // A stream outlives the watch's own timeoutSeconds by a margin.
-  auto api = std::make_unique<codeco::kube::HttpKubeApi>(
-      std::move(endpoint), options.kube.watch_timeout + absl::Minutes(1));
+  auto api = codeco::kube::MakeHttpKubeApi(std::move(endpoint), options.kube);
   context.background.push_back(std::make_unique<kubeapps::KubeAppsWork>(
       std::move(api), std::make_unique<kubeapps::GrpcAcmApplications>(acm_channel, acm_timeout),
       &context.clock, std::move(options), context.metrics));

@@ -14,7 +14,7 @@ using codeco::ConfigSchema;
 using codeco::ConfigType;
 
 void AddKubeConfig(ConfigSchema& schema) {
-  codeco::kube::AddKubeEndpointConfig(schema);
+  codeco::kube::AddKubeConfig(schema);
   schema
       .Add({"kube.namespace",
             ConfigType::kString,
@@ -29,18 +29,6 @@ void AddKubeConfig(ConfigSchema& schema) {
             {},
             false,
             "extended resources counted as GPUs, comma-separated; pods ask for the first"})
-      .Add({"kube.call_timeout",
-            ConfigType::kDuration,
-            "10s",
-            {},
-            false,
-            "timeout of one kube-apiserver call"})
-      .Add({"kube.watch_timeout",
-            ConfigType::kDuration,
-            "5m",
-            {},
-            false,
-            "each kube watch is renewed after this long (timeoutSeconds)"})
       .Add({"kube.checkpoint_timeout",
             ConfigType::kDuration,
             "5m",
@@ -76,13 +64,10 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
        absl::StrSplit(raw.GetString("kube.gpu_resources"), ',', absl::SkipWhitespace())) {
     options.resources.gpu.emplace_back(name);
   }
-  options.kube.call_timeout = raw.GetDuration("kube.call_timeout");
-  options.kube.watch_timeout = raw.GetDuration("kube.watch_timeout");
+  ASSIGN_OR_RETURN(options.kube, codeco::kube::KubeClientOptionsFromConfig(raw));
   options.checkpoint_timeout = raw.GetDuration("kube.checkpoint_timeout");
   options.restore_timeout = raw.GetDuration("kube.restore_timeout");
-  for (const auto& [key, d] : {std::pair{"kube.call_timeout", options.kube.call_timeout},
-                               std::pair{"kube.watch_timeout", options.kube.watch_timeout},
-                               std::pair{"kube.checkpoint_timeout", options.checkpoint_timeout},
+  for (const auto& [key, d] : {std::pair{"kube.checkpoint_timeout", options.checkpoint_timeout},
                                std::pair{"kube.restore_timeout", options.restore_timeout}}) {
     if (d < absl::Seconds(1)) return InvalidFieldError(key, "must be at least 1s");
   }
@@ -92,9 +77,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
   if (max_watches < 1 || max_watches > 4096) {
     return InvalidFieldError("kube.max_watches", "must be 1-4096");
   }
-  // A stream outlives the watch's own timeoutSeconds by a margin.
-  auto api = std::make_unique<codeco::kube::HttpKubeApi>(
-      std::move(endpoint), options.kube.watch_timeout + absl::Minutes(1));
+  auto api = codeco::kube::MakeHttpKubeApi(std::move(endpoint), options.kube);
   std::vector<std::unique_ptr<grpc::Service>> services;
   services.push_back(std::make_unique<kubelms::KubeLmsService>(
       std::move(api), &context.clock, std::move(options), static_cast<int>(threads),

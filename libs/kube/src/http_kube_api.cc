@@ -184,7 +184,7 @@ absl::StatusOr<KubeEndpoint> InClusterEndpoint(const std::string& account_dir) {
   return out;
 }
 
-void AddKubeEndpointConfig(ConfigSchema& schema) {
+void AddKubeConfig(ConfigSchema& schema) {
   schema
       .Add({"kube.kubeconfig",
             ConfigType::kString,
@@ -203,7 +203,36 @@ void AddKubeEndpointConfig(ConfigSchema& schema) {
             "",
             {},
             false,
-            "context of the kubeconfig (empty: its current-context)"});
+            "context of the kubeconfig (empty: its current-context)"})
+      .Add({"kube.call_timeout",
+            ConfigType::kDuration,
+            "10s",
+            {},
+            false,
+            "timeout of one kube-apiserver call"})
+      .Add({"kube.watch_timeout",
+            ConfigType::kDuration,
+            "5m",
+            {},
+            false,
+            "each kube watch is renewed after this long (timeoutSeconds)"});
+}
+
+absl::StatusOr<KubeClientOptions> KubeClientOptionsFromConfig(const Config& config) {
+  KubeClientOptions options;
+  options.call_timeout = config.GetDuration("kube.call_timeout");
+  options.watch_timeout = config.GetDuration("kube.watch_timeout");
+  for (const auto& [key, d] : {std::pair{"kube.call_timeout", options.call_timeout},
+                               std::pair{"kube.watch_timeout", options.watch_timeout}}) {
+    if (d < absl::Seconds(1) || d > absl::Hours(1)) return InvalidFieldError(key, "must be 1s-1h");
+  }
+  return options;
+}
+
+std::unique_ptr<HttpKubeApi> MakeHttpKubeApi(KubeEndpoint endpoint,
+                                             const KubeClientOptions& options) {
+  return std::make_unique<HttpKubeApi>(std::move(endpoint),
+                                       options.watch_timeout + absl::Minutes(1));
 }
 
 absl::StatusOr<KubeEndpoint> KubeEndpointFromConfig(const Config& config) {

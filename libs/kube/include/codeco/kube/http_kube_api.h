@@ -3,12 +3,14 @@
 // address and credentials come from: a kubeconfig file, or the pod's own
 // service account when the adapter runs inside the cluster.
 
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "codeco/common/config.h"
 #include "codeco/kube/kube_api.h"
+#include "codeco/kube/kube_client.h"
 
 namespace codeco::kube {
 
@@ -45,13 +47,18 @@ absl::StatusOr<KubeEndpoint> LoadKubeconfig(const std::string& path, const std::
 absl::StatusOr<KubeEndpoint> InClusterEndpoint(
     const std::string& account_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
 
-/// Adds the keys that say where kube-apiserver is and how to log in to it:
-/// kube.kubeconfig, kube.context and kube.service_account_dir.
-void AddKubeEndpointConfig(ConfigSchema& schema);
+/// Adds the keys that say where kube-apiserver is, how to log in to it and
+/// how long calls and watches last: kube.kubeconfig, kube.context,
+/// kube.service_account_dir, kube.call_timeout and kube.watch_timeout.
+void AddKubeConfig(ConfigSchema& schema);
 
 /// The endpoint those keys name: the kubeconfig's context when
 /// kube.kubeconfig is set, else the pod's service account.
 absl::StatusOr<KubeEndpoint> KubeEndpointFromConfig(const Config& config);
+
+/// The client options those keys give (each timeout 1s-1h, or an error
+/// naming the key).
+absl::StatusOr<KubeClientOptions> KubeClientOptionsFromConfig(const Config& config);
 
 /// KubeApi over HTTP(S) to one kube-apiserver.
 class HttpKubeApi final : public KubeApi {
@@ -70,5 +77,10 @@ class HttpKubeApi final : public KubeApi {
   KubeEndpoint endpoint_;
   absl::Duration stream_timeout_;
 };
+
+/// HttpKubeApi for a KubeClient with `options`: its streams outlive the
+/// watches' own timeoutSeconds by a minute.
+std::unique_ptr<HttpKubeApi> MakeHttpKubeApi(KubeEndpoint endpoint,
+                                             const KubeClientOptions& options);
 
 }  // namespace codeco::kube
