@@ -61,6 +61,12 @@ bool Settled(const json& object) {
          (reason == "Applied" || reason == "Invalid");
 }
 
+// The object's status, or an empty object when it has none.
+json StatusOf(const json& object) {
+  const json& status = JsonMember(object, "status");
+  return status.is_object() ? status : json::object();
+}
+
 // The application ACM files the object under: as written in its status, else
 // spec.appName, else metadata.name (ACM's own rule).
 std::string ApplicationOf(const json& object) {
@@ -237,25 +243,20 @@ void CodecoAppSync::Follow(size_t resource, const std::function<bool()>& cancell
       return absl::OkStatus();
     });
     absl::Status status = version.status();
-    if (absl::IsNotFound(status)) {
-      // The CRD is not installed (yet): nothing to forward from it, and no
-      // reason to hold the other resources back.
+    std::vector<json> vanished;
+    // Listed, or its CRD is not installed (yet): nothing to forward from it,
+    // and no reason to hold the other resources back.
+    if (version.ok() || absl::IsNotFound(status)) {
       absl::MutexLock lock(&mu_);
       if (listed_.insert(resource).second) ++wakeups_;
+      for (const auto& [key, known] : known_) {
+        if (version.ok() && std::get<0>(key) == resource && !listed.count(key)) {
+          vanished.push_back(known.object);  // went while no watch was open
+        }
+      }
     }
     if (version.ok()) {
       failures = 0;
-      {
-        absl::MutexLock lock(&mu_);
-        if (listed_.insert(resource).second) ++wakeups_;
-      }
-      std::vector<json> vanished;
-      {
-        absl::MutexLock lock(&mu_);
-        for (const auto& [key, known] : known_) {
-          if (std::get<0>(key) == resource && !listed.count(key)) vanished.push_back(known.object);
-        }
-      }
       for (const json& object : vanished) Observe(resource, object, true);
       status = kube_.Watch(
           collection, "", *version,
@@ -292,14 +293,13 @@ bool CodecoAppSync::OwnsName(const Key& key) {
   absl::MutexLock lock(&mu_);
   auto self = known_.find(key);
   if (self == known_.end()) return false;
-  const std::string& claim = self->second.claim;
   auto rank = [](const json& object, const Key& k) {
     return std::make_tuple(JsonString(Metadata(object), "creationTimestamp"),
                            JsonString(Metadata(object), "uid"), k);
   };
   const auto mine = rank(self->second.object, key);
   for (const auto& [other, known] : known_) {
-    if (other == key || known.claim != claim || known.object.is_null()) continue;
+    if (other == key || std::get<2>(other) != std::get<2>(key)) continue;
     if (rank(known.object, other) < mine) return false;
   }
   return true;
@@ -324,16 +324,14 @@ void CodecoAppSync::ReconcileDue() {
         if (gone != known_.end()) {
           // Another object may have waited for this one's name.
           for (const auto& [other, known] : known_) {
-            if (other != key && known.claim == gone->second.claim && !pending_.count(other)) {
+            if (other != key && std::get<2>(other) == std::get<2>(key) && !pending_.count(other)) {
               pending_[other] = {known.object, now, 0};
             }
           }
           known_.erase(gone);
         }
       } else {
-        Known& known = known_[key];
-        known.object = object;
-        known.claim = JsonString(Metadata(object), "name");
+        known_[key].object = object;
       }
       stats_.objects = static_cast<int64_t>(known_.size());
     }
@@ -430,7 +428,7 @@ absl::Status CodecoAppSync::ReconcileLive(const Key& key, json object) {
   const int64_t generation = Generation(object);
   const absl::Time now = clock_->Now();
   if (!OwnsName(key)) {
-    json status = JsonMember(object, "status").is_object() ? object["status"] : json::object();
+    json status = StatusOf(object);
     const std::string message = absl::StrCat(
         "another CodecoApp named ", name,
         " (in another namespace or resource, created earlier) is forwarded to ACM, which names "
@@ -490,7 +488,7 @@ absl::Status CodecoAppSync::ReconcileLive(const Key& key, json object) {
                {"application", applied->application().metadata().name()},
                {"spec_revision", absl::StrCat(applied->application().spec_revision())}});
   } else if (Refusal(applied.status())) {
-    status = JsonMember(object, "status").is_object() ? object["status"] : json::object();
+    status = StatusOf(object);
     status["conditions"] = json::array(
         {Condition(false, "Invalid", std::string(applied.status().message()), generation, now)});
     {
@@ -516,11 +514,13 @@ absl::StatusOr<json> CodecoAppSync::PatchFinalizers(const Key& key, const json& 
   const json patch = {{"metadata",
                        {{"finalizers", finalizers},
                         {"resourceVersion", JsonString(Metadata(object), "resourceVersion")}}}};
-  const std::string path = ObjectPath(key);
-  absl::StatusOr<json> stored =
-      kube_.Send("PATCH", path, patch.dump(), kube_.options().call_timeout, "PATCH " + path);
+  absl::StatusOr<json> stored = MergePatch(ObjectPath(key), patch);
   if (absl::IsNotFound(stored.status())) return object;  // gone already
   return stored;
+}
+
+absl::StatusOr<json> CodecoAppSync::MergePatch(const std::string& path, const json& patch) {
+  return kube_.Send("PATCH", path, patch.dump(), kube_.options().call_timeout, "PATCH " + path);
 }
 
 absl::Status CodecoAppSync::WriteStatus(const Key& key, json status) {
@@ -529,10 +529,7 @@ absl::Status CodecoAppSync::WriteStatus(const Key& key, json status) {
     auto it = known_.find(key);
     if (it != known_.end() && it->second.status == status) return absl::OkStatus();
   }
-  const std::string path = ObjectPath(key) + "/status";
-  const json patch = {{"status", status}};
-  absl::StatusOr<json> stored =
-      kube_.Send("PATCH", path, patch.dump(), kube_.options().call_timeout, "PATCH " + path);
+  absl::StatusOr<json> stored = MergePatch(ObjectPath(key) + "/status", {{"status", status}});
   if (absl::IsNotFound(stored.status())) return absl::OkStatus();
   RETURN_IF_ERROR(stored.status());
   absl::MutexLock lock(&mu_);
@@ -547,7 +544,7 @@ void CodecoAppSync::RefreshStatuses() {
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [key, known] : known_) {
-      if (known.application.empty() || known.object.is_null() || Deleting(known.object)) continue;
+      if (known.application.empty() || Deleting(known.object)) continue;
       if (pending_.count(key)) continue;  // its reconcile writes the status
       accepted.emplace_back(key, known.application, known.status);
     }

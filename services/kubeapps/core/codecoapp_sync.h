@@ -153,7 +153,6 @@ class CodecoAppSync {
     nlohmann::json object;           // newest state seen
     std::string application;         // ACM application ("" = not forwarded)
     nlohmann::json status;           // the status last written or read
-    std::string claim;               // the metadata.name it claims in ACM
     int64_t settled_generation = 0;  // ACM answered for it and its status is written
   };
 
@@ -165,11 +164,15 @@ class CodecoAppSync {
   // ACM's state of every accepted object into its status, where it changed.
   void RefreshStatuses();
   absl::Status WriteStatus(const Key& key, nlohmann::json status);
+  // Sends the JSON merge patch `patch` to `path`; NOT_FOUND when the object
+  // is gone.
+  absl::StatusOr<nlohmann::json> MergePatch(const std::string& path, const nlohmann::json& patch);
   // Merge-patches the object's metadata.finalizers (with its
   // resourceVersion as precondition); returns the object as stored.
   absl::StatusOr<nlohmann::json> PatchFinalizers(const Key& key, const nlohmann::json& object,
                                                  const nlohmann::json& finalizers);
-  // Whether `key` holds the claim to its metadata.name (oldest wins).
+  // Whether `key` holds the claim to its metadata.name (the key's name)
+  // among the objects known: the oldest wins.
   bool OwnsName(const Key& key) ABSL_LOCKS_EXCLUDED(mu_);
   std::string CollectionPath(size_t resource) const;
   std::string ObjectPath(const Key& key) const;
