@@ -35,6 +35,14 @@ std::optional<int64_t> OriginLatencyNs(const Federation& topology, const std::st
   return link->latency_ns + c->intra_latency_ns;
 }
 
+bool DataMayLiveIn(const Workload& w, const std::string& cluster, const std::string& region) {
+  if (!w.data_clusters.empty()) {
+    return std::find(w.data_clusters.begin(), w.data_clusters.end(), cluster) !=
+           w.data_clusters.end();
+  }
+  return w.data_locality.empty() || w.data_locality == cluster || w.data_locality == region;
+}
+
 std::vector<const Cluster*> LocatedClusters(const Federation& topology, const Workload& w) {
   std::vector<const Cluster*> out;
   if (!w.data_clusters.empty()) {
@@ -48,7 +56,7 @@ std::vector<const Cluster*> LocatedClusters(const Federation& topology, const Wo
   if (w.data_locality.empty()) return out;
   if (const Cluster* c = topology.FindCluster(w.data_locality)) return {c};
   for (const Cluster& c : topology.clusters()) {
-    if (c.labels.region == w.data_locality) out.push_back(&c);
+    if (DataMayLiveIn(w, c.name, c.labels.region)) out.push_back(&c);  // the region's clusters
   }
   return out;
 }
@@ -75,10 +83,9 @@ PluginStatus CheckChannelToLocatedPeer(const CycleState& state, const Channel& c
     }
   }
   if (nearest <= ch.max_delay_ns) return PluginStatus::Success();
-  return PluginStatus::Unschedulable(absl::StrCat("channel ", ch.name, ": latency ", nearest,
-                                                  "ns to ", peer.name, " (its data is in ",
-                                                  nearest_cluster, ") > max ", ch.max_delay_ns,
-                                                  "ns"));
+  return PluginStatus::Unschedulable(
+      absl::StrCat("channel ", ch.name, ": latency ", nearest, "ns to ", peer.name,
+                   " (its data is in ", nearest_cluster, ") > max ", ch.max_delay_ns, "ns"));
 }
 
 }  // namespace
@@ -198,15 +205,10 @@ class AllowedLocations final : public FilterPlugin {
             w.allowed_countries.end()) {
       return PluginStatus::Unschedulable("country \"" + l.country + "\" not allowed");
     }
-    if (!w.data_clusters.empty()) {
-      if (std::find(w.data_clusters.begin(), w.data_clusters.end(), c.cluster->name) ==
-          w.data_clusters.end()) {
-        return PluginStatus::Unschedulable("its data set \"" + w.data_locality +
-                                           "\" is not held here");
-      }
-    } else if (!w.data_locality.empty() && w.data_locality != c.cluster->name &&
-               w.data_locality != l.region) {
-      return PluginStatus::Unschedulable("its data lives in \"" + w.data_locality + "\"");
+    if (!DataMayLiveIn(w, c.cluster->name, l.region)) {
+      return PluginStatus::Unschedulable(
+          w.data_clusters.empty() ? "its data lives in \"" + w.data_locality + "\""
+                                  : "its data set \"" + w.data_locality + "\" is not held here");
     }
     return PluginStatus::Success();
   }

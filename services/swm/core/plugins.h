@@ -77,6 +77,11 @@ PluginRegistry NewDefaultRegistry();
 /// At Level::kCluster `at.node` is empty and intra-cluster latency is assumed.
 PluginStatus CheckChannels(const CycleState& state, const Workload& w, const Placement& at);
 
+/// Whether `w`'s data allows it in `cluster` (of `region`): one of its data
+/// set's clusters, else the cluster or region data_locality names (anywhere
+/// when it names none). The AllowedLocations filter's rule.
+bool DataMayLiveIn(const Workload& w, const std::string& cluster, const std::string& region);
+
 /// The clusters `w` may run in by where its data is: its data set's clusters,
 /// the cluster data_locality names, or that region's clusters. Empty when
 /// the data pins it nowhere, or to a cluster `topology` does not show.
