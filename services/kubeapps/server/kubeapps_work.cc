@@ -48,29 +48,22 @@ absl::StatusOr<acm::Application> GrpcAcmApplications::Get(const std::string& app
   return std::move(*response.mutable_application());
 }
 
-namespace {
-
-prometheus::Counter* Reconciles(prometheus::Registry& metrics, const std::string& result) {
-  return &prometheus::BuildCounter()
-              .Name("codeco_kubeapps_reconciles_total")
-              .Help(
-                  "CodecoApp reconciles of the shim, by result: applied (ACM took the spec), "
-                  "refused (ACM refused it; the status says why), deleted (services removed "
-                  "from ACM), retried (failed; queued again)")
-              .Register(metrics)
-              .Add({{"result", result}});
-}
-
-}  // namespace
-
 KubeAppsWork::KubeAppsWork(std::unique_ptr<kube::KubeApi> kube_api,
                            std::unique_ptr<AcmApplications> acm, Clock* clock,
                            CodecoAppSyncOptions options, prometheus::Registry& metrics)
     : kube_api_(std::move(kube_api)), acm_(std::move(acm)) {
-  applied_ = Reconciles(metrics, "applied");
-  refused_ = Reconciles(metrics, "refused");
-  deleted_ = Reconciles(metrics, "deleted");
-  retried_ = Reconciles(metrics, "retried");
+  auto& reconciles = prometheus::BuildCounter()
+                         .Name("codeco_kubeapps_reconciles_total")
+                         .Help(
+                             "CodecoApp reconciles of the shim, by result: applied (ACM took "
+                             "the spec), refused (ACM refused it; the status says why), "
+                             "deleted (services removed from ACM), retried (failed; queued "
+                             "again)")
+                         .Register(metrics);
+  applied_ = &reconciles.Add({{"result", "applied"}});
+  refused_ = &reconciles.Add({{"result", "refused"}});
+  deleted_ = &reconciles.Add({{"result", "deleted"}});
+  retried_ = &reconciles.Add({{"result", "retried"}});
   status_writes_ = &prometheus::BuildCounter()
                         .Name("codeco_kubeapps_status_writes_total")
                         .Help("CodecoApp status subresource writes")
