@@ -762,15 +762,22 @@ class StandInKubeApiServer::Impl {
     return !ApiVersionKind(collection).second.empty();
   }
 
-  static json Conflict(const std::string& collection, const std::string& name) {
+  // The Status of a failed call on custom object `name` of `collection`
+  // ("group/version/plural"): `message` names the object, "<plural>.<group>
+  // \"<name>\"", followed by `what`; `prefix` goes before it.
+  static json CustomStatus(int code, const std::string& reason, const std::string& collection,
+                           const std::string& name, const std::string& prefix,
+                           const std::string& what) {
     const std::vector<std::string> parts = absl::StrSplit(collection, '/');
-    const std::string resource = absl::StrCat(parts[2], ".", parts[0]);
-    return StatusObject(
-        409, "Conflict",
-        absl::StrCat("Operation cannot be fulfilled on ", resource, " \"", name,
-                     "\": the object has been modified; please apply your changes to the latest "
-                     "version and try again"),
-        {{"name", name}, {"group", parts[0]}, {"kind", parts[2]}});
+    return StatusObject(code, reason,
+                        absl::StrCat(prefix, parts[2], ".", parts[0], " \"", name, "\"", what),
+                        {{"name", name}, {"group", parts[0]}, {"kind", parts[2]}});
+  }
+
+  static json Conflict(const std::string& collection, const std::string& name) {
+    return CustomStatus(409, "Conflict", collection, name, "Operation cannot be fulfilled on ",
+                        ": the object has been modified; please apply your changes to the "
+                        "latest version and try again");
   }
 
   // POST of a custom object: stored with a uid, generation 1 and no status
@@ -811,12 +818,8 @@ class StandInKubeApiServer::Impl {
       absl::MutexLock lock(&mu_);
       auto& objects = custom_[collection];
       if (objects.count({ns, name}) > 0) {
-        const std::vector<std::string> parts = absl::StrSplit(collection, '/');
-        return Answer(
-            fd, 409,
-            StatusObject(409, "AlreadyExists",
-                         absl::StrCat(parts[2], ".", parts[0], " \"", name, "\" already exists"),
-                         {{"name", name}, {"group", parts[0]}, {"kind", parts[2]}}));
+        return Answer(fd, 409,
+                      CustomStatus(409, "AlreadyExists", collection, name, "", " already exists"));
       }
       object["apiVersion"] = api_version;
       object["kind"] = kind;
@@ -844,18 +847,12 @@ class StandInKubeApiServer::Impl {
   void CustomObject(int fd, const Request& r, const std::string& collection, const std::string& ns,
                     const std::string& name, bool status) {
     json answer;
-    int code = 200;
     {
       absl::MutexLock lock(&mu_);
       auto& objects = custom_[collection];
       auto it = objects.find({ns, name});
-      const std::vector<std::string> parts = absl::StrSplit(collection, '/');
       if (it == objects.end()) {
-        return Answer(
-            fd, 404,
-            StatusObject(404, "NotFound",
-                         absl::StrCat(parts[2], ".", parts[0], " \"", name, "\" not found"),
-                         {{"name", name}, {"group", parts[0]}, {"kind", parts[2]}}));
+        return Answer(fd, 404, CustomStatus(404, "NotFound", collection, name, "", " not found"));
       }
       json& stored = it->second;
       if (r.method == "GET") return Answer(fd, 200, stored);
@@ -949,7 +946,7 @@ class StandInKubeApiServer::Impl {
         answer = stored;
       }
     }
-    Answer(fd, code, answer);
+    Answer(fd, 200, answer);
   }
 
   // A chunked watch stream.
