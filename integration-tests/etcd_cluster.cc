@@ -14,7 +14,7 @@ EtcdCluster::EtcdCluster(const std::filesystem::path& dir, int members)
 
 EtcdCluster::EtcdCluster(const std::filesystem::path& dir, int members, TlsFiles tls)
     : dir_(dir), tls_(std::move(tls)) {
-  const std::string scheme = tls_.ca_file.empty() ? "http" : "https";
+  const std::string scheme = Scheme();
   // 64 ports a process: tests running at once (consecutive pids) look in
   // ranges of their own, and FreePort skips what others hold.
   int next_port = 20000 + static_cast<int>((getpid() % 300) * 64);
@@ -37,6 +37,8 @@ EtcdCluster::EtcdCluster(const std::filesystem::path& dir, int members, TlsFiles
   for (int i = 0; i < members; ++i) Start(i, /*rejoin=*/false);
 }
 
+std::string EtcdCluster::Scheme() const { return tls_.ca_file.empty() ? "http" : "https"; }
+
 EtcdCluster::~EtcdCluster() {
   for (Member& member : members_) {
     if (member.process) member.process->Stop(SIGKILL, absl::Now() + absl::Seconds(5));
@@ -45,7 +47,7 @@ EtcdCluster::~EtcdCluster() {
 
 void EtcdCluster::Start(int index, bool rejoin) {
   Member& member = members_[index];
-  const std::string scheme = tls_.ca_file.empty() ? "http" : "https";
+  const std::string scheme = Scheme();
   member.process = std::make_unique<ChildProcess>(
       EtcdMemberCommand({.name = member.name,
                          .data_dir = (dir_ / member.name).string(),

@@ -48,6 +48,8 @@ class EtcdCluster {
     std::unique_ptr<ChildProcess> process;
   };
   void Start(int index, bool rejoin);
+  // "https" with TLS, else "http": the members' URLs.
+  std::string Scheme() const;
 
   std::filesystem::path dir_;
   std::vector<Member> members_;
