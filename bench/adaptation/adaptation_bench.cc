@@ -25,7 +25,7 @@
 // the services fail back.
 //
 // Traffic follow (mck8s's second experiment): a backend scaled by the
-// multi-cluster autoscaler (swm::ReplicaAutoscaler) while its users move
+// multi-cluster autoscaler (acm::ReplicaAutoscaler) while its users move
 // across the five sites: how long until every replica runs where the users
 // are, and how many replicas it took.
 #include <cstdio>

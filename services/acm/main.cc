@@ -62,6 +62,9 @@ void AddConfig(codeco::ConfigSchema& schema) {
             "neighborhood without it (0: never)"})
       .Add({"acm.reevaluate_interval", codeco::ConfigType::kDuration, "10s", {}, false,
             "hub: how often long-unreachable clusters are looked for"})
+      .Add({"acm.autoscale_interval", codeco::ConfigType::kDuration, "15s", {}, false,
+            "hub: how often the multi-cluster autoscaler measures the services with "
+            "autoscaling and changes their replica counts (0: never)"})
       .Add({"acm.operation_retention", codeco::ConfigType::kDuration, "168h", {}, false,
             "a done operation is deleted this long after it last changed, unless an "
             "application still names it"})
@@ -143,6 +146,9 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
     options.reevaluate_after = config.raw.GetDuration("acm.reevaluate_after");
     options.reevaluate_interval = config.raw.GetDuration("acm.reevaluate_interval");
   }
+  options.autoscale_interval = config.role == codeco::Role::kHub
+                                   ? config.raw.GetDuration("acm.autoscale_interval")
+                                   : absl::ZeroDuration();
   if (config.role == codeco::Role::kHub && config.raw.Has("acm.swm")) {
     auto channel = context.peers.Get(config.raw.GetString("acm.swm"));
     if (!channel.ok()) return channel.status();

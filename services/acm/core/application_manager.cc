@@ -5,6 +5,7 @@
 #include <set>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "acm/core/application_operations.h"
 #include "acm/core/codeco_app_merge.h"
@@ -414,7 +415,7 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
     if (submitted) *rev.mutable_submitted_spec() = std::move(*submitted);
     commit.spec_revision = std::move(rev);
     if (!request.dry_run()) {
-      const bool rollback = change_cause != "apply";
+      const bool rollback = absl::StartsWith(change_cause, "rollback");
       const std::string op_id = absl::StrCat(rollback ? "rollback-" : "apply-", name, "-", revision);
       if (current) RETURN_IF_ERROR(SupersedeLocked(current->status().operation_id(), op_id, commit));
       status.set_operation_id(op_id);
@@ -861,6 +862,63 @@ absl::StatusOr<v1::RollbackApplicationResponse> ApplicationManager::Rollback(
   return response;
 }
 
+absl::StatusOr<v1::Application> ApplicationManager::ScaleServices(
+    const std::string& name, int64_t expected_spec_revision,
+    const std::map<std::string, int>& replicas, const std::string& cause) {
+  absl::StatusOr<v1::ApplyApplicationResponse> applied;
+  {
+    absl::MutexLock lock(&write_mu_);
+    ASSIGN_OR_RETURN(std::optional<v1::Application> app, store_.Get(name));
+    if (!app) return absl::NotFoundError(absl::StrCat("application \"", name, "\""));
+    if (app->spec_revision() != expected_spec_revision) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("application \"", name, "\" is at spec revision ", app->spec_revision(),
+                       ", not ", expected_spec_revision));
+    }
+    if (app->status().phase() == v1::APPLICATION_PHASE_DELETING) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("application \"", name, "\" is being deleted"));
+    }
+    ASSIGN_OR_RETURN(v1::ApplicationRevision rev,
+                     store_.GetSpecRevision(name, app->spec_revision()));
+    v1::ApplyApplicationRequest apply = Resubmission(*app, rev);
+    for (const auto& [service, count] : replicas) {
+      auto it = std::find_if(apply.mutable_spec()->mutable_services()->begin(),
+                             apply.mutable_spec()->mutable_services()->end(),
+                             [&](const v1::ServiceSpec& s) { return s.name() == service; });
+      if (it == apply.mutable_spec()->mutable_services()->end()) {
+        return absl::NotFoundError(
+            absl::StrCat("application \"", name, "\" has no service \"", service, "\""));
+      }
+      it->set_replicas(count);
+    }
+    applied = ApplyLocked(apply, cause, RequestRecord{});
+  }
+  if (!applied.ok()) return applied.status();
+  Notify();
+  return applied->application();
+}
+
+absl::Status ApplicationManager::RecordMetrics(const std::string& name,
+                                               const std::vector<v1::ServiceMetrics>& metrics) {
+  {
+    absl::MutexLock lock(&write_mu_);
+    ASSIGN_OR_RETURN(std::optional<v1::Application> app, store_.Get(name));
+    if (!app) return absl::NotFoundError(absl::StrCat("application \"", name, "\""));
+    v1::AppMetrics& now = *app->mutable_status()->mutable_app_metrics();
+    bool same = now.services_size() == static_cast<int>(metrics.size());
+    for (size_t i = 0; same && i < metrics.size(); ++i) {
+      same = MessageDifferencer::Equals(now.services(static_cast<int>(i)), metrics[i]);
+    }
+    if (same) return absl::OkStatus();
+    now.clear_services();
+    for (const v1::ServiceMetrics& m : metrics) *now.add_services() = m;
+    RETURN_IF_ERROR(CommitModified(*app));
+  }
+  Notify();
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ReadmitOutcome> ApplicationManager::ReadmitWaiting() {
   ReadmitOutcome outcome;
   if (admission_ == nullptr) return outcome;
@@ -996,6 +1054,13 @@ absl::StatusOr<v1::Application> ApplicationManager::RecordPlacement(const std::s
           status.set_phase(v1::APPLICATION_PHASE_DEGRADED);
           status.set_status(v1::STATUS_LEVEL_WARNING);
           status.set_error_msg(absl::StrCat("not placed: ", missing));
+        } else if (!result.unplaced_replicas.empty()) {
+          status.set_phase(v1::APPLICATION_PHASE_DEGRADED);
+          status.set_status(v1::STATUS_LEVEL_WARNING);
+          status.set_error_msg(
+              absl::StrCat("replicas not placed, found no node (placed at a later "
+                           "apply): ",
+                           absl::StrJoin(result.unplaced_replicas, "; ")));
         } else {
           status.set_phase(all_ready ? v1::APPLICATION_PHASE_RUNNING
                                      : v1::APPLICATION_PHASE_DEPLOYING);

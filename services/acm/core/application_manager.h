@@ -85,6 +85,10 @@ struct PlacementResult {
   int64_t plan_revision = 0;
   /// Neighborhood the placement was made in.
   std::string neighborhood_id;
+  /// "<workload>: <why>" of each replica a scale in place found no node
+  /// for (placed stays true: the others run); the application is then
+  /// DEGRADED (WARNING) naming them until a later apply places them.
+  std::vector<std::string> unplaced_replicas;
   /// Not OK when the scheduler gave no plan: a transient error
   /// (IsTransientSchedulerError) is retried, any other is its answer and
   /// fails the application. `placed` and `placements` are then unused.
@@ -157,6 +161,23 @@ class ApplicationManager {
   /// One whose region or start changes gets a new spec revision ("re-admitted
   /// under policy bundle V"). One the policies now refuse keeps its schedule.
   absl::StatusOr<ReadmitOutcome> ReadmitWaiting();
+  /// The autoscaler's change (application_autoscaler.h): the services named
+  /// in `replicas` get those replica counts in a new spec revision made
+  /// from the one submitted for spec revision `expected_spec_revision`
+  /// (admission runs again; the CAM YAML is not kept, the spec is), with
+  /// `cause` as its change cause; then placed like an apply (SWM scales it
+  /// in place). FAILED_PRECONDITION when the application is no longer at
+  /// that spec revision (a user's apply won meanwhile: nothing changes);
+  /// NOT_FOUND for an unknown application or service.
+  absl::StatusOr<v1::Application> ScaleServices(const std::string& name,
+                                                int64_t expected_spec_revision,
+                                                const std::map<std::string, int>& replicas,
+                                                const std::string& cause);
+  /// Replaces status.app_metrics.services of `name` (the autoscaler's
+  /// measure of its services) when it differs: one commit (a MODIFIED event) then.
+  /// NOT_FOUND for an unknown application.
+  absl::Status RecordMetrics(const std::string& name,
+                             const std::vector<v1::ServiceMetrics>& metrics);
   /// Makes an older spec current again, as a new spec revision.
   absl::StatusOr<v1::RollbackApplicationResponse> Rollback(
       const v1::RollbackApplicationRequest& request);

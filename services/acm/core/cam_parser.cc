@@ -990,7 +990,6 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
     }
     if (extended) {
       r.NotActedOnIfSet(m, "nodeSelector", p, "SWM does not filter nodes by label");
-      r.NotActedOnIfSet(m, "autoscaling", p, "nothing scales services");
     }
     if (extended) {
       if (auto v = r.Int(m, "replicas", p, 0, kMaxReplicas)) {
@@ -1020,6 +1019,10 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
         if (as.max_replicas() > 0 &&
             (service->replicas() < as.min_replicas() || service->replicas() > as.max_replicas())) {
           r.Error(Child(p, "replicas"), "must lie within autoscaling minReplicas..maxReplicas");
+        }
+        if (as.max_replicas() > 0 && service->requests().cpu_millicores() <= 0) {
+          r.NotActedOn(Child(p, "autoscaling"),
+                       "the autoscaler scales on CPU used over requests.cpu, which is not set");
         }
       }
     }
@@ -1237,6 +1240,24 @@ absl::Status ValidateApplicationSpec(const ApplicationSpec& spec, const CamLimit
     for (int k = 0; k < s.ports_size(); ++k) {
       if (s.ports(k).port() < 1 || s.ports(k).port() > 65535) {
         errors.Add(Child(Index(Child(p, "ports"), k), "port"), "must be between 1 and 65535");
+      }
+    }
+    const v1::Autoscaling& as = s.autoscaling();
+    if (s.has_autoscaling() && as.max_replicas() > 0) {
+      const std::string ap = Child(p, "autoscaling");
+      if (as.min_replicas() < 0 || as.min_replicas() > as.max_replicas()) {
+        errors.Add(Child(ap, "min_replicas"), "must be between 0 and max_replicas");
+      }
+      if (as.target_cpu_utilization_percent() < 0 || as.target_cpu_utilization_percent() > 100) {
+        errors.Add(Child(ap, "target_cpu_utilization_percent"),
+                   "must be between 0 (default) and 100");
+      }
+      if (as.scale_down_cooldown_ns() < 0) {
+        errors.Add(Child(ap, "scale_down_cooldown_ns"), "must not be negative");
+      }
+      const int replicas = s.replicas() > 0 ? s.replicas() : 1;
+      if (replicas < as.min_replicas() || replicas > as.max_replicas()) {
+        errors.Add(Child(p, "replicas"), "must lie within autoscaling min_replicas..max_replicas");
       }
     }
   }

@@ -3,6 +3,7 @@
 // from the nodes its local management system (LMS) reports: labels, capacity
 // summary and energy profile.
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -50,6 +51,12 @@ struct PodReport {
   lms::v1::PodPhase phase = lms::v1::POD_PHASE_UNSPECIFIED;
   /// Why the pod is in its phase, in words (e.g. why it failed).
   std::string message;
+  /// The pod's usage as its node last measured it, when `usage_known`.
+  int64_t cpu_millicores = 0;
+  /// Memory in use, bytes, when `usage_known`.
+  int64_t memory_bytes = 0;
+  /// True when the LMS measured the pod's usage (its node answered).
+  bool usage_known = false;
 };
 
 /// The pods of placed applications (those labelled codeco.io/application),

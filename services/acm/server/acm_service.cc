@@ -119,7 +119,8 @@ struct OwnedDependencies {
         neighborhoods(kv, clusters, clock, options.neighborhoods),
         admission([this] { return RegisteredClusters(); }, &clock, options.policy_webhook),
         manager(store, *scheduler, clock, options.manager, &neighborhoods, &admission),
-        drainer(clusters, neighborhoods, manager, clock) {
+        drainer(clusters, neighborhoods, manager, clock),
+        autoscaler(manager, clock) {
     if (!options.policy_bundle.bundle.empty()) {
       // Day 2: a new bundle brings new forecasts and policies to what still
       // waits for its start time.
@@ -201,6 +202,11 @@ struct OwnedDependencies {
       maintenance = std::thread([this, interval = options.reevaluate_interval,
                                  after = options.reevaluate_after] { Maintain(interval, after); });
     }
+    if (options.autoscale_interval > absl::ZeroDuration() && options.local_copies == nullptr) {
+      autoscaling = std::thread([this, interval = options.autoscale_interval] {
+        while (!WaitStopping(interval)) autoscaler.Tick();
+      });
+    }
     if (options.reconcile_interval > absl::ZeroDuration()) {
       reconciler = std::thread([this, interval = options.reconcile_interval] {
         while (!WaitStopping(interval)) {
@@ -232,6 +238,7 @@ struct OwnedDependencies {
     swm_back.reset();
     if (maintenance.joinable()) maintenance.join();
     if (reconciler.joinable()) reconciler.join();
+    if (autoscaling.joinable()) autoscaling.join();
     if (swm != nullptr) swm->Stop();
   }
 
@@ -290,10 +297,13 @@ struct OwnedDependencies {
   AdmissionChain admission;
   ApplicationManager manager;
   ClusterDrainer drainer;
+  // The hub's multi-cluster autoscaler (ticked by `autoscaling`).
+  ApplicationAutoscaler autoscaler;
   absl::Mutex maintenance_mu;
   bool stopping ABSL_GUARDED_BY(maintenance_mu) = false;
   std::thread maintenance;
   std::thread reconciler;
+  std::thread autoscaling;
   // Pushes to managed clusters (hub with options.member_peers only).
   std::unique_ptr<MemberPublisherLoop> publisher;
   // Records SWM's channel status (hub with an SWM only).
@@ -313,6 +323,9 @@ class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl 
                        options.local_copies, options.hub_cluster) {
     SetMaxOperationWatchers(options.max_operation_watchers);
     SetMaxWatchers(options.max_watchers);
+    if (options.autoscale_interval > absl::ZeroDuration() && options.local_copies == nullptr) {
+      SetAutoscaler(&(OwnedDependencies::autoscaler));
+    }
   }
 };
 
@@ -445,7 +458,11 @@ grpc::ServerUnaryReactor* AcmServiceImpl::Heartbeat(grpc::CallbackServerContext*
                     std::vector<PodReport> pods;
                     for (const v1::PodReport& p : request->pods()) {
                       pods.push_back({p.application(), p.service(), p.pod(), p.node(), p.phase(),
-                                      p.message()});
+                                      p.message(), p.cpu_millicores(), p.memory_bytes(),
+                                      p.usage_known()});
+                    }
+                    if (autoscaler_ != nullptr) {
+                      autoscaler_->RecordUsage(request->cluster_name(), pods);
                     }
                     // Readiness is a view: a failure here must not fail the heartbeat.
                     absl::StatusOr<int> changed = manager_.RecordPods(request->cluster_name(), pods);
@@ -487,7 +504,12 @@ grpc::ServerUnaryReactor* AcmServiceImpl::ListClusters(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* AcmServiceImpl::UnregisterCluster(
     grpc::CallbackServerContext* context, const v1::UnregisterClusterRequest* request,
     v1::UnregisterClusterResponse* response) {
-  return Answer(executor_, context, response, [=, this] { return drainer_.Unregister(*request); });
+  return Answer(
+      executor_, context, response, [=, this]() -> absl::StatusOr<v1::UnregisterClusterResponse> {
+        ASSIGN_OR_RETURN(v1::UnregisterClusterResponse answer, drainer_.Unregister(*request));
+        if (autoscaler_ != nullptr) autoscaler_->ForgetCluster(request->name());
+        return answer;
+      });
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::GetNeighborhood(grpc::CallbackServerContext* context,

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <memory>
 
+#include "acm/core/application_autoscaler.h"
 #include "acm/core/application_manager.h"
 #include "acm/core/cluster_drainer.h"
 #include "acm/core/cluster_registry.h"
@@ -113,6 +114,10 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   /// The default cap on open WatchApplication streams.
   static constexpr int kDefaultMaxWatchers = 1000;
 
+  /// Where the pod usage of the clusters' heartbeats goes (the hub's
+  /// multi-cluster autoscaler; not owned; null: nowhere). Call before serving.
+  void SetAutoscaler(ApplicationAutoscaler* autoscaler) { autoscaler_ = autoscaler; }
+
  private:
   ApplicationManager& manager_;
   ClusterRegistry& clusters_;
@@ -126,6 +131,7 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   std::atomic<int> watchers_{0};
   std::atomic<int> max_watchers_{kDefaultMaxWatchers};
   const std::string hub_cluster_;
+  ApplicationAutoscaler* autoscaler_ = nullptr;
   // Last member: destroyed first, so queued work still sees the rest.
   BoundedExecutor executor_;
 };
@@ -166,6 +172,10 @@ struct AcmServiceOptions {
   /// with the scheduler: retries that are due and answers that never came
   /// (ApplicationManager::Reconcile); zero never does. Default: 1 s.
   absl::Duration reconcile_interval = absl::Seconds(1);
+  /// How often the hub's multi-cluster autoscaler runs
+  /// (acm/core/application_autoscaler.h), fed by the pod usage the
+  /// clusters' heartbeats carry; zero never does. Default: 15 s.
+  absl::Duration autoscale_interval = absl::Seconds(15);
   /// Most WatchOperation streams open at once. Default: 256.
   int max_operation_watchers = 256;
   /// Most open WatchApplication streams; more are answered RESOURCE_EXHAUSTED.

@@ -1,5 +1,7 @@
 #include "acm/server/cluster_agent.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "acm/core/cluster_report.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
@@ -157,6 +159,24 @@ bool ClusterAgent::ReportOnce(bool sync_copies) {
     pods.insert(pods.end(), response.pods().begin(), response.pods().end());
     token = response.next_page_token();
   } while (!token.empty());
+  std::vector<PodReport> pod_reports;
+  if (pods_listed) pod_reports = BuildPodReports(pods);
+  // What those pods use, from their nodes (the hub's autoscaler scales on
+  // it); a node that does not answer leaves its pods' usage unknown.
+  std::map<std::string, lms::v1::PodUsage> usage;  // pod -> usage
+  std::set<std::string> hosting;
+  for (const PodReport& p : pod_reports) {
+    if (!p.node.empty()) hosting.insert(p.node);
+  }
+  for (const std::string& node : hosting) {
+    lms::v1::GetNodeUsageRequest request;
+    request.set_node(node);
+    lms::v1::GetNodeUsageResponse response;
+    grpc::Status status =
+        lms->GetNodeUsage(OutgoingContext(options_.call_timeout).get(), request, &response);
+    if (!status.ok()) continue;
+    for (const lms::v1::PodUsage& u : response.usage().pods()) usage[u.pod()] = u;
+  }
 
   auto hub_channel = peers_.Get(options_.hub_acm);
   if (!hub_channel.ok()) {
@@ -222,7 +242,7 @@ bool ClusterAgent::ReportOnce(bool sync_copies) {
   request.set_sequence(++sequence_);
   request.set_pods_reported(pods_listed);
   if (pods_listed) {
-    for (const PodReport& p : BuildPodReports(pods)) {
+    for (const PodReport& p : pod_reports) {
       v1::PodReport* out = request.add_pods();
       out->set_application(p.application);
       out->set_service(p.service);
@@ -230,6 +250,11 @@ bool ClusterAgent::ReportOnce(bool sync_copies) {
       out->set_node(p.node);
       out->set_phase(p.phase);
       out->set_message(p.message);
+      if (auto u = usage.find(p.pod); u != usage.end()) {
+        out->set_cpu_millicores(u->second.usage().cpu_millicores());
+        out->set_memory_bytes(u->second.usage().memory_bytes());
+        out->set_usage_known(true);
+      }
     }
   }
   v1::HeartbeatResponse response;

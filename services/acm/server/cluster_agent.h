@@ -9,8 +9,10 @@
 // applications) and reports their revisions in the heartbeat. While the hub
 // is away the copies stay as they were. A watch on the LMS's pods makes a
 // pod change (a pod Running, Failed, gone) reach the hub within
-// `pod_report_delay` instead of at the next heartbeat. Runs on its own
-// threads until stopped.
+// `pod_report_delay` instead of at the next heartbeat. Each report carries
+// what every reported pod uses, read from its node's GetNodeUsage (the
+// hub's multi-cluster autoscaler scales on it). Runs on its own threads
+// until stopped.
 
 #include <map>
 #include <memory>

@@ -228,10 +228,21 @@ PlacementResult SwmPlacementScheduler::Place(const Request& request) {
     absl::MutexLock lock(&mu_);
     placed_before = placed_.count(name) > 0;
   }
+  auto stub = swm::v1::SwmService::NewStub(channel_);
   if (placed_before) {
-    // Placed before (a changed spec, or moving off a cluster): SWM places an
-    // application only once, so its pods go first. Until SWM's
-    // MigrateWorkload exists this is a redeploy, with a gap.
+    // Placed before (a changed spec, or moving off a cluster): SWM changes
+    // replica counts in place, with every other pod left running; anything
+    // else (ALREADY_EXISTS) is a redeploy, with a gap: the pods go first.
+    swm::v1::PlaceApplicationRequest scale;
+    *scale.mutable_application() = request.application;
+    *scale.mutable_neighborhood() = request.neighborhood;
+    scale.set_request_id(absl::StrCat(request.request_id, "/in-place"));
+    scale.set_mode(swm::v1::PLACE_MODE_RUNNING);
+    scale.set_scale_in_place(true);
+    absl::StatusOr<common::v1::Operation> scaled = Call(*stub, scale);
+    if (!absl::IsAlreadyExists(scaled.status())) return ToResult(request, scaled);
+    log::Info("redeploying: not a change of replica counts",
+              {{"application", name}, {"why", std::string(scaled.status().message())}});
     absl::Status released = Release(name, absl::StrCat(request.request_id, "/release-first"));
     if (!released.ok()) {
       result.error = absl::Status(
@@ -245,35 +256,47 @@ PlacementResult SwmPlacementScheduler::Place(const Request& request) {
   *place.mutable_application() = request.application;
   *place.mutable_neighborhood() = request.neighborhood;
   place.set_request_id(request.request_id);
+  place.set_mode(swm::v1::PLACE_MODE_RUNNING);
+  return ToResult(request, Call(*stub, place));
+}
+
+absl::StatusOr<common::v1::Operation> SwmPlacementScheduler::Call(
+    swm::v1::SwmService::Stub& stub, const swm::v1::PlaceApplicationRequest& place) {
   // Started, then followed within the same timeout: SWM answers at once with
   // the running operation (one that predates the mode answers it done).
-  place.set_mode(swm::v1::PLACE_MODE_RUNNING);
+  const std::string& name = place.application().metadata().name();
   const absl::Time deadline = absl::Now() + timeout_;
-  auto stub = swm::v1::SwmService::NewStub(channel_);
   swm::v1::PlaceApplicationResponse response;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(deadline));
-  grpc::Status status = stub->PlaceApplication(&context, place, &response);
+  grpc::Status status = stub.PlaceApplication(&context, place, &response);
   if (!status.ok()) {
-    result.error = FromGrpcStatus(status);
-    log::Warn("placement not answered", {{"application", request.application.metadata().name()},
-                                         {"error", status.error_message()}});
-    return result;
+    log::Warn("placement not answered", {{"application", name}, {"error", status.error_message()}});
+    return FromGrpcStatus(status);
   }
-  absl::StatusOr<common::v1::Operation> followed = Follow(*stub, response.operation(), deadline);
+  absl::StatusOr<common::v1::Operation> followed = Follow(stub, response.operation(), deadline);
   if (!followed.ok()) {
-    result.error = followed.status();
     log::Warn("placement not followed to its end",
               {{"application", name}, {"error", std::string(followed.status().message())}});
+    return followed.status();
+  }
+  if (followed->has_error() && followed->error().code() != 0) {
+    return StatusFromError(followed->error());
+  }
+  return followed;
+}
+
+PlacementResult SwmPlacementScheduler::ToResult(
+    const Request& request, const absl::StatusOr<common::v1::Operation>& answer) {
+  PlacementResult result;
+  result.neighborhood_id = request.neighborhood.id();
+  if (!answer.ok()) {
+    result.error = answer.status();
     return result;
   }
-  const common::v1::Operation& operation = *followed;
-  if (operation.has_error() && operation.error().code() != 0) {
-    result.error = StatusFromError(operation.error());
-    return result;
-  }
+  const std::string& name = request.application.metadata().name();
   swm::v1::AssignmentPlan plan;
-  if (!operation.result().UnpackTo(&plan)) {
+  if (!answer->result().UnpackTo(&plan)) {
     result.message = "scheduler answered without an assignment plan";
     return result;
   }
@@ -287,10 +310,15 @@ PlacementResult SwmPlacementScheduler::Place(const Request& request) {
     placement.set_pod(target.pod());
     result.placements.push_back(placement);
   }
+  // A plan DONE with pods and unplaced workloads is a scale in place whose
+  // new replicas did not all fit: the others run.
+  const bool partly_scaled = plan.phase() == swm::v1::PLAN_PHASE_DONE && !plan.targets().empty();
   std::string unplaced;
-  for (const auto& u : plan.unplaced())
+  for (const auto& u : plan.unplaced()) {
     absl::StrAppend(&unplaced, "\n", u.workload(), ": ", u.reason());
-  result.placed = plan.unplaced().empty() && !plan.targets().empty();
+    if (partly_scaled) result.unplaced_replicas.push_back(u.workload() + ": " + u.reason());
+  }
+  result.placed = (plan.unplaced().empty() || partly_scaled) && !plan.targets().empty();
   if (!plan.targets().empty()) {
     absl::MutexLock lock(&mu_);
     placed_.insert(name);

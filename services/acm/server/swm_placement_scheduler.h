@@ -23,11 +23,14 @@
 // restart ApplicationManager::Reconcile queues it again, so no deletion is lost.
 // A release supersedes a queued placement of the same application.
 //
-// SWM places an application only once (PlaceApplication refuses one that
-// holds pods; moving pods is MigrateWorkload's job, not implemented yet), so
-// placing an application that was placed before (status.plan_revision > 0:
-// a changed spec, or a move off an unregistered or unreachable cluster)
-// releases it first, then places it: a redeploy, with a gap in service.
+// Placing an application that was placed before (status.plan_revision > 0:
+// a changed spec, or a move off an unregistered or unreachable cluster) asks
+// SWM first to scale it in place (PlaceApplication with scale_in_place,
+// request_id "<request_id>/in-place"): a change of replica counts adds or
+// removes replicas with every other pod left running. When SWM answers
+// ALREADY_EXISTS (the spec or the neighborhood changed otherwise) the
+// application is released first, then placed: a redeploy, with a gap in
+// service.
 
 #include <deque>
 #include <functional>
@@ -103,6 +106,14 @@ class SwmPlacementScheduler final : public PlacementScheduler {
   };
   void Loop();
   PlacementResult Place(const Request& request);
+  // Sends `place` (PLACE_MODE_RUNNING) and follows its operation to its end
+  // within the timeout: the done operation, or the error it (or the call)
+  // ended with.
+  absl::StatusOr<common::v1::Operation> Call(swm::v1::SwmService::Stub& stub,
+                                             const swm::v1::PlaceApplicationRequest& place);
+  // What the sink is told for `answer` to `request`.
+  PlacementResult ToResult(const Request& request,
+                           const absl::StatusOr<common::v1::Operation>& answer);
   absl::Status Release(const std::string& application, const std::string& request_id);
   // The name a request is about.
   static const std::string& NameOf(const Request& request);

@@ -40,7 +40,15 @@ class FakeSwm final : public swm::v1::SwmService::Service {
                                 swm::v1::PlaceApplicationResponse* response) override {
     absl::MutexLock lock(&mu_);
     const std::string& name = request->application().metadata().name();
-    log_.push_back("place " + name);
+    if (request->scale_in_place()) {
+      // As SWM answers a spec changed beyond replica counts, unless told.
+      log_.push_back("scale " + name);
+      if (!scale_in_place_) {
+        return grpc::Status(grpc::StatusCode::ALREADY_EXISTS, "not a change of replica counts");
+      }
+    } else {
+      log_.push_back("place " + name);
+    }
     swm::v1::AssignmentPlan plan;
     plan.set_application(name);
     plan.set_plan_revision(static_cast<int64_t>(log_.size()));
@@ -64,6 +72,11 @@ class FakeSwm final : public swm::v1::SwmService::Service {
     absl::MutexLock lock(&mu_);
     answer_ = std::move(status);
   }
+  // Whether PlaceApplication with scale_in_place scales (else ALREADY_EXISTS).
+  void ScaleInPlace(bool scales) {
+    absl::MutexLock lock(&mu_);
+    scale_in_place_ = scales;
+  }
   size_t calls() {
     absl::MutexLock lock(&mu_);
     return released_.size();
@@ -76,6 +89,7 @@ class FakeSwm final : public swm::v1::SwmService::Service {
 
  private:
   absl::Mutex mu_;
+  bool scale_in_place_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status answer_ ABSL_GUARDED_BY(mu_) = grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                                                            "ReleaseApplication lands later");
   std::vector<std::string> released_ ABSL_GUARDED_BY(mu_);
@@ -219,7 +233,7 @@ TEST_CASE("an ACM restarted on the same store finishes the deletions it had star
   }));
 }
 
-TEST_CASE("an application placed before is released then placed again") {
+TEST_CASE("an application placed before is scaled in place or else released then placed again") {
   FakeSwm swm;
   swm.Answer(grpc::Status::OK);
   auto swm_server = Serve(&swm, "swm");
@@ -248,13 +262,25 @@ TEST_CASE("an application placed before is released then placed again") {
     return s.ok() && app.status().phase() == v1::APPLICATION_PHASE_DEPLOYING;
   }));
   REQUIRE(swm.log() == std::vector<std::string>{"place shop"});
-  // A changed spec: SWM places an application once, so ACM releases it first.
+  // A changed spec: ACM asks SWM to scale it in place first; SWM answers
+  // that this is more than a change of replica counts, so ACM releases it
+  // and places it again.
   apply("2");
   REQUIRE(hub.WaitFor("shop", [](const grpc::Status& s, const v1::Application& app) {
     return s.ok() && app.spec_revision() == 2 && app.status().observed_spec_revision() == 2 &&
            app.status().phase() == v1::APPLICATION_PHASE_DEPLOYING;
   }));
-  REQUIRE(swm.log() == std::vector<std::string>{"place shop", "release shop", "place shop"});
+  REQUIRE(swm.log() ==
+          std::vector<std::string>{"place shop", "scale shop", "release shop", "place shop"});
+  // One SWM scales in place: nothing is released.
+  swm.ScaleInPlace(true);
+  apply("3");
+  REQUIRE(hub.WaitFor("shop", [](const grpc::Status& s, const v1::Application& app) {
+    return s.ok() && app.spec_revision() == 3 && app.status().observed_spec_revision() == 3 &&
+           app.status().phase() == v1::APPLICATION_PHASE_DEPLOYING;
+  }));
+  REQUIRE(swm.log() == std::vector<std::string>{"place shop", "scale shop", "release shop",
+                                                "place shop", "scale shop"});
 }
 
 TEST_CASE("WatchOperation streams a delete until it is done and Get/ListOperations answer") {

@@ -121,7 +121,7 @@ TEST_CASE("warnings: intents and placement fields not acted on") {
                                 "spec.placement.bursting", "spec.placement.substitution"});
 }
 
-TEST_CASE("warnings: service fields not acted on (stateful is: migrations move the state)") {
+TEST_CASE("warnings: service fields not acted on (stateful and autoscaling are)") {
   const std::string p = "spec.codecoapp-msspec[0]";
   REQUIRE(WarnedPaths(EffectiveCam("",
                                    "      stateful: true\n"
@@ -129,8 +129,13 @@ TEST_CASE("warnings: service fields not acted on (stateful is: migrations move t
                                    "      nwbandwidth: \"10\"\n"
                                    "      nwlatency: \"5\"\n"
                                    "      autoscaling: {minReplicas: 1, maxReplicas: 4}\n")) ==
-          std::set<std::string>{p + ".nodeSelector", p + ".nwbandwidth", p + ".nwlatency",
-                                p + ".autoscaling"});
+          std::set<std::string>{p + ".nodeSelector", p + ".nwbandwidth", p + ".nwlatency"});
+  // The autoscaler scales on CPU over requests: none, no autoscaling.
+  const std::string no_requests = absl::StrReplaceAll(
+      EffectiveCam("", "      autoscaling: {minReplicas: 1, maxReplicas: 4}\n"),
+      {{"              requests: {cpu: 500m, memory: 512Mi, nvidia.com/gpu: 1}\n",
+        "              requests: {memory: 512Mi}\n"}});
+  REQUIRE(WarnedPaths(no_requests) == std::set<std::string>{p + ".autoscaling"});
 }
 
 TEST_CASE("warnings: frameSize and sendInterval take effect") {
@@ -200,7 +205,7 @@ TEST_CASE("warnings: the extended example names what it asks for in vain") {
   REQUIRE(paths.count("spec.qosClass") == 1);
   REQUIRE(paths.count("spec.intents.deadline") == 1);
   REQUIRE(paths.count("spec.placement.numberOfLocations") == 1);
-  REQUIRE(paths.count("spec.codecoapp-msspec[0].autoscaling") == 1);
+  REQUIRE(paths.count("spec.codecoapp-msspec[0].autoscaling") == 0);
   REQUIRE(paths.count("spec.codecoapp-msspec[1].stateful") == 0);
   REQUIRE(paths.count("spec.codecoapp-msspec[0].replicas") == 0);
   REQUIRE(paths.count("spec.performanceProfile") == 0);

@@ -196,6 +196,10 @@ absl::StatusOr<Application> ToCoreApplication(const acm::Application& app,
     }
   }
 
+  std::set<std::string> autoscaled;
+  for (const acm::ServiceSpec& s : spec.services()) {
+    if (s.autoscaling().max_replicas() > 0) autoscaled.insert(s.name());
+  }
   std::set<std::string> channel_names;
   for (int i = 0; i < spec.services_size(); ++i) {
     const acm::ServiceSpec& s = spec.services(i);
@@ -219,7 +223,11 @@ absl::StatusOr<Application> ToCoreApplication(const acm::Application& app,
       if (to == replicas.end() || c.name().empty()) continue;
       int senders = Replicas(s);
       int receivers = to->second;
-      bool single = senders == 1 && receivers == 1;
+      // One replica to one: the channel keeps its spec name, unless either
+      // end autoscales (then names stay those of the replica pair, so a
+      // scale in place never renames a channel).
+      bool single = senders == 1 && receivers == 1 && !autoscaled.count(s.name()) &&
+                    !autoscaled.count(c.to_service());
       for (int a = 0; a < senders; ++a) {
         for (int b = 0; b < receivers; ++b) {
           if (c.to_service() == s.name() && a == b) continue;

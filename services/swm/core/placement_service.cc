@@ -58,6 +58,43 @@ int MigrationProgress(pb::MigrationPhase phase) {
   }
 }
 
+// `app` with only the workloads `plan` runs and `workload`, and the
+// channels among them.
+Application RunningAnd(const Application& app, const pb::AssignmentPlan& plan,
+                       const std::string& workload) {
+  std::set<std::string> kept = {workload};
+  for (const pb::WorkloadTarget& t : plan.targets()) kept.insert(t.workload());
+  Application out = app;
+  out.workloads.clear();
+  out.channels.clear();
+  for (const Workload& w : app.workloads) {
+    if (kept.count(w.name)) out.workloads.push_back(w);
+  }
+  for (const Channel& c : app.channels) {
+    if (kept.count(c.from) && kept.count(c.to)) out.channels.push_back(c);
+  }
+  return out;
+}
+
+// The operation a request_id seen before ended with, answered again (its
+// error as a status), or nullopt for a new one ("" is always new).
+// INVALID_ARGUMENT naming request_id when other work (another kind, another
+// application) used it.
+absl::StatusOr<std::optional<Operation>> AnswerSeen(const PlanRepository& plans,
+                                                    const std::string& request_id,
+                                                    const std::string& resource,
+                                                    const std::string& kind) {
+  if (request_id.empty()) return std::nullopt;
+  ASSIGN_OR_RETURN(std::optional<Operation> seen, plans.OperationForRequest(request_id));
+  if (!seen.has_value()) return std::nullopt;
+  if (seen->resource() != resource || seen->kind() != kind) {
+    return InvalidFieldError(
+        "request_id", absl::StrCat("already used by ", seen->kind(), " for ", seen->resource()));
+  }
+  if (seen->has_error()) return StatusFromError(seen->error());
+  return seen;
+}
+
 // The key a reconciler matches a pod with: its reservation label and name.
 std::string LivePodKey(const std::string& reservation_label, const std::string& pod) {
   return absl::StrCat(reservation_label, " ", pod);
@@ -77,6 +114,9 @@ std::string MigratedPodName(const std::string& application, const std::string& w
 
 bool IsRemoval(const pb::AssignmentPlan& plan) {
   if (plan.phase() == pb::PLAN_PHASE_RELEASING) return true;
+  // A scale-down deletes a replica and holds the others; a removal done
+  // holds nothing.
+  if (plan.phase() == pb::PLAN_PHASE_DONE && plan.targets_size() > 0) return false;
   bool deletes = false;
   for (const pb::PlanAction& a : plan.actions()) {
     if (a.type() == pb::ACTION_TYPE_CREATE_POD) return false;
@@ -509,17 +549,9 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
                                                           PlaceCounts* counts) {
   const Application& app = request.app;
   const std::string resource = "applications/" + app.name;
-  if (!request.request_id.empty()) {
-    ASSIGN_OR_RETURN(std::optional<Operation> seen, plans_.OperationForRequest(request.request_id));
-    if (seen.has_value()) {
-      if (seen->resource() != resource || seen->kind() != kPlaceKind) {
-        return InvalidFieldError("request_id", absl::StrCat("already used by ", seen->kind(),
-                                                            " for ", seen->resource()));
-      }
-      if (seen->has_error()) return StatusFromError(seen->error());
-      return *seen;
-    }
-  }
+  ASSIGN_OR_RETURN(std::optional<Operation> seen,
+                   AnswerSeen(plans_, request.request_id, resource, kPlaceKind));
+  if (seen.has_value()) return *seen;
   if (!request.dry_run && request.executors == nullptr) {
     return absl::InvalidArgumentError("a placement that is not a dry run needs its executors");
   }
@@ -921,17 +953,9 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
                                                             absl::Time deadline) {
   const Application& app = request.app;
   const std::string resource = "applications/" + app.name;
-  if (!request.request_id.empty()) {
-    ASSIGN_OR_RETURN(std::optional<Operation> seen, plans_.OperationForRequest(request.request_id));
-    if (seen.has_value()) {
-      if (seen->resource() != resource || seen->kind() != kMigrateKind) {
-        return InvalidFieldError("request_id", absl::StrCat("already used by ", seen->kind(),
-                                                            " for ", seen->resource()));
-      }
-      if (seen->has_error()) return StatusFromError(seen->error());
-      return *seen;
-    }
-  }
+  ASSIGN_OR_RETURN(std::optional<Operation> seen,
+                   AnswerSeen(plans_, request.request_id, resource, kMigrateKind));
+  if (seen.has_value()) return *seen;
   if (request.executors == nullptr) {
     return absl::InvalidArgumentError("a migration needs its executors");
   }
@@ -958,16 +982,29 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
                                         : "",
                      "; only a placed workload can move"));
   }
+  if (request.reason == pb::MIGRATION_REASON_SCALE_DOWN) {
+    return InvalidFieldError("reason", "SCALE_DOWN removes a replica (Scale), it moves nothing");
+  }
+  // A replica Scale adds has no source: the plan does not hold it yet.
+  const bool scale_up = request.reason == pb::MIGRATION_REASON_SCALE_UP;
   const pb::WorkloadTarget* source = nullptr;
   for (const pb::WorkloadTarget& t : latest->targets()) {
     if (t.workload() == request.workload) source = &t;
   }
-  if (source == nullptr || app.WorkloadIndex(request.workload) < 0) {
+  if (scale_up && (source != nullptr || app.WorkloadIndex(request.workload) < 0)) {
+    return InvalidFieldError(
+        "workload",
+        absl::StrCat("application ", app.name,
+                     source != nullptr ? " already runs workload \"" : " names no workload \"",
+                     request.workload, "\" to add"));
+  }
+  if (!scale_up && (source == nullptr || app.WorkloadIndex(request.workload) < 0)) {
     return InvalidFieldError("workload", absl::StrCat("application ", app.name,
                                                       " has no placed workload \"",
                                                       request.workload, "\""));
   }
-  if (request.target_cluster == source->cluster() && request.target_node == source->node()) {
+  if (source != nullptr && request.target_cluster == source->cluster() &&
+      request.target_node == source->node()) {
     return InvalidFieldError("target_node",
                              absl::StrCat("workload ", request.workload, " already runs on node ",
                                           source->node(), " of cluster ", source->cluster()));
@@ -992,8 +1029,10 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
   migration.set_workload(request.workload);
   migration.set_reason(request.reason);
   migration.set_phase(pb::MIGRATION_PHASE_PENDING);
-  *migration.mutable_source() = *source;
-  migration.mutable_source()->set_reservation(TargetReservation(*latest, *source));
+  if (source != nullptr) {
+    *migration.mutable_source() = *source;
+    migration.mutable_source()->set_reservation(TargetReservation(*latest, *source));
+  }
   *migration.mutable_create_time() = ToTimestamp(now);
   Operation op;
   op.set_id(request.operation_id.empty() ? "migrate/" + migration.id() : request.operation_id);
@@ -1011,8 +1050,10 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
 
   // A stateful workload moves with its state or not at all: read live from
   // its source, or, when its node or cluster failed, restored from the
-  // newest backup of that pod (state_backups.h).
-  const bool stateful = app.workloads[app.WorkloadIndex(request.workload)].stateful;
+  // newest backup of that pod (state_backups.h). An added replica has no
+  // state to bring: it starts empty.
+  const bool stateful =
+      source != nullptr && app.workloads[app.WorkloadIndex(request.workload)].stateful;
   std::map<std::string, std::string> checkpointer_of;  // cluster -> host:port
   if (stateful) {
     const bool source_lost = request.reason == pb::MIGRATION_REASON_NODE_FAILURE ||
@@ -1062,7 +1103,8 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
   RETURN_IF_ERROR(
       BuildFederation(request.members, deadline, federation, neighborhood, unreachable));
   // Never back onto the node it leaves.
-  if (Cluster* c = federation.MutableCluster(source->cluster()); c != nullptr) {
+  if (Cluster* c = source != nullptr ? federation.MutableCluster(source->cluster()) : nullptr;
+      c != nullptr) {
     if (int i = c->NodeIndex(source->node()); i >= 0) c->nodes[i].schedulable = false;
   }
   std::vector<std::string> solve_over = neighborhood;
@@ -1104,7 +1146,11 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
     const Cluster* c = federation.FindCluster(t.cluster());
     if (c != nullptr && c->NodeIndex(t.node()) >= 0) pinned[t.workload()] = {t.cluster(), t.node()};
   }
-  ASSIGN_OR_RETURN(const Application solved, ResolveDataLocality(app, federation));
+  // Only what runs and the workload itself are solved: a replica the plan
+  // does not hold yet (Scale adds them one by one) is neither placed here
+  // nor a channel's peer.
+  const Application considered = RunningAnd(app, *latest, request.workload);
+  ASSIGN_OR_RETURN(const Application solved, ResolveDataLocality(considered, federation));
   std::unique_ptr<L2Solver> l2 = members_.SolverFor(neighborhood, local_l2_);
   Coordinator coordinator(*l2, registry_, options_.recommendations, options_.coordinator);
   ASSIGN_OR_RETURN(PlacementResult result,
@@ -1128,7 +1174,7 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
   // touch the workload, each towards where its peer runs.
   const int64_t revision = latest->plan_revision() + 1;
   pod_of[request.workload] = MigratedPodName(app.name, request.workload, revision);
-  AssignmentPlan full = BuildPlan(app, result, revision);
+  AssignmentPlan full = BuildPlan(considered, result, revision);
   AssignmentPlan move{.application = app.name, .revision = revision, .phase = PlanPhase::kPlacing};
   std::set<std::string> moved_channels;
   for (WorkloadTarget& t : full.targets) {
@@ -1142,7 +1188,7 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
     move.targets.push_back(t);
   }
   std::map<std::string, const Channel*> channel_specs;
-  for (const Channel& c : app.channels) channel_specs[c.name] = &c;
+  for (const Channel& c : considered.channels) channel_specs[c.name] = &c;
   for (ChannelResult& ch : full.channels) {
     const Channel& spec = *channel_specs.at(ch.channel);
     if (spec.from != request.workload && spec.to != request.workload) continue;
@@ -1198,8 +1244,9 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
 
   // The new pod runs: the new plan revision holds it, written with the
   // migration CUTTING_OVER before the source is touched.
-  pb::AssignmentPlan moved_proto = ToProtoPlan(move, app, result);
+  pb::AssignmentPlan moved_proto = ToProtoPlan(move, considered, result);
   pb::AssignmentPlan next = *latest;
+  if (request.spec_revision > 0) next.set_spec_revision(request.spec_revision);
   next.set_id(absl::StrCat(app.name, "/", revision));
   next.set_plan_revision(revision);
   next.set_incumbent_plan_revision(latest->plan_revision());
@@ -1218,21 +1265,36 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
       t.set_reservation(TargetReservation(*latest, t));
     }
   }
-  for (pb::ChannelPath& c : *next.mutable_channels()) {
-    if (!moved_channels.count(c.channel())) continue;
-    for (const pb::ChannelPath& now_path : moved_proto.channels()) {
-      if (now_path.channel() == c.channel()) c = now_path;
+  if (source == nullptr) {
+    pb::WorkloadTarget* added = next.add_targets();
+    *added = *target;
+    for (const pb::WorkloadTarget& t : moved_proto.targets()) {
+      if (t.workload() == request.workload) added->set_gateway_latency_ns(t.gateway_latency_ns());
+    }
+  }
+  // The channels that touch the workload: replaced where they ran, added
+  // for a new replica.
+  for (const pb::ChannelPath& now_path : moved_proto.channels()) {
+    auto same =
+        std::find_if(next.mutable_channels()->begin(), next.mutable_channels()->end(),
+                     [&](const pb::ChannelPath& c) { return c.channel() == now_path.channel(); });
+    if (same != next.mutable_channels()->end()) {
+      *same = now_path;
+    } else {
+      *next.add_channels() = now_path;
     }
   }
   *next.mutable_actions() = moved_proto.actions();
-  pb::PlanAction* remove_source = next.add_actions();
-  remove_source->set_index(next.actions_size() - 1);
-  remove_source->set_type(pb::ACTION_TYPE_DELETE_POD);
-  remove_source->set_cluster(source->cluster());
-  remove_source->set_workload(source->workload());
-  remove_source->set_node(source->node());
-  remove_source->set_pod(source->pod());
-  remove_source->set_result(pb::ACTION_RESULT_PENDING);
+  if (source != nullptr) {
+    pb::PlanAction* remove_source = next.add_actions();
+    remove_source->set_index(next.actions_size() - 1);
+    remove_source->set_type(pb::ACTION_TYPE_DELETE_POD);
+    remove_source->set_cluster(source->cluster());
+    remove_source->set_workload(source->workload());
+    remove_source->set_node(source->node());
+    remove_source->set_pod(source->pod());
+    remove_source->set_result(pb::ACTION_RESULT_PENDING);
+  }
   // Out of a failed cluster the source is not asked now (that would only
   // wait out the deadline, one workload after another): Recover removes it
   // once the cluster answers.
@@ -1280,11 +1342,214 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
   }
   RETURN_IF_ERROR(CutOver(migration, op, next, source_left, request.request_id, deadline));
   Invalidate({to.cluster});
-  log::Info("migrated a workload", {{"migration", migration.id()},
-                                    {"from", source->cluster() + "/" + source->node()},
-                                    {"to", to.cluster + "/" + to.node},
-                                    {"phase", MigrationOperationPhase(migration.phase())}});
+  log::Info(scale_up ? "added a replica" : "migrated a workload",
+            {{"migration", migration.id()},
+             {"from", source != nullptr ? source->cluster() + "/" + source->node() : "-"},
+             {"to", to.cluster + "/" + to.node},
+             {"phase", MigrationOperationPhase(migration.phase())}});
   return op;
+}
+
+absl::StatusOr<Operation> PlacementService::Scale(const ScaleRequest& request,
+                                                  absl::Time deadline) {
+  RETURN_IF_ERROR(Admit(request.app.name, deadline));
+  absl::StatusOr<Operation> scaled = ScaleAdmitted(request, deadline);
+  Leave(request.app.name);
+  return scaled;
+}
+
+absl::StatusOr<Operation> PlacementService::ScaleAdmitted(const ScaleRequest& request,
+                                                          absl::Time deadline) {
+  const Application& app = request.app;
+  const std::string resource = "applications/" + app.name;
+  ASSIGN_OR_RETURN(std::optional<Operation> seen,
+                   AnswerSeen(plans_, request.request_id, resource, kPlaceKind));
+  if (seen.has_value()) return *seen;
+  if (request.executors == nullptr) {
+    return absl::InvalidArgumentError("a scale needs its executors");
+  }
+  ASSIGN_OR_RETURN(std::optional<pb::AssignmentPlan> latest, plans_.Latest(app.name));
+  if (!latest.has_value() || latest->phase() != pb::PLAN_PHASE_DONE || latest->targets().empty() ||
+      IsRemoval(*latest)) {
+    return absl::FailedPreconditionError(absl::StrCat("application ", app.name,
+                                                      " is not placed; only a placed application "
+                                                      "scales in place"));
+  }
+  // Removed first (they free room), the highest plan position first.
+  std::vector<std::string> removed;
+  std::set<std::string> running;
+  for (auto t = latest->targets().rbegin(); t != latest->targets().rend(); ++t) {
+    running.insert(t->workload());
+    if (app.WorkloadIndex(t->workload()) < 0) removed.push_back(t->workload());
+  }
+  std::vector<std::string> added;
+  for (const Workload& w : app.workloads) {
+    if (!running.count(w.name)) added.push_back(w.name);
+  }
+
+  const absl::Time now = clock_.Now();
+  Operation op;
+  op.set_id(request.operation_id.empty()
+                ? absl::StrCat("scale/", app.name, "/", latest->plan_revision() + 1)
+                : request.operation_id);
+  op.set_kind(kPlaceKind);
+  op.set_resource(resource);
+  op.set_request_id(request.request_id);
+  *op.mutable_create_time() = ToTimestamp(now);
+  if (!request.operation_id.empty()) {
+    // An operation the caller stored before the work began keeps its creation time.
+    absl::StatusOr<Operation> accepted = plans_.GetOperation(request.operation_id);
+    if (accepted.ok()) *op.mutable_create_time() = accepted->create_time();
+  }
+  op.set_phase("SCALING");
+  op.set_progress_percent(10);
+  *op.mutable_update_time() = ToTimestamp(clock_.Now());
+  RETURN_IF_ERROR(plans_.Save(nullptr, op, ""));
+
+  // Each step writes its own plan revision and migration record; a step
+  // that fails leaves the plan as the steps before it wrote it.
+  absl::Status failed = absl::OkStatus();
+  std::vector<std::pair<std::string, std::string>> unplaced;  // workload, why
+  for (const std::string& workload : removed) {
+    ASSIGN_OR_RETURN(latest, plans_.Latest(app.name));
+    if (!latest.has_value()) return absl::InternalError("the plan vanished while scaling");
+    absl::Status gone = RemoveReplica(*latest, workload, request.spec_revision, deadline);
+    if (!gone.ok()) {
+      failed = gone;
+      break;
+    }
+  }
+  for (size_t i = 0; failed.ok() && i < added.size(); ++i) {
+    MigrateRequest add{.app = app,
+                       .members = request.members,
+                       .neighborhood_id = request.neighborhood_id,
+                       .workload = added[i],
+                       .reason = pb::MIGRATION_REASON_SCALE_UP,
+                       .executors = request.executors,
+                       .spec_revision = request.spec_revision};
+    absl::StatusOr<Operation> step = MigrateAdmitted(add, deadline);
+    if (step.ok() && step->has_error() && step->error().code() != 0) {
+      step = StatusFromError(step->error());
+    }
+    if (absl::IsFailedPrecondition(step.status())) {
+      // No room for it: the others may still fit.
+      unplaced.emplace_back(added[i], std::string(step.status().message()));
+    } else if (!step.ok()) {
+      failed = step.status();
+    }
+  }
+
+  // The newest plan carries the spec revision even when no step changed it.
+  ASSIGN_OR_RETURN(latest, plans_.Latest(app.name));
+  if (!latest.has_value()) return absl::InternalError("the plan vanished while scaling");
+  pb::AssignmentPlan plan = *latest;
+  if (plan.spec_revision() != request.spec_revision) {
+    plan.set_id(absl::StrCat(app.name, "/", latest->plan_revision() + 1));
+    plan.set_plan_revision(latest->plan_revision() + 1);
+    plan.set_incumbent_plan_revision(latest->plan_revision());
+    plan.set_spec_revision(request.spec_revision);
+    plan.set_operation_id(op.id());
+    plan.clear_actions();
+    for (pb::WorkloadTarget& t : *plan.mutable_targets()) {
+      t.set_reservation(TargetReservation(*latest, t));
+    }
+    *plan.mutable_create_time() = ToTimestamp(clock_.Now());
+    *plan.mutable_update_time() = ToTimestamp(clock_.Now());
+  }
+  plan.clear_unplaced();
+  for (const auto& [workload, why] : unplaced) {
+    pb::UnplacedWorkload* u = plan.add_unplaced();
+    u->set_workload(workload);
+    u->set_reason(why);
+  }
+  op.set_done(true);
+  op.set_progress_percent(100);
+  op.clear_result();
+  op.clear_error();
+  op.set_phase(failed.ok() ? "DONE" : "FAILED");
+  if (failed.ok()) {
+    op.mutable_result()->PackFrom(plan);
+  } else {
+    SetError(failed, op.mutable_error());
+  }
+  *op.mutable_update_time() = ToTimestamp(clock_.Now());
+  // A new revision only carries the spec revision; one a step wrote is
+  // stored already (with unplaced, it is the operation's to tell).
+  const bool new_revision = plan.plan_revision() != latest->plan_revision();
+  RETURN_IF_ERROR(
+      plans_.Save(new_revision ? &plan : nullptr, op, failed.ok() ? request.request_id : ""));
+  if (new_revision) Published(plan);
+  log::Info("scaled in place", {{"application", app.name},
+                                {"removed", absl::StrJoin(removed, ",")},
+                                {"added", absl::StrJoin(added, ",")},
+                                {"plan", plan.id()},
+                                {"status", failed.ok() ? "OK" : std::string(failed.message())}});
+  if (!failed.ok()) return failed;
+  return op;
+}
+
+absl::Status PlacementService::RemoveReplica(const pb::AssignmentPlan& latest,
+                                             const std::string& workload, int64_t spec_revision,
+                                             absl::Time deadline) {
+  const std::string& app = latest.application();
+  auto source = std::find_if(latest.targets().begin(), latest.targets().end(),
+                             [&](const pb::WorkloadTarget& t) { return t.workload() == workload; });
+  if (source == latest.targets().end()) return absl::OkStatus();  // gone already
+  ASSIGN_OR_RETURN(std::optional<pb::Migration> newest, plans_.NewestMigration(app));
+  const int64_t number = newest.has_value() ? MigrationNumber(newest->id()) + 1 : 1;
+  const absl::Time now = clock_.Now();
+  pb::Migration migration;
+  migration.set_id(absl::StrCat(app, "/", number));
+  migration.set_application(app);
+  migration.set_workload(workload);
+  migration.set_reason(pb::MIGRATION_REASON_SCALE_DOWN);
+  migration.set_phase(pb::MIGRATION_PHASE_PENDING);
+  *migration.mutable_source() = *source;
+  migration.mutable_source()->set_reservation(TargetReservation(latest, *source));
+  *migration.mutable_create_time() = ToTimestamp(now);
+  Operation op;
+  op.set_id("migrate/" + migration.id());
+  op.set_kind(kMigrateKind);
+  op.set_resource("applications/" + app);
+  *op.mutable_create_time() = ToTimestamp(now);
+  migration.set_operation_id(op.id());
+
+  // The plan without the replica and its channels.
+  const int64_t revision = latest.plan_revision() + 1;
+  pb::AssignmentPlan next = latest;
+  next.set_id(absl::StrCat(app, "/", revision));
+  next.set_plan_revision(revision);
+  next.set_incumbent_plan_revision(latest.plan_revision());
+  next.set_spec_revision(spec_revision);
+  next.set_operation_id(op.id());
+  next.set_phase(pb::PLAN_PHASE_DONE);
+  next.clear_error();
+  next.clear_unplaced();
+  next.clear_actions();
+  *next.mutable_create_time() = ToTimestamp(now);
+  next.clear_targets();
+  for (const pb::WorkloadTarget& t : latest.targets()) {
+    if (t.workload() == workload) continue;
+    pb::WorkloadTarget* kept = next.add_targets();
+    *kept = t;
+    kept->set_reservation(TargetReservation(latest, t));
+  }
+  next.clear_channels();
+  for (const pb::ChannelPath& c : latest.channels()) {
+    if (c.from_workload() != workload && c.to_workload() != workload) *next.add_channels() = c;
+  }
+  pb::PlanAction* remove = next.add_actions();
+  remove->set_type(pb::ACTION_TYPE_DELETE_POD);
+  remove->set_cluster(source->cluster());
+  remove->set_workload(workload);
+  remove->set_node(source->node());
+  remove->set_pod(source->pod());
+  remove->set_result(pb::ACTION_RESULT_PENDING);
+  RETURN_IF_ERROR(CutOver(migration, op, next, absl::OkStatus(), "", deadline));
+  log::Info("removed a replica", {{"migration", migration.id()},
+                                  {"pod", source->cluster() + "/" + source->pod()},
+                                  {"phase", MigrationOperationPhase(migration.phase())}});
+  return absl::OkStatus();
 }
 
 StateMoveProgress PlacementService::MoveState(pb::Migration& migration, Operation& op,
@@ -1383,10 +1648,19 @@ bool PlacementService::RemoveTarget(const pb::Migration& migration, const std::s
 absl::Status PlacementService::FinishCutover(pb::Migration& migration, Operation& op,
                                              pb::AssignmentPlan* plan,
                                              const std::string& request_id, absl::Time deadline) {
+  if (!migration.has_source()) {
+    // A replica added (SCALE_UP): nothing ran before it.
+    return StoreMigration(migration, op, pb::MIGRATION_PHASE_DONE, absl::OkStatus(), plan,
+                          request_id);
+  }
   const pb::WorkloadTarget& source = migration.source();
+  const bool removing_replica = !migration.has_target();
   const absl::Status st = RemovePod(
       source,
-      absl::StrCat("migration ", migration.id(), " moved it to ", migration.target().cluster()),
+      removing_replica
+          ? absl::StrCat("migration ", migration.id(), " removed replica ", source.workload())
+          : absl::StrCat("migration ", migration.id(), " moved it to ",
+                         migration.target().cluster()),
       deadline);
   const bool gone = st.ok() || absl::IsNotFound(st);
   if (plan != nullptr) {
@@ -1412,7 +1686,13 @@ absl::Status PlacementService::FinishCutover(pb::Migration& migration, Operation
     absl::StatusOr<std::vector<VirtualLinkRef>> links =
         virtual_links_->List(migration.application(), deadline);
     for (const VirtualLinkRef& link : links.ok() ? *links : std::vector<VirtualLinkRef>()) {
-      if (!link.managed_by_swm || held.count(link.id) || !moved.count(link.channel)) continue;
+      // A removed replica's channels are not in the plan any more: every
+      // link the plan does not hold goes (the application's other moves
+      // wait for this one).
+      if (!link.managed_by_swm || held.count(link.id) ||
+          (!removing_replica && !moved.count(link.channel))) {
+        continue;
+      }
       if (absl::Status deleted = virtual_links_->Delete(link.id, deadline); !deleted.ok()) {
         // The reconciler deletes links no placed plan holds.
         log::Warn("virtual link left for the reconciler",

@@ -189,7 +189,8 @@ class PlanRepository {
 
 /// True for a removal plan: RELEASING, or pods (or channels) deleted and no
 /// pod created — a migration's plan deletes the source pod but creates the
-/// moved one, so it is not a removal.
+/// moved one, and a scale-down's deletes a replica but still holds the
+/// others (DONE with targets), so neither is a removal.
 bool IsRemoval(const codeco::swm::v1::AssignmentPlan& plan);
 
 /// True for DONE, ROLLED_BACK and FAILED: the migration holds nothing and
@@ -330,6 +331,29 @@ struct MigrateRequest {
   ExecutorFactory* executors = nullptr;
   /// The id of the operation to store ("" = "migrate/<migration id>").
   std::string operation_id;
+  /// The spec revision the new plan is for (0 = the current plan's).
+  int64_t spec_revision = 0;
+};
+
+/// A change of a placed application's replica counts, as the core takes it.
+struct ScaleRequest {
+  /// The application at its new replica counts (validated): every workload
+  /// of the current plan that it still names stays where it runs.
+  Application app;
+  /// The neighborhood's members, as the placement named them.
+  std::vector<MemberRef> members;
+  /// The neighborhood's id.
+  std::string neighborhood_id;
+  /// The application spec revision the new plans are for.
+  int64_t spec_revision = 0;
+  /// Idempotency key ("" = none): a key seen before answers its first result.
+  std::string request_id;
+  /// The cluster side of the two-phase commit (the pod templates of the new
+  /// spec); not owned; required.
+  ExecutorFactory* executors = nullptr;
+  /// The id of the operation to store ("" = "scale/<application>/<first new
+  /// plan revision>").
+  std::string operation_id;
 };
 
 /// The name of the pod a migration creates for `workload`: "<application>-
@@ -457,6 +481,9 @@ class PlacementService {
   /// StateMover, or off a failed node or cluster with no backup of the
   /// source pod, a stateful workload is not moved (FAILED_PRECONDITION,
   /// stored FAILED).
+  /// With reason SCALE_UP (Scale's) the workload is one the plan does not
+  /// hold yet: there is no source, the new plan holds it beside the others
+  /// and it starts empty; SCALE_DOWN is refused (INVALID_ARGUMENT).
   /// Answers the operation (result = the Migration).
   /// INVALID_ARGUMENT naming `workload`, `target_cluster` or `target_node`;
   /// FAILED_PRECONDITION when the application is not placed, or no node can
@@ -466,6 +493,30 @@ class PlacementService {
   /// move back: a cut cluster's workloads are evacuated one after another).
   absl::StatusOr<codeco::common::v1::Operation> Migrate(const MigrateRequest& request,
                                                         absl::Time deadline = absl::InfiniteFuture());
+
+  /// Changes the replica counts of a placed application in place, through
+  /// the pipeline with the current plan as the incumbent: every replica the
+  /// new `request.app` no longer names is removed (one at a time, highest
+  /// plan position first: the plan without it is written, then its pod
+  /// removed — a migration record with reason SCALE_DOWN and no target),
+  /// then every replica it names that the plan does not hold is added (one
+  /// at a time, each solved against where the others run, reserved and
+  /// committed before the plan holds it — a migration record with reason
+  /// SCALE_UP and no source; a stateful replica starts empty, as a new
+  /// StatefulSet replica does). A channel keeps the bandwidth share it was
+  /// placed with; the channels of an added replica get theirs from
+  /// `request.app`. Every plan written carries `request.spec_revision`
+  /// (when nothing is added or removed, one new plan revision that only
+  /// carries it). Answers the operation (kind swm.PlaceApplication, result
+  /// = the newest plan, DONE, whose `unplaced` lists the new replicas no
+  /// node could take: the others are added and run). An error of a step
+  /// that did not happen (UNAVAILABLE, ABORTED, DEADLINE_EXCEEDED) ends it
+  /// with the plan as far as it got, and does not claim the request_id, so
+  /// a retry carries on from there. FAILED_PRECONDITION when the
+  /// application is not placed; UNAVAILABLE while a migration of it is
+  /// interrupted and not recovered.
+  absl::StatusOr<codeco::common::v1::Operation> Scale(const ScaleRequest& request,
+                                                      absl::Time deadline = absl::InfiniteFuture());
 
   /// At start: rebuilds the link ledger from the stored plans and drives
   /// every plan left in an intermediate phase to a known outcome —
@@ -527,6 +578,14 @@ class PlacementService {
                                                                   absl::Time deadline);
   absl::StatusOr<codeco::common::v1::Operation> MigrateAdmitted(const MigrateRequest& request,
                                                                 absl::Time deadline);
+  absl::StatusOr<codeco::common::v1::Operation> ScaleAdmitted(const ScaleRequest& request,
+                                                              absl::Time deadline);
+  // Removes replica `workload` of `latest` (a placed plan): writes the plan
+  // without it (for `spec_revision`) with a SCALE_DOWN migration
+  // CUTTING_OVER, then removes its pod (FinishCutover).
+  absl::Status RemoveReplica(const codeco::swm::v1::AssignmentPlan& latest,
+                             const std::string& workload, int64_t spec_revision,
+                             absl::Time deadline);
   // Recovery of one migration found not final.
   void RecoverMigration(codeco::swm::v1::Migration migration, absl::Time deadline,
                         RecoveryReport& report);

@@ -18,6 +18,7 @@
 #include "codeco/common/status.h"
 #include "codeco/common/operation_watch.h"
 #include "codeco/common/watch_stream.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "prometheus/counter.h"
 #include "prometheus/histogram.h"
 #include "swm/server/mdm_data_sets.h"
@@ -884,12 +885,97 @@ absl::StatusOr<Operation> SwmServiceImpl::Place(const pb::PlaceApplicationReques
   return PlaceAs(request, deadline, nullptr);
 }
 
+namespace {
+
+// `spec` without what a scale in place may change: every service's replica
+// count and autoscaling settings.
+acm::ApplicationSpec WithoutScale(const acm::ApplicationSpec& spec) {
+  acm::ApplicationSpec out = spec;
+  for (acm::ServiceSpec& s : *out.mutable_services()) {
+    s.clear_replicas();
+    s.clear_autoscaling();
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<absl::StatusOr<Operation>> SwmServiceImpl::ScaleInPlace(
+    const pb::PlaceApplicationRequest& request, absl::Time deadline, const Operation* accepted) {
+  const std::string name = ApplicationName(request.application());
+  absl::StatusOr<std::optional<pb::AssignmentPlan>> latest = plans_.Latest(name);
+  if (!latest.ok()) return latest.status();
+  if (!latest->has_value() || (*latest)->phase() != pb::PLAN_PHASE_DONE ||
+      (*latest)->targets().empty() || IsRemoval(**latest)) {
+    return std::nullopt;
+  }
+  const pb::AssignmentPlan& plan = **latest;
+  absl::StatusOr<PlaceRequest> checked = ToPlaceRequest(request);
+  if (!checked.ok()) return checked.status();
+  absl::StatusOr<std::optional<pb::PlaceApplicationRequest>> placed = plans_.PlacementRequest(name);
+  if (!placed.ok()) return placed.status();
+  auto refuse = [&](const std::string& why) -> absl::StatusOr<Operation> {
+    return absl::AlreadyExistsError(absl::StrCat("application ", name, " is placed (plan ",
+                                                 plan.id(), ") and cannot scale in place: ", why,
+                                                 "; release it and place it again"));
+  };
+  if (!placed->has_value()) return refuse("this hub stored no request for its placement");
+  const pb::PlaceApplicationRequest& before = **placed;
+  if (!google::protobuf::util::MessageDifferencer::Equals(
+          WithoutScale(before.application().spec()), WithoutScale(request.application().spec()))) {
+    return refuse("its spec changed beyond services' replicas and autoscaling");
+  }
+  if (before.neighborhood().id() != request.neighborhood().id()) {
+    return refuse("its neighborhood changed");
+  }
+  // The neighborhood may have been chosen again: every replica that stays
+  // must still run in one of its members.
+  std::set<std::string> members_now;
+  for (const auto& m : request.neighborhood().members()) members_now.insert(m.cluster());
+  for (const pb::WorkloadTarget& t : plan.targets()) {
+    if (checked->app.WorkloadIndex(t.workload()) >= 0 && !members_now.count(t.cluster())) {
+      return refuse(absl::StrCat("replica ", t.workload(), " runs in ", t.cluster(),
+                                 ", no longer a member of its neighborhood"));
+    }
+  }
+  // A channel between replicas that stay keeps its name (one between two
+  // single replicas is named after the spec's channel, between more after
+  // the pair): else it would be a new channel on the same pods.
+  std::set<std::string> channels_now;
+  for (const Channel& c : checked->app.channels) channels_now.insert(c.name);
+  for (const pb::ChannelPath& c : plan.channels()) {
+    if (checked->app.WorkloadIndex(c.from_workload()) < 0 ||
+        checked->app.WorkloadIndex(c.to_workload()) < 0) {
+      continue;
+    }
+    if (!channels_now.count(c.channel())) {
+      return refuse(absl::StrCat("channel ", c.channel(), " between ", c.from_workload(), " and ",
+                                 c.to_workload(), " would change its name"));
+    }
+  }
+  // Migrations from now on re-create pods from the new spec.
+  if (absl::Status kept = plans_.SavePlacementRequest(name, request); !kept.ok()) return kept;
+  std::unique_ptr<ExecutorFactory> executors = members_.ExecutorsFor(request.application());
+  ScaleRequest scale{.app = std::move(checked->app),
+                     .members = std::move(checked->members),
+                     .neighborhood_id = checked->neighborhood_id,
+                     .spec_revision = checked->spec_revision,
+                     .request_id = checked->request_id,
+                     .executors = executors.get(),
+                     .operation_id = accepted != nullptr ? accepted->id() : ""};
+  return core_->Scale(scale, deadline);
+}
+
 absl::StatusOr<Operation> SwmServiceImpl::PlaceAs(const pb::PlaceApplicationRequest& request,
                                                   absl::Time deadline,
                                                   const Operation* accepted) {
   const absl::Time start = absl::Now();
   PlaceCounts counts;
   auto place = [&]() -> absl::StatusOr<Operation> {
+    if (request.scale_in_place() && !request.dry_run()) {
+      std::optional<absl::StatusOr<Operation>> scaled = ScaleInPlace(request, deadline, accepted);
+      if (scaled.has_value()) return *std::move(scaled);
+    }
     ASSIGN_OR_RETURN(PlaceRequest core, ToPlaceRequest(request));
     std::unique_ptr<ExecutorFactory> executors = members_.ExecutorsFor(request.application());
     core.executors = executors.get();
@@ -938,6 +1024,11 @@ absl::StatusOr<Operation> SwmServiceImpl::Migrate(const pb::MigrateWorkloadReque
   if (request.workload().empty()) errors.Add("workload", "is required");
   if (!pb::MigrationReason_IsValid(request.reason())) {
     errors.Add("reason", absl::StrCat("unknown reason ", request.reason()));
+  } else if (request.reason() == pb::MIGRATION_REASON_SCALE_UP ||
+             request.reason() == pb::MIGRATION_REASON_SCALE_DOWN) {
+    errors.Add("reason",
+               "SCALE_UP and SCALE_DOWN are recorded by a scale in place (PlaceApplication "
+               "with scale_in_place), not asked for");
   }
   RETURN_IF_ERROR(errors.ToStatus());
   ASSIGN_OR_RETURN(std::optional<pb::PlaceApplicationRequest> placed,

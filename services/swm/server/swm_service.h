@@ -258,7 +258,14 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
       const codeco::swm::v1::PlaceApplicationRequest& request);
 
   /// The placement itself, synchronously (what the worker runs); calls to
-  /// the clusters' LMS end by `deadline` (the caller's) at the latest.
+  /// the clusters' LMS end by `deadline` (the caller's) at the latest. With
+  /// scale_in_place, an application whose newest plan is placed has its
+  /// replica counts changed in place (the core's Scale) when the new spec
+  /// differs from the one stored with its placement only in services'
+  /// replicas and autoscaling, its neighborhood is the same one and still
+  /// holds the clusters of the replicas that stay, and no channel
+  /// between replicas that stay changes its name; ALREADY_EXISTS saying
+  /// which of those fails otherwise (nothing changes).
   absl::StatusOr<codeco::common::v1::Operation> Place(
       const codeco::swm::v1::PlaceApplicationRequest& request,
       absl::Time deadline = absl::InfiniteFuture());
@@ -296,6 +303,11 @@ class SwmServiceImpl final : public codeco::swm::v1::SwmService::CallbackService
 
  private:
   class ChannelWatch;
+  // The scale in place of an application whose newest plan is placed (see
+  // Place), or nullopt when it is not placed (then it is placed as new).
+  std::optional<absl::StatusOr<codeco::common::v1::Operation>> ScaleInPlace(
+      const codeco::swm::v1::PlaceApplicationRequest& request, absl::Time deadline,
+      const codeco::common::v1::Operation* accepted);
   // Takes `plan` into the channel tracker; tells the channel watches.
   void TrackPlan(const codeco::swm::v1::AssignmentPlan& plan);
   // The channel monitor's loop: reads NetMA's virtual links every

@@ -246,6 +246,7 @@ TEST_CASE("removed applications are remembered up to a bound", "[channels]") {
     plan.set_application("app-" + std::to_string(i));
     tracker.SetPlan(plan, kT0);
     plan.clear_channels();
+    plan.clear_targets();  // a removal done holds no pod
     plan.add_actions()->set_type(pb::ACTION_TYPE_DELETE_POD);
     tracker.SetPlan(plan, kT0);
   }

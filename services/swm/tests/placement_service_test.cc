@@ -1117,6 +1117,200 @@ TEST_CASE("Migrate moves one workload make-before-break and leaves the others wh
   CHECK(bed.clusters["us"]->executor.ledger().size() == 0);
 }
 
+// MovableApp with `backs` replicas of back, each with a channel from front.
+Application ScaledApp(const std::string& name, int backs, int64_t cpu = 500) {
+  Application app = MovableApp(name, cpu);
+  app.workloads.pop_back();
+  app.channels.clear();
+  for (int i = 0; i < backs; ++i) {
+    Workload back = test::MakeWorkload("back-" + std::to_string(i), cpu);
+    back.service = "back";
+    app.workloads.push_back(back);
+    app.channels.push_back(Channel{.name = "front-back-0-" + std::to_string(i),
+                                   .from = "front-0",
+                                   .to = back.name,
+                                   .max_delay_ns = 100 * test::kMs});
+  }
+  return app;
+}
+
+ScaleRequest ScaleOf(Bed& bed, const Application& app, int64_t spec_revision,
+                     const std::string& request_id = "") {
+  ScaleRequest r{.app = app,
+                 .spec_revision = spec_revision,
+                 .request_id = request_id,
+                 .executors = &bed.factory};
+  r.members = {MemberRef{.cluster = "eu"}, MemberRef{.cluster = "us"}};
+  return r;
+}
+
+std::set<std::string> Workloads(const pb::AssignmentPlan& plan) {
+  std::set<std::string> out;
+  for (const pb::WorkloadTarget& t : plan.targets()) out.insert(t.workload());
+  return out;
+}
+
+TEST_CASE("Scale adds and removes replicas in place and leaves the other pods running",
+          "[placement_service][scale]") {
+  Bed bed;
+  REQUIRE(bed.service->Place(bed.Request(ScaledApp("shop", 2))).ok());
+  const pb::AssignmentPlan placed = bed.repo.Latest("shop")->value();
+  const pb::WorkloadTarget front = TargetOf(placed, "front-0");
+  const pb::WorkloadTarget back0 = TargetOf(placed, "back-0");
+  const pb::WorkloadTarget back1 = TargetOf(placed, "back-1");
+
+  // Up from 2 to 4 backs: two replicas added, each reserved and running
+  // before the plan holds it; nothing else touched.
+  absl::StatusOr<Operation> up = bed.service->Scale(ScaleOf(bed, ScaledApp("shop", 4), 2, "s-1"));
+  REQUIRE(up.ok());
+  CHECK(up->done());
+  CHECK(up->kind() == kPlaceKind);
+  CHECK_FALSE(up->has_error());
+  pb::AssignmentPlan plan;
+  REQUIRE(up->result().UnpackTo(&plan));
+  CHECK(plan.plan_revision() == 3);
+  CHECK(plan.spec_revision() == 2);
+  CHECK(plan.unplaced().empty());
+  CHECK(Workloads(plan) ==
+        std::set<std::string>{"front-0", "back-0", "back-1", "back-2", "back-3"});
+  CHECK(TargetOf(plan, "front-0").pod() == front.pod());
+  CHECK(TargetOf(plan, "back-0").pod() == back0.pod());
+  CHECK(TargetOf(plan, "back-1").pod() == back1.pod());
+  CHECK(TargetOf(plan, "back-2").pod() == "shop-back-2-r2");
+  CHECK(TargetOf(plan, "back-3").pod() == "shop-back-3-r3");
+  CHECK(plan.channels_size() == 4);
+  for (const pb::ChannelPath& c : plan.channels()) CHECK(c.satisfied());
+  absl::StatusOr<pb::Migration> added = bed.repo.GetMigration("shop/1");
+  REQUIRE(added.ok());
+  CHECK(added->reason() == pb::MIGRATION_REASON_SCALE_UP);
+  CHECK(added->phase() == pb::MIGRATION_PHASE_DONE);
+  CHECK_FALSE(added->has_source());
+  CHECK(added->target().workload() == "back-2");
+  CHECK(bed.Pods("eu") + bed.Pods("us") == 5);
+  CHECK(PodNames(bed, front.cluster()).count(front.pod()) == 1);
+
+  // The same request again answers the same scale; nothing changes.
+  absl::StatusOr<Operation> again =
+      bed.service->Scale(ScaleOf(bed, ScaledApp("shop", 4), 2, "s-1"));
+  REQUIRE(again.ok());
+  CHECK(again->id() == up->id());
+  CHECK(bed.repo.Latest("shop")->value().plan_revision() == 3);
+
+  // Down to 1 back: the highest-numbered replicas go, one plan each, each
+  // written before its pod is removed; their channels go with them.
+  absl::StatusOr<Operation> down = bed.service->Scale(ScaleOf(bed, ScaledApp("shop", 1), 3));
+  REQUIRE(down.ok());
+  REQUIRE(down->result().UnpackTo(&plan));
+  CHECK(plan.plan_revision() == 6);
+  CHECK(plan.spec_revision() == 3);
+  CHECK(Workloads(plan) == std::set<std::string>{"front-0", "back-0"});
+  REQUIRE(plan.channels_size() == 1);
+  CHECK(plan.channels(0).to_workload() == "back-0");
+  CHECK(bed.Pods("eu") + bed.Pods("us") == 2);
+  CHECK(PodNames(bed, back0.cluster()).count(back0.pod()) == 1);
+  absl::StatusOr<pb::Migration> removed = bed.repo.GetMigration("shop/3");
+  REQUIRE(removed.ok());
+  CHECK(removed->reason() == pb::MIGRATION_REASON_SCALE_DOWN);
+  CHECK(removed->phase() == pb::MIGRATION_PHASE_DONE);
+  CHECK(removed->workload() == "back-3");
+  CHECK_FALSE(removed->has_target());
+  CHECK(bed.repo.GetMigration("shop/4")->workload() == "back-2");
+  CHECK(bed.repo.GetMigration("shop/5")->workload() == "back-1");
+
+  // No change of count: one plan revision carries the new spec revision.
+  absl::StatusOr<Operation> same = bed.service->Scale(ScaleOf(bed, ScaledApp("shop", 1), 4));
+  REQUIRE(same.ok());
+  REQUIRE(same->result().UnpackTo(&plan));
+  CHECK(plan.plan_revision() == 7);
+  CHECK(plan.spec_revision() == 4);
+  CHECK(plan.actions().empty());
+  CHECK(Workloads(plan) == std::set<std::string>{"front-0", "back-0"});
+
+  // What was scaled is what a migration, the reconciler and a removal see.
+  absl::StatusOr<Operation> moved =
+      bed.service->Migrate(MoveOf(bed, ScaledApp("shop", 1), "back-0"));
+  REQUIRE(moved.ok());
+  CHECK(MigrationOf(*moved).phase() == pb::MIGRATION_PHASE_DONE);
+  RecoveryReport report = bed.service->Reconcile();
+  CHECK(report.orphans.empty());
+  CHECK(report.errors.empty());
+  REQUIRE(bed.service->Release({.application = "shop"}).ok());
+  CHECK(bed.Pods("eu") == 0);
+  CHECK(bed.Pods("us") == 0);
+  CHECK(bed.clusters["eu"]->executor.ledger().size() == 0);
+  CHECK(bed.clusters["us"]->executor.ledger().size() == 0);
+}
+
+TEST_CASE("Scale adds the replicas that fit and lists the others as unplaced",
+          "[placement_service][scale]") {
+  Bed bed;
+  // 1,500 millicores each: a 4,000-millicore node takes two.
+  REQUIRE(bed.service->Place(bed.Request(ScaledApp("shop", 1, 1500))).ok());
+  absl::StatusOr<Operation> up =
+      bed.service->Scale(ScaleOf(bed, ScaledApp("shop", 4, 1500), 2, "s-1"));
+  REQUIRE(up.ok());
+  CHECK_FALSE(up->has_error());
+  pb::AssignmentPlan plan;
+  REQUIRE(up->result().UnpackTo(&plan));
+  CHECK(plan.phase() == pb::PLAN_PHASE_DONE);
+  CHECK(plan.targets_size() == 4);
+  REQUIRE(plan.unplaced_size() == 1);
+  CHECK(plan.unplaced(0).workload() == "back-3");
+  CHECK_THAT(plan.unplaced(0).reason(), Catch::Contains("no node can take workload back-3"));
+  CHECK(bed.repo.Latest("shop")->value().plan_revision() == plan.plan_revision());
+  CHECK(bed.Pods("eu") + bed.Pods("us") == 4);
+
+  // A scale of an application that is not placed changes nothing.
+  absl::StatusOr<Operation> none = bed.service->Scale(ScaleOf(bed, ScaledApp("other", 2), 1));
+  CHECK(absl::IsFailedPrecondition(none.status()));
+  // MigrateWorkload does not take a scale's reasons for a move.
+  MigrateRequest down = MoveOf(bed, ScaledApp("shop", 4, 1500), "back-1");
+  down.reason = pb::MIGRATION_REASON_SCALE_DOWN;
+  CHECK(absl::IsInvalidArgument(bed.service->Migrate(down).status()));
+}
+
+TEST_CASE("Recover rolls back a replica being added and finishes one being removed",
+          "[placement_service][scale]") {
+  Bed bed;
+  REQUIRE(bed.service->Place(bed.Request(ScaledApp("shop", 2))).ok());
+  bed.repo.crash = &bed.crash;
+  SECTION("a replica being added") {
+    bed.crash.migration_at = pb::MIGRATION_PHASE_RESTORING;
+    (void)bed.service->Scale(ScaleOf(bed, ScaledApp("shop", 3), 2, "s-1"));
+    REQUIRE(bed.crash.happened);
+    CHECK(bed.repo.Latest("shop")->value().plan_revision() == 1);
+    bed.Restart();
+    RecoveryReport report = bed.service->Recover();
+    CHECK(report.errors.empty());
+    CHECK(report.migrations == std::vector<std::string>{"shop/1"});
+    CHECK(bed.repo.GetMigration("shop/1")->phase() == pb::MIGRATION_PHASE_ROLLED_BACK);
+    CHECK(bed.Pods("eu") + bed.Pods("us") == 3);
+    // The request id is free: the retry adds it.
+    absl::StatusOr<Operation> retry =
+        bed.service->Scale(ScaleOf(bed, ScaledApp("shop", 3), 2, "s-1"));
+    REQUIRE(retry.ok());
+    CHECK(Workloads(bed.repo.Latest("shop")->value()).count("back-2") == 1);
+    CHECK(bed.Pods("eu") + bed.Pods("us") == 4);
+  }
+  SECTION("a replica being removed") {
+    bed.crash.migration_at = pb::MIGRATION_PHASE_CUTTING_OVER;
+    (void)bed.service->Scale(ScaleOf(bed, ScaledApp("shop", 1), 2));
+    REQUIRE(bed.crash.happened);
+    // The plan without it is written (the record says CUTTING_OVER: its
+    // pod may still run).
+    CHECK(Workloads(bed.repo.Latest("shop")->value()) ==
+          std::set<std::string>{"front-0", "back-0"});
+    CHECK(bed.repo.GetMigration("shop/1")->phase() == pb::MIGRATION_PHASE_CUTTING_OVER);
+    bed.Restart();
+    RecoveryReport report = bed.service->Recover();
+    CHECK(report.errors.empty());
+    CHECK(bed.repo.GetMigration("shop/1")->phase() == pb::MIGRATION_PHASE_DONE);
+    CHECK(bed.Pods("eu") + bed.Pods("us") == 2);
+  }
+  RecoveryReport report = bed.service->Reconcile();
+  CHECK(report.orphans.empty());
+}
+
 TEST_CASE("Migrate names the field of a bad request and moves nothing",
           "[placement_service][migration]") {
   Bed bed;

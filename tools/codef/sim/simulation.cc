@@ -470,7 +470,7 @@ class Simulation {
   // One multi-cluster deployment as the run drives it.
   struct DeploymentState {
     const SimDeployment* spec = nullptr;
-    std::unique_ptr<swm::ReplicaAutoscaler> autoscaler;
+    std::unique_ptr<acm::ReplicaAutoscaler> autoscaler;
     std::map<std::string, swm::Placement> replicas;  // pod -> where
     int seq = 0;                                     // last replica number used
     bool started = false;                            // initial replicas made
@@ -990,12 +990,12 @@ class Simulation {
           return InvalidFieldError(tpath + ".cpu_millicores", "must not be negative");
         }
       }
-      absl::Status autoscaling = swm::ValidateReplicaAutoscalerOptions(d.autoscaling);
+      absl::Status autoscaling = acm::ValidateReplicaAutoscalerOptions(d.autoscaling);
       if (!autoscaling.ok()) {
         return absl::InvalidArgumentError(absl::StrCat(path, ".", autoscaling.message()));
       }
       deployments_.push_back(DeploymentState{
-          .spec = &d, .autoscaler = std::make_unique<swm::ReplicaAutoscaler>(clock_, d.autoscaling)});
+          .spec = &d, .autoscaler = std::make_unique<acm::ReplicaAutoscaler>(clock_, d.autoscaling)});
     }
     return absl::OkStatus();
   }

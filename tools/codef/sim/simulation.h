@@ -32,10 +32,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "acm/core/replica_autoscaler.h"
 #include "scenario.h"
 #include "swm/core/cloud_autoscaler.h"
 #include "swm/core/migration_governor.h"
-#include "swm/core/replica_autoscaler.h"
 #include "usage_profile.h"
 
 namespace codeco::codef {
@@ -138,7 +138,7 @@ struct AdaptationReport {
 
 /// A multi-cluster deployment in a simulated run (mck8s's MCD with its
 /// MCHPA): replicas of one long-running service whose users move. Every
-/// tick the replicas scale with swm::ReplicaAutoscaler on the CPU the
+/// tick the replicas scale with acm::ReplicaAutoscaler on the CPU the
 /// users' traffic needs (spread evenly over the replicas), and follow the
 /// traffic: each replica outside the cluster the traffic comes from is
 /// moved to the node the scheduler picks with that cluster preferred
@@ -155,7 +155,7 @@ struct SimDeployment {
   /// Replicas at the start, placed near the first traffic entry. Default 2.
   int initial_replicas = 2;
   /// The autoscaler's settings.
-  swm::ReplicaAutoscalerOptions autoscaling;
+  acm::ReplicaAutoscalerOptions autoscaling;
   /// From `at_ns` on, the users are at `cluster` and need `cpu_millicores` in all.
   struct Traffic {
     int64_t at_ns = 0;             ///< From when, ns after the start.

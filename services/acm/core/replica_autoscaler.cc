@@ -1,14 +1,15 @@
-#include "swm/core/replica_autoscaler.h"
+#include "acm/core/replica_autoscaler.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "codeco/common/status.h"
 
-namespace codeco::swm {
+namespace codeco::acm {
 
 absl::Status ValidateReplicaAutoscalerOptions(const ReplicaAutoscalerOptions& o) {
-  if (o.min_replicas < 0) return InvalidFieldError("autoscaling.min_replicas", "must not be negative");
+  if (o.min_replicas < 0)
+    return InvalidFieldError("autoscaling.min_replicas", "must not be negative");
   if (o.max_replicas < std::max(1, o.min_replicas)) {
     return InvalidFieldError("autoscaling.max_replicas",
                              "must be at least 1 and at least min_replicas");
@@ -28,7 +29,7 @@ ReplicaAutoscaler::ReplicaAutoscaler(const Clock& clock, ReplicaAutoscalerOption
 int ReplicaAutoscaler::Desired(int current, double utilization) {
   const absl::Time now = clock_.Now();
   const double raw = std::ceil(static_cast<double>(std::max(current, 0)) *
-                               std::max(utilization, 0.0) / options_.target_utilization -
+                                   std::max(utilization, 0.0) / options_.target_utilization -
                                1e-9);
   const int wanted = std::clamp(static_cast<int>(std::min(raw, 1e6)), options_.min_replicas,
                                 options_.max_replicas);
@@ -46,4 +47,4 @@ int ReplicaAutoscaler::Desired(int current, double utilization) {
   return highest;
 }
 
-}  // namespace codeco::swm
+}  // namespace codeco::acm

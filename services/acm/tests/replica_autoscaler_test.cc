@@ -1,11 +1,12 @@
 // mck8s's multi-cluster autoscaler (Algorithm 3): the replica formula, its
 // bounds, scale-up at once and scale-down after an unbroken cooldown.
+#include "acm/core/replica_autoscaler.h"
+
 #include <catch2/catch.hpp>
 
 #include "codeco/common/clock.h"
-#include "swm/core/replica_autoscaler.h"
 
-namespace codeco::swm {
+namespace codeco::acm {
 namespace {
 
 TEST_CASE("replica options are checked and name their field") {
@@ -24,10 +25,10 @@ TEST_CASE("desired replicas follow ceil(current x utilization / target) within t
   SimulatedClock clock(absl::FromUnixSeconds(0));
   ReplicaAutoscaler a(clock, {.min_replicas = 2, .max_replicas = 8, .target_utilization = 0.75});
   CHECK(a.Desired(2, 0.75) == 2);
-  CHECK(a.Desired(2, 1.5) == 4);    // 2 x 1.5 / 0.75
-  CHECK(a.Desired(4, 0.9) == 5);    // 4.8 rounds up
-  CHECK(a.Desired(5, 3.0) == 8);    // capped at max
-  CHECK(a.Desired(0, 0.0) == 2);    // raised to min
+  CHECK(a.Desired(2, 1.5) == 4);  // 2 x 1.5 / 0.75
+  CHECK(a.Desired(4, 0.9) == 5);  // 4.8 rounds up
+  CHECK(a.Desired(5, 3.0) == 8);  // capped at max
+  CHECK(a.Desired(0, 0.0) == 2);  // raised to min
 }
 
 TEST_CASE("scale-down waits for an unbroken cooldown and keeps the highest wish") {
@@ -56,4 +57,4 @@ TEST_CASE("scale-down waits for an unbroken cooldown and keeps the highest wish"
 }
 
 }  // namespace
-}  // namespace codeco::swm
+}  // namespace codeco::acm

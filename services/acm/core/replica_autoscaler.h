@@ -19,7 +19,7 @@
 #include "absl/time/time.h"
 #include "codeco/common/clock.h"
 
-namespace codeco::swm {
+namespace codeco::acm {
 
 /// Settings of one deployment's autoscaler (the CAM's `autoscaling`).
 struct ReplicaAutoscalerOptions {
@@ -53,4 +53,4 @@ class ReplicaAutoscaler {
   std::deque<std::pair<absl::Time, int>> lower_;
 };
 
-}  // namespace codeco::swm
+}  // namespace codeco::acm

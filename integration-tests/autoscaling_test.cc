@@ -1,0 +1,246 @@
+// Replica counts changed in place on the five-site federation (`codecoctl
+// up`): a changed `replicas` (an apply by hand) adds replicas through SWM's
+// pipeline with every other pod left running, and the hub ACM's
+// multi-cluster autoscaler scales a service up when its replicas' CPU rises
+// over their requests (`codecoctl fault pod --usage-profile`) and down
+// again after its cooldown once it falls; a change of the image, for
+// comparison, is a redeploy (every pod anew). Timings are reported (WARN),
+// never asserted.
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "federation_util.h"
+#include "nlohmann/json.hpp"
+#include "process.h"
+
+namespace {
+
+using codeco::testing::CommandResult;
+using codeco::testing::CtlBinary;
+using codeco::testing::FederationHome;
+using codeco::testing::FiveSiteScenario;
+using codeco::testing::RunCommand;
+
+// What ACM says of elastic-web.
+struct Seen {
+  int64_t spec_revision = 0;
+  int64_t observed_spec_revision = 0;
+  std::string phase;
+  int web_replicas = 0;  // the spec's
+  // service -> "cluster/pod" of each placement
+  std::map<std::string, std::set<std::string>> pods;
+  std::string error;
+};
+
+int64_t Int(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key)) return 0;
+  if (j[key].is_number()) return j[key].get<int64_t>();
+  int64_t v = 0;
+  return absl::SimpleAtoi(j[key].get<std::string>(), &v) ? v : 0;
+}
+
+Seen Look() {
+  Seen seen;
+  CommandResult r = RunCommand({CtlBinary(), "get", "apps", "-o", "json"}, absl::Seconds(30));
+  nlohmann::json doc = nlohmann::json::parse(r.output, nullptr, false);
+  if (r.exit_code != 0 || doc.is_discarded()) return seen;
+  nlohmann::json app;
+  for (const auto& a : doc.value("applications", nlohmann::json::array())) {
+    if (a["metadata"].value("name", "") == "elastic-web") app = a;
+  }
+  if (app.is_null()) return seen;
+  seen.spec_revision = Int(app, "spec_revision");
+  const nlohmann::json status = app.value("status", nlohmann::json::object());
+  seen.observed_spec_revision = Int(status, "observed_spec_revision");
+  seen.phase = status.value("phase", "");
+  seen.error = status.value("error_msg", "");
+  for (const auto& s : app["spec"].value("services", nlohmann::json::array())) {
+    if (s.value("name", "") == "web") seen.web_replicas = static_cast<int>(Int(s, "replicas"));
+  }
+  for (const auto& p : status.value("placements", nlohmann::json::array())) {
+    seen.pods[p.value("service", "")].insert(p.value("cluster", "") + "/" + p.value("pod", ""));
+  }
+  return seen;
+}
+
+// Waits up to `timeout` for `done`; the last look.
+Seen WaitFor(const std::function<bool(const Seen&)>& done, absl::Duration timeout) {
+  Seen seen;
+  for (absl::Time end = absl::Now() + timeout; absl::Now() < end;) {
+    seen = Look();
+    if (done(seen)) return seen;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return seen;
+}
+
+bool RunningAt(const Seen& s, int64_t spec_revision, size_t webs) {
+  return s.spec_revision == spec_revision && s.observed_spec_revision == spec_revision &&
+         s.phase == "APPLICATION_PHASE_RUNNING" && s.pods.count("web") &&
+         s.pods.at("web").size() == webs;
+}
+
+std::string Describe(const Seen& s) {
+  std::string out = absl::StrCat("spec revision ", s.spec_revision, " (observed ",
+                                 s.observed_spec_revision, "), ", s.phase, ", web replicas ",
+                                 s.web_replicas, ", error '", s.error, "', pods:");
+  for (const auto& [service, pods] : s.pods) {
+    for (const std::string& p : pods) absl::StrAppend(&out, " ", service, "=", p);
+  }
+  return out;
+}
+
+// examples/cams/elastic-web.yaml with `replicas` web replicas and a
+// scale-down cooldown of `cooldown`, written into `home`.
+std::string ElasticWeb(const FederationHome& home, int replicas, const std::string& cooldown) {
+  std::ifstream in(codeco::testing::SourceDir() + "/examples/cams/elastic-web.yaml");
+  std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(absl::StrContains(yaml, "      replicas: 2\n"));
+  yaml = absl::StrReplaceAll(
+      yaml, {{"      replicas: 2\n", absl::StrCat("      replicas: ", replicas, "\n")},
+             {"scaleDownCooldown: 10m", "scaleDownCooldown: " + cooldown},
+             {"targetCPUUtilizationPercentage: 80", "targetCPUUtilizationPercentage: 100"}});
+  const std::string path = (home.path / absl::StrCat("elastic-web-", replicas, ".yaml")).string();
+  std::ofstream(path) << yaml;
+  return path;
+}
+
+TEST_CASE("replicas scale in place by hand and with the load while the other pods keep running") {
+  if (codeco::testing::SanitizedBuild()) {
+    // CI time: the code runs under the sanitizers in swm_placement_service_test
+    // ([scale]), acm_core_test (the autoscaler) and acm_server_test.
+    WARN("skipped under a sanitizer");
+    return;
+  }
+  FederationHome home;
+  CommandResult up = RunCommand({CtlBinary(), "up", "--scenario", FiveSiteScenario(),
+                                 "--no-prometheus", "--set", "acm.autoscale_interval=2s"},
+                                absl::Minutes(3));
+  INFO(up.output);
+  REQUIRE(up.exit_code == 0);
+  REQUIRE(codeco::testing::WaitUntilClustersReady(6));
+
+  // Two web replicas using what they request (the target is 100 %): no change.
+  CommandResult apply =
+      RunCommand({CtlBinary(), "apply", "-f", ElasticWeb(home, 2, "15s")}, absl::Minutes(1));
+  INFO(apply.output);
+  REQUIRE(apply.exit_code == 0);
+  Seen seen = WaitFor([](const Seen& s) { return RunningAt(s, 1, 2); }, absl::Minutes(2));
+  INFO(Describe(seen));
+  REQUIRE(RunningAt(seen, 1, 2));
+  const std::set<std::string> first_webs = seen.pods["web"];
+  const std::set<std::string> cache = seen.pods["cache"];
+
+  // 1. By hand: three replicas. One is added; the others keep their pods.
+  absl::Time start = absl::Now();
+  apply = RunCommand({CtlBinary(), "apply", "-f", ElasticWeb(home, 3, "15s")}, absl::Minutes(1));
+  INFO(apply.output);
+  REQUIRE(apply.exit_code == 0);
+  seen = WaitFor([](const Seen& s) { return RunningAt(s, 2, 3); }, absl::Minutes(2));
+  INFO(Describe(seen));
+  REQUIRE(RunningAt(seen, 2, 3));
+  const double by_hand_s = absl::ToDoubleSeconds(absl::Now() - start);
+  for (const std::string& pod : first_webs) CHECK(seen.pods["web"].count(pod) == 1);
+  CHECK(seen.pods["cache"] == cache);
+  const std::set<std::string> three_webs = seen.pods["web"];
+
+  // 2. The load: every replica at twice its request. The autoscaler wants
+  // ceil(3 x 2 / 1) = 6, within its maximum 4.
+  start = absl::Now();
+  for (const std::string& at : three_webs) {
+    CommandResult load = RunCommand({CtlBinary(), "fault", "pod", at, "--usage-profile",
+                                     "{type: constant, cpu: 400m, memory: 64Mi}"},
+                                    absl::Seconds(30));
+    INFO(load.output);
+    REQUIRE(load.exit_code == 0);
+  }
+  seen =
+      WaitFor([](const Seen& s) { return s.web_replicas == 4 && RunningAt(s, s.spec_revision, 4); },
+              absl::Minutes(2));
+  INFO(Describe(seen));
+  REQUIRE(seen.web_replicas == 4);
+  REQUIRE(RunningAt(seen, seen.spec_revision, 4));
+  const double scaled_up_s = absl::ToDoubleSeconds(absl::Now() - start);
+  for (const std::string& pod : three_webs) CHECK(seen.pods["web"].count(pod) == 1);
+  CHECK(seen.pods["cache"] == cache);
+  const int64_t up_revision = seen.spec_revision;
+
+  // 3. The load falls to a quarter of the requests: after the 15 s
+  // cooldown the replicas go, highest first, down towards the minimum.
+  start = absl::Now();
+  for (const std::string& at : seen.pods["web"]) {
+    CommandResult calm = RunCommand({CtlBinary(), "fault", "pod", at, "--usage-profile",
+                                     "{type: constant, cpu: 50m, memory: 64Mi}"},
+                                    absl::Seconds(30));
+    INFO(calm.output);
+    REQUIRE(calm.exit_code == 0);
+  }
+  seen = WaitFor(
+      [&](const Seen& s) {
+        return s.spec_revision > up_revision && s.web_replicas < 4 &&
+               RunningAt(s, s.spec_revision, static_cast<size_t>(s.web_replicas));
+      },
+      absl::Minutes(2));
+  INFO(Describe(seen));
+  REQUIRE(seen.web_replicas < 4);
+  const double scaled_down_s = absl::ToDoubleSeconds(absl::Now() - start);
+  CHECK(seen.pods["cache"] == cache);
+  // What stays is what ran first.
+  for (const std::string& pod : seen.pods["web"]) CHECK(three_webs.count(pod) == 1);
+
+  // The history says why.
+  CommandResult history =
+      RunCommand({CtlBinary(), "get", "revisions", "elastic-web"}, absl::Seconds(30));
+  INFO(history.output);
+  CHECK(absl::StrContains(history.output, "autoscaled: web 3 -> 4"));
+  CHECK(absl::StrContains(history.output, "autoscaled: web 4 -> "));
+  // SWM recorded each replica added and removed.
+  CommandResult migrations =
+      RunCommand({CtlBinary(), "get", "migrations", "--app", "elastic-web"}, absl::Seconds(30));
+  INFO(migrations.output);
+  CHECK(absl::StrContains(migrations.output, "scale_up"));
+  CHECK(absl::StrContains(migrations.output, "scale_down"));
+
+  // 4. For comparison, a change beyond the replica counts (the image): SWM
+  // refuses to scale it in place and ACM redeploys it, every pod anew.
+  const std::set<std::string> before_redeploy = seen.pods["web"];
+  const int64_t before_revision = seen.spec_revision;
+  const std::string image_changed = (home.path / "elastic-web-image.yaml").string();
+  {
+    std::ifstream in(ElasticWeb(home, seen.web_replicas, "15s"));
+    std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(image_changed) << absl::StrReplaceAll(yaml, {{"nginx:1.25", "nginx:1.27"}});
+  }
+  start = absl::Now();
+  apply = RunCommand({CtlBinary(), "apply", "-f", image_changed}, absl::Minutes(1));
+  INFO(apply.output);
+  REQUIRE(apply.exit_code == 0);
+  const size_t webs = before_redeploy.size();
+  seen = WaitFor([&](const Seen& s) { return RunningAt(s, before_revision + 1, webs); },
+                 absl::Minutes(2));
+  INFO(Describe(seen));
+  REQUIRE(RunningAt(seen, before_revision + 1, webs));
+  const double redeploy_s = absl::ToDoubleSeconds(absl::Now() - start);
+  for (const std::string& pod : before_redeploy) CHECK(seen.pods["web"].count(pod) == 0);
+
+  WARN("by hand 2 -> 3 running after "
+       << by_hand_s << " s; load x2: 3 -> 4 running after " << scaled_up_s
+       << " s (autoscale interval 2 s); load /4: " << seen.web_replicas << " replicas after "
+       << scaled_down_s << " s (cooldown 15 s); an image change redeployed " << webs
+       << " web replicas and the cache, running after " << redeploy_s << " s");
+  RunCommand({CtlBinary(), "down"}, absl::Minutes(1));
+}
+
+}  // namespace
