@@ -226,14 +226,17 @@ std::vector<std::string> EtcdMemberCommand(const EtcdMemberSpec& member) {
 
 absl::Status WaitForEtcd(const std::vector<std::string>& endpoints, absl::Time deadline,
                          const TlsFiles& tls) {
-  absl::StatusOr<std::unique_ptr<EtcdClient>> client =
-      EtcdClient::Connect({.endpoints = endpoints,
-                           .tls = tls,
-                           .attempt_timeout = absl::Seconds(1),
-                           .call_timeout = absl::Seconds(2)});
-  if (!client.ok()) return client.status();
   absl::Status last = absl::DeadlineExceededError("not asked yet");
   while (absl::Now() < deadline) {
+    // New channels for every probe: a member still joining accepts the
+    // connection but answers no TLS handshake, and a channel whose first
+    // attempt hung there can stay unusable well after the member serves.
+    absl::StatusOr<std::unique_ptr<EtcdClient>> client =
+        EtcdClient::Connect({.endpoints = endpoints,
+                             .tls = tls,
+                             .attempt_timeout = absl::Seconds(1),
+                             .call_timeout = absl::Seconds(2)});
+    if (!client.ok()) return client.status();
     etcdserverpb::RangeRequest probe;
     probe.set_key("/codeco/ready");
     last = (*client)->Range(probe).status();
