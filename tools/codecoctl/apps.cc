@@ -629,9 +629,18 @@ std::string DescribeApp(const acm::v1::Application& app) {
     std::string from = s.codeco_app().empty() || s.codeco_app() == app.metadata().name()
                            ? ""
                            : "  codecoapp " + s.codeco_app();
-    absl::StrAppendFormat(&out, "  %-18s replicas %-3d cpu %-6s memory %s%s\n", s.name(),
+    const acm::v1::Autoscaling& as = s.autoscaling();
+    const std::string autoscaling =
+        as.max_replicas() > 0
+            ? absl::StrFormat("  autoscaling %d-%d at %d%% cpu", std::max(1, as.min_replicas()),
+                              as.max_replicas(),
+                              as.target_cpu_utilization_percent() > 0
+                                  ? as.target_cpu_utilization_percent()
+                                  : 75)
+            : "";
+    absl::StrAppendFormat(&out, "  %-18s replicas %-3d cpu %-6s memory %s%s%s\n", s.name(),
                           s.replicas(), FormatCpu(s.requests().cpu_millicores()),
-                          FormatBytes(s.requests().memory_bytes()), from);
+                          FormatBytes(s.requests().memory_bytes()), autoscaling, from);
     for (const auto& ch : s.channels()) {
       if (!names.count(ch.to_service())) {
         pending.push_back(absl::StrCat(s.name(), "/", ch.name(), " -> ", ch.to_service()));
@@ -650,6 +659,19 @@ std::string DescribeApp(const acm::v1::Application& app) {
   }
   std::istringstream lines(Columns(rows));
   for (std::string line; std::getline(lines, line);) out += "  " + line + "\n";
+  if (status.app_metrics().services_size() > 0) {
+    // The autoscaler's measure (applications with an autoscaled service).
+    out += "Usage:\n";
+    std::vector<std::vector<std::string>> usage = {
+        {"SERVICE", "READY", "CPU", "MEMORY", "CPU/REQUESTS"}};
+    for (const auto& m : status.app_metrics().services()) {
+      usage.push_back({m.service(), absl::StrCat(m.ready_replicas()),
+                       FormatCpu(m.cpu_millicores()), FormatBytes(m.memory_bytes()),
+                       absl::StrCat(m.cpu_utilization_percent(), "%")});
+    }
+    std::istringstream usage_lines(Columns(usage));
+    for (std::string line; std::getline(usage_lines, line);) out += "  " + line + "\n";
+  }
   return out;
 }
 

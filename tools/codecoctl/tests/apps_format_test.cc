@@ -347,5 +347,26 @@ TEST_CASE("describe names each service's CodecoApp and the pending channels") {
   REQUIRE(text.find("web/to-db") == std::string::npos);  // its target exists
 }
 
+TEST_CASE("describe shows a service's autoscaling and the autoscaler's measure") {
+  acm::v1::Application app;
+  app.mutable_metadata()->set_name("shop");
+  auto* web = app.mutable_spec()->add_services();
+  web->set_name("web");
+  web->set_replicas(3);
+  web->mutable_autoscaling()->set_min_replicas(1);
+  web->mutable_autoscaling()->set_max_replicas(6);
+  REQUIRE(DescribeApp(app).find("autoscaling 1-6 at 75% cpu") != std::string::npos);
+  REQUIRE(DescribeApp(app).find("Usage:") == std::string::npos);  // nothing measured yet
+  auto* m = app.mutable_status()->mutable_app_metrics()->add_services();
+  m->set_service("web");
+  m->set_ready_replicas(3);
+  m->set_cpu_millicores(1200);
+  m->set_memory_bytes(3 << 20);
+  m->set_cpu_utilization_percent(160);
+  std::string text = DescribeApp(app);
+  REQUIRE(text.find("Usage:") != std::string::npos);
+  REQUIRE(text.find("160%") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace codeco::ctl
