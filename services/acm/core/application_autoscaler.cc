@@ -42,11 +42,7 @@ ReplicaAutoscaler& ApplicationAutoscaler::ScalerFor(const std::string& app,
                                                     const std::string& service,
                                                     const ReplicaAutoscalerOptions& options) {
   Scaler& scaler = scalers_[{app, service}];
-  const ReplicaAutoscalerOptions& had = scaler.options;
-  if (scaler.autoscaler == nullptr || had.min_replicas != options.min_replicas ||
-      had.max_replicas != options.max_replicas ||
-      had.target_utilization != options.target_utilization ||
-      had.scale_down_cooldown != options.scale_down_cooldown) {
+  if (scaler.autoscaler == nullptr || !(scaler.options == options)) {
     scaler.options = options;
     scaler.autoscaler = std::make_unique<ReplicaAutoscaler>(clock_, options);
   }

@@ -905,14 +905,11 @@ absl::Status ApplicationManager::RecordMetrics(const std::string& name,
     absl::MutexLock lock(&write_mu_);
     ASSIGN_OR_RETURN(std::optional<v1::Application> app, store_.Get(name));
     if (!app) return absl::NotFoundError(absl::StrCat("application \"", name, "\""));
-    v1::AppMetrics& now = *app->mutable_status()->mutable_app_metrics();
-    bool same = now.services_size() == static_cast<int>(metrics.size());
-    for (size_t i = 0; same && i < metrics.size(); ++i) {
-      same = MessageDifferencer::Equals(now.services(static_cast<int>(i)), metrics[i]);
-    }
-    if (same) return absl::OkStatus();
-    now.clear_services();
-    for (const v1::ServiceMetrics& m : metrics) *now.add_services() = m;
+    v1::AppMetrics measured = app->status().app_metrics();
+    measured.clear_services();
+    for (const v1::ServiceMetrics& m : metrics) *measured.add_services() = m;
+    if (MessageDifferencer::Equals(measured, app->status().app_metrics())) return absl::OkStatus();
+    *app->mutable_status()->mutable_app_metrics() = std::move(measured);
     RETURN_IF_ERROR(CommitModified(*app));
   }
   Notify();

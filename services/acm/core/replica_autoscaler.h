@@ -31,6 +31,9 @@ struct ReplicaAutoscalerOptions {
   double target_utilization = 0.75;
   /// How long a lower count must be wanted before replicas go. Default 10 min.
   absl::Duration scale_down_cooldown = absl::Minutes(10);
+
+  /// Every setting equal.
+  bool operator==(const ReplicaAutoscalerOptions&) const = default;
 };
 
 /// Checks `options`; INVALID_ARGUMENT naming the field ("autoscaling.<field>").

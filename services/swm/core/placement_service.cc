@@ -615,18 +615,8 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
   const int64_t revision = latest.has_value() ? latest->plan_revision() + 1 : 1;
   AssignmentPlan plan = BuildPlan(app, result, revision);
   const absl::Time now = clock_.Now();
-  Operation op;
-  op.set_id(request.operation_id.empty() ? absl::StrCat("place/", app.name, "/", revision)
-                                          : request.operation_id);
-  op.set_kind(kPlaceKind);
-  op.set_resource(resource);
-  op.set_request_id(request.request_id);
-  *op.mutable_create_time() = ToTimestamp(now);
-  if (!request.operation_id.empty()) {
-    // An operation the caller stored before the work began keeps its creation time.
-    absl::StatusOr<Operation> accepted = plans_.GetOperation(request.operation_id);
-    if (accepted.ok()) *op.mutable_create_time() = accepted->create_time();
-  }
+  Operation op = NewOperation(request.operation_id, absl::StrCat("place/", app.name, "/", revision),
+                              kPlaceKind, resource, request.request_id, now);
 
   // The stored form of the plan at its current phase; `done` sets the
   // operation's outcome too.
@@ -1350,6 +1340,24 @@ absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest
   return op;
 }
 
+Operation PlacementService::NewOperation(const std::string& caller_id,
+                                         const std::string& default_id, const std::string& kind,
+                                         const std::string& resource,
+                                         const std::string& request_id, absl::Time now) const {
+  Operation op;
+  op.set_id(caller_id.empty() ? default_id : caller_id);
+  op.set_kind(kind);
+  op.set_resource(resource);
+  op.set_request_id(request_id);
+  *op.mutable_create_time() = ToTimestamp(now);
+  if (!caller_id.empty()) {
+    // An operation the caller stored before the work began keeps its creation time.
+    absl::StatusOr<Operation> accepted = plans_.GetOperation(caller_id);
+    if (accepted.ok()) *op.mutable_create_time() = accepted->create_time();
+  }
+  return op;
+}
+
 absl::StatusOr<Operation> PlacementService::Scale(const ScaleRequest& request,
                                                   absl::Time deadline) {
   RETURN_IF_ERROR(Admit(request.app.name, deadline));
@@ -1387,20 +1395,9 @@ absl::StatusOr<Operation> PlacementService::ScaleAdmitted(const ScaleRequest& re
     if (!running.count(w.name)) added.push_back(w.name);
   }
 
-  const absl::Time now = clock_.Now();
-  Operation op;
-  op.set_id(request.operation_id.empty()
-                ? absl::StrCat("scale/", app.name, "/", latest->plan_revision() + 1)
-                : request.operation_id);
-  op.set_kind(kPlaceKind);
-  op.set_resource(resource);
-  op.set_request_id(request.request_id);
-  *op.mutable_create_time() = ToTimestamp(now);
-  if (!request.operation_id.empty()) {
-    // An operation the caller stored before the work began keeps its creation time.
-    absl::StatusOr<Operation> accepted = plans_.GetOperation(request.operation_id);
-    if (accepted.ok()) *op.mutable_create_time() = accepted->create_time();
-  }
+  Operation op = NewOperation(request.operation_id,
+                              absl::StrCat("scale/", app.name, "/", latest->plan_revision() + 1),
+                              kPlaceKind, resource, request.request_id, clock_.Now());
   op.set_phase("SCALING");
   op.set_progress_percent(10);
   *op.mutable_update_time() = ToTimestamp(clock_.Now());

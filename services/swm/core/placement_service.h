@@ -580,6 +580,13 @@ class PlacementService {
                                                                 absl::Time deadline);
   absl::StatusOr<codeco::common::v1::Operation> ScaleAdmitted(const ScaleRequest& request,
                                                               absl::Time deadline);
+  // A new operation of `kind` on `resource`, created at `now`, with id
+  // `caller_id` when the caller stored it before the work began (it keeps
+  // that creation time), else `default_id`.
+  codeco::common::v1::Operation NewOperation(const std::string& caller_id,
+                                             const std::string& default_id,
+                                             const std::string& kind, const std::string& resource,
+                                             const std::string& request_id, absl::Time now) const;
   // Removes replica `workload` of `latest` (a placed plan): writes the plan
   // without it (for `spec_revision`) with a SCALE_DOWN migration
   // CUTTING_OVER, then removes its pod (FinishCutover).
