@@ -109,7 +109,8 @@ run_tests() {
   local start=$SECONDS status=0
   if [ -n "$REPORTS" ]; then rm -rf "$REPORTS"; mkdir -p "$REPORTS"; fi
   # Two at a time: tests start real servers, and CI has two cores.
-  (cd "$BUILD_DIR" && ctest --output-on-failure -j 2 --timeout 300) || status=$?
+  (cd "$BUILD_DIR" && set -o pipefail &&
+     ctest --output-on-failure -j 2 --timeout 300 2>&1 | tee "$BUILD_DIR/ctest-output.log") || status=$?
   echo "dev.sh: tests took $((SECONDS - start)) s"
   if [ -n "$REPORTS" ] && [ -n "$(ls -A "$REPORTS")" ]; then
     local f
@@ -121,6 +122,17 @@ run_tests() {
     [ "$status" = 0 ] && status=1
   fi
   return "$status"
+}
+
+# Prints the failed tests of the suite built in $1 and what each printed, so a
+# failure early in a long run is still in the last lines a CI log keeps.
+failure_summary() {
+  local log="$1/ctest-output.log"
+  [ -f "$log" ] && grep -qE '\*\*\*(Failed|Timeout|Exception)|Not Run' "$log" || return 0
+  echo "== failures in $(basename "$1"):"
+  awk '/Test +#[0-9]+: .*(\*\*\*(Failed|Timeout|Exception)|Not Run)/ { on = 1; n = 0 }
+       on && /^ +Start +[0-9]+: |^[0-9]+\/[0-9]+ Test +#[0-9]+: .* Passed/ { on = 0 }
+       on && n++ < 80 { print }' "$log"
 }
 
 # The main job: an emulated five-site federation (CODEF), the hub's and every
@@ -217,6 +229,8 @@ case "$cmd" in
       start=$SECONDS status=0
       deps; build; run_tests || status=$?
       "$ROOT/scripts/dev.sh" test --sanitize address,undefined || status=$?
+      failure_summary "$ROOT/build"
+      failure_summary "$ROOT/build-asan"
       echo "dev.sh: plain and address,undefined suites took $((SECONDS - start)) s (status $status)"
       exit "$status"
     fi
