@@ -239,6 +239,9 @@ std::map<std::string, Who> ExpectedPolicy() {
       kReaders);
   // Unknown application: member agents get NOT_FOUND (as GetNeighborhood).
   add(acm, {"GetApplication"}, Union({kReaders, {"mc1/acm", "mc2/acm"}}));
+  // Any member service may resolve a name (bound to the application's
+  // neighborhood in the handler, after the name is read).
+  add(acm, {"ResolveService"}, Union({kReaders, kMembers}));
   add(acm, {"RegisterCluster", "Heartbeat"}, {"mc1/acm"});  // mc2 may not speak for mc1
   add(acm, {"GetCluster"}, Union({kReaders, {"mc1/acm"}}));
   // Unknown neighborhood: members get NOT_FOUND (the binding needs the members).

@@ -88,6 +88,22 @@ std::unique_ptr<RedisConnection> ConnectTo(const lms::Pod& pod) {
   return made.ok() ? *std::move(made) : nullptr;
 }
 
+// What the multi-cluster service name `name` resolves to first, as an
+// outside client asks (`codecoctl get endpoints NAME -o json`): the ready
+// endpoint's cluster and address, or nullopt while there is none.
+std::optional<std::pair<std::string, std::string>> Resolve(const std::string& name) {
+  CommandResult got =
+      RunCommand({CtlBinary(), "get", "endpoints", name, "-o", "json"}, absl::Seconds(20));
+  if (got.exit_code != 0) return std::nullopt;
+  nlohmann::json all = nlohmann::json::parse(got.output, nullptr, /*allow_exceptions=*/false);
+  if (!all.is_object() || !all.contains("endpoints")) return std::nullopt;
+  for (const nlohmann::json& e : all["endpoints"]) {
+    if (!e.value("ready", false) || !e.contains("addresses") || e["addresses"].empty()) continue;
+    return std::make_pair(e.value("cluster", ""), e["addresses"][0].get<std::string>());
+  }
+  return std::nullopt;
+}
+
 // A client writing <prefix>N = v-N for N = 0, 1, ... on its own thread; a
 // write that fails (fenced, then its connection dropped at the cut-over) is
 // retried on a new connection from `connect` (null: nowhere to write now,
@@ -271,15 +287,16 @@ TEST_CASE("SWM moves a stateful Redis with its data under a write load and ACM f
   REQUIRE(at.has_value());
   const std::string first_cluster = at->first;
 
-  // The client finds the Redis where ACM says it runs (as a service name
-  // would resolve): during a move the copy at the target is not used
+  // The client finds the Redis by its multi-cluster service name, as an
+  // application would: during a move the copy at the target is not used
   // before the plan names it.
   auto connect = [&]() -> std::unique_ptr<RedisConnection> {
-    std::optional<std::pair<std::string, std::string>> where = PlacedAt("session-cache", "sessions");
-    if (!where || !lms_of.count(where->first)) return nullptr;
-    std::optional<lms::Pod> pod = GetPod(lms_of[where->first], where->second);
-    if (!pod || pod->phase() != lms::POD_PHASE_RUNNING) return nullptr;
-    return ConnectTo(*pod);
+    std::optional<std::pair<std::string, std::string>> where = Resolve("sessions.session-cache");
+    if (!where) return nullptr;
+    absl::StatusOr<RedisInstance> at = ParseRedisEndpoint(where->second, "address");
+    if (!at.ok()) return nullptr;
+    auto made = RedisConnection::Connect(at->host, at->port, absl::Seconds(60));
+    return made.ok() ? *std::move(made) : nullptr;
   };
   Writer writer(connect, "s-");
   for (absl::Time end = absl::Now() + absl::Seconds(30);
@@ -324,6 +341,15 @@ TEST_CASE("SWM moves a stateful Redis with its data under a write load and ACM f
     REQUIRE(now.has_value());
     CHECK(now->first == target);
     CHECK(absl::StartsWith(now->second, "session-cache-sessions-0-r"));
+    // So does the service name, once the target's agent reports the pod.
+    std::optional<std::pair<std::string, std::string>> resolved;
+    for (absl::Time end = absl::Now() + absl::Seconds(30); absl::Now() < end;) {
+      resolved = Resolve("sessions.session-cache");
+      if (resolved && resolved->first == target) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    REQUIRE(resolved.has_value());
+    CHECK(resolved->first == target);
     from = target;
   }
   REQUIRE(moves == 2);

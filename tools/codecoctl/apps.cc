@@ -576,6 +576,31 @@ std::string NeighborhoodsTable(const acm::v1::ListNeighborhoodsResponse& neighbo
   return Columns(rows);
 }
 
+std::string EndpointsTable(const acm::v1::ResolveServiceResponse& resolved) {
+  std::vector<std::vector<std::string>> rows = {
+      {"CLUSTER", "NODE", "POD", "READY", "LOCALITY", "ADDRESSES"}};
+  for (const auto& e : resolved.endpoints()) {
+    const char* locality = "-";
+    switch (e.locality()) {
+      case acm::v1::ENDPOINT_LOCALITY_SAME_CLUSTER:
+        locality = "same-cluster";
+        break;
+      case acm::v1::ENDPOINT_LOCALITY_SAME_REGION:
+        locality = "same-region";
+        break;
+      case acm::v1::ENDPOINT_LOCALITY_REMOTE:
+        locality = "remote";
+        break;
+      default:
+        break;
+    }
+    rows.push_back({e.cluster(), e.node().empty() ? "-" : e.node(), e.pod(),
+                    e.ready() ? "true" : "false", locality,
+                    e.addresses().empty() ? "-" : absl::StrJoin(e.addresses(), ",")});
+  }
+  return Columns(rows);
+}
+
 // The spec paths an admission patch changed, e.g. "/intents/allowedCountries".
 std::string PatchedPaths(const std::string& json_patch) {
   if (json_patch.empty()) return "-";
@@ -898,15 +923,18 @@ int RunApply(const Args& args) {
 int RunGet(const Args& args) {
   constexpr char kUsage[] =
       "usage: codecoctl get apps|clusters|neighborhoods|revisions NAME|operations|operation ID|"
-      "migrations|migration ID|backups";
+      "migrations|migration ID|backups|endpoints SERVICE.APP";
   if (args.positional.empty()) return Fail("get", kUsage);
   const std::string& what = args.positional[0];
   const bool revisions = what == "revisions" || what == "revision";
-  const bool named = revisions || what == "operation" || what == "op" || what == "migration";
+  const bool endpoints = what == "endpoints" || what == "endpoint";
+  const bool named =
+      revisions || endpoints || what == "operation" || what == "op" || what == "migration";
   if (args.positional.size() != (named ? 2u : 1u)) return Fail("get", kUsage);
-  if (args.Has("cluster") && what.rfind("neighborhood", 0) != 0) {
-    return Fail("get", "--cluster: only applies to get neighborhoods");
+  if (args.Has("cluster") && what.rfind("neighborhood", 0) != 0 && !endpoints) {
+    return Fail("get", "--cluster: only applies to get neighborhoods and get endpoints");
   }
+  if (args.Has("all") && !endpoints) return Fail("get", "--all: only applies to get endpoints");
   auto output = ParseOutput(args);
   if (!output.ok()) return Fail("get", std::string(output.status().message()));
   const bool migrations = what == "migrations" || what == "migration";
@@ -959,6 +987,18 @@ int RunGet(const Args& args) {
     }
   };
 
+  if (endpoints) {
+    acm::v1::ResolveServiceRequest request;
+    request.set_name(args.positional[1]);
+    request.set_from_cluster(args.Get("cluster"));
+    request.set_include_not_ready(args.Has("all"));
+    acm::v1::ResolveServiceResponse resolved;
+    auto context = ContextWithTimeout(args, absl::Seconds(10));
+    grpc::Status status = (*stub)->ResolveService(context.get(), request, &resolved);
+    if (!status.ok()) return Fail("get", status.error_message());
+    std::cout << (*output == Output::kTable ? EndpointsTable(resolved) : Print(resolved, *output));
+    return 0;
+  }
   if (what == "apps" || what == "applications" || what == "app") {
     acm::v1::ListApplicationsResponse all;
     grpc::Status status =

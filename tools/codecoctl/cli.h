@@ -137,6 +137,8 @@ std::string ClustersTable(const acm::v1::ListClustersResponse& clusters);
 std::string NeighborhoodsTable(const acm::v1::ListNeighborhoodsResponse& neighborhoods);
 /// `get revisions NAME` as a table.
 std::string RevisionsTable(const acm::v1::ListApplicationRevisionsResponse& revisions);
+/// `get endpoints`: one row per replica of a multi-cluster service, nearest first.
+std::string EndpointsTable(const acm::v1::ResolveServiceResponse& resolved);
 /// `describe app NAME` as text (without the channels SWM's plan adds).
 std::string DescribeApp(const acm::v1::Application& app);
 /// One line (no newline) saying where `op` stands: id, percent, phase, and

@@ -65,6 +65,10 @@ constexpr char kUsage[] =
     "                                        ACM's operations (apply, delete, ...) / one;\n"
     "                                        --from swm: the hub SWM's (placements, removals);\n"
     "                                        --wait follows the operation until done\n"
+    "  get endpoints SERVICE.APP [--cluster NAME] [--all]\n"
+    "                                        a multi-cluster service's replicas in every\n"
+    "                                        cluster, NAME's own and its region's first;\n"
+    "                                        --all: with those not running yet\n"
     "  describe app NAME                     spec, placement, channel latencies vs bounds\n"
     "  delete app NAME                       delete an application (its pods are released)\n"
     "  delete -f FILE                        take each CodecoApp of FILE out of its application\n"
@@ -119,7 +123,9 @@ int main(int argc, char** argv) {
       {"apply",
        {codeco::ctl::RunApply, {"insecure", "dry-run", "wait"}, {"f", "filename", "o", "acm"}}},
       {"get",
-       {codeco::ctl::RunGet, {"insecure", "wait"}, {"o", "acm", "cluster", "from", "swm", "app"}}},
+       {codeco::ctl::RunGet,
+        {"insecure", "wait", "all"},
+        {"o", "acm", "cluster", "from", "swm", "app"}}},
       {"describe", {codeco::ctl::RunDescribe, {"insecure"}, {"o", "acm"}}},
       {"delete", {codeco::ctl::RunDelete, {"insecure", "force"}, {"acm", "f", "filename"}}},
       {"rollback", {codeco::ctl::RunRollback, {"insecure"}, {"o", "acm", "to-revision"}}},

@@ -65,6 +65,10 @@ AuthzPolicy BuildFederationPolicy() {
       readers);
   // A member's agent reads the applications of its neighborhoods (bound in the handler).
   add(acm, {"GetApplication"}, {op, hub, MemberService("acm")});
+  // Multi-cluster service names: the operator, the hub's services, and any
+  // service of a member in the application's neighborhood (bound in the
+  // handler), which resolves its peers.
+  add(acm, {"ResolveService"}, {op, hub, MemberService()});
   // A cluster's agent speaks for its own cluster (bound in the handler).
   add(acm, {"RegisterCluster", "Heartbeat"}, {MemberService("acm")});
   add(acm, {"GetCluster"}, {op, hub, MemberService("acm")});

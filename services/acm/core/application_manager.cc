@@ -1,17 +1,18 @@
 #include "acm/core/application_manager.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 #include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "acm/core/application_operations.h"
-#include "acm/core/codeco_app_merge.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "acm/core/application_operations.h"
+#include "acm/core/codeco_app_merge.h"
 #include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -1187,17 +1188,31 @@ absl::Status ApplicationManager::RecordMove(const std::string& name, int64_t spe
         plan_revision <= status.plan_revision()) {
       return absl::OkStatus();
     }
-    std::set<std::tuple<std::string, std::string, std::string, std::string>> ready;
-    for (const v1::ServicePlacement& p : status.placements()) {
-      if (p.ready()) ready.insert({p.service(), p.cluster(), p.node(), p.pod()});
+    // A pod kept by the move keeps its readiness and where it serves.
+    std::map<std::tuple<std::string, std::string, std::string, std::string>,
+             const v1::ServicePlacement*>
+        ready;
+    const v1::ApplicationStatus before = status;
+    for (const v1::ServicePlacement& p : before.placements()) {
+      if (p.ready()) ready[{p.service(), p.cluster(), p.node(), p.pod()}] = &p;
     }
     status.clear_placements();
     for (const v1::ServicePlacement& p : placements) {
       v1::ServicePlacement* kept = status.add_placements();
       *kept = p;
+      kept->clear_addresses();
+      auto was = ready.find({p.service(), p.cluster(), p.node(), p.pod()});
+      if (was != ready.end()) {
+        kept->set_ready(true);
+        *kept->mutable_addresses() = was->second->addresses();
+        continue;
+      }
       auto reported = running_pods_.find(p.cluster());
-      kept->set_ready(ready.count({p.service(), p.cluster(), p.node(), p.pod()}) > 0 ||
-                      (reported != running_pods_.end() && reported->second.count({name, p.pod()})));
+      if (reported == running_pods_.end()) continue;
+      auto running = reported->second.find({name, p.pod()});
+      if (running == reported->second.end()) continue;
+      kept->set_ready(true);
+      for (const std::string& address : running->second) kept->add_addresses(address);
     }
     status.set_plan_revision(plan_revision);
     TakeEarlyChannelsLocked(name, plan_revision, status);
@@ -1217,10 +1232,12 @@ absl::StatusOr<int> ApplicationManager::RecordPods(const std::string& cluster,
   int changed = 0;
   {
     absl::MutexLock lock(&write_mu_);
-    std::set<std::pair<std::string, std::string>>& running = running_pods_[cluster];
+    auto& running = running_pods_[cluster];
     running.clear();
     for (const auto& pod : pods) {
-      if (pod.phase == lms::v1::POD_PHASE_RUNNING) running.insert({pod.application, pod.pod});
+      if (pod.phase == lms::v1::POD_PHASE_RUNNING) {
+        running[{pod.application, pod.pod}] = pod.addresses;
+      }
     }
     std::vector<v1::Application> placed_here;
     RETURN_IF_ERROR(store_.List("", [&](const v1::Application& app) {
@@ -1251,6 +1268,10 @@ absl::StatusOr<int> ApplicationManager::RecordPods(const std::string& cluster,
         }
         p.set_ready(pod != nullptr && pod->phase == lms::v1::POD_PHASE_RUNNING);
         if (pod != nullptr && !pod->node.empty()) p.set_node(pod->node);
+        p.clear_addresses();
+        if (p.ready()) {
+          for (const std::string& address : pod->addresses) p.add_addresses(address);
+        }
         if (pod != nullptr && pod->phase == lms::v1::POD_PHASE_FAILED) {
           failures.push_back(absl::StrCat("pod ", p.pod(), " of ", p.service(), " failed on ",
                                           cluster, "/", p.node(), pod->message.empty() ? "" : ": ",

@@ -358,10 +358,10 @@ class ApplicationManager {
   // application -> cluster -> its failed pods, in words, from the last report
   // of that cluster (memory only: the next reports rebuild it after a restart).
   // cluster -> (application, pod) of each pod its last report showed
-  // Running: a placement a migration moved there is ready at once when its
-  // pod was reported before the move's plan arrived.
-  std::map<std::string, std::set<std::pair<std::string, std::string>>> running_pods_
-      ABSL_GUARDED_BY(write_mu_);
+  // Running, with where it serves: a placement a migration moved there is
+  // ready at once when its pod was reported before the move's plan arrived.
+  std::map<std::string, std::map<std::pair<std::string, std::string>, std::vector<std::string>>>
+      running_pods_ ABSL_GUARDED_BY(write_mu_);
   std::map<std::string, std::map<std::string, std::vector<std::string>>> pod_failures_
       ABSL_GUARDED_BY(write_mu_);
   // Requests outstanding per application (memory only: after a restart every

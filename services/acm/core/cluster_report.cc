@@ -4,7 +4,10 @@
 #include <optional>
 #include <tuple>
 
+#include "absl/strings/str_cat.h"
+#include "codeco/common/config.h"
 #include "codeco/common/proto_util.h"
+#include "codeco/common/status.h"
 
 namespace codeco::acm {
 namespace {
@@ -86,13 +89,31 @@ std::vector<PodReport> BuildPodReports(const std::vector<lms::v1::Pod>& pods) {
     auto app = pod.labels().find(kApplicationLabel);
     if (app == pod.labels().end() || app->second.empty()) continue;
     auto service = pod.labels().find(kServiceLabel);
-    out.push_back({app->second, service == pod.labels().end() ? "" : service->second, pod.name(),
-                   pod.node_name(), pod.phase(), pod.message()});
+    PodReport& report = out.emplace_back(
+        PodReport{app->second, service == pod.labels().end() ? "" : service->second, pod.name(),
+                  pod.node_name(), pod.phase(), pod.message()});
+    if (pod.phase() != lms::v1::POD_PHASE_RUNNING || pod.pod_ip().empty()) continue;
+    const std::string host =
+        pod.pod_ip().find(':') == std::string::npos ? pod.pod_ip() : "[" + pod.pod_ip() + "]";
+    for (const auto& container : pod.containers()) {
+      for (const auto& port : container.ports()) {
+        if (report.addresses.size() >= static_cast<size_t>(kMaxPodAddresses)) break;
+        report.addresses.push_back(
+            absl::StrCat(host, ":", port.reach_port() > 0 ? port.reach_port() : port.port()));
+      }
+    }
   }
   std::sort(out.begin(), out.end(), [](const PodReport& a, const PodReport& b) {
     return std::tie(a.application, a.pod) < std::tie(b.application, b.pod);
   });
   return out;
+}
+
+absl::Status CheckPodAddress(const std::string& address, const std::string& field) {
+  if (address.size() > kMaxPodAddressLength) {
+    return InvalidFieldError(field, absl::StrCat("longer than ", kMaxPodAddressLength, " bytes"));
+  }
+  return CheckHostPort(field, address);
 }
 
 }  // namespace codeco::acm

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "codeco/common/v1/types.pb.h"
 #include "codeco/lms/v1/lms.pb.h"
 
@@ -57,7 +58,21 @@ struct PodReport {
   int64_t memory_bytes = 0;
   /// True when the LMS measured the pod's usage (its node answered).
   bool usage_known = false;
+  /// Where the pod serves, "ip:port" for each port of its containers in
+  /// order (a port's reach_port when the LMS maps it); empty until it runs
+  /// with an IP.
+  std::vector<std::string> addresses;
 };
+
+/// The most addresses a pod report may carry.
+inline constexpr int kMaxPodAddresses = 32;
+
+/// The longest address a pod report may carry, bytes.
+inline constexpr size_t kMaxPodAddressLength = 262;
+
+/// Checks one reported address: host:port, port 1-65535, at most
+/// kMaxPodAddressLength bytes; errors name `field`.
+absl::Status CheckPodAddress(const std::string& address, const std::string& field);
 
 /// The pods of placed applications (those labelled codeco.io/application),
 /// ordered by application then pod name; other pods are left out.

@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <deque>
+#include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -10,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "acm/core/cluster_report.h"
+#include "acm/core/service_endpoints.h"
 #include "acm/server/channel_status_follower.h"
 #include "acm/server/member_push_client.h"
 #include "acm/server/swm_placement_scheduler.h"
@@ -18,10 +21,10 @@
 #include "codeco/common/channel_ready_watch.h"
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
-#include "codeco/common/serve_on_executor.h"
 #include "codeco/common/operation_watch.h"
-#include "codeco/common/watch_stream.h"
+#include "codeco/common/serve_on_executor.h"
 #include "codeco/common/status.h"
+#include "codeco/common/watch_stream.h"
 
 namespace codeco::acm {
 namespace {
@@ -345,25 +348,69 @@ grpc::ServerUnaryReactor* AcmServiceImpl::GetApplication(grpc::CallbackServerCon
                 [=, this]() -> absl::StatusOr<v1::GetApplicationResponse> {
                   if (!caller.ok()) return caller.status();
                   ASSIGN_OR_RETURN(v1::GetApplicationResponse found_app, manager_.Get(*request));
-                  if (!caller->plaintext && caller->kind == CallerKind::kMember) {
-                    // A member's agent reads the applications of the
-                    // neighborhoods it is in (its local copies), no others;
-                    // checked after the lookup, as GetNeighborhood.
-                    v1::GetNeighborhoodRequest of;
-                    of.set_application(request->name());
-                    absl::StatusOr<v1::GetNeighborhoodResponse> found = neighborhoods_.Get(of);
-                    std::set<std::string> members;
-                    if (found.ok()) {
-                      for (const auto& m : found->neighborhood().members()) {
-                        members.insert(m.cluster());
-                      }
-                    }
-                    RETURN_IF_ERROR(RequireNeighborhoodMember(
-                        *context, hub_cluster_, "GetApplication",
-                        found.ok() ? found->neighborhood().id() : "(none yet)", members));
-                  }
+                  RETURN_IF_ERROR(RequireMemberOfApplication(*context, *caller, request->name(),
+                                                             "GetApplication"));
                   return found_app;
                 });
+}
+
+absl::Status AcmServiceImpl::RequireMemberOfApplication(grpc::CallbackServerContext& context,
+                                                        const Caller& caller,
+                                                        const std::string& application,
+                                                        const std::string& method) const {
+  if (caller.plaintext || caller.kind != CallerKind::kMember) return absl::OkStatus();
+  // A member's agent reads the applications of the neighborhoods it is in
+  // (its local copies), no others; checked after the lookup, as
+  // GetNeighborhood.
+  v1::GetNeighborhoodRequest of;
+  of.set_application(application);
+  absl::StatusOr<v1::GetNeighborhoodResponse> found = neighborhoods_.Get(of);
+  std::set<std::string> members;
+  if (found.ok()) {
+    for (const auto& m : found->neighborhood().members()) members.insert(m.cluster());
+  }
+  return RequireNeighborhoodMember(context, hub_cluster_, method,
+                                   found.ok() ? found->neighborhood().id() : "(none yet)", members);
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::ResolveService(grpc::CallbackServerContext* context,
+                                                         const v1::ResolveServiceRequest* request,
+                                                         v1::ResolveServiceResponse* response) {
+  absl::StatusOr<Caller> caller = CallerOf(*context, hub_cluster_);
+  return Answer(
+      executor_, context, response, [=, this]() -> absl::StatusOr<v1::ResolveServiceResponse> {
+        if (!caller.ok()) return caller.status();
+        ASSIGN_OR_RETURN(ServiceName name, ParseServiceName(request->name()));
+        v1::GetApplicationRequest get;
+        get.set_name(name.application);
+        ASSIGN_OR_RETURN(v1::GetApplicationResponse found, manager_.Get(get));
+        RETURN_IF_ERROR(
+            RequireMemberOfApplication(*context, *caller, name.application, "ResolveService"));
+        // A cluster's agent asks for its own cluster unless it names another.
+        std::string from = request->from_cluster();
+        if (from.empty() && !caller->plaintext && caller->kind == CallerKind::kMember) {
+          from = caller->identity.cluster;
+        }
+        // Regions of the clusters asked about, read once each.
+        std::map<std::string, std::optional<std::string>> regions;
+        auto region_of = [&](const std::string& cluster) -> const std::optional<std::string>& {
+          auto [it, added] = regions.try_emplace(cluster);
+          if (added) {
+            v1::GetClusterRequest one;
+            one.set_name(cluster);
+            absl::StatusOr<v1::GetClusterResponse> got = clusters_.Get(one);
+            if (got.ok()) it->second = got->cluster().cluster_labels().region();
+          }
+          return it->second;
+        };
+        if (!from.empty() && !region_of(from).has_value()) {
+          return InvalidFieldError(
+              "from_cluster", absl::StrCat("no registered cluster \"", from.substr(0, 64), "\""));
+        }
+        return ResolveEndpoints(
+            found.application(), name, from, request->include_not_ready(),
+            [&](const std::string& cluster) { return region_of(cluster).value_or(""); });
+      });
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::ListApplications(
@@ -453,14 +500,31 @@ grpc::ServerUnaryReactor* AcmServiceImpl::Heartbeat(grpc::CallbackServerContext*
   return Answer(executor_, context, response,
                 [=, this]() -> absl::StatusOr<v1::HeartbeatResponse> {
                   RETURN_IF_ERROR(allowed);
+                  // Every report is checked before any of the heartbeat is recorded.
+                  std::vector<PodReport> pods;
+                  for (int i = 0; i < request->pods_size(); ++i) {
+                    const v1::PodReport& p = request->pods(i);
+                    const std::string at = absl::StrCat("pods[", i, "].addresses");
+                    if (p.addresses_size() > kMaxPodAddresses) {
+                      return InvalidFieldError(at, absl::StrCat("more than ", kMaxPodAddresses));
+                    }
+                    for (int j = 0; j < p.addresses_size(); ++j) {
+                      RETURN_IF_ERROR(
+                          CheckPodAddress(p.addresses(j), absl::StrCat(at, "[", j, "]")));
+                    }
+                    pods.push_back({p.application(),
+                                    p.service(),
+                                    p.pod(),
+                                    p.node(),
+                                    p.phase(),
+                                    p.message(),
+                                    p.cpu_millicores(),
+                                    p.memory_bytes(),
+                                    p.usage_known(),
+                                    {p.addresses().begin(), p.addresses().end()}});
+                  }
                   ASSIGN_OR_RETURN(v1::HeartbeatResponse answer, clusters_.Heartbeat(*request));
                   if (request->pods_reported() && !answer.reregister_required()) {
-                    std::vector<PodReport> pods;
-                    for (const v1::PodReport& p : request->pods()) {
-                      pods.push_back({p.application(), p.service(), p.pod(), p.node(), p.phase(),
-                                      p.message(), p.cpu_millicores(), p.memory_bytes(),
-                                      p.usage_known()});
-                    }
                     if (autoscaler_ != nullptr) {
                       autoscaler_->RecordUsage(request->cluster_name(), pods);
                     }

@@ -17,6 +17,7 @@
 #include "acm/core/neighborhood_manager.h"
 #include "acm/server/policy_bundle_watcher.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
+#include "codeco/common/authz.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/executor.h"
 #include "codeco/common/kv_store.h"
@@ -65,6 +66,9 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   grpc::ServerUnaryReactor* ListApplicationRevisions(
       grpc::CallbackServerContext* context, const v1::ListApplicationRevisionsRequest* request,
       v1::ListApplicationRevisionsResponse* response) override;
+  grpc::ServerUnaryReactor* ResolveService(grpc::CallbackServerContext* context,
+                                           const v1::ResolveServiceRequest* request,
+                                           v1::ResolveServiceResponse* response) override;
   grpc::ServerWriteReactor<v1::WatchApplicationResponse>* WatchApplication(
       grpc::CallbackServerContext* context, const v1::WatchApplicationRequest* request) override;
   grpc::ServerUnaryReactor* RegisterCluster(grpc::CallbackServerContext* context,
@@ -119,6 +123,12 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   void SetAutoscaler(ApplicationAutoscaler* autoscaler) { autoscaler_ = autoscaler; }
 
  private:
+  // OK unless `caller` is a member cluster outside the neighborhood of
+  // `application` (PERMISSION_DENIED naming `method`).
+  absl::Status RequireMemberOfApplication(grpc::CallbackServerContext& context,
+                                          const Caller& caller, const std::string& application,
+                                          const std::string& method) const;
+
   ApplicationManager& manager_;
   ClusterRegistry& clusters_;
   NeighborhoodManager& neighborhoods_;

@@ -255,6 +255,7 @@ bool ClusterAgent::ReportOnce(bool sync_copies) {
         out->set_memory_bytes(u->second.usage().memory_bytes());
         out->set_usage_known(true);
       }
+      for (const std::string& address : p.addresses) out->add_addresses(address);
     }
   }
   v1::HeartbeatResponse response;

@@ -313,6 +313,18 @@ TEST_CASE("pod reports move a placed application to RUNNING and failures to WARN
   REQUIRE(status().phase() == v1::APPLICATION_PHASE_RUNNING);
   REQUIRE(status().status() == v1::STATUS_LEVEL_OK);
 
+  // Where the running pods serve is kept with their placements.
+  PodReport db = pod("shop-db-0", "db", lms::v1::POD_PHASE_RUNNING);
+  db.addresses = {"10.2.0.9:5432"};
+  REQUIRE(*f.manager.RecordPods("nantes",
+                                {pod("shop-web-1", "web", lms::v1::POD_PHASE_RUNNING), db}) == 1);
+  const v1::ApplicationStatus serving = status();
+  REQUIRE(serving.placements(2).pod() == "shop-db-0");
+  CHECK(std::vector<std::string>(serving.placements(2).addresses().begin(),
+                                 serving.placements(2).addresses().end()) ==
+        std::vector<std::string>{"10.2.0.9:5432"});
+  CHECK(serving.placements(1).addresses().empty());
+
   // One web replica fails: web still runs in rennes -> WARNING, the pod named.
   REQUIRE(*f.manager.RecordPods("nantes",
                                 {pod("shop-web-1", "web", lms::v1::POD_PHASE_FAILED, "OOMKilled"),
@@ -322,6 +334,8 @@ TEST_CASE("pod reports move a placed application to RUNNING and failures to WARN
   REQUIRE_THAT(status().error_msg(),
                Catch::Contains("shop-web-1") && Catch::Contains("OOMKilled") &&
                    Catch::Contains("nantes"));
+  // A report without the addresses drops them.
+  CHECK(status().placements(2).addresses().empty());
 
   // db's only pod fails too -> ERROR.
   REQUIRE(*f.manager.RecordPods("nantes",
@@ -343,8 +357,9 @@ TEST_CASE("pod reports move a placed application to RUNNING and failures to WARN
   std::vector<v1::ApplicationPhase> phases;
   for (const auto& c : *changes) phases.push_back(c.application().status().phase());
   REQUIRE(phases == std::vector<v1::ApplicationPhase>{
-                        v1::APPLICATION_PHASE_RUNNING, v1::APPLICATION_PHASE_DEGRADED,
-                        v1::APPLICATION_PHASE_DEGRADED, v1::APPLICATION_PHASE_RUNNING});
+                        v1::APPLICATION_PHASE_RUNNING, v1::APPLICATION_PHASE_RUNNING,
+                        v1::APPLICATION_PHASE_DEGRADED, v1::APPLICATION_PHASE_DEGRADED,
+                        v1::APPLICATION_PHASE_RUNNING});
 
   // A report for a cluster with none of its pods leaves them not ready.
   REQUIRE(*f.manager.RecordPods("nantes", {}) == 1);

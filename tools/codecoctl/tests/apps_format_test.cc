@@ -160,6 +160,29 @@ TEST_CASE("tables list one row per resource under their headers") {
   REQUIRE_THAT(ClustersTable(clusters), Catch::Contains("Unreachable") && Catch::Contains("2/3"));
 }
 
+TEST_CASE("get endpoints lists each replica nearest first with its addresses") {
+  acm::v1::ResolveServiceResponse resolved;
+  resolved.set_name("sessions.session-cache.svc.clusterset.local");
+  auto* e = resolved.add_endpoints();
+  e->set_cluster("lille");
+  e->set_node("worker-1");
+  e->set_pod("session-cache-sessions-0");
+  e->set_ready(true);
+  e->set_locality(acm::v1::ENDPOINT_LOCALITY_SAME_CLUSTER);
+  e->add_addresses("127.0.0.1:40123");
+  e->add_addresses("127.0.0.1:9121");
+  e = resolved.add_endpoints();
+  e->set_cluster("nantes");
+  e->set_pod("session-cache-sessions-1");
+  e->set_locality(acm::v1::ENDPOINT_LOCALITY_REMOTE);
+  const std::string table = EndpointsTable(resolved);
+  REQUIRE_THAT(table, Catch::StartsWith("CLUSTER") && Catch::Contains("ADDRESSES"));
+  REQUIRE_THAT(table, Catch::Contains("lille") && Catch::Contains("same-cluster") &&
+                          Catch::Contains("127.0.0.1:40123,127.0.0.1:9121"));
+  REQUIRE_THAT(table, Catch::Contains("remote") && Catch::Contains("false"));
+  REQUIRE(table.find("lille") < table.find("nantes"));
+}
+
 TEST_CASE("describe shows status and every placement") {
   std::string text = DescribeApp(Bookinfo());
   REQUIRE_THAT(text, Catch::Contains("Phase:          Deploying") &&

@@ -227,6 +227,14 @@ void EmulatedCluster::AdvanceTo(absl::Time now) {
       pod->started = now;
       const std::string& endpoint = pod->pod.annotations().at(kEndpointAnnotation);
       pod->pod.set_pod_ip(endpoint.substr(0, endpoint.rfind(':')));
+      // The process serves its container's first port at the endpoint's
+      // port: say so, as a runtime that maps ports would.
+      int reach_port = 0;
+      if (absl::SimpleAtoi(endpoint.substr(endpoint.rfind(':') + 1), &reach_port) &&
+          pod->process_container < pod->pod.containers_size()) {
+        auto* ports = pod->pod.mutable_containers(pod->process_container)->mutable_ports();
+        if (!ports->empty()) ports->Mutable(0)->set_reach_port(reach_port);
+      }
       *pod->pod.mutable_start_time() = ToProtoTimestamp(now);
       SetPhase(*pod, codeco::lms::v1::POD_PHASE_RUNNING, "", now);
       if (!pod->restoring_from.empty()) {
@@ -406,6 +414,9 @@ absl::StatusOr<std::unique_ptr<EmulatedCluster::PodState>> EmulatedCluster::Buil
   // Only codef says where a process serves (a restored pod may carry its
   // source's endpoint).
   state->pod.mutable_annotations()->erase(kEndpointAnnotation);
+  for (auto& container : *state->pod.mutable_containers()) {
+    for (auto& port : *container.mutable_ports()) port.clear_reach_port();
+  }
   const auto& annotations = pod.annotations();
   std::string annotation_path = absl::StrCat(path, ".annotations[", kDurationAnnotation, "]");
   if (auto it = annotations.find(kDurationAnnotation); it != annotations.end()) {

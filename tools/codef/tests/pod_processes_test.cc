@@ -135,8 +135,13 @@ TEST_CASE("a Redis pod starts its process and runs once it has loaded") {
   REQUIRE_FALSE(web->annotations().contains(kEndpointAnnotation));
   REQUIRE(f.runner.started.empty());
 
-  auto created = f.cluster->CreatePod(MakePod("cache", "n1", "redis:7"), "");
+  Pod cache = MakePod("cache", "n1", "redis:7");
+  auto* port = cache.mutable_containers(0)->add_ports();
+  port->set_port(6379);
+  port->set_reach_port(1);  // the runtime's to say, not the creator's
+  auto created = f.cluster->CreatePod(cache, "");
   REQUIRE(created.ok());
+  REQUIRE(created->containers(0).ports(0).reach_port() == 0);
   REQUIRE(f.runner.started.size() == 1);
   const PodProcessSpec& spec = f.runner.started[0];
   REQUIRE(spec.cluster == "edge");
@@ -156,6 +161,9 @@ TEST_CASE("a Redis pod starts its process and runs once it has loaded") {
   auto running = f.cluster->GetPod("cache");
   REQUIRE(running->phase() == codeco::lms::v1::POD_PHASE_RUNNING);
   REQUIRE(running->pod_ip() == "127.0.0.1");
+  // Its container port is reached at the process's own port.
+  REQUIRE(running->containers(0).ports(0).port() == 6379);
+  REQUIRE(running->containers(0).ports(0).reach_port() == 7001);
   REQUIRE(running->start_time().seconds() == absl::ToUnixSeconds(f.clock.Now()));
 }
 
