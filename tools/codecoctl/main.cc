@@ -86,8 +86,10 @@ constexpr char kUsage[] =
     "      PDLC's node and cluster scores (0-100, stability 0-1) and breach advisories.\n"
     "\n"
     "metadata (the MDMs' graphs; --mdm ADDR asks one):\n"
-    "  get metadata [--type T] [--cluster NAME] [-o yaml|json]\n"
-    "      Entities (clusters, namespaces, nodes, pods, ...) with their owner and properties.\n"
+    "  get metadata [--type T] [--cluster NAME] [--where EXPR]... [-o yaml|json]\n"
+    "      Entities (clusters, namespaces, nodes, pods, ...) with their owner and properties;\n"
+    "      --where: P=V, P!=V, P<V, P<=V, P>V, P>=V, 'P in (V1,V2)', 'P contains V', P, !P\n"
+    "      (P a property, a.b for nested ones; every --where must hold).\n"
     "  get metadata ID [--depth N]           one entity and what is up to N hops (1-5) away\n"
     "\n"
     "services:\n"
@@ -153,7 +155,7 @@ int main(int argc, char** argv) {
   // `get metadata` reads the MDMs.
   const bool metadata = command == "get" && argc > 2 && std::strcmp(argv[2], "metadata") == 0;
   const Command get_metadata = {
-      codeco::ctl::RunGetMetadata, {"insecure"}, {"o", "type", "cluster", "depth", "mdm"}};
+      codeco::ctl::RunGetMetadata, {"insecure"}, {"o", "type", "cluster", "where", "depth", "mdm"}};
   auto it = commands.find(command);
   if (network || scores || metadata) it = commands.end();
   const Command* chosen = scores     ? &get_scores

@@ -1,14 +1,18 @@
 // `codecoctl get metadata`: entities and neighbourhoods of the MDMs' graphs.
 #include "metadata.h"
 
+#include <cstring>
 #include <iostream>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "codeco/common/proto_util.h"
+#include "codeco/common/status.h"
 #include "codeco/mdm/v1/mdm_service.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "run_state.h"
@@ -93,9 +97,89 @@ std::string NeighbourhoodText(const pb::QueryGraphResponse& graph) {
   return out;
 }
 
+namespace {
+
+// A --where value: a number, a boolean, or a string ("quoted" or bare).
+google::protobuf::Value WhereValue(absl::string_view text) {
+  google::protobuf::Value v;
+  text = absl::StripAsciiWhitespace(text);
+  double number = 0;
+  if (text.size() >= 2 && text.front() == '"' && text.back() == '"') {
+    v.set_string_value(std::string(text.substr(1, text.size() - 2)));
+  } else if (text == "true" || text == "false") {
+    v.set_bool_value(text == "true");
+  } else if (absl::SimpleAtod(text, &number)) {
+    v.set_number_value(number);
+  } else {
+    v.set_string_value(std::string(text));
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<mdm::v1::PropertyPredicate> ParseWhere(const std::string& expression) {
+  const std::string at = absl::StrCat("--where \"", expression, "\"");
+  const absl::string_view text = absl::StripAsciiWhitespace(expression);
+  if (text.empty()) return absl::InvalidArgumentError(at + ": empty");
+  mdm::v1::PropertyPredicate p;
+  auto property = [&](absl::string_view name) -> absl::Status {
+    name = absl::StripAsciiWhitespace(name);
+    if (name.empty()) return absl::InvalidArgumentError(at + ": no property before the operator");
+    p.set_property(std::string(name));
+    return absl::OkStatus();
+  };
+  // Words first ("in", "contains"), then symbols, the two-character ones first.
+  for (const auto& [word, op] :
+       {std::pair<const char*, pb::PredicateOperator>{" in ", pb::PREDICATE_OPERATOR_IN},
+        {" contains ", pb::PREDICATE_OPERATOR_CONTAINS}}) {
+    const size_t found = text.find(word);
+    if (found == absl::string_view::npos) continue;
+    RETURN_IF_ERROR(property(text.substr(0, found)));
+    p.set_operator_(op);
+    absl::string_view rest = absl::StripAsciiWhitespace(text.substr(found + strlen(word)));
+    if (op == pb::PREDICATE_OPERATOR_CONTAINS) {
+      *p.mutable_value() = WhereValue(rest);
+      return p;
+    }
+    if (rest.size() < 2 || rest.front() != '(' || rest.back() != ')') {
+      return absl::InvalidArgumentError(at + ": want P in (V1,V2,...)");
+    }
+    for (absl::string_view v : absl::StrSplit(rest.substr(1, rest.size() - 2), ',')) {
+      *p.add_values() = WhereValue(v);
+    }
+    return p;
+  }
+  for (const auto& [symbol, op] :
+       {std::pair<const char*, pb::PredicateOperator>{"<=", pb::PREDICATE_OPERATOR_LESS_OR_EQUAL},
+        {">=", pb::PREDICATE_OPERATOR_GREATER_OR_EQUAL},
+        {"!=", pb::PREDICATE_OPERATOR_NOT_EQUALS},
+        {"==", pb::PREDICATE_OPERATOR_EQUALS},
+        {"<", pb::PREDICATE_OPERATOR_LESS},
+        {">", pb::PREDICATE_OPERATOR_GREATER},
+        {"=", pb::PREDICATE_OPERATOR_EQUALS}}) {
+    const size_t found = text.find(symbol);
+    if (found == absl::string_view::npos) continue;
+    RETURN_IF_ERROR(property(text.substr(0, found)));
+    p.set_operator_(op);
+    *p.mutable_value() = WhereValue(text.substr(found + strlen(symbol)));
+    return p;
+  }
+  if (text.front() == '!') {
+    RETURN_IF_ERROR(property(text.substr(1)));
+    p.set_operator_(pb::PREDICATE_OPERATOR_NOT_EXISTS);
+    return p;
+  }
+  RETURN_IF_ERROR(property(text));
+  p.set_operator_(pb::PREDICATE_OPERATOR_EXISTS);
+  return p;
+}
+
 int RunGetMetadata(const Args& args) {
   if (args.positional.size() > 2) {
-    return Fail("usage: codecoctl get metadata [ID] [--type T] [--cluster C] [--depth N]");
+    return Fail(
+        "usage: codecoctl get metadata [ID] [--type T] [--cluster C] [--where EXPR]... "
+        "[--depth N]");
   }
   auto output = ParseOutput(args);
   if (!output.ok()) return Fail(std::string(output.status().message()));
@@ -107,8 +191,14 @@ int RunGetMetadata(const Args& args) {
       return Fail("--depth: a number of hops, 1-5, not \"" + args.Get("depth") + "\"");
     }
   }
-  if (one && (args.Has("type") || args.Has("cluster"))) {
-    return Fail("--type, --cluster: only apply to the list (get metadata without ID)");
+  if (one && (args.Has("type") || args.Has("cluster") || args.Has("where"))) {
+    return Fail("--type, --cluster, --where: only apply to the list (get metadata without ID)");
+  }
+  google::protobuf::RepeatedPtrField<pb::PropertyPredicate> where;
+  for (const std::string& expression : args.GetAll("where")) {
+    absl::StatusOr<pb::PropertyPredicate> predicate = ParseWhere(expression);
+    if (!predicate.ok()) return Fail(std::string(predicate.status().message()));
+    *where.Add() = *std::move(predicate);
   }
   auto targets = Targets(args);
   if (!targets.ok()) return Fail(std::string(targets.status().message()));
@@ -148,6 +238,7 @@ int RunGetMetadata(const Args& args) {
     pb::ListEntitiesRequest request;
     request.set_type(args.Get("type"));
     request.set_cluster(args.Get("cluster"));
+    *request.mutable_where() = where;
     request.set_page_size(1000);
     while (true) {
       pb::ListEntitiesResponse page;

@@ -293,8 +293,8 @@ absl::StatusOr<LmsSyncReport> LmsConnector::Sync(const ClusterInventory& invento
   for (const char* type : {kPod, kNode, kNamespace, kCluster}) {
     std::string after;
     do {
-      ASSIGN_OR_RETURN(EntityPage page,
-                       store_.ListEntities(type, cluster_, after, store_.limits().max_page));
+      ASSIGN_OR_RETURN(EntityPage page, store_.ListEntities({.type = type, .cluster = cluster_},
+                                                            after, store_.limits().max_page));
       for (const v1::Entity& e : page.entities) {
         if (e.source() == source_ && !wanted.count(e.id())) stale.push_back(e.id());
       }

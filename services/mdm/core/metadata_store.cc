@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
+#include "mdm/core/property_predicate.h"
 
 namespace codeco::mdm {
 namespace {
@@ -764,25 +765,31 @@ absl::StatusOr<v1::Relationship> MetadataStore::GetRelationship(const std::strin
   return *std::move(r);
 }
 
-absl::StatusOr<EntityPage> MetadataStore::ListEntities(const std::string& type,
-                                                       const std::string& cluster,
+absl::StatusOr<EntityPage> MetadataStore::ListEntities(const EntityFilter& filter,
                                                        const std::string& after,
                                                        size_t limit) const {
+  RETURN_IF_ERROR(ValidatePredicates(filter.where));
   limit = std::clamp<size_t>(limit == 0 ? 100 : limit, 1, limits_.max_page);
   EntityPage page;
   std::string last;
   bool more = false;
+  size_t looked_at = 0;
+  // False to stop: the page is full, or this call looked at enough.
   auto take = [&](v1::Entity e) {
-    if (page.entities.size() == limit) {
+    if (page.entities.size() == limit || looked_at == limits_.max_list_scan) {
       more = true;
       return false;
     }
+    ++looked_at;
     last = e.id();
-    if (cluster.empty() || e.cluster() == cluster) page.entities.push_back(std::move(e));
+    if ((filter.cluster.empty() || e.cluster() == filter.cluster) &&
+        MatchesAll(e.properties(), filter.where)) {
+      page.entities.push_back(std::move(e));
+    }
     return true;
   };
   absl::Status status;
-  if (type.empty()) {
+  if (filter.type.empty()) {
     status = kv_.Scan(kEntities, {"", after, 0}, [&](std::string_view, std::string_view value) {
       v1::Entity e;
       if (!e.ParseFromArray(value.data(), static_cast<int>(value.size()))) return true;
@@ -791,7 +798,7 @@ absl::StatusOr<EntityPage> MetadataStore::ListEntities(const std::string& type,
   } else {
     // The type's index in chunks, each loaded after its scan (a visitor
     // must not call back into the store).
-    const std::string prefix = Joined(type, "");
+    const std::string prefix = Joined(filter.type, "");
     std::string cursor = after.empty() ? "" : prefix + after;
     constexpr size_t kChunk = 256;
     bool go_on = true;

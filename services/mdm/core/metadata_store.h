@@ -38,6 +38,7 @@
 #include "absl/synchronization/mutex.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/kv_store.h"
+#include "codeco/mdm/v1/mdm_service.pb.h"
 #include "codeco/mdm/v1/metadata.pb.h"
 #include "mdm/core/type_registry.h"
 
@@ -60,6 +61,8 @@ struct MetadataLimits {
   int max_query_depth = 5;
   /// Most results of one page.
   size_t max_page = 1000;
+  /// Most entities one ListEntities call looks at.
+  size_t max_list_scan = 100000;
 };
 
 /// What Publish did.
@@ -106,6 +109,17 @@ struct GraphResult {
   std::vector<v1::Relationship> relationships;
   /// True when max_entities cut it short.
   bool truncated = false;
+};
+
+/// Which entities ListEntities returns.
+struct EntityFilter {
+  /// Only entities of this type ("" = every type).
+  std::string type;
+  /// Only entities of this cluster ("" = any).
+  std::string cluster;
+  /// Only entities whose properties meet every one (ValidatePredicates'd
+  /// by ListEntities).
+  google::protobuf::RepeatedPtrField<v1::PropertyPredicate> where;
 };
 
 /// One page of entities.
@@ -156,10 +170,12 @@ class MetadataStore {
   absl::StatusOr<v1::Entity> GetEntity(const std::string& id) const;
   /// One relationship; NOT_FOUND when absent.
   absl::StatusOr<v1::Relationship> GetRelationship(const std::string& id) const;
-  /// Entities of `type` (all types when empty) in `cluster` (any when
-  /// empty), after id `after`, at most `limit`.
-  absl::StatusOr<EntityPage> ListEntities(const std::string& type, const std::string& cluster,
-                                          const std::string& after, size_t limit) const;
+  /// Entities `filter` selects, after id `after`, at most `limit`. At most
+  /// MetadataLimits::max_list_scan entities are looked at per call: a
+  /// filter few entities meet may end a page short (or empty) with more to
+  /// follow. INVALID_ARGUMENT names a bad predicate ("where[0].value").
+  absl::StatusOr<EntityPage> ListEntities(const EntityFilter& filter, const std::string& after,
+                                          size_t limit) const;
   /// A bounded traversal. NOT_FOUND for an unknown start; INVALID_ARGUMENT
   /// for a depth out of range.
   absl::StatusOr<GraphResult> Query(const GraphQuery& query) const;

@@ -160,9 +160,11 @@ grpc::ServerUnaryReactor* MdmServiceImpl::ListEntities(grpc::CallbackServerConte
     if (!request->page_token().empty()) {
       ASSIGN_OR_RETURN(after, TokenValue(request->page_token(), kEntityToken));
     }
-    ASSIGN_OR_RETURN(EntityPage page,
-                     store_->ListEntities(request->type(), request->cluster(), after,
-                                          static_cast<size_t>(request->page_size())));
+    EntityFilter filter{.type = request->type(), .cluster = request->cluster()};
+    filter.where = request->where();
+    ASSIGN_OR_RETURN(
+        EntityPage page,
+        store_->ListEntities(filter, after, static_cast<size_t>(request->page_size())));
     for (auto& e : page.entities) *response->add_entities() = std::move(e);
     if (!page.next_after.empty()) {
       response->set_next_page_token(absl::StrCat(kEntityToken, page.next_after));

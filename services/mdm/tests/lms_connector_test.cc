@@ -113,7 +113,7 @@ TEST_CASE("Changes and removals in the LMS are mirrored and only those are publi
   // An empty LMS leaves the cluster alone.
   LmsSyncReport emptied = f.Sync({});
   CHECK(emptied.deleted == 5);  // 2 pods, 2 nodes, 1 namespace
-  absl::StatusOr<EntityPage> left = f.store->ListEntities("", "edge-1", "", 100);
+  absl::StatusOr<EntityPage> left = f.store->ListEntities({.cluster = "edge-1"}, "", 100);
   REQUIRE(left.ok());
   REQUIRE(left->entities.size() == 1);
   CHECK(left->entities[0].id() == "Cluster/edge-1");

@@ -158,6 +158,23 @@ TEST_CASE("codeco-mdm serves the event log the graph and the types") {
     v1::ListEntitiesResponse pods;
     REQUIRE(mdm.stub->ListEntities(&context, request, &pods).ok());
     CHECK(pods.entities_size() == 1);
+    // Property predicates: the pod has no restarts, so none has more than 0.
+    v1::PropertyPredicate* restarted = request.add_where();
+    restarted->set_property("restarts");
+    restarted->set_operator_(v1::PREDICATE_OPERATOR_GREATER);
+    restarted->mutable_value()->set_number_value(0);
+    grpc::ClientContext where_context;
+    REQUIRE(mdm.stub->ListEntities(&where_context, request, &pods).ok());
+    CHECK(pods.entities_size() == 0);
+    restarted->set_operator_(v1::PREDICATE_OPERATOR_LESS_OR_EQUAL);
+    grpc::ClientContext where_again;
+    REQUIRE(mdm.stub->ListEntities(&where_again, request, &pods).ok());
+    CHECK(pods.entities_size() == 1);
+    restarted->clear_value();
+    grpc::ClientContext bad_where;
+    grpc::Status refused = mdm.stub->ListEntities(&bad_where, request, &pods);
+    CHECK(refused.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK_THAT(refused.error_message(), Catch::StartsWith("where[0].value"));
     grpc::ClientContext get_context;
     v1::GetEntityRequest get;
     get.set_id("Pod/none");

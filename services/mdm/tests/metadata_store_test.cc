@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -143,14 +144,79 @@ TEST_CASE("Published events build the graph and traversals follow it", "[mdm][st
         absl::StatusCode::kNotFound);
 
   // Lists by type, in pages.
-  absl::StatusOr<EntityPage> first = f.store->ListEntities("Node", "", "", 1);
+  absl::StatusOr<EntityPage> first = f.store->ListEntities({.type = "Node"}, "", 1);
   REQUIRE(first.ok());
   CHECK(Ids(first->entities) == std::vector<std::string>{"Node/edge-1/n1"});
-  absl::StatusOr<EntityPage> second = f.store->ListEntities("Node", "", first->next_after, 1);
+  absl::StatusOr<EntityPage> second = f.store->ListEntities({.type = "Node"}, first->next_after, 1);
   REQUIRE(second.ok());
   CHECK(Ids(second->entities) == std::vector<std::string>{"Node/edge-1/n2"});
-  CHECK(f.store->ListEntities("", "edge-1", "", 100)->entities.size() == 5);
-  CHECK(f.store->ListEntities("", "edge-2", "", 100)->entities.empty());
+  CHECK(f.store->ListEntities({.cluster = "edge-1"}, "", 100)->entities.size() == 5);
+  CHECK(f.store->ListEntities({.cluster = "edge-2"}, "", 100)->entities.empty());
+}
+
+v1::PropertyPredicate Where(const std::string& property, v1::PredicateOperator op,
+                            std::optional<double> number = std::nullopt) {
+  v1::PropertyPredicate p;
+  p.set_property(property);
+  p.set_operator_(op);
+  if (number) p.mutable_value()->set_number_value(*number);
+  return p;
+}
+
+TEST_CASE("Entities are listed by property predicates in pages that look at a bounded number",
+          "[mdm][store]") {
+  Fixture f;
+  f.RegisterKubernetesTypes();
+  f.PublishSmallCluster();
+  EntityFilter restarted{.type = "Pod"};
+  *restarted.where.Add() = Where("restarts", v1::PREDICATE_OPERATOR_GREATER, 0);
+  absl::StatusOr<EntityPage> page = f.store->ListEntities(restarted, "", 100);
+  REQUIRE(page.ok());
+  CHECK(Ids(page->entities) == std::vector<std::string>{"Pod/edge-1/db-0"});
+  CHECK(page->next_after.empty());
+
+  // Every predicate must hold; across types, a missing property fails an ordering.
+  EntityFilter big{};
+  *big.where.Add() = Where("cpu", v1::PREDICATE_OPERATOR_GREATER_OR_EQUAL, 4);
+  *big.where.Add() = Where("cpu", v1::PREDICATE_OPERATOR_LESS, 8);
+  CHECK(Ids(f.store->ListEntities(big, "", 100)->entities) ==
+        std::vector<std::string>{"Node/edge-1/n2"});
+  EntityFilter no_cpu{};
+  *no_cpu.where.Add() = Where("cpu", v1::PREDICATE_OPERATOR_NOT_EXISTS);
+  CHECK(f.store->ListEntities(no_cpu, "", 100)->entities.size() == 3);
+
+  // A bad predicate is refused naming it.
+  EntityFilter bad{.type = "Pod"};
+  *bad.where.Add() = Where("restarts", v1::PREDICATE_OPERATOR_LESS);
+  absl::StatusOr<EntityPage> refused = f.store->ListEntities(bad, "", 100);
+  REQUIRE(absl::IsInvalidArgument(refused.status()));
+  CHECK_THAT(std::string(refused.status().message()), Catch::StartsWith("where[0].value"));
+
+  // With two entities looked at per call, the one match among five takes
+  // short pages that still reach it, then end.
+  MetadataLimits limits;
+  limits.max_list_scan = 2;
+  absl::StatusOr<std::unique_ptr<MetadataStore>> narrow =
+      MetadataStore::Open(*f.kv, f.clock, limits);
+  REQUIRE(narrow.ok());
+  for (const std::string& type : {std::string(), std::string("Pod")}) {
+    EntityFilter filter{.type = type};
+    *filter.where.Add() = Where("restarts", v1::PREDICATE_OPERATOR_EQUALS, 3);
+    std::vector<std::string> found;
+    std::string after;
+    int calls = 0;
+    do {
+      absl::StatusOr<EntityPage> part = (*narrow)->ListEntities(filter, after, 100);
+      REQUIRE(part.ok());
+      CHECK(part->entities.size() <= 2);
+      for (const auto& e : part->entities) found.push_back(e.id());
+      after = part->next_after;
+      REQUIRE(++calls < 10);
+    } while (!after.empty());
+    INFO(type);
+    CHECK(found == std::vector<std::string>{"Pod/edge-1/db-0"});
+    CHECK(calls == (type.empty() ? 3 : 1));  // five entities of any type, two pods
+  }
 }
 
 TEST_CASE("A batch with one bad event is refused whole naming the event and field",
@@ -188,7 +254,7 @@ TEST_CASE("A batch with one bad event is refused whole naming the event and fiel
   // Nothing of any of them is stored.
   CHECK(f.store->end_offset() == 1);
   CHECK(f.store->GetEntity("Cluster/a").status().code() == absl::StatusCode::kNotFound);
-  CHECK(f.store->ListEntities("", "", "", 100)->entities.empty());
+  CHECK(f.store->ListEntities(EntityFilter{}, "", 100)->entities.empty());
 }
 
 TEST_CASE("Event ids make a repeated publish a no-op", "[mdm][store]") {
@@ -243,7 +309,7 @@ TEST_CASE("Updates merge and are checked and deletes take the relationships alon
   REQUIRE(web.ok());
   CHECK(web->entities.size() == 1);
   CHECK(web->relationships.empty());
-  CHECK(f.store->ListEntities("Node", "", "", 10)->entities.size() == 1);
+  CHECK(f.store->ListEntities({.type = "Node"}, "", 10)->entities.size() == 1);
   // Deleting it again is accepted, and logged.
   const int64_t end = f.store->end_offset();
   REQUIRE(f.store->Publish({drop}).ok());
