@@ -9,6 +9,7 @@
 #include "codeco/common/status.h"
 #include "mdm/core/builtin_types.h"
 #include "mdm/core/metadata_store.h"
+#include "mdm/server/compaction_loop.h"
 #include "mdm/server/lms_connector_loop.h"
 #include "mdm/server/mdm_service.h"
 
@@ -24,6 +25,26 @@ void AddMdmConfig(codeco::ConfigSchema& schema) {
               false,
               "with federation.lms set, mirror the cluster's nodes and pods into the graph "
               "every this long (1s-1h)"});
+  schema.Add({"mdm.compact_interval",
+              ConfigType::kDuration,
+              "10m",
+              {},
+              false,
+              "compact the event log every this long (0s: never; else 1s-24h): remove the "
+              "events a later insert or deletion superseded (docs/mdm.md)"});
+  schema.Add({"mdm.compact_keep_events",
+              ConfigType::kInt,
+              "100000",
+              {},
+              false,
+              "the newest events compaction leaves alone (a watcher less far behind sees all)"});
+  schema.Add({"mdm.compact_keep_tombstones",
+              ConfigType::kInt,
+              "1000000",
+              {},
+              false,
+              "the newest events among which compaction keeps deletions "
+              "(>= mdm.compact_keep_events)"});
 }
 
 // The connector loop with the channels it reads the LMS through.
@@ -46,6 +67,22 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
   if (connector.interval < absl::Seconds(1) || connector.interval > absl::Hours(1)) {
     return codeco::InvalidFieldError("mdm.lms_sync_interval", "must be 1s-1h");
   }
+  codeco::mdm::CompactionLoopOptions compaction;
+  compaction.interval = context.config.raw.GetDuration("mdm.compact_interval");
+  compaction.compaction.keep_recent_events = context.config.raw.GetInt("mdm.compact_keep_events");
+  compaction.compaction.keep_tombstone_events =
+      context.config.raw.GetInt("mdm.compact_keep_tombstones");
+  if (compaction.interval != absl::ZeroDuration() &&
+      (compaction.interval < absl::Seconds(1) || compaction.interval > absl::Hours(24))) {
+    return codeco::InvalidFieldError("mdm.compact_interval", "must be 0s or 1s-24h");
+  }
+  if (compaction.compaction.keep_recent_events < 0) {
+    return codeco::InvalidFieldError("mdm.compact_keep_events", "must not be negative");
+  }
+  if (compaction.compaction.keep_tombstone_events < compaction.compaction.keep_recent_events) {
+    return codeco::InvalidFieldError("mdm.compact_keep_tombstones",
+                                     "must be at least mdm.compact_keep_events");
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<codeco::mdm::MetadataStore> opened,
                    codeco::mdm::MetadataStore::Open(context.store, context.clock));
   std::shared_ptr<codeco::mdm::MetadataStore> store = std::move(opened);
@@ -61,6 +98,10 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
         std::move(channels),
         std::make_unique<codeco::mdm::LmsConnectorLoop>(
             store, context.config.cluster, std::move(channel), context.metrics, connector)));
+  }
+  if (compaction.interval > absl::ZeroDuration()) {
+    context.background.push_back(
+        std::make_unique<codeco::mdm::CompactionLoop>(store, context.metrics, compaction));
   }
   std::vector<std::unique_ptr<grpc::Service>> services;
   services.push_back(std::make_unique<codeco::mdm::MdmServiceImpl>(std::move(store)));

@@ -471,6 +471,7 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
           e.set_cluster(in.cluster());
           e.set_source(new_owner);
           e.set_last_offset(next);
+          e.set_insert_offset(next);
           *e.mutable_create_time() =
               entity.has_value() ? entity->create_time() : ToProtoTimestamp(now);
           *e.mutable_update_time() = ToProtoTimestamp(now);
@@ -519,6 +520,7 @@ absl::StatusOr<PublishResult> MetadataStore::Publish(const std::vector<v1::Metad
           *r.mutable_properties() = in.properties();
           r.set_source(new_owner);
           r.set_last_offset(next);
+          r.set_insert_offset(next);
           pending.PutRelationship(r);
         }
         break;
@@ -750,6 +752,78 @@ absl::StatusOr<EventPage> MetadataStore::ReadEvents(int64_t from_offset, size_t 
   RETURN_IF_ERROR(status);
   if (page.events.size() < limit && scanned < most_scanned) page.next_offset = page.end_offset;
   return page;
+}
+
+absl::Status ValidateCompactionOptions(const CompactionOptions& options) {
+  if (options.keep_recent_events < 0) {
+    return InvalidFieldError("keep_recent_events", "must not be negative");
+  }
+  if (options.keep_tombstone_events < options.keep_recent_events) {
+    return InvalidFieldError("keep_tombstone_events", "must be at least keep_recent_events");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CompactionResult> MetadataStore::Compact(const CompactionOptions& options) {
+  RETURN_IF_ERROR(ValidateCompactionOptions(options));
+  const int64_t end = end_offset();
+  CompactionResult result;
+  result.compacted_below = std::max<int64_t>(1, end - options.keep_recent_events);
+  const int64_t tombstones_below = end - options.keep_tombstone_events;
+  // The log in chunks; each chunk's records are read after its scan (a
+  // visitor must not call back into the store), its removals written as
+  // one batch.
+  constexpr size_t kChunk = 1024;
+  std::string cursor;
+  bool done = false;
+  while (!done) {
+    std::vector<v1::MetadataEvent> chunk;
+    size_t visited = 0;
+    RETURN_IF_ERROR(
+        kv_.Scan(kEvents, {"", cursor, kChunk}, [&](std::string_view key, std::string_view value) {
+          ++visited;
+          cursor = std::string(key);
+          v1::MetadataEvent e;
+          if (!e.ParseFromArray(value.data(), static_cast<int>(value.size()))) return true;
+          if (e.offset() >= result.compacted_below) {
+            done = true;
+            return false;
+          }
+          chunk.push_back(std::move(e));
+          return true;
+        }));
+    KvWriteBatch removals;
+    for (const v1::MetadataEvent& e : chunk) {
+      ++result.looked_at;
+      // The offset of the INSERT that set the id's current state, or none
+      // when the id is gone.
+      std::optional<int64_t> inserted_at;
+      ASSIGN_OR_RETURN(std::optional<v1::Entity> entity, Load<v1::Entity>(kv_, kEntities, e.id()));
+      if (entity.has_value()) {
+        inserted_at = entity->insert_offset();
+      } else {
+        ASSIGN_OR_RETURN(std::optional<v1::Relationship> relationship,
+                         Load<v1::Relationship>(kv_, kRelationships, e.id()));
+        if (relationship.has_value()) inserted_at = relationship->insert_offset();
+      }
+      bool remove = false;
+      if (inserted_at.has_value()) {
+        remove = e.offset() < *inserted_at;
+      } else if (e.op() != v1::METADATA_OP_DELETE) {
+        remove = true;  // a deletion after it (its own or an end's) removed the id
+      } else if (e.offset() < tombstones_below) {
+        remove = true;
+        ++result.tombstones_removed;
+      }
+      if (remove) {
+        removals.Delete(kEvents, OffsetKey(e.offset()));
+        ++result.removed;
+      }
+    }
+    if (!removals.empty()) RETURN_IF_ERROR(kv_.Write(removals));
+    if (visited < kChunk) break;
+  }
+  return result;
 }
 
 absl::StatusOr<v1::Entity> MetadataStore::GetEntity(const std::string& id) const {

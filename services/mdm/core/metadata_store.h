@@ -130,6 +130,32 @@ struct EntityPage {
   std::string next_after;
 };
 
+/// How far Compact goes.
+struct CompactionOptions {
+  /// The newest events it leaves alone, superseded or not: a watcher less
+  /// than this far behind sees every event.
+  int64_t keep_recent_events = 100000;
+  /// The newest events among which it keeps deletions (tombstones) of what
+  /// is gone: a watcher less than this far behind sees every removal. At
+  /// least keep_recent_events.
+  int64_t keep_tombstone_events = 1000000;
+};
+
+/// What one Compact did.
+struct CompactionResult {
+  /// Events looked at (those below the compaction point still in the log).
+  int64_t looked_at = 0;
+  /// Superseded events removed.
+  int64_t removed = 0;
+  /// Tombstones removed (counted in `removed` too).
+  int64_t tombstones_removed = 0;
+  /// Events before this offset were compacted.
+  int64_t compacted_below = 0;
+};
+
+/// Checks `options`; INVALID_ARGUMENT naming the field.
+absl::Status ValidateCompactionOptions(const CompactionOptions& options);
+
 /// The log, the graph and the types. Thread-safe. Publish checks one batch at
 /// a time, and writes batches in offset order, so one batch is checked while
 /// the one before it is written (two publishers use two cores); reads run
@@ -179,6 +205,16 @@ class MetadataStore {
   /// A bounded traversal. NOT_FOUND for an unknown start; INVALID_ARGUMENT
   /// for a depth out of range.
   absl::StatusOr<GraphResult> Query(const GraphQuery& query) const;
+
+  /// Log compaction (as Kafka's, by id): removes, from the events older
+  /// than the newest options.keep_recent_events, each event an INSERT
+  /// after it replaced (the id's events before the INSERT that gave it its
+  /// current state), every event of an id that is gone except its
+  /// deletions, and those deletions too when they are older than the newest
+  /// options.keep_tombstone_events. The graph is untouched; what is left,
+  /// read in order, still ends in the same graph id by id. Runs beside
+  /// Publish and the reads.
+  absl::StatusOr<CompactionResult> Compact(const CompactionOptions& options);
 
   /// Calls `listener` after every append; returns a handle for
   /// RemoveListener.

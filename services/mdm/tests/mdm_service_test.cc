@@ -38,13 +38,20 @@ struct Mdm {
   std::unique_ptr<ChildProcess> process;
   std::unique_ptr<v1::MdmService::Stub> stub;
 
-  Mdm(const fs::path& dir) {
+  Mdm(const fs::path& dir, const std::vector<std::string>& settings = {}) {
     const fs::path log = dir / "mdm.log";
-    process = std::make_unique<ChildProcess>(
-        std::vector<std::string>{std::string(CODECO_BIN_DIR) + "/codeco-mdm", "--role", "hub",
-                                 "--insecure", "--listen", "127.0.0.1:0", "--metrics-listen",
-                                 "127.0.0.1:0", "--data-dir", (dir / "data").string()},
-        log.string());
+    std::vector<std::string> command = {std::string(CODECO_BIN_DIR) + "/codeco-mdm",
+                                        "--role",
+                                        "hub",
+                                        "--insecure",
+                                        "--listen",
+                                        "127.0.0.1:0",
+                                        "--metrics-listen",
+                                        "127.0.0.1:0",
+                                        "--data-dir",
+                                        (dir / "data").string()};
+    for (const std::string& s : settings) command.insert(command.end(), {"--set", s});
+    process = std::make_unique<ChildProcess>(command, log.string());
     std::optional<std::string> line = process->ReadLine(absl::Now() + absl::Seconds(60));
     INFO("codeco-mdm printed: " << line.value_or("<nothing>") << "\n" << ReadWholeFile(log));
     REQUIRE(line.has_value());
@@ -315,6 +322,38 @@ TEST_CASE("SIGKILL of codeco-mdm during ingest loses no acknowledged event and a
   }
   CHECK(watched.back() == after_retry);
   CHECK(restarted.process->Stop(SIGTERM, absl::Now() + absl::Seconds(30)) == 0);
+}
+
+TEST_CASE("codeco-mdm compacts its log on a schedule and watchers read what is left") {
+  ScratchDir dir("mdm-compaction");
+  Mdm mdm(dir.path, {"mdm.compact_interval=1s", "mdm.compact_keep_events=0",
+                     "mdm.compact_keep_tombstones=0"});
+  RegisterTypes(*mdm.stub);
+  // Pod/a inserted three times: only the last insert is its state.
+  for (int i = 0; i < 3; ++i) {
+    v1::PublishEventsResponse published;
+    REQUIRE(Publish(*mdm.stub, {Insert("Pod", "Pod/a", i)}, "", &published).ok());
+  }
+  std::vector<int64_t> offsets;
+  for (absl::Time end = absl::Now() + absl::Seconds(60); absl::Now() < end;) {
+    grpc::ClientContext context;
+    context.set_deadline(In(absl::Seconds(10)));
+    v1::ReadEventsRequest request;
+    request.set_from_offset(1);
+    v1::ReadEventsResponse page;
+    REQUIRE(mdm.stub->ReadEvents(&context, request, &page).ok());
+    offsets.clear();
+    for (const auto& e : page.events()) offsets.push_back(e.offset());
+    if (offsets.size() == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  CHECK(offsets == std::vector<int64_t>{3});
+  grpc::ClientContext context;
+  v1::GetEntityRequest get;
+  get.set_id("Pod/a");
+  v1::GetEntityResponse entity;
+  REQUIRE(mdm.stub->GetEntity(&context, get, &entity).ok());
+  CHECK(entity.entity().properties().fields().at("restarts").number_value() == 2);
 }
 
 }  // namespace

@@ -219,6 +219,99 @@ TEST_CASE("Entities are listed by property predicates in pages that look at a bo
   }
 }
 
+// Every entity and relationship of `store`, as "id type properties-json".
+std::set<std::string> Graph(MetadataStore& store) {
+  std::set<std::string> out;
+  absl::StatusOr<EntityPage> all = store.ListEntities(EntityFilter{}, "", 1000);
+  REQUIRE(all.ok());
+  for (const v1::Entity& e : all->entities) {
+    out.insert(absl::StrCat(e.id(), " ", e.type(), " ", StructToJson(e.properties()).dump()));
+    absl::StatusOr<GraphResult> around = store.Query({e.id(), 1, {}, Direction::kBoth, 0});
+    REQUIRE(around.ok());
+    for (const v1::Relationship& r : around->relationships) {
+      out.insert(absl::StrCat(r.id(), " ", r.type(), " ", r.from_id(), "->", r.to_id()));
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> Offsets(MetadataStore& store) {
+  std::vector<int64_t> out;
+  absl::StatusOr<EventPage> log = store.ReadEvents(1, 1000, {});
+  REQUIRE(log.ok());
+  for (const v1::MetadataEvent& e : log->events) {
+    out.push_back(e.offset());
+  }
+  return out;
+}
+
+TEST_CASE("Compaction keeps each id's last insert and what followed and replays to the same graph",
+          "[mdm][store]") {
+  Fixture f;
+  f.RegisterKubernetesTypes();
+  auto update = [](const std::string& id, const std::string& props) {
+    v1::MetadataEvent e = Insert("", id, props);
+    e.set_op(v1::METADATA_OP_UPDATE);
+    return e;
+  };
+  auto drop = [](const std::string& id) {
+    v1::MetadataEvent e;
+    e.set_op(v1::METADATA_OP_DELETE);
+    e.set_id(id);
+    e.set_source("lms");
+    return e;
+  };
+  const std::vector<v1::MetadataEvent> history = {
+      Insert("Node", "Node/n1", R"({"cpu": 8})"),    // 1: replaced by 6
+      Insert("Node", "Node/n2", R"({"cpu": 2})"),    // 2
+      Insert("Pod", "Pod/p", R"({"restarts": 0})"),  // 3: gone (7)
+      Link("RUNS_ON", "Pod/p", "Node/n1"),           // 4: gone with its pod
+      update("Node/n1", R"({"cpu": 16})"),           // 5: replaced by 6
+      Insert("Node", "Node/n1", R"({"cpu": 4})"),    // 6
+      drop("Pod/p"),                                 // 7: a tombstone
+      Insert("Pod", "Pod/q", R"({"restarts": 1})"),  // 8
+      update("Pod/q", R"({"restarts": 2})"),         // 9
+      Link("RUNS_ON", "Pod/q", "Node/n2"),           // 10
+      drop("Node/gone"),                             // 11: a deletion of nothing
+  };
+  for (const v1::MetadataEvent& e : history) REQUIRE(f.store->Publish({e}).ok());
+  const std::set<std::string> graph = Graph(*f.store);
+
+  // The newest five are left alone.
+  absl::StatusOr<CompactionResult> kept_recent = f.store->Compact({5, 100});
+  REQUIRE(kept_recent.ok());
+  CHECK(kept_recent->compacted_below == 7);
+  CHECK(kept_recent->removed == 4);
+  CHECK(Offsets(*f.store) == std::vector<int64_t>{2, 6, 7, 8, 9, 10, 11});
+
+  // Everything: the tombstones stay while they are recent enough.
+  absl::StatusOr<CompactionResult> all = f.store->Compact({0, 100});
+  REQUIRE(all.ok());
+  CHECK(all->removed == 0);
+  all = f.store->Compact({0, 0});
+  REQUIRE(all.ok());
+  CHECK(all->removed == 2);
+  CHECK(all->tombstones_removed == 2);
+  CHECK(Offsets(*f.store) == std::vector<int64_t>{2, 6, 8, 9, 10});
+  CHECK(Graph(*f.store) == graph);  // the graph is untouched
+
+  // What is left, replayed into an empty store, ends in the same graph.
+  Fixture replay;
+  replay.RegisterKubernetesTypes();
+  absl::StatusOr<EventPage> left = f.store->ReadEvents(1, 1000, {});
+  REQUIRE(left.ok());
+  for (v1::MetadataEvent e : left->events) {
+    e.clear_offset();
+    INFO(e.id());
+    REQUIRE(replay.store->Publish({e}).ok());
+  }
+  CHECK(Graph(*replay.store) == graph);
+
+  CHECK(absl::IsInvalidArgument(f.store->Compact({-1, 0}).status()));
+  CHECK_THAT(std::string(f.store->Compact({10, 5}).status().message()),
+             Catch::StartsWith("keep_tombstone_events"));
+}
+
 TEST_CASE("A batch with one bad event is refused whole naming the event and field",
           "[mdm][store]") {
   Fixture f;
