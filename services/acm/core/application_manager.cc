@@ -1192,14 +1192,15 @@ absl::Status ApplicationManager::RecordMove(const std::string& name, int64_t spe
     std::map<std::tuple<std::string, std::string, std::string, std::string>,
              const v1::ServicePlacement*>
         ready;
-    const v1::ApplicationStatus before = status;
-    for (const v1::ServicePlacement& p : before.placements()) {
+    google::protobuf::RepeatedPtrField<v1::ServicePlacement> before;
+    before.Swap(status.mutable_placements());
+    for (const v1::ServicePlacement& p : before) {
       if (p.ready()) ready[{p.service(), p.cluster(), p.node(), p.pod()}] = &p;
     }
-    status.clear_placements();
     for (const v1::ServicePlacement& p : placements) {
       v1::ServicePlacement* kept = status.add_placements();
       *kept = p;
+      kept->set_ready(false);
       kept->clear_addresses();
       auto was = ready.find({p.service(), p.cluster(), p.node(), p.pod()});
       if (was != ready.end()) {

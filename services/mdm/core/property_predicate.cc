@@ -110,16 +110,11 @@ absl::Status ValidatePredicates(
       case v1::PREDICATE_OPERATOR_LESS_OR_EQUAL:
       case v1::PREDICATE_OPERATOR_GREATER:
       case v1::PREDICATE_OPERATOR_GREATER_OR_EQUAL:
-        if (!p.values().empty()) {
-          return InvalidFieldError(at + ".values", "only IN takes values; use value");
-        }
-        RETURN_IF_ERROR(CheckScalar(p.value(), IsOrdering(op), at + ".value"));
-        break;
       case v1::PREDICATE_OPERATOR_CONTAINS:
         if (!p.values().empty()) {
           return InvalidFieldError(at + ".values", "only IN takes values; use value");
         }
-        RETURN_IF_ERROR(CheckScalar(p.value(), false, at + ".value"));
+        RETURN_IF_ERROR(CheckScalar(p.value(), IsOrdering(op), at + ".value"));
         break;
       case v1::PREDICATE_OPERATOR_EXISTS:
       case v1::PREDICATE_OPERATOR_NOT_EXISTS:
