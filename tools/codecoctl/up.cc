@@ -9,8 +9,9 @@
 // when Debian's prometheus is installed: it scrapes every service and every
 // emulated cluster's node/pod series from CODEF every 5 s and evaluates
 // CODECO's recording rules (deploy/prometheus/codeco-rules.yml, copied into
-// the run directory) every 5 s. Waits until all are healthy, saves the run
-// state, prints a summary.
+// the run directory) every 5 s. Waits until all are healthy and the hub's
+// NetMA has measured every link between two clusters (30 s at most), saves
+// the run state, prints a summary.
 //
 // With --hub-replicas N (2 or 3), the hub keeps its ACM's and SWM's state in
 // a three-member etcd cluster on loopback (Debian's etcd-server) and runs N
@@ -25,6 +26,7 @@
 #include <fstream>
 #include <iostream>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -37,6 +39,7 @@
 #include "codeco/common/etcd_client.h"
 #include "codeco/common/ports.h"
 #include "codeco/common/proto_util.h"
+#include "codeco/netma/v1/netma_service.grpc.pb.h"
 #include "federation_plan.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -96,6 +99,11 @@ class Upper {
   absl::Status IssueCertificates(const std::vector<ProcessSpec>& specs);
   absl::Status StartServices(const std::vector<ProcessSpec>& specs);
   absl::Status WaitHealthy();
+  // Waits (at most `limit`) until the hub's NetMA has measured every link
+  // between two clusters: until then the placement treats a link as absent,
+  // so an application applied at once would be kept inside one cluster.
+  // Prints what is still missing when the time runs out; never fails.
+  void WaitLinksMeasured(absl::Duration limit);
   // Whether this run starts Prometheus (installed and not --no-prometheus).
   bool PrometheusWanted() const;
   void StartPrometheus();
@@ -350,6 +358,46 @@ absl::Status Upper::WaitHealthy() {
     }
   }
   return absl::OkStatus();
+}
+
+void Upper::WaitLinksMeasured(absl::Duration limit) {
+  std::set<std::pair<std::string, std::string>> missing;
+  for (const auto& from : emulated_) {
+    for (const auto& to : emulated_) {
+      if (from.name() != to.name()) missing.insert({from.name(), to.name()});
+    }
+  }
+  const size_t expected = missing.size();
+  auto channel = ChannelTo(state_.netma, client_args_);
+  if (!channel.ok() || expected == 0) return;
+  auto stub = codeco::netma::v1::NetmaService::NewStub(*channel);
+  const absl::Time end = std::min(deadline_, absl::Now() + limit);
+  while (!missing.empty() && absl::Now() < end) {
+    codeco::netma::v1::ListLinksRequest request;
+    request.set_page_size(1000);
+    do {
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+      codeco::netma::v1::ListLinksResponse page;
+      if (!stub->ListLinks(&context, request, &page).ok()) break;
+      for (const auto& l : page.links()) {
+        if (l.sample_count() > 0) missing.erase({l.source_cluster(), l.target_cluster()});
+      }
+      request.set_page_token(page.next_page_token());
+    } while (!request.page_token().empty());
+    if (!missing.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  if (missing.empty()) return;
+  std::vector<std::string> named;
+  for (const auto& [from, to] : missing) {
+    if (named.size() == 5) break;
+    named.push_back(from + " -> " + to);
+  }
+  std::cerr << "codecoctl up: NetMA has measured " << expected - missing.size() << " of "
+            << expected << " links after " << absl::FormatDuration(limit)
+            << " (not yet: " << absl::StrJoin(named, ", ")
+            << (missing.size() > named.size() ? ", ..." : "")
+            << "); until it does, placements treat those links as absent (codecoctl get links)\n";
 }
 
 // True once `url` answers 200 to a HEAD, polled until `deadline`.
@@ -667,6 +715,7 @@ int Upper::Run() {
       {"ca", state_.ca_file}, {"cert", state_.cert_file}, {"key", state_.key_file}};
   if (state_.insecure) client_args_.flags = {{"insecure", "true"}};
   if (auto s = WaitHealthy(); !s.ok()) return fail(s);
+  WaitLinksMeasured(absl::Seconds(30));
   StartPrometheus();
   if (auto s = SaveRunState(state_); !s.ok()) return fail(s);
   PrintSummary(absl::Now() - start);
