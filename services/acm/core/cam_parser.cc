@@ -527,8 +527,10 @@ void ReadPlacement(Reader& r, const YAML::Node& map, const std::string& path,
   }
   if (auto b = r.Bool(map, "bursting", path)) placement.set_bursting(*b);
   if (auto b = r.Bool(map, "substitution", path)) placement.set_substitution(*b);
-  r.NotActedOnIfSet(map, "numberOfLocations", path, "SWM does not spread over locations");
-  r.NotActedOnIfSet(map, "bursting", path, "SWM's profiles do not switch bursting");
+  if (placement.number_of_locations() == 0) {
+    r.NotActedOnIfSet(map, "bursting", path,
+                      "bursting goes beyond numberOfLocations clusters, and none is set");
+  }
   r.NotActedOnIfSet(map, "substitution", path, "SWM's profiles do not switch substitution");
   if (auto list = r.StringList(map, "preferredClusters", path, false)) {
     for (size_t i = 0; i < list->size(); ++i) {
@@ -1098,11 +1100,14 @@ void ParseMultiClusterDeployment(Reader& r, const YAML::Node& root, ParsedCam& o
   if (auto b = r.Bool(s, "enableSubstitution", "spec")) placement.set_substitution(*b);
   CheckNearestFirst(r, s, "burstingPolicy", "spec");
   CheckNearestFirst(r, s, "substitutionPolicy", "spec");
-  r.NotActedOnIfSet(s, "numberOfLocations", "spec", "SWM does not spread over locations");
-  for (std::string_view key :
-       {"enableBursting", "burstingPolicy", "enableSubstitution", "substitutionPolicy"}) {
-    r.NotActedOnIfSet(s, key, "spec", "SWM's mck8s profiles do not switch bursting or "
-                                      "substitution");
+  if (placement.number_of_locations() == 0) {
+    for (std::string_view key : {"enableBursting", "burstingPolicy"}) {
+      r.NotActedOnIfSet(s, key, "spec",
+                        "bursting goes beyond numberOfLocations clusters, and none is set");
+    }
+  }
+  for (std::string_view key : {"enableSubstitution", "substitutionPolicy"}) {
+    r.NotActedOnIfSet(s, key, "spec", "SWM's mck8s profiles do not switch substitution");
   }
   r.NotActedOnIfSet(s, "selector", "spec", "the pods are labelled by SWM, not selected");
   if (auto v = r.Int(s, "replicas", "spec", 0, kMaxReplicas)) {
@@ -1273,6 +1278,11 @@ absl::Status ValidateApplicationSpec(const ApplicationSpec& spec, const CamLimit
   }
   if (!one_of(spec.app_failure_tolerance(), {"High", "Medium", "Low"})) {
     errors.Add("spec.app_failure_tolerance", "must be High, Medium or Low");
+  }
+  if (spec.placement().number_of_locations() < 0 ||
+      spec.placement().number_of_locations() > kMaxLocations) {
+    errors.Add("spec.placement.number_of_locations",
+               absl::StrCat("must be between 0 (as the policy decides) and ", kMaxLocations));
   }
   for (int i = 0; i < spec.services_size(); ++i) {
     const ServiceSpec& s = spec.services(i);

@@ -226,6 +226,9 @@ TEST_CASE("ValidateApplicationSpec names proto field paths") {
   spec.mutable_services(0)->mutable_requests()->set_cpu_millicores(-1);
   REQUIRE(FirstErrorPath(ValidateApplicationSpec(spec)) ==
           "spec.services[0].requests.cpu_millicores");
+  spec = ParseExample("bookinfo.yaml").spec;
+  spec.mutable_placement()->set_number_of_locations(-1);
+  REQUIRE(FirstErrorPath(ValidateApplicationSpec(spec)) == "spec.placement.number_of_locations");
 }
 
 TEST_CASE("DNS labels") {

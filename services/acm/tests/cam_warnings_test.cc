@@ -116,9 +116,14 @@ TEST_CASE("warnings: intents and placement fields not acted on") {
                        {"    preferredClusters: [c1]\n",
                         "    preferredClusters: [c1]\n    numberOfLocations: 2\n"
                         "    bursting: true\n    substitution: false\n"}});
+  // numberOfLocations and bursting take effect (SWM spreads and bursts).
   REQUIRE(WarnedPaths(cam) ==
-          std::set<std::string>{"spec.intents.deadline", "spec.placement.numberOfLocations",
-                                "spec.placement.bursting", "spec.placement.substitution"});
+          std::set<std::string>{"spec.intents.deadline", "spec.placement.substitution"});
+  // Bursting goes beyond numberOfLocations: without it, it does nothing.
+  std::string alone = absl::StrReplaceAll(
+      EffectiveCam(),
+      {{"    preferredClusters: [c1]\n", "    preferredClusters: [c1]\n    bursting: true\n"}});
+  REQUIRE(WarnedPaths(alone) == std::set<std::string>{"spec.placement.bursting"});
 }
 
 TEST_CASE("warnings: service fields not acted on (stateful and autoscaling are)") {
@@ -191,10 +196,12 @@ spec:
         - name: web
           image: registry.example.org/web:1
 )";
-  REQUIRE(WarnedPaths(mcd) ==
-          std::set<std::string>{"spec.numberOfLocations", "spec.enableBursting",
-                                "spec.burstingPolicy", "spec.enableSubstitution",
-                                "spec.substitutionPolicy", "spec.selector"});
+  REQUIRE(WarnedPaths(mcd) == std::set<std::string>{"spec.enableSubstitution",
+                                                    "spec.substitutionPolicy", "spec.selector"});
+  REQUIRE(WarnedPaths(absl::StrReplaceAll(mcd, {{"  numberOfLocations: 2\n", ""}})) ==
+          std::set<std::string>{"spec.enableBursting", "spec.burstingPolicy",
+                                "spec.enableSubstitution", "spec.substitutionPolicy",
+                                "spec.selector"});
 }
 
 TEST_CASE("warnings: the extended example names what it asks for in vain") {
@@ -204,7 +211,7 @@ TEST_CASE("warnings: the extended example names what it asks for in vain") {
   std::set<std::string> paths = WarnedPaths(ss.str());
   REQUIRE(paths.count("spec.qosClass") == 1);
   REQUIRE(paths.count("spec.intents.deadline") == 1);
-  REQUIRE(paths.count("spec.placement.numberOfLocations") == 1);
+  REQUIRE(paths.count("spec.placement.numberOfLocations") == 0);
   REQUIRE(paths.count("spec.codecoapp-msspec[0].autoscaling") == 0);
   REQUIRE(paths.count("spec.codecoapp-msspec[1].stateful") == 0);
   REQUIRE(paths.count("spec.codecoapp-msspec[0].replicas") == 0);

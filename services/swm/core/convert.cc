@@ -128,6 +128,9 @@ absl::StatusOr<Application> ToCoreApplication(const acm::Application& app,
   if (intents.max_latency_to_origin_ns() < 0) {
     errors.Add("application.spec.intents.max_latency_to_origin_ns", "must not be negative");
   }
+  if (spec.placement().number_of_locations() < 0) {
+    errors.Add("application.spec.placement.number_of_locations", "must not be negative");
+  }
   if (intents.max_latency_to_origin_ns() > 0 && !clusters.count(intents.origin())) {
     errors.Add("application.spec.intents.origin",
                "must name a neighborhood cluster when max_latency_to_origin_ns is set");
@@ -187,7 +190,9 @@ absl::StatusOr<Application> ToCoreApplication(const acm::Application& app,
                                 intents.allowed_countries().end()},
           .data_locality = s.data_locality(),
           .preferred_clusters = {spec.placement().preferred_clusters().begin(),
-                                 spec.placement().preferred_clusters().end()}};
+                                 spec.placement().preferred_clusters().end()},
+          .max_locations = spec.placement().number_of_locations(),
+          .bursting = spec.placement().bursting()};
       if (intents.max_latency_to_origin_ns() > 0) {
         w.origin_cluster = intents.origin();
         w.max_latency_to_origin_ns = intents.max_latency_to_origin_ns();

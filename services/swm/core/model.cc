@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "codeco/common/status.h"
 
 namespace codeco::swm {
@@ -182,6 +183,29 @@ std::optional<int64_t> PathLatencyNs(const Federation& federation, const Placeme
   const Link* link = federation.FindLink(a.cluster, b.cluster);
   if (link == nullptr) return std::nullopt;
   return ca->intra_latency_ns + link->latency_ns + cb->intra_latency_ns;
+}
+
+std::string LocationSpreadRefusal(const Application& app,
+                                  const std::map<std::string, Placement>& placed, const Workload& w,
+                                  const std::string& cluster, bool spread_first, bool may_burst) {
+  if (w.max_locations <= 0) return "";
+  std::set<std::string> spans;
+  for (const auto& [name, at] : placed) {
+    const int i = name == w.name ? -1 : app.WorkloadIndex(name);
+    if (i >= 0 && app.workloads[i].service == w.service) spans.insert(at.cluster);
+  }
+  const int n = static_cast<int>(spans.size());
+  if (spans.count(cluster)) {
+    if (n < w.max_locations && spread_first) {
+      return absl::StrCat("numberOfLocations ", w.max_locations, ": service ", w.service,
+                          " spreads to a cluster it does not run in first");
+    }
+    return "";
+  }
+  if (n < w.max_locations || may_burst) return "";
+  return absl::StrCat("numberOfLocations ", w.max_locations, ": service ", w.service,
+                      " already runs in ", absl::StrJoin(spans, ", "),
+                      w.bursting ? " (it bursts only once they are full)" : " and bursting is off");
 }
 
 }  // namespace codeco::swm

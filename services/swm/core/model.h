@@ -129,6 +129,13 @@ struct Workload {
   std::string origin_cluster;                   ///< Where its users are ("" = none).
   int64_t max_latency_to_origin_ns = 0;         ///< Hard bound to the origin (0 = none).
   std::vector<std::string> preferred_clusters;  ///< mck8s cluster affinity (soft).
+  /// mck8s numberOfLocations: the replicas of its service spread over this
+  /// many clusters, and no more (0 = as the policy decides). See
+  /// LocationSpreadRefusal below.
+  int max_locations = 0;
+  /// mck8s bursting (nearest-first): when the `max_locations` clusters are
+  /// full, a replica may go to the nearest other cluster.
+  bool bursting = false;
 };
 
 /// A directed communication requirement between two workloads.
@@ -174,5 +181,19 @@ struct Placement {
 /// clusters have no direct link (channels are single-hop).
 std::optional<int64_t> PathLatencyNs(const Federation& federation, const Placement& a,
                                      const Placement& b);
+
+/// The mck8s numberOfLocations rule for putting `w` in `cluster`, given where
+/// the application's workloads are (`placed`; `w` itself is not counted):
+/// "" when it may go there, else why not, in words a user can act on. Let S
+/// be the clusters the other replicas of `w.service` run in, and N =
+/// `w.max_locations` (0: no rule, always ""):
+///   - a cluster of S: refused while |S| < N and `spread_first` (the
+///     service reaches N clusters before a second replica shares one);
+///   - another cluster: allowed while |S| < N; beyond, only when
+///     `may_burst` (the coordinator passes `w.bursting` in its
+///     reconsideration round, after every cluster of S was tried).
+std::string LocationSpreadRefusal(const Application& app,
+                                  const std::map<std::string, Placement>& placed, const Workload& w,
+                                  const std::string& cluster, bool spread_first, bool may_burst);
 
 }  // namespace codeco::swm

@@ -247,16 +247,13 @@ class NumberOfLocations final : public FilterPlugin {
   explicit NumberOfLocations(int max) : max_(max) {}
   std::string Name() const override { return "NumberOfLocations"; }
   PluginStatus Filter(CycleState& state, const Workload& w, const Candidate& c) const override {
-    std::set<std::string> clusters;
-    for (const auto& [name, p] : state.placed()) {
-      int idx = state.app().WorkloadIndex(name);
-      if (idx >= 0 && state.app().workloads[idx].service == w.service) clusters.insert(p.cluster);
-    }
-    clusters.insert(c.cluster->name);
-    if (static_cast<int>(clusters.size()) > max_) {
-      return PluginStatus::Unschedulable(
-          absl::StrCat("service ", w.service, " already spans ", max_, " locations"));
-    }
+    // An application's own numberOfLocations is the coordinator's to apply
+    // (it spreads first, and bursts); this caps the others at `max`.
+    if (w.max_locations > 0) return PluginStatus::Success();
+    const Workload capped{.name = w.name, .service = w.service, .max_locations = max_};
+    std::string refused =
+        LocationSpreadRefusal(state.app(), state.placed(), capped, c.cluster->name, false, false);
+    if (!refused.empty()) return PluginStatus::Unschedulable(std::move(refused));
     return PluginStatus::Success();
   }
 

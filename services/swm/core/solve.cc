@@ -195,6 +195,38 @@ void BindPinned(CycleState& state, const std::map<std::string, Placement>& pinne
   for (const auto& [name, p] : pinned) state.Bind(name, p);
 }
 
+// `order` with, when a pending workload may burst beyond its service's
+// numberOfLocations, the clusters sorted (stably) by the lowest link latency
+// from a cluster the application runs in (those first); `order` otherwise.
+std::vector<const Cluster*> NearestFirstForBursting(const Application& app,
+                                                    const Federation& federation,
+                                                    const std::map<std::string, Placement>& placed,
+                                                    const std::vector<std::string>& pending,
+                                                    const std::vector<const Cluster*>& order) {
+  const bool bursting = std::any_of(pending.begin(), pending.end(), [&](const std::string& name) {
+    const Workload& w = app.workloads[app.WorkloadIndex(name)];
+    return w.bursting && w.max_locations > 0;
+  });
+  std::set<std::string> footprint;
+  for (const auto& [name, at] : placed) footprint.insert(at.cluster);
+  if (!bursting || footprint.empty()) return order;
+  std::vector<std::pair<int64_t, const Cluster*>> ranked;
+  for (const Cluster* c : order) {
+    int64_t nearest = footprint.count(c->name) ? 0 : std::numeric_limits<int64_t>::max();
+    for (const std::string& from : footprint) {
+      if (const Link* l = federation.FindLink(from, c->name); l != nullptr) {
+        nearest = std::min(nearest, l->latency_ns);
+      }
+    }
+    ranked.push_back({nearest, c});
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<const Cluster*> out;
+  for (const auto& [latency, c] : ranked) out.push_back(c);
+  return out;
+}
+
 // INVALID_ARGUMENT naming pinned["<workload>"] for each entry that is not a
 // workload of `app` or whose place is not a node of `federation`.
 absl::Status ValidatePinned(const Application& app, const Federation& federation,
@@ -257,6 +289,11 @@ absl::Status Coordinator::Polish(const Application& app, const Federation& feder
       for (const std::string& name : targets) {
         const Cluster* base = federation.FindCluster(name);
         if (base == nullptr) continue;
+        // Never to a cluster beyond its service's numberOfLocations.
+        if (name != cur.cluster &&
+            !LocationSpreadRefusal(app, state.placed(), w, name, false, false).empty()) {
+          continue;
+        }
         Cluster view = *base;
         for (Node& n : view.nodes) {
           auto e = extra.find({name, n.name});
@@ -428,8 +465,14 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
     std::map<std::string, std::vector<ClusterReason>> reasons;  // by workload
 
     for (int round = 0; round < (options_.reconsider ? 2 : 1) && !pending.empty(); ++round) {
-      for (size_t ci = 0; ci < order.size() && !pending.empty(); ++ci) {
-        const Cluster& cluster = *order[ci];
+      // A replica bursting beyond its service's numberOfLocations goes to
+      // the nearest cluster first (mck8s's nearest-first), measured from
+      // where the application runs.
+      const std::vector<const Cluster*> visit =
+          round == 1 ? NearestFirstForBursting(app, federation, hub.placed(), pending, order)
+                     : order;
+      for (size_t ci = 0; ci < visit.size() && !pending.empty(); ++ci) {
+        const Cluster& cluster = *visit[ci];
         L2Request req{.app = &app, .profile = app.profile, .cluster = overlay(cluster)};
         std::set<std::string> context;
         for (const auto& [w, p] : hub.placed()) context.insert(p.cluster);
@@ -507,6 +550,11 @@ absl::StatusOr<PlacementResult> Coordinator::Place(const Application& app,
             if (!view.Free().Fits(w.requests)) reject = "node " + view.name + " is full";
           }
           Placement at{cluster.name, node_it->second};
+          if (reject.empty()) {
+            reject =
+                LocationSpreadRefusal(app, hub.placed(), w, cluster.name,
+                                      round == 0 && options_.reconsider, round == 1 && w.bursting);
+          }
           if (reject.empty()) {
             PluginStatus ch = CheckChannels(hub, w, at);
             if (!ch.ok()) reject = ch.reason();

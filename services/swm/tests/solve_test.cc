@@ -1,9 +1,10 @@
 #include "swm/core/solve.h"
 
 #include <algorithm>
-#include <set>
-
 #include <catch2/catch.hpp>
+#include <limits>
+#include <map>
+#include <set>
 
 #include "swm/tests/fixtures.h"
 
@@ -495,6 +496,126 @@ TEST_CASE("polish moves a placed workload next to its peer but never a pinned on
   CHECK(r->placements.at("a").cluster == "metro");
   CHECK(r->placements.at("a").node == raw->placements.at("a").node);
   CHECK(r->placements.at("b").cluster == "edge");
+}
+
+// ---- numberOfLocations and bursting (mck8s) ----
+
+// `count` replicas of service "web" of `cpu` millicores, spread over at most
+// `locations` clusters, bursting or not.
+Application SpreadService(int count, int64_t cpu, int locations, bool bursting) {
+  Application app{.name = "mcd"};
+  for (int i = 0; i < count; ++i) {
+    Workload w = MakeWorkload("web-" + std::to_string(i), cpu);
+    w.service = "web";
+    w.max_locations = locations;
+    w.bursting = bursting;
+    app.workloads.push_back(w);
+  }
+  return app;
+}
+
+// Four one-node clusters of 1 CPU each, at distinct distances.
+Federation FourSmallSites() {
+  Federation fed;
+  for (const char* name : {"a", "b", "c", "d"}) fed.AddCluster(MakeCluster(name, 1, 1000, 8 * kGi));
+  Connect(fed, "a", "b", 1 * kMs, 1'000'000'000);
+  Connect(fed, "a", "c", 5 * kMs, 1'000'000'000);
+  Connect(fed, "b", "c", 6 * kMs, 1'000'000'000);
+  Connect(fed, "a", "d", 20 * kMs, 1'000'000'000);
+  Connect(fed, "b", "d", 21 * kMs, 1'000'000'000);
+  Connect(fed, "c", "d", 22 * kMs, 1'000'000'000);
+  return fed;
+}
+
+// Replicas per cluster.
+std::map<std::string, int> Spread(const PlacementResult& r) {
+  std::map<std::string, int> out;
+  for (const auto& [w, at] : r.placements) ++out[at.cluster];
+  return out;
+}
+
+TEST_CASE("numberOfLocations spreads a service over that many clusters and no more") {
+  Env env;
+  Federation fed = ThreeSites();
+  for (int locations : {1, 2, 3}) {
+    auto r = env.coord.Place(SpreadService(5, 200, locations, false), fed, {});
+    REQUIRE(r.ok());
+    INFO("numberOfLocations " << locations);
+    CHECK(r->unplaced.empty());
+    CHECK(Spread(*r).size() == static_cast<size_t>(locations));
+  }
+  // Fewer replicas than locations: one cluster each.
+  auto r = env.coord.Place(SpreadService(2, 200, 3, false), fed, {});
+  REQUIRE(r.ok());
+  CHECK(Spread(*r).size() == 2);
+}
+
+TEST_CASE("without bursting what the numberOfLocations clusters cannot hold stays unplaced") {
+  Env env;
+  Federation fed = FourSmallSites();
+  auto r = env.coord.Place(SpreadService(6, 500, 2, false), fed, {});
+  REQUIRE(r.ok());
+  CHECK(r->placements.size() == 4);
+  CHECK(Spread(*r).size() == 2);
+  REQUIRE(r->unplaced.size() == 2);
+  for (const auto& [w, reason] : r->unplaced) {
+    INFO(reason);
+    CHECK(reason.find("numberOfLocations 2: service web already runs in") != std::string::npos);
+    CHECK(reason.find("bursting is off") != std::string::npos);
+  }
+}
+
+TEST_CASE("with bursting a replica goes to the nearest other cluster once the chosen are full") {
+  Env env;
+  Federation fed = FourSmallSites();
+  auto r = env.coord.Place(SpreadService(6, 500, 2, true), fed, {});
+  REQUIRE(r.ok());
+  INFO((r->unplaced.empty() ? "" : r->unplaced.begin()->second));
+  REQUIRE(r->unplaced.empty());
+  std::map<std::string, int> spread = Spread(*r);
+  REQUIRE(spread.size() == 3);
+  // Each holds two (one node of 1 CPU); the third is the nearest of the
+  // others to the two chosen first.
+  for (const auto& [c, n] : spread) CHECK(n == 2);
+  std::string nearest;
+  int64_t best = std::numeric_limits<int64_t>::max();
+  std::set<std::string> first_two;
+  for (const char* w : {"web-0", "web-1"}) first_two.insert(r->placements.at(w).cluster);
+  REQUIRE(first_two.size() == 2);
+  for (const char* other : {"a", "b", "c", "d"}) {
+    if (first_two.count(other)) continue;
+    for (const std::string& from : first_two) {
+      const Link* l = fed.FindLink(from, other);
+      if (l != nullptr && l->latency_ns < best) {
+        best = l->latency_ns;
+        nearest = other;
+      }
+    }
+  }
+  CHECK(spread.count(nearest) == 1);
+  CHECK(spread.at(nearest) == 2);
+}
+
+TEST_CASE("LocationSpreadRefusal: spread first then only where the service runs unless bursting") {
+  Application app = SpreadService(3, 100, 2, false);
+  const Workload& w = app.workloads[2];
+  std::map<std::string, Placement> placed{{"web-0", {"a", "a-n0"}}};
+  // One location so far: a second one first, then a shared one.
+  CHECK(LocationSpreadRefusal(app, placed, w, "a", true, false).find("spreads to") !=
+        std::string::npos);
+  CHECK(LocationSpreadRefusal(app, placed, w, "a", false, false).empty());
+  CHECK(LocationSpreadRefusal(app, placed, w, "b", true, false).empty());
+  placed["web-1"] = {"b", "b-n0"};
+  CHECK(LocationSpreadRefusal(app, placed, w, "a", true, false).empty());
+  CHECK(LocationSpreadRefusal(app, placed, w, "c", true, false) ==
+        "numberOfLocations 2: service web already runs in a, b and bursting is off");
+  CHECK(LocationSpreadRefusal(app, placed, w, "c", false, true).empty());
+  // Its own place is not counted; nor is a rule without a number.
+  placed["web-2"] = {"c", "c-n0"};
+  CHECK(LocationSpreadRefusal(app, placed, w, "c", false, false).find("already runs in a, b") !=
+        std::string::npos);
+  Application free = SpreadService(3, 100, 0, false);
+  CHECK(LocationSpreadRefusal(free, placed, free.workloads[2], "d", true, false).empty());
 }
 
 }  // namespace
