@@ -3,6 +3,7 @@
 // managed cluster it also runs the agent that registers the cluster with the
 // hub ACM (federation.hub_acm) and heartbeats what its LMS (federation.lms)
 // reports, keeping local copies of its neighborhoods and assignments.
+#include <algorithm>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -65,6 +66,9 @@ void AddConfig(codeco::ConfigSchema& schema) {
       .Add({"acm.autoscale_interval", codeco::ConfigType::kDuration, "15s", {}, false,
             "hub: how often the multi-cluster autoscaler measures the services with "
             "autoscaling and changes their replica counts (0: never)"})
+      .Add({"acm.unplaced_retry_interval", codeco::ConfigType::kDuration, "30s", {}, false,
+            "hub: replicas a scale left with no node are placed again after this, doubling "
+            "up to 5m while they still find none (0s: only at a later apply)"})
       .Add({"acm.operation_retention", codeco::ConfigType::kDuration, "168h", {}, false,
             "a done operation is deleted this long after it last changed, unless an "
             "application still names it"})
@@ -113,6 +117,12 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
   }
   options.manager.operation_retention = config.raw.GetDuration("acm.operation_retention");
   options.manager.request_retention = config.raw.GetDuration("acm.request_retention");
+  const absl::Duration unplaced_retry = config.raw.GetDuration("acm.unplaced_retry_interval");
+  if (unplaced_retry < absl::ZeroDuration()) {
+    return codeco::InvalidFieldError("acm.unplaced_retry_interval", "must not be negative");
+  }
+  options.manager.unplaced_retry.initial = unplaced_retry;
+  options.manager.unplaced_retry.max = std::max(unplaced_retry, absl::Minutes(5));
   if (config.raw.Has("acm.policy_bundle") && !config.raw.GetString("acm.policy_bundle").empty()) {
     if (!config.raw.Has("acm.policy_bundle_key") ||
         config.raw.GetString("acm.policy_bundle_key").empty()) {

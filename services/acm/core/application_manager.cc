@@ -22,6 +22,10 @@
 namespace codeco::acm {
 namespace {
 
+// How a DEGRADED application's error_msg starts when a scale left replicas
+// with no node: Reconcile places it again after `unplaced_retry`.
+constexpr absl::string_view kUnplacedReplicas = "replicas not placed, found no node";
+
 using google::protobuf::util::MessageDifferencer;
 
 // Deterministic bytes of `message` with its request_id cleared: equal
@@ -114,7 +118,8 @@ ApplicationManager::ApplicationManager(ApplicationStore& store, PlacementSchedul
       neighborhoods_(neighborhoods),
       admission_(admission),
       options_(std::move(options)),
-      backoff_(options_.placement_retry, options_.retry_seed) {}
+      backoff_(options_.placement_retry, options_.retry_seed),
+      unplaced_backoff_(options_.unplaced_retry, options_.retry_seed) {}
 
 google::protobuf::Timestamp ApplicationManager::NowProto() const {
   return ToProtoTimestamp(clock_.Now());
@@ -761,6 +766,25 @@ absl::StatusOr<int> ApplicationManager::Reconcile() {
       const bool place = phase == v1::APPLICATION_PHASE_MIGRATING ||
                          (phase == v1::APPLICATION_PHASE_PENDING &&
                           (neighborhoods_ == nullptr || !app.status().neighborhood_id().empty()));
+      const bool retry_unplaced = phase == v1::APPLICATION_PHASE_DEGRADED &&
+                                  options_.unplaced_retry.initial > absl::ZeroDuration() &&
+                                  absl::StartsWith(app.status().error_msg(), kUnplacedReplicas);
+      if (retry_unplaced) {
+        intents.insert(name);
+        auto [retry, fresh] = unplaced_retries_.try_emplace(name);
+        if (fresh) {  // a restart forgot the count: wait one interval
+          retry->second.failures = 1;
+          retry->second.due = now + unplaced_backoff_.Delay(1);
+        }
+        if (retry->second.due > now) return true;
+        auto sent = attempts_.find(name);
+        if (sent != attempts_.end() && sent->second.due > now) return true;  // in flight
+        // Should the answer be lost, asked again after the same wait.
+        retry->second.due = now + unplaced_backoff_.Delay(retry->second.failures);
+        MarkSentLocked(name);
+        placements.push_back(app);
+        return true;
+      }
       if (!release && !place) return true;
       intents.insert(name);
       if (!release && HeldUntil(app.spec(), now)) return true;  // its start time is later
@@ -771,6 +795,9 @@ absl::StatusOr<int> ApplicationManager::Reconcile() {
       return true;
     }));
     std::erase_if(attempts_, [&](const auto& entry) { return !intents.count(entry.first); });
+    std::erase_if(unplaced_retries_,
+                  [&](const auto& entry) { return !intents.count(entry.first); });
+    std::erase_if(unplaced_detail_, [&](const auto& entry) { return !intents.count(entry.first); });
     if (now >= next_prune_) {
       next_prune_ = now + absl::Minutes(1);
       prune_at = now;
@@ -1038,9 +1065,12 @@ absl::StatusOr<v1::Application> ApplicationManager::RecordPlacement(const std::s
         std::set<std::string> placed;
         bool all_ready = true;
         for (const auto& p : result.placements) {
-          *status.add_placements() = p;
+          v1::ServicePlacement* kept = status.add_placements();
+          *kept = p;
+          // A pod that stays (a scale in place) is ready as last reported.
+          if (!kept->ready()) ReadyIfReportedLocked(name, *kept);
           placed.insert(p.service());
-          all_ready = all_ready && p.ready();
+          all_ready = all_ready && kept->ready();
         }
         std::string missing;
         for (const auto& s : app.spec().services()) {
@@ -1055,16 +1085,23 @@ absl::StatusOr<v1::Application> ApplicationManager::RecordPlacement(const std::s
         } else if (!result.unplaced_replicas.empty()) {
           status.set_phase(v1::APPLICATION_PHASE_DEGRADED);
           status.set_status(v1::STATUS_LEVEL_WARNING);
-          status.set_error_msg(
-              absl::StrCat("replicas not placed, found no node (placed at a later "
-                           "apply): ",
-                           absl::StrJoin(result.unplaced_replicas, "; ")));
+          if (options_.unplaced_retry.initial > absl::ZeroDuration()) {
+            Attempt& retry = unplaced_retries_[name];
+            ++retry.failures;
+            retry.due = clock_.Now() + unplaced_backoff_.Delay(retry.failures);
+          }
+          unplaced_detail_[name] = absl::StrJoin(result.unplaced_replicas, "; ");
+          status.set_error_msg(UnplacedMessageLocked(name, unplaced_detail_[name]));
         } else {
           status.set_phase(all_ready ? v1::APPLICATION_PHASE_RUNNING
                                      : v1::APPLICATION_PHASE_DEPLOYING);
           status.set_status(v1::STATUS_LEVEL_OK);
           status.set_error_msg(result.message);
         }
+      }
+      if (result.unplaced_replicas.empty() || !result.error.ok()) {
+        unplaced_retries_.erase(name);
+        unplaced_detail_.erase(name);
       }
       RETURN_IF_ERROR(CommitModified(app));
     }
@@ -1084,13 +1121,40 @@ void ApplicationManager::TakeEarlyChannelsLocked(const std::string& name, int64_
   if (early->second.plan_revision <= plan_revision) early_channels_.erase(early);
 }
 
+void ApplicationManager::ReadyIfReportedLocked(const std::string& application,
+                                               v1::ServicePlacement& placement) const {
+  auto reported = running_pods_.find(placement.cluster());
+  if (reported == running_pods_.end()) return;
+  auto running = reported->second.find({application, placement.pod()});
+  if (running == reported->second.end()) return;
+  placement.set_ready(true);
+  placement.clear_addresses();
+  for (const std::string& address : running->second) placement.add_addresses(address);
+}
+
+std::string ApplicationManager::UnplacedMessageLocked(const std::string& name,
+                                                      const std::string& detail) const {
+  std::string when = "at a later apply";
+  auto retry = unplaced_retries_.find(name);
+  if (options_.unplaced_retry.initial > absl::ZeroDuration() && retry != unplaced_retries_.end()) {
+    when = absl::StrCat("tried again at ",
+                        absl::FormatTime(absl::RFC3339_sec, retry->second.due, absl::UTCTimeZone()),
+                        ", attempt ", retry->second.failures + 1);
+  } else if (options_.unplaced_retry.initial > absl::ZeroDuration()) {
+    when = "tried again shortly";
+  }
+  return absl::StrCat(kUnplacedReplicas, " (", when, "): ", detail);
+}
+
 void ApplicationManager::FoldPodStatus(v1::Application& app) const {
   v1::ApplicationStatus& status = *app.mutable_status();
   std::set<std::string> placed;
   std::set<std::string> running;
+  std::map<std::string, int> replicas_placed;
   int ready = 0;
   for (const auto& p : status.placements()) {
     placed.insert(p.service());
+    ++replicas_placed[p.service()];
     if (p.ready()) {
       running.insert(p.service());
       ++ready;
@@ -1098,10 +1162,21 @@ void ApplicationManager::FoldPodStatus(v1::Application& app) const {
   }
   std::vector<std::string> problems;
   std::string missing;
+  std::vector<std::string> short_of;  // services with fewer replicas placed than wanted
   for (const auto& s : app.spec().services()) {
     if (s.replicas() > 0 && !placed.count(s.name())) {
       absl::StrAppend(&missing, missing.empty() ? "" : ", ", s.name());
+    } else if (replicas_placed[s.name()] < s.replicas()) {
+      short_of.push_back(
+          absl::StrCat(s.name(), " ", replicas_placed[s.name()], " of ", s.replicas(), " placed"));
     }
+  }
+  if (!short_of.empty()) {
+    // Replicas a scale left with no node: DEGRADED until they run.
+    auto detail = unplaced_detail_.find(app.metadata().name());
+    problems.push_back(UnplacedMessageLocked(
+        app.metadata().name(),
+        detail != unplaced_detail_.end() ? detail->second : absl::StrJoin(short_of, ", ")));
   }
   if (!missing.empty()) problems.push_back(absl::StrCat("not placed: ", missing));
   for (const auto& c : status.channels()) {
@@ -1208,12 +1283,7 @@ absl::Status ApplicationManager::RecordMove(const std::string& name, int64_t spe
         *kept->mutable_addresses() = was->second->addresses();
         continue;
       }
-      auto reported = running_pods_.find(p.cluster());
-      if (reported == running_pods_.end()) continue;
-      auto running = reported->second.find({name, p.pod()});
-      if (running == reported->second.end()) continue;
-      kept->set_ready(true);
-      for (const std::string& address : running->second) kept->add_addresses(address);
+      ReadyIfReportedLocked(name, *kept);
     }
     status.set_plan_revision(plan_revision);
     TakeEarlyChannelsLocked(name, plan_revision, status);

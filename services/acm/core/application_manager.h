@@ -59,6 +59,12 @@ struct ApplicationManagerOptions {
   BackoffPolicy placement_retry{.initial = absl::Seconds(1), .max = absl::Seconds(60)};
   /// Seed of the retry jitter. Default: 1.
   uint64_t retry_seed = 1;
+  /// Waits before placing again the replicas a scale could not place (a
+  /// DEGRADED application whose replicas found no node): Reconcile asks the
+  /// scheduler for the same spec again once a wait is over, so they run
+  /// once room frees, with no apply. Default: 30 s doubling up to 5 min,
+  /// 20% jitter; `initial` 0 turns it off.
+  BackoffPolicy unplaced_retry{.initial = absl::Seconds(30), .max = absl::Minutes(5)};
   /// A request sent with no answer recorded this long is sent again by
   /// Reconcile (the answer was lost, e.g. the scheduler restarted). Default: 5 min.
   absl::Duration answer_timeout = absl::Minutes(5);
@@ -251,7 +257,9 @@ class ApplicationManager {
   /// One reconcile pass: sends the placement or release each stored intent
   /// (PENDING with a neighborhood, MIGRATING, DELETING) calls for, unless a
   /// request is in flight (sent less than answer_timeout ago) or its retry
-  /// is not due yet on the clock; and, at most once a minute, deletes the
+  /// is not due yet on the clock; sends the placement of each DEGRADED
+  /// application whose replicas found no node again once its
+  /// `unplaced_retry` wait is over; and, at most once a minute, deletes the
   /// operations past operation_retention. Call periodically. Returns how
   /// many requests were sent.
   absl::StatusOr<int> Reconcile();
@@ -339,6 +347,14 @@ class ApplicationManager {
   // Sets phase, status and error_msg of a placed application from its
   // placements' readiness and the pod failures known for it.
   void FoldPodStatus(v1::Application& app) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Sets `placement` of `application` ready, with the addresses its pod
+  // serves at, when its cluster's last report showed that pod running.
+  void ReadyIfReportedLocked(const std::string& application, v1::ServicePlacement& placement) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // The error_msg of application `name` while replicas found no node:
+  // kUnplacedReplicas, when they are tried again, and `detail`.
+  std::string UnplacedMessageLocked(const std::string& name, const std::string& detail) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Plan `plan_revision` of `name` now held: the channels SWM reported for
   // it before (kept in early_channels_) become status.channels; reports for
   // it or an older plan are dropped.
@@ -376,6 +392,14 @@ class ApplicationManager {
     bool backing_off = false;
   };
   std::map<std::string, Attempt> attempts_ ABSL_GUARDED_BY(write_mu_);
+  // Per DEGRADED application with replicas no node took: placements that
+  // left them out in a row (`failures`) and when Reconcile asks again
+  // (`due`). Memory only: after a restart the first retry waits one
+  // `unplaced_retry.initial`.
+  std::map<std::string, Attempt> unplaced_retries_ ABSL_GUARDED_BY(write_mu_);
+  // Why those replicas found no node, as the scheduler said (memory only:
+  // after a restart the status counts them instead).
+  std::map<std::string, std::string> unplaced_detail_ ABSL_GUARDED_BY(write_mu_);
   // Channel reports for a plan an application does not hold yet (the
   // scheduler's channel stream ran ahead of its placement answer).
   struct ChannelReport {
@@ -384,6 +408,7 @@ class ApplicationManager {
   };
   std::map<std::string, ChannelReport> early_channels_ ABSL_GUARDED_BY(write_mu_);
   Backoff backoff_ ABSL_GUARDED_BY(write_mu_);
+  Backoff unplaced_backoff_ ABSL_GUARDED_BY(write_mu_);
   // When Reconcile next deletes old operations.
   absl::Time next_prune_ ABSL_GUARDED_BY(write_mu_) = absl::InfinitePast();
 

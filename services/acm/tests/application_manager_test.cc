@@ -877,6 +877,66 @@ TEST_CASE("a scheduler that cannot answer is retried with backoff on the clock a
   REQUIRE(StatusOf(f.manager, "shop").phase() == v1::APPLICATION_PHASE_DEPLOYING);
 }
 
+TEST_CASE("replicas a scale left with no node are placed again on the clock with no apply") {
+  Fixture f;
+  f.Apply(SmallCam("shop", "1"));
+  // Placed, but a replica found no node (SWM's scale answer).
+  PlacementResult partly = PlacedOn("edge-1");
+  partly.unplaced_replicas = {"web-1: no cluster fits: edge-1: 1 node: insufficient cpu"};
+  REQUIRE(f.manager.RecordPlacement("shop", 1, partly).ok());
+  v1::ApplicationStatus status = StatusOf(f.manager, "shop");
+  INFO(status.error_msg());
+  REQUIRE(status.phase() == v1::APPLICATION_PHASE_DEGRADED);
+  REQUIRE_THAT(status.error_msg(), Catch::StartsWith("replicas not placed, found no node"));
+  REQUIRE_THAT(status.error_msg(), Catch::Contains("tried again at 2027-01-15T"));
+  REQUIRE_THAT(status.error_msg(), Catch::Contains("web-1: no cluster fits"));
+  const size_t sent = f.scheduler.requests().size();
+  // Not before the wait (30 s, less up to 20% jitter) is over.
+  f.clock.Advance(absl::Seconds(23));
+  REQUIRE(*f.manager.Reconcile() == 0);
+  f.clock.Advance(absl::Seconds(8));
+  REQUIRE(*f.manager.Reconcile() == 1);
+  REQUIRE(f.scheduler.requests().size() == sent + 1);
+  // The same spec, asked from the plan it has: a request of its own.
+  REQUIRE(f.scheduler.requests().back().spec_revision() == 1);
+  REQUIRE(f.scheduler.request_ids().back() == PlacementRequestId(f.scheduler.requests().back()));
+  REQUIRE(*f.manager.Reconcile() == 0);  // in flight
+  // Still no room: the next wait is longer (60 s, less jitter).
+  partly.plan_revision = 2;
+  REQUIRE(f.manager.RecordPlacement("shop", 1, partly).ok());
+  REQUIRE_THAT(StatusOf(f.manager, "shop").error_msg(), Catch::Contains("attempt 3"));
+  f.clock.Advance(absl::Seconds(40));
+  REQUIRE(*f.manager.Reconcile() == 0);
+  f.clock.Advance(absl::Seconds(21));
+  REQUIRE(*f.manager.Reconcile() == 1);
+  // Room freed: every replica placed, and nothing more is asked.
+  PlacementResult whole = PlacedOn("edge-1");
+  whole.plan_revision = 3;
+  REQUIRE(f.manager.RecordPlacement("shop", 1, whole).ok());
+  REQUIRE(StatusOf(f.manager, "shop").phase() == v1::APPLICATION_PHASE_DEPLOYING);
+  f.clock.Advance(absl::Hours(1));
+  REQUIRE(*f.manager.Reconcile() == 0);
+}
+
+TEST_CASE("with unplaced_retry off a DEGRADED application waits for an apply") {
+  std::unique_ptr<KvStore> kv = NewInMemoryKvStore(ApplicationColumnFamilies());
+  KvApplicationStore store{*kv, {.max_events = 1000}};
+  InMemoryPlacementScheduler scheduler;
+  SimulatedClock clock{absl::FromUnixSeconds(1'800'000'000)};
+  ApplicationManagerOptions options;
+  options.unplaced_retry.initial = absl::ZeroDuration();
+  ApplicationManager manager{store, scheduler, clock, options};
+  v1::ApplyApplicationRequest apply;
+  apply.set_cam_yaml(SmallCam("shop", "1"));
+  REQUIRE(manager.Apply(apply).ok());
+  PlacementResult partly = PlacedOn("edge-1");
+  partly.unplaced_replicas = {"web-1: no node"};
+  REQUIRE(manager.RecordPlacement("shop", 1, partly).ok());
+  REQUIRE_THAT(StatusOf(manager, "shop").error_msg(), Catch::Contains("at a later apply"));
+  clock.Advance(absl::Hours(1));
+  REQUIRE(*manager.Reconcile() == 0);
+}
+
 TEST_CASE("the waits between retries grow with jitter up to the cap") {
   Fixture f;
   f.Apply(SmallCam("shop", "1"));
