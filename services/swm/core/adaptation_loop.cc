@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
@@ -290,7 +291,65 @@ AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration mo
     }
     place = pending ? std::next(place) : failing_back_.erase(place);
   }
+
+  PullBack(plan_of, move, tick);
   return tick;
+}
+
+void AdaptationLoop::PullBack(
+    const std::map<std::string, const pb::AssignmentPlan*>& plan_of,
+    const std::function<bool(const std::string&, const std::string&, const pb::WorkloadTarget&,
+                             const std::string&, pb::MigrationReason)>& move,
+    AdaptationTick& tick) {
+  const absl::Time now = clock_.Now();
+  for (const auto& [app, plan] : plan_of) {
+    // The replicas of each service, by replica number ("web-3" -> 3).
+    std::map<std::string, std::vector<std::pair<int64_t, const pb::WorkloadTarget*>>> replicas;
+    for (const pb::WorkloadTarget& t : plan->targets()) {
+      int64_t number = replicas[t.service()].size();
+      const size_t dash = t.workload().rfind('-');
+      if (dash != std::string::npos) {
+        (void)absl::SimpleAtoi(absl::string_view(t.workload()).substr(dash + 1), &number);
+      }
+      replicas[t.service()].push_back({number, &t});
+    }
+    for (auto& [service, list] : replicas) {
+      const LocationSpread rule = mover_.LocationsOf(app, service);
+      if (rule.max_locations <= 0 || !rule.bursting) continue;
+      std::stable_sort(list.begin(), list.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      // Home: the clusters of the lowest-numbered replicas, N of them (the
+      // placement spreads to N clusters before it bursts).
+      std::vector<std::string> home;
+      for (const auto& [number, t] : list) {
+        if (static_cast<int>(home.size()) == rule.max_locations) break;
+        if (std::find(home.begin(), home.end(), t->cluster()) == home.end()) {
+          home.push_back(t->cluster());
+        }
+      }
+      // The highest-numbered replica away from home goes first.
+      for (auto it = list.rbegin(); it != list.rend(); ++it) {
+        const pb::WorkloadTarget& away = *it->second;
+        if (std::find(home.begin(), home.end(), away.cluster()) != home.end()) continue;
+        const std::string key = absl::StrCat(app, "/", away.workload());
+        if (auto wait = retry_at_.find(key); wait != retry_at_.end() && now < wait->second) break;
+        // Cooldown and budget count only a move that happened: the home
+        // clusters may still be full.
+        const MoveProposal proposal{.workload = key, .trigger = MoveTrigger::kFailback};
+        if (absl::Status allowed = governor_.Allows(proposal); !allowed.ok()) {
+          retry_at_[key] = now + retry_after_;
+          tick.held.push_back(absl::StrCat(key, " (back from a burst): ", allowed.message()));
+          break;
+        }
+        // Each refusal tries the next home cluster.
+        auto failures = failed_moves_.find(key);
+        const std::string& to =
+            home[(failures == failed_moves_.end() ? 0 : failures->second) % home.size()];
+        if (move(key, app, away, to, pb::MIGRATION_REASON_RESCHEDULE)) governor_.Record(proposal);
+        break;  // one per service per tick
+      }
+    }
+  }
 }
 
 }  // namespace codeco::swm

@@ -14,9 +14,12 @@
 // measured out of bounds past the channel grace, or failed): one of its
 // two workloads moves (reason LINK_FAILURE), the one it goes to first
 // unless only that one keeps state, under the governor's cooldown and
-// budget. Load, forecasts and better
-// recommendations are not acted on yet.
+// budget. A node PDLC advises a breach ahead for sheds workloads
+// (FORECAST_BREACH), and a replica that burst beyond its service's
+// numberOfLocations is pulled back home (RESCHEDULE). Measured load and
+// better recommendations are not acted on yet.
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -71,6 +74,12 @@ class BreachAdvisorySource {
   virtual std::vector<BreachAdvisory> BreachesAhead() = 0;
 };
 
+/// A service's mck8s numberOfLocations rule, as its application asks.
+struct LocationSpread {
+  int max_locations = 0;  ///< Clusters its replicas spread over (0: no rule).
+  bool bursting = false;  ///< May go beyond them once they are full.
+};
+
 /// Port: carries out one move (the hub's MigrateWorkload, with the model and
 /// neighborhood of the application's stored placement).
 class MoveExecutor {
@@ -87,6 +96,11 @@ class MoveExecutor {
   /// first when either would do). Default: false.
   virtual bool KeepsState(const std::string& application, const std::string& service) {
     return false;
+  }
+  /// The numberOfLocations rule of `service` of `application` (replicas
+  /// that burst beyond it are pulled back). Default: no rule.
+  virtual LocationSpread LocationsOf(const std::string& application, const std::string& service) {
+    return {};
   }
 };
 
@@ -119,7 +133,12 @@ class AdaptationLoop {
   /// refused one is tried again later), and sheds one workload per tick off
   /// each node advised to breach for longer than the overload grace
   /// (reason FORECAST_BREACH: a stateless one first, under cooldown and
-  /// budget, until the advisory stops). The probe ends by
+  /// budget, until the advisory stops), and pulls back one replica per
+  /// service that burst beyond its numberOfLocations (reason RESCHEDULE, to
+  /// one of the service's home clusters — those of its lowest-numbered
+  /// replicas —, under cooldown and budget; a refused one, e.g. while they
+  /// are still full, is asked again after the retry wait, trying the next
+  /// home cluster). The probe ends by
   /// `probe_deadline`; each move gets `move_timeout` from its start.
   AdaptationTick Tick(absl::Time probe_deadline, absl::Duration move_timeout);
 
@@ -163,6 +182,13 @@ class AdaptationLoop {
   std::map<std::string, absl::Time> retry_at_;
   // "<app>/<workload>" -> moves in a row that did not happen.
   std::map<std::string, int> failed_moves_;
+  // Pulls back the replicas that burst beyond their service's
+  // numberOfLocations (see Tick), through `move`.
+  void PullBack(const std::map<std::string, const codeco::swm::v1::AssignmentPlan*>& plan_of,
+                const std::function<bool(const std::string&, const std::string&,
+                                         const codeco::swm::v1::WorkloadTarget&, const std::string&,
+                                         codeco::swm::v1::MigrationReason)>& move,
+                AdaptationTick& tick);
   // How long after a first move that did not happen it is tried again: the
   // failure grace, doubled after each further one up to an hour (a refused
   // move is stored as a FAILED migration each time).

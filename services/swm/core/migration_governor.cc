@@ -111,12 +111,15 @@ std::vector<std::string> MigrationGovernor::Recovered() {
 }
 
 absl::Status MigrationGovernor::Admit(const MoveProposal& move) {
+  RETURN_IF_ERROR(Allows(move));
+  Record(move);
+  return absl::OkStatus();
+}
+
+absl::Status MigrationGovernor::Allows(const MoveProposal& move) {
   const absl::Time now = clock_.Now();
-  if (move.trigger == MoveTrigger::kFailure) {
-    // Forced, and not a reason to hold the workload's way home back.
-    ++admitted_;
-    return absl::OkStatus();
-  }
+  // Forced, and not a reason to hold the workload's way home back.
+  if (move.trigger == MoveTrigger::kFailure) return absl::OkStatus();
   const bool must_gain =
       move.trigger == MoveTrigger::kOverload || move.trigger == MoveTrigger::kBetterPlacement;
   if (must_gain && move.gain < options_.min_gain) {
@@ -138,10 +141,16 @@ absl::Status MigrationGovernor::Admit(const MoveProposal& move) {
         absl::StrCat(move.workload, ": the budget of ", options_.budget, " moves per ",
                      absl::FormatDuration(options_.budget_interval), " is spent"));
   }
+  return absl::OkStatus();
+}
+
+void MigrationGovernor::Record(const MoveProposal& move) {
+  ++admitted_;
+  // A forced move holds neither the budget nor the workload's cooldown.
+  if (move.trigger == MoveTrigger::kFailure) return;
+  const absl::Time now = clock_.Now();
   budget_used_.push_back(now);
   last_move_[move.workload] = now;
-  ++admitted_;
-  return absl::OkStatus();
 }
 
 }  // namespace codeco::swm

@@ -122,6 +122,12 @@ class MigrationGovernor {
   /// FAILED_PRECONDITION saying which rule holds it back (gain, cooldown,
   /// budget).
   absl::Status Admit(const MoveProposal& move);
+  /// What Admit would answer now, recording nothing: for a move that may
+  /// not happen (a pull back into clusters that may still be full), checked
+  /// first and recorded with Record only once it happened.
+  absl::Status Allows(const MoveProposal& move);
+  /// Records `move` as done (cooldown and budget), as Admit does.
+  void Record(const MoveProposal& move);
 
   /// Moves admitted so far.
   int64_t admitted() const { return admitted_; }

@@ -265,6 +265,14 @@ class SwmServiceImpl::Mover final : public MoveExecutor {
         service_.plans_.PlacementRequest(application);
     return placed.ok() && placed->has_value() && StatefulServices(**placed).count(service) > 0;
   }
+  LocationSpread LocationsOf(const std::string& application, const std::string&) override {
+    // An application-wide rule (the CAM's placement), from the stored request.
+    absl::StatusOr<std::optional<pb::PlaceApplicationRequest>> placed =
+        service_.plans_.PlacementRequest(application);
+    if (!placed.ok() || !placed->has_value()) return {};
+    const codeco::acm::v1::Placement& p = (*placed)->application().spec().placement();
+    return {.max_locations = p.number_of_locations(), .bursting = p.bursting()};
+  }
 
  private:
   SwmServiceImpl& service_;

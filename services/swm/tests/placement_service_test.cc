@@ -2067,6 +2067,14 @@ class BedMover final : public MoveExecutor {
            std::any_of(app_.workloads.begin(), app_.workloads.end(),
                        [&](const Workload& w) { return w.service == service && w.stateful; });
   }
+  LocationSpread LocationsOf(const std::string& application, const std::string& service) override {
+    for (const Workload& w : app_.workloads) {
+      if (application == app_.name && w.service == service) {
+        return {.max_locations = w.max_locations, .bursting = w.bursting};
+      }
+    }
+    return {};
+  }
   absl::StatusOr<pb::Migration> Move(const std::string& application, const std::string& workload,
                                      const std::string& target_cluster,
                                      const std::string& target_node, pb::MigrationReason reason,
@@ -2231,6 +2239,74 @@ TEST_CASE("A cluster cut longer than the grace is evacuated and failed back afte
   CHECK(a.loop.homes().empty());
   CHECK(PodNames(a.bed, "us").count("shop-back-0-r3") == 1);
   CHECK(PodNames(a.bed, "eu") == std::set<std::string>{"shop-front-0"});
+}
+
+TEST_CASE("Replicas that burst beyond numberOfLocations are pulled back once room returns",
+          "[adaptation]") {
+  Bed bed;
+  // Fillers leave 2 CPU free in eu and 1 in us.
+  for (const auto& [cluster, cpu] : {std::pair{"eu", 2000}, std::pair{"us", 3000}}) {
+    Application filler{.name = std::string("filler-") + cluster};
+    Workload w = test::MakeWorkload("hog-0", cpu);
+    w.service = "hog";
+    w.allowed_regions = {cluster};
+    filler.workloads = {w};
+    REQUIRE(bed.service->Place(bed.Request(filler)).ok());
+  }
+  // Six replicas of 500m on one location, bursting: four fit at home, two burst.
+  Application mcd{.name = "mcd"};
+  for (int i = 0; i < 6; ++i) {
+    Workload w = test::MakeWorkload("web-" + std::to_string(i), 500, 0);
+    w.service = "web";
+    w.max_locations = 1;
+    w.bursting = true;
+    mcd.workloads.push_back(w);
+  }
+  absl::StatusOr<Operation> placed = bed.service->Place(bed.Request(mcd));
+  REQUIRE(placed.ok());
+  auto cluster_of = [&](const std::string& workload) {
+    return TargetOf(bed.repo.Latest("mcd")->value(), workload).cluster();
+  };
+  const std::string home = cluster_of("web-0");
+  const std::string away = home == "eu" ? "us" : "eu";
+  std::map<std::string, int> count;
+  for (int i = 0; i < 6; ++i) ++count[cluster_of("web-" + std::to_string(i))];
+  REQUIRE(count.size() == 2);
+  const int burst = count[away];
+  REQUIRE(burst > 0);
+
+  FakeHealth health{bed};
+  BedMover mover{bed, mcd};
+  AdaptationLoop loop{bed.clock, bed.repo, health, mover, MigrationGovernorOptions{}};
+  // Home still full: a pull back is tried, refused, and waits before the next try.
+  AdaptationTick tick = loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
+  CHECK(tick.moved.empty());
+  REQUIRE(tick.held.size() == 1);
+  CHECK(absl::StrContains(tick.held[0], "(RESCHEDULE)"));
+  bed.clock.Advance(absl::Seconds(10));
+  CHECK(loop.Tick(absl::InfiniteFuture(), absl::Hours(1)).held.empty());  // waiting
+
+  // Room returns at home (its filler goes): the burst replicas come back,
+  // one per tick, and the service runs in one cluster again.
+  REQUIRE(bed.service->Release({.application = "filler-" + home}).ok());
+  std::vector<std::string> moved;
+  for (int i = 0; i < 60 && static_cast<int>(moved.size()) < burst; ++i) {
+    bed.clock.Advance(absl::Seconds(10));
+    tick = loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
+    CHECK(tick.moved.size() <= 1);
+    moved.insert(moved.end(), tick.moved.begin(), tick.moved.end());
+  }
+  REQUIRE(static_cast<int>(moved.size()) == burst);
+  for (const std::string& m : moved) {
+    CHECK(absl::StrContains(m, " -> " + home + "/"));
+    CHECK(absl::StrContains(m, "(RESCHEDULE)"));
+  }
+  for (int i = 0; i < 6; ++i) CHECK(cluster_of("web-" + std::to_string(i)) == home);
+  // Nothing more to pull back.
+  bed.clock.Advance(absl::Minutes(10));
+  tick = loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
+  CHECK(tick.moved.empty());
+  CHECK(tick.held.empty());
 }
 
 TEST_CASE("A failed node is evacuated and a failback held by the budget is tried again",
