@@ -195,13 +195,17 @@ AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration mo
       auto at = placed.find(key);
       if (at == placed.end()) continue;
       if (auto wait = retry_at_.find(key); wait != retry_at_.end() && now < wait->second) continue;
-      if (absl::Status admitted = governor_.Admit({.workload = key, .trigger = trigger});
-          !admitted.ok()) {
+      const MoveProposal proposal{.workload = key, .trigger = trigger};
+      if (absl::Status allowed = governor_.Allows(proposal); !allowed.ok()) {
         retry_at_[key] = now + retry_after_;
-        tick.held.push_back(absl::StrCat(key, " (", about, "): ", admitted.message()));
+        tick.held.push_back(absl::StrCat(key, " (", about, "): ", allowed.message()));
         continue;
       }
-      if (move(key, at->second.first, at->second.second, "", reason)) return;
+      // Cooldown and budget count a move once it happened.
+      if (move(key, at->second.first, at->second.second, "", reason)) {
+        governor_.Record(proposal);
+        return;
+      }
     }
   };
 
@@ -273,16 +277,16 @@ AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration mo
         home = homes_.erase(home);
         continue;
       }
-      absl::Status admitted =
-          governor_.Admit({.workload = home->first, .trigger = MoveTrigger::kFailback});
-      if (!admitted.ok()) {
-        tick.held.push_back(absl::StrCat(home->first, ": ", admitted.message()));
+      const MoveProposal proposal{.workload = home->first, .trigger = MoveTrigger::kFailback};
+      if (absl::Status allowed = governor_.Allows(proposal); !allowed.ok()) {
+        tick.held.push_back(absl::StrCat(home->first, ": ", allowed.message()));
         pending = true;
         ++home;
         continue;
       }
       if (move(home->first, at->second.first, at->second.second, *place,
                pb::MIGRATION_REASON_FAILBACK)) {
+        governor_.Record(proposal);
         home = homes_.erase(home);
       } else {
         pending = true;
