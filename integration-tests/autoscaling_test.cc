@@ -4,16 +4,20 @@
 // multi-cluster autoscaler scales a service up when its replicas' CPU rises
 // over their requests (`codecoctl fault pod --usage-profile`) and down
 // again after its cooldown once it falls; a change of the image, for
-// comparison, is a redeploy (every pod anew). Timings are reported (WARN),
-// never asserted.
+// comparison, is a redeploy (every pod anew). A CAM's numberOfLocations
+// holds each service to that many clusters: mck8s's example spreads over
+// two, and replicas one cluster cannot hold wait, named, and are placed
+// again on a timer. Timings are reported (WARN), never asserted.
 
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -233,13 +237,166 @@ TEST_CASE("replicas scale in place by hand and with the load while the other pod
   INFO(Describe(seen));
   REQUIRE(RunningAt(seen, before_revision + 1, webs));
   const double redeploy_s = absl::ToDoubleSeconds(absl::Now() - start);
-  for (const std::string& pod : before_redeploy) CHECK(seen.pods["web"].count(pod) == 0);
+  // Every pod anew: SWM released the placement before placing it again (a
+  // pod's name, "<app>-<workload>", comes back when it lands where it was).
+  CommandResult swm_operations =
+      RunCommand({CtlBinary(), "get", "operations", "--from", "swm"}, absl::Seconds(30));
+  INFO(swm_operations.output);
+  CHECK(absl::StrContains(swm_operations.output, "release/elastic-web/"));
 
   WARN("by hand 2 -> 3 running after "
        << by_hand_s << " s; load x2: 3 -> 4 running after " << scaled_up_s
        << " s (autoscale interval 2 s); load /4: " << seen.web_replicas << " replicas after "
        << scaled_down_s << " s (cooldown 15 s); an image change redeployed " << webs
        << " web replicas and the cache, running after " << redeploy_s << " s");
+  RunCommand({CtlBinary(), "down"}, absl::Minutes(1));
+}
+
+// A CAM `name` of `replicas` replicas of `cpu` each on one location,
+// bursting or not, written into `home`.
+std::string OneLocation(const FederationHome& home, const std::string& name, int replicas,
+                        const std::string& cpu, bool bursting) {
+  const std::string yaml = absl::StrReplaceAll(R"(apiVersion: codeco.io/v1
+kind: CodecoApp
+metadata:
+  name: NAME
+spec:
+  appName: NAME
+  placement:
+    policy: worst-fit
+    numberOfLocations: 1
+    bursting: BURSTING
+  codecoapp-msspec:
+    - serviceName: web
+      replicas: REPLICAS
+      podspec:
+        containers:
+          - name: web
+            image: docker.io/library/nginx:1.25
+            resources:
+              requests:
+                cpu: CPU
+                memory: 64Mi
+)",
+                                               {{"NAME", name},
+                                                {"BURSTING", bursting ? "true" : "false"},
+                                                {"REPLICAS", absl::StrCat(replicas)},
+                                                {"CPU", cpu}});
+  const std::string path = (home.path / absl::StrCat(name, "-", replicas, ".yaml")).string();
+  std::ofstream(path) << yaml;
+  return path;
+}
+
+// `codecoctl describe app NAME`: cluster -> replicas of `service_name`
+// placed there, and the Phase and Message lines.
+struct Described {
+  std::map<std::string, int> replicas_in;
+  std::string phase;
+  std::string message;
+  std::string output;
+};
+
+Described DescribeApp(const std::string& name, const std::string& service_name = "web") {
+  Described d;
+  d.output = RunCommand({CtlBinary(), "describe", "app", name}, absl::Seconds(30)).output;
+  std::istringstream lines(d.output);
+  bool placement = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (absl::StartsWith(line, "Phase:")) d.phase = line;
+    if (absl::StartsWith(line, "Message:")) d.message = line;
+    if (absl::StartsWith(line, "Placement:")) placement = true;
+    if (absl::StartsWith(line, "Channels")) placement = false;
+    std::istringstream row(line);
+    std::string service, cluster;
+    if (placement && row >> service >> cluster && service == service_name) {
+      ++d.replicas_in[cluster];
+    }
+  }
+  return d;
+}
+
+TEST_CASE("numberOfLocations holds a service to its clusters and waiting replicas are retried") {
+  if (codeco::testing::SanitizedBuild()) {
+    // CI time: the rule runs under the sanitizers in swm_core_test and the
+    // retry in acm_core_test.
+    WARN("skipped under a sanitizer");
+    return;
+  }
+  FederationHome home;
+  CommandResult up = RunCommand({CtlBinary(), "up", "--scenario", FiveSiteScenario(),
+                                 "--no-prometheus", "--set", "acm.unplaced_retry_interval=2s"},
+                                absl::Minutes(3));
+  INFO(up.output);
+  REQUIRE(up.exit_code == 0);
+  REQUIRE(codeco::testing::WaitUntilClustersReady(6));
+
+  // The mck8s example: five replicas over exactly two clusters.
+  CommandResult mcd =
+      RunCommand({CtlBinary(), "apply", "-f",
+                  codeco::testing::SourceDir() + "/examples/cams/mcd-traffic-aware.yaml", "--wait"},
+                 absl::Minutes(2));
+  INFO(mcd.output);
+  REQUIRE(mcd.exit_code == 0);
+  Described spread = DescribeApp("mcd-app-1", "mcd-app-1");
+  INFO(spread.output);
+  CHECK(spread.replicas_in.size() == 2);
+  // It goes: the cluster "grow" lands in holds only "grow".
+  REQUIRE(RunCommand({CtlBinary(), "delete", "app", "mcd-app-1"}, absl::Seconds(60)).exit_code ==
+          0);
+  bool gone = false;
+  for (absl::Time end = absl::Now() + absl::Seconds(60); !gone && absl::Now() < end;) {
+    gone = !absl::StrContains(RunCommand({CtlBinary(), "get", "apps"}, absl::Seconds(30)).output,
+                              "mcd-app-1");
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  REQUIRE(gone);
+
+  // "grow": ten replicas of 500m on one location, no bursting.
+  CommandResult applied = RunCommand(
+      {CtlBinary(), "apply", "-f", OneLocation(home, "grow", 10, "500m", false), "--wait"},
+      absl::Minutes(2));
+  INFO(applied.output);
+  REQUIRE(applied.exit_code == 0);
+  const std::map<std::string, int> first = DescribeApp("grow").replicas_in;
+  REQUIRE(first.size() == 1);
+  const std::string at = first.begin()->first;
+  // Eighty (40 CPU, more than any one cluster holds): those that fit run
+  // there, the others wait, named, and are tried again; none goes elsewhere.
+  CommandResult scaled = RunCommand(
+      {CtlBinary(), "apply", "-f", OneLocation(home, "grow", 80, "500m", false), "--wait"},
+      absl::Minutes(3));
+  INFO(scaled.output);
+  Described waiting;
+  for (absl::Time end = absl::Now() + absl::Seconds(60); absl::Now() < end;) {
+    waiting = DescribeApp("grow");
+    if (absl::StrContains(waiting.message, "attempt 3")) break;  // tried again twice
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  INFO(waiting.output);
+  REQUIRE(waiting.replicas_in.size() == 1);
+  CHECK(waiting.replicas_in.count(at) == 1);
+  CHECK(waiting.replicas_in[at] > 10);
+  CHECK(waiting.replicas_in[at] < 80);
+  CHECK(absl::StrContains(waiting.phase, "Degraded"));
+  CHECK(absl::StrContains(waiting.message, "replicas not placed, found no node (tried again at"));
+  CHECK(absl::StrContains(waiting.message, "attempt 3"));
+  CHECK(absl::StrContains(waiting.message, "numberOfLocations 1: service web already runs in " +
+                                               at + " and bursting is off"));
+  // Back to what fits: Running.
+  CommandResult back = RunCommand(
+      {CtlBinary(), "apply", "-f", OneLocation(home, "grow", 10, "500m", false), "--wait"},
+      absl::Minutes(2));
+  INFO(back.output);
+  REQUIRE(back.exit_code == 0);
+  Described fits;
+  for (absl::Time end = absl::Now() + absl::Seconds(60); absl::Now() < end;) {
+    fits = DescribeApp("grow");
+    if (absl::StrContains(fits.phase, "Running")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  INFO(fits.output);
+  CHECK(fits.replicas_in == std::map<std::string, int>{{at, 10}});
+  CHECK(absl::StrContains(fits.phase, "Running"));
   RunCommand({CtlBinary(), "down"}, absl::Minutes(1));
 }
 

@@ -1043,6 +1043,14 @@ absl::StatusOr<v1::Application> ApplicationManager::RecordPlacement(const std::s
       attempts_.erase(name);
       pod_failures_.erase(name);  // a new plan: its pods report afresh
       v1::ApplicationStatus& status = *app.mutable_status();
+      // The pods a scale in place leaves running keep their readiness.
+      std::map<std::tuple<std::string, std::string, std::string, std::string>, v1::ServicePlacement>
+          stays;
+      if (result.in_place) {
+        for (const v1::ServicePlacement& p : status.placements()) {
+          if (p.ready()) stays[{p.service(), p.cluster(), p.node(), p.pod()}] = p;
+        }
+      }
       status.clear_placements();
       status.set_observed_spec_revision(spec_revision);
       status.set_plan_revision(result.plan_revision);
@@ -1067,8 +1075,11 @@ absl::StatusOr<v1::Application> ApplicationManager::RecordPlacement(const std::s
         for (const auto& p : result.placements) {
           v1::ServicePlacement* kept = status.add_placements();
           *kept = p;
-          // A pod that stays (a scale in place) is ready as last reported.
-          if (!kept->ready()) ReadyIfReportedLocked(name, *kept);
+          if (auto same = stays.find({p.service(), p.cluster(), p.node(), p.pod()});
+              !kept->ready() && same != stays.end()) {
+            kept->set_ready(true);
+            *kept->mutable_addresses() = same->second.addresses();
+          }
           placed.insert(p.service());
           all_ready = all_ready && kept->ready();
         }

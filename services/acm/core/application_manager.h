@@ -93,8 +93,14 @@ struct PlacementResult {
   std::string neighborhood_id;
   /// "<workload>: <why>" of each replica a scale in place found no node
   /// for (placed stays true: the others run); the application is then
-  /// DEGRADED (WARNING) naming them until a later apply places them.
+  /// DEGRADED (WARNING) naming them, and placed again after a wait
+  /// (ApplicationManagerOptions::unplaced_retry).
   std::vector<std::string> unplaced_replicas;
+  /// True when the scheduler scaled the placement in place: a placement
+  /// the application already held (same service, cluster, node and pod) is
+  /// the same pod, ready as it was. False after a redeploy, where a pod of
+  /// the same name is a new one.
+  bool in_place = false;
   /// Not OK when the scheduler gave no plan: a transient error
   /// (IsTransientSchedulerError) is retried, any other is its answer and
   /// fails the application. `placed` and `placements` are then unused.

@@ -240,7 +240,11 @@ PlacementResult SwmPlacementScheduler::Place(const Request& request) {
     scale.set_mode(swm::v1::PLACE_MODE_RUNNING);
     scale.set_scale_in_place(true);
     absl::StatusOr<common::v1::Operation> scaled = Call(*stub, scale);
-    if (!absl::IsAlreadyExists(scaled.status())) return ToResult(request, scaled);
+    if (!absl::IsAlreadyExists(scaled.status())) {
+      PlacementResult in_place = ToResult(request, scaled);
+      in_place.in_place = true;
+      return in_place;
+    }
     log::Info("redeploying: not a change of replica counts",
               {{"application", name}, {"why", std::string(scaled.status().message())}});
     absl::Status released = Release(name, absl::StrCat(request.request_id, "/release-first"));

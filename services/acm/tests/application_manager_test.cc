@@ -918,6 +918,32 @@ TEST_CASE("replicas a scale left with no node are placed again on the clock with
   REQUIRE(*f.manager.Reconcile() == 0);
 }
 
+TEST_CASE("a scale in place keeps the readiness of the pods that stay and a redeploy does not") {
+  Fixture f;
+  f.Apply(SmallCam("shop", "1"));
+  PlacementResult first = PlacedOn("edge-1");
+  first.placements[0].set_ready(true);
+  first.placements[0].add_addresses("10.0.0.7:80");
+  REQUIRE(f.manager.RecordPlacement("shop", 1, first).ok());
+  REQUIRE(StatusOf(f.manager, "shop").phase() == v1::APPLICATION_PHASE_RUNNING);
+  // The scheduler's answer lists the pod not ready (it does not know).
+  PlacementResult again = PlacedOn("edge-1");
+  again.plan_revision = 2;
+  again.in_place = true;
+  REQUIRE(f.manager.RecordPlacement("shop", 1, again).ok());
+  v1::ApplicationStatus status = StatusOf(f.manager, "shop");
+  REQUIRE(status.phase() == v1::APPLICATION_PHASE_RUNNING);
+  REQUIRE(status.placements(0).ready());
+  REQUIRE(status.placements(0).addresses(0) == "10.0.0.7:80");
+  // A redeploy's pod of the same name is a new pod: not ready until reported.
+  again.plan_revision = 3;
+  again.in_place = false;
+  REQUIRE(f.manager.RecordPlacement("shop", 1, again).ok());
+  status = StatusOf(f.manager, "shop");
+  REQUIRE(status.phase() == v1::APPLICATION_PHASE_DEPLOYING);
+  REQUIRE_FALSE(status.placements(0).ready());
+}
+
 TEST_CASE("with unplaced_retry off a DEGRADED application waits for an apply") {
   std::unique_ptr<KvStore> kv = NewInMemoryKvStore(ApplicationColumnFamilies());
   KvApplicationStore store{*kv, {.max_events = 1000}};
