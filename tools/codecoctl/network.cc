@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "codeco/common/grpc_status.h"
 #include "codeco/netma/v1/netma_service.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "netma/core/alto.h"
@@ -101,18 +102,9 @@ int GetCostMap(const Args& args) {
 int GetLinks(const Args& args) {
   auto stub = NetmaStub(args);
   if (!stub.ok()) return Fail(std::string(stub.status().message()));
-  pb::ListLinksRequest request;
-  request.set_page_size(1000);
-  pb::ListLinksResponse all;
-  do {
-    pb::ListLinksResponse page;
-    auto context = ContextWithTimeout(args, absl::Seconds(10));
-    grpc::Status status = (*stub)->ListLinks(context.get(), request, &page);
-    if (!status.ok()) return Fail(status.error_message());
-    for (const auto& l : page.links()) *all.add_links() = l;
-    *all.mutable_local_node() = page.local_node();
-    request.set_page_token(page.next_page_token());
-  } while (!request.page_token().empty());
+  absl::StatusOr<pb::ListLinksResponse> listed = ListAllLinks(**stub, args, absl::Seconds(10));
+  if (!listed.ok()) return Fail(std::string(listed.status().message()));
+  const pb::ListLinksResponse& all = *listed;
   // The virtual links (the hub's NetMA holds them; a member's answers none).
   pb::ListVirtualLinksResponse vlinks;
   pb::ListVirtualLinksRequest vrequest;
@@ -178,6 +170,23 @@ int GetLinks(const Args& args) {
 }
 
 }  // namespace
+
+absl::StatusOr<pb::ListLinksResponse> ListAllLinks(pb::NetmaService::Stub& netma, const Args& args,
+                                                   absl::Duration per_call) {
+  pb::ListLinksRequest request;
+  request.set_page_size(1000);
+  pb::ListLinksResponse all;
+  do {
+    pb::ListLinksResponse page;
+    auto context = ContextWithTimeout(args, per_call);
+    grpc::Status status = netma.ListLinks(context.get(), request, &page);
+    if (!status.ok()) return FromGrpcStatus(status);
+    for (const auto& l : page.links()) *all.add_links() = l;
+    *all.mutable_local_node() = page.local_node();
+    request.set_page_token(page.next_page_token());
+  } while (!request.page_token().empty());
+  return all;
+}
 
 int RunGetNetwork(const Args& args) {
   const std::string what = args.positional.empty() ? "" : args.positional[0];

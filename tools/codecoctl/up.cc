@@ -39,12 +39,12 @@
 #include "codeco/common/etcd_client.h"
 #include "codeco/common/ports.h"
 #include "codeco/common/proto_util.h"
-#include "codeco/netma/v1/netma_service.grpc.pb.h"
 #include "federation_plan.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "launcher.h"
+#include "network.h"
 #include "prometheus_config.h"
 #include "run_state.h"
 
@@ -373,18 +373,13 @@ void Upper::WaitLinksMeasured(absl::Duration limit) {
   auto stub = codeco::netma::v1::NetmaService::NewStub(*channel);
   const absl::Time end = std::min(deadline_, absl::Now() + limit);
   while (!missing.empty() && absl::Now() < end) {
-    codeco::netma::v1::ListLinksRequest request;
-    request.set_page_size(1000);
-    do {
-      grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-      codeco::netma::v1::ListLinksResponse page;
-      if (!stub->ListLinks(&context, request, &page).ok()) break;
-      for (const auto& l : page.links()) {
+    absl::StatusOr<codeco::netma::v1::ListLinksResponse> links =
+        ListAllLinks(*stub, client_args_, absl::Seconds(5));
+    if (links.ok()) {
+      for (const auto& l : links->links()) {
         if (l.sample_count() > 0) missing.erase({l.source_cluster(), l.target_cluster()});
       }
-      request.set_page_token(page.next_page_token());
-    } while (!request.page_token().empty());
+    }
     if (!missing.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
   if (missing.empty()) return;
