@@ -771,7 +771,7 @@ absl::StatusOr<int> ApplicationManager::Reconcile() {
                                   absl::StartsWith(app.status().error_msg(), kUnplacedReplicas);
       if (retry_unplaced) {
         intents.insert(name);
-        auto [retry, fresh] = unplaced_retries_.try_emplace(name);
+        auto [retry, fresh] = unplaced_.try_emplace(name);
         if (fresh) {  // a restart forgot the count: wait one interval
           retry->second.failures = 1;
           retry->second.due = now + unplaced_backoff_.Delay(1);
@@ -795,9 +795,7 @@ absl::StatusOr<int> ApplicationManager::Reconcile() {
       return true;
     }));
     std::erase_if(attempts_, [&](const auto& entry) { return !intents.count(entry.first); });
-    std::erase_if(unplaced_retries_,
-                  [&](const auto& entry) { return !intents.count(entry.first); });
-    std::erase_if(unplaced_detail_, [&](const auto& entry) { return !intents.count(entry.first); });
+    std::erase_if(unplaced_, [&](const auto& entry) { return !intents.count(entry.first); });
     if (now >= next_prune_) {
       next_prune_ = now + absl::Minutes(1);
       prune_at = now;
@@ -1096,13 +1094,11 @@ absl::StatusOr<v1::Application> ApplicationManager::RecordPlacement(const std::s
         } else if (!result.unplaced_replicas.empty()) {
           status.set_phase(v1::APPLICATION_PHASE_DEGRADED);
           status.set_status(v1::STATUS_LEVEL_WARNING);
-          if (options_.unplaced_retry.initial > absl::ZeroDuration()) {
-            Attempt& retry = unplaced_retries_[name];
-            ++retry.failures;
-            retry.due = clock_.Now() + unplaced_backoff_.Delay(retry.failures);
-          }
-          unplaced_detail_[name] = absl::StrJoin(result.unplaced_replicas, "; ");
-          status.set_error_msg(UnplacedMessageLocked(name, unplaced_detail_[name]));
+          UnplacedRetry& retry = unplaced_[name];
+          ++retry.failures;
+          retry.due = clock_.Now() + unplaced_backoff_.Delay(retry.failures);
+          retry.detail = absl::StrJoin(result.unplaced_replicas, "; ");
+          status.set_error_msg(UnplacedMessageLocked(name, retry.detail));
         } else {
           status.set_phase(all_ready ? v1::APPLICATION_PHASE_RUNNING
                                      : v1::APPLICATION_PHASE_DEPLOYING);
@@ -1110,10 +1106,7 @@ absl::StatusOr<v1::Application> ApplicationManager::RecordPlacement(const std::s
           status.set_error_msg(result.message);
         }
       }
-      if (result.unplaced_replicas.empty() || !result.error.ok()) {
-        unplaced_retries_.erase(name);
-        unplaced_detail_.erase(name);
-      }
+      if (result.unplaced_replicas.empty() || !result.error.ok()) unplaced_.erase(name);
       RETURN_IF_ERROR(CommitModified(app));
     }
   }
@@ -1132,27 +1125,17 @@ void ApplicationManager::TakeEarlyChannelsLocked(const std::string& name, int64_
   if (early->second.plan_revision <= plan_revision) early_channels_.erase(early);
 }
 
-void ApplicationManager::ReadyIfReportedLocked(const std::string& application,
-                                               v1::ServicePlacement& placement) const {
-  auto reported = running_pods_.find(placement.cluster());
-  if (reported == running_pods_.end()) return;
-  auto running = reported->second.find({application, placement.pod()});
-  if (running == reported->second.end()) return;
-  placement.set_ready(true);
-  placement.clear_addresses();
-  for (const std::string& address : running->second) placement.add_addresses(address);
-}
-
 std::string ApplicationManager::UnplacedMessageLocked(const std::string& name,
                                                       const std::string& detail) const {
   std::string when = "at a later apply";
-  auto retry = unplaced_retries_.find(name);
-  if (options_.unplaced_retry.initial > absl::ZeroDuration() && retry != unplaced_retries_.end()) {
-    when = absl::StrCat("tried again at ",
-                        absl::FormatTime(absl::RFC3339_sec, retry->second.due, absl::UTCTimeZone()),
-                        ", attempt ", retry->second.failures + 1);
-  } else if (options_.unplaced_retry.initial > absl::ZeroDuration()) {
-    when = "tried again shortly";
+  if (options_.unplaced_retry.initial > absl::ZeroDuration()) {
+    auto retry = unplaced_.find(name);
+    when = retry == unplaced_.end() || retry->second.failures == 0
+               ? "tried again shortly"
+               : absl::StrCat(
+                     "tried again at ",
+                     absl::FormatTime(absl::RFC3339_sec, retry->second.due, absl::UTCTimeZone()),
+                     ", attempt ", retry->second.failures + 1);
   }
   return absl::StrCat(kUnplacedReplicas, " (", when, "): ", detail);
 }
@@ -1184,10 +1167,11 @@ void ApplicationManager::FoldPodStatus(v1::Application& app) const {
   }
   if (!short_of.empty()) {
     // Replicas a scale left with no node: DEGRADED until they run.
-    auto detail = unplaced_detail_.find(app.metadata().name());
+    auto known = unplaced_.find(app.metadata().name());
     problems.push_back(UnplacedMessageLocked(
-        app.metadata().name(),
-        detail != unplaced_detail_.end() ? detail->second : absl::StrJoin(short_of, ", ")));
+        app.metadata().name(), known != unplaced_.end() && !known->second.detail.empty()
+                                   ? known->second.detail
+                                   : absl::StrJoin(short_of, ", ")));
   }
   if (!missing.empty()) problems.push_back(absl::StrCat("not placed: ", missing));
   for (const auto& c : status.channels()) {
@@ -1294,7 +1278,12 @@ absl::Status ApplicationManager::RecordMove(const std::string& name, int64_t spe
         *kept->mutable_addresses() = was->second->addresses();
         continue;
       }
-      ReadyIfReportedLocked(name, *kept);
+      auto reported = running_pods_.find(p.cluster());
+      if (reported == running_pods_.end()) continue;
+      auto running = reported->second.find({name, p.pod()});
+      if (running == reported->second.end()) continue;
+      kept->set_ready(true);
+      for (const std::string& address : running->second) kept->add_addresses(address);
     }
     status.set_plan_revision(plan_revision);
     TakeEarlyChannelsLocked(name, plan_revision, status);

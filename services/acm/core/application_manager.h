@@ -353,10 +353,6 @@ class ApplicationManager {
   // Sets phase, status and error_msg of a placed application from its
   // placements' readiness and the pod failures known for it.
   void FoldPodStatus(v1::Application& app) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
-  // Sets `placement` of `application` ready, with the addresses its pod
-  // serves at, when its cluster's last report showed that pod running.
-  void ReadyIfReportedLocked(const std::string& application, v1::ServicePlacement& placement) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // The error_msg of application `name` while replicas found no node:
   // kUnplacedReplicas, when they are tried again, and `detail`.
   std::string UnplacedMessageLocked(const std::string& name, const std::string& detail) const
@@ -398,14 +394,18 @@ class ApplicationManager {
     bool backing_off = false;
   };
   std::map<std::string, Attempt> attempts_ ABSL_GUARDED_BY(write_mu_);
-  // Per DEGRADED application with replicas no node took: placements that
-  // left them out in a row (`failures`) and when Reconcile asks again
-  // (`due`). Memory only: after a restart the first retry waits one
-  // `unplaced_retry.initial`.
-  std::map<std::string, Attempt> unplaced_retries_ ABSL_GUARDED_BY(write_mu_);
-  // Why those replicas found no node, as the scheduler said (memory only:
-  // after a restart the status counts them instead).
-  std::map<std::string, std::string> unplaced_detail_ ABSL_GUARDED_BY(write_mu_);
+  // Per DEGRADED application with replicas no node took. Memory only: after
+  // a restart the first retry waits one `unplaced_retry.initial` and the
+  // status counts the replicas instead of quoting the scheduler.
+  struct UnplacedRetry {
+    // Placements that left them out in a row (0: none seen since a restart).
+    int failures = 0;
+    // When Reconcile asks again.
+    absl::Time due = absl::InfinitePast();
+    // Why they found no node, as the scheduler said ("" after a restart).
+    std::string detail;
+  };
+  std::map<std::string, UnplacedRetry> unplaced_ ABSL_GUARDED_BY(write_mu_);
   // Channel reports for a plan an application does not hold yet (the
   // scheduler's channel stream ran ahead of its placement answer).
   struct ChannelReport {
