@@ -136,6 +136,10 @@ struct Workload {
   /// mck8s bursting (nearest-first): when the `max_locations` clusters are
   /// full, a replica may go to the nearest other cluster.
   bool bursting = false;
+  /// A job (mck8s MCJ): its pods end when their work is done instead of
+  /// running until removed. Profiles pack jobs where they spread services
+  /// (see FreeCapacity in docs/placement.md).
+  bool run_to_completion = false;
 };
 
 /// A directed communication requirement between two workloads.

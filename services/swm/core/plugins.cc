@@ -322,12 +322,21 @@ class WorstFit final : public ScorePlugin {
   bool best_;
 };
 
+// Services go where the most stays free, so they have room to grow; with
+// `pack_jobs`, jobs (run-to-completion workloads) go where the least stays
+// free once they land (best fit), so the partly used nodes fill first and
+// whole nodes stay free for the large requests that need them.
 class FreeCapacity final : public ScorePlugin {
  public:
-  explicit FreeCapacity(double alpha) : alpha_(alpha) {}
+  FreeCapacity(double alpha, bool pack_jobs) : alpha_(alpha), pack_jobs_(pack_jobs) {}
   std::string Name() const override { return "FreeCapacity"; }
-  absl::StatusOr<double> Score(CycleState&, const Workload&, const Candidate& c) const override {
+  absl::StatusOr<double> Score(CycleState&, const Workload& w, const Candidate& c) const override {
     Resources cap = c.Capacity();
+    if (pack_jobs_ && w.run_to_completion) {
+      Resources after = c.Free() - w.requests;
+      return 100.0 * (1 - ((1 - alpha_) * Ratio(after.cpu_millis, cap.cpu_millis) +
+                           alpha_ * Ratio(after.memory_bytes, cap.memory_bytes)));
+    }
     Resources free = c.Free();
     return 100.0 * ((1 - alpha_) * Ratio(free.cpu_millis, cap.cpu_millis) +
                     alpha_ * Ratio(free.memory_bytes, cap.memory_bytes));
@@ -335,6 +344,7 @@ class FreeCapacity final : public ScorePlugin {
 
  private:
   double alpha_;
+  bool pack_jobs_;
 };
 
 class TrafficAware final : public ScorePlugin {
@@ -612,10 +622,12 @@ PluginRegistry NewDefaultRegistry() {
                                                   static_cast<int64_t>(radius)));
   });
   add("FreeCapacity", [](const PluginContext& ctx) -> absl::StatusOr<std::unique_ptr<Plugin>> {
-    RETURN_IF_ERROR(CheckArgs(ctx, {"alpha"}));
+    RETURN_IF_ERROR(CheckArgs(ctx, {"alpha", "pack_jobs"}));
     double a = Arg(ctx, "alpha", 0.5);
     if (a < 0 || a > 1) return absl::InvalidArgumentError("alpha must be in [0, 1]");
-    return Make(std::make_unique<FreeCapacity>(a));
+    double pack = Arg(ctx, "pack_jobs", 1);
+    if (pack != 0 && pack != 1) return absl::InvalidArgumentError("pack_jobs must be 0 or 1");
+    return Make(std::make_unique<FreeCapacity>(a, pack != 0));
   });
   add("Recommendation", [](const PluginContext& ctx) -> absl::StatusOr<std::unique_ptr<Plugin>> {
     RETURN_IF_ERROR(CheckArgs(ctx, {}));

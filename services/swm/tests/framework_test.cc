@@ -155,6 +155,31 @@ TEST_CASE("FreeCapacity weighs CPU against memory with alpha") {
   CHECK(sel.scores[1] == Approx(62.5));
 }
 
+TEST_CASE("FreeCapacity spreads services and packs jobs unless pack_jobs is 0") {
+  Federation fed;
+  Cluster c = MakeCluster("a", 3, 2000, 4 * kGi);
+  c.nodes[0].allocated = {1500, 2 * kGi, 0};  // half a CPU left
+  c.nodes[1].allocated = {500, kGi, 0};
+  fed.AddCluster(c);
+  Workload service = MakeWorkload("w", 500);
+  Workload job = service;
+  job.run_to_completion = true;
+  Profile spread_all = ProfileWith({{.name = "FreeCapacity", .args = {{"pack_jobs", 0}}}});
+  Profile default_args = ProfileWith({{.name = "FreeCapacity"}});
+  // A service goes to the empty node; so does a job when packing is off.
+  CHECK(NodeRun(fed, OneWorkloadApp(service), default_args).Run("a", "w").best == 2);
+  CHECK(NodeRun(fed, OneWorkloadApp(job), spread_all).Run("a", "w").best == 2);
+  // A job fills the node it leaves fullest, and the empty node stays whole.
+  Selection packed = NodeRun(fed, OneWorkloadApp(job), default_args).Run("a", "w");
+  CHECK(packed.best == 0);
+  CHECK(packed.scores[2] < packed.scores[1]);
+  PluginRegistry reg = NewDefaultRegistry();
+  auto bad = Framework::Create(ProfileWith({{.name = "FreeCapacity", .args = {{"pack_jobs", 2}}}}),
+                               reg, nullptr);
+  REQUIRE(bad.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(bad.status().message()).find("pack_jobs must be 0 or 1") != std::string::npos);
+}
+
 TEST_CASE("SafetyThreshold keeps nearly-full nodes out unless relaxed") {
   Federation fed;
   Cluster c = MakeCluster("a", 1, 1000, 8 * kGi);

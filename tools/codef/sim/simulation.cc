@@ -1349,7 +1349,8 @@ class Simulation {
     app.workloads.push_back(swm::Workload{.name = "task",
                                           .service = "task",
                                           .requests = TaskRequests(index),
-                                          .preferred_clusters = {tasks_[index].cluster}});
+                                          .preferred_clusters = {tasks_[index].cluster},
+                                          .run_to_completion = !tasks_[index].long_running});
     return app;
   }
 
