@@ -6,10 +6,9 @@
 // acknowledged ends Running exactly once — one pod per service, the pods ACM
 // reports, labelled with the plan in force — and no pod is left in any
 // cluster that no stored plan owns.
-#include <catch2/catch.hpp>
-
 #include <signal.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -20,9 +19,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "codeco/common/etcd_client.h"
 #include "federation_util.h"
 #include "process.h"
 
@@ -289,6 +291,24 @@ std::string NameOf(const FederationHome& home, int pid) {
 TEST_CASE("SIGKILL of the leading hub ACM and SWM replicas and of an etcd member loses nothing") {
   FederationHome home;
   const auto lms = Up({"--hub-replicas", "2"});
+  {
+    // The hub's etcd speaks mutual TLS: a client with a certificate of the
+    // run's CA is served, a plaintext one is not.
+    const nlohmann::json state = home.State();
+    std::vector<std::string> members;
+    for (const auto& p : state.value("processes", nlohmann::json::array())) {
+      if (!absl::StartsWith(p.value("name", ""), "hub/etcd-")) continue;
+      const std::string url = p.value("http", "");
+      CHECK(absl::StartsWith(url, "https://"));
+      members.push_back(std::string(absl::StripPrefix(url, "https://")));
+    }
+    REQUIRE(members.size() == 3);
+    const TlsFiles operator_tls{.ca_file = state.value("ca_file", ""),
+                                .cert_file = state.value("cert_file", ""),
+                                .key_file = state.value("key_file", "")};
+    CHECK(WaitForEtcd(members, absl::Now() + absl::Seconds(20), operator_tls).ok());
+    CHECK_FALSE(WaitForEtcd(members, absl::Now() + absl::Seconds(2)).ok());
+  }
   // Before every third apply the leader of the hub ACM or SWM is killed (and
   // restarted, to stand by); a standby must take over. Once, an etcd member
   // is killed and stays down.

@@ -97,6 +97,11 @@ class Upper {
   absl::Status StartCodef();
   absl::Status ListClusters();
   absl::Status IssueCertificates(const std::vector<ProcessSpec>& specs);
+  // The run's certificate directory (scripts/dev-ca.sh's DIR).
+  std::string CertDir() const;
+  // Runs `scripts/dev-ca.sh CertDir() ARGS` after making the CA if needed;
+  // its output goes to the run's logs/dev-ca.log.
+  absl::Status RunDevCa(const std::string& args) const;
   absl::Status StartServices(const std::vector<ProcessSpec>& specs);
   absl::Status WaitHealthy();
   // Waits (at most `limit`) until the hub's NetMA has measured every link
@@ -154,9 +159,20 @@ absl::Status Upper::StartEtcd() {
       next = *port + 1;
     }
   }
+  // Members authenticate each other and their clients (the hub ACM and
+  // SWM, with their own certificates) by the run's CA, unless --insecure.
+  TlsFiles tls;
+  if (!state_.insecure) {
+    const std::string& hub = clusters_.front().name;
+    if (auto s = RunDevCa("issue " + hub + " etcd"); !s.ok()) return s;
+    tls = {.ca_file = CertDir() + "/ca.crt",
+           .cert_file = absl::StrCat(CertDir(), "/", hub, "/etcd.crt"),
+           .key_file = absl::StrCat(CertDir(), "/", hub, "/etcd.key")};
+  }
+  const std::string scheme = state_.insecure ? "http://" : "https://";
   std::vector<std::string> peers, clients;
   for (int i = 0; i < kEtcdMembers; ++i) {
-    peers.push_back(absl::StrCat("etcd-", i, "=http://127.0.0.1:", peer_ports[i]));
+    peers.push_back(absl::StrCat("etcd-", i, "=", scheme, "127.0.0.1:", peer_ports[i]));
     clients.push_back(absl::StrCat("127.0.0.1:", client_ports[i]));
   }
   for (int i = 0; i < kEtcdMembers; ++i) {
@@ -164,16 +180,17 @@ absl::Status Upper::StartEtcd() {
         Launch(absl::StrCat("hub/etcd-", i),
                EtcdMemberCommand({.name = absl::StrCat("etcd-", i),
                                   .data_dir = absl::StrCat(state_.run_dir, "/etcd/etcd-", i),
-                                  .client_url = "http://" + clients[i],
-                                  .peer_url = absl::StrCat("http://127.0.0.1:", peer_ports[i]),
+                                  .client_url = scheme + clients[i],
+                                  .peer_url = absl::StrCat(scheme, "127.0.0.1:", peer_ports[i]),
                                   .initial_cluster = absl::StrJoin(peers, ","),
-                                  .cluster_token = "codeco-hub"}),
+                                  .cluster_token = "codeco-hub",
+                                  .tls = tls}),
                "");
     if (!started.ok()) return started.status();
-    state_.processes.back().http = "http://" + clients[i];
+    state_.processes.back().http = scheme + clients[i];
   }
   etcd_endpoints_ = absl::StrJoin(clients, ",");
-  absl::Status ready = WaitForEtcd(clients, deadline_);
+  absl::Status ready = WaitForEtcd(clients, deadline_, tls);
   if (!ready.ok()) {
     return absl::Status(ready.code(),
                         absl::StrCat(ready.message(), " (see ", LogBase("hub/etcd-0"), ".log)"));
@@ -191,6 +208,13 @@ absl::Status Upper::MakeReplicated(ProcessSpec& spec) {
       spec.args.end(),
       {"--set", "store.backend=etcd", "--set", "store.etcd.endpoints=" + etcd_endpoints_, "--set",
        "ha.leader_election=true", "--set", "ha.identity=" + spec.name});
+  if (!state_.insecure) {
+    // The replica's own certificate (IssueCertificates) is its etcd client identity.
+    const std::string base = absl::StrCat(CertDir(), "/", spec.cluster, "/", spec.service);
+    spec.args.insert(spec.args.end(), {"--set", "store.etcd.ca_file=" + CertDir() + "/ca.crt",
+                                       "--set", "store.etcd.cert_file=" + base + ".crt", "--set",
+                                       "store.etcd.key_file=" + base + ".key"});
+  }
   return absl::OkStatus();
 }
 
@@ -282,30 +306,34 @@ absl::Status Upper::ListClusters() {
   return absl::OkStatus();
 }
 
+std::string Upper::CertDir() const { return state_.run_dir + "/certs"; }
+
+absl::Status Upper::RunDevCa(const std::string& args) const {
+  // scripts/dev-ca.sh keeps the CA once made, so every call shares it.
+  const std::string command =
+      absl::StrCat(CODECO_SOURCE_DIR, "/scripts/dev-ca.sh ", CertDir(), " ca && ",
+                   CODECO_SOURCE_DIR, "/scripts/dev-ca.sh ", CertDir(), " ", args);
+  if (std::system((command + " >>" + state_.run_dir + "/logs/dev-ca.log 2>&1").c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("certificate generation failed: ", command));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Upper::IssueCertificates(const std::vector<ProcessSpec>& specs) {
-  const std::string script = std::string(CODECO_SOURCE_DIR) + "/scripts/dev-ca.sh";
-  const std::string dir = state_.run_dir + "/certs";
-  auto run = [&](const std::string& command) -> absl::Status {
-    if (std::system((command + " >>" + state_.run_dir + "/logs/dev-ca.log 2>&1").c_str()) != 0) {
-      return absl::InternalError(absl::StrCat("certificate generation failed: ", command));
-    }
-    return absl::OkStatus();
-  };
-  if (auto s = run(script + " " + dir + " ca"); !s.ok()) return s;
   for (const auto& spec : specs) {
     std::string ip;
     for (const auto& c : clusters_) {
       if (c.name == spec.cluster) ip = c.service_ip;
     }
-    if (auto s = run(
-            absl::StrCat(script, " ", dir, " issue ", spec.cluster, " ", spec.service, " ", ip));
+    if (auto s = RunDevCa(absl::StrCat("issue ", spec.cluster, " ", spec.service, " ", ip));
         !s.ok()) {
       return s;
     }
   }
   // codecoctl acts as the federation's operator (docs/security.md).
+  const std::string dir = CertDir();
   const std::string& hub = clusters_.front().name;
-  if (auto s = run(script + " " + dir + " operator " + hub); !s.ok()) return s;
+  if (auto s = RunDevCa("operator " + hub); !s.ok()) return s;
   state_.ca_file = dir + "/ca.crt";
   state_.cert_file = dir + "/" + hub + "/operator.crt";
   state_.key_file = dir + "/" + hub + "/operator.key";
@@ -496,8 +524,9 @@ void Upper::PrintSummary(absl::Duration took) const {
               absl::ToDoubleSeconds(took), state_.processes.size(),
               state_.insecure ? "plaintext on loopback" : "mTLS");
   if (hub_replicas_ > 1) {
-    std::printf("Hub ACM and SWM: %d replicas each, one leading; state in etcd at %s\n\n",
-                hub_replicas_, etcd_endpoints_.c_str());
+    std::printf("Hub ACM and SWM: %d replicas each, one leading; state in etcd at %s (%s)\n\n",
+                hub_replicas_, etcd_endpoints_.c_str(),
+                state_.insecure ? "plaintext on loopback" : "mTLS");
   }
   std::printf("%-16s %-9s %-12s %-6s %-12s %-22s %s\n", "CLUSTER", "TIER", "REGION", "NODES", "IP",
               "LMS", "RELAY");
