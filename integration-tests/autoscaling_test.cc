@@ -7,7 +7,9 @@
 // comparison, is a redeploy (every pod anew). A CAM's numberOfLocations
 // holds each service to that many clusters: mck8s's example spreads over
 // two, and replicas one cluster cannot hold wait, named, and are placed
-// again on a timer. Timings are reported (WARN), never asserted.
+// again on a timer. An mck8s MultiClusterJob runs its pods to completion:
+// the application succeeds once each has (`codecoctl fault pod --succeed`)
+// and fails when one fails. Timings are reported (WARN), never asserted.
 
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -397,6 +399,104 @@ TEST_CASE("numberOfLocations holds a service to its clusters and waiting replica
   INFO(fits.output);
   CHECK(fits.replicas_in == std::map<std::string, int>{{at, 10}});
   CHECK(absl::StrContains(fits.phase, "Running"));
+  RunCommand({CtlBinary(), "down"}, absl::Minutes(1));
+}
+
+// "cluster/pod" of each placement of `app`, from `codecoctl get apps -o json`.
+std::vector<std::string> PodsOf(const std::string& app) {
+  std::vector<std::string> pods;
+  CommandResult r = RunCommand({CtlBinary(), "get", "apps", "-o", "json"}, absl::Seconds(30));
+  nlohmann::json doc = nlohmann::json::parse(r.output, nullptr, false);
+  if (doc.is_discarded()) return pods;
+  for (const auto& a : doc.value("applications", nlohmann::json::array())) {
+    if (a["metadata"].value("name", "") != app) continue;
+    for (const auto& p : a["status"].value("placements", nlohmann::json::array())) {
+      pods.push_back(p.value("cluster", "") + "/" + p.value("pod", ""));
+    }
+  }
+  return pods;
+}
+
+// Waits up to a minute for `app`'s phase line to contain `phase`.
+Described WaitForPhase(const std::string& app, const std::string& phase) {
+  Described d;
+  for (absl::Time end = absl::Now() + absl::Seconds(60); absl::Now() < end;) {
+    d = DescribeApp(app, app);
+    if (absl::StrContains(d.phase, phase)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  return d;
+}
+
+TEST_CASE("a MultiClusterJob succeeds once every pod has and fails with its first failed pod") {
+  if (codeco::testing::SanitizedBuild()) {
+    // CI time: the job's status runs under the sanitizers in acm_core_test.
+    WARN("skipped under a sanitizer");
+    return;
+  }
+  FederationHome home;
+  CommandResult up = RunCommand(
+      {CtlBinary(), "up", "--scenario", FiveSiteScenario(), "--no-prometheus"}, absl::Minutes(3));
+  INFO(up.output);
+  REQUIRE(up.exit_code == 0);
+  REQUIRE(codeco::testing::WaitUntilClustersReady(6));
+  const std::string example = codeco::testing::SourceDir() + "/examples/cams/mcj-batch.yaml";
+  CommandResult applied =
+      RunCommand({CtlBinary(), "apply", "-f", example, "--wait"}, absl::Minutes(2));
+  INFO(applied.output);
+  REQUIRE(applied.exit_code == 0);
+  const absl::Time started = absl::Now();
+  Described running = WaitForPhase("batch-render", "Running");
+  INFO(running.output);
+  REQUIRE(absl::StrContains(running.phase, "Running"));
+  // Three pods over at most two clusters (numberOfLocations 2).
+  std::vector<std::string> pods = PodsOf("batch-render");
+  REQUIRE(pods.size() == 3);
+  CHECK(running.replicas_in.size() <= 2);
+  // Two of three done: still running, two counted.
+  for (int i = 0; i < 2; ++i) {
+    CommandResult ended =
+        RunCommand({CtlBinary(), "fault", "pod", pods[i], "--succeed"}, absl::Seconds(30));
+    INFO(ended.output);
+    REQUIRE(ended.exit_code == 0);
+  }
+  Described partial;
+  for (absl::Time end = absl::Now() + absl::Seconds(60); absl::Now() < end;) {
+    partial = DescribeApp("batch-render", "batch-render");
+    if (absl::StrContains(partial.output, "job 2/3 succeeded")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  INFO(partial.output);
+  CHECK(absl::StrContains(partial.output, "job 2/3 succeeded, 0 failed"));
+  CHECK(absl::StrContains(partial.phase, "Running"));
+  REQUIRE(RunCommand({CtlBinary(), "fault", "pod", pods[2], "--succeed"}, absl::Seconds(30))
+              .exit_code == 0);
+  Described done = WaitForPhase("batch-render", "Succeeded");
+  INFO(done.output);
+  CHECK(absl::StrContains(done.phase, "Succeeded"));
+  CHECK(absl::StrContains(done.output, "job 3/3 succeeded"));
+  WARN("apply to Succeeded, pods ended by hand: " << absl::Now() - started);
+
+  // A second job whose first pod fails: the application fails, naming it.
+  std::ifstream in(example);
+  std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  yaml = absl::StrReplaceAll(yaml, {{"name: batch-render", "name: batch-fail"}});
+  const std::string path = (home.path / "batch-fail.yaml").string();
+  std::ofstream(path) << yaml;
+  REQUIRE(RunCommand({CtlBinary(), "apply", "-f", path, "--wait"}, absl::Minutes(2)).exit_code ==
+          0);
+  REQUIRE(absl::StrContains(WaitForPhase("batch-fail", "Running").phase, "Running"));
+  std::vector<std::string> failing = PodsOf("batch-fail");
+  REQUIRE_FALSE(failing.empty());
+  REQUIRE(
+      RunCommand({CtlBinary(), "fault", "pod", failing[0], "--fail", "--message", "exit code 3"},
+                 absl::Seconds(30))
+          .exit_code == 0);
+  Described failed = WaitForPhase("batch-fail", "Failed");
+  INFO(failed.output);
+  CHECK(absl::StrContains(failed.phase, "Failed"));
+  CHECK(absl::StrContains(failed.message, "job batch-fail failed: pod "));
+  CHECK(absl::StrContains(failed.message, "exit code 3"));
   RunCommand({CtlBinary(), "down"}, absl::Minutes(1));
 }
 

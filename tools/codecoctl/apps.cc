@@ -78,8 +78,8 @@ std::string TimeText(const google::protobuf::Timestamp& ts) {
 std::string ReadyText(const acm::v1::Application& app) {
   int wanted = 0;
   for (const auto& s : app.spec().services()) wanted += s.replicas();
-  int ready = 0;
-  for (const auto& p : app.status().placements()) ready += p.ready() ? 1 : 0;
+  int ready = 0;  // a job's pod that succeeded counts as ready: its work is done
+  for (const auto& p : app.status().placements()) ready += p.ready() || p.succeeded() ? 1 : 0;
   wanted = std::max(wanted, app.status().placements_size());
   return absl::StrCat(ready, "/", wanted);
 }
@@ -517,7 +517,7 @@ std::vector<ManifestDocument> SplitManifest(const std::string& text) {
         if (!app.empty()) doc.app_name = app;
       }
       doc.application_model = doc.kind == "CodecoApp" || doc.kind == "MultiClusterDeployment" ||
-                              doc.kind.empty();
+                              doc.kind == "MultiClusterJob" || doc.kind.empty();
     } catch (const YAML::Exception&) {
       // Not readable here: ACM says what is wrong with it.
     }
@@ -663,9 +663,20 @@ std::string DescribeApp(const acm::v1::Application& app) {
                                   ? as.target_cpu_utilization_percent()
                                   : 75)
             : "";
-    absl::StrAppendFormat(&out, "  %-18s replicas %-3d cpu %-6s memory %s%s%s\n", s.name(),
+    std::string job;
+    if (s.has_job()) {
+      int succeeded = 0, failed = 0;
+      for (const auto& j : status.jobs()) {
+        if (j.service() != s.name()) continue;
+        succeeded = j.succeeded_pods_size();
+        failed = j.failed_pods_size();
+      }
+      job = absl::StrFormat("  job %d/%d succeeded, %d failed", succeeded, s.job().completions(),
+                            failed);
+    }
+    absl::StrAppendFormat(&out, "  %-18s replicas %-3d cpu %-6s memory %s%s%s%s\n", s.name(),
                           s.replicas(), FormatCpu(s.requests().cpu_millicores()),
-                          FormatBytes(s.requests().memory_bytes()), autoscaling, from);
+                          FormatBytes(s.requests().memory_bytes()), autoscaling, job, from);
     for (const auto& ch : s.channels()) {
       if (!names.count(ch.to_service())) {
         pending.push_back(absl::StrCat(s.name(), "/", ch.name(), " -> ", ch.to_service()));
@@ -680,7 +691,8 @@ std::string DescribeApp(const acm::v1::Application& app) {
   std::vector<std::vector<std::string>> rows = {{"SERVICE", "CLUSTER", "NODE", "POD", "READY"}};
   for (const auto& p : status.placements()) {
     rows.push_back({p.service(), p.cluster(), p.node().empty() ? "-" : p.node(),
-                    p.pod().empty() ? "-" : p.pod(), p.ready() ? "yes" : "no"});
+                    p.pod().empty() ? "-" : p.pod(),
+                    p.succeeded() ? "succeeded" : (p.ready() ? "yes" : "no")});
   }
   std::istringstream lines(Columns(rows));
   for (std::string line; std::getline(lines, line);) out += "  " + line + "\n";
@@ -857,7 +869,8 @@ static void SayNotAModel(const std::string& file, const ManifestDocument& doc) {
   std::cout << "warning: " << file << ": document " << doc.index << " ("
             << (doc.api_version.empty() ? "" : doc.api_version + "/") << doc.kind
             << (doc.name.empty() ? "" : " " + doc.name)
-            << ") skipped: codecoctl applies CodecoApp and MultiClusterDeployment documents; "
+            << ") skipped: codecoctl applies CodecoApp, MultiClusterDeployment and "
+               "MultiClusterJob documents; "
                "ACM runs their services and connects them through their channels\n";
 }
 

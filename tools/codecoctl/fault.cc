@@ -1,7 +1,7 @@
 // codecoctl fault — inject faults into the emulated federation (CODEF):
 //   fault link A B --rtt 50ms | --latency 25ms | --bandwidth 10Mbps | --loss 5% | --cut | --heal
 //   fault node CLUSTER/NODE --fail | --recover | --load CPU [--memory BYTES]
-//   fault pod CLUSTER/POD --usage-profile PROFILE
+//   fault pod CLUSTER/POD --usage-profile PROFILE | --succeed | --fail [--message TEXT]
 //   fault cluster NAME --partition | --heal | --load-factor F
 //   fault hub --cut | --heal
 #include <iostream>
@@ -23,7 +23,8 @@ constexpr char kUsage[] =
     "usage: codecoctl fault link A B [--rtt D | --latency D] [--bandwidth B] [--loss R] "
     "[--cut | --heal]\n"
     "       codecoctl fault node CLUSTER/NODE --fail | --recover | --load CPU [--memory BYTES]\n"
-    "       codecoctl fault pod CLUSTER/POD --usage-profile PROFILE\n"
+    "       codecoctl fault pod CLUSTER/POD --usage-profile PROFILE | --succeed | --fail "
+    "[--message TEXT]\n"
     "       codecoctl fault cluster NAME --partition | --heal | --load-factor F\n"
     "       codecoctl fault hub --cut | --heal\n"
     "  --load: the node's background load (outside its pods), a share of its CPU\n"
@@ -184,9 +185,21 @@ int Node(CodefService::Stub& stub, const Args& args) {
 
 int Pod(CodefService::Stub& stub, const Args& args) {
   size_t slash = args.positional.size() == 2 ? args.positional[1].find('/') : std::string::npos;
-  if (slash == std::string::npos || !args.Has("usage-profile")) {
+  if (slash == std::string::npos ||
+      int{args.Has("usage-profile")} + int{args.Has("succeed")} + int{args.Has("fail")} != 1) {
     std::cerr << kUsage;
     return 2;
+  }
+  if (args.Has("succeed") || args.Has("fail")) {
+    codeco::codef::v1::EndPodRequest request;
+    request.set_cluster(args.positional[1].substr(0, slash));
+    request.set_pod(args.positional[1].substr(slash + 1));
+    request.set_succeeded(args.Has("succeed"));
+    request.set_message(args.Get("message"));
+    auto context = ContextWithTimeout(args, absl::Seconds(10));
+    codeco::codef::v1::EndPodResponse response;
+    return Report(stub.EndPod(context.get(), request, &response),
+                  "pod " + args.positional[1] + (request.succeeded() ? " succeeded" : " failed"));
   }
   codeco::codef::v1::SetPodLoadRequest request;
   request.set_cluster(args.positional[1].substr(0, slash));

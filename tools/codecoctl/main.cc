@@ -139,9 +139,9 @@ int main(int argc, char** argv) {
          "swm"}}},
       {"fault",
        {codeco::ctl::RunFault,
-        {"cut", "heal", "fail", "recover", "partition"},
+        {"cut", "heal", "fail", "recover", "partition", "succeed"},
         {"rtt", "latency", "bandwidth", "loss", "codef", "load", "memory", "usage-profile",
-         "load-factor"}}},
+         "load-factor", "message"}}},
   };
   // `get costmap|links` read NetMA, not ACM.
   const bool network = command == "get" && argc > 2 &&

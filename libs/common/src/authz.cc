@@ -146,7 +146,7 @@ AuthzPolicy BuildFederationPolicy() {
   add(codef, {"ListClusters", "GetLinkConditions"}, {any});
   add(codef,
       {"SetLinkConditions", "ResetLinkConditions", "FailNode", "RecoverNode", "PartitionCluster",
-       "HealCluster", "CutHub", "HealHub", "SetPodLoad", "SetClusterLoad", "SetNodeLoad"},
+       "HealCluster", "CutHub", "HealHub", "SetPodLoad", "EndPod", "SetClusterLoad", "SetNodeLoad"},
       {op});
   // The edge devices' rules: NetMA (the SDN controller) and the operator.
   add(codef, {"InstallVirtualLink", "RemoveVirtualLink"}, {op, HubService("netma")});

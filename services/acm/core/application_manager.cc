@@ -22,6 +22,47 @@
 namespace codeco::acm {
 namespace {
 
+// The status entry of job `service` of `app`, added when missing.
+v1::JobStatus& JobEntry(v1::ApplicationStatus& status, const std::string& service) {
+  for (v1::JobStatus& j : *status.mutable_jobs()) {
+    if (j.service() == service) return j;
+  }
+  v1::JobStatus& j = *status.add_jobs();
+  j.set_service(service);
+  return j;
+}
+
+// Adds `name` to `names` unless it is there.
+void AddOnce(google::protobuf::RepeatedPtrField<std::string>& names, const std::string& name) {
+  if (std::find(names.begin(), names.end(), name) == names.end()) *names.Add() = name;
+}
+
+}  // namespace
+
+void NoteFailedJobPod(v1::Application& app, const std::string& service, const std::string& pod) {
+  for (const v1::ServiceSpec& s : app.spec().services()) {
+    if (s.name() != service || !s.has_job()) continue;
+    AddOnce(*JobEntry(*app.mutable_status(), service).mutable_failed_pods(), pod);
+  }
+}
+
+void FoldJobs(v1::Application& app) {
+  v1::ApplicationStatus& status = *app.mutable_status();
+  google::protobuf::RepeatedPtrField<v1::JobStatus> jobs;
+  for (const v1::ServiceSpec& s : app.spec().services()) {
+    if (!s.has_job()) continue;
+    v1::JobStatus& j = *jobs.Add();
+    j = JobEntry(status, s.name());
+    j.set_completions(s.job().completions());
+    for (const v1::ServicePlacement& p : status.placements()) {
+      if (p.service() == s.name() && p.succeeded()) AddOnce(*j.mutable_succeeded_pods(), p.pod());
+    }
+  }
+  status.mutable_jobs()->Swap(&jobs);
+}
+
+namespace {
+
 // How a DEGRADED application's error_msg starts when a scale left replicas
 // with no node: Reconcile places it again after `unplaced_retry`.
 constexpr absl::string_view kUnplacedReplicas = "replicas not placed, found no node";
@@ -327,6 +368,7 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
     }
     case v1::ApplyApplicationRequest::kSpec:
       RETURN_IF_ERROR(ValidateApplicationSpec(request.spec(), options_.cam_limits));
+      for (std::string& w : JobWarnings(request.spec())) response.add_warnings(std::move(w));
       spec = request.spec();
       labels = request.labels();
       cam_yaml = spec_yaml;
@@ -1046,8 +1088,10 @@ absl::StatusOr<v1::Application> ApplicationManager::RecordPlacement(const std::s
           stays;
       if (result.in_place) {
         for (const v1::ServicePlacement& p : status.placements()) {
-          if (p.ready()) stays[{p.service(), p.cluster(), p.node(), p.pod()}] = p;
+          if (p.ready() || p.succeeded()) stays[{p.service(), p.cluster(), p.node(), p.pod()}] = p;
         }
+      } else {
+        status.clear_jobs();  // a placement anew runs its jobs anew
       }
       status.clear_placements();
       status.set_observed_spec_revision(spec_revision);
@@ -1075,7 +1119,8 @@ absl::StatusOr<v1::Application> ApplicationManager::RecordPlacement(const std::s
           *kept = p;
           if (auto same = stays.find({p.service(), p.cluster(), p.node(), p.pod()});
               !kept->ready() && same != stays.end()) {
-            kept->set_ready(true);
+            kept->set_ready(same->second.ready());
+            kept->set_succeeded(same->second.succeeded());
             *kept->mutable_addresses() = same->second.addresses();
           }
           placed.insert(p.service());
@@ -1142,17 +1187,50 @@ std::string ApplicationManager::UnplacedMessageLocked(const std::string& name,
 
 void ApplicationManager::FoldPodStatus(v1::Application& app) const {
   v1::ApplicationStatus& status = *app.mutable_status();
+  FoldJobs(app);
   std::set<std::string> placed;
-  std::set<std::string> running;
+  std::set<std::string> running;  // served by a running pod, or a job with a pod done
   std::map<std::string, int> replicas_placed;
   int ready = 0;
+  int done = 0;  // jobs' pods that succeeded
   for (const auto& p : status.placements()) {
     placed.insert(p.service());
     ++replicas_placed[p.service()];
-    if (p.ready()) {
-      running.insert(p.service());
-      ++ready;
+    if (p.ready() || p.succeeded()) running.insert(p.service());
+    if (p.ready()) ++ready;
+    if (p.succeeded()) ++done;
+  }
+  // A job with a failed pod has failed (no pod is retried yet); one whose
+  // pods all succeeded is complete.
+  std::vector<std::string> failed_jobs;
+  bool jobs_only = true;
+  bool jobs_complete = true;
+  for (const v1::JobStatus& j : status.jobs()) {
+    if (j.failed_pods_size() > 0) {
+      failed_jobs.push_back(absl::StrCat(
+          "job ", j.service(), " failed: pod ", absl::StrJoin(j.failed_pods(), ", pod "),
+          " failed (", j.succeeded_pods_size(), " of ", j.completions(), " succeeded)"));
     }
+    jobs_complete = jobs_complete && j.succeeded_pods_size() >= j.completions();
+  }
+  for (const auto& s : app.spec().services()) jobs_only = jobs_only && s.has_job();
+  if (!failed_jobs.empty()) {
+    std::vector<std::string> why = failed_jobs;
+    if (auto it = pod_failures_.find(app.metadata().name()); it != pod_failures_.end()) {
+      for (const auto& [cluster, failures] : it->second) {
+        why.insert(why.end(), failures.begin(), failures.end());
+      }
+    }
+    status.set_phase(v1::APPLICATION_PHASE_FAILED);
+    status.set_status(v1::STATUS_LEVEL_ERROR);
+    status.set_error_msg(absl::StrJoin(why, "; "));
+    return;
+  }
+  if (jobs_only && status.jobs_size() > 0 && jobs_complete) {
+    status.set_phase(v1::APPLICATION_PHASE_SUCCEEDED);
+    status.set_status(v1::STATUS_LEVEL_OK);
+    status.set_error_msg("");
+    return;
   }
   std::vector<std::string> problems;
   std::string missing;
@@ -1187,7 +1265,7 @@ void ApplicationManager::FoldPodStatus(v1::Application& app) const {
       problems.insert(problems.end(), failures.begin(), failures.end());
     }
   }
-  if (problems.empty() && ready == status.placements_size() && ready > 0) {
+  if (problems.empty() && ready + done == status.placements_size() && ready + done > 0) {
     status.set_phase(v1::APPLICATION_PHASE_RUNNING);
     status.set_status(v1::STATUS_LEVEL_OK);
     status.set_error_msg("");
@@ -1265,7 +1343,7 @@ absl::Status ApplicationManager::RecordMove(const std::string& name, int64_t spe
     google::protobuf::RepeatedPtrField<v1::ServicePlacement> before;
     before.Swap(status.mutable_placements());
     for (const v1::ServicePlacement& p : before) {
-      if (p.ready()) ready[{p.service(), p.cluster(), p.node(), p.pod()}] = &p;
+      if (p.ready() || p.succeeded()) ready[{p.service(), p.cluster(), p.node(), p.pod()}] = &p;
     }
     for (const v1::ServicePlacement& p : placements) {
       v1::ServicePlacement* kept = status.add_placements();
@@ -1274,7 +1352,8 @@ absl::Status ApplicationManager::RecordMove(const std::string& name, int64_t spe
       kept->clear_addresses();
       auto was = ready.find({p.service(), p.cluster(), p.node(), p.pod()});
       if (was != ready.end()) {
-        kept->set_ready(true);
+        kept->set_ready(was->second->ready());
+        kept->set_succeeded(was->second->succeeded());
         *kept->mutable_addresses() = was->second->addresses();
         continue;
       }
@@ -1330,6 +1409,7 @@ absl::StatusOr<int> ApplicationManager::RecordPods(const std::string& cluster,
       const v1::ApplicationStatus before = app.status();
       auto app_pods = reported.find(name);
       std::vector<std::string> failures;
+      std::vector<std::pair<std::string, std::string>> failed_pods;  // service, pod
       for (auto& p : *app.mutable_status()->mutable_placements()) {
         if (p.cluster() != cluster) continue;
         const PodReport* pod = nullptr;
@@ -1338,6 +1418,11 @@ absl::StatusOr<int> ApplicationManager::RecordPods(const std::string& cluster,
           if (it != app_pods->second.end()) pod = it->second;
         }
         p.set_ready(pod != nullptr && pod->phase == lms::v1::POD_PHASE_RUNNING);
+        // A job's pod that succeeded stays done, also once it is removed.
+        if (pod != nullptr && pod->phase == lms::v1::POD_PHASE_SUCCEEDED) p.set_succeeded(true);
+        if (pod != nullptr && pod->phase == lms::v1::POD_PHASE_FAILED) {
+          failed_pods.emplace_back(p.service(), p.pod());
+        }
         if (pod != nullptr && !pod->node.empty()) p.set_node(pod->node);
         p.clear_addresses();
         if (p.ready()) {
@@ -1358,6 +1443,7 @@ absl::StatusOr<int> ApplicationManager::RecordPods(const std::string& cluster,
       } else {
         pod_failures_[name][cluster] = std::move(failures);
       }
+      for (const auto& [service, pod] : failed_pods) NoteFailedJobPod(app, service, pod);
       FoldPodStatus(app);
       if (MessageDifferencer::Equals(before, app.status())) continue;
       RETURN_IF_ERROR(CommitModified(app));

@@ -131,6 +131,16 @@ enum class StuckApplications {
 /// time: ACM asks for its placement only from then on.
 std::optional<absl::Time> HeldUntil(const v1::ApplicationSpec& spec, absl::Time now);
 
+/// Records that `pod` of `service` failed when that service is a job of
+/// `app` (status.jobs; each pod counted once). A job with a failed pod has
+/// failed: no pod is retried yet.
+void NoteFailedJobPod(v1::Application& app, const std::string& service, const std::string& pod);
+
+/// Rebuilds status.jobs of `app`, one entry per job in spec order, from the
+/// entries it had (their failed and succeeded pods stay counted) and the
+/// placements whose pod succeeded.
+void FoldJobs(v1::Application& app);
+
 /// What ApplicationManager::ReadmitWaiting did.
 struct ReadmitOutcome {
   /// Applications whose schedule changed (a new spec revision each).

@@ -72,10 +72,13 @@ bool FoldIntoOperation(const v1::Application& app, bool deleted,
         break;
       case v1::APPLICATION_PHASE_RUNNING:
       case v1::APPLICATION_PHASE_DEGRADED:
+      case v1::APPLICATION_PHASE_SUCCEEDED:
         op.set_done(true);
-        Progress(op, 100, status.phase() == v1::APPLICATION_PHASE_RUNNING
-                              ? "running"
-                              : absl::StrCat("placed, degraded", Why(status.error_msg())));
+        Progress(op, 100,
+                 status.phase() == v1::APPLICATION_PHASE_RUNNING ? "running"
+                 : status.phase() == v1::APPLICATION_PHASE_SUCCEEDED
+                     ? "its jobs succeeded"
+                     : absl::StrCat("placed, degraded", Why(status.error_msg())));
         op.mutable_result()->PackFrom(app);
         break;
       case v1::APPLICATION_PHASE_FAILED:

@@ -1,7 +1,5 @@
 #include "acm/core/cam_parser.h"
 
-#include "codeco/common/proto_util.h"
-
 #include <algorithm>
 #include <cctype>
 #include <functional>
@@ -11,14 +9,16 @@
 #include <unordered_map>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "acm/core/application_bounds.h"
 #include "acm/core/bounded_yaml.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/common/quantity.h"
 #include "codeco/common/status.h"
 #include "yaml-cpp/yaml.h"
@@ -116,7 +116,7 @@ class Reader {
 
   // Records an error for every key of `map` not in `known`; `hint` is added to the message.
   void KnownKeys(const YAML::Node& map, const std::string& path,
-                 std::initializer_list<std::string_view> known, const std::string& hint = "") {
+                 absl::Span<const std::string_view> known, const std::string& hint = "") {
     for (const auto& kv : map) {
       if (!kv.first.IsScalar()) {
         Error(path, "keys must be strings");
@@ -378,8 +378,8 @@ void AddResources(Reader& r, const std::string& path, const common::v1::Resource
 // the first container, ports of all, requests and limits summed over all.
 void ReadPodSpec(Reader& r, const YAML::Node& pod, const std::string& path, ServiceSpec& service) {
   if (!r.IsMap(pod, path)) return;
-  r.NotActedOnUnknown(pod, path, {"containers"},
-                      "of a pod spec only containers are read");
+  r.NotActedOnUnknown(pod, path, {"containers", "restartPolicy"},
+                      "of a pod spec only containers and restartPolicy are read");
   std::string cpath = Child(path, "containers");
   std::optional<YAML::Node> containers = Reader::Field(pod, "containers");
   if (!containers) {
@@ -609,6 +609,59 @@ void ReadAutoscaling(Reader& r, const YAML::Node& map, const std::string& path,
   }
   if (auto d = r.Quantity(map, "scaleDownCooldown", path, &ParseDurationNanos, kMaxDelayNs)) {
     out.set_scale_down_cooldown_ns(*d);
+  }
+}
+
+// A job's counts, from `map` at `path` (a CodecoApp service's `job`, or an
+// mck8s MultiClusterJob's spec, whose other keys the caller checks), with
+// the key names of a Kubernetes Job. The service runs `completions` pods.
+void ReadJobCounts(Reader& r, const YAML::Node& map, const std::string& path,
+                   ServiceSpec& service) {
+  v1::Job& job = *service.mutable_job();
+  auto completions = r.Int(map, "completions", path, 1, kMaxReplicas);
+  job.set_completions(static_cast<int32_t>(completions.value_or(1)));
+  if (auto p = r.Int(map, "parallelism", path, 1, kMaxReplicas)) {
+    job.set_parallelism(static_cast<int32_t>(*p));
+    if (*p < job.completions()) {
+      r.NotActedOn(Child(path, "parallelism"), "every one of the job's completions runs at once");
+    }
+  }
+  if (auto b = r.Int(map, "backoffLimit", path, 0, kMaxReplicas)) {
+    job.set_backoff_limit(static_cast<int32_t>(*b));
+    if (*b > 0) {
+      r.NotActedOn(Child(path, "backoffLimit"),
+                   "a failed pod is not replaced yet: the first failure fails the job");
+    }
+  }
+  service.set_replicas(job.completions());
+}
+
+// A CodecoApp service's `job` block.
+void ReadJob(Reader& r, const YAML::Node& map, const std::string& path, ServiceSpec& service) {
+  if (!r.IsMap(map, path)) return;
+  r.KnownKeys(map, path, {"completions", "parallelism", "backoffLimit"});
+  ReadJobCounts(r, map, path, service);
+}
+
+// The pod spec's restartPolicy at `path`, read once the service is known to
+// be a job or not: a job's pods run to completion (Never; OnFailure runs as
+// Never), a service's always restart.
+void ReadRestartPolicy(Reader& r, const YAML::Node& pod, const std::string& path,
+                       const ServiceSpec& service) {
+  if (!pod.IsMap()) return;
+  std::optional<std::string> policy = r.String(pod, "restartPolicy", path, false);
+  if (!policy) return;
+  const std::string field = Child(path, "restartPolicy");
+  if (*policy != "Always" && *policy != "OnFailure" && *policy != "Never") {
+    r.Error(field, absl::StrCat("must be Always, OnFailure or Never, got \"", *policy, "\""));
+  } else if (service.has_job() && *policy == "Always") {
+    r.Error(field, "a job's pods run to completion: Never or OnFailure");
+  } else if (service.has_job() && *policy == "OnFailure") {
+    r.NotActedOn(field, "a job's pods are not restarted in place: a failed pod fails the job");
+  } else if (!service.has_job() && *policy != "Always") {
+    r.NotActedOn(field,
+                 "a service's pods always restart; a job (job block or "
+                 "MultiClusterJob) runs pods to completion");
   }
 }
 
@@ -958,10 +1011,10 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
     std::string p = Index(mpath, i);
     if (!r.IsMap(m, p)) continue;
     if (extended) {
-      r.KnownKeys(
-          m, p,
-          {"serviceName", "podspec", "serviceChannels", "nwbandwidth", "nwlatency", "replicas",
-           "requests", "stateful", "availability", "dataLocality", "nodeSelector", "autoscaling"});
+      r.KnownKeys(m, p,
+                  {"serviceName", "podspec", "serviceChannels", "nwbandwidth", "nwlatency",
+                   "replicas", "requests", "stateful", "availability", "dataLocality",
+                   "nodeSelector", "autoscaling", "job"});
     } else {
       r.KnownKeys(m, p, {"serviceName", "podspec", "serviceChannels", "nwbandwidth", "nwlatency"},
                   ext_hint);
@@ -1015,6 +1068,16 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
       for (auto& [k, v] : r.StringMap(m, "nodeSelector", p)) {
         (*service->mutable_node_selector())[k] = v;
       }
+      if (auto j = Reader::Field(m, "job")) {
+        if (Reader::Field(m, "replicas")) {
+          r.Error(Child(p, "replicas"), "a job runs job.completions pods: set that instead");
+        }
+        if (Reader::Field(m, "autoscaling")) {
+          r.Error(Child(p, "autoscaling"), "a job is not autoscaled");
+        }
+        if (service->stateful()) r.Error(Child(p, "stateful"), "a job cannot be stateful");
+        ReadJob(r, *j, Child(p, "job"), *service);
+      }
       if (auto a = Reader::Field(m, "autoscaling")) {
         ReadAutoscaling(r, *a, Child(p, "autoscaling"), *service->mutable_autoscaling());
         const v1::Autoscaling& as = service->autoscaling();
@@ -1028,6 +1091,7 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
         }
       }
     }
+    if (pod) ReadRestartPolicy(r, *pod, Child(p, "podspec"), *service);
     if (auto chans = Reader::Field(m, "serviceChannels")) {
       std::string cp = Child(p, "serviceChannels");
       if (r.IsSeq(*chans, cp)) {
@@ -1045,9 +1109,11 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
 }
 
 // ---------------------------------------------------------------------------
-// mck8s MultiClusterDeployment: one service named after the deployment.
+// mck8s MultiClusterDeployment, or with `job` a MultiClusterJob (the same
+// placement keys, a Kubernetes Job's counts instead of replicas): one
+// service named after the document.
 
-void ParseMultiClusterDeployment(Reader& r, const YAML::Node& root, ParsedCam& out) {
+void ParseMultiClusterDeployment(Reader& r, const YAML::Node& root, bool job, ParsedCam& out) {
   std::string name;
   ReadMetadata(r, root, out, &name);
   std::optional<YAML::Node> spec_node = Reader::Field(root, "spec");
@@ -1057,10 +1123,16 @@ void ParseMultiClusterDeployment(Reader& r, const YAML::Node& root, ParsedCam& o
   }
   const YAML::Node& s = *spec_node;
   if (!r.IsMap(s, "spec")) return;
-  r.KnownKeys(
-      s, "spec",
-      {"placementPolicy", "locations", "numberOfLocations", "enableBursting", "burstingPolicy",
-       "enableSubstitution", "substitutionPolicy", "selector", "replicas", "template"});
+  std::vector<std::string_view> keys = {
+      "placementPolicy",    "locations",      "numberOfLocations",
+      "enableBursting",     "burstingPolicy", "enableSubstitution",
+      "substitutionPolicy", "selector",       "template"};
+  if (job) {
+    keys.insert(keys.end(), {"completions", "parallelism", "backoffLimit"});
+  } else {
+    keys.push_back("replicas");
+  }
+  r.KnownKeys(s, "spec", keys);
   ApplicationSpec& spec = out.spec;
   spec.set_app_name(name);
   out.codeco_app = name;
@@ -1110,7 +1182,9 @@ void ParseMultiClusterDeployment(Reader& r, const YAML::Node& root, ParsedCam& o
     r.NotActedOnIfSet(s, key, "spec", "SWM's mck8s profiles do not switch substitution");
   }
   r.NotActedOnIfSet(s, "selector", "spec", "the pods are labelled by SWM, not selected");
-  if (auto v = r.Int(s, "replicas", "spec", 0, kMaxReplicas)) {
+  if (job) {
+    ReadJobCounts(r, s, "spec", *service);
+  } else if (auto v = r.Int(s, "replicas", "spec", 0, kMaxReplicas)) {
     service->set_replicas(static_cast<int32_t>(*v));
   }
   std::optional<YAML::Node> tmpl = Reader::Field(s, "template");
@@ -1132,6 +1206,7 @@ void ParseMultiClusterDeployment(Reader& r, const YAML::Node& root, ParsedCam& o
     return;
   }
   ReadPodSpec(r, *pod, "spec.template.spec", *service);
+  ReadRestartPolicy(r, *pod, "spec.template.spec", *service);
 }
 
 }  // namespace
@@ -1171,13 +1246,14 @@ absl::StatusOr<ParsedCam> ParseCam(std::string_view yaml, const CamLimits& limit
       r.KnownKeys(root, "", {"apiVersion", "kind", "metadata", "spec", "status"});
       ParseCodecoApp(r, root, out.form == CamForm::kCodecoAppExtended, limits, out);
     } else if (*api == kMck8sApiVersion) {
-      if (*kind != "MultiClusterDeployment") {
-        return InvalidFieldError("kind", absl::StrCat("must be MultiClusterDeployment for ", *api,
-                                                      ", got \"", *kind, "\""));
+      if (*kind != "MultiClusterDeployment" && *kind != "MultiClusterJob") {
+        return InvalidFieldError(
+            "kind", absl::StrCat("must be MultiClusterDeployment or MultiClusterJob for ", *api,
+                                 ", got \"", *kind, "\""));
       }
       out.form = CamForm::kMultiClusterDeployment;
       r.KnownKeys(root, "", {"apiVersion", "kind", "metadata", "spec", "status"});
-      ParseMultiClusterDeployment(r, root, out);
+      ParseMultiClusterDeployment(r, root, *kind == "MultiClusterJob", out);
     } else {
       return InvalidFieldError("apiVersion",
                                absl::StrCat("must be ", std::string(kCodecoApiVersion), ", ",
@@ -1206,6 +1282,26 @@ absl::StatusOr<ParsedCam> ParseCam(std::string_view yaml, const CamLimits& limit
   RETURN_IF_ERROR(CheckApplicationBounds(out.spec, names).status());
   for (std::string& w : r.warnings()) out.warnings.push_back(std::move(w));
   return out;
+}
+
+std::vector<std::string> JobWarnings(const ApplicationSpec& spec) {
+  std::vector<std::string> warnings;
+  for (int i = 0; i < spec.services_size(); ++i) {
+    const v1::Job& job = spec.services(i).job();
+    const std::string jp = Child(Index("spec.services", i), "job");
+    if (job.parallelism() > 0 && job.parallelism() < job.completions()) {
+      warnings.push_back(absl::StrCat(jp,
+                                      ".parallelism: accepted but not acted on yet (every one "
+                                      "of the job's completions runs at once)"));
+    }
+    if (job.backoff_limit() > 0) {
+      warnings.push_back(absl::StrCat(jp,
+                                      ".backoff_limit: accepted but not acted on yet (a failed "
+                                      "pod is not replaced yet: the first failure fails the "
+                                      "job)"));
+    }
+  }
+  return warnings;
 }
 
 absl::Status ValidateApplicationSpec(const ApplicationSpec& spec, const CamLimits& limits) {
@@ -1264,6 +1360,27 @@ absl::Status ValidateApplicationSpec(const ApplicationSpec& spec, const CamLimit
       if (replicas < as.min_replicas() || replicas > as.max_replicas()) {
         errors.Add(Child(p, "replicas"), "must lie within autoscaling min_replicas..max_replicas");
       }
+    }
+    if (s.has_job()) {
+      const v1::Job& job = s.job();
+      const std::string jp = Child(p, "job");
+      if (job.completions() < 1 || job.completions() > kMaxReplicas) {
+        errors.Add(Child(jp, "completions"), absl::StrCat("must be between 1 and ", kMaxReplicas));
+      } else if (s.replicas() != job.completions()) {
+        errors.Add(Child(p, "replicas"), "must equal job.completions (a job runs that many pods)");
+      }
+      if (job.parallelism() < 0 || job.parallelism() > kMaxReplicas) {
+        errors.Add(Child(jp, "parallelism"),
+                   absl::StrCat("must be between 0 (completions) and ", kMaxReplicas));
+      }
+      if (job.backoff_limit() < 0 || job.backoff_limit() > kMaxReplicas) {
+        errors.Add(Child(jp, "backoff_limit"),
+                   absl::StrCat("must be between 0 and ", kMaxReplicas));
+      }
+      if (s.has_autoscaling() && s.autoscaling().max_replicas() > 0) {
+        errors.Add(Child(p, "autoscaling"), "a job is not autoscaled");
+      }
+      if (s.stateful()) errors.Add(Child(p, "stateful"), "a job cannot be stateful");
     }
   }
   auto one_of = [](const std::string& v, std::initializer_list<std::string_view> values) {

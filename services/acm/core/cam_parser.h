@@ -80,6 +80,11 @@ absl::StatusOr<ParsedCam> ParseCam(std::string_view yaml, const CamLimits& limit
 /// the caps shared with SWM (CheckApplicationBounds).
 absl::Status ValidateApplicationSpec(const v1::ApplicationSpec& spec, const CamLimits& limits = {});
 
+/// The warnings a parsed spec's jobs earn, as ParseCam gives them for a
+/// document: a parallelism below completions and a backoff_limit above 0
+/// are accepted and not acted on yet.
+std::vector<std::string> JobWarnings(const v1::ApplicationSpec& spec);
+
 /// True if `name` is an RFC 1123 DNS label (1-63 of [a-z0-9-], alphanumeric at both ends).
 bool IsDnsLabel(std::string_view name);
 /// True if `s` looks like an ISO 3166 alpha-2 country code: two capital letters, e.g. "DE".

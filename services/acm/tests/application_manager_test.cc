@@ -640,6 +640,118 @@ TEST_CASE("a DELETING application waits for an unreachable scheduler and refuses
   REQUIRE(absl::IsFailedPrecondition(f.manager.RecordRelease("other", absl::OkStatus())));
 }
 
+// A job of `completions` pods ("batch-batch-<i>") and, with `with_service`,
+// a service "api" beside it; placed on rennes.
+void PlaceJob(Fixture& f, int completions, bool with_service) {
+  std::string yaml = absl::StrCat(R"(apiVersion: codeco.io/v1
+kind: CodecoApp
+metadata: {name: batch}
+spec:
+  appName: batch
+  codecoapp-msspec:
+    - serviceName: batch
+      job: {completions: )",
+                                  completions, R"(}
+      podspec:
+        restartPolicy: Never
+        containers: [{name: b, image: b:1}]
+)");
+  if (with_service) {
+    yaml += R"(    - serviceName: api
+      podspec:
+        containers: [{name: a, image: a:1}]
+)";
+  }
+  f.Apply(yaml);
+  PlacementResult result{.placed = true, .plan_revision = 1};
+  for (int i = 0; i < completions + (with_service ? 1 : 0); ++i) {
+    v1::ServicePlacement p;
+    const bool api = i == completions;
+    p.set_service(api ? "api" : "batch");
+    p.set_cluster("rennes");
+    p.set_node("n1");
+    p.set_pod(api ? "batch-api-0" : absl::StrCat("batch-batch-", i));
+    result.placements.push_back(p);
+  }
+  REQUIRE(f.manager.RecordPlacement("batch", 1, result).ok());
+}
+
+TEST_CASE("a job's application SUCCEEDS once every pod succeeded and each counts once") {
+  Fixture f;
+  PlaceJob(f, 2, false);
+  auto status = [&] {
+    v1::GetApplicationRequest get;
+    get.set_name("batch");
+    return f.manager.Get(get)->application().status();
+  };
+  auto pod = [](int i, lms::v1::PodPhase phase) {
+    return PodReport{"batch", "batch", absl::StrCat("batch-batch-", i), "n1", phase, ""};
+  };
+  REQUIRE(f.manager
+              .RecordPods("rennes",
+                          {pod(0, lms::v1::POD_PHASE_RUNNING), pod(1, lms::v1::POD_PHASE_RUNNING)})
+              .ok());
+  REQUIRE(status().phase() == v1::APPLICATION_PHASE_RUNNING);
+  REQUIRE(status().jobs_size() == 1);
+  CHECK(status().jobs(0).completions() == 2);
+  CHECK(status().jobs(0).succeeded_pods().empty());
+  // One done: still RUNNING; the same report twice counts it once.
+  for (int twice = 0; twice < 2; ++twice) {
+    REQUIRE(f.manager
+                .RecordPods("rennes", {pod(0, lms::v1::POD_PHASE_SUCCEEDED),
+                                       pod(1, lms::v1::POD_PHASE_RUNNING)})
+                .ok());
+  }
+  REQUIRE(status().phase() == v1::APPLICATION_PHASE_RUNNING);
+  REQUIRE(status().jobs(0).succeeded_pods_size() == 1);
+  CHECK(status().placements(0).succeeded());
+  CHECK_FALSE(status().placements(0).ready());
+  // The finished pod removed from its cluster stays counted.
+  REQUIRE(f.manager.RecordPods("rennes", {pod(1, lms::v1::POD_PHASE_SUCCEEDED)}).ok());
+  REQUIRE(status().phase() == v1::APPLICATION_PHASE_SUCCEEDED);
+  CHECK(status().status() == v1::STATUS_LEVEL_OK);
+  CHECK(status().jobs(0).succeeded_pods_size() == 2);
+  // SUCCEEDED is final: later reports change nothing.
+  REQUIRE(*f.manager.RecordPods("rennes", {}) == 0);
+  CHECK(status().phase() == v1::APPLICATION_PHASE_SUCCEEDED);
+}
+
+TEST_CASE("a job whose pod fails FAILS its application and a finished job beside a service runs") {
+  SECTION("failed") {
+    Fixture f;
+    PlaceJob(f, 2, false);
+    REQUIRE(f.manager
+                .RecordPods("rennes", {PodReport{"batch", "batch", "batch-batch-0", "n1",
+                                                 lms::v1::POD_PHASE_FAILED, "exit code 3"},
+                                       PodReport{"batch", "batch", "batch-batch-1", "n1",
+                                                 lms::v1::POD_PHASE_RUNNING, ""}})
+                .ok());
+    v1::GetApplicationRequest get;
+    get.set_name("batch");
+    const v1::ApplicationStatus status = f.manager.Get(get)->application().status();
+    CHECK(status.phase() == v1::APPLICATION_PHASE_FAILED);
+    CHECK(status.status() == v1::STATUS_LEVEL_ERROR);
+    CHECK_THAT(status.error_msg(), Catch::Contains("job batch failed: pod batch-batch-0 failed") &&
+                                       Catch::Contains("exit code 3"));
+    REQUIRE(status.jobs(0).failed_pods_size() == 1);
+  }
+  SECTION("beside a service") {
+    Fixture f;
+    PlaceJob(f, 1, true);
+    REQUIRE(f.manager
+                .RecordPods("rennes", {PodReport{"batch", "batch", "batch-batch-0", "n1",
+                                                 lms::v1::POD_PHASE_SUCCEEDED, ""},
+                                       PodReport{"batch", "api", "batch-api-0", "n1",
+                                                 lms::v1::POD_PHASE_RUNNING, ""}})
+                .ok());
+    v1::GetApplicationRequest get;
+    get.set_name("batch");
+    const v1::ApplicationStatus status = f.manager.Get(get)->application().status();
+    CHECK(status.phase() == v1::APPLICATION_PHASE_RUNNING);
+    CHECK(status.jobs(0).succeeded_pods_size() == 1);
+  }
+}
+
 TEST_CASE("a restarted manager asks again for the releases it had not seen confirmed") {
   std::unique_ptr<KvStore> kv = NewInMemoryKvStore(ApplicationColumnFamilies());
   SimulatedClock clock{absl::FromUnixSeconds(1'800'000'000)};

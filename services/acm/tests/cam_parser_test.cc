@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 
 namespace codeco::acm {
 namespace {
@@ -146,6 +147,76 @@ TEST_CASE("mck8s MultiClusterDeployments parse") {
   REQUIRE(affinity.spec.placement().preferred_clusters(1) == "cluster5");
   REQUIRE(affinity.spec.placement().substitution());
   REQUIRE(affinity.spec.services(0).replicas() == 4);
+}
+
+TEST_CASE("a MultiClusterJob and a CodecoApp job block parse into a job") {
+  ParsedCam mcj = ParseExample("mcj-batch.yaml");
+  REQUIRE(mcj.form == CamForm::kMultiClusterDeployment);
+  REQUIRE(mcj.spec.services_size() == 1);
+  const v1::ServiceSpec& render = mcj.spec.services(0);
+  REQUIRE(render.has_job());
+  CHECK(render.job().completions() == 3);
+  CHECK(render.replicas() == 3);  // every completion runs at once
+  CHECK(mcj.spec.placement().number_of_locations() == 2);
+  CHECK(mcj.warnings.empty());
+
+  const std::string codeco_app = R"(apiVersion: codeco.io/v1
+kind: CodecoApp
+metadata: {name: nightly}
+spec:
+  appName: nightly
+  codecoapp-msspec:
+    - serviceName: api
+      podspec:
+        containers: [{name: api, image: api:1}]
+    - serviceName: report
+      job: {completions: 4, parallelism: 2, backoffLimit: 3}
+      podspec:
+        restartPolicy: OnFailure
+        containers: [{name: report, image: report:1}]
+)";
+  absl::StatusOr<ParsedCam> parsed = ParseCam(codeco_app);
+  REQUIRE(parsed.ok());
+  CHECK_FALSE(Service(parsed->spec, "api").has_job());
+  const v1::ServiceSpec& report = Service(parsed->spec, "report");
+  CHECK(report.job().completions() == 4);
+  CHECK(report.job().parallelism() == 2);
+  CHECK(report.job().backoff_limit() == 3);
+  CHECK(report.replicas() == 4);
+  REQUIRE(ValidateApplicationSpec(parsed->spec).ok());
+  // Each knob not acted on yet is said so, by its path.
+  std::string warnings = absl::StrJoin(parsed->warnings, "\n");
+  CHECK_THAT(warnings, Catch::Contains("spec.codecoapp-msspec[1].job.parallelism: accepted but "
+                                       "not acted on yet"));
+  CHECK_THAT(warnings, Catch::Contains("spec.codecoapp-msspec[1].job.backoffLimit: accepted but "
+                                       "not acted on yet"));
+  CHECK_THAT(warnings, Catch::Contains("spec.codecoapp-msspec[1].podspec.restartPolicy: accepted "
+                                       "but not acted on yet"));
+  // The same knobs in a parsed spec earn the same warnings.
+  std::vector<std::string> parsed_warnings = JobWarnings(parsed->spec);
+  REQUIRE(parsed_warnings.size() == 2);
+  CHECK_THAT(parsed_warnings[0], Catch::StartsWith("spec.services[1].job.parallelism"));
+  CHECK_THAT(parsed_warnings[1], Catch::StartsWith("spec.services[1].job.backoff_limit"));
+}
+
+TEST_CASE("a parsed spec's job is validated field by field") {
+  ParsedCam mcj = ParseExample("mcj-batch.yaml");
+  ApplicationSpec spec = mcj.spec;
+  spec.mutable_services(0)->set_replicas(5);
+  CHECK(FirstErrorPath(ValidateApplicationSpec(spec)) == "spec.services[0].replicas");
+  spec = mcj.spec;
+  spec.mutable_services(0)->mutable_job()->set_completions(0);
+  CHECK(FirstErrorPath(ValidateApplicationSpec(spec)) == "spec.services[0].job.completions");
+  spec = mcj.spec;
+  spec.mutable_services(0)->mutable_job()->set_backoff_limit(-1);
+  CHECK(FirstErrorPath(ValidateApplicationSpec(spec)) == "spec.services[0].job.backoff_limit");
+  spec = mcj.spec;
+  spec.mutable_services(0)->set_stateful(true);
+  CHECK(FirstErrorPath(ValidateApplicationSpec(spec)) == "spec.services[0].stateful");
+  spec = mcj.spec;
+  spec.mutable_services(0)->mutable_autoscaling()->set_max_replicas(3);
+  spec.mutable_services(0)->mutable_autoscaling()->set_min_replicas(3);
+  CHECK(FirstErrorPath(ValidateApplicationSpec(spec)) == "spec.services[0].autoscaling");
 }
 
 TEST_CASE("every example CAM parses and its spec validates") {

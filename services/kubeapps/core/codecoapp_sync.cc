@@ -94,6 +94,8 @@ std::string PhaseName(codeco::acm::v1::ApplicationPhase phase) {
       return "Failed";
     case codeco::acm::v1::APPLICATION_PHASE_DELETING:
       return "Deleting";
+    case codeco::acm::v1::APPLICATION_PHASE_SUCCEEDED:
+      return "Succeeded";
     default:
       return "Unknown";
   }

@@ -246,6 +246,10 @@ absl::StatusOr<Pod> PodFromKube(const json& pod, const ResourceNames& names) {
   out.mutable_annotations()->erase(kRequestIdAnnotation);
   Timestamp(metadata, "creationTimestamp", out.mutable_create_time());
   out.set_node_name(Str(spec, "nodeName"));
+  const std::string restart = Str(spec, "restartPolicy");
+  if (restart == "Never") out.set_restart_policy(codeco::lms::v1::RESTART_POLICY_NEVER);
+  if (restart == "Always") out.set_restart_policy(codeco::lms::v1::RESTART_POLICY_ALWAYS);
+  if (restart == "OnFailure") out.set_restart_policy(codeco::lms::v1::RESTART_POLICY_ON_FAILURE);
   const json& containers = Member(spec, "containers");
   if (containers.is_array()) {
     for (size_t i = 0; i < containers.size(); ++i) {
@@ -435,10 +439,19 @@ json PodToKube(const Pod& pod, const std::string& ns, const std::string& request
     if (!resources.empty()) container["resources"] = std::move(resources);
     containers.push_back(std::move(container));
   }
+  json spec = {{"nodeName", pod.node_name()}, {"containers", std::move(containers)}};
+  // Unset is Kubernetes' default, Always.
+  if (pod.restart_policy() == codeco::lms::v1::RESTART_POLICY_NEVER) {
+    spec["restartPolicy"] = "Never";
+  } else if (pod.restart_policy() == codeco::lms::v1::RESTART_POLICY_ALWAYS) {
+    spec["restartPolicy"] = "Always";
+  } else if (pod.restart_policy() == codeco::lms::v1::RESTART_POLICY_ON_FAILURE) {
+    spec["restartPolicy"] = "OnFailure";
+  }
   return {{"apiVersion", "v1"},
           {"kind", "Pod"},
           {"metadata", std::move(metadata)},
-          {"spec", {{"nodeName", pod.node_name()}, {"containers", std::move(containers)}}}};
+          {"spec", std::move(spec)}};
 }
 
 absl::StatusOr<std::string> LabelSelectorToKube(const codeco::common::v1::LabelSelector& selector,

@@ -184,6 +184,22 @@ TEST_CASE("a pod is written as the v1 Pod Kubernetes takes") {
   CHECK(back->containers(0).requests().memory_bytes() == 100'000'000);
   CHECK(back->containers(0).requests().gpu() == 1);
   CHECK(back->labels().at("codeco.io/application") == "shop");
+  // A service's pod leaves restartPolicy to Kubernetes (Always).
+  CHECK_FALSE(manifest["spec"].contains("restartPolicy"));
+  CHECK(back->restart_policy() == codeco::lms::v1::RESTART_POLICY_UNSPECIFIED);
+}
+
+TEST_CASE("a job's pod is written with restartPolicy Never and reads back so") {
+  codeco::lms::v1::Pod job = GoodPod();
+  job.set_restart_policy(codeco::lms::v1::RESTART_POLICY_NEVER);
+  json manifest = PodToKube(job, "codeco", "req-8", {});
+  CHECK(manifest["spec"]["restartPolicy"] == "Never");
+  manifest["metadata"]["resourceVersion"] = "1";
+  auto back = PodFromKube(manifest, {});
+  REQUIRE(back.ok());
+  CHECK(back->restart_policy() == codeco::lms::v1::RESTART_POLICY_NEVER);
+  manifest["spec"]["restartPolicy"] = "OnFailure";
+  CHECK(PodFromKube(manifest, {})->restart_policy() == codeco::lms::v1::RESTART_POLICY_ON_FAILURE);
 }
 
 TEST_CASE("label selectors are written in the API's query syntax and checked") {

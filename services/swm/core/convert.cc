@@ -192,7 +192,8 @@ absl::StatusOr<Application> ToCoreApplication(const acm::Application& app,
           .preferred_clusters = {spec.placement().preferred_clusters().begin(),
                                  spec.placement().preferred_clusters().end()},
           .max_locations = spec.placement().number_of_locations(),
-          .bursting = spec.placement().bursting()};
+          .bursting = spec.placement().bursting(),
+          .run_to_completion = s.has_job()};
       if (intents.max_latency_to_origin_ns() > 0) {
         w.origin_cluster = intents.origin();
         w.max_latency_to_origin_ns = intents.max_latency_to_origin_ns();
@@ -295,6 +296,8 @@ codeco::lms::v1::Pod PodTemplate(const acm::Application& app, const WorkloadTarg
       port->set_protocol(p.protocol());
     }
     *c->mutable_limits() = s.limits();
+    // A job's pod ends when its container exits, and is not started again.
+    if (s.has_job()) pod.set_restart_policy(codeco::lms::v1::RESTART_POLICY_NEVER);
   }
   return pod;
 }

@@ -64,6 +64,22 @@ TEST_CASE("an application becomes one workload per replica and channels per repl
   CHECK(single->channels[0].name == "queries");
 }
 
+TEST_CASE("a job's replicas run to completion and its pods never restart") {
+  acm::Application app = TwoServices();
+  acm::ServiceSpec* db = app.mutable_spec()->mutable_services(1);
+  db->mutable_job()->set_completions(3);
+  auto core = ToCoreApplication(app, {"edge"});
+  REQUIRE(core.ok());
+  CHECK_FALSE(core->workloads[0].run_to_completion);  // web
+  CHECK(core->workloads[4].run_to_completion);        // db-2
+  WorkloadTarget job{
+      .workload = "db-0", .service = "db", .cluster = "edge", .node = "n1", .pod = "shop-db-0"};
+  CHECK(PodTemplate(app, job, 1).restart_policy() == codeco::lms::v1::RESTART_POLICY_NEVER);
+  WorkloadTarget web = job;
+  web.service = "web";
+  CHECK(PodTemplate(app, web, 1).restart_policy() == codeco::lms::v1::RESTART_POLICY_UNSPECIFIED);
+}
+
 TEST_CASE("bad applications are refused with every field path") {
   acm::Application app = TwoServices();
   app.mutable_spec()->set_app_name("other");

@@ -1,12 +1,14 @@
 #include "emulated_cluster.h"
-#include "codeco/common/proto_util.h"
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/common/quantity.h"
 #include "codeco/common/status.h"
 
@@ -754,6 +756,26 @@ absl::Status EmulatedCluster::SetPodLoad(const std::string& name, const std::str
   ASSIGN_OR_RETURN(it->second->profile,
                    ParseUsageProfile(profile_text, "usage_profile", it->second->requests,
                                      options_.name + "/" + name, read_file_));
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedCluster::EndPod(const std::string& name, bool succeeded,
+                                     const std::string& message) {
+  auto it = pods_.find(name);
+  if (it == pods_.end()) return absl::NotFoundError(absl::StrCat("no pod ", name));
+  PodState& pod = *it->second;
+  if (pod.pod.phase() != codeco::lms::v1::POD_PHASE_RUNNING) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("pod ", name, " is ",
+                     absl::AsciiStrToLower(absl::StripPrefix(
+                         codeco::lms::v1::PodPhase_Name(pod.pod.phase()), "POD_PHASE_")),
+                     ", not running"));
+  }
+  const std::string said =
+      !message.empty() ? message : (succeeded ? "completed" : "its container failed");
+  SetPhase(pod,
+           succeeded ? codeco::lms::v1::POD_PHASE_SUCCEEDED : codeco::lms::v1::POD_PHASE_FAILED,
+           said, clock_.Now());
   return absl::OkStatus();
 }
 

@@ -310,6 +310,11 @@ class EmulatedCluster {
   absl::Status RecoverNode(const std::string& name);
   /// Replaces a pod's usage profile (text as in the annotation).
   absl::Status SetPodLoad(const std::string& pod, const std::string& profile_text);
+  /// Ends running pod `pod` Succeeded (`succeeded`) or Failed with
+  /// `message`, as its containers exiting would: its node's resources are
+  /// released. FAILED_PRECONDITION when it is not running, NOT_FOUND when
+  /// there is no such pod.
+  absl::Status EndPod(const std::string& pod, bool succeeded, const std::string& message);
   /// Scales every pod's CPU usage by `factor` (> 0).
   absl::Status SetLoadFactor(double factor);
   /// Changes a node's background load and returns the load now in force.

@@ -283,6 +283,15 @@ absl::Status Federation::SetPodLoad(const std::string& cluster, const std::strin
   return lms->Run([&](EmulatedCluster& c) { return c.SetPodLoad(pod, profile_text); });
 }
 
+absl::Status Federation::EndPod(const std::string& cluster, const std::string& pod, bool succeeded,
+                                const std::string& message) {
+  absl::Status status;
+  SynchronizedCluster* lms = RequireLms(cluster, &status);
+  if (lms == nullptr) return status;
+  if (pod.empty()) return InvalidFieldError("pod", "is required");
+  return lms->Run([&](EmulatedCluster& c) { return c.EndPod(pod, succeeded, message); });
+}
+
 absl::Status Federation::SetClusterLoad(const std::string& cluster, double factor) {
   absl::Status status;
   SynchronizedCluster* lms = RequireLms(cluster, &status);

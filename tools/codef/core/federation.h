@@ -137,6 +137,9 @@ class Federation {
   /// Replaces a pod's usage profile.
   absl::Status SetPodLoad(const std::string& cluster, const std::string& pod,
                           const std::string& profile_text);
+  /// Ends a running pod (EmulatedCluster::EndPod).
+  absl::Status EndPod(const std::string& cluster, const std::string& pod, bool succeeded,
+                      const std::string& message);
   /// Scales the CPU usage of every pod of a cluster.
   absl::Status SetClusterLoad(const std::string& cluster, double factor);
   /// Changes the background load of a node (EmulatedCluster::SetNodeLoad);

@@ -142,6 +142,13 @@ grpc::ServerUnaryReactor* CodefControlService::SetPodLoad(grpc::CallbackServerCo
                                                  request->usage_profile()));
 }
 
+grpc::ServerUnaryReactor* CodefControlService::EndPod(grpc::CallbackServerContext* context,
+                                                      const v1::EndPodRequest* request,
+                                                      v1::EndPodResponse*) {
+  return Answer(context, federation_->EndPod(request->cluster(), request->pod(),
+                                             request->succeeded(), request->message()));
+}
+
 grpc::ServerUnaryReactor* CodefControlService::InstallVirtualLink(
     grpc::CallbackServerContext* context, const v1::InstallVirtualLinkRequest* request,
     v1::InstallVirtualLinkResponse* response) {

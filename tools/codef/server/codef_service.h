@@ -52,6 +52,9 @@ class CodefControlService final : public codeco::codef::v1::CodefService::Callba
   grpc::ServerUnaryReactor* SetPodLoad(grpc::CallbackServerContext* context,
                                        const codeco::codef::v1::SetPodLoadRequest* request,
                                        codeco::codef::v1::SetPodLoadResponse* response) override;
+  grpc::ServerUnaryReactor* EndPod(grpc::CallbackServerContext* context,
+                                   const codeco::codef::v1::EndPodRequest* request,
+                                   codeco::codef::v1::EndPodResponse* response) override;
   grpc::ServerUnaryReactor* SetClusterLoad(
       grpc::CallbackServerContext* context, const codeco::codef::v1::SetClusterLoadRequest* request,
       codeco::codef::v1::SetClusterLoadResponse* response) override;

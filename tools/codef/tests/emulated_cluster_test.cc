@@ -129,6 +129,29 @@ TEST_CASE("pods go Pending Running and jobs Succeeded after their duration") {
                                                            codeco::lms::v1::POD_PHASE_SUCCEEDED});
 }
 
+TEST_CASE("a running pod is ended Succeeded or Failed on request and frees its node") {
+  Fixture f;
+  Pod job = MakePod("job", "n2", 1000, 1 << 20);
+  job.set_restart_policy(codeco::lms::v1::RESTART_POLICY_NEVER);
+  REQUIRE(f.cluster->CreatePod(job, "").ok());
+  REQUIRE(f.cluster->CreatePod(MakePod("other", "n2", 500, 1 << 20), "").ok());
+  // Not running yet: refused, and nothing changes.
+  CHECK(f.cluster->EndPod("job", true, "").code() == absl::StatusCode::kFailedPrecondition);
+  f.Advance(absl::Seconds(1));
+  REQUIRE(f.cluster->GetPod("job")->phase() == codeco::lms::v1::POD_PHASE_RUNNING);
+  REQUIRE(f.cluster->GetNode("n2")->requested().cpu_millicores() == 1500);
+  REQUIRE(f.cluster->EndPod("job", true, "").ok());
+  CHECK(f.cluster->GetPod("job")->phase() == codeco::lms::v1::POD_PHASE_SUCCEEDED);
+  CHECK(f.cluster->GetPod("job")->message() == "completed");
+  CHECK(f.cluster->GetNode("n2")->requested().cpu_millicores() == 500);
+  // Ended once: a second end is refused.
+  CHECK(f.cluster->EndPod("job", false, "").code() == absl::StatusCode::kFailedPrecondition);
+  REQUIRE(f.cluster->EndPod("other", false, "exit code 2").ok());
+  CHECK(f.cluster->GetPod("other")->phase() == codeco::lms::v1::POD_PHASE_FAILED);
+  CHECK(f.cluster->GetPod("other")->message() == "exit code 2");
+  CHECK(f.cluster->EndPod("none", true, "").code() == absl::StatusCode::kNotFound);
+}
+
 TEST_CASE("a failed node fails its pods and refuses new ones until it recovers") {
   Fixture f;
   REQUIRE(f.cluster->CreatePod(MakePod("a", "n1", 500, 1), "").ok());
