@@ -382,10 +382,8 @@ absl::StatusOr<Operation> PlacementService::Place(const PlaceRequest& request, a
                                                   PlaceCounts* counts) {
   // A dry run stores nothing: it needs no turn.
   if (request.dry_run) return PlaceAdmitted(request, deadline, counts);
-  RETURN_IF_ERROR(Admit(request.app.name, deadline));
-  absl::StatusOr<Operation> placed = PlaceAdmitted(request, deadline, counts);
-  Leave(request.app.name);
-  return placed;
+  return AsOnlyOperation(request.app.name, deadline,
+                         [&] { return PlaceAdmitted(request, deadline, counts); });
 }
 
 absl::StatusOr<Application> PlacementService::ResolveDataLocality(
@@ -754,10 +752,8 @@ absl::StatusOr<Operation> PlacementService::PlaceAdmitted(const PlaceRequest& re
 absl::StatusOr<pb::AssignmentPlan> PlacementService::Release(const ReleaseRequest& request,
                                                              absl::Time deadline) {
   if (request.application.empty()) return InvalidFieldError("application", "is required");
-  RETURN_IF_ERROR(Admit(request.application, deadline));
-  absl::StatusOr<pb::AssignmentPlan> released = ReleaseAdmitted(request, deadline);
-  Leave(request.application);
-  return released;
+  return AsOnlyOperation(request.application, deadline,
+                         [&] { return ReleaseAdmitted(request, deadline); });
 }
 
 absl::StatusOr<pb::AssignmentPlan> PlacementService::ReleaseAdmitted(const ReleaseRequest& request,
@@ -933,10 +929,8 @@ absl::Status PlacementService::FinishRemoval(pb::AssignmentPlan& plan, Operation
 
 absl::StatusOr<Operation> PlacementService::Migrate(const MigrateRequest& request,
                                                     absl::Time deadline) {
-  RETURN_IF_ERROR(Admit(request.app.name, deadline));
-  absl::StatusOr<Operation> moved = MigrateAdmitted(request, deadline);
-  Leave(request.app.name);
-  return moved;
+  return AsOnlyOperation(request.app.name, deadline,
+                         [&] { return MigrateAdmitted(request, deadline); });
 }
 
 absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest& request,
@@ -1360,10 +1354,8 @@ Operation PlacementService::NewOperation(const std::string& caller_id,
 
 absl::StatusOr<Operation> PlacementService::Scale(const ScaleRequest& request,
                                                   absl::Time deadline) {
-  RETURN_IF_ERROR(Admit(request.app.name, deadline));
-  absl::StatusOr<Operation> scaled = ScaleAdmitted(request, deadline);
-  Leave(request.app.name);
-  return scaled;
+  return AsOnlyOperation(request.app.name, deadline,
+                         [&] { return ScaleAdmitted(request, deadline); });
 }
 
 absl::StatusOr<Operation> PlacementService::ScaleAdmitted(const ScaleRequest& request,

@@ -566,6 +566,16 @@ class PlacementService {
   // Reconcile runs. Admit waits (up to `deadline`) for its turn.
   absl::Status Admit(const std::string& application, absl::Time deadline);
   void Leave(const std::string& application);
+  // `operation()` (a StatusOr) run as `application`'s one operation: Admit,
+  // then it, then Leave; Admit's error when its turn does not come in time.
+  template <typename Operation>
+  auto AsOnlyOperation(const std::string& application, absl::Time deadline, Operation operation)
+      -> decltype(operation()) {
+    if (absl::Status admitted = Admit(application, deadline); !admitted.ok()) return admitted;
+    auto result = operation();
+    Leave(application);
+    return result;
+  }
   // Recover and Reconcile: wait until nothing is in flight and hold new
   // operations back until LeaveAlone.
   void AdmitAlone();
