@@ -255,7 +255,7 @@ std::map<std::string, Who> ExpectedPolicy() {
       {"GetAssignmentPlan", "ListAssignmentPlans", "GetMigration", "ListMigrations",
        "ListStateBackups", "GetOperation", "ListOperations", "WatchOperation", "WatchChannels"},
       kReaders);
-  add(swm, {"MigrateWorkload"}, {"hub/operator", "hub/swm"});
+  add(swm, {"MigrateWorkload"}, {"hub/operator", "hub/swm", "hub/acm"});
   add(swm, {"SolveCluster", "GetClusterView", "WatchClusterView", "Reserve", "Commit", "Release"},
       {"hub/swm"});
 

@@ -7,9 +7,10 @@
 // comparison, is a redeploy (every pod anew). A CAM's numberOfLocations
 // holds each service to that many clusters: mck8s's example spreads over
 // two, and replicas one cluster cannot hold wait, named, and are placed
-// again on a timer. An mck8s MultiClusterJob runs its pods to completion:
-// the application succeeds once each has (`codecoctl fault pod --succeed`)
-// and fails when one fails. Timings are reported (WARN), never asserted.
+// again on a timer. An mck8s MultiClusterJob runs its pods to completion,
+// two at a time: a pod that ends (`codecoctl fault pod --succeed | --fail`)
+// leaves its slot to the next one while the job needs pods, and the job
+// fails once more pods failed than its backoffLimit. Timings are reported (WARN), never asserted.
 
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -428,9 +429,11 @@ Described WaitForPhase(const std::string& app, const std::string& phase) {
   return d;
 }
 
-TEST_CASE("a MultiClusterJob succeeds once every pod has and fails with its first failed pod") {
+TEST_CASE(
+    "a MultiClusterJob runs its pods to completion two at a time and fails past its backoffLimit") {
   if (codeco::testing::SanitizedBuild()) {
-    // CI time: the job's status runs under the sanitizers in acm_core_test.
+    // CI time: the job's status and its next pods run under the sanitizers
+    // in acm_core_test.
     WARN("skipped under a sanitizer");
     return;
   }
@@ -440,44 +443,68 @@ TEST_CASE("a MultiClusterJob succeeds once every pod has and fails with its firs
   INFO(up.output);
   REQUIRE(up.exit_code == 0);
   REQUIRE(codeco::testing::WaitUntilClustersReady(6));
+  // Three completions, two pods at a time, one failure tolerated.
   const std::string example = codeco::testing::SourceDir() + "/examples/cams/mcj-batch.yaml";
   CommandResult applied =
       RunCommand({CtlBinary(), "apply", "-f", example, "--wait"}, absl::Minutes(2));
   INFO(applied.output);
   REQUIRE(applied.exit_code == 0);
   const absl::Time started = absl::Now();
-  Described running = WaitForPhase("batch-render", "Running");
-  INFO(running.output);
-  REQUIRE(absl::StrContains(running.phase, "Running"));
-  // Three pods over at most two clusters (numberOfLocations 2).
+  REQUIRE(absl::StrContains(WaitForPhase("batch-render", "Running").phase, "Running"));
   std::vector<std::string> pods = PodsOf("batch-render");
-  REQUIRE(pods.size() == 3);
-  CHECK(running.replicas_in.size() <= 2);
-  // Two of three done: still running, two counted.
-  for (int i = 0; i < 2; ++i) {
-    CommandResult ended =
-        RunCommand({CtlBinary(), "fault", "pod", pods[i], "--succeed"}, absl::Seconds(30));
+  REQUIRE(pods.size() == 2);
+  auto end_pod = [](const std::string& pod, const std::string& how) {
+    CommandResult ended = RunCommand({CtlBinary(), "fault", "pod", pod, how}, absl::Seconds(30));
     INFO(ended.output);
     REQUIRE(ended.exit_code == 0);
-  }
-  Described partial;
+  };
+  // A failure within the limit: a new pod takes the failed one's slot.
+  end_pod(pods[0], "--fail");
+  Described retried;
+  std::vector<std::string> now;
   for (absl::Time end = absl::Now() + absl::Seconds(60); absl::Now() < end;) {
-    partial = DescribeApp("batch-render", "batch-render");
-    if (absl::StrContains(partial.output, "job 2/3 succeeded")) break;
+    retried = DescribeApp("batch-render", "batch-render");
+    now = PodsOf("batch-render");
+    if (now.size() == 2 && std::find(now.begin(), now.end(), pods[0]) == now.end()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
-  INFO(partial.output);
-  CHECK(absl::StrContains(partial.output, "job 2/3 succeeded, 0 failed"));
-  CHECK(absl::StrContains(partial.phase, "Running"));
-  REQUIRE(RunCommand({CtlBinary(), "fault", "pod", pods[2], "--succeed"}, absl::Seconds(30))
-              .exit_code == 0);
+  INFO(retried.output);
+  CHECK(absl::StrContains(retried.output, "job 0/3 succeeded, 1 failed"));
+  REQUIRE(now.size() == 2);
+  REQUIRE(std::find(now.begin(), now.end(), pods[0]) == now.end());
+  // The new pod runs before it can end.
+  REQUIRE(absl::StrContains(WaitForPhase("batch-render", "Running").phase, "Running"));
+  // Both running pods succeed: the third completion gets its own pod.
+  for (const std::string& pod : now) end_pod(pod, "--succeed");
+  Described third;
+  std::vector<std::string> last;
+  for (absl::Time end = absl::Now() + absl::Seconds(60); absl::Now() < end;) {
+    third = DescribeApp("batch-render", "batch-render");
+    last = PodsOf("batch-render");
+    if (absl::StrContains(third.output, "job 2/3 succeeded") &&
+        std::any_of(last.begin(), last.end(), [&](const std::string& p) {
+          return std::find(now.begin(), now.end(), p) == now.end();
+        })) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  INFO(third.output);
+  std::string next;
+  for (const std::string& p : last) {
+    if (std::find(now.begin(), now.end(), p) == now.end()) next = p;
+  }
+  REQUIRE_FALSE(next.empty());
+  // Running once the new pod has started.
+  REQUIRE(absl::StrContains(WaitForPhase("batch-render", "Running").phase, "Running"));
+  end_pod(next, "--succeed");
   Described done = WaitForPhase("batch-render", "Succeeded");
   INFO(done.output);
   CHECK(absl::StrContains(done.phase, "Succeeded"));
-  CHECK(absl::StrContains(done.output, "job 3/3 succeeded"));
-  WARN("apply to Succeeded, pods ended by hand: " << absl::Now() - started);
+  CHECK(absl::StrContains(done.output, "job 3/3 succeeded, 1 failed"));
+  WARN("apply to Succeeded, pods ended by hand, one retried: " << absl::Now() - started);
 
-  // A second job whose first pod fails: the application fails, naming it.
+  // A second job whose pods fail twice: past backoffLimit 1, it fails.
   std::ifstream in(example);
   std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   yaml = absl::StrReplaceAll(yaml, {{"name: batch-render", "name: batch-fail"}});
@@ -487,15 +514,20 @@ TEST_CASE("a MultiClusterJob succeeds once every pod has and fails with its firs
           0);
   REQUIRE(absl::StrContains(WaitForPhase("batch-fail", "Running").phase, "Running"));
   std::vector<std::string> failing = PodsOf("batch-fail");
-  REQUIRE_FALSE(failing.empty());
+  REQUIRE(failing.size() == 2);
   REQUIRE(
       RunCommand({CtlBinary(), "fault", "pod", failing[0], "--fail", "--message", "exit code 3"},
+                 absl::Seconds(30))
+          .exit_code == 0);
+  REQUIRE(
+      RunCommand({CtlBinary(), "fault", "pod", failing[1], "--fail", "--message", "exit code 4"},
                  absl::Seconds(30))
           .exit_code == 0);
   Described failed = WaitForPhase("batch-fail", "Failed");
   INFO(failed.output);
   CHECK(absl::StrContains(failed.phase, "Failed"));
-  CHECK(absl::StrContains(failed.message, "job batch-fail failed: pod "));
+  CHECK(absl::StrContains(
+      failed.message, "job batch-fail failed: 2 of its pods failed, more than its backoffLimit 1"));
   CHECK(absl::StrContains(failed.message, "exit code 3"));
   RunCommand({CtlBinary(), "down"}, absl::Minutes(1));
 }

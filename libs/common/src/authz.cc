@@ -84,7 +84,8 @@ AuthzPolicy BuildFederationPolicy() {
       {"GetAssignmentPlan", "ListAssignmentPlans", "GetMigration", "ListMigrations",
        "ListStateBackups", "GetOperation", "ListOperations", "WatchOperation", "WatchChannels"},
       readers);
-  add(swm, {"MigrateWorkload"}, {op, HubService("swm")});
+  // The hub ACM runs a job's next pod in an ended pod's slot.
+  add(swm, {"MigrateWorkload"}, {op, HubService("swm"), HubService("acm")});
   // A member's L2 solver and reservations take the hub SWM only.
   add(swm, {"SolveCluster", "GetClusterView", "WatchClusterView", "Reserve", "Commit", "Release"},
       {HubService("swm")});

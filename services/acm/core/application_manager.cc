@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "acm/core/application_operations.h"
 #include "acm/core/codeco_app_merge.h"
+#include "codeco/common/logging.h"
 #include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -44,6 +45,43 @@ void NoteFailedJobPod(v1::Application& app, const std::string& service, const st
     if (s.name() != service || !s.has_job()) continue;
     AddOnce(*JobEntry(*app.mutable_status(), service).mutable_failed_pods(), pod);
   }
+}
+
+std::vector<JobSlot> JobPodsToReplace(const v1::Application& app) {
+  std::vector<JobSlot> out;
+  const v1::ApplicationStatus& status = app.status();
+  for (const v1::ServiceSpec& s : app.spec().services()) {
+    if (!s.has_job()) continue;
+    const v1::JobStatus* job = nullptr;
+    for (const v1::JobStatus& j : status.jobs()) {
+      if (j.service() == s.name()) job = &j;
+    }
+    const int failed = job == nullptr ? 0 : job->failed_pods_size();
+    if (failed > s.job().backoff_limit()) continue;  // the job failed
+    auto failed_pod = [&](const std::string& pod) {
+      return job != nullptr && std::find(job->failed_pods().begin(), job->failed_pods().end(),
+                                         pod) != job->failed_pods().end();
+    };
+    int active = 0;
+    std::vector<const v1::ServicePlacement*> ended;
+    for (const v1::ServicePlacement& p : status.placements()) {
+      if (p.service() != s.name()) continue;
+      if (p.succeeded() || failed_pod(p.pod())) {
+        ended.push_back(&p);
+      } else {
+        ++active;
+      }
+    }
+    int missing =
+        s.job().completions() - (job == nullptr ? 0 : job->succeeded_pods_size()) - active;
+    for (const v1::ServicePlacement* p : ended) {
+      if (missing <= 0) break;
+      if (p->workload().empty()) continue;  // placed before placements named their slot
+      out.push_back({p->workload(), p->pod()});
+      --missing;
+    }
+  }
+  return out;
 }
 
 void FoldJobs(v1::Application& app) {
@@ -368,7 +406,6 @@ absl::StatusOr<v1::ApplyApplicationResponse> ApplicationManager::ApplyLocked(
     }
     case v1::ApplyApplicationRequest::kSpec:
       RETURN_IF_ERROR(ValidateApplicationSpec(request.spec(), options_.cam_limits));
-      for (std::string& w : JobWarnings(request.spec())) response.add_warnings(std::move(w));
       spec = request.spec();
       labels = request.labels();
       cam_yaml = spec_yaml;
@@ -791,6 +828,8 @@ absl::StatusOr<int> ApplicationManager::Resume() { return Reconcile(); }
 absl::StatusOr<int> ApplicationManager::Reconcile() {
   std::vector<v1::Application> releases;
   std::vector<v1::Application> placements;
+  // Jobs' ended pods to run again: application, its slot, and the request_id.
+  std::vector<std::tuple<std::string, std::string, std::string>> next_job_pods;
   // Set when history is due for pruning, with the operations applications name.
   std::optional<absl::Time> prune_at;
   std::set<std::string> keep_operations;
@@ -803,6 +842,16 @@ absl::StatusOr<int> ApplicationManager::Reconcile() {
       const std::string& name = app.metadata().name();
       named_operations.insert(app.status().operation_id());
       const auto phase = app.status().phase();
+      if (phase == v1::APPLICATION_PHASE_DEPLOYING || phase == v1::APPLICATION_PHASE_RUNNING ||
+          phase == v1::APPLICATION_PHASE_DEGRADED) {
+        for (const JobSlot& slot : JobPodsToReplace(app)) {
+          // Asked again while the pod still stands in the placements.
+          auto [asked, fresh] = job_pods_asked_.try_emplace(name + "/" + slot.pod, now);
+          if (!fresh && asked->second + kJobPodAskAgain > now) continue;
+          asked->second = now;
+          next_job_pods.emplace_back(name, slot.workload, NextJobPodRequestId(app, slot.pod));
+        }
+      }
       const bool release = phase == v1::APPLICATION_PHASE_DELETING;
       // PENDING without a neighborhood waits for one (a later apply or cluster change).
       const bool place = phase == v1::APPLICATION_PHASE_MIGRATING ||
@@ -838,6 +887,9 @@ absl::StatusOr<int> ApplicationManager::Reconcile() {
     }));
     std::erase_if(attempts_, [&](const auto& entry) { return !intents.count(entry.first); });
     std::erase_if(unplaced_, [&](const auto& entry) { return !intents.count(entry.first); });
+    std::erase_if(job_pods_asked_, [&](const auto& entry) {
+      return entry.second + 10 * kJobPodAskAgain < now;  // long replaced, or its app gone
+    });
     if (now >= next_prune_) {
       next_prune_ = now + absl::Minutes(1);
       prune_at = now;
@@ -846,6 +898,14 @@ absl::StatusOr<int> ApplicationManager::Reconcile() {
   }
   // Outside write_mu_: it deletes only records nothing writes any more.
   if (prune_at) RETURN_IF_ERROR(PruneHistory(*prune_at, keep_operations));
+  for (const auto& [name, workload, request_id] : next_job_pods) {
+    absl::Status asked = scheduler_.RunNextJobPod(name, workload, request_id);
+    if (!asked.ok()) {
+      log::Warn(
+          "next job pod not asked",
+          {{"application", name}, {"workload", workload}, {"error", std::string(asked.message())}});
+    }
+  }
   for (const auto& app : releases) {
     absl::Status asked = scheduler_.ReleasePlacement(app.metadata().name(), ReleaseRequestId(app));
     if (!asked.ok()) RecordRelease(app.metadata().name(), asked).IgnoreError();
@@ -859,7 +919,7 @@ absl::StatusOr<int> ApplicationManager::Reconcile() {
     }
     SendPlacement(app, nb.value_or(v1::Neighborhood()));
   }
-  return static_cast<int>(releases.size() + placements.size());
+  return static_cast<int>(releases.size() + placements.size() + next_job_pods.size());
 }
 
 absl::Status ApplicationManager::PruneHistory(absl::Time now,
@@ -1206,10 +1266,15 @@ void ApplicationManager::FoldPodStatus(v1::Application& app) const {
   bool jobs_only = true;
   bool jobs_complete = true;
   for (const v1::JobStatus& j : status.jobs()) {
-    if (j.failed_pods_size() > 0) {
+    int backoff_limit = 0;
+    for (const auto& s : app.spec().services()) {
+      if (s.name() == j.service()) backoff_limit = s.job().backoff_limit();
+    }
+    if (j.failed_pods_size() > backoff_limit) {
       failed_jobs.push_back(absl::StrCat(
-          "job ", j.service(), " failed: pod ", absl::StrJoin(j.failed_pods(), ", pod "),
-          " failed (", j.succeeded_pods_size(), " of ", j.completions(), " succeeded)"));
+          "job ", j.service(), " failed: ", j.failed_pods_size(), " of its pods failed, more than ",
+          "its backoffLimit ", backoff_limit, " (pod ", absl::StrJoin(j.failed_pods(), ", pod "),
+          "; ", j.succeeded_pods_size(), " of ", j.completions(), " succeeded)"));
     }
     jobs_complete = jobs_complete && j.succeeded_pods_size() >= j.completions();
   }

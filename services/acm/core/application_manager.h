@@ -141,6 +141,18 @@ void NoteFailedJobPod(v1::Application& app, const std::string& service, const st
 /// placements whose pod succeeded.
 void FoldJobs(v1::Application& app);
 
+/// A job's replica slot whose pod ended.
+struct JobSlot {
+  std::string workload;  ///< The SWM workload, "<service>-<i>".
+  std::string pod;       ///< Its ended pod.
+};
+
+/// The slots of `app`'s jobs whose pod ended (succeeded, or failed within
+/// the job's backoff_limit) and that the job still needs a new pod in: as
+/// many as its completions lack beyond the pods succeeded and running, none
+/// for a job that failed.
+std::vector<JobSlot> JobPodsToReplace(const v1::Application& app);
+
 /// What ApplicationManager::ReadmitWaiting did.
 struct ReadmitOutcome {
   /// Applications whose schedule changed (a new spec revision each).
@@ -416,6 +428,10 @@ class ApplicationManager {
     std::string detail;
   };
   std::map<std::string, UnplacedRetry> unplaced_ ABSL_GUARDED_BY(write_mu_);
+  // "application/pod" of each ended job pod whose slot Reconcile asked to
+  // run again, and when; asked again after kJobPodAskAgain.
+  std::map<std::string, absl::Time> job_pods_asked_ ABSL_GUARDED_BY(write_mu_);
+  static constexpr absl::Duration kJobPodAskAgain = absl::Seconds(30);
   // Channel reports for a plan an application does not hold yet (the
   // scheduler's channel stream ran ahead of its placement answer).
   struct ChannelReport {

@@ -622,18 +622,11 @@ void ReadJobCounts(Reader& r, const YAML::Node& map, const std::string& path,
   job.set_completions(static_cast<int32_t>(completions.value_or(1)));
   if (auto p = r.Int(map, "parallelism", path, 1, kMaxReplicas)) {
     job.set_parallelism(static_cast<int32_t>(*p));
-    if (*p < job.completions()) {
-      r.NotActedOn(Child(path, "parallelism"), "every one of the job's completions runs at once");
-    }
   }
   if (auto b = r.Int(map, "backoffLimit", path, 0, kMaxReplicas)) {
     job.set_backoff_limit(static_cast<int32_t>(*b));
-    if (*b > 0) {
-      r.NotActedOn(Child(path, "backoffLimit"),
-                   "a failed pod is not replaced yet: the first failure fails the job");
-    }
   }
-  service.set_replicas(job.completions());
+  service.set_replicas(JobReplicas(job));
 }
 
 // A CodecoApp service's `job` block.
@@ -657,7 +650,9 @@ void ReadRestartPolicy(Reader& r, const YAML::Node& pod, const std::string& path
   } else if (service.has_job() && *policy == "Always") {
     r.Error(field, "a job's pods run to completion: Never or OnFailure");
   } else if (service.has_job() && *policy == "OnFailure") {
-    r.NotActedOn(field, "a job's pods are not restarted in place: a failed pod fails the job");
+    r.NotActedOn(field,
+                 "a job's pods are not restarted in place: a failed pod is replaced "
+                 "by a new one, up to backoffLimit");
   } else if (!service.has_job() && *policy != "Always") {
     r.NotActedOn(field,
                  "a service's pods always restart; a job (job block or "
@@ -1284,24 +1279,8 @@ absl::StatusOr<ParsedCam> ParseCam(std::string_view yaml, const CamLimits& limit
   return out;
 }
 
-std::vector<std::string> JobWarnings(const ApplicationSpec& spec) {
-  std::vector<std::string> warnings;
-  for (int i = 0; i < spec.services_size(); ++i) {
-    const v1::Job& job = spec.services(i).job();
-    const std::string jp = Child(Index("spec.services", i), "job");
-    if (job.parallelism() > 0 && job.parallelism() < job.completions()) {
-      warnings.push_back(absl::StrCat(jp,
-                                      ".parallelism: accepted but not acted on yet (every one "
-                                      "of the job's completions runs at once)"));
-    }
-    if (job.backoff_limit() > 0) {
-      warnings.push_back(absl::StrCat(jp,
-                                      ".backoff_limit: accepted but not acted on yet (a failed "
-                                      "pod is not replaced yet: the first failure fails the "
-                                      "job)"));
-    }
-  }
-  return warnings;
+int32_t JobReplicas(const v1::Job& job) {
+  return job.parallelism() > 0 ? std::min(job.parallelism(), job.completions()) : job.completions();
 }
 
 absl::Status ValidateApplicationSpec(const ApplicationSpec& spec, const CamLimits& limits) {
@@ -1366,8 +1345,10 @@ absl::Status ValidateApplicationSpec(const ApplicationSpec& spec, const CamLimit
       const std::string jp = Child(p, "job");
       if (job.completions() < 1 || job.completions() > kMaxReplicas) {
         errors.Add(Child(jp, "completions"), absl::StrCat("must be between 1 and ", kMaxReplicas));
-      } else if (s.replicas() != job.completions()) {
-        errors.Add(Child(p, "replicas"), "must equal job.completions (a job runs that many pods)");
+      } else if (s.replicas() != JobReplicas(job)) {
+        errors.Add(Child(p, "replicas"),
+                   "must equal the job's pods at once: min(parallelism, completions), or "
+                   "completions without parallelism");
       }
       if (job.parallelism() < 0 || job.parallelism() > kMaxReplicas) {
         errors.Add(Child(jp, "parallelism"),

@@ -80,10 +80,9 @@ absl::StatusOr<ParsedCam> ParseCam(std::string_view yaml, const CamLimits& limit
 /// the caps shared with SWM (CheckApplicationBounds).
 absl::Status ValidateApplicationSpec(const v1::ApplicationSpec& spec, const CamLimits& limits = {});
 
-/// The warnings a parsed spec's jobs earn, as ParseCam gives them for a
-/// document: a parallelism below completions and a backoff_limit above 0
-/// are accepted and not acted on yet.
-std::vector<std::string> JobWarnings(const v1::ApplicationSpec& spec);
+/// How many pods `job` runs at once (its service's replicas):
+/// min(parallelism, completions), or completions without a parallelism.
+int32_t JobReplicas(const v1::Job& job);
 
 /// True if `name` is an RFC 1123 DNS label (1-63 of [a-z0-9-], alphanumeric at both ends).
 bool IsDnsLabel(std::string_view name);

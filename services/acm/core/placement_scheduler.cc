@@ -14,6 +14,11 @@ std::string ReleaseRequestId(const v1::Application& application) {
                       application.status().operation_id());
 }
 
+std::string NextJobPodRequestId(const v1::Application& application, const std::string& pod) {
+  return absl::StrCat("acm/", application.metadata().uid(), "/next-job-pod/s",
+                      application.spec_revision(), "/", pod);
+}
+
 bool IsTransientSchedulerError(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kUnavailable:
@@ -50,6 +55,20 @@ absl::Status InMemoryPlacementScheduler::ReleasePlacement(const std::string& app
   // Outside the lock: the sink writes to the application manager.
   if (release_sink_) release_sink_(application, absl::OkStatus());
   return absl::OkStatus();
+}
+
+absl::Status InMemoryPlacementScheduler::RunNextJobPod(const std::string& application,
+                                                       const std::string& workload,
+                                                       const std::string& /*request_id*/) {
+  absl::MutexLock lock(&mu_);
+  if (!failure_.ok()) return failure_;
+  next_job_pods_.push_back(application + "/" + workload);
+  return absl::OkStatus();
+}
+
+std::vector<std::string> InMemoryPlacementScheduler::next_job_pods() const {
+  absl::MutexLock lock(&mu_);
+  return next_job_pods_;
 }
 
 void InMemoryPlacementScheduler::CompleteReleasesWith(ReleaseSink sink) {

@@ -42,7 +42,18 @@ class PlacementScheduler {
   /// `request_id` is the idempotency key of this release.
   virtual absl::Status ReleasePlacement(const std::string& application,
                                         const std::string& request_id) = 0;
+  /// A pod of job `workload` (a replica slot) of `application` ended and the
+  /// job needs another: a new pod is to take the slot (SWM's
+  /// MigrateWorkload, reason JOB_NEXT_POD). Returns once the request is
+  /// accepted; the new pod shows in the placements SWM reports
+  /// (ApplicationManager::RecordMove). `request_id` is its idempotency key.
+  virtual absl::Status RunNextJobPod(const std::string& application, const std::string& workload,
+                                     const std::string& request_id) = 0;
 };
+
+/// The idempotency key of running the next pod in place of ended pod `pod`
+/// of `application`.
+std::string NextJobPodRequestId(const v1::Application& application, const std::string& pod);
 
 /// The idempotency key of placing `application` as it stands: its uid, spec
 /// revision and the plan revision it is placed from (a move off a cluster
@@ -69,7 +80,11 @@ class InMemoryPlacementScheduler final : public PlacementScheduler {
                                 const std::string& request_id) override;
   absl::Status ReleasePlacement(const std::string& application,
                                 const std::string& request_id) override;
+  absl::Status RunNextJobPod(const std::string& application, const std::string& workload,
+                             const std::string& request_id) override;
 
+  /// Each RunNextJobPod, "application/workload", in order.
+  std::vector<std::string> next_job_pods() const;
   /// The request_id of each placement request, in order.
   std::vector<std::string> request_ids() const;
   /// Applications asked for, in order.
@@ -91,6 +106,7 @@ class InMemoryPlacementScheduler final : public PlacementScheduler {
   std::vector<std::string> request_ids_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::Neighborhood> neighborhoods_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> releases_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> next_job_pods_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
 };
 

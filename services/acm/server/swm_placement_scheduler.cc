@@ -41,7 +41,49 @@ void SwmPlacementScheduler::Stop() {
 }
 
 const std::string& SwmPlacementScheduler::NameOf(const Request& request) {
-  return request.release ? request.name : request.application.metadata().name();
+  return request.release || !request.workload.empty() ? request.name
+                                                      : request.application.metadata().name();
+}
+
+absl::Status SwmPlacementScheduler::RunNextJobPod(const std::string& application,
+                                                  const std::string& workload,
+                                                  const std::string& request_id) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("ACM is shutting down");
+  for (const Request& queued : queue_) {
+    if (queued.workload == workload && queued.name == application) return absl::OkStatus();
+  }
+  Request request;
+  request.name = application;
+  request.workload = workload;
+  request.request_id = request_id;
+  queue_.push_back(std::move(request));
+  ++changes_;
+  return absl::OkStatus();
+}
+
+void SwmPlacementScheduler::NextJobPod(const Request& request) {
+  swm::v1::MigrateWorkloadRequest migrate;
+  migrate.set_application(request.name);
+  migrate.set_workload(request.workload);
+  migrate.set_reason(swm::v1::MIGRATION_REASON_JOB_NEXT_POD);
+  migrate.set_request_id(request.request_id);
+  swm::v1::MigrateWorkloadResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  grpc::Status status =
+      swm::v1::SwmService::NewStub(channel_)->MigrateWorkload(&context, migrate, &response);
+  if (!status.ok() || response.operation().has_error()) {
+    log::Warn(
+        "next job pod not started; ACM asks again",
+        {{"application", request.name},
+         {"workload", request.workload},
+         {"error", status.ok() ? response.operation().error().message() : status.error_message()}});
+    return;
+  }
+  log::Info("next job pod", {{"application", request.name},
+                             {"workload", request.workload},
+                             {"operation", response.operation().id()}});
 }
 
 absl::Status SwmPlacementScheduler::RequestPlacement(const v1::Application& application,
@@ -135,6 +177,13 @@ void SwmPlacementScheduler::Loop() {
         };
         mu_.AwaitWithDeadline(absl::Condition(&news), earliest);
       }
+    }
+    if (!request.workload.empty()) {
+      NextJobPod(request);
+      absl::MutexLock lock(&mu_);
+      in_flight_.erase(NameOf(request));
+      ++changes_;
+      continue;
     }
     if (!request.release) {
       PlacementResult result = Place(request);
@@ -312,6 +361,7 @@ PlacementResult SwmPlacementScheduler::ToResult(
     placement.set_cluster(target.cluster());
     placement.set_node(target.node());
     placement.set_pod(target.pod());
+    placement.set_workload(target.workload());
     result.placements.push_back(placement);
   }
   // A plan DONE with pods and unplaced workloads is a scale in place whose

@@ -84,6 +84,10 @@ class SwmPlacementScheduler final : public PlacementScheduler {
   /// Queues SWM ReleaseApplication for `application` (retried until confirmed).
   absl::Status ReleasePlacement(const std::string& application,
                                 const std::string& request_id) override;
+  /// Queues SWM MigrateWorkload (reason JOB_NEXT_POD) for `workload`; not
+  /// retried here: ACM asks again while the job still lacks the pod.
+  absl::Status RunNextJobPod(const std::string& application, const std::string& workload,
+                             const std::string& request_id) override;
 
  private:
   // The end of placement operation `first` (answered by PlaceApplication),
@@ -93,11 +97,13 @@ class SwmPlacementScheduler final : public PlacementScheduler {
                                                      const common::v1::Operation& first,
                                                      absl::Time deadline);
   struct Request {
-    // False: a placement of `application`; true: a release of `name`.
+    // False: a placement of `application` (or, with `workload`, the next
+    // pod of that job slot of `name`); true: a release of `name`.
     bool release = false;
     v1::Application application;
     v1::Neighborhood neighborhood;
     std::string name;
+    std::string workload;
     // Idempotency key sent to SWM.
     std::string request_id;
     // Release retries: when the next attempt is due, and the failures so far.
@@ -115,6 +121,8 @@ class SwmPlacementScheduler final : public PlacementScheduler {
   PlacementResult ToResult(const Request& request,
                            const absl::StatusOr<common::v1::Operation>& answer);
   absl::Status Release(const std::string& application, const std::string& request_id);
+  // Sends MigrateWorkload for the job slot of `request` and logs the outcome.
+  void NextJobPod(const Request& request);
   // The name a request is about.
   static const std::string& NameOf(const Request& request);
 

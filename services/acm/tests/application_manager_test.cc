@@ -640,9 +640,12 @@ TEST_CASE("a DELETING application waits for an unreachable scheduler and refuses
   REQUIRE(absl::IsFailedPrecondition(f.manager.RecordRelease("other", absl::OkStatus())));
 }
 
-// A job of `completions` pods ("batch-batch-<i>") and, with `with_service`,
-// a service "api" beside it; placed on rennes.
-void PlaceJob(Fixture& f, int completions, bool with_service) {
+// A job of `completions` pods ("batch-batch-<i>", `pods` of them at once
+// with `counts` such as ", parallelism: 2") and, with `with_service`, a
+// service "api" beside it; placed on rennes.
+void PlaceJob(Fixture& f, int completions, bool with_service, const std::string& counts = "",
+              int pods = 0) {
+  if (pods == 0) pods = completions;
   std::string yaml = absl::StrCat(R"(apiVersion: codeco.io/v1
 kind: CodecoApp
 metadata: {name: batch}
@@ -651,7 +654,7 @@ spec:
   codecoapp-msspec:
     - serviceName: batch
       job: {completions: )",
-                                  completions, R"(}
+                                  completions, counts, R"(}
       podspec:
         restartPolicy: Never
         containers: [{name: b, image: b:1}]
@@ -664,13 +667,14 @@ spec:
   }
   f.Apply(yaml);
   PlacementResult result{.placed = true, .plan_revision = 1};
-  for (int i = 0; i < completions + (with_service ? 1 : 0); ++i) {
+  for (int i = 0; i < pods + (with_service ? 1 : 0); ++i) {
     v1::ServicePlacement p;
-    const bool api = i == completions;
+    const bool api = i == pods;
     p.set_service(api ? "api" : "batch");
     p.set_cluster("rennes");
     p.set_node("n1");
     p.set_pod(api ? "batch-api-0" : absl::StrCat("batch-batch-", i));
+    p.set_workload(api ? "api-0" : absl::StrCat("batch-", i));
     result.placements.push_back(p);
   }
   REQUIRE(f.manager.RecordPlacement("batch", 1, result).ok());
@@ -731,8 +735,10 @@ TEST_CASE("a job whose pod fails FAILS its application and a finished job beside
     const v1::ApplicationStatus status = f.manager.Get(get)->application().status();
     CHECK(status.phase() == v1::APPLICATION_PHASE_FAILED);
     CHECK(status.status() == v1::STATUS_LEVEL_ERROR);
-    CHECK_THAT(status.error_msg(), Catch::Contains("job batch failed: pod batch-batch-0 failed") &&
-                                       Catch::Contains("exit code 3"));
+    CHECK_THAT(status.error_msg(),
+               Catch::Contains("job batch failed: 1 of its pods failed, more than its "
+                               "backoffLimit 0 (pod batch-batch-0") &&
+                   Catch::Contains("exit code 3"));
     REQUIRE(status.jobs(0).failed_pods_size() == 1);
   }
   SECTION("beside a service") {
@@ -749,6 +755,87 @@ TEST_CASE("a job whose pod fails FAILS its application and a finished job beside
     const v1::ApplicationStatus status = f.manager.Get(get)->application().status();
     CHECK(status.phase() == v1::APPLICATION_PHASE_RUNNING);
     CHECK(status.jobs(0).succeeded_pods_size() == 1);
+  }
+}
+
+TEST_CASE("a job runs its next pod in an ended pod's slot until its completions or backoffLimit") {
+  Fixture f;
+  // Three completions, two at a time, one failure tolerated.
+  PlaceJob(f, 3, false, ", parallelism: 2, backoffLimit: 1", 2);
+  auto status = [&] {
+    v1::GetApplicationRequest get;
+    get.set_name("batch");
+    return f.manager.Get(get)->application().status();
+  };
+  auto pod = [](const std::string& name, lms::v1::PodPhase phase) {
+    return PodReport{"batch", "batch", name,
+                     "n1",    phase,   phase == lms::v1::POD_PHASE_FAILED ? "exit code 1" : ""};
+  };
+  // SWM's new plan after a slot's next pod: `pods` by slot.
+  int64_t plan = 1;
+  auto moved = [&](const std::vector<std::string>& pods) {
+    std::vector<v1::ServicePlacement> placements;
+    for (size_t i = 0; i < pods.size(); ++i) {
+      v1::ServicePlacement p;
+      p.set_service("batch");
+      p.set_cluster("rennes");
+      p.set_node("n1");
+      p.set_pod(pods[i]);
+      p.set_workload(absl::StrCat("batch-", i));
+      placements.push_back(p);
+    }
+    REQUIRE(f.manager.RecordMove("batch", 1, ++plan, placements).ok());
+  };
+  REQUIRE(f.manager
+              .RecordPods("rennes", {pod("batch-batch-0", lms::v1::POD_PHASE_FAILED),
+                                     pod("batch-batch-1", lms::v1::POD_PHASE_RUNNING)})
+              .ok());
+  // One failure is within the limit: DEGRADED, and slot batch-0 runs again.
+  CHECK(status().phase() == v1::APPLICATION_PHASE_DEGRADED);
+  REQUIRE(f.manager.Reconcile().ok());
+  CHECK(f.scheduler.next_job_pods() == std::vector<std::string>{"batch/batch-0"});
+  // Not asked twice at once; asked again once the wait passes.
+  REQUIRE(f.manager.Reconcile().ok());
+  CHECK(f.scheduler.next_job_pods().size() == 1);
+  f.clock.Advance(absl::Seconds(31));
+  REQUIRE(f.manager.Reconcile().ok());
+  CHECK(f.scheduler.next_job_pods().size() == 2);
+  moved({"batch-batch-0-r2", "batch-batch-1"});
+  // One pod succeeds while the new one runs: the third completion needs a pod.
+  REQUIRE(f.manager
+              .RecordPods("rennes", {pod("batch-batch-0-r2", lms::v1::POD_PHASE_RUNNING),
+                                     pod("batch-batch-1", lms::v1::POD_PHASE_SUCCEEDED)})
+              .ok());
+  CHECK(status().phase() == v1::APPLICATION_PHASE_RUNNING);
+  REQUIRE(f.manager.Reconcile().ok());
+  CHECK(f.scheduler.next_job_pods().back() == "batch/batch-1");
+  moved({"batch-batch-0-r2", "batch-batch-1-r3"});
+  // Two running for the two completions left: nothing more is asked.
+  REQUIRE(f.manager
+              .RecordPods("rennes", {pod("batch-batch-0-r2", lms::v1::POD_PHASE_SUCCEEDED),
+                                     pod("batch-batch-1-r3", lms::v1::POD_PHASE_RUNNING)})
+              .ok());
+  const size_t asked = f.scheduler.next_job_pods().size();
+  REQUIRE(f.manager.Reconcile().ok());
+  CHECK(f.scheduler.next_job_pods().size() == asked);
+  CHECK(status().jobs(0).succeeded_pods_size() == 2);
+  REQUIRE(
+      f.manager.RecordPods("rennes", {pod("batch-batch-1-r3", lms::v1::POD_PHASE_SUCCEEDED)}).ok());
+  CHECK(status().phase() == v1::APPLICATION_PHASE_SUCCEEDED);
+  CHECK(status().jobs(0).failed_pods_size() == 1);
+
+  SECTION("a second failure is past the limit: FAILED, nothing more asked") {
+    Fixture g;
+    PlaceJob(g, 3, false, ", parallelism: 2, backoffLimit: 1", 2);
+    REQUIRE(g.manager
+                .RecordPods("rennes", {pod("batch-batch-0", lms::v1::POD_PHASE_FAILED),
+                                       pod("batch-batch-1", lms::v1::POD_PHASE_FAILED)})
+                .ok());
+    v1::GetApplicationRequest get;
+    get.set_name("batch");
+    CHECK(g.manager.Get(get)->application().status().phase() == v1::APPLICATION_PHASE_FAILED);
+    REQUIRE(g.manager.Reconcile().ok());
+    CHECK(g.scheduler.next_job_pods().empty());
   }
 }
 

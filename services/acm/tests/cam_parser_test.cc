@@ -156,7 +156,9 @@ TEST_CASE("a MultiClusterJob and a CodecoApp job block parse into a job") {
   const v1::ServiceSpec& render = mcj.spec.services(0);
   REQUIRE(render.has_job());
   CHECK(render.job().completions() == 3);
-  CHECK(render.replicas() == 3);  // every completion runs at once
+  CHECK(render.job().parallelism() == 2);
+  CHECK(render.job().backoff_limit() == 1);
+  CHECK(render.replicas() == 2);  // two pods at a time
   CHECK(mcj.spec.placement().number_of_locations() == 2);
   CHECK(mcj.warnings.empty());
 
@@ -182,21 +184,17 @@ spec:
   CHECK(report.job().completions() == 4);
   CHECK(report.job().parallelism() == 2);
   CHECK(report.job().backoff_limit() == 3);
-  CHECK(report.replicas() == 4);
+  CHECK(report.replicas() == 2);  // two pods at a time
   REQUIRE(ValidateApplicationSpec(parsed->spec).ok());
-  // Each knob not acted on yet is said so, by its path.
-  std::string warnings = absl::StrJoin(parsed->warnings, "\n");
-  CHECK_THAT(warnings, Catch::Contains("spec.codecoapp-msspec[1].job.parallelism: accepted but "
-                                       "not acted on yet"));
-  CHECK_THAT(warnings, Catch::Contains("spec.codecoapp-msspec[1].job.backoffLimit: accepted but "
-                                       "not acted on yet"));
-  CHECK_THAT(warnings, Catch::Contains("spec.codecoapp-msspec[1].podspec.restartPolicy: accepted "
-                                       "but not acted on yet"));
-  // The same knobs in a parsed spec earn the same warnings.
-  std::vector<std::string> parsed_warnings = JobWarnings(parsed->spec);
-  REQUIRE(parsed_warnings.size() == 2);
-  CHECK_THAT(parsed_warnings[0], Catch::StartsWith("spec.services[1].job.parallelism"));
-  CHECK_THAT(parsed_warnings[1], Catch::StartsWith("spec.services[1].job.backoff_limit"));
+  // OnFailure runs as Never: said so, by its path; the counts take effect.
+  REQUIRE(parsed->warnings.size() == 1);
+  CHECK_THAT(parsed->warnings[0],
+             Catch::StartsWith("spec.codecoapp-msspec[1].podspec."
+                               "restartPolicy: accepted but not acted on yet"));
+  v1::Job wide;
+  wide.set_completions(3);
+  wide.set_parallelism(10);
+  CHECK(JobReplicas(wide) == 3);
 }
 
 TEST_CASE("a parsed spec's job is validated field by field") {
@@ -215,7 +213,7 @@ TEST_CASE("a parsed spec's job is validated field by field") {
   CHECK(FirstErrorPath(ValidateApplicationSpec(spec)) == "spec.services[0].stateful");
   spec = mcj.spec;
   spec.mutable_services(0)->mutable_autoscaling()->set_max_replicas(3);
-  spec.mutable_services(0)->mutable_autoscaling()->set_min_replicas(3);
+  spec.mutable_services(0)->mutable_autoscaling()->set_min_replicas(1);
   CHECK(FirstErrorPath(ValidateApplicationSpec(spec)) == "spec.services[0].autoscaling");
 }
 

@@ -71,6 +71,7 @@ bool ChannelTracker::SetPlan(const pb::AssignmentPlan& plan, absl::Time now) {
     *entry.plan.mutable_channels() = plan.channels();
     for (const pb::WorkloadTarget& t : plan.targets()) {
       pb::WorkloadTarget* kept = entry.plan.add_targets();
+      kept->set_workload(t.workload());
       kept->set_service(t.service());
       kept->set_cluster(t.cluster());
       kept->set_node(t.node());
@@ -110,6 +111,7 @@ bool ChannelTracker::RecomputeLocked(Entry& entry, absl::Time now) {
       p->set_cluster(t.cluster());
       p->set_node(t.node());
       p->set_pod(t.pod());
+      p->set_workload(t.workload());
     }
   }
   std::vector<pb::ChannelTrigger> raised;

@@ -231,6 +231,7 @@ TEST_CASE("watchers learn where a done plan runs its workloads", "[channels]") {
   CHECK(seen[0].plan_revision() == 2);
   CHECK(seen[0].placements(0).cluster() == "lille");
   CHECK(seen[0].placements(0).pod() == "cache-redis-r2");
+  CHECK(seen[0].placements(0).workload() == "redis");  // the slot a job's next pod takes
   // The same plan again is no change.
   CHECK_FALSE(tracker.SetPlan(moved, kT0));
 
