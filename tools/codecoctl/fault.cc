@@ -190,10 +190,12 @@ int Pod(CodefService::Stub& stub, const Args& args) {
     std::cerr << kUsage;
     return 2;
   }
+  const std::string cluster = args.positional[1].substr(0, slash);
+  const std::string pod = args.positional[1].substr(slash + 1);
   if (args.Has("succeed") || args.Has("fail")) {
     codeco::codef::v1::EndPodRequest request;
-    request.set_cluster(args.positional[1].substr(0, slash));
-    request.set_pod(args.positional[1].substr(slash + 1));
+    request.set_cluster(cluster);
+    request.set_pod(pod);
     request.set_succeeded(args.Has("succeed"));
     request.set_message(args.Get("message"));
     auto context = ContextWithTimeout(args, absl::Seconds(10));
@@ -202,8 +204,8 @@ int Pod(CodefService::Stub& stub, const Args& args) {
                   "pod " + args.positional[1] + (request.succeeded() ? " succeeded" : " failed"));
   }
   codeco::codef::v1::SetPodLoadRequest request;
-  request.set_cluster(args.positional[1].substr(0, slash));
-  request.set_pod(args.positional[1].substr(slash + 1));
+  request.set_cluster(cluster);
+  request.set_pod(pod);
   request.set_usage_profile(args.Get("usage-profile"));
   auto context = ContextWithTimeout(args, absl::Seconds(10));
   codeco::codef::v1::SetPodLoadResponse response;

@@ -99,8 +99,8 @@ class Upper {
   absl::Status IssueCertificates(const std::vector<ProcessSpec>& specs);
   // The run's certificate directory (scripts/dev-ca.sh's DIR).
   std::string CertDir() const;
-  // Runs `scripts/dev-ca.sh CertDir() ARGS` after making the CA if needed;
-  // its output goes to the run's logs/dev-ca.log.
+  // Runs `scripts/dev-ca.sh CertDir() ARGS`; its output goes to the run's
+  // logs/dev-ca.log. "ca" makes the CA, and keeps one already made.
   absl::Status RunDevCa(const std::string& args) const;
   absl::Status StartServices(const std::vector<ProcessSpec>& specs);
   absl::Status WaitHealthy();
@@ -164,6 +164,7 @@ absl::Status Upper::StartEtcd() {
   TlsFiles tls;
   if (!state_.insecure) {
     const std::string& hub = clusters_.front().name;
+    if (auto s = RunDevCa("ca"); !s.ok()) return s;
     if (auto s = RunDevCa("issue " + hub + " etcd"); !s.ok()) return s;
     tls = {.ca_file = CertDir() + "/ca.crt",
            .cert_file = absl::StrCat(CertDir(), "/", hub, "/etcd.crt"),
@@ -309,10 +310,8 @@ absl::Status Upper::ListClusters() {
 std::string Upper::CertDir() const { return state_.run_dir + "/certs"; }
 
 absl::Status Upper::RunDevCa(const std::string& args) const {
-  // scripts/dev-ca.sh keeps the CA once made, so every call shares it.
   const std::string command =
-      absl::StrCat(CODECO_SOURCE_DIR, "/scripts/dev-ca.sh ", CertDir(), " ca && ",
-                   CODECO_SOURCE_DIR, "/scripts/dev-ca.sh ", CertDir(), " ", args);
+      absl::StrCat(CODECO_SOURCE_DIR, "/scripts/dev-ca.sh ", CertDir(), " ", args);
   if (std::system((command + " >>" + state_.run_dir + "/logs/dev-ca.log 2>&1").c_str()) != 0) {
     return absl::InternalError(absl::StrCat("certificate generation failed: ", command));
   }
@@ -320,6 +319,7 @@ absl::Status Upper::RunDevCa(const std::string& args) const {
 }
 
 absl::Status Upper::IssueCertificates(const std::vector<ProcessSpec>& specs) {
+  if (auto s = RunDevCa("ca"); !s.ok()) return s;  // made already when etcd runs with TLS
   for (const auto& spec : specs) {
     std::string ip;
     for (const auto& c : clusters_) {

@@ -33,9 +33,22 @@ v1::JobStatus& JobEntry(v1::ApplicationStatus& status, const std::string& servic
   return j;
 }
 
+// The status entry of job `service`, or null.
+const v1::JobStatus* FindJob(const v1::ApplicationStatus& status, const std::string& service) {
+  for (const v1::JobStatus& j : status.jobs()) {
+    if (j.service() == service) return &j;
+  }
+  return nullptr;
+}
+
+bool Contains(const google::protobuf::RepeatedPtrField<std::string>& names,
+              const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 // Adds `name` to `names` unless it is there.
 void AddOnce(google::protobuf::RepeatedPtrField<std::string>& names, const std::string& name) {
-  if (std::find(names.begin(), names.end(), name) == names.end()) *names.Add() = name;
+  if (!Contains(names, name)) *names.Add() = name;
 }
 
 }  // namespace
@@ -52,21 +65,14 @@ std::vector<JobSlot> JobPodsToReplace(const v1::Application& app) {
   const v1::ApplicationStatus& status = app.status();
   for (const v1::ServiceSpec& s : app.spec().services()) {
     if (!s.has_job()) continue;
-    const v1::JobStatus* job = nullptr;
-    for (const v1::JobStatus& j : status.jobs()) {
-      if (j.service() == s.name()) job = &j;
-    }
+    const v1::JobStatus* job = FindJob(status, s.name());
     const int failed = job == nullptr ? 0 : job->failed_pods_size();
     if (failed > s.job().backoff_limit()) continue;  // the job failed
-    auto failed_pod = [&](const std::string& pod) {
-      return job != nullptr && std::find(job->failed_pods().begin(), job->failed_pods().end(),
-                                         pod) != job->failed_pods().end();
-    };
     int active = 0;
     std::vector<const v1::ServicePlacement*> ended;
     for (const v1::ServicePlacement& p : status.placements()) {
       if (p.service() != s.name()) continue;
-      if (p.succeeded() || failed_pod(p.pod())) {
+      if (p.succeeded() || (job != nullptr && Contains(job->failed_pods(), p.pod()))) {
         ended.push_back(&p);
       } else {
         ++active;
@@ -1260,25 +1266,27 @@ void ApplicationManager::FoldPodStatus(v1::Application& app) const {
     if (p.ready()) ++ready;
     if (p.succeeded()) ++done;
   }
-  // A job with a failed pod has failed (no pod is retried yet); one whose
-  // pods all succeeded is complete.
+  // A job with more failed pods than its backoff_limit has failed; one with
+  // all its completions is complete (FoldJobs made an entry for each job).
   std::vector<std::string> failed_jobs;
   bool jobs_only = true;
   bool jobs_complete = true;
-  for (const v1::JobStatus& j : status.jobs()) {
-    int backoff_limit = 0;
-    for (const auto& s : app.spec().services()) {
-      if (s.name() == j.service()) backoff_limit = s.job().backoff_limit();
+  for (const auto& s : app.spec().services()) {
+    const v1::JobStatus* j = s.has_job() ? FindJob(status, s.name()) : nullptr;
+    if (j == nullptr) {
+      jobs_only = false;
+      continue;
     }
-    if (j.failed_pods_size() > backoff_limit) {
-      failed_jobs.push_back(absl::StrCat(
-          "job ", j.service(), " failed: ", j.failed_pods_size(), " of its pods failed, more than ",
-          "its backoffLimit ", backoff_limit, " (pod ", absl::StrJoin(j.failed_pods(), ", pod "),
-          "; ", j.succeeded_pods_size(), " of ", j.completions(), " succeeded)"));
+    const int backoff_limit = s.job().backoff_limit();
+    if (j->failed_pods_size() > backoff_limit) {
+      failed_jobs.push_back(
+          absl::StrCat("job ", j->service(), " failed: ", j->failed_pods_size(),
+                       " of its pods failed, more than its backoffLimit ", backoff_limit, " (pod ",
+                       absl::StrJoin(j->failed_pods(), ", pod "), "; ", j->succeeded_pods_size(),
+                       " of ", j->completions(), " succeeded)"));
     }
-    jobs_complete = jobs_complete && j.succeeded_pods_size() >= j.completions();
+    jobs_complete = jobs_complete && j->succeeded_pods_size() >= j->completions();
   }
-  for (const auto& s : app.spec().services()) jobs_only = jobs_only && s.has_job();
   if (!failed_jobs.empty()) {
     std::vector<std::string> why = failed_jobs;
     if (auto it = pod_failures_.find(app.metadata().name()); it != pod_failures_.end()) {
@@ -1474,7 +1482,6 @@ absl::StatusOr<int> ApplicationManager::RecordPods(const std::string& cluster,
       const v1::ApplicationStatus before = app.status();
       auto app_pods = reported.find(name);
       std::vector<std::string> failures;
-      std::vector<std::pair<std::string, std::string>> failed_pods;  // service, pod
       for (auto& p : *app.mutable_status()->mutable_placements()) {
         if (p.cluster() != cluster) continue;
         const PodReport* pod = nullptr;
@@ -1485,8 +1492,9 @@ absl::StatusOr<int> ApplicationManager::RecordPods(const std::string& cluster,
         p.set_ready(pod != nullptr && pod->phase == lms::v1::POD_PHASE_RUNNING);
         // A job's pod that succeeded stays done, also once it is removed.
         if (pod != nullptr && pod->phase == lms::v1::POD_PHASE_SUCCEEDED) p.set_succeeded(true);
+        // Touches status.jobs only, not the placements walked here.
         if (pod != nullptr && pod->phase == lms::v1::POD_PHASE_FAILED) {
-          failed_pods.emplace_back(p.service(), p.pod());
+          NoteFailedJobPod(app, p.service(), p.pod());
         }
         if (pod != nullptr && !pod->node.empty()) p.set_node(pod->node);
         p.clear_addresses();
@@ -1508,7 +1516,6 @@ absl::StatusOr<int> ApplicationManager::RecordPods(const std::string& cluster,
       } else {
         pod_failures_[name][cluster] = std::move(failures);
       }
-      for (const auto& [service, pod] : failed_pods) NoteFailedJobPod(app, service, pod);
       FoldPodStatus(app);
       if (MessageDifferencer::Equals(before, app.status())) continue;
       RETURN_IF_ERROR(CommitModified(app));

@@ -614,7 +614,7 @@ void ReadAutoscaling(Reader& r, const YAML::Node& map, const std::string& path,
 
 // A job's counts, from `map` at `path` (a CodecoApp service's `job`, or an
 // mck8s MultiClusterJob's spec, whose other keys the caller checks), with
-// the key names of a Kubernetes Job. The service runs `completions` pods.
+// the key names of a Kubernetes Job. The service runs JobReplicas pods at once.
 void ReadJobCounts(Reader& r, const YAML::Node& map, const std::string& path,
                    ServiceSpec& service) {
   v1::Job& job = *service.mutable_job();
@@ -638,7 +638,7 @@ void ReadJob(Reader& r, const YAML::Node& map, const std::string& path, ServiceS
 
 // The pod spec's restartPolicy at `path`, read once the service is known to
 // be a job or not: a job's pods run to completion (Never; OnFailure runs as
-// Never), a service's always restart.
+// Never: a failed pod is replaced, not restarted), a service's always restart.
 void ReadRestartPolicy(Reader& r, const YAML::Node& pod, const std::string& path,
                        const ServiceSpec& service) {
   if (!pod.IsMap()) return;
@@ -1065,7 +1065,9 @@ void ParseCodecoApp(Reader& r, const YAML::Node& root, bool extended, const CamL
       }
       if (auto j = Reader::Field(m, "job")) {
         if (Reader::Field(m, "replicas")) {
-          r.Error(Child(p, "replicas"), "a job runs job.completions pods: set that instead");
+          r.Error(Child(p, "replicas"),
+                  "a job runs job.parallelism pods at once (job.completions without it): set "
+                  "those instead");
         }
         if (Reader::Field(m, "autoscaling")) {
           r.Error(Child(p, "autoscaling"), "a job is not autoscaled");
