@@ -256,7 +256,9 @@ std::map<std::string, Who> ExpectedPolicy() {
        "ListStateBackups", "GetOperation", "ListOperations", "WatchOperation", "WatchChannels"},
       kReaders);
   add(swm, {"MigrateWorkload"}, {"hub/operator", "hub/swm", "hub/acm"});
-  add(swm, {"SolveCluster", "GetClusterView", "WatchClusterView", "Reserve", "Commit", "Release"},
+  add(swm,
+      {"SolveCluster", "GetClusterView", "WatchClusterView", "Reserve", "Commit", "Release",
+       "ListLocalDecisions", "SettleLocalDecisions"},
       {"hub/swm"});
 
   const std::string netma = "codeco.netma.v1.NetmaService";

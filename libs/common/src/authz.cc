@@ -87,7 +87,11 @@ AuthzPolicy BuildFederationPolicy() {
   // The hub ACM runs a job's next pod in an ended pod's slot.
   add(swm, {"MigrateWorkload"}, {op, HubService("swm"), HubService("acm")});
   // A member's L2 solver and reservations take the hub SWM only.
-  add(swm, {"SolveCluster", "GetClusterView", "WatchClusterView", "Reserve", "Commit", "Release"},
+  // Each of their calls tells the member's swm that the hub answers, so
+  // the hub is their only caller (the local decisions included).
+  add(swm,
+      {"SolveCluster", "GetClusterView", "WatchClusterView", "Reserve", "Commit", "Release",
+       "ListLocalDecisions", "SettleLocalDecisions"},
       {HubService("swm")});
 
   // NetMA.

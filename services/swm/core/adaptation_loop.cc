@@ -62,7 +62,8 @@ void AdaptationLoop::RestoreHomes(const std::vector<pb::AssignmentPlan>& live,
       const pb::WorkloadTarget& from = m->source();
       std::string place;
       if (m->reason() == pb::MIGRATION_REASON_CLUSTER_FAILURE) place = from.cluster();
-      if (m->reason() == pb::MIGRATION_REASON_NODE_FAILURE) {
+      if (m->reason() == pb::MIGRATION_REASON_NODE_FAILURE ||
+          m->reason() == pb::MIGRATION_REASON_LOCAL_RESCHEDULE) {
         place = absl::StrCat(from.cluster(), "/", from.node());
       }
       if (place.empty()) continue;  // moved since for another reason
@@ -71,6 +72,51 @@ void AdaptationLoop::RestoreHomes(const std::vector<pb::AssignmentPlan>& live,
     }
   }
   homes_restored_ = true;
+}
+
+bool AdaptationLoop::SettleLocalDecisions(const std::map<std::string, ClusterHealth>& seen,
+                                          absl::Time deadline, AdaptationTick& tick) {
+  bool adopted = false;
+  for (const auto& [cluster, health] : seen) {
+    if (!health.reachable) continue;
+    absl::StatusOr<std::vector<pb::LocalDecision>> unsettled =
+        local_decisions_->Unsettled(cluster, deadline);
+    if (!unsettled.ok()) {
+      tick.held.push_back(
+          absl::StrCat("local decisions of ", cluster, ": ", unsettled.status().message()));
+      continue;
+    }
+    std::vector<pb::LocalDecisionVerdict> verdicts;
+    for (const pb::LocalDecision& d : *unsettled) {
+      if (d.state() != pb::LOCAL_DECISION_STATE_PENDING) continue;  // still moving its pod
+      absl::StatusOr<pb::LocalDecisionVerdict> verdict = mover_.Adopt(d, deadline);
+      if (!verdict.ok()) {
+        tick.held.push_back(
+            absl::StrCat("local decision ", d.id(), ": ", verdict.status().message()));
+        continue;
+      }
+      if (verdict->state() == pb::LOCAL_DECISION_STATE_ADOPTED) {
+        adopted = true;
+        // Off a failed node, as a NODE_FAILURE evacuation: back once it recovers.
+        const std::string home = absl::StrCat(d.cluster(), "/", d.from_node());
+        homes_[absl::StrCat(d.application(), "/", d.workload())] = home;
+        governor_.RestoreFailed(home);
+      }
+      tick.settled.push_back(absl::StrCat(
+          d.id(), ": ",
+          absl::StripPrefix(pb::LocalDecisionState_Name(verdict->state()), "LOCAL_DECISION_STATE_"),
+          ": ", verdict->note()));
+      verdicts.push_back(*std::move(verdict));
+    }
+    if (verdicts.empty()) continue;
+    // Not recorded there: the next tick asks again, and adopting twice
+    // finds the plan already moved (ADOPTED again, nothing written).
+    if (absl::Status st = local_decisions_->Settle(cluster, verdicts, deadline); !st.ok()) {
+      tick.held.push_back(
+          absl::StrCat("settling the local decisions of ", cluster, ": ", st.message()));
+    }
+  }
+  return adopted;
 }
 
 AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration move_timeout) {
@@ -86,19 +132,45 @@ AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration mo
   // Each application's placed plan (its channels' paths).
   std::map<std::string, const pb::AssignmentPlan*> plan_of;
   std::set<std::string> clusters;
-  for (const pb::AssignmentPlan& plan : *live) {
-    if (plan.phase() != pb::PLAN_PHASE_DONE) continue;
-    plan_of[plan.application()] = &plan;
-    for (const pb::WorkloadTarget& t : plan.targets()) {
-      placed[absl::StrCat(plan.application(), "/", t.workload())] = {plan.application(), t};
-      clusters.insert(t.cluster());
+  auto index_plans = [&] {
+    placed.clear();
+    plan_of.clear();
+    for (const pb::AssignmentPlan& plan : *live) {
+      if (plan.phase() != pb::PLAN_PHASE_DONE) continue;
+      plan_of[plan.application()] = &plan;
+      for (const pb::WorkloadTarget& t : plan.targets()) {
+        placed[absl::StrCat(plan.application(), "/", t.workload())] = {plan.application(), t};
+        clusters.insert(t.cluster());
+      }
     }
-  }
+  };
+  index_plans();
   for (const auto& [key, home] : homes_) clusters.insert(ClusterOf(home));
 
   // Observe: a cluster that does not answer, a node not ready or gone.
   const std::map<std::string, ClusterHealth> seen =
       health_.Read(std::vector<std::string>(clusters.begin(), clusters.end()), probe_deadline);
+  // No member answers at all: the hub is the one cut off (its own uplink),
+  // not every cluster at once, and nothing could be moved anyway. Nothing
+  // is observed, so a hub that comes back does not evacuate clusters that
+  // ran on their own all along (their grace starts from what it sees then).
+  if (!clusters.empty() && std::none_of(seen.begin(), seen.end(),
+                                        [](const auto& entry) { return entry.second.reachable; })) {
+    tick.held.push_back(absl::StrCat("no member of the ", clusters.size(),
+                                     " the placed applications run on answers: the hub counts "
+                                     "itself cut off and moves nothing"));
+    return tick;
+  }
+  // The members' own moves first, so that a pod a member already moved off
+  // a failed node is not moved again.
+  if (local_decisions_ != nullptr && SettleLocalDecisions(seen, absl::Now() + move_timeout, tick)) {
+    live = plans_.LivePlans();
+    if (!live.ok()) {
+      tick.held.push_back(absl::StrCat("reading plans: ", live.status().message()));
+      return tick;
+    }
+    index_plans();
+  }
   std::set<std::string> places;
   for (const std::string& cluster : clusters) {
     auto it = seen.find(cluster);

@@ -18,6 +18,19 @@
 // (FORECAST_BREACH), and a replica that burst beyond its service's
 // numberOfLocations is pulled back home (RESCHEDULE). Measured load and
 // better recommendations are not acted on yet.
+//
+// Hub cut off: a tick in which no member answers observes and moves nothing
+// (the hub, not every cluster, is away; the members act on their own).
+//
+// Hub back: before it acts on what it sees, each tick settles the local
+// decisions of the members that answer (pods their own swm moved to another
+// of their nodes while the hub was away, local_rescheduler.h). The rule: a
+// move is ADOPTED when the hub's plan still runs that pod, under that
+// reservation, in that cluster — the plan then takes the new node (a
+// LOCAL_RESCHEDULE migration, already DONE) and the pod fails back to its
+// node like any NODE_FAILURE evacuation; it is UNDONE otherwise (the hub
+// moved the workload elsewhere or removed it meanwhile), and the hub's
+// recovery and orphan reconciler remove the cluster's copy.
 
 #include <functional>
 #include <map>
@@ -57,6 +70,20 @@ class ChannelHealthSource {
   virtual ~ChannelHealthSource() = default;
   /// Every channel out of QoS now.
   virtual std::vector<OutOfQosChannel> OutOfQos() = 0;
+};
+
+/// Port: the local decisions of member clusters (their MC swm's).
+class LocalDecisionSource {
+ public:
+  virtual ~LocalDecisionSource() = default;
+  /// The decisions of `cluster` the hub has not settled (MOVING ones
+  /// included), oldest first; empty for a member without an swm.
+  virtual absl::StatusOr<std::vector<codeco::swm::v1::LocalDecision>> Unsettled(
+      const std::string& cluster, absl::Time deadline) = 0;
+  /// Records the hub's `verdicts` with `cluster`.
+  virtual absl::Status Settle(const std::string& cluster,
+                              const std::vector<codeco::swm::v1::LocalDecisionVerdict>& verdicts,
+                              absl::Time deadline) = 0;
 };
 
 /// A node its cluster's PDLC forecasts to breach (a BREACH_AHEAD advisory).
@@ -102,6 +129,14 @@ class MoveExecutor {
   virtual LocationSpread LocationsOf(const std::string& application, const std::string& service) {
     return {};
   }
+  /// Takes a member's local decision (PENDING) into the hub's plan or
+  /// refuses it (the rule in this file's header); answers the verdict.
+  /// An error leaves the decision unsettled (asked again next tick).
+  /// Default: UNIMPLEMENTED.
+  virtual absl::StatusOr<codeco::swm::v1::LocalDecisionVerdict> Adopt(
+      const codeco::swm::v1::LocalDecision& decision, absl::Time deadline) {
+    return absl::UnimplementedError("this hub does not adopt local decisions");
+  }
 };
 
 /// What one tick did (for logs, metrics and tests).
@@ -110,6 +145,7 @@ struct AdaptationTick {
   std::vector<std::string> recovered;  ///< Places healthy again for the failback grace.
   std::vector<std::string> moved;      ///< "<migration id>: <app>/<workload> <from> -> <to> (<reason>)".
   std::vector<std::string> held;       ///< Moves the governor or the pipeline held back, and why.
+  std::vector<std::string> settled;    ///< "<decision id>: ADOPTED|UNDONE: <note>".
 };
 
 /// Runtime adaptation to node and cluster failures, with failback.
@@ -148,6 +184,9 @@ class AdaptationLoop {
   /// Where breach advisories are read (not owned; null: none are acted on).
   /// Call before the first tick.
   void SetBreachAdvisories(BreachAdvisorySource* breaches) { breaches_ = breaches; }
+  /// Where the members' local decisions are read and settled (not owned;
+  /// null: they are left alone). Call before the first tick.
+  void SetLocalDecisions(LocalDecisionSource* decisions) { local_decisions_ = decisions; }
 
   /// Evacuated workloads waiting to go home: "<app>/<workload>" -> "cluster"
   /// or "cluster/node" they left. The first tick rebuilds them from the
@@ -163,6 +202,11 @@ class AdaptationLoop {
   MoveExecutor& mover_;
   ChannelHealthSource* channels_ = nullptr;
   BreachAdvisorySource* breaches_ = nullptr;
+  LocalDecisionSource* local_decisions_ = nullptr;
+  // Settles the unsettled local decisions of the reachable members among
+  // `clusters`; true when one was adopted (the plans changed).
+  bool SettleLocalDecisions(const std::map<std::string, ClusterHealth>& seen, absl::Time deadline,
+                            AdaptationTick& tick);
   // Nodes ("cluster/node") advised to breach, or no longer advised but not
   // yet seen below the governor's overload_low.
   std::set<std::string> advised_;

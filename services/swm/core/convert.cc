@@ -298,6 +298,7 @@ codeco::lms::v1::Pod PodTemplate(const acm::Application& app, const WorkloadTarg
     *c->mutable_limits() = s.limits();
     // A job's pod ends when its container exits, and is not started again.
     if (s.has_job()) pod.set_restart_policy(codeco::lms::v1::RESTART_POLICY_NEVER);
+    if (s.stateful()) (*pod.mutable_annotations())[kStatefulAnnotation] = "true";
   }
   return pod;
 }

@@ -43,6 +43,9 @@ inline constexpr char kPlanLabel[] = "codeco.io/plan";
 /// Pod label naming the reservation a pod was created under (value:
 /// LabelValue of the reservation id "<application>/<revision>/<cluster>").
 inline constexpr char kReservationLabel[] = "codeco.io/reservation";
+/// Annotation PodTemplate puts on the pod of a stateful service ("true"):
+/// an MC swm holds such a pod rather than move it on its own.
+inline constexpr char kStatefulAnnotation[] = "codeco.io/stateful";
 
 /// `id` as a label value: every "/" written "." ("shop/3/edge" ->
 /// "shop.3.edge"), so that a reconciler can match pods to plans.

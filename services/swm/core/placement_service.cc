@@ -933,6 +933,129 @@ absl::StatusOr<Operation> PlacementService::Migrate(const MigrateRequest& reques
                          [&] { return MigrateAdmitted(request, deadline); });
 }
 
+absl::StatusOr<pb::LocalDecisionVerdict> PlacementService::AdoptLocalMove(
+    const pb::LocalDecision& decision, absl::Time deadline) {
+  FieldErrors errors;
+  const std::pair<const char*, const std::string*> required[] = {
+      {"application", &decision.application()},
+      {"workload", &decision.workload()},
+      {"cluster", &decision.cluster()},
+      {"pod", &decision.pod()},
+      {"to_node", &decision.to_node()}};
+  for (const auto& [field, value] : required) {
+    if (value->empty()) errors.Add(field, "is required");
+  }
+  RETURN_IF_ERROR(errors.ToStatus());
+  return AsOnlyOperation(
+      decision.application(), deadline, [&]() -> absl::StatusOr<pb::LocalDecisionVerdict> {
+        pb::LocalDecisionVerdict verdict;
+        verdict.set_id(decision.id());
+        auto settle = [&](pb::LocalDecisionState state, std::string note) {
+          verdict.set_state(state);
+          verdict.set_note(std::move(note));
+          return verdict;
+        };
+        const std::string& app = decision.application();
+        ASSIGN_OR_RETURN(std::optional<pb::AssignmentPlan> latest, plans_.Latest(app));
+        if (!latest.has_value() || latest->phase() != pb::PLAN_PHASE_DONE || IsRemoval(*latest)) {
+          return settle(pb::LOCAL_DECISION_STATE_UNDONE,
+                        absl::StrCat("the hub no longer places application ", app));
+        }
+        ASSIGN_OR_RETURN(std::vector<pb::Migration> active, plans_.ActiveMigrations());
+        for (const pb::Migration& m : active) {
+          if (m.application() == app && m.workload() == decision.workload()) {
+            return absl::UnavailableError(absl::StrCat("migration ", m.id(), " of workload ",
+                                                       decision.workload(),
+                                                       " is in flight; settled once it ends"));
+          }
+        }
+        const pb::WorkloadTarget* target = nullptr;
+        for (const pb::WorkloadTarget& t : latest->targets()) {
+          if (t.workload() == decision.workload()) target = &t;
+        }
+        if (target == nullptr) {
+          return settle(pb::LOCAL_DECISION_STATE_UNDONE,
+                        absl::StrCat("plan ", latest->id(), " no longer runs workload ",
+                                     decision.workload()));
+        }
+        const std::string reservation = TargetReservation(*latest, *target);
+        if (target->cluster() != decision.cluster() || target->pod() != decision.pod() ||
+            reservation != decision.reservation()) {
+          return settle(pb::LOCAL_DECISION_STATE_UNDONE,
+                        absl::StrCat("plan ", latest->id(), " runs workload ", decision.workload(),
+                                     " as pod ", target->pod(), " on ", target->cluster(), "/",
+                                     target->node(), " (the hub moved it while ",
+                                     decision.cluster(), " was away); the hub's recovery removes ",
+                                     decision.cluster(), "'s pod ", decision.pod()));
+        }
+        if (target->node() == decision.to_node()) {
+          return settle(pb::LOCAL_DECISION_STATE_ADOPTED,
+                        absl::StrCat("plan ", latest->id(), " runs it on ", decision.to_node()));
+        }
+        ASSIGN_OR_RETURN(std::optional<pb::Migration> newest, plans_.NewestMigration(app));
+        const int64_t number = newest.has_value() ? MigrationNumber(newest->id()) + 1 : 1;
+        const int64_t revision = latest->plan_revision() + 1;
+        const absl::Time now = clock_.Now();
+
+        pb::Migration migration;
+        migration.set_id(absl::StrCat(app, "/", number));
+        migration.set_application(app);
+        migration.set_workload(decision.workload());
+        migration.set_reason(pb::MIGRATION_REASON_LOCAL_RESCHEDULE);
+        *migration.mutable_source() = *target;
+        migration.mutable_source()->set_reservation(reservation);
+        *migration.mutable_target() = migration.source();
+        migration.mutable_target()->set_node(decision.to_node());
+        *migration.mutable_create_time() = decision.decide_time();
+        Operation op;
+        op.set_id("migrate/" + migration.id());
+        op.set_kind(kMigrateKind);
+        op.set_resource("applications/" + app);
+        *op.mutable_create_time() = ToTimestamp(now);
+        migration.set_operation_id(op.id());
+
+        pb::AssignmentPlan next = *latest;
+        next.set_id(absl::StrCat(app, "/", revision));
+        next.set_plan_revision(revision);
+        next.set_incumbent_plan_revision(latest->plan_revision());
+        next.set_operation_id(op.id());
+        next.clear_error();
+        *next.mutable_create_time() = ToTimestamp(now);
+        *next.mutable_update_time() = ToTimestamp(now);
+        for (pb::WorkloadTarget& t : *next.mutable_targets()) {
+          // Each target keeps the reservation it was created under.
+          if (t.reservation().empty()) t.set_reservation(TargetReservation(*latest, t));
+          if (t.workload() == decision.workload()) t.set_node(decision.to_node());
+        }
+        next.clear_actions();
+        pb::PlanAction* moved = next.add_actions();
+        moved->set_index(0);
+        moved->set_type(pb::ACTION_TYPE_MIGRATE);
+        moved->set_cluster(decision.cluster());
+        moved->set_workload(decision.workload());
+        moved->set_node(decision.to_node());
+        moved->set_pod(decision.pod());
+        moved->set_source_cluster(decision.cluster());
+        moved->set_source_node(decision.from_node());
+        moved->set_result(pb::ACTION_RESULT_SUCCEEDED);
+        *moved->mutable_update_time() = decision.decide_time();
+        RETURN_IF_ERROR(
+            StoreMigration(migration, op, pb::MIGRATION_PHASE_DONE, absl::OkStatus(), &next, ""));
+        {
+          absl::MutexLock lock(&mu_);
+          ledger_.Hold(next);
+        }
+        Published(next);
+        log::Info("adopted a member's local decision", {{"decision", decision.id()},
+                                                        {"migration", migration.id()},
+                                                        {"plan", next.id()},
+                                                        {"node", decision.to_node()}});
+        return settle(pb::LOCAL_DECISION_STATE_ADOPTED,
+                      absl::StrCat("adopted as migration ", migration.id(), ": plan ", next.id(),
+                                   " runs it on ", decision.to_node()));
+      });
+}
+
 absl::StatusOr<Operation> PlacementService::MigrateAdmitted(const MigrateRequest& request,
                                                             absl::Time deadline) {
   const Application& app = request.app;

@@ -494,6 +494,21 @@ class PlacementService {
   absl::StatusOr<codeco::common::v1::Operation> Migrate(const MigrateRequest& request,
                                                         absl::Time deadline = absl::InfiniteFuture());
 
+  /// Settles a member's local decision (a pod its swm moved to another of
+  /// its nodes while the hub was away; the rule is in adaptation_loop.h).
+  /// ADOPTED when the newest plan of the application is placed and runs
+  /// pod `decision.pod` of `decision.workload` under `decision.reservation`
+  /// in `decision.cluster`: a new plan revision has it on
+  /// `decision.to_node`, stored with a migration (reason LOCAL_RESCHEDULE,
+  /// DONE, with source and target) and published like any move; ADOPTED
+  /// again, writing nothing, when the plan already has it there. UNDONE,
+  /// saying why, otherwise. UNAVAILABLE while a migration of the workload
+  /// is in flight (asked again later); INVALID_ARGUMENT naming the field
+  /// for a decision without application, workload, cluster, pod or
+  /// to_node.
+  absl::StatusOr<codeco::swm::v1::LocalDecisionVerdict> AdoptLocalMove(
+      const codeco::swm::v1::LocalDecision& decision, absl::Time deadline = absl::InfiniteFuture());
+
   /// Changes the replica counts of a placed application in place, through
   /// the pipeline with the current plan as the incumbent: every replica the
   /// new `request.app` no longer names is removed (one at a time, highest

@@ -5,7 +5,9 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
@@ -104,6 +106,24 @@ absl::Status DeletePods(LmsPodRuntime& lms, const std::set<std::string>& pods,
   return absl::OkStatus();
 }
 
+// True for a decision the hub settled (ADOPTED or UNDONE).
+bool IsSettled(const pb::LocalDecision& d) {
+  return d.state() == pb::LOCAL_DECISION_STATE_ADOPTED ||
+         d.state() == pb::LOCAL_DECISION_STATE_UNDONE;
+}
+
+// The sequence of decision id "<cluster>/<sequence>", or 0 when it has none.
+int64_t DecisionSequence(std::string_view id) {
+  const size_t slash = id.rfind('/');
+  int64_t sequence = 0;
+  if (slash == std::string_view::npos ||
+      !absl::SimpleAtoi(absl::string_view(id.substr(slash + 1).data(), id.size() - slash - 1),
+                        &sequence)) {
+    return 0;
+  }
+  return sequence;
+}
+
 // Drops the items of `r` whose pod is in `pods`.
 void DropItems(pb::Reservation& r, const std::set<std::string>& pods) {
   google::protobuf::RepeatedPtrField<pb::ReservedItem> kept;
@@ -114,6 +134,10 @@ void DropItems(pb::Reservation& r, const std::set<std::string>& pods) {
 }
 
 }  // namespace
+
+std::string LocalDecisionKey(int64_t sequence) {
+  return absl::StrFormat("d/%020d", std::max<int64_t>(sequence, 0));
+}
 
 std::string ReservedPodName(const std::string& application, const std::string& workload) {
   return application + "-" + workload;
@@ -167,7 +191,233 @@ absl::Status ClusterReservations::SweepTombstonesLocked() {
       batch.Delete(kReservationsFamily, std::string(key));
     }
   }));
+  RETURN_IF_ERROR(ScanDecisions("", [&](const pb::LocalDecision& d) {
+    if (IsSettled(d) && FromProtoTimestamp(d.settle_time()) + options_.tombstone_ttl <= now) {
+      batch.Delete(kReservationsFamily, LocalDecisionKey(DecisionSequence(d.id())));
+    }
+    return true;
+  }));
   return batch.empty() ? absl::OkStatus() : kv_.Write(batch);
+}
+
+absl::Status ClusterReservations::ScanDecisions(
+    const std::string& start_after,
+    const std::function<bool(const pb::LocalDecision&)>& visit) const {
+  absl::Status parse = absl::OkStatus();
+  RETURN_IF_ERROR(kv_.Scan(kReservationsFamily, {.prefix = "d/", .start_after = start_after},
+                           [&](std::string_view key, std::string_view value) {
+                             pb::LocalDecision d;
+                             if (!d.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+                               parse = absl::DataLossError("stored local decision " +
+                                                           std::string(key) + " does not parse");
+                               return false;
+                             }
+                             return visit(d);
+                           }));
+  return parse;
+}
+
+absl::StatusOr<std::vector<LocalPod>> ClusterReservations::CommittedPods() {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(std::vector<Live> live, LiveLocked());
+  std::vector<LocalPod> pods;
+  for (const Live& l : live) {
+    const pb::Reservation& r = l.reservation;
+    if (r.state() != pb::RESERVATION_STATE_COMMITTED) continue;
+    for (const pb::ReservedItem& item : r.items()) {
+      auto stateful = item.pod().annotations().find(kStatefulAnnotation);
+      pods.push_back(LocalPod{
+          .reservation = r.id(),
+          .application = r.application(),
+          .workload = item.workload(),
+          .pod = ItemPodName(r.application(), item),
+          .node = item.node(),
+          .requests = ToResources(item.resources()),
+          .stateful = stateful != item.pod().annotations().end() && stateful->second == "true"});
+    }
+  }
+  return pods;
+}
+
+absl::StatusOr<pb::LocalDecision> ClusterReservations::MoveLocally(const LocalMove& move) {
+  if (move.to_node.empty()) return InvalidFieldError("to_node", "is required");
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(std::optional<pb::Reservation> r, GetLocked(move.pod.reservation));
+  if (!r.has_value() || r->state() != pb::RESERVATION_STATE_COMMITTED) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("reservation ", move.pod.reservation, " is no longer committed here"));
+  }
+  pb::ReservedItem* item = nullptr;
+  for (pb::ReservedItem& i : *r->mutable_items()) {
+    if (ItemPodName(r->application(), i) == move.pod.pod) item = &i;
+  }
+  if (item == nullptr || item->node() != move.pod.node) {
+    return absl::FailedPreconditionError(absl::StrCat("reservation ", move.pod.reservation,
+                                                      " no longer binds pod ", move.pod.pod,
+                                                      " to node ", move.pod.node));
+  }
+  // The next sequence, never reused (settled decisions are swept).
+  int64_t last = 0;
+  absl::StatusOr<std::string> stored = kv_.Get(kReservationsFamily, "n/decisions");
+  if (stored.ok()) {
+    if (!absl::SimpleAtoi(*stored, &last)) {
+      return absl::DataLossError("stored n/decisions does not parse: " + *stored);
+    }
+  } else if (!absl::IsNotFound(stored.status())) {
+    return stored.status();
+  }
+  const int64_t sequence = last + 1;
+  const absl::Time now = clock_.Now();
+  pb::LocalDecision decision;
+  decision.set_id(absl::StrCat(options_.cluster, "/", sequence));
+  decision.set_cluster(options_.cluster);
+  decision.set_application(r->application());
+  decision.set_workload(item->workload());
+  decision.set_reservation(r->id());
+  decision.set_pod(move.pod.pod);
+  decision.set_from_node(move.pod.node);
+  decision.set_to_node(move.to_node);
+  decision.set_reason(move.reason);
+  decision.set_state(pb::LOCAL_DECISION_STATE_MOVING);
+  *decision.mutable_decide_time() = ToTimestamp(now);
+  item->set_node(move.to_node);
+  if (!item->pod().node_name().empty()) item->mutable_pod()->set_node_name(move.to_node);
+  *r->mutable_update_time() = ToTimestamp(now);
+  KvWriteBatch batch;
+  batch.Put(kReservationsFamily, "r/" + r->id(), r->SerializeAsString());
+  batch.Put(kReservationsFamily, LocalDecisionKey(sequence), decision.SerializeAsString());
+  batch.Put(kReservationsFamily, "n/decisions", absl::StrCat(sequence));
+  RETURN_IF_ERROR(kv_.Write(batch));
+  return FinishMoveLocked(std::move(decision));
+}
+
+absl::StatusOr<pb::LocalDecision> ClusterReservations::FinishMoveLocked(
+    pb::LocalDecision decision) {
+  ASSIGN_OR_RETURN(std::optional<pb::Reservation> r, GetLocked(decision.reservation()));
+  const pb::ReservedItem* item = nullptr;
+  if (r.has_value() && r->state() == pb::RESERVATION_STATE_COMMITTED) {
+    for (const pb::ReservedItem& i : r->items()) {
+      if (ItemPodName(r->application(), i) == decision.pod()) item = &i;
+    }
+  }
+  if (item != nullptr && item->node() == decision.to_node()) {
+    // The pod under this name runs on to_node, or is deleted and made again there.
+    ASSIGN_OR_RETURN(std::vector<codeco::lms::v1::Pod> labelled,
+                     lms_.ListPodsLabelled(kReservationLabel, LabelValue(decision.reservation())));
+    bool there = false;
+    for (const codeco::lms::v1::Pod& p : labelled) {
+      if (p.name() != decision.pod()) continue;
+      if (p.node_name() == decision.to_node() && !PodEnded(p.phase())) {
+        there = true;
+      } else if (absl::Status deleted = lms_.DeletePod(p.name());
+                 !deleted.ok() && !absl::IsNotFound(deleted)) {
+        return absl::Status(deleted.code(),
+                            absl::StrCat("local decision ", decision.id(), ": deleting pod ",
+                                         p.name(), " on ", p.node_name(), ": ", deleted.message()));
+      }
+    }
+    if (!there) {
+      absl::Status created =
+          lms_.CreatePodFrom(item->pod(), item->node(), ToResources(item->resources()),
+                             absl::StrCat("swm/", decision.reservation(), "/", decision.pod(),
+                                          "/local/", DecisionSequence(decision.id())));
+      if (!created.ok() && !absl::IsAlreadyExists(created)) {
+        return absl::Status(
+            created.code(),
+            absl::StrCat("local decision ", decision.id(), ": creating pod ", decision.pod(),
+                         " on ", decision.to_node(), ": ", created.message()));
+      }
+    }
+  }
+  // A reservation the hub released (or moved the pod of) since: nothing
+  // of it is left to move, and the decision stands for the hub to settle.
+  decision.set_state(pb::LOCAL_DECISION_STATE_PENDING);
+  RETURN_IF_ERROR(kv_.Put(kReservationsFamily, LocalDecisionKey(DecisionSequence(decision.id())),
+                          decision.SerializeAsString()));
+  return decision;
+}
+
+absl::StatusOr<int> ClusterReservations::FinishLocalMoves() {
+  absl::MutexLock lock(&mu_);
+  std::vector<pb::LocalDecision> moving;
+  RETURN_IF_ERROR(ScanDecisions("", [&](const pb::LocalDecision& d) {
+    if (d.state() == pb::LOCAL_DECISION_STATE_MOVING) moving.push_back(d);
+    return true;
+  }));
+  int finished = 0;
+  for (pb::LocalDecision& d : moving) {
+    RETURN_IF_ERROR(FinishMoveLocked(std::move(d)).status());
+    ++finished;
+  }
+  return finished;
+}
+
+absl::StatusOr<std::vector<pb::LocalDecision>> ClusterReservations::LocalDecisions(
+    bool include_settled, int64_t after, int limit) {
+  absl::MutexLock lock(&mu_);
+  std::vector<pb::LocalDecision> out;
+  RETURN_IF_ERROR(
+      ScanDecisions(after > 0 ? LocalDecisionKey(after) : "", [&](const pb::LocalDecision& d) {
+        if (include_settled || !IsSettled(d)) out.push_back(d);
+        return static_cast<int>(out.size()) < limit;
+      }));
+  return out;
+}
+
+absl::StatusOr<std::vector<pb::LocalDecision>> ClusterReservations::SettleLocalDecisions(
+    const std::vector<pb::LocalDecisionVerdict>& verdicts) {
+  absl::MutexLock lock(&mu_);
+  FieldErrors errors;
+  std::vector<pb::LocalDecision> out;
+  std::map<std::string, pb::LocalDecision> settled;  // key -> as written
+  const absl::Time now = clock_.Now();
+  for (size_t i = 0; i < verdicts.size(); ++i) {
+    const pb::LocalDecisionVerdict& v = verdicts[i];
+    const std::string path = absl::StrCat("verdicts[", i, "]");
+    if (v.state() != pb::LOCAL_DECISION_STATE_ADOPTED &&
+        v.state() != pb::LOCAL_DECISION_STATE_UNDONE) {
+      errors.Add(path + ".state", "must be ADOPTED or UNDONE");
+      continue;
+    }
+    const int64_t sequence = DecisionSequence(v.id());
+    if (sequence <= 0 || v.id() != absl::StrCat(options_.cluster, "/", sequence)) {
+      errors.Add(path + ".id", absl::StrCat("\"", v.id(), "\" is not a decision of cluster ",
+                                            options_.cluster, " (\"", options_.cluster, "/<n>\")"));
+      continue;
+    }
+    const std::string key = LocalDecisionKey(sequence);
+    pb::LocalDecision d;
+    if (auto seen = settled.find(key); seen != settled.end()) {
+      d = seen->second;
+    } else {
+      absl::StatusOr<std::string> stored = kv_.Get(kReservationsFamily, key);
+      if (absl::IsNotFound(stored.status())) {
+        return absl::NotFoundError(absl::StrCat(path, ".id: no local decision ", v.id(),
+                                                " is held (never made, or forgotten since)"));
+      }
+      RETURN_IF_ERROR(stored.status());
+      if (!d.ParseFromString(*stored)) {
+        return absl::DataLossError("stored local decision " + key + " does not parse");
+      }
+    }
+    if (d.state() == pb::LOCAL_DECISION_STATE_MOVING) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ".id: local decision ", v.id(),
+                       " is still moving its pod; settle it once PENDING"));
+    }
+    if (!IsSettled(d)) {
+      d.set_state(v.state());
+      d.set_settle_note(v.note());
+      *d.mutable_settle_time() = ToTimestamp(now);
+      settled[key] = d;
+    }
+    out.push_back(std::move(d));
+  }
+  RETURN_IF_ERROR(errors.ToStatus());
+  KvWriteBatch batch;
+  for (const auto& [key, d] : settled) batch.Put(kReservationsFamily, key, d.SerializeAsString());
+  if (!batch.empty()) RETURN_IF_ERROR(kv_.Write(batch));
+  return out;
 }
 
 absl::StatusOr<std::vector<ClusterReservations::Live>> ClusterReservations::LiveLocked() {

@@ -25,6 +25,11 @@
 //                          moved on the next read)
 //   s/<reservation id>  -> "" once every pod of a committed reservation was
 //                          seen in the LMS (from then on the LMS counts them)
+//   d/<sequence, 20 digits> -> swm.v1.LocalDecision: a pod this swm moved to
+//                          another node on its own while the hub was away
+//                          (local_rescheduler.h), kept until `tombstone_ttl`
+//                          after the hub settled it
+//   n/decisions         -> the last decision sequence handed out (never reused)
 // A reservation's pod for an item is the name of the item's pod template
 // (ReservedItem.pod.name): "<application>-<workload>" as the hub names pods,
 // or "<application>-<workload>-r<plan revision>" for a pod a migration
@@ -33,8 +38,8 @@
 
 #include <functional>
 #include <optional>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -43,6 +48,7 @@
 #include "codeco/common/clock.h"
 #include "codeco/common/kv_store.h"
 #include "codeco/swm/v1/swm_service.pb.h"
+#include "swm/core/local_rescheduler.h"
 #include "swm/core/model.h"
 #include "swm/lms/lms_pod_runtime.h"
 
@@ -102,6 +108,34 @@ class ClusterReservations {
   /// The reservation `id` as stored now (expired ones as EXPIRED), or nullopt.
   absl::StatusOr<std::optional<codeco::swm::v1::Reservation>> Get(const std::string& id);
 
+  /// The pods of the committed reservations, where the ledger binds them
+  /// (stateful: the template's codeco.io/stateful annotation).
+  absl::StatusOr<std::vector<LocalPod>> CommittedPods();
+  /// Carries out a local move (`move.to_node` set): stores a LocalDecision
+  /// (MOVING) and the reservation's item on its new node in one write, then
+  /// deletes the pod where it was and creates it, from its stored template
+  /// and under the same name and labels, on the new node, and marks the
+  /// decision PENDING. FAILED_PRECONDITION when the reservation is no longer
+  /// committed here or no longer binds the pod to `move.pod.node`; an LMS
+  /// error leaves the decision MOVING for FinishLocalMoves.
+  absl::StatusOr<codeco::swm::v1::LocalDecision> MoveLocally(const LocalMove& move);
+  /// Finishes the decisions still MOVING (a failed LMS call, a restart);
+  /// answers how many it finished, or the first error.
+  absl::StatusOr<int> FinishLocalMoves();
+  /// The stored decisions, oldest first, after sequence `after` (0: all);
+  /// settled ones only with `include_settled`; at most `limit`.
+  absl::StatusOr<std::vector<codeco::swm::v1::LocalDecision>> LocalDecisions(bool include_settled,
+                                                                             int64_t after,
+                                                                             int limit);
+  /// Records the hub's verdicts (ADOPTED or UNDONE) and answers each
+  /// decision as stored after it. INVALID_ARGUMENT naming verdicts[i] for
+  /// another state or a malformed id; NOT_FOUND naming it for a decision not
+  /// held (never made, or forgotten after tombstone_ttl); FAILED_PRECONDITION
+  /// for one still MOVING. A settled decision keeps its first verdict.
+  /// Nothing is written unless every verdict is accepted.
+  absl::StatusOr<std::vector<codeco::swm::v1::LocalDecision>> SettleLocalDecisions(
+      const std::vector<codeco::swm::v1::LocalDecisionVerdict>& verdicts);
+
  private:
   struct Live {
     codeco::swm::v1::Reservation reservation;
@@ -122,9 +156,19 @@ class ClusterReservations {
       std::string_view prefix,
       const std::function<void(std::string_view key, codeco::swm::v1::Reservation& r)>& visit)
       const;
-  // Deletes the tombstones older than tombstone_ttl, at most once per
-  // tenth of it.
+  // Deletes the tombstones and settled local decisions older than
+  // tombstone_ttl, at most once per tenth of it.
   absl::Status SweepTombstonesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Deletes `decision`'s pod wherever else it runs, creates it on its
+  // to_node and stores the decision PENDING.
+  absl::StatusOr<codeco::swm::v1::LocalDecision> FinishMoveLocked(
+      codeco::swm::v1::LocalDecision decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Calls `visit` with every stored decision after key `start_after` (empty:
+  // from the first; stops when it answers false); DATA_LOSS naming the key
+  // when one does not parse.
+  absl::Status ScanDecisions(
+      const std::string& start_after,
+      const std::function<bool(const codeco::swm::v1::LocalDecision&)>& visit) const;
 
   KvStore& kv_;
   const Clock& clock_;
@@ -133,6 +177,9 @@ class ClusterReservations {
   absl::Time next_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Mutex mu_;  // serialises check-then-write
 };
+
+/// The key of local decision `sequence` ("d/" and 20 digits).
+std::string LocalDecisionKey(int64_t sequence);
 
 /// The pod name of reservation item `workload` of `application`, as the hub
 /// first places it (a migrated pod adds "-r<plan revision>").

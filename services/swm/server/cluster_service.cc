@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "codeco/common/grpc_status.h"
+#include "codeco/common/logging.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/common/serve_on_executor.h"
 #include "codeco/common/status.h"
 #include "codeco/common/watch_stream.h"
@@ -104,12 +107,148 @@ SwmClusterServiceImpl::SwmClusterServiceImpl(KvStore& store, const Clock& clock,
                   ? std::unique_ptr<L2Solver>(std::make_unique<milp::ExactL2Solver>(
                         registry_, options_.recommendations.get(), options_.exact_l2))
                   : std::make_unique<InProcessL2Solver>(registry_, options_.recommendations.get())),
-      executor_(options_.threads, options_.max_queued) {}
+      local_(clock, options_.local),
+      executor_(options_.threads, options_.max_queued) {
+  if (options_.local_interval > absl::ZeroDuration()) {
+    local_thread_ = std::thread([this] { LocalLoop(); });
+  }
+}
 
-SwmClusterServiceImpl::~SwmClusterServiceImpl() = default;
+SwmClusterServiceImpl::~SwmClusterServiceImpl() {
+  stop_local_.Notify();
+  if (local_thread_.joinable()) local_thread_.join();
+}
+
+void SwmClusterServiceImpl::HubSeen() {
+  absl::MutexLock lock(&local_mu_);
+  local_.HubSeen();
+}
+
+void SwmClusterServiceImpl::LocalLoop() {
+  while (!stop_local_.WaitForNotificationWithTimeout(options_.local_interval)) {
+    // Probes are on the wall clock (gRPC deadlines); a slow hub gets at
+    // most one interval, so the loop keeps its pace.
+    if (options_.probe_hub &&
+        options_.probe_hub(absl::Now() + std::min(options_.local_interval, absl::Seconds(5)))) {
+      HubSeen();
+    }
+    absl::StatusOr<std::vector<pb::LocalDecision>> made = LocalPass();
+    if (!made.ok()) {
+      log::Warn("local pass failed",
+                {{"cluster", options_.cluster}, {"error", std::string(made.status().message())}});
+    }
+  }
+}
+
+absl::StatusOr<std::vector<pb::LocalDecision>> SwmClusterServiceImpl::LocalPass() {
+  std::vector<pb::LocalDecision> made;
+  ASSIGN_OR_RETURN(int finished, reservations_.FinishLocalMoves());
+  if (finished > 0) view_feed_.Changed();
+  ASSIGN_OR_RETURN(std::vector<Node> nodes, reservations_.NodesWithHolds());
+  ASSIGN_OR_RETURN(std::vector<LocalPod> pods, reservations_.CommittedPods());
+  std::vector<LocalMove> moves;
+  {
+    absl::MutexLock lock(&local_mu_);
+    moves = local_.Decide(nodes, pods);
+    // A pod no longer held is logged again if it is held again.
+    std::set<std::string> still;
+    for (const LocalMove& m : moves) {
+      if (m.to_node.empty()) still.insert(m.pod.pod + "@" + m.pod.node);
+    }
+    for (auto it = held_logged_.begin(); it != held_logged_.end();) {
+      it = still.count(*it) ? std::next(it) : held_logged_.erase(it);
+    }
+    for (const LocalMove& m : moves) {
+      if (!m.to_node.empty() || !held_logged_.insert(m.pod.pod + "@" + m.pod.node).second) continue;
+      log::Warn("pod held on a failed node while the hub is away",
+                {{"cluster", options_.cluster}, {"pod", m.pod.pod}, {"reason", m.reason}});
+    }
+  }
+  absl::Status first = absl::OkStatus();
+  for (const LocalMove& m : moves) {
+    if (m.to_node.empty()) continue;
+    absl::StatusOr<pb::LocalDecision> d = reservations_.MoveLocally(m);
+    if (!d.ok()) {
+      // The others still move; a decision left MOVING is finished next pass.
+      if (first.ok()) first = d.status();
+      continue;
+    }
+    log::Info("moved a pod on the cluster's own while the hub is away", {{"decision", d->id()},
+                                                                         {"pod", d->pod()},
+                                                                         {"from", d->from_node()},
+                                                                         {"to", d->to_node()},
+                                                                         {"reason", d->reason()}});
+    made.push_back(*std::move(d));
+  }
+  if (!made.empty()) view_feed_.Changed();
+  RETURN_IF_ERROR(first);
+  return made;
+}
+
+absl::StatusOr<pb::ListLocalDecisionsResponse> SwmClusterServiceImpl::ListDecisions(
+    const pb::ListLocalDecisionsRequest& request) {
+  FieldErrors errors;
+  if (request.cluster() != options_.cluster) {
+    errors.Add("cluster", "this swm serves cluster \"" + options_.cluster + "\", not \"" +
+                              request.cluster() + "\"");
+  }
+  if (request.page_size() < 0) errors.Add("page_size", "must not be negative");
+  int64_t after = 0;
+  if (!request.page_token().empty() &&
+      (!absl::SimpleAtoi(request.page_token(), &after) || after <= 0)) {
+    errors.Add("page_token", "is not a token this service handed out");
+  }
+  RETURN_IF_ERROR(errors.ToStatus());
+  const int page = request.page_size() == 0 ? 500 : std::min(request.page_size(), 500);
+  ASSIGN_OR_RETURN(std::vector<pb::LocalDecision> decisions,
+                   reservations_.LocalDecisions(request.include_settled(), after, page + 1));
+  pb::ListLocalDecisionsResponse response;
+  for (int i = 0; i < static_cast<int>(decisions.size()) && i < page; ++i) {
+    *response.add_decisions() = std::move(decisions[i]);
+  }
+  if (static_cast<int>(decisions.size()) > page) {
+    const std::string& last = response.decisions(page - 1).id();
+    response.set_next_page_token(last.substr(last.rfind('/') + 1));
+  }
+  absl::MutexLock lock(&local_mu_);
+  response.set_hub_away(local_.HubAway());
+  *response.mutable_hub_last_seen() = ToProtoTimestamp(local_.hub_last_seen());
+  return response;
+}
+
+grpc::ServerUnaryReactor* SwmClusterServiceImpl::ListLocalDecisions(
+    grpc::CallbackServerContext* context, const pb::ListLocalDecisionsRequest* request,
+    pb::ListLocalDecisionsResponse* response) {
+  return Run(context, [this, request, response] {
+    absl::StatusOr<pb::ListLocalDecisionsResponse> listed = ListDecisions(*request);
+    if (listed.ok()) *response = std::move(*listed);
+    return listed.status();
+  });
+}
+
+grpc::ServerUnaryReactor* SwmClusterServiceImpl::SettleLocalDecisions(
+    grpc::CallbackServerContext* context, const pb::SettleLocalDecisionsRequest* request,
+    pb::SettleLocalDecisionsResponse* response) {
+  return Run(context, [this, request, response] {
+    FieldErrors errors;
+    if (request->cluster() != options_.cluster) {
+      errors.Add("cluster", "this swm serves cluster \"" + options_.cluster + "\", not \"" +
+                                request->cluster() + "\"");
+    }
+    if (request->verdicts_size() > 1000) errors.Add("verdicts", "at most 1000 per call");
+    RETURN_IF_ERROR(errors.ToStatus());
+    absl::StatusOr<std::vector<pb::LocalDecision>> settled = reservations_.SettleLocalDecisions(
+        {request->verdicts().begin(), request->verdicts().end()});
+    if (!settled.ok()) return settled.status();
+    for (pb::LocalDecision& d : *settled) *response->add_decisions() = std::move(d);
+    return absl::OkStatus();
+  });
+}
 
 grpc::ServerUnaryReactor* SwmClusterServiceImpl::Run(grpc::CallbackServerContext* context,
                                                      std::function<absl::Status()> work) {
+  // Only the hub's swm may call this service (authz.cc): a call is an answer.
+  HubSeen();
   return ServeOnExecutor(executor_, context,
                          [work = std::move(work)](absl::Time) { return work(); });
 }
@@ -237,6 +376,7 @@ namespace codeco::swm {
 
 grpc::ServerWriteReactor<pb::WatchClusterViewResponse>* SwmClusterServiceImpl::WatchClusterView(
     grpc::CallbackServerContext* context, const pb::WatchClusterViewRequest* request) {
+  HubSeen();
   absl::Status refused = absl::OkStatus();
   if (request->cluster() != options_.cluster) {
     refused = InvalidFieldError("cluster", "this swm serves cluster \"" + options_.cluster +

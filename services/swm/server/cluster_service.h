@@ -12,16 +12,28 @@
 // WatchClusterView streams the view as it changes (cluster_view_feed.h);
 // Reserve, Commit and Release answer the ViewVersion from which the view
 // counts them, so the hub knows when its watched copy does.
+//
+// Hub away: a thread probes the hub every `local_interval` (and any call
+// the hub makes counts as an answer) and runs the LocalRescheduler
+// (local_rescheduler.h): once the hub has been silent for hub_away_after,
+// the pods of a node not ready for failure_grace move to other nodes of
+// this cluster through the ledger, each stored as a LocalDecision that
+// ListLocalDecisions shows and the hub settles with SettleLocalDecisions.
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <set>
 #include <string>
+#include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "codeco/common/clock.h"
 #include "codeco/common/executor.h"
 #include "codeco/common/kv_store.h"
 #include "codeco/swm/v1/swm_service.grpc.pb.h"
+#include "swm/core/local_rescheduler.h"
 #include "swm/core/plugins.h"
 #include "swm/core/solve.h"
 #include "swm/lms/lms_pod_runtime.h"
@@ -57,6 +69,15 @@ struct ClusterServiceOptions {
   /// This cluster's PDLC advice for the service's own L2 (node scores).
   /// Null: none. Default: null.
   std::shared_ptr<RecommendationSource> recommendations;
+  /// How often the hub is probed and the local pass runs (zero: never; the
+  /// cluster then does nothing on its own while the hub is away).
+  /// Default: zero.
+  absl::Duration local_interval = absl::ZeroDuration();
+  /// When the hub counts as away and how long a node must fail first.
+  LocalReschedulerOptions local;
+  /// Asks the hub whether it answers, by `deadline` (true: it did). Null:
+  /// only the hub's calls count as answers.
+  std::function<bool(absl::Time deadline)> probe_hub;
 };
 
 /// The MC's SwmService. Thread-safe.
@@ -87,6 +108,26 @@ class SwmClusterServiceImpl final : public codeco::swm::v1::SwmService::Callback
   grpc::ServerWriteReactor<codeco::swm::v1::WatchClusterViewResponse>* WatchClusterView(
       grpc::CallbackServerContext* context,
       const codeco::swm::v1::WatchClusterViewRequest* request) override;
+  grpc::ServerUnaryReactor* ListLocalDecisions(
+      grpc::CallbackServerContext* context,
+      const codeco::swm::v1::ListLocalDecisionsRequest* request,
+      codeco::swm::v1::ListLocalDecisionsResponse* response) override;
+  grpc::ServerUnaryReactor* SettleLocalDecisions(
+      grpc::CallbackServerContext* context,
+      const codeco::swm::v1::SettleLocalDecisionsRequest* request,
+      codeco::swm::v1::SettleLocalDecisionsResponse* response) override;
+
+  /// ListLocalDecisions itself, synchronously (INVALID_ARGUMENT naming the
+  /// field for another cluster, a bad page size or token).
+  absl::StatusOr<codeco::swm::v1::ListLocalDecisionsResponse> ListDecisions(
+      const codeco::swm::v1::ListLocalDecisionsRequest& request);
+  /// One local pass, synchronously (what the thread runs every
+  /// local_interval after probing the hub): finishes the moves a failure
+  /// interrupted and carries out what the LocalRescheduler decides. Answers
+  /// the decisions it made now.
+  absl::StatusOr<std::vector<codeco::swm::v1::LocalDecision>> LocalPass();
+  /// Records that the hub answered now.
+  void HubSeen();
 
   /// SolveCluster itself, synchronously.
   absl::StatusOr<codeco::swm::v1::SolveClusterResponse> Solve(
@@ -106,6 +147,8 @@ class SwmClusterServiceImpl final : public codeco::swm::v1::SwmService::Callback
  private:
   grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
                                 std::function<absl::Status()> work);
+  // Probes the hub and runs LocalPass every local_interval until stopped.
+  void LocalLoop();
 
   const Clock& clock_;
   std::unique_ptr<LmsPodRuntime> lms_;
@@ -116,7 +159,13 @@ class SwmClusterServiceImpl final : public codeco::swm::v1::SwmService::Callback
   PluginRegistry registry_;
   absl::Mutex l2_mu_;  // the in-process solver caches frameworks
   std::unique_ptr<L2Solver> own_l2_ ABSL_GUARDED_BY(l2_mu_);
+  absl::Mutex local_mu_;
+  LocalRescheduler local_ ABSL_GUARDED_BY(local_mu_);
+  // Pods reported held ("<pod> <reason>"), so each is logged once.
+  std::set<std::string> held_logged_ ABSL_GUARDED_BY(local_mu_);
   BoundedExecutor executor_;
+  absl::Notification stop_local_;
+  std::thread local_thread_;
 };
 
 }  // namespace codeco::swm

@@ -367,6 +367,56 @@ absl::StatusOr<HubMemberPort::Rig> HubMemberPort::KnownRig(const std::string& cl
   return *rig;
 }
 
+absl::StatusOr<std::vector<pb::LocalDecision>> HubMemberPort::Unsettled(const std::string& cluster,
+                                                                        absl::Time deadline) {
+  ASSIGN_OR_RETURN(Rig rig, KnownRig(cluster));
+  std::vector<pb::LocalDecision> out;
+  if (rig.mc == nullptr) return out;  // the hub drives its LMS: nothing is decided there
+  std::unique_ptr<pb::SwmService::Stub> stub = pb::SwmService::NewStub(rig.mc);
+  pb::ListLocalDecisionsRequest request;
+  request.set_cluster(cluster);
+  do {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(std::min(deadline, absl::Now() + options_.mc_timeout)));
+    pb::ListLocalDecisionsResponse response;
+    grpc::Status st = stub->ListLocalDecisions(&context, request, &response);
+    if (!st.ok()) {
+      return absl::Status(
+          static_cast<absl::StatusCode>(st.error_code()),
+          absl::StrCat("swm of cluster ", cluster, ": ListLocalDecisions: ", st.error_message()));
+    }
+    for (pb::LocalDecision& d : *response.mutable_decisions()) out.push_back(std::move(d));
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return out;
+}
+
+absl::Status HubMemberPort::Settle(const std::string& cluster,
+                                   const std::vector<pb::LocalDecisionVerdict>& verdicts,
+                                   absl::Time deadline) {
+  ASSIGN_OR_RETURN(Rig rig, KnownRig(cluster));
+  if (rig.mc == nullptr || verdicts.empty()) return absl::OkStatus();
+  std::unique_ptr<pb::SwmService::Stub> stub = pb::SwmService::NewStub(rig.mc);
+  constexpr size_t kPerCall = 1000;  // the member's limit
+  for (size_t from = 0; from < verdicts.size(); from += kPerCall) {
+    pb::SettleLocalDecisionsRequest request;
+    request.set_cluster(cluster);
+    for (size_t i = from; i < verdicts.size() && i < from + kPerCall; ++i) {
+      *request.add_verdicts() = verdicts[i];
+    }
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(std::min(deadline, absl::Now() + options_.mc_timeout)));
+    pb::SettleLocalDecisionsResponse response;
+    grpc::Status st = stub->SettleLocalDecisions(&context, request, &response);
+    if (!st.ok()) {
+      return absl::Status(
+          static_cast<absl::StatusCode>(st.error_code()),
+          absl::StrCat("swm of cluster ", cluster, ": SettleLocalDecisions: ", st.error_message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status HubMemberPort::Commit(const std::string& cluster, const std::string& reservation_id,
                                    absl::Time deadline) {
   ASSIGN_OR_RETURN(Rig rig, KnownRig(cluster));

@@ -25,6 +25,7 @@
 #include "codeco/common/clock.h"
 #include "codeco/common/executor.h"
 #include "codeco/common/peer_channels.h"
+#include "swm/core/adaptation_loop.h"
 #include "swm/core/placement_service.h"
 #include "swm/lms/lms_pod_runtime.h"
 #include "swm/server/member_views.h"
@@ -57,8 +58,9 @@ struct HubMemberOptions {
   MemberL2 member_l2 = MemberL2::kHub;
 };
 
-/// The hub's MemberPort over gRPC. Thread-safe.
-class HubMemberPort final : public MemberPort {
+/// The hub's MemberPort over gRPC, and where its adaptation loop reads and
+/// settles the members' local decisions. Thread-safe.
+class HubMemberPort final : public MemberPort, public LocalDecisionSource {
  public:
   /// Reaches LMS endpoints through `channels` and MC swm endpoints through
   /// `mc_channels` (`channels` when null); `directory` (may be null) lists
@@ -91,6 +93,14 @@ class HubMemberPort final : public MemberPort {
                                                             absl::Time deadline) override;
   absl::Status DeletePod(const std::string& cluster, const LabelledPod& pod,
                          absl::Time deadline) override;
+  /// ListLocalDecisions of the member's swm, every page (each call within
+  /// mc_timeout); empty for a member without an swm.
+  absl::StatusOr<std::vector<codeco::swm::v1::LocalDecision>> Unsettled(
+      const std::string& cluster, absl::Time deadline) override;
+  /// SettleLocalDecisions of the member's swm, 1000 verdicts per call.
+  absl::Status Settle(const std::string& cluster,
+                      const std::vector<codeco::swm::v1::LocalDecisionVerdict>& verdicts,
+                      absl::Time deadline) override;
 
   /// The executors of one placement of `app` (its pod templates come from
   /// it); valid while this port lives.

@@ -13,18 +13,19 @@
 #include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/metrics.h"
+#include "codeco/common/operation_watch.h"
 #include "codeco/common/proto_util.h"
 #include "codeco/common/serve_on_executor.h"
 #include "codeco/common/status.h"
-#include "codeco/common/operation_watch.h"
 #include "codeco/common/watch_stream.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "prometheus/counter.h"
 #include "prometheus/histogram.h"
-#include "swm/server/mdm_data_sets.h"
+#include "swm/core/convert.h"
 #include "swm/server/cluster_service.h"
 #include "swm/server/codef_directory.h"
-#include "swm/core/convert.h"
+#include "swm/server/mdm_data_sets.h"
 #include "swm/server/netma_link_source.h"
 #include "swm/server/remote_cluster.h"
 
@@ -178,6 +179,7 @@ SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
     channel_health_ = std::make_unique<ChannelHealth>(*this);
     adaptation_->SetChannelHealth(channel_health_.get());
     adaptation_->SetBreachAdvisories(&recommendations_);
+    adaptation_->SetLocalDecisions(&members_);
     if (options_.state_backups.interval > absl::ZeroDuration()) {
       backups_ = std::make_unique<StateBackupScheduler>(clock_, plans_, state_mover_,
                                                         options_.state_backups);
@@ -273,6 +275,10 @@ class SwmServiceImpl::Mover final : public MoveExecutor {
     const codeco::acm::v1::Placement& p = (*placed)->application().spec().placement();
     return {.max_locations = p.number_of_locations(), .bursting = p.bursting()};
   }
+  absl::StatusOr<pb::LocalDecisionVerdict> Adopt(const pb::LocalDecision& decision,
+                                                 absl::Time deadline) override {
+    return service_.core_->AdoptLocalMove(decision, deadline);
+  }
 
  private:
   SwmServiceImpl& service_;
@@ -302,6 +308,9 @@ void SwmServiceImpl::Adapt() {
               {{"place", place}});
   }
   for (const std::string& m : tick.moved) log::Info("adaptation moved a workload", {{"move", m}});
+  for (const std::string& s : tick.settled) {
+    log::Info("adaptation settled a member's local decision", {{"decision", s}});
+  }
   for (const std::string& h : tick.held) log::Warn("adaptation held a move back", {{"why", h}});
   if (backups_ != nullptr) BackUpState();
 }
@@ -1159,7 +1168,16 @@ void AddSwmConfig(ConfigSchema& schema) {
               .help = "hub: how often the adaptation loop probes the members of the placed "
                       "applications; the workloads of a node or cluster failed for longer than "
                       "swm.failure_grace are moved elsewhere, and back once it has been healthy "
-                      "for swm.failback_grace (0s: never)"});
+                      "for swm.failback_grace (0s: never). mc: how often the hub ACM is probed "
+                      "and, while the hub is away (swm.hub_away_after), the pods of a node not "
+                      "ready for swm.failure_grace move to other nodes of the cluster (0s: "
+                      "never)"});
+  schema.Add({.path = "swm.hub_away_after",
+              .type = ConfigType::kDuration,
+              .default_value = "30s",
+              .help = "mc: how long the hub may not answer (probes of the hub ACM, calls from "
+                      "the hub swm) before this cluster's swm moves pods off its failed nodes "
+                      "on its own; the hub adopts or undoes those moves when it is back"});
   schema.Add({.path = "swm.state_backup_interval",
               .type = ConfigType::kDuration,
               .default_value = "30s",
@@ -1172,7 +1190,8 @@ void AddSwmConfig(ConfigSchema& schema) {
               .type = ConfigType::kDuration,
               .default_value = "60s",
               .help = "hub: how long a node must be not ready, or a cluster not answer, before "
-                      "its workloads are moved (a shorter blip moves nothing)"});
+                      "its workloads are moved (a shorter blip moves nothing); mc: how long a "
+                      "node must be not ready, while the hub is away, before its pods move"});
   schema.Add({.path = "swm.breach_grace",
               .type = ConfigType::kDuration,
               .default_value = "3m",
@@ -1255,6 +1274,30 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeSwmServices(
       options.recommendations = std::move(recommendations);
     }
     options.reservations.default_lease = context.config.raw.GetDuration("swm.reservation_lease");
+    options.local_interval = raw.GetDuration("swm.adapt_interval");
+    if (options.local_interval < absl::ZeroDuration()) {
+      return InvalidFieldError("swm.adapt_interval", "must not be negative");
+    }
+    options.local = {.hub_away_after = raw.GetDuration("swm.hub_away_after"),
+                     .failure_grace = raw.GetDuration("swm.failure_grace")};
+    if (absl::Status valid = ValidateLocalReschedulerOptions(options.local); !valid.ok()) {
+      // Its errors name the option's field (hub_away_after, failure_grace):
+      // the keys are swm.<field>.
+      return absl::InvalidArgumentError(absl::StrCat("swm.", valid.message()));
+    }
+    if (!context.config.hub_acm.empty()) {
+      // Through the egress relay, as the cluster's ACM agent reaches the hub.
+      ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> hub,
+                       context.peers.Get(context.config.hub_acm));
+      options.probe_hub = [hub = std::move(hub)](absl::Time deadline) {
+        grpc::ClientContext call;
+        call.set_deadline(absl::ToChronoTime(deadline));
+        grpc::health::v1::HealthCheckRequest request;
+        grpc::health::v1::HealthCheckResponse response;
+        return grpc::health::v1::Health::NewStub(hub)->Check(&call, request, &response).ok() &&
+               response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+      };
+    }
     auto lms = std::make_unique<LmsPodRuntime>(
         std::move(channel),
         LmsPodRuntimeOptions{.cluster = context.config.cluster,

@@ -680,6 +680,148 @@ TEST_CASE("the hub removes only through the MCs' Release even after its restart"
   CHECK(absl::IsUnavailable(plan.status()));
 }
 
+TEST_CASE("an MC moves a failed node's pods while the hub is away and the hub adopts them") {
+  // Members with their default L2: the hub solves on their views.
+  Testbed bed(/*own_l2=*/false);
+  auto kv = NewInMemoryKvStore({kPlansFamily, kOperationsFamily});
+  // Two 500m replicas on a-edge only: one per node (services spread).
+  pb::PlaceApplicationRequest request = PlaceThroughSwm(bed, "web", 2);
+  request.mutable_application()
+      ->mutable_spec()
+      ->mutable_services(0)
+      ->mutable_requests()
+      ->set_cpu_millicores(500);
+  request.mutable_neighborhood()->mutable_members()->DeleteSubrange(1, 1);
+  {
+    auto channels = PeerChannels::Create({.insecure = true});
+    REQUIRE(channels.ok());
+    SwmServiceImpl hub(*kv, bed.clock, std::move(*channels), nullptr, nullptr);
+    auto placed = hub.Place(request);
+    INFO(placed.status());
+    REQUIRE(placed.ok());
+  }
+  // The hub is gone. A node of a-edge fails.
+  PlanStore store(*kv);
+  const pb::AssignmentPlan placed = store.Latest("web")->value();
+  REQUIRE(placed.targets_size() == 2);
+  const pb::WorkloadTarget& lost = placed.targets(0);
+  const pb::WorkloadTarget& kept = placed.targets(1);
+  REQUIRE(lost.node() != kept.node());
+  REQUIRE(bed.federation->FailNode("a-edge", lost.node()).ok());
+  SwmClusterServiceImpl& a = *bed.a->service;
+  // The hub was seen a moment ago: nothing moves yet.
+  auto made = a.LocalPass();
+  REQUIRE(made.ok());
+  CHECK(made->empty());
+  bed.clock.Advance(absl::Seconds(31));  // past hub_away_after (15 s) and failure_grace (30 s)
+  made = a.LocalPass();
+  INFO(made.status());
+  REQUIRE(made.ok());
+  REQUIRE(made->size() == 1);
+  const pb::LocalDecision decision = made->front();
+  CHECK(decision.id() == "a-edge/1");
+  CHECK(decision.pod() == lost.pod());
+  CHECK(decision.from_node() == lost.node());
+  CHECK(decision.to_node() == kept.node());
+  CHECK(decision.state() == pb::LOCAL_DECISION_STATE_PENDING);
+  CHECK_THAT(decision.reason(), Catch::Contains("while the hub is away"));
+  // The pod runs on the other node, same name and labels; the ledger binds it there.
+  std::optional<lms::Pod> pod = PodIn(*bed.a, lost.pod());
+  REQUIRE(pod.has_value());
+  CHECK(pod->node_name() == kept.node());
+  CHECK(pod->phase() != lms::POD_PHASE_FAILED);
+  CHECK(pod->labels().at("codeco.io/reservation") == LabelValue(lost.reservation()));
+  CHECK(bed.a->Pods().size() == 2);
+  auto r = a.reservations().Get(lost.reservation());
+  REQUIRE(r.ok());
+  for (const pb::ReservedItem& item : (*r)->items()) {
+    if (item.pod().name() == lost.pod()) CHECK(item.node() == kept.node());
+  }
+  // A second pass moves nothing more.
+  made = a.LocalPass();
+  REQUIRE(made.ok());
+  CHECK(made->empty());
+  auto listed = a.ListDecisions([] {
+    pb::ListLocalDecisionsRequest list;
+    list.set_cluster("a-edge");
+    return list;
+  }());
+  REQUIRE(listed.ok());
+  CHECK(listed->hub_away());
+  REQUIRE(listed->decisions_size() == 1);
+
+  // The hub is back (started again on its store) with its adaptation loop:
+  // it adopts the move into its plan and tells the member.
+  SwmServiceOptions options;
+  options.adapt_interval = absl::Milliseconds(50);
+  auto channels = PeerChannels::Create({.insecure = true});
+  REQUIRE(channels.ok());
+  SwmServiceImpl hub(*kv, bed.clock, std::move(*channels), nullptr, nullptr, options);
+  std::vector<pb::LocalDecision> settled;
+  for (int i = 0; i < 600; ++i) {  // waits on the condition, up to a minute
+    auto all = a.reservations().LocalDecisions(/*include_settled=*/true, 0, 10);
+    REQUIRE(all.ok());
+    settled = *all;
+    if (!settled.empty() && settled[0].state() != pb::LOCAL_DECISION_STATE_PENDING) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  REQUIRE(settled.size() == 1);
+  CHECK(settled[0].state() == pb::LOCAL_DECISION_STATE_ADOPTED);
+  CHECK_THAT(settled[0].settle_note(), Catch::Contains("adopted as migration web/1"));
+  const pb::AssignmentPlan adopted = store.Latest("web")->value();
+  CHECK(adopted.plan_revision() == 2);
+  for (const pb::WorkloadTarget& t : adopted.targets()) CHECK(t.node() == kept.node());
+  auto m = store.GetMigration("web/1");
+  REQUIRE(m.ok());
+  CHECK(m->reason() == pb::MIGRATION_REASON_LOCAL_RESCHEDULE);
+  CHECK(m->phase() == pb::MIGRATION_PHASE_DONE);
+  // The member counts the hub as back; the pods run once each.
+  listed = a.ListDecisions([] {
+    pb::ListLocalDecisionsRequest list;
+    list.set_cluster("a-edge");
+    return list;
+  }());
+  REQUIRE(listed.ok());
+  CHECK_FALSE(listed->hub_away());
+  CHECK(listed->decisions_size() == 0);  // settled ones only on request
+  CHECK(bed.a->Pods() == std::set<std::string>{lost.pod(), kept.pod()});
+}
+
+TEST_CASE("SettleLocalDecisions and ListLocalDecisions name their bad fields") {
+  Testbed bed(/*own_l2=*/false);
+  SwmClusterServiceImpl& a = *bed.a->service;
+  pb::SettleLocalDecisionsRequest settle;
+  settle.set_cluster("b-edge");
+  grpc::ClientContext c1;
+  c1.set_deadline(In(absl::Seconds(10)));
+  pb::SettleLocalDecisionsResponse response;
+  grpc::Status st = bed.a->stub->SettleLocalDecisions(&c1, settle, &response);
+  CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK_THAT(st.error_message(), Catch::Contains("cluster"));
+  std::vector<pb::LocalDecisionVerdict> verdicts(2);
+  verdicts[0].set_id("a-edge/1");
+  verdicts[0].set_state(pb::LOCAL_DECISION_STATE_PENDING);
+  verdicts[1].set_id("elsewhere/1");
+  verdicts[1].set_state(pb::LOCAL_DECISION_STATE_ADOPTED);
+  auto out = a.reservations().SettleLocalDecisions(verdicts);
+  REQUIRE_FALSE(out.ok());
+  CHECK_THAT(std::string(out.status().message()), Catch::Contains("verdicts[0].state"));
+  CHECK_THAT(std::string(out.status().message()), Catch::Contains("verdicts[1].id"));
+  verdicts = {verdicts[0]};
+  verdicts[0].set_state(pb::LOCAL_DECISION_STATE_UNDONE);
+  out = a.reservations().SettleLocalDecisions(verdicts);
+  CHECK(absl::IsNotFound(out.status()));
+  CHECK_THAT(std::string(out.status().message()), Catch::Contains("verdicts[0].id"));
+  pb::ListLocalDecisionsRequest list;
+  list.set_cluster("a-edge");
+  list.set_page_token("x");
+  list.set_page_size(-1);
+  auto listed = a.ListDecisions(list);
+  REQUIRE_FALSE(listed.ok());
+  CHECK_THAT(std::string(listed.status().message()), Catch::Contains("page_token"));
+  CHECK_THAT(std::string(listed.status().message()), Catch::Contains("page_size"));
+}
+
 // Holds the reservations of `plan` of `app` at the MCs and stores the
 // plan, in `phase`, in `store`.
 void InterruptedPlan(Testbed& bed, PlanStore& store, const std::string& app, pb::PlanPhase phase,

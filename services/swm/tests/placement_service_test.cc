@@ -2049,10 +2049,13 @@ class FakeHealth final : public HealthSource {
       if (!h.reachable) continue;
       const std::vector<Node> nodes = bed_.clusters[c]->runtime.ListNodes().value();
       for (const Node& n : nodes) h.node_ready[n.name] = !not_ready.count(c + "/" + n.name);
+      for (const std::string& node : also_ready[c]) h.node_ready[node] = true;
     }
     return out;
   }
   std::set<std::string> not_ready;  // "cluster/node"
+  // cluster -> nodes reported ready that the fake cluster does not hold.
+  std::map<std::string, std::set<std::string>> also_ready;
 
  private:
   Bed& bed_;
@@ -2085,6 +2088,10 @@ class BedMover final : public MoveExecutor {
     r.reason = reason;
     ASSIGN_OR_RETURN(Operation op, bed_.service->Migrate(r));
     return MigrationOf(op);
+  }
+  absl::StatusOr<pb::LocalDecisionVerdict> Adopt(const pb::LocalDecision& decision,
+                                                 absl::Time) override {
+    return bed_.service->AdoptLocalMove(decision);
   }
 
  private:
@@ -2501,6 +2508,147 @@ TEST_CASE("Operations of one application wait for each other", "[placement_servi
   CHECK(removal->actions_size() == 2);
   CHECK(bed.Pods("eu") == 0);
   CHECK(bed.Pods("us") == 0);
+}
+
+// The members' local decisions, as a test sets them; the verdicts given.
+class FakeLocalDecisions final : public LocalDecisionSource {
+ public:
+  absl::StatusOr<std::vector<pb::LocalDecision>> Unsettled(const std::string& cluster,
+                                                           absl::Time) override {
+    return unsettled[cluster];
+  }
+  absl::Status Settle(const std::string& cluster,
+                      const std::vector<pb::LocalDecisionVerdict>& verdicts, absl::Time) override {
+    for (const pb::LocalDecisionVerdict& v : verdicts) settled[v.id()] = v;
+    return absl::OkStatus();
+  }
+  std::map<std::string, std::vector<pb::LocalDecision>> unsettled;
+  std::map<std::string, pb::LocalDecisionVerdict> settled;
+};
+
+pb::LocalDecision LocalMoveOf(const std::string& id, const pb::WorkloadTarget& target,
+                              const std::string& to_node) {
+  pb::LocalDecision d;
+  d.set_id(id);
+  d.set_cluster(target.cluster());
+  d.set_application("shop");
+  d.set_workload(target.workload());
+  d.set_reservation(target.reservation());
+  d.set_pod(target.pod());
+  d.set_from_node(target.node());
+  d.set_to_node(to_node);
+  d.set_state(pb::LOCAL_DECISION_STATE_PENDING);
+  return d;
+}
+
+TEST_CASE(
+    "A member's local move is adopted into the plan and fails back and an overtaken one is undone",
+    "[adaptation]") {
+  AdaptBed a;
+  FakeLocalDecisions decisions;
+  a.loop.SetLocalDecisions(&decisions);
+  const pb::AssignmentPlan placed = a.bed.repo.Latest("shop")->value();
+  const pb::WorkloadTarget front = TargetOf(placed, "front-0");
+  const pb::WorkloadTarget back = TargetOf(placed, "back-0");
+  REQUIRE(front.cluster() == "eu");
+  // eu moved front-0 off its failed node; us reports a move of a pod the
+  // hub's plan does not run there; a third is still moving its pod.
+  pb::WorkloadTarget stale = back;
+  stale.set_pod("shop-back-0-r7");
+  pb::LocalDecision moving = LocalMoveOf("eu/2", front, "eu-n2");
+  moving.set_state(pb::LOCAL_DECISION_STATE_MOVING);
+  decisions.unsettled["eu"] = {LocalMoveOf("eu/1", front, "eu-n1"), moving};
+  decisions.unsettled["us"] = {LocalMoveOf("us/1", stale, "us-n1")};
+  a.health.not_ready = {"eu/" + front.node()};
+  a.health.also_ready["eu"] = {"eu-n1", "eu-n2"};
+
+  AdaptationTick tick = a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
+  CHECK(tick.moved.empty());  // the hub's own grace has not passed, and nothing is left to move
+  REQUIRE(decisions.settled.size() == 2);
+  CHECK(decisions.settled["eu/1"].state() == pb::LOCAL_DECISION_STATE_ADOPTED);
+  CHECK_THAT(decisions.settled["eu/1"].note(), Catch::Contains("adopted as migration shop/1"));
+  CHECK(decisions.settled["us/1"].state() == pb::LOCAL_DECISION_STATE_UNDONE);
+  CHECK_THAT(decisions.settled["us/1"].note(),
+             Catch::Contains("runs workload back-0 as pod " + back.pod()));
+  CHECK_FALSE(decisions.settled.count("eu/2"));
+  const pb::AssignmentPlan adopted = a.bed.repo.Latest("shop")->value();
+  CHECK(adopted.plan_revision() == placed.plan_revision() + 1);
+  CHECK(TargetOf(adopted, "front-0").node() == "eu-n1");
+  CHECK(TargetOf(adopted, "front-0").pod() == front.pod());
+  CHECK(TargetOf(adopted, "front-0").reservation() == front.reservation());
+  CHECK(TargetOf(adopted, "back-0").node() == back.node());
+  absl::StatusOr<pb::Migration> m = a.bed.repo.GetMigration("shop/1");
+  REQUIRE(m.ok());
+  CHECK(m->reason() == pb::MIGRATION_REASON_LOCAL_RESCHEDULE);
+  CHECK(m->phase() == pb::MIGRATION_PHASE_DONE);
+  CHECK(m->source().node() == front.node());
+  CHECK(m->target().node() == "eu-n1");
+  CHECK(a.loop.homes().at("shop/front-0") == "eu/" + front.node());
+
+  // Asked again (the member did not record the verdict): nothing new is written.
+  decisions.settled.clear();
+  decisions.unsettled["us"].clear();
+  tick = a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
+  CHECK(decisions.settled["eu/1"].state() == pb::LOCAL_DECISION_STATE_ADOPTED);
+  CHECK(a.bed.repo.Latest("shop")->value().plan_revision() == adopted.plan_revision());
+
+  // The failed node is back: front-0 returns to it after the failback grace.
+  decisions.unsettled.clear();
+  a.health.not_ready.clear();
+  for (int i = 0; i <= 40; ++i) {
+    a.bed.clock.Advance(absl::Seconds(10));
+    tick = a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
+    if (!tick.moved.empty()) break;
+  }
+  REQUIRE(tick.moved.size() == 1);
+  CHECK_THAT(tick.moved[0],
+             Catch::Contains("shop/front-0 eu/eu-n1 -> eu/" + front.node() + " (FAILBACK)"));
+}
+
+TEST_CASE("A hub that reaches no member moves nothing and evacuates nothing once back",
+          "[adaptation]") {
+  AdaptBed a;
+  const pb::AssignmentPlan placed = a.bed.repo.Latest("shop")->value();
+  a.bed.members.away = {"eu", "us"};
+  AdaptationTick tick;
+  for (int i = 0; i < 20; ++i) {  // three minutes: three failure graces
+    tick = a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
+    CHECK(tick.failed.empty());
+    CHECK(tick.moved.empty());
+    a.bed.clock.Advance(absl::Seconds(10));
+  }
+  REQUIRE(tick.held.size() == 1);
+  CHECK_THAT(tick.held[0], Catch::Contains("the hub counts itself cut off"));
+  // Back: both answer, and neither counts as failed.
+  a.bed.members.away.clear();
+  tick = a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
+  CHECK(tick.failed.empty());
+  CHECK(tick.moved.empty());
+  CHECK(a.bed.repo.Latest("shop")->value().plan_revision() == placed.plan_revision());
+  // One cluster away while the other answers is a cluster failure, as before.
+  a.bed.members.away = {"us"};
+  for (int i = 0; i < 8 && tick.moved.empty(); ++i) {
+    a.bed.clock.Advance(absl::Seconds(10));
+    tick = a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
+  }
+  CHECK(tick.failed == std::vector<std::string>{"us"});
+}
+
+TEST_CASE("AdoptLocalMove names the missing fields and undoes a move of an application gone",
+          "[adaptation]") {
+  AdaptBed a;
+  absl::StatusOr<pb::LocalDecisionVerdict> v = a.bed.service->AdoptLocalMove(pb::LocalDecision());
+  REQUIRE_FALSE(v.ok());
+  for (const char* field : {"application", "workload", "cluster", "pod", "to_node"}) {
+    CHECK_THAT(std::string(v.status().message()), Catch::Contains(field));
+  }
+  const pb::WorkloadTarget front = TargetOf(a.bed.repo.Latest("shop")->value(), "front-0");
+  pb::LocalDecision d = LocalMoveOf("eu/1", front, "eu-n1");
+  d.set_application("gone");
+  v = a.bed.service->AdoptLocalMove(d);
+  REQUIRE(v.ok());
+  CHECK(v->state() == pb::LOCAL_DECISION_STATE_UNDONE);
+  CHECK_THAT(v->note(), Catch::Contains("no longer places application gone"));
 }
 
 }  // namespace
