@@ -489,5 +489,22 @@ TEST_CASE("codecoctl up refuses a missing scenario") {
   REQUIRE_THAT(up.output, Catch::Contains("--scenario: no such file"));
 }
 
+TEST_CASE(
+    "codecoctl up refuses a setting of a service the clusters do not run and starts nothing") {
+  Home home;
+  for (const char* flag : {"--set", "--set-members"}) {
+    CommandResult up = RunCommand({kCtl, "up", "--scenario", FiveSiteScenario(), "--no-prometheus",
+                                   flag, "scheduler.interval=1s"},
+                                  absl::Minutes(1));
+    INFO(up.output);
+    CHECK(up.exit_code != 0);
+    CHECK_THAT(up.output, Catch::Contains(std::string(flag) + ": "));
+    CHECK_THAT(up.output, Catch::Contains("no service \"scheduler\""));
+    // No run was recorded: nothing is left for `down` to stop.
+    CommandResult down = RunCommand({kCtl, "down"}, absl::Seconds(30));
+    CHECK_THAT(down.output, !Catch::Contains("Stopped"));
+  }
+}
+
 }  // namespace
 }  // namespace codeco::testing

@@ -24,13 +24,16 @@ constexpr char kUsage[] =
     "      leading, with their state in a three-member etcd cluster on loopback.\n"
     "      --set SERVICE.KEY=VALUE (repeatable): a setting of the hub's SERVICE,\n"
     "      e.g. --set swm.failure_grace=20s --set swm.state_backup_interval=10s.\n"
+    "      --set-members SERVICE.KEY=VALUE (repeatable): the same for SERVICE of every\n"
+    "      managed cluster, e.g. --set-members swm.hub_away_after=10s.\n"
     "  down\n"
     "      Stop everything `up` started.\n"
     "  restart CLUSTER/SERVICE [--kill] [--down-for 60s]\n"
     "      Stop one of them (SIGKILL with --kill, as a crash), leave it down for\n"
     "      --down-for (default 0s), start it again with the same command line on\n"
     "      the same addresses.\n"
-    "  fault link A B [--rtt 50ms | --latency 25ms] [--bandwidth 10Mbps] [--loss 5%] [--cut|--heal]\n"
+    "  fault link A B [--rtt 50ms | --latency 25ms] [--bandwidth 10Mbps] [--loss 5%] "
+    "[--cut|--heal]\n"
     "  fault node CLUSTER/NODE --fail|--recover|--load 90%|1500m [--memory 2Gi]\n"
     "  fault pod CLUSTER/POD --usage-profile '{type: constant, cpu: 800m}'\n"
     "  fault cluster NAME --partition|--heal|--load-factor 3\n"
@@ -119,7 +122,7 @@ int main(int argc, char** argv) {
       {"up",
        {codeco::ctl::RunUp,
         {"insecure", "no-prometheus", "auction"},
-        {"scenario", "set", "hub-replicas"}}},
+        {"scenario", "set", "set-members", "hub-replicas"}}},
       {"down", {codeco::ctl::RunDown, {}, {}}},
       {"restart", {codeco::ctl::RunRestart, {"kill"}, {"down-for"}}},
       {"apply",

@@ -1,5 +1,6 @@
 // codecoctl up --scenario FILE [--insecure] [--no-prometheus] [--auction] [--timeout 60s]
 //              [--hub-replicas N] [--set SERVICE.KEY=VALUE ...]
+//              [--set-members SERVICE.KEY=VALUE ...]
 // codecoctl down
 //
 // Starts a whole federation on this machine: the CODEF emulator for the
@@ -645,23 +646,43 @@ int Upper::Run() {
   }
   state_.netma = clusters_.front().netma_address;
   std::vector<ProcessSpec> hub = PlanHub(clusters_, security, data, args_.Has("auction"));
-  // --set SERVICE.KEY=VALUE: a setting of the hub's SERVICE (its own
-  // configuration checks the key and the value when it starts).
-  for (const std::string& setting : args_.GetAll("set")) {
-    const size_t dot = setting.find('.');
-    const size_t eq = setting.find('=');
-    if (dot == std::string::npos || eq == std::string::npos || dot == 0 || eq < dot) {
-      return fail(absl::InvalidArgumentError(absl::StrCat(
-          "--set: \"", setting, "\" is not SERVICE.KEY=VALUE (e.g. swm.failure_grace=20s)")));
+  // --set SERVICE.KEY=VALUE: a setting of the hub's SERVICE; --set-members:
+  // of SERVICE in every managed cluster (each service's own configuration
+  // checks the key and the value when it starts).
+  auto apply_settings = [&](const char* flag, std::vector<ProcessSpec>& specs,
+                            const std::string& who) -> absl::Status {
+    for (const std::string& setting : args_.GetAll(flag)) {
+      const size_t dot = setting.find('.');
+      const size_t eq = setting.find('=');
+      if (dot == std::string::npos || eq == std::string::npos || dot == 0 || eq < dot) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", flag, ": \"", setting,
+                         "\" is not SERVICE.KEY=VALUE (e.g. swm.failure_grace=20s)"));
+      }
+      const std::string service = setting.substr(0, dot);
+      bool found = false;
+      for (ProcessSpec& spec : specs) {
+        if (spec.service != service) continue;
+        spec.args.insert(spec.args.end(), {"--set", setting});
+        found = true;
+      }
+      if (!found) {
+        std::set<std::string> runs;
+        for (const ProcessSpec& spec : specs) runs.insert(spec.service);
+        return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", who, " no service \"",
+                                                       service, "\" (", absl::StrJoin(runs, ", "),
+                                                       ")"));
+      }
     }
-    const std::string service = setting.substr(0, dot);
-    auto spec = std::find_if(hub.begin(), hub.end(),
-                             [&](const ProcessSpec& p) { return p.service == service; });
-    if (spec == hub.end()) {
-      return fail(absl::InvalidArgumentError(absl::StrCat(
-          "--set: the hub runs no service \"", service, "\" (it runs mdm, swm, netma, acm)")));
+    return absl::OkStatus();
+  };
+  if (auto s = apply_settings("set", hub, "the hub runs"); !s.ok()) return fail(s);
+  {
+    // Checked before anything starts.
+    std::vector<ProcessSpec> members = PlanManagedClusters(clusters_, "", security, data);
+    if (auto s = apply_settings("set-members", members, "the managed clusters run"); !s.ok()) {
+      return fail(s);
     }
-    spec->args.insert(spec->args.end(), {"--set", setting});
   }
   if (hub_replicas_ > 1) {
     for (ProcessSpec& spec : hub) {
@@ -719,6 +740,9 @@ int Upper::Run() {
   // Each cluster's PDLC pulls its recording rules' series from the one
   // Prometheus, started last at an address chosen now.
   std::vector<ProcessSpec> managed = PlanManagedClusters(clusters_, state_.acm, security, data);
+  if (auto s = apply_settings("set-members", managed, "the managed clusters run"); !s.ok()) {
+    return fail(s);
+  }
   if (PrometheusWanted()) {
     auto port = FreePort("127.0.0.1");
     if (port.ok()) {
