@@ -11,6 +11,7 @@
 // 30 s, swm.failure_grace 6 s for 60 s, swm.adapt_interval 1 s for 10 s).
 // Nothing fails on timing: every wait is on a condition, with a generous
 // limit; the figures are printed for docs/benchmarks.md.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -215,6 +216,19 @@ TEST_CASE(
   CHECK(twice.empty());
   CHECK(during.size() == 2 * apps.size());
   for (const auto& [pod, node] : before) CHECK(during.count(pod));  // same names, same clusters
+
+  // PDLC and NetMA of a cluster with a failed node work on local data: its
+  // scores (the failed node among them) and its own measured cost map.
+  const std::string cluster = failed_nodes[0].substr(0, failed_nodes[0].find('/'));
+  CommandResult scores = RunCommand(
+      {CtlBinary(), "get", "scores", "--cluster", cluster, "-o", "json"}, absl::Seconds(30));
+  INFO(scores.output);
+  CHECK(scores.exit_code == 0);
+  CHECK_THAT(scores.output, Catch::Contains(failed_nodes[0].substr(cluster.size() + 1)));
+  const auto delays = DelayCostMap(cluster);
+  CHECK(std::count_if(delays.begin(), delays.end(), [&](const auto& entry) {
+          return entry.first.first == cluster && entry.second > 0;
+        }) >= 4);  // to its four peers edge-to-edge, the hub's link cut
 
   // The cut lasts its scaled ten minutes; then the hub is back.
   const absl::Duration left = cut_at + absl::Seconds(60) - absl::Now();
