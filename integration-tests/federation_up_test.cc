@@ -482,6 +482,69 @@ TEST_CASE(
   CHECK(left == 0);
 }
 
+// `codecoctl get tree -o json`, parsed; null when it fails.
+nlohmann::json Tree() {
+  CommandResult r = RunCommand({kCtl, "get", "tree", "-o", "json"}, absl::Seconds(30));
+  if (r.exit_code != 0) return nullptr;
+  return nlohmann::json::parse(r.output, nullptr, false);
+}
+
+// The node of `tree` named `name`, searched depth first; null when absent.
+nlohmann::json Find(const nlohmann::json& nodes, const std::string& name) {
+  for (const auto& n : nodes) {
+    if (n.value("name", "") == name) return n;
+    nlohmann::json below = Find(n.value("children", nlohmann::json::array()), name);
+    if (!below.is_null()) return below;
+  }
+  return nullptr;
+}
+
+TEST_CASE(
+    "a cluster tree registers each cluster under its parent and a cut site keeps its leaves") {
+  Home home;
+  CommandResult up =
+      RunCommand({kCtl, "up", "--scenario", SourceDir() + "/examples/scenarios/edge-tree.yaml",
+                  "--no-prometheus"},
+                 absl::Minutes(3));
+  INFO(up.output);
+  REQUIRE(up.exit_code == 0);
+  REQUIRE(WaitUntilClustersReady(7));
+  nlohmann::json tree = Tree();
+  INFO(tree.dump(2));
+  REQUIRE(tree.is_object());
+  REQUIRE(tree["clusters"].size() == 1);  // everything under the regional cluster
+  const nlohmann::json& region = tree["clusters"][0];
+  CHECK(region["name"] == "region");
+  CHECK(region["subtree"]["clusters"] == 7);
+  CHECK(region["subtree"]["nodes"] == 11);
+  REQUIRE(region["children"].size() == 2);
+  for (const char* site : {"site-a", "site-b"}) {
+    const nlohmann::json node = Find(tree["clusters"], site);
+    REQUIRE_FALSE(node.is_null());
+    CHECK(node["subtree"]["clusters"] == 3);
+    CHECK(node["children"].size() == 2);
+  }
+  CHECK_THAT(RunCommand({kCtl, "get", "tree"}, absl::Seconds(30)).output,
+             Catch::Contains("|  `- leaf-a2"));
+
+  // site-a's links cut: it goes UNREACHABLE; its leaves, which report to
+  // the hub themselves, stay Ready, and the region counts one unreachable.
+  REQUIRE(RunCommand({kCtl, "fault", "cluster", "site-a", "--partition"}, absl::Seconds(30))
+              .exit_code == 0);
+  bool seen = false;
+  for (absl::Time end = absl::Now() + absl::Minutes(2); absl::Now() < end && !seen;) {
+    tree = Tree();
+    const nlohmann::json site = tree.is_object() ? Find(tree["clusters"], "site-a") : nullptr;
+    seen = !site.is_null() && site["health"] == "UNREACHABLE";
+    if (!seen) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  INFO(tree.dump(2));
+  REQUIRE(seen);
+  for (const char* leaf : {"leaf-a1", "leaf-a2"})
+    CHECK(Find(tree["clusters"], leaf)["health"] == "READY");
+  CHECK(tree["clusters"][0]["subtree"]["unreachable_clusters"] == 1);
+}
+
 TEST_CASE("codecoctl up refuses a missing scenario") {
   Home home;
   CommandResult up = RunCommand({kCtl, "up", "--scenario", "/nonexistent.yaml"}, absl::Seconds(30));

@@ -58,6 +58,9 @@ void AddConfig(codeco::ConfigSchema& schema) {
             "mc: this cluster's service endpoints the agent registers with the hub, as "
             "service=host:port,... (e.g. swm=10.1.0.2:17501); the hub hands them to the "
             "members of each neighborhood, and its SWM reaches the cluster's SWM there"})
+      .Add({"acm.parent", codeco::ConfigType::kString, "", {}, false,
+            "mc: this cluster's parent in a cluster tree, registered with the hub "
+            "(codecoctl get tree); empty: directly under the hub"})
       .Add({"acm.reevaluate_after", codeco::ConfigType::kDuration, "5m", {}, false,
             "hub: a cluster silent this long (UNREACHABLE) has its applications moved to a "
             "neighborhood without it (0: never)"})
@@ -182,6 +185,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
     if (!advertised.ok()) return advertised.status();
     agent.endpoints = *std::move(advertised);
     agent.pod_report_delay = config.raw.GetDuration("acm.pod_report_delay");
+    agent.parent = config.raw.Has("acm.parent") ? config.raw.GetString("acm.parent") : "";
     // The hub pushes this cluster its copies at its own ACM: advertised
     // unless acm.advertise says otherwise and the listen address is a
     // concrete host:port (not a wildcard, not port 0).

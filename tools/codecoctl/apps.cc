@@ -7,16 +7,16 @@
 //   watch app NAME | apps [--from-revision N] [-o table|yaml|json]
 // and the rendering they share (tables, YAML, JSON), kept free of I/O so the
 // tests call it directly.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>
-#include <unistd.h>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -28,7 +28,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "cli.h"
-#include "operation_wait.h"
+#include "cluster_tree.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
 #include "codeco/common/proto_util.h"
 #include "codeco/common/quantity.h"
@@ -37,6 +37,7 @@
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "operation_wait.h"
 #include "run_state.h"
 #include "yaml-cpp/yaml.h"
 
@@ -1029,6 +1030,17 @@ int RunGet(const Args& args) {
     std::cout << (*output == Output::kTable ? ClustersTable(all) : Print(all, *output));
     return 0;
   }
+  if (what == "tree") {
+    acm::v1::ListClustersResponse all;
+    grpc::Status status = list_all(&AcmService::Stub::ListClusters, acm::v1::ListClustersRequest(),
+                                   &all, [](auto& r) { return r.mutable_clusters(); });
+    if (!status.ok()) return Fail("get", status.error_message());
+    const std::vector<ClusterTreeNode> tree = BuildClusterTree(all);
+    // JSON is YAML too: -o yaml prints the same document.
+    std::cout << (*output == Output::kTable ? ClusterTreeTable(tree)
+                                            : ClusterTreeJson(tree).dump(2) + "\n");
+    return 0;
+  }
   if (what == "neighborhoods" || what == "neighborhood" || what == "nb") {
     acm::v1::ListNeighborhoodsRequest request;
     request.set_cluster(args.Get("cluster"));
@@ -1070,8 +1082,8 @@ int RunGet(const Args& args) {
     std::cout << (*output == Output::kTable ? RevisionsTable(all) : Print(all, *output));
     return 0;
   }
-  return Fail("get",
-              "unknown resource \"" + what + "\" (apps, clusters, neighborhoods, revisions NAME)");
+  return Fail("get", "unknown resource \"" + what +
+                         "\" (apps, clusters, tree, neighborhoods, revisions NAME)");
 }
 
 int RunDescribe(const Args& args) {

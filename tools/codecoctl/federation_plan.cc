@@ -143,6 +143,9 @@ ProcessSpec Plan(const ClusterEndpoint& cluster, const std::string& service, boo
   if (service == "checkpointer") AddCheckpointerMesh(cluster, clusters, spec);
   if (service == "swm" && hub) AddSwmLayers(cluster, spec);
   if (service == "acm" && !hub) AddAdvertisedEndpoints(cluster, spec);
+  if (service == "acm" && !hub && !cluster.parent.empty()) {
+    spec.args.insert(spec.args.end(), {"--set", "acm.parent=" + cluster.parent});
+  }
   if (service == "swm" && !hub && !cluster.swm_address.empty()) {
     SetListen(cluster.swm_address, spec);
   }

@@ -41,6 +41,8 @@ struct ClusterEndpoint {
   /// The registry checkpoint images go to ("host:port", plain HTTP on
   /// loopback); empty: requests must name a repository.
   std::string registry;
+  /// Its parent in a cluster tree (the scenario's `parent`); empty: none.
+  std::string parent;
 };
 
 /// How every service process authenticates.

@@ -62,6 +62,8 @@ constexpr char kUsage[] =
     "                                        FILE (each CodecoApp joins its appName's app);\n"
     "                                        --wait follows each operation until done\n"
     "  get apps|clusters                     list applications or registered clusters\n"
+    "  get tree                              the clusters as their parents arrange them, each\n"
+    "                                        with its subtree's clusters, nodes, unreachable\n"
     "  get neighborhoods [--cluster NAME]    list neighborhoods (those containing NAME)\n"
     "  get revisions NAME                    the spec revisions of an application\n"
     "  get operations | operation ID [--wait] [--from acm|swm [--swm ADDR]]\n"

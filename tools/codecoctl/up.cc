@@ -299,6 +299,7 @@ absl::Status Upper::ListClusters() {
       emulated_.push_back(c);
       clusters_.push_back(
           {c.name(), c.hub(), c.service_ip(), c.lms_endpoint(), c.relay_endpoint()});
+      clusters_.back().parent = c.parent();
     }
     token = response.next_page_token();
   } while (!token.empty());

@@ -3,10 +3,11 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "acm/core/application_manager.h"
 #include "acm/core/cam_parser.h"
-#include "codeco/common/proto_util.h"
 #include "codeco/common/config.h"
+#include "codeco/common/proto_util.h"
 #include "codeco/common/status.h"
 
 namespace codeco::acm {
@@ -94,6 +95,21 @@ absl::StatusOr<v1::RegisterClusterResponse> ClusterRegistry::Register(
     RETURN_IF_ERROR(CheckHostPort(absl::StrCat("cluster.endpoints[", service, "]"), address));
   }
   absl::MutexLock lock(&mu_);
+  // A cluster tree has no cycle: the new parent may not lie below this
+  // cluster. A parent not registered (yet) is allowed; the chain stops there.
+  std::vector<std::string> chain = {name};
+  for (std::string up = in.parent_cluster(); !up.empty();) {
+    chain.push_back(up);
+    if (up == name) {
+      return InvalidFieldError(
+          "cluster.parent_cluster",
+          absl::StrCat("\"", in.parent_cluster(), "\" lies below ", name, " (",
+                       absl::StrJoin(chain, " -> "), "): a cluster tree has no cycle"));
+    }
+    ASSIGN_OR_RETURN(std::optional<v1::Cluster> above, Load(up));
+    if (!above.has_value() || chain.size() > 64) break;  // unknown, or deeper than any tree
+    up = above->parent_cluster();
+  }
   ASSIGN_OR_RETURN(std::optional<v1::Cluster> current, Load(name));
   v1::Cluster cluster = in;
   // The agent does not know about a drain in progress: the mark stays.

@@ -190,6 +190,7 @@ bool ClusterAgent::ReportOnce(bool sync_copies) {
     auto* cluster = request.mutable_cluster();
     cluster->mutable_metadata()->set_name(options_.cluster);
     cluster->set_role(v1::CLUSTER_ROLE_MC);
+    cluster->set_parent_cluster(options_.parent);
     *cluster->mutable_cluster_labels() = report.labels;
     *cluster->mutable_capacity() = report.capacity;
     *cluster->mutable_energy_profile() = report.energy;

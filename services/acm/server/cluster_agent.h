@@ -52,6 +52,9 @@ struct ClusterAgentOptions {
   /// This cluster's service endpoints (service -> host:port) registered with
   /// the hub as Cluster.endpoints (acm.advertise); empty for none.
   std::map<std::string, std::string> endpoints;
+  /// Its parent in a cluster tree, registered as Cluster.parent_cluster
+  /// (acm.parent); empty: directly under the hub.
+  std::string parent;
 };
 
 /// Registers and heartbeats until Stop().

@@ -175,6 +175,32 @@ std::vector<std::string> Members(const v1::Neighborhood& nb) {
   return out;
 }
 
+TEST_CASE("a cluster's parent may not lie below it and an unknown parent is allowed") {
+  Registry r;
+  auto reg = [&](const std::string& name, const std::string& parent) {
+    v1::RegisterClusterRequest req;
+    *req.mutable_cluster() = MakeCluster(name, "eu", "FR", common::v1::TIER_EDGE, 48, 2);
+    req.mutable_cluster()->set_parent_cluster(parent);
+    return r.registry.Register(req);
+  };
+  REQUIRE(reg("root", "").ok());
+  REQUIRE(reg("middle", "root").ok());
+  REQUIRE(reg("leaf", "middle").ok());
+  REQUIRE(reg("later", "not-yet").ok());  // its parent may register after it
+  // root re-registering under leaf would close root -> leaf -> middle -> root.
+  auto looped = reg("root", "leaf");
+  REQUIRE_FALSE(looped.ok());
+  CHECK_THAT(std::string(looped.status().message()),
+             Catch::Contains("cluster.parent_cluster: \"leaf\" lies below root (root -> leaf -> "
+                             "middle -> root)"));
+  CHECK(absl::IsInvalidArgument(reg("middle", "middle").status()));
+  // Moving a subtree elsewhere is fine.
+  REQUIRE(reg("middle", "later").ok());
+  v1::GetClusterRequest get;
+  get.set_name("root");
+  CHECK(r.registry.Get(get)->cluster().parent_cluster().empty());
+}
+
 TEST_CASE("neighborhoods meet the hard constraints and suit the profile") {
   NeighborhoodComposer cnc;
   cnc.Partition(Federation());
