@@ -267,6 +267,17 @@ TEST_CASE(
   for (const auto& d : differences) UNSCOPED_INFO(d);
   CHECK(differences.empty());
   CHECK(adopted == failed.size());
+  // Each cluster's agent reported the outage it lived through.
+  CommandResult clusters =
+      RunCommand({CtlBinary(), "get", "clusters", "-o", "json"}, absl::Seconds(30));
+  REQUIRE(clusters.exit_code == 0);
+  const nlohmann::json listed = nlohmann::json::parse(clusters.output, nullptr, false);
+  REQUIRE_FALSE(listed.is_discarded());
+  size_t outages = 0;
+  for (const auto& c : listed.value("clusters", nlohmann::json::array())) {
+    if (c.contains("last_hub_outage")) ++outages;
+  }
+  CHECK(outages == lms.size());
   for (const auto& o : others) UNSCOPED_INFO("the hub also moved " << o);
   CHECK(others.empty());
   const absl::Time converged_at = std::max(matched_at, adopted_at);

@@ -546,9 +546,20 @@ std::string AppsTable(const acm::v1::ListApplicationsResponse& apps) {
   return Columns(rows);
 }
 
+// "62s until 2026-11-29T04:20:11Z" for a cluster's last hub outage; "-" for none.
+std::string HubOutageText(const acm::v1::Cluster& c) {
+  if (!c.has_last_hub_outage()) return "-";
+  const auto& o = c.last_hub_outage();
+  const absl::Duration lasted =
+      FromProtoTimestamp(o.end_time()) - FromProtoTimestamp(o.start_time());
+  return absl::StrCat(absl::FormatDuration(absl::Trunc(lasted, absl::Seconds(1))), " until ",
+                      TimeText(o.end_time()));
+}
+
 std::string ClustersTable(const acm::v1::ListClustersResponse& clusters) {
-  std::vector<std::vector<std::string>> rows = {
-      {"NAME", "HEALTH", "TIER", "REGION", "NODES", "FREE CPU", "FREE MEM", "LAST HEARTBEAT"}};
+  std::vector<std::vector<std::string>> rows = {{"NAME", "HEALTH", "TIER", "REGION", "NODES",
+                                                 "FREE CPU", "FREE MEM", "LAST HEARTBEAT",
+                                                 "LAST HUB OUTAGE"}};
   for (const auto& c : clusters.clusters()) {
     const auto& cap = c.capacity();
     rows.push_back({c.metadata().name(),
@@ -557,7 +568,7 @@ std::string ClustersTable(const acm::v1::ListClustersResponse& clusters) {
                     c.cluster_labels().region().empty() ? "-" : c.cluster_labels().region(),
                     absl::StrCat(cap.ready_node_count(), "/", cap.node_count()),
                     FormatCpu(cap.free().cpu_millicores()), FormatBytes(cap.free().memory_bytes()),
-                    TimeText(c.last_heartbeat_time())});
+                    TimeText(c.last_heartbeat_time()), HubOutageText(c)});
   }
   return Columns(rows);
 }

@@ -112,6 +112,10 @@ absl::StatusOr<v1::RegisterClusterResponse> ClusterRegistry::Register(
   }
   ASSIGN_OR_RETURN(std::optional<v1::Cluster> current, Load(name));
   v1::Cluster cluster = in;
+  // An agent reports an outage once; a later registration keeps it.
+  if (!in.has_last_hub_outage() && current && current->has_last_hub_outage()) {
+    *cluster.mutable_last_hub_outage() = current->last_hub_outage();
+  }
   // The agent does not know about a drain in progress: the mark stays.
   cluster.mutable_metadata()->mutable_labels()->erase(kDrainingLabel);
   if (current && IsDraining(*current)) {
@@ -156,6 +160,7 @@ absl::StatusOr<v1::HeartbeatResponse> ClusterRegistry::Heartbeat(
   sequence_[request.cluster_name()] = request.sequence();
   *cluster->mutable_capacity() = request.capacity();
   if (request.has_cluster_labels()) *cluster->mutable_cluster_labels() = request.cluster_labels();
+  if (request.has_hub_outage()) *cluster->mutable_last_hub_outage() = request.hub_outage();
   *cluster->mutable_last_heartbeat_time() = NowProto();
   v1::ClusterHealth reported = request.health() == v1::CLUSTER_HEALTH_UNSPECIFIED
                                    ? v1::CLUSTER_HEALTH_READY

@@ -111,6 +111,11 @@ void ClusterAgent::Loop() {
   }
 }
 
+void ClusterAgent::AddOutage(v1::HubOutage* outage) const {
+  *outage->mutable_start_time() = ToProtoTimestamp(hub_lost_since_);
+  *outage->mutable_end_time() = ToProtoTimestamp(absl::Now());
+}
+
 bool ClusterAgent::ReportOnce(bool sync_copies) {
   if (lms_channel_ == nullptr) {
     auto channel = LmsChannel();
@@ -202,14 +207,17 @@ bool ClusterAgent::ReportOnce(bool sync_copies) {
     }
     request.set_request_id(
         absl::StrCat(options_.cluster, "-register-", absl::ToUnixNanos(absl::Now())));
+    if (hub_lost_since_ != absl::InfiniteFuture()) AddOutage(cluster->mutable_last_hub_outage());
     v1::RegisterClusterResponse response;
     grpc::Status status =
         hub->RegisterCluster(OutgoingContext(options_.call_timeout).get(), request, &response);
     if (!status.ok()) {
       log::Warn("agent: register failed",
                 {{"hub", options_.hub_acm}, {"error", status.error_message()}});
+      hub_lost_since_ = std::min(hub_lost_since_, absl::Now());
       return false;
     }
+    hub_lost_since_ = absl::InfiniteFuture();
     registered_ = true;
     sequence_ = 0;
     if (response.heartbeat_interval_ns() > 0) {
@@ -259,15 +267,26 @@ bool ClusterAgent::ReportOnce(bool sync_copies) {
       for (const std::string& address : p.addresses) out->add_addresses(address);
     }
   }
+  if (hub_lost_since_ != absl::InfiniteFuture()) AddOutage(request.mutable_hub_outage());
   v1::HeartbeatResponse response;
   grpc::Status status =
       hub->Heartbeat(OutgoingContext(options_.call_timeout).get(), request, &response);
   if (!status.ok()) {
     log::Warn("agent: heartbeat failed",
               {{"hub", options_.hub_acm}, {"error", status.error_message()}});
+    hub_lost_since_ = std::min(hub_lost_since_, absl::Now());
     return false;
   }
-  if (response.reregister_required()) registered_ = false;
+  if (hub_lost_since_ != absl::InfiniteFuture()) {
+    log::Info("agent: the hub answers again",
+              {{"hub", options_.hub_acm},
+               {"away_for", absl::FormatDuration(absl::Now() - hub_lost_since_)}});
+  }
+  if (response.reregister_required()) {
+    registered_ = false;  // the hub stored nothing: the outage goes with the registration
+  } else {
+    hub_lost_since_ = absl::InfiniteFuture();
+  }
   if (response.heartbeat_interval_ns() > 0)
     interval_ = absl::Nanoseconds(response.heartbeat_interval_ns());
   return true;

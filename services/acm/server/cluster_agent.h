@@ -87,6 +87,11 @@ class ClusterAgent final : public BackgroundWork {
   grpc::ClientContext* watch_context_ ABSL_GUARDED_BY(mu_) = nullptr;  // the open watch
   std::shared_ptr<grpc::Channel> lms_channel_;  // loop thread only; made on first use
   bool registered_ = false;  // loop thread only
+  // When a report first failed to reach the hub, since the last one that
+  // did (InfiniteFuture: none failed); loop thread only.
+  absl::Time hub_lost_since_ = absl::InfiniteFuture();
+  // The outage to report with the next call that reaches the hub, if any.
+  void AddOutage(v1::HubOutage* outage) const;
   int64_t sequence_ = 0;     // loop thread only
   absl::Duration interval_;  // loop thread only
   std::thread thread_;

@@ -201,6 +201,29 @@ TEST_CASE("a cluster's parent may not lie below it and an unknown parent is allo
   CHECK(r.registry.Get(get)->cluster().parent_cluster().empty());
 }
 
+TEST_CASE("a cluster's last hub outage is stored from its heartbeat and kept on registration") {
+  Registry r;
+  v1::RegisterClusterRequest req;
+  *req.mutable_cluster() = MakeCluster("edge", "eu", "FR", common::v1::TIER_EDGE, 48, 2);
+  REQUIRE(r.registry.Register(req).ok());
+  v1::HeartbeatRequest hb;
+  hb.set_cluster_name("edge");
+  hb.set_sequence(1);
+  hb.set_health(v1::CLUSTER_HEALTH_READY);
+  hb.mutable_hub_outage()->mutable_start_time()->set_seconds(1'800'000'000);
+  hb.mutable_hub_outage()->mutable_end_time()->set_seconds(1'800'000'600);
+  REQUIRE(r.registry.Heartbeat(hb).ok());
+  v1::GetClusterRequest get;
+  get.set_name("edge");
+  CHECK(r.registry.Get(get)->cluster().last_hub_outage().end_time().seconds() == 1'800'000'600);
+  // A later heartbeat without one, and a registration without one, keep it.
+  hb.clear_hub_outage();
+  hb.set_sequence(2);
+  REQUIRE(r.registry.Heartbeat(hb).ok());
+  REQUIRE(r.registry.Register(req).ok());
+  CHECK(r.registry.Get(get)->cluster().last_hub_outage().start_time().seconds() == 1'800'000'000);
+}
+
 TEST_CASE("neighborhoods meet the hard constraints and suit the profile") {
   NeighborhoodComposer cnc;
   cnc.Partition(Federation());
