@@ -33,14 +33,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// examples/cams/front-back.yaml as application `name`.
-std::string SmallCam(const std::string& name) {
-  std::ifstream in(SourceDir() + "/examples/cams/front-back.yaml");
-  std::string cam((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  REQUIRE_FALSE(cam.empty());
-  return absl::StrReplaceAll(cam, {{"front-back", name}});
-}
-
 // What ACM reports of one application.
 struct AppView {
   std::string phase;
@@ -164,7 +156,7 @@ std::set<std::string> ApplyLoop(const FederationHome& home, const std::string& p
     fault(i);
     const std::string name = absl::StrCat(prefix, "-", i);
     const fs::path file = home.path / (name + ".yaml");
-    std::ofstream(file) << SmallCam(name);
+    std::ofstream(file) << FrontBackCam(name);
     CommandResult apply =
         RunCommand({CtlBinary(), "apply", "-f", file.string()},
                    absl::Seconds(30));

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -15,8 +16,7 @@
 #include <regex>
 #include <thread>
 
-#include <catch2/catch.hpp>
-
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "codeco/lms/v1/lms_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -202,6 +202,13 @@ std::map<std::pair<std::string, std::string>, double> DelayCostMap(const std::st
     }
   }
   return out;
+}
+
+std::string FrontBackCam(const std::string& name) {
+  std::ifstream in(SourceDir() + "/examples/cams/front-back.yaml");
+  std::string cam((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE_FALSE(cam.empty());
+  return absl::StrReplaceAll(cam, {{"front-back", name}});
 }
 
 std::string SensorFusionCam(const std::string& name, const std::string& min_bandwidth) {

@@ -71,6 +71,10 @@ std::map<std::string, std::string> PlacedClusters(const std::string& app);
 std::map<std::pair<std::string, std::string>, double> DelayCostMap(
     const std::string& cluster = "");
 
+/// examples/cams/front-back.yaml (two 50m services and a channel) as
+/// application `name`.
+std::string FrontBackCam(const std::string& name);
+
 /// examples/cams/sensor-fusion.yaml as application `name`, its channel
 /// asking for `min_bandwidth` (e.g. "5Mbps", the example's own).
 std::string SensorFusionCam(const std::string& name, const std::string& min_bandwidth = "5Mbps");

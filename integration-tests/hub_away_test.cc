@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "federation_util.h"
 #include "process.h"
@@ -34,14 +33,6 @@ namespace codeco::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-// examples/cams/front-back.yaml as application `name`.
-std::string SmallCam(const std::string& name) {
-  std::ifstream in(SourceDir() + "/examples/cams/front-back.yaml");
-  std::string cam((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  REQUIRE_FALSE(cam.empty());
-  return absl::StrReplaceAll(cam, {{"front-back", name}});
-}
 
 // "CLUSTER/POD" -> node, for every pod of the applications in `apps`.
 using PodNodes = std::map<std::string, std::string>;
@@ -144,7 +135,7 @@ TEST_CASE(
   for (int i = 0; i < 8; ++i) {
     const std::string name = absl::StrCat("edge-", i);
     const fs::path file = home.path / (name + ".yaml");
-    std::ofstream(file) << SmallCam(name);
+    std::ofstream(file) << FrontBackCam(name);
     Ctl({"apply", "-f", file.string()});
     apps.insert(name);
   }

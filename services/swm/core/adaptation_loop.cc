@@ -147,18 +147,21 @@ AdaptationTick AdaptationLoop::Tick(absl::Time probe_deadline, absl::Duration mo
   index_plans();
   for (const auto& [key, home] : homes_) clusters.insert(ClusterOf(home));
 
-  // Observe: a cluster that does not answer, a node not ready or gone.
+  // Observe: a cluster that does not answer, a node not ready or gone (the
+  // members that run nothing are asked too, and only answer for the hub).
+  std::set<std::string> probed = clusters;
+  for (const std::string& c : health_.AllMembers()) probed.insert(c);
   const std::map<std::string, ClusterHealth> seen =
-      health_.Read(std::vector<std::string>(clusters.begin(), clusters.end()), probe_deadline);
+      health_.Read(std::vector<std::string>(probed.begin(), probed.end()), probe_deadline);
   // No member answers at all: the hub is the one cut off (its own uplink),
   // not every cluster at once, and nothing could be moved anyway. Nothing
   // is observed, so a hub that comes back does not evacuate clusters that
   // ran on their own all along (their grace starts from what it sees then).
   if (!clusters.empty() && std::none_of(seen.begin(), seen.end(),
                                         [](const auto& entry) { return entry.second.reachable; })) {
-    tick.held.push_back(absl::StrCat("no member of the ", clusters.size(),
-                                     " the placed applications run on answers: the hub counts "
-                                     "itself cut off and moves nothing"));
+    tick.held.push_back(absl::StrCat("none of the ", probed.size(),
+                                     " members answers: the hub counts itself cut off and moves "
+                                     "nothing"));
     return tick;
   }
   // The members' own moves first, so that a pod a member already moved off

@@ -62,6 +62,10 @@ class HealthSource {
   /// counts as not reachable.
   virtual std::map<std::string, ClusterHealth> Read(const std::vector<std::string>& clusters,
                                                     absl::Time deadline) = 0;
+  /// Every member cluster of the placed applications' neighborhoods, those
+  /// that run nothing included: a tick probes them too, to tell a hub cut
+  /// off from everyone from clusters that are down. Default: none.
+  virtual std::vector<std::string> AllMembers() { return {}; }
 };
 
 /// Port: the channels out of QoS (the hub's channel tracker).

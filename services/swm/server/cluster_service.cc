@@ -119,6 +119,10 @@ SwmClusterServiceImpl::~SwmClusterServiceImpl() {
   if (local_thread_.joinable()) local_thread_.join();
 }
 
+std::string SwmClusterServiceImpl::NotServed(const std::string& asked) const {
+  return absl::StrCat("this swm serves cluster \"", options_.cluster, "\", not \"", asked, "\"");
+}
+
 void SwmClusterServiceImpl::HubSeen() {
   absl::MutexLock lock(&local_mu_);
   local_.HubSeen();
@@ -189,8 +193,7 @@ absl::StatusOr<pb::ListLocalDecisionsResponse> SwmClusterServiceImpl::ListDecisi
     const pb::ListLocalDecisionsRequest& request) {
   FieldErrors errors;
   if (request.cluster() != options_.cluster) {
-    errors.Add("cluster", "this swm serves cluster \"" + options_.cluster + "\", not \"" +
-                              request.cluster() + "\"");
+    errors.Add("cluster", NotServed(request.cluster()));
   }
   if (request.page_size() < 0) errors.Add("page_size", "must not be negative");
   int64_t after = 0;
@@ -232,8 +235,7 @@ grpc::ServerUnaryReactor* SwmClusterServiceImpl::SettleLocalDecisions(
   return Run(context, [this, request, response] {
     FieldErrors errors;
     if (request->cluster() != options_.cluster) {
-      errors.Add("cluster", "this swm serves cluster \"" + options_.cluster + "\", not \"" +
-                                request->cluster() + "\"");
+      errors.Add("cluster", NotServed(request->cluster()));
     }
     if (request->verdicts_size() > 1000) errors.Add("verdicts", "at most 1000 per call");
     RETURN_IF_ERROR(errors.ToStatus());
@@ -331,8 +333,7 @@ absl::StatusOr<pb::GetClusterViewResponse> SwmClusterServiceImpl::View(
     const pb::GetClusterViewRequest& request) {
   FieldErrors errors;
   if (request.cluster() != options_.cluster) {
-    errors.Add("cluster", "this swm serves cluster \"" + options_.cluster + "\", not \"" +
-                              request.cluster() + "\"");
+    errors.Add("cluster", NotServed(request.cluster()));
   }
   if (request.page_size() < 0) errors.Add("page_size", "must not be negative");
   RETURN_IF_ERROR(errors.ToStatus());
@@ -379,8 +380,7 @@ grpc::ServerWriteReactor<pb::WatchClusterViewResponse>* SwmClusterServiceImpl::W
   HubSeen();
   absl::Status refused = absl::OkStatus();
   if (request->cluster() != options_.cluster) {
-    refused = InvalidFieldError("cluster", "this swm serves cluster \"" + options_.cluster +
-                                               "\", not \"" + request->cluster() + "\"");
+    refused = InvalidFieldError("cluster", NotServed(request->cluster()));
   }
   return new ClusterViewWatch(view_feed_, options_.cluster, SolvesOwnL2(), view_watchers_,
                               options_.max_view_watchers, refused);

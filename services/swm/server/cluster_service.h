@@ -149,6 +149,8 @@ class SwmClusterServiceImpl final : public codeco::swm::v1::SwmService::Callback
                                 std::function<absl::Status()> work);
   // Probes the hub and runs LocalPass every local_interval until stopped.
   void LocalLoop();
+  // The error of a request for cluster `asked`, which this swm does not serve.
+  std::string NotServed(const std::string& asked) const;
 
   const Clock& clock_;
   std::unique_ptr<LmsPodRuntime> lms_;

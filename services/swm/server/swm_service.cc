@@ -200,6 +200,17 @@ SwmServiceImpl::SwmServiceImpl(KvStore& store, const Clock& clock,
 class SwmServiceImpl::MemberHealth final : public HealthSource {
  public:
   explicit MemberHealth(SwmServiceImpl& service) : service_(service) {}
+  std::vector<std::string> AllMembers() override {
+    std::set<std::string> members;
+    absl::StatusOr<std::vector<pb::AssignmentPlan>> live = service_.plans_.LivePlans();
+    for (const pb::AssignmentPlan& plan : live.ok() ? *live : std::vector<pb::AssignmentPlan>()) {
+      absl::StatusOr<std::optional<pb::PlaceApplicationRequest>> placed =
+          service_.plans_.PlacementRequest(plan.application());
+      if (!placed.ok() || !placed->has_value()) continue;
+      for (const auto& m : (*placed)->neighborhood().members()) members.insert(m.cluster());
+    }
+    return {members.begin(), members.end()};
+  }
   std::map<std::string, ClusterHealth> Read(const std::vector<std::string>& clusters,
                                             absl::Time deadline) override {
     std::map<std::string, MemberRef> refs;

@@ -2053,6 +2053,7 @@ class FakeHealth final : public HealthSource {
     }
     return out;
   }
+  std::vector<std::string> AllMembers() override { return {"eu", "us"}; }
   std::set<std::string> not_ready;  // "cluster/node"
   // cluster -> nodes reported ready that the fake cluster does not hold.
   std::map<std::string, std::set<std::string>> also_ready;
@@ -2618,14 +2619,18 @@ TEST_CASE("A hub that reaches no member moves nothing and evacuates nothing once
     a.bed.clock.Advance(absl::Seconds(10));
   }
   REQUIRE(tick.held.size() == 1);
-  CHECK_THAT(tick.held[0], Catch::Contains("the hub counts itself cut off"));
+  CHECK_THAT(tick.held[0], Catch::Contains("none of the 2 members answers"));
   // Back: both answer, and neither counts as failed.
   a.bed.members.away.clear();
   tick = a.loop.Tick(absl::InfiniteFuture(), absl::Hours(1));
   CHECK(tick.failed.empty());
   CHECK(tick.moved.empty());
   CHECK(a.bed.repo.Latest("shop")->value().plan_revision() == placed.plan_revision());
-  // One cluster away while the other answers is a cluster failure, as before.
+  // One cluster away while the other answers is a cluster failure, as before,
+  // even when the one that answers runs nothing (both pods on us).
+  REQUIRE(a.bed.service->Migrate(MoveOf(a.bed, a.app, "front-0", "us")).ok());
+  REQUIRE(a.ClusterOf("front-0") == "us");
+  REQUIRE(a.ClusterOf("back-0") == "us");
   a.bed.members.away = {"us"};
   for (int i = 0; i < 8 && tick.moved.empty(); ++i) {
     a.bed.clock.Advance(absl::Seconds(10));
