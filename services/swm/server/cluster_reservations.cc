@@ -321,7 +321,15 @@ absl::StatusOr<pb::LocalDecision> ClusterReservations::FinishMoveLocked(
           lms_.CreatePodFrom(item->pod(), item->node(), ToResources(item->resources()),
                              absl::StrCat("swm/", decision.reservation(), "/", decision.pod(),
                                           "/local/", DecisionSequence(decision.id())));
-      if (!created.ok() && !absl::IsAlreadyExists(created)) {
+      if (absl::IsAlreadyExists(created)) {
+        // The old pod is deleted but not gone yet (a Kubernetes pod on a
+        // NotReady node stays Terminating): the decision stays MOVING and
+        // the next pass tries again.
+        return absl::UnavailableError(absl::StrCat(
+            "local decision ", decision.id(), ": pod ", decision.pod(),
+            " is still going away; created on ", decision.to_node(), " once it is gone"));
+      }
+      if (!created.ok()) {
         return absl::Status(
             created.code(),
             absl::StrCat("local decision ", decision.id(), ": creating pod ", decision.pod(),
