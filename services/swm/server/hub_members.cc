@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
+#include "codeco/common/call_deadline.h"
+#include "codeco/common/grpc_status.h"
 #include "codeco/common/logging.h"
 #include "codeco/common/status.h"
 #include "swm/core/convert.h"
@@ -376,14 +378,12 @@ absl::StatusOr<std::vector<pb::LocalDecision>> HubMemberPort::Unsettled(const st
   pb::ListLocalDecisionsRequest request;
   request.set_cluster(cluster);
   do {
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(std::min(deadline, absl::Now() + options_.mc_timeout)));
     pb::ListLocalDecisionsResponse response;
-    grpc::Status st = stub->ListLocalDecisions(&context, request, &response);
+    absl::Status st = FromGrpcStatus(stub->ListLocalDecisions(
+        OutgoingContext(options_.mc_timeout, deadline).get(), request, &response));
     if (!st.ok()) {
-      return absl::Status(
-          static_cast<absl::StatusCode>(st.error_code()),
-          absl::StrCat("swm of cluster ", cluster, ": ListLocalDecisions: ", st.error_message()));
+      return absl::Status(st.code(), absl::StrCat("swm of cluster ", cluster,
+                                                  ": ListLocalDecisions: ", st.message()));
     }
     for (pb::LocalDecision& d : *response.mutable_decisions()) out.push_back(std::move(d));
     request.set_page_token(response.next_page_token());
@@ -404,14 +404,12 @@ absl::Status HubMemberPort::Settle(const std::string& cluster,
     for (size_t i = from; i < verdicts.size() && i < from + kPerCall; ++i) {
       *request.add_verdicts() = verdicts[i];
     }
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(std::min(deadline, absl::Now() + options_.mc_timeout)));
     pb::SettleLocalDecisionsResponse response;
-    grpc::Status st = stub->SettleLocalDecisions(&context, request, &response);
+    absl::Status st = FromGrpcStatus(stub->SettleLocalDecisions(
+        OutgoingContext(options_.mc_timeout, deadline).get(), request, &response));
     if (!st.ok()) {
-      return absl::Status(
-          static_cast<absl::StatusCode>(st.error_code()),
-          absl::StrCat("swm of cluster ", cluster, ": SettleLocalDecisions: ", st.error_message()));
+      return absl::Status(st.code(), absl::StrCat("swm of cluster ", cluster,
+                                                  ": SettleLocalDecisions: ", st.message()));
     }
   }
   return absl::OkStatus();

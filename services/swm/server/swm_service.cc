@@ -201,31 +201,13 @@ class SwmServiceImpl::MemberHealth final : public HealthSource {
  public:
   explicit MemberHealth(SwmServiceImpl& service) : service_(service) {}
   std::vector<std::string> AllMembers() override {
-    std::set<std::string> members;
-    absl::StatusOr<std::vector<pb::AssignmentPlan>> live = service_.plans_.LivePlans();
-    for (const pb::AssignmentPlan& plan : live.ok() ? *live : std::vector<pb::AssignmentPlan>()) {
-      absl::StatusOr<std::optional<pb::PlaceApplicationRequest>> placed =
-          service_.plans_.PlacementRequest(plan.application());
-      if (!placed.ok() || !placed->has_value()) continue;
-      for (const auto& m : (*placed)->neighborhood().members()) members.insert(m.cluster());
-    }
-    return {members.begin(), members.end()};
+    std::vector<std::string> members;
+    for (const auto& [cluster, ref] : MemberRefs()) members.push_back(cluster);
+    return members;
   }
   std::map<std::string, ClusterHealth> Read(const std::vector<std::string>& clusters,
                                             absl::Time deadline) override {
-    std::map<std::string, MemberRef> refs;
-    absl::StatusOr<std::vector<pb::AssignmentPlan>> live = service_.plans_.LivePlans();
-    for (const pb::AssignmentPlan& plan : live.ok() ? *live : std::vector<pb::AssignmentPlan>()) {
-      absl::StatusOr<std::optional<pb::PlaceApplicationRequest>> placed =
-          service_.plans_.PlacementRequest(plan.application());
-      if (!placed.ok() || !placed->has_value()) continue;
-      for (const auto& m : (*placed)->neighborhood().members()) {
-        refs[m.cluster()] = MemberRef{
-            .cluster = m.cluster(),
-            .endpoints =
-                std::map<std::string, std::string>(m.endpoints().begin(), m.endpoints().end())};
-      }
-    }
+    std::map<std::string, MemberRef> refs = MemberRefs();
     std::vector<MemberRef> reach;
     for (const std::string& c : clusters) {
       reach.push_back(refs.count(c) ? refs[c] : MemberRef{.cluster = c});
@@ -248,6 +230,24 @@ class SwmServiceImpl::MemberHealth final : public HealthSource {
   }
 
  private:
+  // Every member of the placed applications' neighborhoods, with its
+  // endpoints, as the stored placement requests name them.
+  std::map<std::string, MemberRef> MemberRefs() {
+    std::map<std::string, MemberRef> refs;
+    absl::StatusOr<std::vector<pb::AssignmentPlan>> live = service_.plans_.LivePlans();
+    for (const pb::AssignmentPlan& plan : live.ok() ? *live : std::vector<pb::AssignmentPlan>()) {
+      absl::StatusOr<std::optional<pb::PlaceApplicationRequest>> placed =
+          service_.plans_.PlacementRequest(plan.application());
+      if (!placed.ok() || !placed->has_value()) continue;
+      for (const auto& m : (*placed)->neighborhood().members()) {
+        refs[m.cluster()] = MemberRef{.cluster = m.cluster(),
+                                      .endpoints = std::map<std::string, std::string>(
+                                          m.endpoints().begin(), m.endpoints().end())};
+      }
+    }
+    return refs;
+  }
+
   SwmServiceImpl& service_;
 };
 
