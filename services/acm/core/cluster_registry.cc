@@ -1,6 +1,7 @@
 #include "acm/core/cluster_registry.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -138,6 +139,51 @@ absl::StatusOr<v1::RegisterClusterResponse> ClusterRegistry::Register(
   return response;
 }
 
+absl::Status ValidateTreeReport(const v1::HeartbeatRequest& request) {
+  if (request.subtree_size() > kMaxSubtreeClusters) {
+    return InvalidFieldError("subtree",
+                             absl::StrCat("more than ", kMaxSubtreeClusters, " clusters"));
+  }
+  std::set<std::string> names = {request.cluster_name()};
+  for (int i = 0; i < request.subtree_size(); ++i) {
+    const v1::SubtreeCluster& c = request.subtree(i);
+    const std::string at = absl::StrCat("subtree[", i, "]");
+    if (!IsDnsLabel(c.name())) {
+      return InvalidFieldError(at + ".name",
+                               "\"" + c.name().substr(0, 80) + "\" is not a cluster name");
+    }
+    if (!names.insert(c.name()).second) {
+      return InvalidFieldError(at + ".name",
+                               "\"" + c.name() + "\" appears twice (or is the reporter)");
+    }
+    if (!IsDnsLabel(c.parent())) {
+      return InvalidFieldError(at + ".parent",
+                               "\"" + c.parent().substr(0, 80) + "\" is not a cluster name");
+    }
+  }
+  if (request.mission_status_size() > kMaxReportedMissionStates) {
+    return InvalidFieldError("mission_status",
+                             absl::StrCat("more than ", kMaxReportedMissionStates, " states"));
+  }
+  for (int i = 0; i < request.mission_status_size(); ++i) {
+    const v1::MissionClusterStatus& state = request.mission_status(i);
+    const std::string at = absl::StrCat("mission_status[", i, "]");
+    if (!IsDnsLabel(state.mission())) {
+      return InvalidFieldError(at + ".mission",
+                               "\"" + state.mission().substr(0, 80) + "\" is not a mission name");
+    }
+    if (!names.count(state.cluster())) {
+      return InvalidFieldError(
+          at + ".cluster",
+          "\"" + state.cluster().substr(0, 80) + "\" is neither the reporter nor in its subtree");
+    }
+    if (state.message().size() > 1024) {
+      return InvalidFieldError(at + ".message", "longer than 1024 bytes");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::HeartbeatResponse> ClusterRegistry::Heartbeat(
     const v1::HeartbeatRequest& request) {
   if (request.cluster_name().empty()) return InvalidFieldError("cluster_name", "required");
@@ -145,6 +191,7 @@ absl::StatusOr<v1::HeartbeatResponse> ClusterRegistry::Heartbeat(
     return InvalidFieldError("health", "a heartbeat reports READY or DEGRADED");
   }
   RETURN_IF_ERROR(ValidateCapacity(request.capacity(), "capacity"));
+  RETURN_IF_ERROR(ValidateTreeReport(request));
   v1::HeartbeatResponse response;
   response.set_heartbeat_interval_ns(absl::ToInt64Nanoseconds(options_.heartbeat_interval));
   absl::MutexLock lock(&mu_);
@@ -161,6 +208,15 @@ absl::StatusOr<v1::HeartbeatResponse> ClusterRegistry::Heartbeat(
   *cluster->mutable_capacity() = request.capacity();
   if (request.has_cluster_labels()) *cluster->mutable_cluster_labels() = request.cluster_labels();
   if (request.has_hub_outage()) *cluster->mutable_last_hub_outage() = request.hub_outage();
+  *cluster->mutable_subordinates() = request.subtree();
+  int received = 0, active = 0;
+  for (const v1::MissionClusterStatus& state : request.mission_status()) {
+    if (state.cluster() != request.cluster_name()) continue;
+    ++received;
+    if (state.phase() == v1::MISSION_PHASE_RUNNING) ++active;
+  }
+  cluster->set_received_missions(received);
+  cluster->set_active_missions(active);
   *cluster->mutable_last_heartbeat_time() = NowProto();
   v1::ClusterHealth reported = request.health() == v1::CLUSTER_HEALTH_UNSPECIFIED
                                    ? v1::CLUSTER_HEALTH_READY

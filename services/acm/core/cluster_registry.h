@@ -33,6 +33,16 @@ bool IsDraining(const v1::Cluster& cluster);
 /// True if `cluster`'s drain was forced.
 bool IsForcedDrain(const v1::Cluster& cluster);
 
+/// Most clusters a heartbeat may report in its layered subtree.
+inline constexpr int kMaxSubtreeClusters = 10000;
+/// Most mission states a heartbeat may carry.
+inline constexpr int kMaxReportedMissionStates = 100000;
+
+/// OK when the tree part of `request` (subtree, mission_status) is well
+/// formed: names are cluster names, none twice, each state about the
+/// reporter or a cluster of its subtree; INVALID_ARGUMENT naming the field.
+absl::Status ValidateTreeReport(const v1::HeartbeatRequest& request);
+
 /// Settings of a ClusterRegistry.
 struct ClusterRegistryOptions {
   /// Interval at which agents are told to heartbeat. Default: 10 s.
