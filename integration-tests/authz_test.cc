@@ -233,6 +233,8 @@ std::map<std::string, Who> ExpectedPolicy() {
   const std::string acm = "codeco.acm.v1.AcmService";
   add(acm, {"RollbackApplication", "UnregisterCluster"}, kOperator);
   add(acm, {"ApplyApplication", "DeleteApplication"}, Union({kOperator, {"hub/kubeapps"}}));
+  add(acm, {"ApplyMission", "DeleteMission"}, kOperator);
+  add(acm, {"GetMission", "ListMissions"}, kReaders);
   add(acm,
       {"ListApplications", "WatchApplication", "ListApplicationRevisions", "ListClusters",
        "GetOperation", "ListOperations", "WatchOperation"},

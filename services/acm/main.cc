@@ -19,13 +19,6 @@
 
 namespace {
 
-std::vector<std::string> ColumnFamilies() {
-  std::vector<std::string> families = codeco::acm::ApplicationColumnFamilies();
-  for (const auto& f : codeco::acm::LocalCopyColumnFamilies()) families.push_back(f);
-  for (const char* f : {"clusters", "operations"}) families.push_back(f);
-  return families;
-}
-
 // `listen` when others can dial it as it is: a host:port whose host is not
 // a wildcard and whose port is not 0.
 std::optional<std::string> ConcreteAddress(const std::string& listen) {
@@ -50,7 +43,12 @@ void AddConfig(codeco::ConfigSchema& schema) {
             "hub: placement and release requests in flight to SWM at once (1-64); one "
             "application's requests always go one after the other"})
       .Add({"acm.heartbeat_interval", codeco::ConfigType::kDuration, "5s", {}, false,
-            "mc: time between the agent's heartbeats to the hub"})
+            "mc: time between the agent's heartbeats to the hub until the hub's answer names "
+            "its own (acm.registry_heartbeat_interval there)"})
+      .Add({"acm.registry_heartbeat_interval", codeco::ConfigType::kDuration, "10s", {}, false,
+            "hub, and a parent in a layered cluster tree: the heartbeat interval asked of the "
+            "agents registered here (at least 100ms); a cluster silent for 3 intervals is "
+            "UNREACHABLE"})
       .Add({"acm.pod_report_delay", codeco::ConfigType::kDuration, "200ms", {}, false,
             "mc: least time between two agent reports; a pod change the agent sees on the "
             "LMS's pod watch reaches the hub after at most this (0s: pods only with heartbeats)"})
@@ -113,6 +111,10 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
   }
   options.placement_concurrency = static_cast<int>(concurrency);
   options.hub_cluster = config.hub_cluster;
+  options.clusters.heartbeat_interval = config.raw.GetDuration("acm.registry_heartbeat_interval");
+  if (options.clusters.heartbeat_interval < absl::Milliseconds(100)) {
+    return codeco::InvalidFieldError("acm.registry_heartbeat_interval", "must be at least 100ms");
+  }
   for (const char* key : {"acm.operation_retention", "acm.request_retention"}) {
     if (config.raw.GetDuration(key) < absl::Minutes(1)) {
       return codeco::InvalidFieldError(key, "must be at least 1m");
@@ -167,6 +169,7 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
     if (!channel.ok()) return channel.status();
     options.swm_channel = *channel;
   }
+  std::optional<codeco::acm::ClusterAgentOptions> agent_options;
   if (config.role == codeco::Role::kManagedCluster && !config.hub_acm.empty()) {
     if (config.lms.empty()) {
       return codeco::InvalidFieldError("federation.lms",
@@ -176,6 +179,9 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
     // takes pushes into them and serves GetNeighborhood from them.
     options.local_copies =
         std::make_shared<codeco::acm::LocalCopies>(context.store, config.cluster);
+    // The missions its upstream relays to it (and to the clusters below it).
+    options.missions =
+        std::make_shared<codeco::acm::MissionRelay>(context.store, context.clock, /*root=*/false);
     codeco::acm::ClusterAgentOptions agent{config.cluster, config.hub_acm, config.lms,
                                            config.lms_plaintext,
                                            config.raw.GetDuration("acm.heartbeat_interval")};
@@ -194,23 +200,29 @@ absl::StatusOr<std::vector<std::unique_ptr<grpc::Service>>> MakeServices(
         agent.endpoints[codeco::acm::kAcmEndpoint] = *own;
       }
     }
-    context.background.push_back(std::make_unique<codeco::acm::ClusterAgent>(
-        std::move(agent), context.peers, options.local_copies));
+    agent_options = std::move(agent);
   }
   // The hub pushes neighborhoods and assignments to the clusters' ACMs.
   if (config.role == codeco::Role::kHub) options.member_peers = &context.peers;
+  std::unique_ptr<codeco::acm::AcmServiceImpl> service =
+      codeco::acm::NewAcmService(context.store, context.clock, options);
+  if (agent_options) {
+    // The agent reports the clusters registered at this ACM as its subtree.
+    context.background.push_back(std::make_unique<codeco::acm::ClusterAgent>(
+        *std::move(agent_options), context.peers, options.local_copies, options.missions,
+        &service->registry()));
+  }
   std::vector<std::unique_ptr<grpc::Service>> services;
-  services.push_back(codeco::acm::NewAcmService(context.store, context.clock, options));
+  services.push_back(std::move(service));
   return services;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return codeco::RunServiceMain(
-      argc, argv,
-      {.name = "acm",
-       .column_families = ColumnFamilies(),
-       .add_config = AddConfig,
-       .make_services = MakeServices});
+  return codeco::RunServiceMain(argc, argv,
+                                {.name = "acm",
+                                 .column_families = codeco::acm::AcmServiceColumnFamilies(),
+                                 .add_config = AddConfig,
+                                 .make_services = MakeServices});
 }

@@ -57,6 +57,9 @@ AuthzPolicy BuildFederationPolicy() {
   // ACM. User-facing writes: the operator only.
   const std::string acm = "codeco.acm.v1.AcmService";
   add(acm, {"RollbackApplication", "UnregisterCluster"}, {op});
+  // Missions of a cluster tree: authored by the operator at the root; read at any ACM.
+  add(acm, {"ApplyMission", "DeleteMission"}, {op});
+  add(acm, {"GetMission", "ListMissions"}, readers);
   // The CodecoApp shim (codeco-kubeapps) forwards what users apply with kubectl.
   add(acm, {"ApplyApplication", "DeleteApplication"}, {op, HubService("kubeapps")});
   add(acm,

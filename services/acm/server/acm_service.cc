@@ -117,6 +117,9 @@ class ApplicationWatch final : public WatchStream<v1::WatchApplicationResponse> 
 struct OwnedDependencies {
   OwnedDependencies(KvStore& kv, Clock& clock, const AcmServiceOptions& options)
       : store(kv),
+        missions(options.missions != nullptr
+                     ? options.missions
+                     : std::make_shared<MissionRelay>(kv, clock, /*root=*/true)),
         scheduler(MakeScheduler(options)),
         clusters(kv, clock, options.clusters),
         neighborhoods(kv, clusters, clock, options.neighborhoods),
@@ -292,6 +295,8 @@ struct OwnedDependencies {
   }
 
   KvApplicationStore store;
+  // The cluster tree's missions (the root's, or those relayed to an MC).
+  std::shared_ptr<MissionRelay> missions;
   SwmPlacementScheduler* swm = nullptr;             // owned by `scheduler` when set
   InMemoryPlacementScheduler* in_memory = nullptr;  // owned by `scheduler` when set
   std::unique_ptr<PlacementScheduler> scheduler;
@@ -323,7 +328,7 @@ class OwningAcmService final : private OwnedDependencies, public AcmServiceImpl 
       : OwnedDependencies(kv, clock, options),
         AcmServiceImpl(OwnedDependencies::manager, OwnedDependencies::clusters,
                        OwnedDependencies::neighborhoods, OwnedDependencies::drainer,
-                       options.local_copies, options.hub_cluster) {
+                       *OwnedDependencies::missions, options.local_copies, options.hub_cluster) {
     SetMaxOperationWatchers(options.max_operation_watchers);
     SetMaxWatchers(options.max_watchers);
     if (options.autoscale_interval > absl::ZeroDuration() && options.local_copies == nullptr) {
@@ -524,6 +529,9 @@ grpc::ServerUnaryReactor* AcmServiceImpl::Heartbeat(grpc::CallbackServerContext*
                                     {p.addresses().begin(), p.addresses().end()}});
                   }
                   ASSIGN_OR_RETURN(v1::HeartbeatResponse answer, clusters_.Heartbeat(*request));
+                  if (!answer.reregister_required()) {
+                    RETURN_IF_ERROR(AnswerMissions(*request, answer));
+                  }
                   if (request->pods_reported() && !answer.reregister_required()) {
                     if (autoscaler_ != nullptr) {
                       autoscaler_->RecordUsage(request->cluster_name(), pods);
@@ -572,8 +580,70 @@ grpc::ServerUnaryReactor* AcmServiceImpl::UnregisterCluster(
       executor_, context, response, [=, this]() -> absl::StatusOr<v1::UnregisterClusterResponse> {
         ASSIGN_OR_RETURN(v1::UnregisterClusterResponse answer, drainer_.Unregister(*request));
         if (autoscaler_ != nullptr) autoscaler_->ForgetCluster(request->name());
+        missions_.ForgetReporter(request->name());
         return answer;
       });
+}
+
+absl::Status AcmServiceImpl::AnswerMissions(const v1::HeartbeatRequest& request,
+                                            v1::HeartbeatResponse& answer) {
+  missions_.RecordReport(request.cluster_name(), request.mission_status());
+  v1::GetClusterRequest get;
+  get.set_name(request.cluster_name());
+  ASSIGN_OR_RETURN(v1::GetClusterResponse reporter, clusters_.Get(get));
+  std::vector<TreeMember> members = {TreeMemberOf(reporter.cluster())};
+  for (const v1::SubtreeCluster& below : request.subtree()) members.push_back(TreeMemberOf(below));
+  ASSIGN_OR_RETURN(std::vector<v1::Mission> addressed, missions_.MissionsFor(members));
+  for (v1::Mission& m : addressed) *answer.add_missions() = std::move(m);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<TreeMember>> AcmServiceImpl::KnownTreeMembers() const {
+  ASSIGN_OR_RETURN(std::vector<v1::Cluster> registered, clusters_.All());
+  std::vector<TreeMember> known;
+  for (const v1::Cluster& c : registered) {
+    known.push_back(TreeMemberOf(c));
+    for (const v1::SubtreeCluster& below : c.subordinates()) known.push_back(TreeMemberOf(below));
+  }
+  return known;
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::ApplyMission(grpc::CallbackServerContext* context,
+                                                       const v1::ApplyMissionRequest* request,
+                                                       v1::ApplyMissionResponse* response) {
+  return Answer(executor_, context, response, [=, this] { return missions_.Apply(*request); });
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::DeleteMission(grpc::CallbackServerContext* context,
+                                                        const v1::DeleteMissionRequest* request,
+                                                        v1::DeleteMissionResponse* response) {
+  return Answer(executor_, context, response,
+                [=, this]() -> absl::StatusOr<v1::DeleteMissionResponse> {
+                  RETURN_IF_ERROR(missions_.Delete(*request));
+                  return v1::DeleteMissionResponse();
+                });
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::GetMission(grpc::CallbackServerContext* context,
+                                                     const v1::GetMissionRequest* request,
+                                                     v1::GetMissionResponse* response) {
+  return Answer(executor_, context, response,
+                [=, this]() -> absl::StatusOr<v1::GetMissionResponse> {
+                  RETURN_IF_ERROR(clusters_.Sweep().status());
+                  ASSIGN_OR_RETURN(std::vector<TreeMember> known, KnownTreeMembers());
+                  return missions_.Get(*request, known);
+                });
+}
+
+grpc::ServerUnaryReactor* AcmServiceImpl::ListMissions(grpc::CallbackServerContext* context,
+                                                       const v1::ListMissionsRequest* request,
+                                                       v1::ListMissionsResponse* response) {
+  return Answer(executor_, context, response,
+                [=, this]() -> absl::StatusOr<v1::ListMissionsResponse> {
+                  RETURN_IF_ERROR(clusters_.Sweep().status());
+                  ASSIGN_OR_RETURN(std::vector<TreeMember> known, KnownTreeMembers());
+                  return missions_.List(*request, known);
+                });
 }
 
 grpc::ServerUnaryReactor* AcmServiceImpl::GetNeighborhood(grpc::CallbackServerContext* context,
@@ -628,6 +698,13 @@ grpc::ServerUnaryReactor* AcmServiceImpl::PushAssignment(grpc::CallbackServerCon
                   }
                   return local_copies_->PushAssignment(*request);
                 });
+}
+
+std::vector<std::string> AcmServiceColumnFamilies() {
+  std::vector<std::string> families = ApplicationColumnFamilies();
+  for (const auto& f : LocalCopyColumnFamilies()) families.push_back(f);
+  for (const char* f : {"clusters", "operations", kMissionFamily}) families.push_back(f);
+  return families;
 }
 
 std::unique_ptr<AcmServiceImpl> NewAcmService(KvStore& kv, Clock& clock,

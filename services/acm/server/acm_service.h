@@ -14,6 +14,7 @@
 #include "acm/core/cluster_drainer.h"
 #include "acm/core/cluster_registry.h"
 #include "acm/core/local_copies.h"
+#include "acm/core/mission_relay.h"
 #include "acm/core/neighborhood_manager.h"
 #include "acm/server/policy_bundle_watcher.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
@@ -36,14 +37,17 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   /// and PushAssignment into them); on the hub it is null and those answer
   /// FAILED_PRECONDITION. `hub_cluster` is the federation's hub, against
   /// which mTLS callers are bound to their own cluster and neighborhoods.
+  /// `missions` (which must outlive the service) holds the missions of the
+  /// cluster tree: authored here on the hub, relayed through a managed cluster.
   AcmServiceImpl(ApplicationManager& manager, ClusterRegistry& clusters,
                  NeighborhoodManager& neighborhoods, ClusterDrainer& drainer,
-                 std::shared_ptr<LocalCopies> local_copies = nullptr, std::string hub_cluster = "",
-                 int worker_threads = 2, size_t max_queued = 1024)
+                 MissionRelay& missions, std::shared_ptr<LocalCopies> local_copies = nullptr,
+                 std::string hub_cluster = "", int worker_threads = 2, size_t max_queued = 1024)
       : manager_(manager),
         clusters_(clusters),
         neighborhoods_(neighborhoods),
         drainer_(drainer),
+        missions_(missions),
         local_copies_(std::move(local_copies)),
         hub_cluster_(std::move(hub_cluster)),
         executor_(worker_threads, max_queued) {}
@@ -106,6 +110,22 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
                                            v1::ListOperationsResponse* response) override;
   grpc::ServerWriteReactor<v1::WatchOperationResponse>* WatchOperation(
       grpc::CallbackServerContext* context, const v1::WatchOperationRequest* request) override;
+  grpc::ServerUnaryReactor* ApplyMission(grpc::CallbackServerContext* context,
+                                         const v1::ApplyMissionRequest* request,
+                                         v1::ApplyMissionResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteMission(grpc::CallbackServerContext* context,
+                                          const v1::DeleteMissionRequest* request,
+                                          v1::DeleteMissionResponse* response) override;
+  grpc::ServerUnaryReactor* GetMission(grpc::CallbackServerContext* context,
+                                       const v1::GetMissionRequest* request,
+                                       v1::GetMissionResponse* response) override;
+  grpc::ServerUnaryReactor* ListMissions(grpc::CallbackServerContext* context,
+                                         const v1::ListMissionsRequest* request,
+                                         v1::ListMissionsResponse* response) override;
+
+  /// The clusters reporting to this ACM (on a managed cluster: its
+  /// subordinates in a layered tree, which its agent reports up).
+  ClusterRegistry& registry() { return clusters_; }
 
   /// Sets how many WatchOperation streams may be open at once (default 256).
   void SetMaxOperationWatchers(int max) { max_operation_watchers_ = max; }
@@ -123,6 +143,11 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   void SetAutoscaler(ApplicationAutoscaler* autoscaler) { autoscaler_ = autoscaler; }
 
  private:
+  // Records the mission states `request` carries and adds to `answer` the
+  // missions addressed to its cluster or that cluster's subtree.
+  absl::Status AnswerMissions(const v1::HeartbeatRequest& request, v1::HeartbeatResponse& answer);
+  // Every cluster this ACM knows: those registered here and their reported subtrees.
+  absl::StatusOr<std::vector<TreeMember>> KnownTreeMembers() const;
   // OK unless `caller` is a member cluster outside the neighborhood of
   // `application` (PERMISSION_DENIED naming `method`).
   absl::Status RequireMemberOfApplication(grpc::CallbackServerContext& context,
@@ -133,6 +158,7 @@ class AcmServiceImpl : public v1::AcmService::CallbackService {
   ClusterRegistry& clusters_;
   NeighborhoodManager& neighborhoods_;
   ClusterDrainer& drainer_;
+  MissionRelay& missions_;
   const std::shared_ptr<LocalCopies> local_copies_;
   // WatchOperation streams open, and how many may be.
   std::atomic<int> operation_watchers_{0};
@@ -160,6 +186,10 @@ struct AcmServiceOptions {
   /// A managed cluster's local copies (set by the MC's main, shared with its
   /// agent); null on the hub.
   std::shared_ptr<LocalCopies> local_copies;
+  /// A managed cluster's missions relayed to it (set by the MC's main,
+  /// shared with its agent, on the store's kMissionFamily); null: the
+  /// service makes the root's (the hub authors missions).
+  std::shared_ptr<MissionRelay> missions;
   /// The federation's hub cluster (ServiceConfig::hub_cluster), for the
   /// authorization bindings of mTLS callers (codeco/common/authz.h).
   std::string hub_cluster;
@@ -210,8 +240,12 @@ struct AcmServiceOptions {
   ExternalPolicy policy_webhook;
 };
 
+/// Every column family an AcmService's store needs: the applications', the
+/// local copies', "clusters", "operations" and kMissionFamily.
+std::vector<std::string> AcmServiceColumnFamilies();
+
 /// An AcmService owning its store (on `kv`, which must hold
-/// ApplicationColumnFamilies(), "clusters" and LocalCopyColumnFamilies()), its manager,
+/// AcmServiceColumnFamilies()), its manager,
 /// its cluster registry, its neighborhood manager and its scheduler port (SWM
 /// over gRPC when options.swm_channel is set, else the in-memory one, with
 /// which applications stay PENDING). `kv` and `clock` must outlive it.

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "acm/core/cluster_report.h"
+#include "acm/core/mission_runner.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
 #include "codeco/common/call_deadline.h"
 #include "codeco/common/logging.h"
@@ -15,10 +16,13 @@
 
 namespace codeco::acm {
 ClusterAgent::ClusterAgent(ClusterAgentOptions options, PeerChannels& peers,
-                           std::shared_ptr<LocalCopies> copies)
+                           std::shared_ptr<LocalCopies> copies,
+                           std::shared_ptr<MissionRelay> missions, ClusterRegistry* subordinates)
     : options_(std::move(options)),
       peers_(peers),
       copies_(std::move(copies)),
+      missions_(std::move(missions)),
+      subordinates_(subordinates),
       interval_(options_.interval) {
   thread_ = std::thread([this] { Loop(); });
   if (options_.pod_report_delay > absl::ZeroDuration()) {
@@ -166,6 +170,8 @@ bool ClusterAgent::ReportOnce(bool sync_copies) {
   } while (!token.empty());
   std::vector<PodReport> pod_reports;
   if (pods_listed) pod_reports = BuildPodReports(pods);
+  // Missions run whether or not the hub answers.
+  if (pods_listed && missions_ != nullptr) RunMissions(*lms, report, nodes, pods);
   // What those pods use, from their nodes (the hub's autoscaler scales on
   // it); a node that does not answer leaves its pods' usage unknown.
   std::map<std::string, lms::v1::PodUsage> usage;  // pod -> usage
@@ -268,6 +274,12 @@ bool ClusterAgent::ReportOnce(bool sync_copies) {
     }
   }
   if (hub_lost_since_ != absl::InfiniteFuture()) AddOutage(request.mutable_hub_outage());
+  if (missions_ != nullptr) {
+    for (v1::MissionClusterStatus& state : missions_->StatesToRelay()) {
+      *request.add_mission_status() = std::move(state);
+    }
+  }
+  for (v1::SubtreeCluster& below : Subtree()) *request.add_subtree() = std::move(below);
   v1::HeartbeatResponse response;
   grpc::Status status =
       hub->Heartbeat(OutgoingContext(options_.call_timeout).get(), request, &response);
@@ -286,10 +298,108 @@ bool ClusterAgent::ReportOnce(bool sync_copies) {
     registered_ = false;  // the hub stored nothing: the outage goes with the registration
   } else {
     hub_lost_since_ = absl::InfiniteFuture();
+    if (missions_ != nullptr) {
+      absl::StatusOr<int> changed = missions_->ReplaceFromUpstream(response.missions());
+      if (!changed.ok()) {
+        log::Warn("agent: missions not stored",
+                  {{"error", std::string(changed.status().message())}});
+      } else if (*changed > 0) {
+        log::Info("agent: missions updated", {{"changed", absl::StrCat(*changed)},
+                                              {"held", absl::StrCat(response.missions_size())}});
+        // Report again soon (after pod_report_delay), not a whole interval
+        // later: the new missions run and their state goes up at once.
+        absl::MutexLock lock(&mu_);
+        pods_changed_ = true;
+      }
+    }
   }
   if (response.heartbeat_interval_ns() > 0)
     interval_ = absl::Nanoseconds(response.heartbeat_interval_ns());
   return true;
+}
+
+void ClusterAgent::RunMissions(lms::v1::LmsService::Stub& lms, const ClusterReport& report,
+                               const std::vector<lms::v1::Node>& nodes,
+                               const std::vector<lms::v1::Pod>& pods) {
+  const google::protobuf::Map<std::string, std::string> labels(report.cluster_labels.begin(),
+                                                               report.cluster_labels.end());
+  TreeMember self = TreeMemberOf(options_.cluster, labels, report.labels);
+  absl::StatusOr<std::vector<v1::Mission>> addressed = missions_->MissionsFor({self});
+  if (!addressed.ok()) {
+    log::Warn("agent: stored missions unreadable",
+              {{"error", std::string(addressed.status().message())}});
+    return;
+  }
+  MissionPodPlan plan = PlanMissionPods(options_.cluster, *addressed, pods, nodes, absl::Now());
+  for (const std::string& name : plan.remove) {
+    lms::v1::DeletePodRequest request;
+    request.set_name(name);
+    lms::v1::DeletePodResponse response;
+    grpc::Status status =
+        lms.DeletePod(OutgoingContext(options_.call_timeout).get(), request, &response);
+    if (!status.ok() && status.error_code() != grpc::StatusCode::NOT_FOUND) {
+      log::Warn("agent: deleting a mission pod failed",
+                {{"pod", name}, {"error", status.error_message()}});
+    }
+  }
+  // mission -> why a pod of it could not be created.
+  std::map<std::string, grpc::Status> refused;
+  for (const lms::v1::Pod& pod : plan.create) {
+    lms::v1::CreatePodRequest request;
+    *request.mutable_pod() = pod;
+    request.set_request_id(absl::StrCat(options_.cluster, "-", pod.name()));
+    lms::v1::CreatePodResponse response;
+    grpc::Status status =
+        lms.CreatePod(OutgoingContext(options_.call_timeout).get(), request, &response);
+    if (!status.ok() && status.error_code() != grpc::StatusCode::ALREADY_EXISTS) {
+      refused.emplace(pod.labels().at(kMissionLabel), status);
+    }
+  }
+  for (v1::MissionClusterStatus& state : plan.states) {
+    auto it = refused.find(state.mission());
+    if (it == refused.end()) continue;
+    state.set_message("the LMS refused a pod: " + it->second.error_message().substr(0, 900));
+    if (it->second.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      state.set_phase(v1::MISSION_PHASE_FAILED);
+    }
+  }
+  if (!plan.create.empty() || !plan.remove.empty()) {
+    log::Info("agent: mission pods reconciled",
+              {{"created", absl::StrCat(plan.create.size() - refused.size())},
+               {"deleted", absl::StrCat(plan.remove.size())}});
+  }
+  missions_->RecordOwnStates(std::move(self), std::move(plan.states));
+}
+
+std::vector<v1::SubtreeCluster> ClusterAgent::Subtree() {
+  std::vector<v1::SubtreeCluster> out;
+  if (subordinates_ == nullptr) return out;
+  // A child that went silent shows UNREACHABLE above too.
+  (void)subordinates_->Sweep();
+  absl::StatusOr<std::vector<v1::Cluster>> children = subordinates_->All();
+  if (!children.ok()) return out;
+  std::set<std::string> seen = {options_.cluster};
+  auto add = [&](v1::SubtreeCluster below) {
+    if (static_cast<int>(out.size()) >= kMaxSubtreeClusters) return;
+    if (!seen.insert(below.name()).second) return;
+    out.push_back(std::move(below));
+  };
+  for (const v1::Cluster& c : *children) {
+    v1::SubtreeCluster child;
+    child.set_name(c.metadata().name());
+    child.set_parent(c.parent_cluster().empty() ? options_.cluster : c.parent_cluster());
+    child.set_health(c.health());
+    *child.mutable_cluster_labels() = c.cluster_labels();
+    *child.mutable_labels() = c.metadata().labels();
+    child.set_node_count(c.capacity().node_count());
+    child.set_ready_node_count(c.capacity().ready_node_count());
+    *child.mutable_last_heartbeat_time() = c.last_heartbeat_time();
+    child.set_received_missions(c.received_missions());
+    child.set_active_missions(c.active_missions());
+    add(std::move(child));
+    for (const v1::SubtreeCluster& below : c.subordinates()) add(below);
+  }
+  return out;
 }
 
 bool ClusterAgent::SyncCopies(v1::AcmService::Stub& hub) {

@@ -11,8 +11,15 @@
 // pod change (a pod Running, Failed, gone) reach the hub within
 // `pod_report_delay` instead of at the next heartbeat. Each report carries
 // what every reported pod uses, read from its node's GetNodeUsage (the
-// hub's multi-cluster autoscaler scales on it). Runs on its own threads
-// until stopped.
+// hub's multi-cluster autoscaler scales on it).
+//
+// In a cluster tree the agent also runs the missions addressed to its
+// cluster (PlanMissionPods against the LMS, every report, also while the
+// hub is away), reports their states and those of the clusters below it
+// (the clusters registered at its own ACM, in a layered tree, with their
+// own subtrees), and keeps the missions the hub (or its parent) answers
+// with in the MissionRelay its own ACM serves them from. Runs on its own
+// threads until stopped.
 
 #include <map>
 #include <memory>
@@ -23,10 +30,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "acm/core/cluster_registry.h"
+#include "acm/core/cluster_report.h"
 #include "acm/core/local_copies.h"
+#include "acm/core/mission_relay.h"
 #include "codeco/acm/v1/acm_service.grpc.pb.h"
 #include "codeco/common/peer_channels.h"
 #include "codeco/common/server.h"
+#include "codeco/lms/v1/lms_service.grpc.pb.h"
 #include "grpcpp/channel.h"
 
 namespace codeco::acm {
@@ -60,9 +71,14 @@ struct ClusterAgentOptions {
 /// Registers and heartbeats until Stop().
 class ClusterAgent final : public BackgroundWork {
  public:
-  /// Starts the agent thread; `peers` must outlive the agent; `copies` may be null.
+  /// Starts the agent thread; `peers` must outlive the agent; `copies` may
+  /// be null. `missions` (null: no missions) holds what the upstream relays;
+  /// `subordinates` (null: none), the registry of this cluster's own ACM, is
+  /// reported up as its subtree and must outlive the agent.
   ClusterAgent(ClusterAgentOptions options, PeerChannels& peers,
-               std::shared_ptr<LocalCopies> copies = nullptr);
+               std::shared_ptr<LocalCopies> copies = nullptr,
+               std::shared_ptr<MissionRelay> missions = nullptr,
+               ClusterRegistry* subordinates = nullptr);
   ~ClusterAgent() override;
   void Stop() override;
 
@@ -77,12 +93,22 @@ class ClusterAgent final : public BackgroundWork {
   bool ReportOnce(bool sync_copies);
   /// Brings the local copies in step with the hub; false when it failed (logged).
   bool SyncCopies(v1::AcmService::Stub& hub);
+  /// Creates and deletes this cluster's mission pods as PlanMissionPods
+  /// says and records the missions' states.
+  void RunMissions(lms::v1::LmsService::Stub& lms, const ClusterReport& report,
+                   const std::vector<lms::v1::Node>& nodes, const std::vector<lms::v1::Pod>& pods);
+  /// The clusters registered at this cluster's ACM, every level, to report up.
+  std::vector<v1::SubtreeCluster> Subtree();
 
   const ClusterAgentOptions options_;
   PeerChannels& peers_;
   const std::shared_ptr<LocalCopies> copies_;
+  const std::shared_ptr<MissionRelay> missions_;
+  ClusterRegistry* const subordinates_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Report again after pod_report_delay, not at the next heartbeat: a pod
+  // changed, or the missions did.
   bool pods_changed_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* watch_context_ ABSL_GUARDED_BY(mu_) = nullptr;  // the open watch
   std::shared_ptr<grpc::Channel> lms_channel_;  // loop thread only; made on first use

@@ -49,12 +49,7 @@ std::unique_ptr<GrpcServer> Serve(std::vector<grpc::Service*> services, const st
   return *std::move(started);
 }
 
-std::unique_ptr<KvStore> NewKv() {
-  auto families = ApplicationColumnFamilies();
-  for (const auto& f : LocalCopyColumnFamilies()) families.push_back(f);
-  families.push_back("clusters");
-  return NewInMemoryKvStore(families);
-}
+std::unique_ptr<KvStore> NewKv() { return NewInMemoryKvStore(AcmServiceColumnFamilies()); }
 
 // Polls `check` until it holds or 30 s pass.
 template <typename Check>

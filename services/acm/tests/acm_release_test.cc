@@ -154,12 +154,7 @@ struct Hub {
   }
 };
 
-std::unique_ptr<KvStore> NewKv() {
-  auto families = ApplicationColumnFamilies();
-  families.push_back("clusters");
-  families.push_back("neighborhoods");
-  return NewInMemoryKvStore(families);
-}
+std::unique_ptr<KvStore> NewKv() { return NewInMemoryKvStore(AcmServiceColumnFamilies()); }
 
 TEST_CASE("a deleted application stays DELETING until SWM confirms the release") {
   FakeSwm swm;

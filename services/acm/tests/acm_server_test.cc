@@ -32,12 +32,7 @@ std::string Bookinfo() {
 }
 
 struct Server {
-  std::unique_ptr<KvStore> kv = NewInMemoryKvStore([] {
-    auto families = ApplicationColumnFamilies();
-    families.push_back("clusters");
-    families.push_back("neighborhoods");
-    return families;
-  }());
+  std::unique_ptr<KvStore> kv = NewInMemoryKvStore([] { return AcmServiceColumnFamilies(); }());
   SimulatedClock clock{absl::FromUnixSeconds(1'800'000'000)};
   std::unique_ptr<AcmServiceImpl> service = NewAcmService(*kv, clock);
   std::unique_ptr<GrpcServer> server;

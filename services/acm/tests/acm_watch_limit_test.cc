@@ -31,12 +31,7 @@ struct Watch {
 };
 
 TEST_CASE("watches past the cap are RESOURCE_EXHAUSTED until one closes") {
-  std::unique_ptr<KvStore> kv = NewInMemoryKvStore([] {
-    auto families = ApplicationColumnFamilies();
-    families.push_back("clusters");
-    families.push_back("neighborhoods");
-    return families;
-  }());
+  std::unique_ptr<KvStore> kv = NewInMemoryKvStore([] { return AcmServiceColumnFamilies(); }());
   SimulatedClock clock{absl::FromUnixSeconds(1'800'000'000)};
   AcmServiceOptions service_options;
   service_options.max_watchers = 2;
