@@ -1,8 +1,10 @@
 // The application commands of codecoctl, all through the hub ACM:
-//   apply -f FILE [--dry-run] [-o table|yaml|json]   (every CodecoApp or MCD document of FILE)
-//   get apps|clusters|neighborhoods [--cluster C]|revisions NAME [-o table|yaml|json]
+//   apply -f FILE [--dry-run] [-o table|yaml|json]   (every CodecoApp or MCD document of FILE;
+//                                                     Mission documents: missions.cc)
+//   get apps|clusters|tree|neighborhoods [--cluster C]|revisions NAME|missions [NAME]
+//       [-o table|yaml|json]
 //   describe app NAME [-o table|yaml|json]
-//   delete app NAME | -f FILE | cluster NAME [--force]
+//   delete app NAME | mission NAME | -f FILE | cluster NAME [--force]
 //   rollback app NAME --to-revision N [-o table|yaml|json]
 //   watch app NAME | apps [--from-revision N] [-o table|yaml|json]
 // and the rendering they share (tables, YAML, JSON), kept free of I/O so the
@@ -37,6 +39,7 @@
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "missions.h"
 #include "operation_wait.h"
 #include "run_state.h"
 #include "yaml-cpp/yaml.h"
@@ -49,24 +52,14 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-// "APPLICATION_PHASE_RUNNING" -> "Running" for enum names with a prefix.
-std::string Pretty(std::string name, const std::string& prefix) {
-  if (name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
-  for (size_t i = 0; i < name.size(); ++i) {
-    name[i] = i == 0 ? name[i] : static_cast<char>(std::tolower(name[i]));
-    if (name[i] == '_') name[i] = '-';
-  }
-  return name;
-}
-
 std::string PhaseName(acm::v1::ApplicationPhase phase) {
   if (phase == acm::v1::APPLICATION_PHASE_UNSPECIFIED) return "-";
-  return Pretty(acm::v1::ApplicationPhase_Name(phase), "APPLICATION_PHASE_");
+  return EnumText(acm::v1::ApplicationPhase_Name(phase), "APPLICATION_PHASE_");
 }
 
 std::string LevelName(acm::v1::StatusLevel level) {
   if (level == acm::v1::STATUS_LEVEL_UNSPECIFIED) return "-";
-  return Pretty(acm::v1::StatusLevel_Name(level), "STATUS_LEVEL_");
+  return EnumText(acm::v1::StatusLevel_Name(level), "STATUS_LEVEL_");
 }
 
 std::string TimeText(const google::protobuf::Timestamp& ts) {
@@ -238,6 +231,15 @@ void EmitMessage(YAML::Emitter& out, const Message& message) {
 
 }  // namespace
 
+std::string EnumText(std::string name, const std::string& prefix) {
+  if (name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
+  for (size_t i = 0; i < name.size(); ++i) {
+    name[i] = i == 0 ? name[i] : static_cast<char>(std::tolower(name[i]));
+    if (name[i] == '_') name[i] = '-';
+  }
+  return name;
+}
+
 std::string Columns(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width;
   for (const auto& row : rows) {
@@ -260,23 +262,19 @@ std::string Print(const Message& message, Output output) {
   return output == Output::kJson ? ToJson(message) + "\n" : ToYaml(message);
 }
 
-namespace {
-
-// The ACM address: --acm, else the federation's.
-absl::StatusOr<std::string> AcmAddress(const Args& args) {
-  if (args.Has("acm")) return args.Get("acm");
-  auto state = LoadRunState();
-  if (!state.ok()) return state.status();
-  return state->acm;
-}
-
 absl::StatusOr<std::unique_ptr<AcmService::Stub>> AcmStub(const Args& args) {
-  auto address = AcmAddress(args);
-  if (!address.ok()) return address.status();
-  auto channel = ChannelTo(*address, args);
+  std::string address = args.Get("acm");
+  if (!args.Has("acm")) {
+    auto state = LoadRunState();
+    if (!state.ok()) return state.status();
+    address = state->acm;
+  }
+  auto channel = ChannelTo(address, args);
   if (!channel.ok()) return channel.status();
   return AcmService::NewStub(*channel);
 }
+
+namespace {
 
 // "app NAME" (or "application NAME") positional arguments; empty on misuse.
 std::string AppName(const Args& args) {
@@ -563,7 +561,7 @@ std::string ClustersTable(const acm::v1::ListClustersResponse& clusters) {
   for (const auto& c : clusters.clusters()) {
     const auto& cap = c.capacity();
     rows.push_back({c.metadata().name(),
-                    Pretty(acm::v1::ClusterHealth_Name(c.health()), "CLUSTER_HEALTH_"),
+                    EnumText(acm::v1::ClusterHealth_Name(c.health()), "CLUSTER_HEALTH_"),
                     TierName(c.cluster_labels().tier()),
                     c.cluster_labels().region().empty() ? "-" : c.cluster_labels().region(),
                     absl::StrCat(cap.ready_node_count(), "/", cap.node_count()),
@@ -739,7 +737,7 @@ std::string WatchLine(const acm::v1::WatchApplicationResponse& event, Output out
       break;
   }
   const auto& app = event.application();
-  std::string type = Pretty(common::v1::WatchEventType_Name(event.type()), "WATCH_EVENT_TYPE_");
+  std::string type = EnumText(common::v1::WatchEventType_Name(event.type()), "WATCH_EVENT_TYPE_");
   // The same widths as WatchHeader, so lines stay under their titles.
   std::string message = app.status().error_msg();
   std::replace(message.begin(), message.end(), '\n', ' ');
@@ -882,8 +880,8 @@ static void SayNotAModel(const std::string& file, const ManifestDocument& doc) {
             << (doc.api_version.empty() ? "" : doc.api_version + "/") << doc.kind
             << (doc.name.empty() ? "" : " " + doc.name)
             << ") skipped: codecoctl applies CodecoApp, MultiClusterDeployment and "
-               "MultiClusterJob documents; "
-               "ACM runs their services and connects them through their channels\n";
+               "MultiClusterJob documents (ACM runs their services and connects them through "
+               "their channels) and Mission documents (a workload for the clusters of a tree)\n";
 }
 
 int RunApply(const Args& args) {
@@ -902,6 +900,10 @@ int RunApply(const Args& args) {
   // In file order: CodecoApps sharing an appName join one application as
   // each arrives (channels to a later one wait for it).
   for (const ManifestDocument& doc : *docs) {
+    if (doc.kind == kMissionKind) {
+      if (!ApplyMissionDocument(**stub, file, doc, several, args, *output)) ++failed;
+      continue;
+    }
     if (!doc.application_model) {
       SayNotAModel(file, doc);
       continue;
@@ -947,17 +949,23 @@ int RunApply(const Args& args) {
 
 int RunGet(const Args& args) {
   constexpr char kUsage[] =
-      "usage: codecoctl get apps|clusters|neighborhoods|revisions NAME|operations|operation ID|"
-      "migrations|migration ID|backups|endpoints SERVICE.APP";
+      "usage: codecoctl get apps|clusters|tree|neighborhoods|revisions NAME|operations|"
+      "operation ID|migrations|migration ID|backups|endpoints SERVICE.APP|missions [NAME]";
   if (args.positional.empty()) return Fail("get", kUsage);
   const std::string& what = args.positional[0];
+  if (what == "missions" || what == "mission") {
+    auto output = ParseOutput(args);
+    if (!output.ok()) return Fail("get", std::string(output.status().message()));
+    return GetMissions(args, *output);
+  }
   const bool revisions = what == "revisions" || what == "revision";
   const bool endpoints = what == "endpoints" || what == "endpoint";
   const bool named =
       revisions || endpoints || what == "operation" || what == "op" || what == "migration";
   if (args.positional.size() != (named ? 2u : 1u)) return Fail("get", kUsage);
   if (args.Has("cluster") && what.rfind("neighborhood", 0) != 0 && !endpoints) {
-    return Fail("get", "--cluster: only applies to get neighborhoods and get endpoints");
+    return Fail("get",
+                "--cluster: only applies to get neighborhoods, get endpoints and get missions");
   }
   if (args.Has("all") && !endpoints) return Fail("get", "--all: only applies to get endpoints");
   auto output = ParseOutput(args);
@@ -1094,7 +1102,7 @@ int RunGet(const Args& args) {
     return 0;
   }
   return Fail("get", "unknown resource \"" + what +
-                         "\" (apps, clusters, tree, neighborhoods, revisions NAME)");
+                         "\" (apps, clusters, tree, neighborhoods, revisions NAME, missions)");
 }
 
 int RunDescribe(const Args& args) {
@@ -1119,7 +1127,8 @@ int RunDescribe(const Args& args) {
 }
 
 // `delete -f FILE`: each CodecoApp of FILE leaves its application (only its
-// services go while other CodecoApps of the application remain).
+// services go while other CodecoApps of the application remain); each
+// Mission of FILE is deleted.
 static int DeleteManifest(const Args& args) {
   const std::string file = args.Get("f", args.Get("filename"));
   auto docs = ReadManifest(file);
@@ -1128,6 +1137,10 @@ static int DeleteManifest(const Args& args) {
   if (!stub.ok()) return Fail("delete", std::string(stub.status().message()));
   int failed = 0;
   for (const ManifestDocument& doc : *docs) {
+    if (doc.kind == kMissionKind && !doc.name.empty()) {
+      if (!DeleteMissionNamed(**stub, doc.name, args)) ++failed;
+      continue;
+    }
     if (!doc.application_model) {
       SayNotAModel(file, doc);
       continue;
@@ -1177,9 +1190,16 @@ int RunDelete(const Args& args) {
   }
   if (args.Has("force")) return Fail("delete", "--force: only applies to delete cluster");
   if (args.Has("f") || args.Has("filename")) return DeleteManifest(args);
+  if (args.positional.size() == 2 &&
+      (args.positional[0] == "mission" || args.positional[0] == "missions")) {
+    auto stub = AcmStub(args);
+    if (!stub.ok()) return Fail("delete", std::string(stub.status().message()));
+    return DeleteMissionNamed(**stub, args.positional[1], args) ? 0 : 1;
+  }
   std::string name = AppName(args);
   if (name.empty()) {
-    return Fail("delete", "usage: codecoctl delete app NAME | -f FILE | cluster NAME");
+    return Fail("delete",
+                "usage: codecoctl delete app NAME | mission NAME | -f FILE | cluster NAME");
   }
   auto stub = AcmStub(args);
   if (!stub.ok()) return Fail("delete", std::string(stub.status().message()));

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "codeco/acm/v1/acm_service.grpc.pb.h"
 #include "codeco/acm/v1/acm_service.pb.h"
 #include "codeco/swm/v1/swm_service.grpc.pb.h"
 #include "google/protobuf/message.h"
@@ -70,13 +71,14 @@ int RunDown(const Args& args);
 int RunRestart(const Args& args);
 /// `codecoctl fault`.
 int RunFault(const Args& args);
-/// `codecoctl apply -f FILE [--wait]`.
+/// `codecoctl apply -f FILE [--wait]` (applications, and missions for Mission documents).
 int RunApply(const Args& args);
-/// `codecoctl get apps|clusters|neighborhoods|revisions NAME|operations|operation ID`.
+/// `codecoctl get apps|clusters|tree|neighborhoods|revisions NAME|operations|operation ID|
+/// missions [NAME]`.
 int RunGet(const Args& args);
 /// `codecoctl describe app NAME`.
 int RunDescribe(const Args& args);
-/// `codecoctl delete app NAME | cluster NAME [--force]`.
+/// `codecoctl delete app NAME | mission NAME | -f FILE | cluster NAME [--force]`.
 int RunDelete(const Args& args);
 /// `codecoctl watch app NAME [--from-revision N]` (or `watch apps` for all).
 int RunWatch(const Args& args);
@@ -127,6 +129,9 @@ std::string Print(const google::protobuf::Message& message, Output output);
 /// `rows` as columns padded to the widest cell, two spaces apart (the last
 /// not padded), a newline after each row.
 std::string Columns(const std::vector<std::vector<std::string>>& rows);
+/// An enum value's name without `prefix`, capitalised, '_' as '-':
+/// ("APPLICATION_PHASE_RUNNING", "APPLICATION_PHASE_") -> "Running".
+std::string EnumText(std::string name, const std::string& prefix);
 /// `message` as one YAML document (a map), ending in a newline.
 std::string ToYaml(const google::protobuf::Message& message);
 /// `get apps` as a table.
@@ -151,6 +156,8 @@ std::string MigrationsTable(const swm::v1::ListMigrationsResponse& migrations);
 /// `get backups` as a table: each stateful workload's newest backup (the
 /// pod it is of, when it was taken, its bytes) and what comes next.
 std::string StateBackupsTable(const swm::v1::ListStateBackupsResponse& backups);
+/// The hub ACM: --acm ADDR, else the federation's (`codecoctl up`).
+absl::StatusOr<std::unique_ptr<acm::v1::AcmService::Stub>> AcmStub(const Args& args);
 /// The hub SWM: --swm ADDR, else the federation's (`codecoctl up`).
 absl::StatusOr<std::unique_ptr<swm::v1::SwmService::Stub>> SwmStub(const Args& args);
 /// The header line `watch` prints before table lines.

@@ -104,9 +104,19 @@ void AddCheckpointerMesh(const ClusterEndpoint& cluster,
   }
 }
 
+// The cluster called `name` in `clusters`, or null.
+const ClusterEndpoint* FindCluster(const std::vector<ClusterEndpoint>& clusters,
+                                   const std::string& name) {
+  for (const ClusterEndpoint& c : clusters) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
 ProcessSpec Plan(const ClusterEndpoint& cluster, const std::string& service, bool hub,
                  const SecuritySettings& security, const std::string& data_dir,
-                 const std::string& hub_acm, const std::vector<ClusterEndpoint>& clusters) {
+                 const std::string& hub_acm, const std::vector<ClusterEndpoint>& clusters,
+                 codef::FederationMode mode) {
   ProcessSpec spec;
   spec.name = cluster.name + "/" + service;
   spec.cluster = cluster.name;
@@ -134,7 +144,13 @@ ProcessSpec Plan(const ClusterEndpoint& cluster, const std::string& service, boo
   }
   // CODEF's LMS endpoints and control API are plaintext on loopback.
   spec.args.push_back("--federation.lms-plaintext");
-  if (!hub_acm.empty()) spec.args.insert(spec.args.end(), {"--federation.hub-acm", hub_acm});
+  // The agent (ACM) reports to its parent's ACM in a layered tree; the
+  // cluster's other services still know the hub's (SWM probes it).
+  const std::string reports_to =
+      service == "acm" && !hub ? ReportingAcm(cluster, clusters, hub_acm, mode) : hub_acm;
+  if (!reports_to.empty()) {
+    spec.args.insert(spec.args.end(), {"--federation.hub-acm", reports_to});
+  }
   // Whom an MC's services authorize hub and operator callers against.
   for (const ClusterEndpoint& c : clusters) {
     if (!hub && c.is_hub) spec.args.insert(spec.args.end(), {"--federation.hub-cluster", c.name});
@@ -194,7 +210,8 @@ std::vector<ProcessSpec> PlanHub(const std::vector<ClusterEndpoint>& clusters,
   for (const auto& cluster : clusters) {
     if (!cluster.is_hub) continue;
     for (const auto& service : HubServices()) {
-      out.push_back(Plan(cluster, service, /*hub=*/true, security, data_dir, "", clusters));
+      out.push_back(Plan(cluster, service, /*hub=*/true, security, data_dir, "", clusters,
+                         codef::FederationMode::kFlat));
       if (service == "swm" && pdlc_auction) {
         out.back().args.insert(out.back().args.end(), {"--set", "swm.pdlc_auction=true"});
       }
@@ -206,15 +223,46 @@ std::vector<ProcessSpec> PlanHub(const std::vector<ClusterEndpoint>& clusters,
 std::vector<ProcessSpec> PlanManagedClusters(const std::vector<ClusterEndpoint>& clusters,
                                              const std::string& hub_acm,
                                              const SecuritySettings& security,
-                                             const std::string& data_dir) {
+                                             const std::string& data_dir,
+                                             codef::FederationMode mode) {
   std::vector<ProcessSpec> out;
   for (const auto& cluster : clusters) {
     if (cluster.is_hub) continue;
     for (const auto& service : ManagedClusterServices()) {
-      out.push_back(Plan(cluster, service, /*hub=*/false, security, data_dir, hub_acm, clusters));
+      out.push_back(
+          Plan(cluster, service, /*hub=*/false, security, data_dir, hub_acm, clusters, mode));
     }
   }
   return out;
+}
+
+std::string ReportingAcm(const ClusterEndpoint& cluster,
+                         const std::vector<ClusterEndpoint>& clusters, const std::string& hub_acm,
+                         codef::FederationMode mode) {
+  if (mode != codef::FederationMode::kLayered || cluster.parent.empty()) return hub_acm;
+  const ClusterEndpoint* parent = FindCluster(clusters, cluster.parent);
+  if (parent == nullptr || parent->is_hub || parent->acm_address.empty()) return hub_acm;
+  return parent->acm_address;
+}
+
+absl::Status CheckReportingTree(const std::vector<ClusterEndpoint>& clusters,
+                                codef::FederationMode mode) {
+  if (mode != codef::FederationMode::kLayered) return absl::OkStatus();
+  for (const ClusterEndpoint& c : clusters) {
+    if (c.is_hub || c.parent.empty()) continue;
+    const ClusterEndpoint* parent = FindCluster(clusters, c.parent);
+    if (parent == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat("cluster ", c.name, ": its parent \"",
+                                                        c.parent,
+                                                        "\" is not a cluster of the federation"));
+    }
+    if (!parent->is_hub && parent->acm_address.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cluster ", c.name, ": its parent ", c.parent,
+                       " has no fixed ACM address to report to (layered mode)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace codeco::ctl

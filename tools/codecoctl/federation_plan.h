@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "scenario.h"
+
 namespace codeco::ctl {
 
 /// One cluster of an emulated federation, as CODEF reports it.
@@ -87,11 +90,26 @@ const std::vector<std::string>& ManagedClusterServices();
 std::vector<ProcessSpec> PlanHub(const std::vector<ClusterEndpoint>& clusters,
                                  const SecuritySettings& security, const std::string& data_dir,
                                  bool pdlc_auction = false);
-/// The processes of every non-hub cluster in `clusters`, which register with
-/// the hub ACM at `hub_acm`.
-std::vector<ProcessSpec> PlanManagedClusters(const std::vector<ClusterEndpoint>& clusters,
-                                             const std::string& hub_acm,
-                                             const SecuritySettings& security,
-                                             const std::string& data_dir);
+/// The processes of every non-hub cluster in `clusters`. Their services know
+/// the hub ACM as `hub_acm`, except that a cluster's ACM agent registers and
+/// heartbeats with ReportingAcm(): its parent's ACM in a layered federation.
+std::vector<ProcessSpec> PlanManagedClusters(
+    const std::vector<ClusterEndpoint>& clusters, const std::string& hub_acm,
+    const SecuritySettings& security, const std::string& data_dir,
+    codef::FederationMode mode = codef::FederationMode::kFlat);
+
+/// The ACM `cluster`'s agent registers and heartbeats with: in a layered
+/// federation, when its parent is a managed cluster, that parent's
+/// acm_address; otherwise (flat, no parent, the hub as parent) `hub_acm`.
+std::string ReportingAcm(const ClusterEndpoint& cluster,
+                         const std::vector<ClusterEndpoint>& clusters, const std::string& hub_acm,
+                         codef::FederationMode mode);
+
+/// In a layered federation, every parent a cluster names is a cluster of
+/// `clusters`, and a managed parent has a fixed acm_address (its children
+/// are started with it); FAILED_PRECONDITION naming the first that is not.
+/// Always OK in a flat one.
+absl::Status CheckReportingTree(const std::vector<ClusterEndpoint>& clusters,
+                                codef::FederationMode mode);
 
 }  // namespace codeco::ctl

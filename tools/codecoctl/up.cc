@@ -14,6 +14,10 @@
 // NetMA has measured every link between two clusters (30 s at most), saves
 // the run state, prints a summary.
 //
+// A scenario with `federation.mode: layered` makes a layered cluster tree: the
+// ACM agent of a managed cluster with a `parent` registers and heartbeats with
+// its parent's ACM (started on a fixed address), not the hub's.
+//
 // With --hub-replicas N (2 or 3), the hub keeps its ACM's and SWM's state in
 // a three-member etcd cluster on loopback (Debian's etcd-server) and runs N
 // replicas of each: one leads (elected by an etcd lease) and serves on the
@@ -48,6 +52,7 @@
 #include "network.h"
 #include "prometheus_config.h"
 #include "run_state.h"
+#include "scenario.h"
 
 namespace codeco::ctl {
 namespace {
@@ -141,6 +146,8 @@ class Upper {
   absl::Time deadline_;
   std::vector<ClusterEndpoint> clusters_;
   std::vector<codeco::codef::v1::EmulatedCluster> emulated_;
+  // Whom the managed clusters' agents report to (the scenario's federation.mode).
+  codef::FederationMode mode_ = codef::FederationMode::kFlat;
   // Replicas of the hub ACM and SWM (--hub-replicas; 1: no etcd, no election).
   int hub_replicas_ = 1;
   // The hub etcd's client endpoints, host:port,... ("" without replicas).
@@ -530,6 +537,11 @@ void Upper::PrintSummary(absl::Duration took) const {
                 hub_replicas_, etcd_endpoints_.c_str(),
                 state_.insecure ? "plaintext on loopback" : "mTLS");
   }
+  if (mode_ == codef::FederationMode::kLayered) {
+    std::printf(
+        "Layered tree: a cluster with a parent reports to its parent's ACM; the others to the "
+        "hub's (codecoctl get tree)\n\n");
+  }
   std::printf("%-16s %-9s %-12s %-6s %-12s %-22s %s\n", "CLUSTER", "TIER", "REGION", "NODES", "IP",
               "LMS", "RELAY");
   for (const auto& c : emulated_) {
@@ -618,6 +630,12 @@ int Upper::Run() {
   };
   if (auto s = StartCodef(); !s.ok()) return fail(s);
   if (auto s = ListClusters(); !s.ok()) return fail(s);
+  {
+    // CODEF accepted the file; its federation.mode says whom the agents report to.
+    absl::StatusOr<codef::Scenario> scenario = codef::LoadScenarioFile(state_.scenario);
+    if (!scenario.ok()) return fail(scenario.status());
+    mode_ = scenario->mode;
+  }
   if (auto s = StartRegistry(); !s.ok()) return fail(s);
   if (hub_replicas_ > 1) {
     if (auto s = StartEtcd(); !s.ok()) return fail(s);
@@ -645,6 +663,8 @@ int Upper::Run() {
     c.pdlc_address = absl::StrCat(c.service_ip, ":", *pdlc_port);
     c.registry = state_.registry;
   }
+  // Layered: each parent's ACM has its fixed address by now (set above).
+  if (auto s = CheckReportingTree(clusters_, mode_); !s.ok()) return fail(s);
   state_.netma = clusters_.front().netma_address;
   std::vector<ProcessSpec> hub = PlanHub(clusters_, security, data, args_.Has("auction"));
   // --set SERVICE.KEY=VALUE: a setting of the hub's SERVICE; --set-members:
@@ -680,7 +700,7 @@ int Upper::Run() {
   if (auto s = apply_settings("set", hub, "the hub runs"); !s.ok()) return fail(s);
   {
     // Checked before anything starts.
-    std::vector<ProcessSpec> members = PlanManagedClusters(clusters_, "", security, data);
+    std::vector<ProcessSpec> members = PlanManagedClusters(clusters_, "", security, data, mode_);
     if (auto s = apply_settings("set-members", members, "the managed clusters run"); !s.ok()) {
       return fail(s);
     }
@@ -694,7 +714,7 @@ int Upper::Run() {
   }
   if (!state_.insecure) {
     std::vector<ProcessSpec> all = hub;
-    auto mcs = PlanManagedClusters(clusters_, "", security, data);
+    auto mcs = PlanManagedClusters(clusters_, "", security, data, mode_);
     all.insert(all.end(), mcs.begin(), mcs.end());
     if (auto s = IssueCertificates(all); !s.ok()) return fail(s);
   }
@@ -740,7 +760,8 @@ int Upper::Run() {
   }
   // Each cluster's PDLC pulls its recording rules' series from the one
   // Prometheus, started last at an address chosen now.
-  std::vector<ProcessSpec> managed = PlanManagedClusters(clusters_, state_.acm, security, data);
+  std::vector<ProcessSpec> managed =
+      PlanManagedClusters(clusters_, state_.acm, security, data, mode_);
   if (auto s = apply_settings("set-members", managed, "the managed clusters run"); !s.ok()) {
     return fail(s);
   }

@@ -1,17 +1,19 @@
+#include "federation_plan.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "codeco/common/ports.h"
-#include "federation_plan.h"
 #include "launcher.h"
 #include "run_state.h"
 
@@ -191,6 +193,83 @@ TEST_CASE("a chosen PDLC address is advertised and followed by the cluster's own
     }
   }
   CHECK(auctions == 1);
+}
+
+// The value of `flag` in `args` ("" when absent).
+std::string FlagValue(const std::vector<std::string>& args, const std::string& flag) {
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == flag) return args[i + 1];
+  }
+  return "";
+}
+
+// hub <- region <- site <- leaf, plus `loner` (no parent) and `direct` (under the hub).
+std::vector<ClusterEndpoint> Tree() {
+  std::vector<ClusterEndpoint> clusters = {
+      {"hub", true, "127.0.1.1"},   {"region", false, "127.0.2.1"}, {"site", false, "127.0.3.1"},
+      {"leaf", false, "127.0.4.1"}, {"loner", false, "127.0.5.1"},  {"direct", false, "127.0.6.1"}};
+  for (size_t i = 1; i < clusters.size(); ++i) {
+    clusters[i].acm_address = absl::StrCat(clusters[i].service_ip, ":7600");
+  }
+  clusters[2].parent = "region";
+  clusters[3].parent = "site";
+  clusters[5].parent = "hub";
+  return clusters;
+}
+
+TEST_CASE("in a layered tree a cluster's ACM agent reports to its parent's ACM") {
+  const std::vector<ClusterEndpoint> clusters = Tree();
+  const std::string hub_acm = "127.0.1.1:4000";
+  auto mcs =
+      PlanManagedClusters(clusters, hub_acm, {true, ""}, "/d", codef::FederationMode::kLayered);
+  std::map<std::string, std::string> reports_to;  // "<cluster>/<service>" -> --federation.hub-acm
+  for (const auto& spec : mcs) reports_to[spec.name] = FlagValue(spec.args, "--federation.hub-acm");
+  CHECK(reports_to["region/acm"] == hub_acm);  // no parent: the hub
+  CHECK(reports_to["site/acm"] == "127.0.2.1:7600");
+  CHECK(reports_to["leaf/acm"] == "127.0.3.1:7600");
+  CHECK(reports_to["loner/acm"] == hub_acm);
+  CHECK(reports_to["direct/acm"] == hub_acm);  // the hub as parent: the hub ACM
+  // The cluster's other services keep the hub's ACM (SWM probes it to tell the hub away).
+  for (const char* service : {"swm", "pdlc", "netma", "mdm", "checkpointer"}) {
+    INFO(service);
+    CHECK(reports_to[absl::StrCat("leaf/", service)] == hub_acm);
+  }
+  for (const auto& spec : mcs) {
+    // The parent is still registered as the tree's shape, and the parent's ACM
+    // listens where its children were told.
+    if (spec.name == "leaf/acm") CHECK(HasPair(spec.args, "--set", "acm.parent=site"));
+    if (spec.name == "site/acm") CHECK(HasPair(spec.args, "--listen", "127.0.3.1:7600"));
+  }
+  CHECK(ReportingAcm(clusters[3], clusters, hub_acm, codef::FederationMode::kLayered) ==
+        "127.0.3.1:7600");
+}
+
+TEST_CASE("in a flat federation every agent reports to the hub whatever its parent") {
+  const std::vector<ClusterEndpoint> clusters = Tree();
+  for (const auto& spec : PlanManagedClusters(clusters, "127.0.1.1:4000", {true, ""}, "/d")) {
+    INFO(spec.name);
+    CHECK(FlagValue(spec.args, "--federation.hub-acm") == "127.0.1.1:4000");
+  }
+  CHECK(CheckReportingTree(clusters, codef::FederationMode::kFlat).ok());
+  std::vector<ClusterEndpoint> broken = clusters;
+  broken[2].acm_address.clear();
+  CHECK(CheckReportingTree(broken, codef::FederationMode::kFlat).ok());
+}
+
+TEST_CASE("a layered tree needs every managed parent on a fixed ACM address") {
+  std::vector<ClusterEndpoint> clusters = Tree();
+  CHECK(CheckReportingTree(clusters, codef::FederationMode::kLayered).ok());
+  clusters[2].acm_address.clear();  // site: leaf's parent
+  absl::Status s = CheckReportingTree(clusters, codef::FederationMode::kLayered);
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("cluster leaf: its parent site"));
+  // Without it, the plan falls back to the hub rather than an empty address.
+  CHECK(ReportingAcm(clusters[3], clusters, "h:1", codef::FederationMode::kLayered) == "h:1");
+  clusters = Tree();
+  clusters[3].parent = "gone";
+  s = CheckReportingTree(clusters, codef::FederationMode::kLayered);
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("\"gone\" is not a cluster"));
 }
 
 TEST_CASE("without chosen NetMA addresses NetMA gets an ephemeral port and no peers") {

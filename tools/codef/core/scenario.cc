@@ -953,6 +953,10 @@ const char* FaultActionName(FaultAction action) {
   return "?";
 }
 
+const char* FederationModeName(FederationMode mode) {
+  return mode == FederationMode::kLayered ? "layered" : "flat";
+}
+
 const ClusterSpec* Scenario::FindCluster(const std::string& cluster_name) const {
   if (hub.name == cluster_name) return &hub;
   for (const ClusterSpec& c : clusters) {
@@ -999,6 +1003,21 @@ absl::StatusOr<Scenario> ParseScenarioUnguarded(const std::string& yaml_text,
     if (!top.Has("federation")) errors.Add("federation", "is required");
   } else {
     ReadCluster(federation.Get("hub"), "federation.hub", true, &errors, &scenario.hub);
+    if (federation.Has("mode")) {
+      std::string mode;
+      if (ReadScalar(federation.Get("mode"), "federation.mode", &errors, &mode)) {
+        if (mode == FederationModeName(FederationMode::kFlat)) {
+          scenario.mode = FederationMode::kFlat;
+        } else if (mode == FederationModeName(FederationMode::kLayered)) {
+          scenario.mode = FederationMode::kLayered;
+        } else {
+          errors.Add("federation.mode",
+                     absl::StrCat("must be flat (every cluster reports to the hub) or layered "
+                                  "(a cluster with a parent reports to its parent): \"",
+                                  mode, "\""));
+        }
+      }
+    }
     YAML::Node clusters = federation.Get("clusters");
     if (!clusters.IsSequence() || clusters.size() == 0) {
       errors.Add("federation.clusters", "must be a non-empty list of clusters");

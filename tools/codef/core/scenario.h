@@ -187,6 +187,20 @@ struct FaultSpec {
   std::optional<int64_t> memory_bytes;
 };
 
+/// Whom the managed clusters report to (the scenario's `federation.mode`).
+enum class FederationMode {
+  /// Every managed cluster registers and heartbeats with the hub ACM (the
+  /// default); `parent` only arranges the tree `codecoctl get tree` shows.
+  kFlat,
+  /// A cluster tree in layers: a managed cluster with a `parent` registers
+  /// and heartbeats with its parent's ACM (which relays missions down and
+  /// reports its subtree up); clusters without one report to the hub.
+  kLayered,
+};
+
+/// "flat" or "layered".
+const char* FederationModeName(FederationMode mode);
+
 /// What a run records and where its results go.
 struct RecordSpec {
   /// Sampling interval, nanoseconds.
@@ -212,6 +226,8 @@ struct Scenario {
   ClusterSpec hub;
   /// Managed clusters, in file order.
   std::vector<ClusterSpec> clusters;
+  /// Whom the managed clusters report to (`federation.mode`, default flat).
+  FederationMode mode = FederationMode::kFlat;
   /// Every directed link between two clusters the matrix mentions (both
   /// directions of symmetric entries), plus the default for every other pair.
   std::vector<LinkSpec> links;

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -231,6 +232,62 @@ TEST_CASE("the edge-cloud continuum example has three tiers of about 20 clusters
     REQUIRE(up.has_value());
     REQUIRE(up->one_way_latency_ns < 10'000'000);
   }
+}
+
+TEST_CASE("federation.mode is flat by default and layered when asked") {
+  auto flat = ParseScenario(kMinimal, "");
+  REQUIRE(flat.ok());
+  CHECK(flat->mode == FederationMode::kFlat);
+  std::string text = kMinimal;
+  text.replace(text.find("  hub: {name: hub}\n"), 0, "  mode: layered\n");
+  auto layered = ParseScenario(text, "");
+  INFO(layered.status().ToString());
+  REQUIRE(layered.ok());
+  CHECK(layered->mode == FederationMode::kLayered);
+  CHECK(std::string(FederationModeName(layered->mode)) == "layered");
+  text.replace(text.find("mode: layered"), 13, "mode: flat");
+  auto explicit_flat = ParseScenario(text, "");
+  REQUIRE(explicit_flat.ok());
+  CHECK(explicit_flat->mode == FederationMode::kFlat);
+  text.replace(text.find("mode: flat"), 10, "mode: [layered]");
+  auto bad = ParseScenario(text, "");
+  REQUIRE(bad.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(bad.status().message()), Catch::StartsWith("federation.mode: "));
+}
+
+TEST_CASE("the edge-tree-13 example is a layered tree of a region three sites and nine leaves") {
+  auto scenario = LoadScenarioFile(std::string(CODEF_EXAMPLES_DIR) + "/edge-tree-13.yaml");
+  INFO(scenario.status().ToString());
+  REQUIRE(scenario.ok());
+  CHECK(scenario->mode == FederationMode::kLayered);
+  REQUIRE(scenario->clusters.size() == 13);
+  std::map<std::string, std::vector<std::string>> children;
+  int eu_north_leaves = 0;
+  int nodes = 0;
+  for (const ClusterSpec& c : scenario->clusters) {
+    INFO(c.name);
+    children[c.parent].push_back(c.name);
+    nodes += static_cast<int>(c.nodes.size());
+    if (c.labels.tier() == codeco::common::v1::TIER_FAR_EDGE) {
+      REQUIRE(c.nodes.size() == 1);
+      CHECK(c.nodes[0].cpu_millicores == 2000);
+      CHECK(c.nodes[0].memory_bytes == int64_t{4} << 30);
+      CHECK(absl::StartsWith(c.parent, "site-"));
+      if (c.labels.region() == "eu-north") ++eu_north_leaves;
+      // A leaf is closest to its own site.
+      REQUIRE(scenario->LinkBetween(c.name, c.parent)->one_way_latency_ns < 5'000'000);
+    }
+  }
+  CHECK(children[""] == std::vector<std::string>{"region"});
+  CHECK(children["region"] == std::vector<std::string>{"site-a", "site-b", "site-c"});
+  CHECK(children["site-a"] == std::vector<std::string>{"leaf-a1", "leaf-a2", "leaf-a3"});
+  CHECK(children["site-c"] == std::vector<std::string>{"leaf-c1", "leaf-c2", "leaf-c3"});
+  CHECK(scenario->FindCluster("leaf-c2")->labels.region() == "eu-south");
+  CHECK(scenario->FindCluster("site-b")->labels.tier() == codeco::common::v1::TIER_EDGE);
+  CHECK(scenario->FindCluster("region")->labels.tier() == codeco::common::v1::TIER_CLOUD);
+  // examples/missions/camera-analytics.yaml addresses {tier: far-edge, region: eu-north}.
+  CHECK(eu_north_leaves == 6);
+  CHECK(nodes == 15);
 }
 
 TEST_CASE("mutated scenarios never crash the parser and errors keep the path shape") {
