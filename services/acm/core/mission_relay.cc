@@ -65,6 +65,13 @@ v1::Mission Stored(v1::Mission mission) {
   return mission;
 }
 
+// The same state but perhaps for its report time.
+bool SameState(const v1::MissionClusterStatus& a, const v1::MissionClusterStatus& b) {
+  return a.mission() == b.mission() && a.cluster() == b.cluster() && a.phase() == b.phase() &&
+         a.generation() == b.generation() && a.desired_pods() == b.desired_pods() &&
+         a.running_pods() == b.running_pods() && a.message() == b.message();
+}
+
 bool Newer(const v1::MissionClusterStatus& a, const v1::MissionClusterStatus& b) {
   return FromProtoTimestamp(a.report_time()) > FromProtoTimestamp(b.report_time());
 }
@@ -401,8 +408,15 @@ absl::StatusOr<std::vector<v1::Mission>> MissionRelay::MissionsFor(
 void MissionRelay::RecordReport(
     const std::string& reporter,
     const google::protobuf::RepeatedPtrField<v1::MissionClusterStatus>& states) {
-  absl::MutexLock lock(&mu_);
-  reported_[reporter].assign(states.begin(), states.end());
+  bool changed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<v1::MissionClusterStatus>& held = reported_[reporter];
+    changed = held.size() != static_cast<size_t>(states.size());
+    for (int i = 0; !changed && i < states.size(); ++i) changed = !SameState(held[i], states[i]);
+    held.assign(states.begin(), states.end());
+  }
+  if (changed && on_state_change_) on_state_change_();
 }
 
 void MissionRelay::ForgetReporter(const std::string& reporter) {

@@ -16,6 +16,7 @@
 // held in memory: every cluster sends its whole set with each heartbeat.
 // Pure logic over the store and an injected Clock; thread-safe.
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -105,6 +106,11 @@ class MissionRelay {
   absl::StatusOr<std::vector<v1::Mission>> MissionsFor(
       const std::vector<TreeMember>& members) const;
 
+  /// Calls `hook` (from the recording thread, no lock held) whenever a
+  /// report from below changes a state in more than its report time. A
+  /// managed cluster's agent reports up at once then. Call before use.
+  void SetOnStateChange(std::function<void()> hook) { on_state_change_ = std::move(hook); }
+
   /// Records what `reporter` (a cluster heartbeating to this ACM) reported
   /// for itself and its subtree; replaces its previous report.
   void RecordReport(const std::string& reporter,
@@ -138,6 +144,7 @@ class MissionRelay {
   std::map<std::string, std::vector<v1::MissionClusterStatus>> reported_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::MissionClusterStatus> own_ ABSL_GUARDED_BY(mu_);
   std::optional<TreeMember> self_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> on_state_change_;
 };
 
 }  // namespace codeco::acm

@@ -24,6 +24,13 @@ ClusterAgent::ClusterAgent(ClusterAgentOptions options, PeerChannels& peers,
       missions_(std::move(missions)),
       subordinates_(subordinates),
       interval_(options_.interval) {
+  if (missions_ != nullptr) {
+    // A child's mission changed state: send it up now, not at the next heartbeat.
+    missions_->SetOnStateChange([this] {
+      absl::MutexLock lock(&mu_);
+      pods_changed_ = true;
+    });
+  }
   thread_ = std::thread([this] { Loop(); });
   if (options_.pod_report_delay > absl::ZeroDuration()) {
     watcher_ = std::thread([this] { WatchPods(); });
