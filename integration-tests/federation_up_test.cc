@@ -527,6 +527,30 @@ TEST_CASE(
   CHECK_THAT(RunCommand({kCtl, "get", "tree"}, absl::Seconds(30)).output,
              Catch::Contains("|  `- leaf-a2"));
 
+  // Flat mode: a mission addressed by name goes from the hub to each of its
+  // clusters directly, and their states come back.
+  const std::string mission_file = (home.path / "sensor.yaml").string();
+  std::ofstream(mission_file) << R"(apiVersion: codeco.io/v1
+kind: Mission
+metadata: {name: sensor}
+spec:
+  placement: {clusters: [leaf-a1, leaf-b2]}
+  workload:
+    containers: [{name: probe, image: registry.example.org/probe:1, resources: {cpu: 100m, memory: 32Mi}}]
+)";
+  CommandResult applied = RunCommand({kCtl, "apply", "-f", mission_file}, absl::Seconds(30));
+  INFO(applied.output);
+  REQUIRE(applied.exit_code == 0);
+  bool running = false;
+  std::string missions;
+  for (absl::Time end = absl::Now() + absl::Minutes(1); absl::Now() < end && !running;) {
+    missions = RunCommand({kCtl, "get", "missions"}, absl::Seconds(30)).output;
+    running = missions.find("2/2") != std::string::npos;
+    if (!running) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  INFO(missions);
+  CHECK(running);
+
   // site-a's links cut: it goes UNREACHABLE; its leaves, which report to
   // the hub themselves, stay Ready, and the region counts one unreachable.
   REQUIRE(RunCommand({kCtl, "fault", "cluster", "site-a", "--partition"}, absl::Seconds(30))
