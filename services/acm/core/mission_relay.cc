@@ -112,6 +112,12 @@ bool Addresses(const v1::MissionPlacement& placement, const TreeMember& member) 
 }
 
 absl::Status ValidateMission(const v1::Mission& mission) {
+  v1::Mission stored = mission;
+  stored.clear_status();
+  if (stored.ByteSizeLong() > kMaxMissionBytes) {
+    return InvalidFieldError(
+        "mission", absl::StrCat(stored.ByteSizeLong(), " bytes, more than ", kMaxMissionBytes));
+  }
   const std::string& name = mission.metadata().name();
   if (!IsDnsLabel(name) || name.size() > kMaxMissionName) {
     return InvalidFieldError(

@@ -58,14 +58,20 @@ TreeMember TreeMemberOf(const std::string& name,
 /// True when `placement` addresses `member` (by name or by its labels).
 bool Addresses(const v1::MissionPlacement& placement, const TreeMember& member);
 
+/// Largest serialized mission (placement, workload and metadata), 16 KiB:
+/// with at most MissionRelayOptions::max_missions of them, every mission of
+/// the tree fits one heartbeat answer (gRPC's 4 MiB).
+inline constexpr size_t kMaxMissionBytes = 16 * 1024;
+
 /// OK when `mission` can be stored; INVALID_ARGUMENT naming the field
 /// (under `mission.`) otherwise.
 absl::Status ValidateMission(const v1::Mission& mission);
 
 /// Limits of what a MissionRelay takes.
 struct MissionRelayOptions {
-  /// Most missions the root holds (more are refused RESOURCE_EXHAUSTED).
-  int max_missions = 1000;
+  /// Most missions the root holds (more are refused RESOURCE_EXHAUSTED);
+  /// a relay keeps at most this many of what its upstream sends.
+  int max_missions = 200;
   /// Page size when a List request gives none.
   int default_page_size = 100;
   /// Largest page size honoured.

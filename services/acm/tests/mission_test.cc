@@ -121,6 +121,11 @@ TEST_CASE("a bad mission is refused naming its field and nothing is stored") {
       {[](v1::Mission& m) { (*m.mutable_workload()->mutable_labels())["codeco.io/x"] = "y"; },
        "mission.workload.labels"},
       {[](v1::Mission& m) {
+         (*m.mutable_workload()->mutable_containers(0)->mutable_env())["BLOB"] =
+             std::string(kMaxMissionBytes, 'x');
+       },
+       "mission: "},
+      {[](v1::Mission& m) {
          auto* e = m.mutable_placement()->mutable_selector()->add_match_expressions();
          e->set_key("region");
          e->set_op(common::v1::LABEL_SELECTOR_OPERATOR_IN);
@@ -138,6 +143,16 @@ TEST_CASE("a bad mission is refused naming its field and nothing is stored") {
   auto listed = root.List({}, {});
   REQUIRE(listed.ok());
   CHECK(listed->missions().empty());
+}
+
+TEST_CASE("the root refuses a mission past its limit and still takes changes") {
+  auto kv = NewInMemoryKvStore({kMissionFamily});
+  SimulatedClock clock;
+  MissionRelay root(*kv, clock, /*root=*/true, {.max_missions = 2});
+  REQUIRE(root.Apply(Apply(MissionFor("a", {{"tier", "edge"}}))).ok());
+  REQUIRE(root.Apply(Apply(MissionFor("b", {{"tier", "edge"}}))).ok());
+  CHECK(absl::IsResourceExhausted(root.Apply(Apply(MissionFor("c", {{"tier", "edge"}}))).status()));
+  CHECK(root.Apply(Apply(MissionFor("b", {{"tier", "cloud"}}))).ok());
 }
 
 TEST_CASE("a placement addresses clusters by name and by labels") {
