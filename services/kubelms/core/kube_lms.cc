@@ -246,8 +246,14 @@ absl::StatusOr<Pod> KubeLms::DeletePod(const codeco::lms::v1::DeletePodRequest& 
   if (request.grace_period_ns() < 0) {
     return InvalidFieldError("grace_period_ns", "must not be negative");
   }
+  if (request.force() && request.grace_period_ns() > 0) {
+    return InvalidFieldError("grace_period_ns", "must be 0 with force (a force delete has none)");
+  }
   std::string path = PodPath(request.name());
-  if (request.grace_period_ns() > 0) {
+  if (request.force()) {
+    // The API server removes the pod without waiting for its kubelet.
+    absl::StrAppend(&path, "?gracePeriodSeconds=0");
+  } else if (request.grace_period_ns() > 0) {
     // Kubernetes counts whole seconds: round up so the pod gets at least
     // what was asked.
     absl::StrAppend(

@@ -266,6 +266,38 @@ TEST_CASE("pods are refused on nodes that are cordoned or not ready or too small
   CHECK(got.node().condition() == codeco::lms::v1::NODE_CONDITION_NOT_READY);
 }
 
+TEST_CASE("a pod of a node not ready stays Terminating unless its delete is forced") {
+  Adapter adapter;
+  const std::string node = adapter.ReadyNode();
+  REQUIRE(adapter.Create("stuck", node).ok());
+  REQUIRE(adapter.Create("forced", node).ok());
+  adapter.WaitRunning("stuck");
+  adapter.WaitRunning("forced");
+  adapter.fake->SetNodeReady(node, false);
+
+  codeco::lms::v1::DeletePodRequest del;
+  del.set_name("stuck");
+  codeco::lms::v1::DeletePodResponse deleted;
+  REQUIRE(adapter.stub->DeletePod(Context().get(), del, &deleted).ok());
+  codeco::lms::v1::GetPodRequest get;
+  get.set_name("stuck");
+  codeco::lms::v1::GetPodResponse got;
+  // No kubelet confirms: the name is still taken.
+  CHECK(adapter.stub->GetPod(Context().get(), get, &got).ok());
+
+  del.set_name("forced");
+  del.set_force(true);
+  del.set_grace_period_ns(1'000'000'000);
+  CHECK(adapter.stub->DeletePod(Context().get(), del, &deleted).error_code() ==
+        grpc::StatusCode::INVALID_ARGUMENT);
+  del.set_grace_period_ns(0);
+  REQUIRE(adapter.stub->DeletePod(Context().get(), del, &deleted).ok());
+  CHECK(CountRequests(*adapter.fake, "forced?gracePeriodSeconds=0") == 1);
+  get.set_name("forced");
+  CHECK(adapter.stub->GetPod(Context().get(), get, &got).error_code() ==
+        grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_CASE("checkpoints go through the node proxy and restores start from a checkpoint image") {
   Adapter adapter;
   const std::string node = adapter.ReadyNode();

@@ -683,10 +683,15 @@ class StandInKubeApiServer::Impl {
       last = it->second;
     }
     Answer(fd, 200, last);
-    // The kubelet stops the containers; the pod goes.
+    // The kubelet stops the containers; the pod goes. A NotReady node's
+    // kubelet does not answer: its pod stays Terminating unless forced
+    // (gracePeriodSeconds=0 removes it without the kubelet).
     absl::MutexLock lock(&mu_);
     auto it = pods_.find({ns, name});
     if (it == pods_.end()) return;
+    const int64_t grace = it->second["metadata"].value("deletionGracePeriodSeconds", int64_t{30});
+    auto node = nodes_.find(it->second["spec"].value("nodeName", ""));
+    if (grace != 0 && node != nodes_.end() && !Ready(node->second)) return;
     json gone = it->second;
     pods_.erase(it);
     RecordLocked(kPods, "DELETED", gone);

@@ -153,9 +153,14 @@ absl::Status LmsPodRuntime::CreatePodFrom(lms::Pod pod, const std::string& node,
   return absl::OkStatus();
 }
 
-absl::Status LmsPodRuntime::DeletePod(const std::string& name) {
+absl::Status LmsPodRuntime::DeletePod(const std::string& name) { return Delete(name, false); }
+
+absl::Status LmsPodRuntime::ForceDeletePod(const std::string& name) { return Delete(name, true); }
+
+absl::Status LmsPodRuntime::Delete(const std::string& name, bool force) {
   lms::DeletePodRequest request;
   request.set_name(name);
+  request.set_force(force);
   lms::DeletePodResponse response;
   grpc::Status status = stub_->DeletePod(NewContext().get(), request, &response);
   if (!status.ok()) return Wrap(status, "DeletePod " + name);

@@ -49,6 +49,10 @@ class LmsPodRuntime final : public PodRuntime {
   absl::Status CreatePod(const PodInfo& pod) override;
   /// Deletes the pod; NOT_FOUND if there is none.
   absl::Status DeletePod(const std::string& name) override;
+  /// Removes the pod at once, without waiting for its node (the LMS's
+  /// force delete): for a pod of a node that stopped answering, which would
+  /// otherwise stay Terminating and keep its name. NOT_FOUND if there is none.
+  absl::Status ForceDeletePod(const std::string& name);
   /// Creates exactly `pod` (name, labels, containers) bound to `node`, its
   /// first container requesting `requests` (the others nothing), with
   /// `request_id` so that a retry is harmless (the LMS remembers ids after
@@ -71,6 +75,8 @@ class LmsPodRuntime final : public PodRuntime {
   void SetDeadline(absl::Time deadline);
 
  private:
+  // DeletePod, forced or not.
+  absl::Status Delete(const std::string& name, bool force);
   std::unique_ptr<grpc::ClientContext> NewContext();
   absl::StatusOr<std::vector<codeco::lms::v1::Pod>> ListLmsPods(const std::string& key = "",
                                                                 const std::string& value = "");

@@ -309,8 +309,14 @@ absl::StatusOr<pb::LocalDecision> ClusterReservations::FinishMoveLocked(
       if (p.name() != decision.pod()) continue;
       if (p.node_name() == decision.to_node() && !PodEnded(p.phase())) {
         there = true;
-      } else if (absl::Status deleted = lms_.DeletePod(p.name());
-                 !deleted.ok() && !absl::IsNotFound(deleted)) {
+        continue;
+      }
+      // Off its failed node the pod is forced out (its kubelet does not
+      // answer: a plain delete would leave it Terminating, its name taken);
+      // an ended copy on the new node goes the usual way.
+      absl::Status deleted = p.node_name() == decision.to_node() ? lms_.DeletePod(p.name())
+                                                                 : lms_.ForceDeletePod(p.name());
+      if (!deleted.ok() && !absl::IsNotFound(deleted)) {
         return absl::Status(deleted.code(),
                             absl::StrCat("local decision ", decision.id(), ": deleting pod ",
                                          p.name(), " on ", p.node_name(), ": ", deleted.message()));
@@ -322,9 +328,9 @@ absl::StatusOr<pb::LocalDecision> ClusterReservations::FinishMoveLocked(
                              absl::StrCat("swm/", decision.reservation(), "/", decision.pod(),
                                           "/local/", DecisionSequence(decision.id())));
       if (absl::IsAlreadyExists(created)) {
-        // The old pod is deleted but not gone yet (a Kubernetes pod on a
-        // NotReady node stays Terminating): the decision stays MOVING and
-        // the next pass tries again.
+        // The old pod is deleted but not gone yet (an LMS that removes pods
+        // after a while): the decision stays MOVING and the next pass tries
+        // again.
         return absl::UnavailableError(absl::StrCat(
             "local decision ", decision.id(), ": pod ", decision.pod(),
             " is still going away; created on ", decision.to_node(), " once it is gone"));

@@ -185,6 +185,11 @@ grpc::ServerUnaryReactor* EmulatedLmsService::DeletePod(
   if (request->grace_period_ns() < 0) {
     return Answer(context, InvalidFieldError("grace_period_ns", "must not be negative"));
   }
+  if (request->force() && request->grace_period_ns() > 0) {
+    return Answer(context, InvalidFieldError("grace_period_ns",
+                                             "must be 0 with force (a force delete has none)"));
+  }
+  // An emulated pod goes at once, from a failed node too: force asks for nothing more.
   auto result = cluster_->Run([&](EmulatedCluster& c) { return c.DeletePod(request->name()); });
   if (result.ok()) *response->mutable_pod() = std::move(*result);
   return Answer(context, result.status());
