@@ -185,19 +185,20 @@ absl::Status ValidateMission(const v1::Mission& mission) {
 MissionRelay::MissionRelay(KvStore& kv, Clock& clock, bool root, MissionRelayOptions options)
     : kv_(kv), clock_(clock), root_(root), options_(options) {}
 
-absl::StatusOr<std::vector<v1::Mission>> MissionRelay::LoadAll() const {
+absl::StatusOr<std::vector<v1::Mission>> MissionRelay::Load(const KvScanOptions& options) const {
   std::vector<v1::Mission> out;
   absl::Status parse_error;
-  RETURN_IF_ERROR(kv_.Scan(kMissionFamily, {}, [&](std::string_view key, std::string_view value) {
-    v1::Mission m;
-    if (!m.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-      parse_error =
-          absl::DataLossError(absl::StrCat("stored mission ", std::string(key), " does not parse"));
-      return false;
-    }
-    out.push_back(std::move(m));
-    return true;
-  }));
+  RETURN_IF_ERROR(
+      kv_.Scan(kMissionFamily, options, [&](std::string_view key, std::string_view value) {
+        v1::Mission m;
+        if (!m.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+          parse_error = absl::DataLossError(
+              absl::StrCat("stored mission ", std::string(key), " does not parse"));
+          return false;
+        }
+        out.push_back(std::move(m));
+        return true;
+      }));
   RETURN_IF_ERROR(parse_error);
   return out;
 }
@@ -230,7 +231,7 @@ absl::StatusOr<v1::ApplyMissionResponse> MissionRelay::Apply(
     next.set_generation(current.generation() + 1);
     next.mutable_metadata()->set_revision(current.metadata().revision() + 1);
   } else if (absl::IsNotFound(stored.status())) {
-    absl::StatusOr<std::vector<v1::Mission>> all = LoadAll();
+    absl::StatusOr<std::vector<v1::Mission>> all = Load();
     if (!all.ok()) return all.status();
     if (static_cast<int>(all->size()) >= options_.max_missions) {
       return absl::ResourceExhaustedError(
@@ -265,9 +266,8 @@ absl::Status MissionRelay::Delete(const v1::DeleteMissionRequest& request) {
   return kv_.Write(KvWriteBatch().Delete(kMissionFamily, request.name()));
 }
 
-std::map<std::pair<std::string, std::string>, v1::MissionClusterStatus>
-MissionRelay::NewestStatesLocked() const {
-  std::map<std::pair<std::string, std::string>, v1::MissionClusterStatus> newest;
+MissionRelay::StateMap MissionRelay::NewestStatesLocked() const {
+  StateMap newest;
   auto add = [&](const v1::MissionClusterStatus& s) {
     auto [it, inserted] = newest.try_emplace({s.mission(), s.cluster()}, s);
     if (!inserted && Newer(s, it->second)) it->second = s;
@@ -279,8 +279,8 @@ MissionRelay::NewestStatesLocked() const {
   return newest;
 }
 
-void MissionRelay::AddStatus(v1::Mission& mission, const std::vector<TreeMember>& known) const {
-  const auto newest = NewestStatesLocked();
+void MissionRelay::AddStatus(v1::Mission& mission, const std::vector<TreeMember>& known,
+                             const StateMap& newest) const {
   std::set<std::string> shown;
   std::vector<const TreeMember*> members;
   if (self_) members.push_back(&*self_);
@@ -321,7 +321,7 @@ absl::StatusOr<v1::GetMissionResponse> MissionRelay::Get(
     return absl::DataLossError("stored mission " + request.name() + " does not parse");
   }
   absl::ReaderMutexLock lock(&mu_);
-  AddStatus(*response.mutable_mission(), known);
+  AddStatus(*response.mutable_mission(), known, NewestStatesLocked());
   return response;
 }
 
@@ -332,23 +332,16 @@ absl::StatusOr<v1::ListMissionsResponse> MissionRelay::List(
   }
   const int page = request.page_size() == 0 ? options_.default_page_size
                                             : std::min(request.page_size(), options_.max_page_size);
+  ASSIGN_OR_RETURN(std::vector<v1::Mission> missions,
+                   Load({.start_after = request.page_token(), .limit = static_cast<size_t>(page)}));
   v1::ListMissionsResponse response;
-  absl::Status parse_error;
-  RETURN_IF_ERROR(kv_.Scan(
-      kMissionFamily, {.start_after = request.page_token(), .limit = static_cast<size_t>(page)},
-      [&](std::string_view key, std::string_view value) {
-        v1::Mission* m = response.add_missions();
-        if (!m->ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-          parse_error = absl::DataLossError(
-              absl::StrCat("stored mission ", std::string(key), " does not parse"));
-          return false;
-        }
-        return true;
-      }));
-  RETURN_IF_ERROR(parse_error);
   {
     absl::ReaderMutexLock lock(&mu_);
-    for (v1::Mission& m : *response.mutable_missions()) AddStatus(m, known);
+    const StateMap newest = NewestStatesLocked();
+    for (v1::Mission& m : missions) {
+      AddStatus(m, known, newest);
+      *response.add_missions() = std::move(m);
+    }
   }
   if (response.missions_size() == page) {
     response.set_next_page_token(response.missions(page - 1).metadata().name());
@@ -374,7 +367,7 @@ absl::StatusOr<int> MissionRelay::ReplaceFromUpstream(
     next[m.metadata().name()] = Stored(m);
   }
   absl::MutexLock write(&write_mu_);
-  absl::StatusOr<std::vector<v1::Mission>> current = LoadAll();
+  absl::StatusOr<std::vector<v1::Mission>> current = Load();
   if (!current.ok()) return current.status();
   KvWriteBatch batch;
   int changed = 0;
@@ -397,7 +390,7 @@ absl::StatusOr<int> MissionRelay::ReplaceFromUpstream(
 
 absl::StatusOr<std::vector<v1::Mission>> MissionRelay::MissionsFor(
     const std::vector<TreeMember>& members) const {
-  absl::StatusOr<std::vector<v1::Mission>> all = LoadAll();
+  absl::StatusOr<std::vector<v1::Mission>> all = Load();
   if (!all.ok()) return all.status();
   std::vector<v1::Mission> out;
   for (v1::Mission& m : *all) {

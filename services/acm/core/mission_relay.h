@@ -131,13 +131,15 @@ class MissionRelay {
   std::vector<v1::MissionClusterStatus> StatesToRelay() const;
 
  private:
-  absl::StatusOr<std::vector<v1::Mission>> LoadAll() const;
-  // Fills mission.status for `known` from the recorded states.
-  void AddStatus(v1::Mission& mission, const std::vector<TreeMember>& known) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // (mission, cluster) -> newest state, own and reported; under mu_.
-  std::map<std::pair<std::string, std::string>, v1::MissionClusterStatus> NewestStatesLocked() const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // (mission, cluster) -> newest state.
+  using StateMap = std::map<std::pair<std::string, std::string>, v1::MissionClusterStatus>;
+  // The stored missions `options` selects, in name order.
+  absl::StatusOr<std::vector<v1::Mission>> Load(const KvScanOptions& options = {}) const;
+  // Fills mission.status for `known` (and this cluster) from `newest`.
+  void AddStatus(v1::Mission& mission, const std::vector<TreeMember>& known,
+                 const StateMap& newest) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The newest state of each (mission, cluster), own and reported.
+  StateMap NewestStatesLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   KvStore& kv_;
   Clock& clock_;

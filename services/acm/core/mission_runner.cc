@@ -20,19 +20,10 @@ bool Ended(const lms::v1::Pod& pod) {
   return pod.phase() == lms::v1::POD_PHASE_FAILED || pod.phase() == lms::v1::POD_PHASE_SUCCEEDED;
 }
 
-// What one pod of `workload` requests.
-Room Requests(const v1::MissionWorkload& workload) {
+// What a pod of these containers requests.
+Room Requests(const google::protobuf::RepeatedPtrField<lms::v1::Container>& containers) {
   Room r;
-  for (const auto& c : workload.containers()) {
-    r.cpu += c.requests().cpu_millicores();
-    r.memory += c.requests().memory_bytes();
-  }
-  return r;
-}
-
-Room Requests(const lms::v1::Pod& pod) {
-  Room r;
-  for (const auto& c : pod.containers()) {
+  for (const auto& c : containers) {
     r.cpu += c.requests().cpu_millicores();
     r.memory += c.requests().memory_bytes();
   }
@@ -55,7 +46,7 @@ MissionPodPlan PlanMissionPods(const std::string& cluster, const std::vector<v1:
   auto give_back = [&](const lms::v1::Pod& pod) {
     auto it = free.find(pod.node_name());
     if (it == free.end()) return;
-    Room r = Requests(pod);
+    Room r = Requests(pod.containers());
     it->second.cpu += r.cpu;
     it->second.memory += r.memory;
   };
@@ -102,7 +93,7 @@ MissionPodPlan PlanMissionPods(const std::string& cluster, const std::vector<v1:
         ++running;
       }
     }
-    const Room need = Requests(m.workload());
+    const Room need = Requests(m.workload().containers());
     int waiting = 0;
     for (const std::string& pod_name : wanted) {
       if (have.count(pod_name)) continue;
